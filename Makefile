@@ -1,0 +1,57 @@
+# attn.c — `make` builds ./run and ./train; `make test` installs what the tests need
+# (Debian packages, as root), builds everything and runs the whole suite.
+CC ?= gcc
+PYTHON ?= /usr/bin/python3
+ARCH_FLAGS ?= -march=native
+CFLAGS ?= -std=c11 -D_DEFAULT_SOURCE -O3 $(ARCH_FLAGS) -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation
+LDLIBS = $(BLAS_LIBS) -lm
+
+# OpenBLAS built on OpenMP shares one thread pool with our own parallel loops; the default
+# pthread build keeps a second pool whose spinning threads fight ours for the two cores.
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+OPENBLAS_OMP := /usr/lib/$(MULTIARCH)/openblas-openmp
+ifneq ($(wildcard $(OPENBLAS_OMP)/libopenblas.so.0),)
+BLAS_LIBS = -L$(OPENBLAS_OMP) -Wl,-rpath,$(OPENBLAS_OMP) -l:libopenblas.so.0
+else
+BLAS_LIBS = -lopenblas
+endif
+
+DEB_PACKAGES = libopenblas-dev libopenblas0-openmp libcmocka-dev python3-numpy python3-torch python3-matplotlib
+TESTS_C = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
+
+.PHONY: all deps test check bench clean
+
+all: run train
+
+run: run.c model.h tokenizer.c tokenizer.h
+	$(CC) $(CFLAGS) -o $@ run.c tokenizer.c $(LDLIBS)
+
+train: train.c model.h tokenizer.c tokenizer.h
+	$(CC) $(CFLAGS) -o $@ train.c tokenizer.c $(LDLIBS)
+
+tests/bin/%: tests/%.c model.h tokenizer.c tokenizer.h
+	@mkdir -p tests/bin
+	$(CC) $(CFLAGS) -I. -o $@ $< tokenizer.c $(LDLIBS) -lcmocka
+
+# Installs only what is missing, so a machine that has everything never touches apt.
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $$missing; \
+	fi
+
+# The recursive make sees the OpenBLAS that deps may just have installed.
+test: deps
+	@$(MAKE) --no-print-directory check
+
+check: all $(TESTS_C)
+	@PYTHON=$(PYTHON) bash tests/run_all.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	@PYTHON=$(PYTHON) bash bench/run.sh
+
+clean:
+	rm -rf run train tests/bin tests/tmp

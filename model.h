@@ -1,0 +1,627 @@
+// model.h: the attn.c model file, its config and mapped weights, and the forward kernels.
+// Header-only: every function is static, so run.c, train.c and the tests each compile the
+// same code. It knows no command line and no training; docs/FORMAT.md is the format's spec.
+#ifndef ATTN_MODEL_H
+#define ATTN_MODEL_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the model file is little-endian and is mapped as is: build on a little-endian machine"
+#endif
+
+// ----------------------------------------------------------------------------
+// The file header (docs/FORMAT.md)
+
+#define MODEL_MAGIC "ATTN"
+#define MODEL_VERSION 1
+#define MODEL_HEADER_SIZE 256
+#define MODEL_ALIGN 64
+
+enum { POS_ROPE, POS_LEARNED, POS_SINUSOIDAL, POS_KINDS };
+enum { FFN_SWIGLU, FFN_GELU_TANH, FFN_GELU_ERF, FFN_RELU, FFN_KINDS };
+enum { NORM_RMS, NORM_LAYER, NORM_KINDS };
+enum { BIAS_QKV = 1, BIAS_ATTN_OUT = 2, BIAS_FFN = 4, BIAS_ALL = 7 };
+enum { TOK_SENTENCEPIECE, TOK_BYTE_BPE, TOK_KINDS };
+enum { TOKF_DUMMY_PREFIX = 1, TOKF_ADD_BOS = 2, TOKF_BOS_STOPS = 4, TOKF_ALL = 7 };
+
+typedef struct {
+    char magic[4];
+    uint32_t version, header_size;
+    uint32_t dim, hidden_dim, n_layers, n_heads, n_kv_heads, head_dim, vocab_size, seq_len;
+    uint32_t pos_kind;
+    float rope_theta;
+    uint32_t ffn_kind, norm_kind;
+    float norm_eps;
+    uint32_t post_norm, final_norm, bias_flags, tied_classifier;
+    float embed_scale;
+    uint32_t rope_dims, tok_kind, tok_flags;
+    int32_t bos_id, eos_id;
+    uint64_t tok_offset, tok_bytes, weights_offset, weights_bytes;
+    uint8_t reserved[MODEL_HEADER_SIZE - 136];
+} FileHeader;
+_Static_assert(sizeof(FileHeader) == MODEL_HEADER_SIZE, "header is 256 bytes");
+_Static_assert(offsetof(FileHeader, tok_offset) == 104, "header layout follows docs/FORMAT.md");
+
+// The config is the header's numbers as ints, checked against the limits below first.
+typedef struct {
+    int dim, hidden_dim, n_layers, n_heads, n_kv_heads, head_dim, vocab_size, seq_len;
+    int pos_kind, ffn_kind, norm_kind, post_norm, final_norm, bias_flags, tied_classifier;
+    int rope_dims, tok_kind, tok_flags, bos_id, eos_id;
+    float rope_theta, norm_eps, embed_scale;
+} Config;
+
+static inline size_t align_up(size_t n) { return (n + MODEL_ALIGN - 1) & ~(size_t)(MODEL_ALIGN - 1); }
+
+// Limits keep every size product far below 2^63, so the arithmetic after validation
+// cannot overflow; they are still generous for any model a CPU can run.
+static inline int check_range(const char *name, int64_t v, int64_t lo, int64_t hi, char *err, size_t n) {
+    if (v >= lo && v <= hi) return 0;
+    snprintf(err, n, "%s is %lld, outside [%lld, %lld]", name, (long long)v, (long long)lo, (long long)hi);
+    return -1;
+}
+
+static inline int config_from_header(const FileHeader *h, Config *c, char *err, size_t n) {
+    struct { const char *name; uint32_t v; int64_t lo, hi; } f[] = {
+        {"dim", h->dim, 1, 65536},           {"hidden_dim", h->hidden_dim, 1, 262144},
+        {"n_layers", h->n_layers, 1, 1024},  {"n_heads", h->n_heads, 1, 1024},
+        {"n_kv_heads", h->n_kv_heads, 1, 1024}, {"head_dim", h->head_dim, 1, 4096},
+        {"vocab_size", h->vocab_size, 1, 1 << 24}, {"seq_len", h->seq_len, 1, 1 << 20},
+        {"pos_kind", h->pos_kind, 0, POS_KINDS - 1}, {"ffn_kind", h->ffn_kind, 0, FFN_KINDS - 1},
+        {"norm_kind", h->norm_kind, 0, NORM_KINDS - 1}, {"post_norm", h->post_norm, 0, 1},
+        {"final_norm", h->final_norm, 0, 1}, {"bias_flags", h->bias_flags, 0, BIAS_ALL},
+        {"tied_classifier", h->tied_classifier, 0, 1}, {"rope_dims", h->rope_dims, 0, h->head_dim},
+        {"tok_kind", h->tok_kind, 0, TOK_KINDS - 1}, {"tok_flags", h->tok_flags, 0, TOKF_ALL},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (check_range(f[i].name, f[i].v, f[i].lo, f[i].hi, err, n)) return -1;
+    if (h->n_heads % h->n_kv_heads) {
+        snprintf(err, n, "n_heads (%u) is not a multiple of n_kv_heads (%u)", h->n_heads, h->n_kv_heads);
+        return -1;
+    }
+    if (h->pos_kind == POS_ROPE && (h->rope_dims == 0 || h->rope_dims % 2)) {
+        snprintf(err, n, "rope_dims is %u; RoPE needs an even number of dimensions >= 2", h->rope_dims);
+        return -1;
+    }
+    if (h->pos_kind == POS_SINUSOIDAL && h->dim % 2) {
+        snprintf(err, n, "dim is %u; sinusoidal positions need an even dim", h->dim);
+        return -1;
+    }
+    if (!(h->norm_eps > 0 && h->norm_eps < 1)) { snprintf(err, n, "norm_eps %g is not in (0, 1)", h->norm_eps); return -1; }
+    if (h->pos_kind == POS_ROPE && !(isfinite(h->rope_theta) && h->rope_theta > 0)) {
+        snprintf(err, n, "rope_theta %g is not a positive number", h->rope_theta);
+        return -1;
+    }
+    if (!isfinite(h->embed_scale)) { snprintf(err, n, "embed_scale is not finite"); return -1; }
+    if (check_range("bos_id", h->bos_id, -1, (int64_t)h->vocab_size - 1, err, n)) return -1;
+    if (check_range("eos_id", h->eos_id, -1, (int64_t)h->vocab_size - 1, err, n)) return -1;
+    *c = (Config){
+        .dim = h->dim, .hidden_dim = h->hidden_dim, .n_layers = h->n_layers, .n_heads = h->n_heads,
+        .n_kv_heads = h->n_kv_heads, .head_dim = h->head_dim, .vocab_size = h->vocab_size,
+        .seq_len = h->seq_len, .pos_kind = h->pos_kind, .ffn_kind = h->ffn_kind,
+        .norm_kind = h->norm_kind, .post_norm = h->post_norm, .final_norm = h->final_norm,
+        .bias_flags = h->bias_flags, .tied_classifier = h->tied_classifier, .rope_dims = h->rope_dims,
+        .tok_kind = h->tok_kind, .tok_flags = h->tok_flags, .bos_id = h->bos_id, .eos_id = h->eos_id,
+        .rope_theta = h->rope_theta, .norm_eps = h->norm_eps, .embed_scale = h->embed_scale,
+    };
+    return 0;
+}
+
+static inline FileHeader header_from_config(const Config *c) {
+    FileHeader h = {
+        .version = MODEL_VERSION, .header_size = MODEL_HEADER_SIZE,
+        .dim = c->dim, .hidden_dim = c->hidden_dim, .n_layers = c->n_layers, .n_heads = c->n_heads,
+        .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim, .vocab_size = c->vocab_size,
+        .seq_len = c->seq_len, .pos_kind = c->pos_kind, .rope_theta = c->rope_theta,
+        .ffn_kind = c->ffn_kind, .norm_kind = c->norm_kind, .norm_eps = c->norm_eps,
+        .post_norm = c->post_norm, .final_norm = c->final_norm, .bias_flags = c->bias_flags,
+        .tied_classifier = c->tied_classifier, .embed_scale = c->embed_scale, .rope_dims = c->rope_dims,
+        .tok_kind = c->tok_kind, .tok_flags = c->tok_flags, .bos_id = c->bos_id, .eos_id = c->eos_id,
+    };
+    memcpy(h.magic, MODEL_MAGIC, 4);
+    return h;
+}
+
+// ----------------------------------------------------------------------------
+// Weights: named pointers into one block laid out as docs/FORMAT.md lists the tensors.
+// Absent tensors stay NULL. The same carving serves the mapped file (run) and the
+// parameter and gradient allocations (train).
+
+typedef struct {
+    float *attn_norm_w, *attn_norm_b, *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
+    float *ffn_norm_w, *ffn_norm_b, *w1, *b1, *w3, *b3, *w2, *b2;
+} LayerWeights;
+
+typedef struct {
+    float *tok_embedding, *pos_embedding, *final_norm_w, *final_norm_b, *classifier;
+    LayerWeights *layers; // n_layers of them, owned by the Weights
+} Weights;
+
+// Walks the tensor list once: with base == NULL it only counts (and w may be NULL). Returns
+// the block's size in bytes, every tensor padded to MODEL_ALIGN. Validated configs keep it
+// below 2^50, so nothing here overflows.
+static inline size_t carve_weights(const Config *c, float *base, Weights *w) {
+    size_t off = 0;
+    int q = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
+    int ln = c->norm_kind == NORM_LAYER, swiglu = c->ffn_kind == FFN_SWIGLU;
+    Weights scratch;
+    LayerWeights scratch_layer;
+    Weights *W = w ? w : &scratch;
+#define TENSOR(field, present, rows, cols) do { \
+        size_t bytes_ = (present) ? (size_t)(rows) * (size_t)(cols) * sizeof(float) : 0; \
+        (field) = (present) && base ? (float *)((char *)base + off) : NULL; \
+        off += align_up(bytes_); \
+    } while (0)
+    TENSOR(W->tok_embedding, 1, c->vocab_size, c->dim);
+    TENSOR(W->pos_embedding, c->pos_kind == POS_LEARNED, c->seq_len, c->dim);
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerWeights *L = w ? &w->layers[l] : &scratch_layer;
+        TENSOR(L->attn_norm_w, 1, c->dim, 1);
+        TENSOR(L->attn_norm_b, ln, c->dim, 1);
+        TENSOR(L->wq, 1, q, c->dim);
+        TENSOR(L->bq, c->bias_flags & BIAS_QKV, q, 1);
+        TENSOR(L->wk, 1, kv, c->dim);
+        TENSOR(L->bk, c->bias_flags & BIAS_QKV, kv, 1);
+        TENSOR(L->wv, 1, kv, c->dim);
+        TENSOR(L->bv, c->bias_flags & BIAS_QKV, kv, 1);
+        TENSOR(L->wo, 1, c->dim, q);
+        TENSOR(L->bo, c->bias_flags & BIAS_ATTN_OUT, c->dim, 1);
+        TENSOR(L->ffn_norm_w, 1, c->dim, 1);
+        TENSOR(L->ffn_norm_b, ln, c->dim, 1);
+        TENSOR(L->w1, 1, c->hidden_dim, c->dim);
+        TENSOR(L->b1, c->bias_flags & BIAS_FFN, c->hidden_dim, 1);
+        TENSOR(L->w3, swiglu, c->hidden_dim, c->dim);
+        TENSOR(L->b3, swiglu && (c->bias_flags & BIAS_FFN), c->hidden_dim, 1);
+        TENSOR(L->w2, 1, c->dim, c->hidden_dim);
+        TENSOR(L->b2, c->bias_flags & BIAS_FFN, c->dim, 1);
+    }
+    TENSOR(W->final_norm_w, c->final_norm, c->dim, 1);
+    TENSOR(W->final_norm_b, c->final_norm && ln, c->dim, 1);
+    TENSOR(W->classifier, !c->tied_classifier, c->vocab_size, c->dim);
+#undef TENSOR
+    if (c->tied_classifier) W->classifier = W->tok_embedding;
+    return off;
+}
+
+static inline int weights_init(Weights *w, const Config *c, float *base) {
+    memset(w, 0, sizeof *w);
+    w->layers = calloc(c->n_layers, sizeof *w->layers);
+    if (!w->layers) return -1;
+    carve_weights(c, base, w);
+    return 0;
+}
+
+static inline void weights_free(Weights *w) { free(w->layers); w->layers = NULL; }
+
+// ----------------------------------------------------------------------------
+// Opening a model file: map it read-only, check everything, then point into it.
+
+typedef struct {
+    Config config;
+    Weights weights;
+    const void *tok_blob; // tokenizer bytes, inside the mapping
+    size_t tok_bytes;
+    void *map;
+    size_t map_bytes;
+} Model;
+
+// Returns 0, or -1 with a one-line reason in err (without the file name; the caller adds it).
+static inline int model_check_layout(const void *data, size_t size, Config *c, char *err, size_t n) {
+    if (size < MODEL_HEADER_SIZE) {
+        snprintf(err, n, "file is %zu bytes, shorter than the %d-byte header", size, MODEL_HEADER_SIZE);
+        return -1;
+    }
+    FileHeader h;
+    memcpy(&h, data, sizeof h);
+    if (memcmp(h.magic, MODEL_MAGIC, 4)) {
+        snprintf(err, n, "not an attn.c model file (bad magic); convert checkpoints with tools/convert.py");
+        return -1;
+    }
+    if (h.version > MODEL_VERSION) {
+        snprintf(err, n, "format version %u is newer than this build reads (%d)", h.version, MODEL_VERSION);
+        return -1;
+    }
+    if (h.version != MODEL_VERSION) { snprintf(err, n, "format version %u is unknown", h.version); return -1; }
+    if (h.header_size != MODEL_HEADER_SIZE) {
+        snprintf(err, n, "header_size is %u, expected %d", h.header_size, MODEL_HEADER_SIZE);
+        return -1;
+    }
+    for (size_t i = 0; i < sizeof h.reserved; i++)
+        if (h.reserved[i]) {
+            snprintf(err, n, "reserved header byte %zu is not zero (a newer format?)", 136 + i);
+            return -1;
+        }
+    if (config_from_header(&h, c, err, n)) return -1;
+    if (h.tok_offset != MODEL_HEADER_SIZE) {
+        snprintf(err, n, "tok_offset is %llu, expected %d", (unsigned long long)h.tok_offset, MODEL_HEADER_SIZE);
+        return -1;
+    }
+    if (h.tok_bytes > size - MODEL_HEADER_SIZE) {
+        snprintf(err, n, "tok_bytes (%llu) runs past the end of the %zu-byte file", (unsigned long long)h.tok_bytes, size);
+        return -1;
+    }
+    if (h.weights_offset % MODEL_ALIGN || h.weights_offset < h.tok_offset + h.tok_bytes || h.weights_offset > size) {
+        snprintf(err, n, "weights_offset %llu is not a multiple of %d after the tokenizer and inside the file",
+                 (unsigned long long)h.weights_offset, MODEL_ALIGN);
+        return -1;
+    }
+    size_t want = carve_weights(c, NULL, NULL);
+    if (h.weights_bytes != want) {
+        snprintf(err, n, "weights_bytes is %llu but the config needs %zu", (unsigned long long)h.weights_bytes, want);
+        return -1;
+    }
+    if (size - h.weights_offset != want) {
+        snprintf(err, n, "file is %zu bytes but its header implies %llu (truncated or padded)", size,
+                 (unsigned long long)(h.weights_offset + want));
+        return -1;
+    }
+    return 0;
+}
+
+static inline int model_open(Model *m, const char *path, char *err, size_t n) {
+    memset(m, 0, sizeof *m);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) { snprintf(err, n, "%s: cannot open: %s", path, strerror(errno)); return -1; }
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        snprintf(err, n, "%s: not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    size_t size = (size_t)st.st_size;
+    char why[256];
+    if (size < MODEL_HEADER_SIZE) {
+        model_check_layout("", size, &m->config, why, sizeof why);
+        snprintf(err, n, "%s: %s", path, why);
+        close(fd);
+        return -1;
+    }
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) { snprintf(err, n, "%s: cannot map: %s", path, strerror(errno)); return -1; }
+    if (model_check_layout(map, size, &m->config, why, sizeof why)) {
+        snprintf(err, n, "%s: %s", path, why);
+        munmap(map, size);
+        return -1;
+    }
+    const FileHeader *h = map;
+    m->map = map;
+    m->map_bytes = size;
+    m->tok_blob = (const char *)map + h->tok_offset;
+    m->tok_bytes = h->tok_bytes;
+    if (weights_init(&m->weights, &m->config, (float *)((char *)map + h->weights_offset))) {
+        snprintf(err, n, "%s: out of memory", path);
+        munmap(map, size);
+        return -1;
+    }
+    return 0;
+}
+
+static inline void model_close(Model *m) {
+    weights_free(&m->weights);
+    if (m->map) munmap(m->map, m->map_bytes);
+    m->map = NULL;
+}
+
+// Writes a whole model file: header, tokenizer blob, then the weights block as carve_weights
+// lays it out (padding included). It goes to PATH.tmp, is flushed to disk and renamed over
+// PATH, so a crash or a full disk leaves the previous file whole. Returns 0, or -1 with err.
+static inline int model_save(const char *path, const Config *c, const void *tok_blob, size_t tok_bytes,
+                             const float *weights, char *err, size_t n) {
+    FileHeader h = header_from_config(c);
+    h.tok_offset = MODEL_HEADER_SIZE;
+    h.tok_bytes = tok_bytes;
+    h.weights_offset = align_up(MODEL_HEADER_SIZE + tok_bytes);
+    h.weights_bytes = carve_weights(c, NULL, NULL);
+    size_t tmp_len = strlen(path) + 5;
+    char *tmp = malloc(tmp_len);
+    if (!tmp) { snprintf(err, n, "%s: out of memory", path); return -1; }
+    snprintf(tmp, tmp_len, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) { snprintf(err, n, "%s: cannot create: %s", tmp, strerror(errno)); free(tmp); return -1; }
+    static const char zeros[MODEL_ALIGN];
+    size_t pad = h.weights_offset - MODEL_HEADER_SIZE - tok_bytes;
+    errno = 0;
+    int ok = fwrite(&h, sizeof h, 1, f) == 1 && fwrite(tok_blob, 1, tok_bytes, f) == tok_bytes &&
+             fwrite(zeros, 1, pad, f) == pad && fwrite(weights, 1, h.weights_bytes, f) == h.weights_bytes &&
+             fflush(f) == 0 && fsync(fileno(f)) == 0;
+    int why = errno;
+    if (fclose(f) && ok) { ok = 0; why = errno; }
+    if (ok && rename(tmp, path)) { ok = 0; why = errno; }
+    if (!ok) {
+        snprintf(err, n, "%s: cannot write: %s", path, strerror(why ? why : EIO));
+        unlink(tmp);
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// Kernels. Activations are row-major [T, C]; every kernel serves the batched prompt,
+// the one-token step and training alike.
+
+static inline void rmsnorm(float *out, const float *x, const float *w, int T, int C, float eps) {
+    for (int t = 0; t < T; t++) {
+        const float *xt = x + (size_t)t * C;
+        float *ot = out + (size_t)t * C;
+        float ss = 0.0f;
+        for (int i = 0; i < C; i++) ss += xt[i] * xt[i];
+        float r = 1.0f / sqrtf(ss / C + eps);
+        for (int i = 0; i < C; i++) ot[i] = xt[i] * r * w[i];
+    }
+}
+
+static inline void layernorm(float *out, const float *x, const float *w, const float *b, int T, int C, float eps) {
+    for (int t = 0; t < T; t++) {
+        const float *xt = x + (size_t)t * C;
+        float *ot = out + (size_t)t * C;
+        float mean = 0.0f, var = 0.0f;
+        for (int i = 0; i < C; i++) mean += xt[i];
+        mean /= C;
+        for (int i = 0; i < C; i++) var += (xt[i] - mean) * (xt[i] - mean);
+        float r = 1.0f / sqrtf(var / C + eps);
+        for (int i = 0; i < C; i++) ot[i] = (xt[i] - mean) * r * w[i] + b[i];
+    }
+}
+
+static inline void softmax(float *x, int n) {
+    float max = x[0];
+    for (int i = 1; i < n; i++) max = x[i] > max ? x[i] : max;
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) { x[i] = expf(x[i] - max); sum += x[i]; }
+    for (int i = 0; i < n; i++) x[i] /= sum;
+}
+
+// One row of W times x. The prompt path uses sgemm; a single token is bound by reading W
+// once from memory, and this loop, split across threads by rows, streams it faster than
+// OpenBLAS's sgemv here (bench/ measures both).
+static inline float dot(const float *restrict a, const float *restrict b, int n) {
+    int i = 0;
+    float s = 0.0f;
+#if defined(__AVX512F__)
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+    }
+    s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    }
+    __m256 acc = _mm256_add_ps(acc0, acc1);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    s = _mm_cvtss_f32(h);
+#endif
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static inline void matvec(float *restrict out, const float *restrict x, const float *restrict w, int n_in, int n_out) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < n_out; r++) out[r] = dot(w + (size_t)r * n_in, x, n_in);
+}
+
+// out[T, n_out] = x[T, n_in] · w[n_out, n_in]ᵀ (+ b), the nn.Linear convention.
+static inline void matmul(float *out, const float *x, const float *w, const float *b, int T, int n_in, int n_out) {
+    if (T == 1)
+        matvec(out, x, w, n_in, n_out);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, n_out, n_in, 1.0f, x, n_in, w, n_in, 0.0f, out, n_out);
+    if (b)
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < n_out; i++) out[(size_t)t * n_out + i] += b[i];
+}
+
+// Rotates interleaved pairs of the first rope_dims of every head; row t is at position
+// pos0 + t. cos/sin come from a table [seq_len, rope_dims / 2] made once (rope_table).
+static inline void rope(float *x, int T, int pos0, int n_heads, int head_dim, int rope_dims, const float *cos_t,
+                 const float *sin_t) {
+    int half = rope_dims / 2;
+    for (int t = 0; t < T; t++) {
+        const float *c = cos_t + (size_t)(pos0 + t) * half, *s = sin_t + (size_t)(pos0 + t) * half;
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + ((size_t)t * n_heads + h) * head_dim;
+            for (int i = 0; i < half; i++) {
+                float a = v[2 * i], b = v[2 * i + 1];
+                v[2 * i] = a * c[i] - b * s[i];
+                v[2 * i + 1] = a * s[i] + b * c[i];
+            }
+        }
+    }
+}
+
+// Angles in double so that long contexts keep their precision; stored as float.
+static inline void rope_table(float *cos_t, float *sin_t, int seq_len, int rope_dims, float theta) {
+    int half = rope_dims / 2;
+    for (int p = 0; p < seq_len; p++)
+        for (int i = 0; i < half; i++) {
+            double freq = pow((double)theta, -2.0 * i / rope_dims), a = p * freq;
+            cos_t[(size_t)p * half + i] = (float)cos(a);
+            sin_t[(size_t)p * half + i] = (float)sin(a);
+        }
+}
+
+// Masked scaled dot-product attention for B sequences of T new rows each, after P rows
+// already in k/v. q, out: [B, T, n_heads * head_dim]; k, v: [B, P + T, n_kv_heads * head_dim].
+// att receives the probabilities [B, n_heads, T, P + T] (zero where masked) so that training
+// can keep them for the backward pass. Parallel across (sequence, head).
+static inline void attention(float *out, float *att, const float *q, const float *k, const float *v, int B, int T, int P,
+                      int n_heads, int n_kv_heads, int head_dim) {
+    int L = P + T, qd = n_heads * head_dim, kvd = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
+    float scale = 1.0f / sqrtf((float)head_dim);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < n_heads; h++) {
+            const float *kb = k + (size_t)b * L * kvd + (size_t)(h / group) * head_dim;
+            const float *vb = v + (size_t)b * L * kvd + (size_t)(h / group) * head_dim;
+            for (int t = 0; t < T; t++) {
+                const float *qt = q + ((size_t)b * T + t) * qd + (size_t)h * head_dim;
+                float *a = att + (((size_t)b * n_heads + h) * T + t) * L;
+                float *o = out + ((size_t)b * T + t) * qd + (size_t)h * head_dim;
+                int n = P + t + 1; // causal: row t sees positions 0 .. P + t
+                for (int j = 0; j < n; j++) a[j] = dot(qt, kb + (size_t)j * kvd, head_dim) * scale;
+                softmax(a, n);
+                memset(a + n, 0, (size_t)(L - n) * sizeof(float));
+                memset(o, 0, (size_t)head_dim * sizeof(float));
+                for (int j = 0; j < n; j++) {
+                    const float *vj = vb + (size_t)j * kvd;
+                    float p = a[j];
+                    for (int i = 0; i < head_dim; i++) o[i] += p * vj[i];
+                }
+            }
+        }
+}
+
+static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+static inline float gelu_tanh(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+static inline float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)); }
+
+// The feed-forward nonlinearity in place on h [n]; SwiGLU also takes the gate's partner g.
+static inline void ffn_activation(int kind, float *h, const float *g, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        switch (kind) {
+        case FFN_SWIGLU: h[i] = silu(h[i]) * g[i]; break;
+        case FFN_GELU_TANH: h[i] = gelu_tanh(h[i]); break;
+        case FFN_GELU_ERF: h[i] = gelu_erf(h[i]); break;
+        default: h[i] = h[i] > 0.0f ? h[i] : 0.0f; break;
+        }
+    }
+}
+
+static inline void norm(const Config *c, float *out, const float *x, const float *w, const float *b, int T) {
+    if (c->norm_kind == NORM_LAYER)
+        layernorm(out, x, w, b, T, c->dim, c->norm_eps);
+    else
+        rmsnorm(out, x, w, T, c->dim, c->norm_eps);
+}
+
+// x[t] = embed_scale * E[token] + position(pos0 + t)
+static inline void embed(const Config *c, const Weights *w, float *x, const int *tokens, int T, int pos0) {
+    int d = c->dim;
+    for (int t = 0; t < T; t++) {
+        float *xt = x + (size_t)t * d;
+        const float *e = w->tok_embedding + (size_t)tokens[t] * d;
+        for (int i = 0; i < d; i++) xt[i] = c->embed_scale * e[i];
+        if (c->pos_kind == POS_LEARNED) {
+            const float *p = w->pos_embedding + (size_t)(pos0 + t) * d;
+            for (int i = 0; i < d; i++) xt[i] += p[i];
+        } else if (c->pos_kind == POS_SINUSOIDAL) {
+            for (int i = 0; i < d; i += 2) {
+                double a = (pos0 + t) / pow(10000.0, (double)i / d);
+                xt[i] += (float)sin(a);
+                xt[i + 1] += (float)cos(a);
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Inference state: activations for up to max_batch rows at once, and the KV cache.
+
+typedef struct {
+    int max_batch;
+    float *x, *xb, *xb2, *q, *hb, *hb2, *att, *rope_cos, *rope_sin;
+    float *key_cache, *value_cache; // [n_layers, seq_len, n_kv_heads * head_dim]
+} RunState;
+
+static inline void state_free(RunState *s) {
+    float **bufs[] = {&s->x, &s->xb, &s->xb2, &s->q, &s->hb, &s->hb2, &s->att,
+                      &s->rope_cos, &s->rope_sin, &s->key_cache, &s->value_cache};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) { free(*bufs[i]); *bufs[i] = NULL; }
+}
+
+static inline int state_init(RunState *s, const Config *c, int max_batch) {
+    memset(s, 0, sizeof *s);
+    size_t B = max_batch, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t wide = qd > (size_t)c->dim ? qd : (size_t)c->dim, half = c->rope_dims / 2;
+    s->max_batch = max_batch;
+    s->x = calloc(B * c->dim, sizeof(float));
+    s->xb = calloc(B * wide, sizeof(float));
+    s->xb2 = calloc(B * wide, sizeof(float));
+    s->q = calloc(B * qd, sizeof(float));
+    s->hb = calloc(B * c->hidden_dim, sizeof(float));
+    s->hb2 = calloc(B * c->hidden_dim, sizeof(float));
+    s->att = calloc(B * c->n_heads * (size_t)c->seq_len, sizeof(float));
+    s->rope_cos = calloc((size_t)c->seq_len * half + 1, sizeof(float));
+    s->rope_sin = calloc((size_t)c->seq_len * half + 1, sizeof(float));
+    s->key_cache = calloc((size_t)c->n_layers * c->seq_len * kvd, sizeof(float));
+    s->value_cache = calloc((size_t)c->n_layers * c->seq_len * kvd, sizeof(float));
+    if (!s->x || !s->xb || !s->xb2 || !s->q || !s->hb || !s->hb2 || !s->att || !s->rope_cos || !s->rope_sin ||
+        !s->key_cache || !s->value_cache) {
+        state_free(s);
+        return -1;
+    }
+    if (c->pos_kind == POS_ROPE) rope_table(s->rope_cos, s->rope_sin, c->seq_len, c->rope_dims, c->rope_theta);
+    return 0;
+}
+
+// Runs T tokens at positions pos0 .. pos0+T-1 (T ≤ max_batch, pos0 + T ≤ seq_len) through
+// the model, appending their keys and values to the cache. Logits are computed only for rows
+// logits_from .. T-1, into logits [T - logits_from, vocab_size]; the prompt asks for its last
+// row alone, perplexity for all.
+static inline void forward(const Config *c, const Weights *w, RunState *s, const int *tokens, int T, int pos0,
+                    float *logits, int logits_from) {
+    int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, hid = c->hidden_dim;
+    float *x = s->x, *xb = s->xb;
+    embed(c, w, x, tokens, T, pos0);
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerWeights *L = &w->layers[l];
+        float *kc = s->key_cache + ((size_t)l * c->seq_len) * kvd, *vc = s->value_cache + ((size_t)l * c->seq_len) * kvd;
+        // attention
+        const float *in = x;
+        if (!c->post_norm) { norm(c, xb, x, L->attn_norm_w, L->attn_norm_b, T); in = xb; }
+        matmul(s->q, in, L->wq, L->bq, T, d, qd);
+        matmul(kc + (size_t)pos0 * kvd, in, L->wk, L->bk, T, d, kvd);
+        matmul(vc + (size_t)pos0 * kvd, in, L->wv, L->bv, T, d, kvd);
+        if (c->pos_kind == POS_ROPE) {
+            rope(s->q, T, pos0, c->n_heads, hd, c->rope_dims, s->rope_cos, s->rope_sin);
+            rope(kc + (size_t)pos0 * kvd, T, pos0, c->n_kv_heads, hd, c->rope_dims, s->rope_cos, s->rope_sin);
+        }
+        attention(s->xb2, s->att, s->q, kc, vc, 1, T, pos0, c->n_heads, c->n_kv_heads, hd);
+        matmul(xb, s->xb2, L->wo, L->bo, T, qd, d);
+        for (size_t i = 0; i < (size_t)T * d; i++) x[i] += xb[i];
+        if (c->post_norm) norm(c, x, x, L->attn_norm_w, L->attn_norm_b, T);
+        // feed-forward
+        in = x;
+        if (!c->post_norm) { norm(c, xb, x, L->ffn_norm_w, L->ffn_norm_b, T); in = xb; }
+        matmul(s->hb, in, L->w1, L->b1, T, d, hid);
+        if (c->ffn_kind == FFN_SWIGLU) matmul(s->hb2, in, L->w3, L->b3, T, d, hid);
+        ffn_activation(c->ffn_kind, s->hb, s->hb2, (size_t)T * hid);
+        matmul(xb, s->hb, L->w2, L->b2, T, hid, d);
+        for (size_t i = 0; i < (size_t)T * d; i++) x[i] += xb[i];
+        if (c->post_norm) norm(c, x, x, L->ffn_norm_w, L->ffn_norm_b, T);
+    }
+    if (!logits || logits_from >= T) return;
+    int n = T - logits_from;
+    const float *last = x + (size_t)logits_from * d;
+    if (c->final_norm) { norm(c, xb, last, w->final_norm_w, w->final_norm_b, n); last = xb; }
+    matmul(logits, last, w->classifier, NULL, n, d, c->vocab_size);
+}
+
+#endif

@@ -1,0 +1,446 @@
+// run.c: generate text with, or score text against, one attn.c model file.
+//   ./run model.bin -i "Once upon a time"
+// Data flows one way: load (model.h maps the file) → tokenize → forward → sample → print.
+#include <ctype.h>
+#include <stdarg.h>
+#include <time.h>
+#include "model.h"
+#include "tokenizer.h"
+
+static const char *prog = "run";
+
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// ----------------------------------------------------------------------------
+// Sampling. With top-k, min-p and the repetition penalty off, temperature, top-p and the
+// seed reproduce llama2.c's run.c draw for draw: the same xorshift64* generator, float draw,
+// top-p pre-filter and cut-off.
+
+typedef struct {
+    float prob;
+    int index;
+} ProbIndex;
+
+typedef struct {
+    int vocab_size;
+    float temperature, topp, minp, repeat_penalty;
+    int topk, repeat_window;
+    uint64_t rng_state;
+    ProbIndex *probindex; // [vocab_size] scratch
+} Sampler;
+
+static uint32_t random_u32(uint64_t *state) {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+static float random_f32(uint64_t *state) { return (random_u32(state) >> 8) / 16777216.0f; }
+
+static int sample_argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+// Inverse-CDF draw over the vocabulary in index order.
+static int sample_mult(const float *probs, int n, float coin) {
+    float cdf = 0.0f;
+    for (int i = 0; i < n; i++) {
+        cdf += probs[i];
+        if (coin < cdf) return i;
+    }
+    return n - 1; // rounding left the total a hair under coin
+}
+
+static int compare_prob_desc(const void *a, const void *b) {
+    const ProbIndex *x = a, *y = b;
+    return x->prob > y->prob ? -1 : x->prob < y->prob ? 1 : 0;
+}
+
+// Nucleus sampling over the most likely tokens, narrowed further by top-k and min-p.
+// Tokens below (1 - topp) / (n - 1) cannot be in the nucleus, so they are dropped before
+// the sort, as llama2.c does; the draw is then scaled to the nucleus's mass.
+static int sample_filtered(const Sampler *s, const float *probs, float coin) {
+    int n = s->vocab_size, kept = 0;
+    float floor = 0.0f;
+    if (s->topp > 0.0f && s->topp < 1.0f) floor = (1.0f - s->topp) / (n - 1);
+    if (s->minp > 0.0f) {
+        float max = probs[sample_argmax(probs, n)];
+        if (s->minp * max > floor) floor = s->minp * max;
+    }
+    for (int i = 0; i < n; i++)
+        if (probs[i] >= floor) s->probindex[kept++] = (ProbIndex){probs[i], i};
+    if (kept == 0) return sample_argmax(probs, n);
+    qsort(s->probindex, kept, sizeof(ProbIndex), compare_prob_desc);
+    if (s->topk > 0 && s->topk < kept) kept = s->topk;
+    float total = 0.0f;
+    for (int i = 0; i < kept; i++) total += s->probindex[i].prob;
+    float limit = s->topp > 0.0f && s->topp < 1.0f ? s->topp * total : total;
+    float cum = 0.0f;
+    int last = kept - 1;
+    for (int i = 0; i < kept; i++) {
+        cum += s->probindex[i].prob;
+        if (cum > limit) { last = i; break; }
+    }
+    float r = coin * cum, cdf = 0.0f;
+    for (int i = 0; i <= last; i++) {
+        cdf += s->probindex[i].prob;
+        if (r < cdf) return s->probindex[i].index;
+    }
+    return s->probindex[last].index;
+}
+
+// The CTRL repetition penalty on tokens seen in the last repeat_window positions.
+static void apply_repeat_penalty(const Sampler *s, float *logits, const int *history, int n_history) {
+    int from = s->repeat_window > 0 && n_history > s->repeat_window ? n_history - s->repeat_window : 0;
+    for (int i = from; i < n_history; i++) {
+        int seen_before = 0; // a token repeated in the window is still penalised once
+        for (int j = from; j < i; j++) seen_before |= history[j] == history[i];
+        float *l = &logits[history[i]];
+        if (!seen_before) *l = *l > 0.0f ? *l / s->repeat_penalty : *l * s->repeat_penalty;
+    }
+}
+
+static int sample(Sampler *s, float *logits, const int *history, int n_history) {
+    if (s->repeat_penalty != 1.0f) apply_repeat_penalty(s, logits, history, n_history);
+    if (s->temperature == 0.0f) return sample_argmax(logits, s->vocab_size);
+    for (int i = 0; i < s->vocab_size; i++) logits[i] /= s->temperature;
+    softmax(logits, s->vocab_size);
+    float coin = random_f32(&s->rng_state);
+    int filtered = (s->topp > 0.0f && s->topp < 1.0f) || s->topk > 0 || s->minp > 0.0f;
+    return filtered ? sample_filtered(s, logits, coin) : sample_mult(logits, s->vocab_size, coin);
+}
+
+// ----------------------------------------------------------------------------
+// Options
+
+typedef struct {
+    const char *model_path, *prompt, *mode, *text_path, *tokenizer_path, *out_path;
+    float temperature, topp, minp, repeat_penalty;
+    int topk, steps, threads, repeat_window;
+    uint64_t seed;
+} Options;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: run MODEL [options]\n"
+            "  -i TEXT      prompt (default: empty, the model starts from its BOS token)\n"
+            "  -n N         new tokens to generate; 0 = until end-of-sequence or the context is full (default 256)\n"
+            "  -t T         temperature; 0 = greedy (default 1.0)\n"
+            "  -p P         top-p (nucleus) in (0, 1]; 1 = off (default 0.9)\n"
+            "  -k K         top-k; 0 = off (default 0)\n"
+            "  --min-p P    drop tokens below P x the most likely one's probability; 0 = off (default 0)\n"
+            "  -r R         repetition penalty, CTRL-style; 1 = off (default 1)\n"
+            "  --repeat-window N  positions the penalty looks back over (default 64)\n"
+            "  -s SEED      random seed; 0 = from the clock (default 0)\n"
+            "  -m MODE      generate | ppl | logits (default generate)\n"
+            "  -f FILE      the text to score, for -m ppl\n"
+            "  -o FILE      where -m logits writes the prompt's logits (int32 T, int32 vocab, int32 tokens[T],\n"
+            "               float32 logits[T][vocab])\n"
+            "  -z FILE      use this llama2.c tokenizer.bin instead of the model's own tokenizer\n"
+            "  -j N         threads (default: OMP_NUM_THREADS, else every core)\n"
+            "  -h, --help   this text\n"
+            "Text goes to stdout (exactly the prompt, then the continuation); timings go to stderr.\n");
+}
+
+static double parse_num(const char *flag, const char *s, double lo, double hi) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(v) || v < lo || v > hi)
+        die("%s %s: expected a number in [%g, %g]", flag, s, lo, hi);
+    return v;
+}
+
+static int parse_int(const char *flag, const char *s, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) die("%s %s: expected a whole number in [%ld, %ld]", flag, s, lo, hi);
+    return (int)v;
+}
+
+static Options parse_options(int argc, char **argv) {
+    Options o = {.mode = "generate", .prompt = "", .temperature = 1.0f, .topp = 0.9f, .repeat_penalty = 1.0f,
+                 .steps = 256, .repeat_window = 64};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); exit(0); }
+        if (a[0] != '-' || !a[1]) {
+            if (o.model_path) die("unexpected argument '%s' (the model is %s)", a, o.model_path);
+            o.model_path = a;
+            continue;
+        }
+        if (i + 1 >= argc) die("%s needs a value (see --help)", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "-i")) o.prompt = v;
+        else if (!strcmp(a, "-n")) o.steps = parse_int(a, v, 0, 1 << 20);
+        else if (!strcmp(a, "-t")) o.temperature = parse_num(a, v, 0, 100);
+        else if (!strcmp(a, "-p")) o.topp = parse_num(a, v, 0, 1);
+        else if (!strcmp(a, "-k")) o.topk = parse_int(a, v, 0, 1 << 24);
+        else if (!strcmp(a, "--min-p")) o.minp = parse_num(a, v, 0, 1);
+        else if (!strcmp(a, "-r")) o.repeat_penalty = parse_num(a, v, 0.01, 100);
+        else if (!strcmp(a, "--repeat-window")) o.repeat_window = parse_int(a, v, 0, 1 << 20);
+        else if (!strcmp(a, "-s")) o.seed = (uint64_t)parse_num(a, v, 0, 18446744073709549568.0);
+        else if (!strcmp(a, "-m")) o.mode = v;
+        else if (!strcmp(a, "-f")) o.text_path = v;
+        else if (!strcmp(a, "-o")) o.out_path = v;
+        else if (!strcmp(a, "-z")) o.tokenizer_path = v;
+        else if (!strcmp(a, "-j")) o.threads = parse_int(a, v, 1, 1024);
+        else die("unknown option %s (see --help)", a);
+    }
+    if (!o.model_path) { usage(stderr); exit(1); }
+    if (strcmp(o.mode, "generate") && strcmp(o.mode, "ppl") && strcmp(o.mode, "logits"))
+        die("-m %s: the modes are generate, ppl and logits", o.mode);
+    if (!strcmp(o.mode, "ppl") && !o.text_path) die("-m ppl needs the text to score: -f FILE");
+    if (!strcmp(o.mode, "logits") && !o.out_path) die("-m logits needs an output file: -o FILE");
+    return o;
+}
+
+// ----------------------------------------------------------------------------
+// Load: the model (mapped), its tokenizer, and the state for running it.
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die("%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) die("%s: not a regular file", path);
+    char *buf = malloc((size_t)st.st_size + 1);
+    if (!buf) die("%s: out of memory reading %lld bytes", path, (long long)st.st_size);
+    *len = fread(buf, 1, (size_t)st.st_size, f);
+    if (ferror(f) || *len != (size_t)st.st_size) die("%s: read error", path);
+    fclose(f);
+    buf[*len] = 0;
+    return buf;
+}
+
+static void load_tokenizer(Tokenizer *tok, const Model *m, const char *override_path) {
+    const Config *c = &m->config;
+    char err[512];
+    if (override_path) {
+        size_t len;
+        char *bytes = read_file(override_path, &len);
+        if (tokenizer_init_llama2c(tok, bytes, len, c->vocab_size, err, sizeof err))
+            die("%s: %s", override_path, err);
+        free(bytes);
+        return;
+    }
+    if (tokenizer_init(tok, m->tok_blob, m->tok_bytes, c->tok_kind, c->tok_flags, c->bos_id, c->eos_id, err,
+                       sizeof err))
+        die("%s: tokenizer: %s", override_path ? override_path : "model", err);
+    if (tok->n_pieces != c->vocab_size)
+        die("tokenizer has %d pieces but the model's vocab_size is %d", tok->n_pieces, c->vocab_size);
+}
+
+// ----------------------------------------------------------------------------
+// Forward over a run of tokens, in batches of the state's size. Logits for every row go to
+// each_row (perplexity, logit dumps); otherwise only the last row's land in logits.
+
+typedef void (*RowLogits)(void *ctx, int row, const float *logits);
+
+static void forward_tokens(const Model *m, RunState *s, const int *tokens, int n, int pos0, float *logits,
+                           RowLogits each_row, void *ctx) {
+    const Config *c = &m->config;
+    for (int done = 0; done < n;) {
+        int T = n - done < s->max_batch ? n - done : s->max_batch;
+        int last_chunk = done + T == n;
+        int from = each_row ? 0 : last_chunk ? T - 1 : T;
+        forward(c, &m->weights, s, tokens + done, T, pos0 + done, logits, from);
+        if (each_row)
+            for (int t = 0; t < T; t++) each_row(ctx, done + t, logits + (size_t)t * c->vocab_size);
+        done += T;
+    }
+}
+
+// Encodes text into tokens (at most cap); a model with no BOS still needs a first token.
+static int encode_prompt(const Tokenizer *tok, const Config *c, const char *what, const char *text, size_t len,
+                         int *tokens, int cap) {
+    char err[256];
+    int n = tokenizer_encode(tok, text, len, (c->tok_flags & TOKF_ADD_BOS) != 0, tokens, cap, err, sizeof err);
+    if (n < 0) die("%s: %s", what, err);
+    if (n == 0) {
+        int start = c->bos_id >= 0 ? c->bos_id : c->eos_id;
+        if (start < 0) die("%s: empty, and the model has no BOS token to start from", what);
+        tokens[n++] = start;
+    }
+    return n;
+}
+
+static void print_piece(const char *piece, size_t len) {
+    fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+}
+
+static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler *sampler, const Options *o) {
+    const Config *c = &m->config;
+    size_t plen = strlen(o->prompt);
+    int cap = c->seq_len + 1, *tokens = malloc(sizeof(int) * (size_t)(cap > 16 ? cap : 16));
+    float *logits = malloc(sizeof(float) * c->vocab_size);
+    if (!tokens || !logits) die("out of memory");
+    int n_prompt = encode_prompt(tok, c, "prompt", o->prompt, plen, tokens, cap);
+    if (n_prompt > c->seq_len)
+        die("prompt: %d tokens, longer than the model's context of %d", n_prompt, c->seq_len);
+    int end = o->steps ? n_prompt + o->steps : c->seq_len;
+    if (end > c->seq_len)
+        die("-n %d: the prompt's %d tokens plus %d new ones exceed the model's context of %d", o->steps, n_prompt,
+            o->steps, c->seq_len);
+    fprintf(stderr, "prompt tokens: %d\n", n_prompt);
+    print_piece(o->prompt, plen);
+
+    double t0 = now_s();
+    forward_tokens(m, s, tokens, n_prompt, 0, logits, NULL, NULL);
+    double t1 = now_s();
+    int pos = n_prompt;
+    while (pos < end) {
+        int next = sample(sampler, logits, tokens, pos);
+        if (next == c->eos_id || (next == c->bos_id && (c->tok_flags & TOKF_BOS_STOPS))) break;
+        size_t len;
+        const char *piece = tokenizer_decode(tok, tokens[pos - 1], next, &len);
+        print_piece(piece, len);
+        tokens[pos++] = next;
+        if (pos < end) forward(c, &m->weights, s, &next, 1, pos - 1, logits, 0);
+    }
+    double t2 = now_s();
+    int generated = pos - n_prompt;
+    fprintf(stderr, "\nprompt: %d tokens in %.3f s (%.1f tok/s); generated: %d tokens in %.3f s (%.1f tok/s)\n",
+            n_prompt, t1 - t0, n_prompt / (t1 - t0), generated, t2 - t1, generated > 0 ? generated / (t2 - t1) : 0.0);
+    free(tokens);
+    free(logits);
+}
+
+// Perplexity over windows of the context's length that overlap by one token, so every token
+// but the first is predicted exactly once, each window from a fresh cache.
+typedef struct {
+    const int *window;
+    int len, vocab;
+    double nll;
+    long scored;
+} PplAcc;
+
+static void ppl_row(void *ctx, int row, const float *logits) {
+    PplAcc *a = ctx;
+    if (row + 1 >= a->len) return;
+    double max = logits[0], sum = 0.0;
+    for (int i = 1; i < a->vocab; i++) max = logits[i] > max ? logits[i] : max;
+    for (int i = 0; i < a->vocab; i++) sum += exp(logits[i] - max);
+    a->nll += max + log(sum) - logits[a->window[row + 1]];
+    a->scored++;
+}
+
+static void perplexity(const Model *m, const Tokenizer *tok, RunState *s, const Options *o) {
+    const Config *c = &m->config;
+    if (c->seq_len < 2) die("%s: a context of %d token cannot predict anything", o->model_path, c->seq_len);
+    size_t len;
+    char *text = read_file(o->text_path, &len);
+    if (len > (size_t)INT32_MAX / 2) die("%s: too large to score (%zu bytes)", o->text_path, len);
+    int *tokens = malloc(sizeof(int) * (len + 2));
+    float *logits = malloc(sizeof(float) * (size_t)s->max_batch * c->vocab_size);
+    if (!tokens || !logits) die("out of memory");
+    int n = encode_prompt(tok, c, o->text_path, text, len, tokens, (int)len + 2);
+    if (n < 2) die("%s: %d token; perplexity needs at least 2", o->text_path, n);
+    PplAcc acc = {.vocab = c->vocab_size};
+    double t0 = now_s();
+    for (int start = 0; start < n - 1; start += c->seq_len - 1) {
+        acc.window = tokens + start;
+        acc.len = n - start < c->seq_len ? n - start : c->seq_len;
+        forward_tokens(m, s, acc.window, acc.len, 0, logits, ppl_row, &acc);
+    }
+    double t1 = now_s();
+    fprintf(stderr, "scored %ld tokens in %.2f s (%.1f tok/s)\n", acc.scored, t1 - t0, n / (t1 - t0));
+    printf("tokens: %d\nperplexity: %.9g\n", n, exp(acc.nll / acc.scored));
+    free(text);
+    free(tokens);
+    free(logits);
+}
+
+// Logits at every prompt position, through the batched path: the parity tests' view.
+typedef struct {
+    FILE *f;
+    int vocab;
+} LogitsOut;
+
+static void logits_row(void *ctx, int row, const float *logits) {
+    (void)row;
+    LogitsOut *out = ctx;
+    fwrite(logits, sizeof(float), out->vocab, out->f);
+}
+
+static void dump_logits(const Model *m, const Tokenizer *tok, RunState *s, const Options *o) {
+    const Config *c = &m->config;
+    size_t plen = strlen(o->prompt);
+    int *tokens = malloc(sizeof(int) * (plen + 2));
+    float *logits = malloc(sizeof(float) * (size_t)s->max_batch * c->vocab_size);
+    if (!tokens || !logits) die("out of memory");
+    int n = encode_prompt(tok, c, "prompt", o->prompt, plen, tokens, (int)plen + 2);
+    if (n > c->seq_len) die("prompt: %d tokens, longer than the model's context of %d", n, c->seq_len);
+    LogitsOut out = {fopen(o->out_path, "wb"), c->vocab_size};
+    if (!out.f) die("%s: cannot create: %s", o->out_path, strerror(errno));
+    int32_t head[2] = {n, c->vocab_size};
+    fwrite(head, sizeof head, 1, out.f);
+    fwrite(tokens, sizeof(int), n, out.f);
+    forward_tokens(m, s, tokens, n, 0, logits, logits_row, &out);
+    if (ferror(out.f) | fclose(out.f)) die("%s: write error", o->out_path);
+    free(tokens);
+    free(logits);
+}
+
+// ----------------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    Options o = parse_options(argc, argv);
+    if (o.threads) {
+#ifdef _OPENMP
+        omp_set_num_threads(o.threads);
+#endif
+        openblas_set_num_threads(o.threads);
+    }
+    double t0 = now_s();
+    Model m;
+    char err[512];
+    if (model_open(&m, o.model_path, err, sizeof err)) die("%s", err);
+    const Config *c = &m.config;
+    Tokenizer tok;
+    load_tokenizer(&tok, &m, o.model_path, o.tokenizer_path);
+    RunState s;
+    int batch = c->seq_len < 256 ? c->seq_len : 256;
+    if (state_init(&s, c, batch)) die("%s: out of memory for the run state", o.model_path);
+    Sampler sampler = {.vocab_size = c->vocab_size, .temperature = o.temperature, .topp = o.topp, .topk = o.topk,
+                       .minp = o.minp, .repeat_penalty = o.repeat_penalty, .repeat_window = o.repeat_window,
+                       .rng_state = o.seed ? o.seed : (uint64_t)time(NULL),
+                       .probindex = malloc(sizeof(ProbIndex) * c->vocab_size)};
+    if (!sampler.probindex) die("out of memory");
+#ifdef _OPENMP
+    int threads = omp_get_max_threads();
+#else
+    int threads = 1;
+#endif
+    fprintf(stderr, "%s: %d layers, dim %d, vocab %d, context %d; loaded in %.0f ms; %d threads\n", o.model_path,
+            c->n_layers, c->dim, c->vocab_size, c->seq_len, (now_s() - t0) * 1e3, threads);
+
+    if (!strcmp(o.mode, "ppl")) perplexity(&m, &tok, &s, &o);
+    else if (!strcmp(o.mode, "logits")) dump_logits(&m, &tok, &s, &o);
+    else generate(&m, &tok, &s, &sampler, &o);
+
+    free(sampler.probindex);
+    state_free(&s);
+    tokenizer_free(&tok);
+    model_close(&m);
+    return 0;
+}

@@ -1,0 +1,249 @@
+// The forward kernels of model.h against naive double-precision versions written here from
+// the definitions, and the batched prompt path against the one-token path.
+#include "model.h"
+#include <setjmp.h>
+#include <stdarg.h>
+#include <cmocka.h>
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) { // uniform in [-1, 1)
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+static float *rand_vec(size_t n, float scale) {
+    float *v = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) v[i] = frand() * scale;
+    return v;
+}
+
+static void assert_close(const float *got, const double *want, size_t n, double tol) {
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs(got[i] - want[i]), lim = tol * (1.0 + fabs(want[i]));
+        if (!(err <= lim)) fail_msg("element %zu: got %.9g, want %.9g (|err| %.3g > %.3g)", i, got[i], want[i], err, lim);
+    }
+}
+
+static void test_softmax(void **state) {
+    (void)state;
+    for (int n = 1; n < 300; n += 37) {
+        float *x = rand_vec(n, 30.0f);
+        double *want = malloc(n * sizeof(double)), max = -INFINITY, sum = 0;
+        for (int i = 0; i < n; i++) max = fmax(max, x[i]);
+        for (int i = 0; i < n; i++) sum += exp(x[i] - max);
+        for (int i = 0; i < n; i++) want[i] = exp(x[i] - max) / sum;
+        softmax(x, n);
+        assert_close(x, want, n, 1e-6);
+        free(x); free(want);
+    }
+    float big[3] = {1000.0f, 1000.0f, -1000.0f}; // no overflow to inf/nan
+    softmax(big, 3);
+    assert_true(fabsf(big[0] - 0.5f) < 1e-6f && big[2] == 0.0f);
+}
+
+static void test_norms(void **state) {
+    (void)state;
+    int T = 5, C = 67;
+    float *x = rand_vec((size_t)T * C, 3.0f), *w = rand_vec(C, 1.0f), *b = rand_vec(C, 1.0f);
+    float *out = malloc(sizeof(float) * T * C);
+    double *want = malloc(sizeof(double) * T * C);
+    for (int kind = 0; kind < 2; kind++) {
+        for (int t = 0; t < T; t++) {
+            const float *xt = x + t * C;
+            double mean = 0, var = 0, ss = 0;
+            for (int i = 0; i < C; i++) { mean += xt[i]; ss += (double)xt[i] * xt[i]; }
+            mean /= C;
+            for (int i = 0; i < C; i++) var += (xt[i] - mean) * (xt[i] - mean);
+            var /= C;
+            for (int i = 0; i < C; i++)
+                want[t * C + i] = kind == 0 ? xt[i] / sqrt(ss / C + 1e-5) * w[i]
+                                            : (xt[i] - mean) / sqrt(var + 1e-5) * w[i] + b[i];
+        }
+        if (kind == 0) rmsnorm(out, x, w, T, C, 1e-5f);
+        else layernorm(out, x, w, b, T, C, 1e-5f);
+        assert_close(out, want, (size_t)T * C, 1e-5);
+        // in place, as post-norm uses it
+        float *inplace = malloc(sizeof(float) * T * C);
+        memcpy(inplace, x, sizeof(float) * T * C);
+        if (kind == 0) rmsnorm(inplace, inplace, w, T, C, 1e-5f);
+        else layernorm(inplace, inplace, w, b, T, C, 1e-5f);
+        assert_memory_equal(inplace, out, sizeof(float) * T * C);
+        free(inplace);
+    }
+    free(x); free(w); free(b); free(out); free(want);
+}
+
+static void test_matmul(void **state) {
+    (void)state;
+    int sizes[][3] = {{1, 37, 13}, {1, 768, 64}, {7, 33, 17}, {64, 100, 3}};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int T = sizes[k][0], n_in = sizes[k][1], n_out = sizes[k][2];
+        float *x = rand_vec((size_t)T * n_in, 1.0f), *w = rand_vec((size_t)n_out * n_in, 1.0f);
+        float *b = rand_vec(n_out, 1.0f), *out = malloc(sizeof(float) * T * n_out);
+        double *want = malloc(sizeof(double) * T * n_out);
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            for (int t = 0; t < T; t++)
+                for (int o = 0; o < n_out; o++) {
+                    double s = with_bias ? b[o] : 0.0;
+                    for (int i = 0; i < n_in; i++) s += (double)x[t * n_in + i] * w[(size_t)o * n_in + i];
+                    want[t * n_out + o] = s;
+                }
+            matmul(out, x, w, with_bias ? b : NULL, T, n_in, n_out);
+            assert_close(out, want, (size_t)T * n_out, 1e-4);
+        }
+        free(x); free(w); free(b); free(out); free(want);
+    }
+}
+
+static void test_rope(void **state) {
+    (void)state;
+    int T = 6, pos0 = 9, n_heads = 3, head_dim = 10, seq_len = 32;
+    for (int rope_dims = 2; rope_dims <= head_dim; rope_dims += 4) {
+        int half = rope_dims / 2;
+        float *cos_t = malloc(sizeof(float) * seq_len * half), *sin_t = malloc(sizeof(float) * seq_len * half);
+        rope_table(cos_t, sin_t, seq_len, rope_dims, 10000.0f);
+        float *x = rand_vec((size_t)T * n_heads * head_dim, 1.0f);
+        double *want = malloc(sizeof(double) * T * n_heads * head_dim);
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < n_heads; h++)
+                for (int i = 0; i < head_dim; i++) {
+                    const float *v = x + (t * n_heads + h) * head_dim;
+                    double *o = want + (t * n_heads + h) * head_dim;
+                    if (i >= rope_dims) { o[i] = v[i]; continue; }
+                    int p = i / 2;
+                    double a = (pos0 + t) * pow(10000.0, -2.0 * p / rope_dims);
+                    o[i] = i % 2 == 0 ? v[i] * cos(a) - v[i + 1] * sin(a) : v[i - 1] * sin(a) + v[i] * cos(a);
+                }
+        rope(x, T, pos0, n_heads, head_dim, rope_dims, cos_t, sin_t);
+        assert_close(x, want, (size_t)T * n_heads * head_dim, 1e-5);
+        free(cos_t); free(sin_t); free(x); free(want);
+    }
+}
+
+// Causal attention of B sequences with GQA, past rows P, odd head_dim.
+static void test_attention(void **state) {
+    (void)state;
+    int B = 2, T = 5, P = 3, L = P + T, n_heads = 6, n_kv = 2, hd = 7, qd = n_heads * hd, kvd = n_kv * hd;
+    float *q = rand_vec((size_t)B * T * qd, 1.0f), *k = rand_vec((size_t)B * L * kvd, 1.0f);
+    float *v = rand_vec((size_t)B * L * kvd, 1.0f), *out = malloc(sizeof(float) * B * T * qd);
+    float *att = malloc(sizeof(float) * B * n_heads * T * L);
+    double *want = calloc((size_t)B * T * qd, sizeof(double)), *want_att = calloc((size_t)B * n_heads * T * L, sizeof(double));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < n_heads; h++)
+            for (int t = 0; t < T; t++) {
+                int kvh = h * n_kv / n_heads;
+                double s[64], max = -INFINITY, sum = 0;
+                for (int j = 0; j < L; j++) {
+                    if (j > P + t) continue;
+                    double d = 0;
+                    for (int i = 0; i < hd; i++) d += (double)q[(b * T + t) * qd + h * hd + i] * k[(b * L + j) * kvd + kvh * hd + i];
+                    s[j] = d / sqrt(hd);
+                    max = fmax(max, s[j]);
+                }
+                for (int j = 0; j <= P + t; j++) sum += exp(s[j] - max);
+                for (int j = 0; j <= P + t; j++) {
+                    double p = exp(s[j] - max) / sum;
+                    want_att[((b * n_heads + h) * T + t) * L + j] = p;
+                    for (int i = 0; i < hd; i++) want[(b * T + t) * qd + h * hd + i] += p * v[(b * L + j) * kvd + kvh * hd + i];
+                }
+            }
+    attention(out, att, q, k, v, B, T, P, n_heads, n_kv, hd);
+    assert_close(out, want, (size_t)B * T * qd, 1e-5);
+    assert_close(att, want_att, (size_t)B * n_heads * T * L, 1e-6); // masked entries exactly 0
+    free(q); free(k); free(v); free(out); free(att); free(want); free(want_att);
+}
+
+static void test_activations(void **state) {
+    (void)state;
+    float h[4] = {-2.0f, -0.5f, 0.5f, 3.0f}, g[4] = {1.0f, 2.0f, -1.0f, 0.5f};
+    for (int kind = 0; kind < FFN_KINDS; kind++) {
+        float x[4];
+        memcpy(x, h, sizeof x);
+        ffn_activation(kind, x, g, 4);
+        for (int i = 0; i < 4; i++) {
+            double a = h[i], want = kind == FFN_SWIGLU ? a / (1 + exp(-a)) * g[i]
+                                  : kind == FFN_GELU_TANH ? 0.5 * a * (1 + tanh(sqrt(2 / 3.141592653589793) * (a + 0.044715 * a * a * a)))
+                                  : kind == FFN_GELU_ERF ? 0.5 * a * (1 + erf(a / sqrt(2)))
+                                  : fmax(a, 0);
+            assert_true(fabs(x[i] - want) < 1e-6);
+        }
+    }
+}
+
+// A random model of the given knobs, in memory, as train would hold it.
+typedef struct {
+    Config c;
+    float *block;
+    Weights w;
+} TestModel;
+
+static TestModel random_model(Config c) {
+    TestModel m = {.c = c};
+    size_t bytes = carve_weights(&c, NULL, NULL);
+    m.block = aligned_alloc(MODEL_ALIGN, bytes);
+    for (size_t i = 0; i < bytes / sizeof(float); i++) m.block[i] = frand() * 0.3f;
+    weights_init(&m.w, &m.c, m.block);
+    return m;
+}
+
+static Config knobs(int variant) {
+    Config c = {.dim = 24, .hidden_dim = 40, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 6,
+                .vocab_size = 37, .seq_len = 20, .rope_dims = 6, .rope_theta = 10000.0f, .norm_eps = 1e-5f,
+                .embed_scale = 1.0f, .final_norm = 1, .tied_classifier = 1, .bos_id = -1, .eos_id = -1};
+    switch (variant) {
+    case 1: // GPT-2
+        c.pos_kind = POS_LEARNED; c.ffn_kind = FFN_GELU_TANH; c.norm_kind = NORM_LAYER; c.bias_flags = BIAS_ALL;
+        c.n_kv_heads = 4;
+        break;
+    case 2: // the original decoder: post-norm, sinusoid, ReLU, scaled embedding, untied
+        c.pos_kind = POS_SINUSOIDAL; c.ffn_kind = FFN_RELU; c.norm_kind = NORM_LAYER; c.post_norm = 1;
+        c.final_norm = 0; c.tied_classifier = 0; c.embed_scale = sqrtf(24.0f); c.n_kv_heads = 1; c.head_dim = 5;
+        c.rope_dims = 0;
+        break;
+    case 3: // partial RoPE, qkv biases only, GELU erf
+        c.rope_dims = 4; c.bias_flags = BIAS_QKV; c.ffn_kind = FFN_GELU_ERF;
+        break;
+    }
+    return c;
+}
+
+// The whole prompt in one batch, in chunks of 3, and one token at a time: the same logits.
+static void test_batched_equals_one_token(void **state) {
+    (void)state;
+    for (int variant = 0; variant < 4; variant++) {
+        TestModel m = random_model(knobs(variant));
+        int T = 11, V = m.c.vocab_size, tokens[11];
+        for (int t = 0; t < T; t++) tokens[t] = (t * 7 + 3) % V;
+        float *all = malloc(sizeof(float) * T * V), *one = malloc(sizeof(float) * T * V);
+        RunState s;
+        assert_int_equal(state_init(&s, &m.c, 16), 0);
+        forward(&m.c, &m.w, &s, tokens, T, 0, all, 0);
+        state_free(&s);
+        assert_int_equal(state_init(&s, &m.c, 1), 0);
+        for (int t = 0; t < T; t++) forward(&m.c, &m.w, &s, tokens + t, 1, t, one + t * V, 0);
+        state_free(&s);
+        double *want = malloc(sizeof(double) * T * V);
+        for (int i = 0; i < T * V; i++) want[i] = all[i];
+        assert_close(one, want, (size_t)T * V, 1e-4);
+        assert_int_equal(state_init(&s, &m.c, 3), 0);
+        for (int t = 0; t < T; t += 3) {
+            int n = T - t < 3 ? T - t : 3;
+            forward(&m.c, &m.w, &s, tokens + t, n, t, one + t * V, 0);
+        }
+        assert_close(one, want, (size_t)T * V, 1e-4);
+        // only the last row's logits, as a prompt asks
+        float *last = malloc(sizeof(float) * V);
+        forward(&m.c, &m.w, &s, tokens, 3, 0, last, 2);
+        assert_close(last, want + 2 * V, V, 1e-4);
+        state_free(&s);
+        free(all); free(one); free(want); free(last); free(m.block); weights_free(&m.w);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_softmax),   cmocka_unit_test(test_norms),     cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_rope),      cmocka_unit_test(test_attention), cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_batched_equals_one_token),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

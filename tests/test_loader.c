@@ -1,0 +1,173 @@
+// The model-file loader refuses every damaged or hostile file with a message naming the
+// problem, and never reads outside the file: truncations at many offsets, flipped header
+// fields, huge dimensions whose products would overflow, newer versions.
+#include "model.h"
+#include <setjmp.h>
+#include <stdarg.h>
+#include <cmocka.h>
+
+static const char *dir = "tests/tmp";
+static char good_path[256], bad_path[256];
+static unsigned char *good;
+static size_t good_size;
+
+static Config small_config(void) {
+    return (Config){.dim = 16, .hidden_dim = 24, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 4,
+                    .vocab_size = 10, .seq_len = 8, .pos_kind = POS_LEARNED, .ffn_kind = FFN_GELU_TANH,
+                    .norm_kind = NORM_LAYER, .bias_flags = BIAS_ALL, .final_norm = 1, .tied_classifier = 0,
+                    .rope_theta = 10000.0f, .norm_eps = 1e-5f, .embed_scale = 1.0f, .bos_id = 0, .eos_id = 1};
+}
+
+static int setup(void **state) {
+    (void)state;
+    mkdir(dir, 0755);
+    snprintf(good_path, sizeof good_path, "%s/loader_good.bin", dir);
+    snprintf(bad_path, sizeof bad_path, "%s/loader_bad.bin", dir);
+    Config c = small_config();
+    size_t bytes = carve_weights(&c, NULL, NULL);
+    float *w = calloc(1, bytes);
+    const char blob[] = "not parsed by the loader";
+    char err[256];
+    if (model_save(good_path, &c, blob, sizeof blob, w, err, sizeof err)) { fprintf(stderr, "%s\n", err); return -1; }
+    free(w);
+    FILE *f = fopen(good_path, "rb");
+    fseek(f, 0, SEEK_END);
+    good_size = ftell(f);
+    rewind(f);
+    good = malloc(good_size);
+    if (fread(good, 1, good_size, f) != good_size) return -1;
+    fclose(f);
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    unlink(good_path);
+    unlink(bad_path);
+    free(good);
+    return 0;
+}
+
+static void write_bad(const void *data, size_t n) {
+    FILE *f = fopen(bad_path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+// Opens bad_path expecting failure with a message that names the file and contains want.
+static void expect_refused(const char *want) {
+    Model m;
+    char err[512];
+    int rc = model_open(&m, bad_path, err, sizeof err);
+    if (rc == 0) { model_close(&m); fail_msg("accepted a bad file (expected: %s)", want); }
+    if (!strstr(err, bad_path) || !strstr(err, want)) fail_msg("message '%s' does not say '%s'", err, want);
+    assert_null(strchr(err, '\n'));
+}
+
+static void test_good_file_opens(void **state) {
+    (void)state;
+    Model m;
+    char err[512];
+    assert_int_equal(model_open(&m, good_path, err, sizeof err), 0);
+    Config c = small_config();
+    assert_int_equal(m.config.dim, c.dim);
+    assert_int_equal(m.config.vocab_size, c.vocab_size);
+    assert_true((uintptr_t)m.weights.tok_embedding % MODEL_ALIGN == 0);
+    assert_true((uintptr_t)m.weights.layers[1].w2 % MODEL_ALIGN == 0);
+    assert_ptr_not_equal(m.weights.classifier, m.weights.tok_embedding);
+    assert_true((char *)m.weights.classifier + (size_t)c.vocab_size * c.dim * 4 <= (char *)m.map + m.map_bytes);
+    model_close(&m);
+}
+
+static void test_truncated_everywhere(void **state) {
+    (void)state;
+    for (size_t n = 0; n < good_size; n += (n < 300 ? 1 : 61)) {
+        write_bad(good, n);
+        expect_refused(n < MODEL_HEADER_SIZE ? "shorter than the" : "");
+    }
+    unsigned char *longer = calloc(1, good_size + 64);
+    memcpy(longer, good, good_size);
+    write_bad(longer, good_size + 64);
+    expect_refused("truncated or padded");
+    free(longer);
+}
+
+static void set_u32(unsigned char *h, size_t off, uint32_t v) { memcpy(h + off, &v, 4); }
+
+static void test_bad_fields(void **state) {
+    (void)state;
+    struct { size_t off; uint32_t value; const char *want; } cases[] = {
+        {0, 0x4e4e4e4e, "bad magic"},
+        {4, 2, "newer than this build"},
+        {4, 0, "version 0 is unknown"},
+        {8, 128, "header_size"},
+        {12, 0, "dim is 0"},
+        {12, 0xffffffffu, "dim is 4294967295"},
+        {16, 1u << 31, "hidden_dim"},
+        {20, 0, "n_layers is 0"},
+        {24, 3, "not a multiple of n_kv_heads"},
+        {28, 0, "n_kv_heads is 0"},
+        {32, 100000, "head_dim"},
+        {36, 1u << 30, "vocab_size"},
+        {40, 0, "seq_len is 0"},
+        {44, 7, "pos_kind"},
+        {52, 9, "ffn_kind"},
+        {56, 2, "norm_kind"},
+        {60, 0x7fc00000, "norm_eps"}, // NaN
+        {64, 2, "post_norm"},
+        {72, 8, "bias_flags"},
+        {88, 5, "tok_kind"},
+        {96, 10, "bos_id"},
+        {100, 0xfffffffe, "eos_id"}, // -2
+        {104, 0, "tok_offset"},
+        {112, 0xffffff00u, "tok_bytes"},
+        {120, 70, "weights_offset"},
+        {128, 64, "weights_bytes"},
+        {200, 1, "reserved header byte"},
+        // plausible-looking dimensions, but the file does not have their bytes
+        {16, 65536, "weights_bytes"},
+        {20, 1000, "weights_bytes"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned char *bad = malloc(good_size);
+        memcpy(bad, good, good_size);
+        set_u32(bad, cases[i].off, cases[i].value);
+        write_bad(bad, good_size);
+        expect_refused(cases[i].want);
+        free(bad);
+    }
+}
+
+// Every dimension at its limit: the sizes must be computed without overflow and refused
+// because the file is far too small, not wrapped around into something that fits.
+static void test_huge_dimensions(void **state) {
+    (void)state;
+    unsigned char *bad = malloc(good_size);
+    memcpy(bad, good, good_size);
+    uint32_t limits[][2] = {{12, 65536}, {16, 262144}, {20, 1024}, {24, 1024}, {28, 1024}, {32, 4096},
+                            {36, 1u << 24}, {40, 1u << 20}};
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) set_u32(bad, limits[i][0], limits[i][1]);
+    write_bad(bad, good_size);
+    expect_refused("weights_bytes");
+    free(bad);
+}
+
+static void test_not_a_file(void **state) {
+    (void)state;
+    Model m;
+    char err[512];
+    assert_int_equal(model_open(&m, "tests/tmp/does-not-exist.bin", err, sizeof err), -1);
+    assert_non_null(strstr(err, "cannot open"));
+    assert_int_equal(model_open(&m, dir, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not a regular file"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_good_file_opens), cmocka_unit_test(test_truncated_everywhere),
+        cmocka_unit_test(test_bad_fields),      cmocka_unit_test(test_huge_dimensions),
+        cmocka_unit_test(test_not_a_file),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
