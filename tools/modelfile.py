@@ -1,0 +1,333 @@
+"""Read and write attn.c model files (docs/FORMAT.md, format version 1).
+
+cfg is a dict of the header's model fields (dim ... rope_dims); the tokenizer travels as
+tok = (blob_bytes, tok_kind, tok_flags, bos_id, eos_id); tensors is a dict of float32
+numpy arrays named as in FORMAT.md (layers.{i}.wq and so on).
+"""
+import math
+import os
+import struct
+import tempfile
+
+import numpy as np
+
+MAGIC = b"ATTN"
+VERSION = 1
+HEADER_SIZE = 256
+ALIGN = 64
+
+POS_ROPE, POS_LEARNED, POS_SINUSOID = 0, 1, 2
+FFN_SWIGLU, FFN_GELU_TANH, FFN_GELU_ERF, FFN_RELU = 0, 1, 2, 3
+NORM_RMS, NORM_LAYER = 0, 1
+BIAS_QKV, BIAS_O, BIAS_FFN = 1, 2, 4
+TOK_SENTENCEPIECE, TOK_BYTE_BPE = 0, 1
+TOKF_DUMMY_PREFIX, TOKF_ADD_BOS, TOKF_BOS_STOPS = 1, 2, 4
+
+# (name, struct code) in header order; the offsets follow from packing them back to back.
+HEADER_FIELDS = [
+    ("magic", "4s"), ("version", "I"), ("header_size", "I"),
+    ("dim", "I"), ("hidden_dim", "I"), ("n_layers", "I"), ("n_heads", "I"),
+    ("n_kv_heads", "I"), ("head_dim", "I"), ("vocab_size", "I"), ("seq_len", "I"),
+    ("pos_kind", "I"), ("rope_theta", "f"), ("ffn_kind", "I"), ("norm_kind", "I"),
+    ("norm_eps", "f"), ("post_norm", "I"), ("final_norm", "I"), ("bias_flags", "I"),
+    ("tied_classifier", "I"), ("embed_scale", "f"), ("rope_dims", "I"),
+    ("tok_kind", "I"), ("tok_flags", "I"), ("bos_id", "i"), ("eos_id", "i"),
+    ("tok_offset", "Q"), ("tok_bytes", "Q"), ("weights_offset", "Q"), ("weights_bytes", "Q"),
+]
+HEADER_STRUCT = struct.Struct("<" + "".join(code for _, code in HEADER_FIELDS))
+assert HEADER_STRUCT.size == 136
+
+CONFIG_FIELDS = ["dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "head_dim",
+                 "vocab_size", "seq_len", "pos_kind", "rope_theta", "ffn_kind", "norm_kind",
+                 "norm_eps", "post_norm", "final_norm", "bias_flags", "tied_classifier",
+                 "embed_scale", "rope_dims"]
+
+# Knobs a caller may leave out: a Llama-style block.
+CONFIG_DEFAULTS = dict(pos_kind=POS_ROPE, rope_theta=10000.0, ffn_kind=FFN_SWIGLU,
+                       norm_kind=NORM_RMS, norm_eps=1e-5, post_norm=0, final_norm=1,
+                       bias_flags=0, tied_classifier=1, embed_scale=1.0)
+
+ENUM_LIMITS = dict(pos_kind=2, ffn_kind=3, norm_kind=1, post_norm=1, final_norm=1,
+                   bias_flags=7, tied_classifier=1, tok_kind=1, tok_flags=7)
+
+
+def complete_config(cfg):
+    """Fill the defaulted knobs and the derived head_dim / n_kv_heads / rope_dims."""
+    c = dict(CONFIG_DEFAULTS)
+    c.update(cfg)
+    c.setdefault("n_kv_heads", c["n_heads"])
+    c.setdefault("head_dim", c["dim"] // c["n_heads"])
+    if "rope_dims" not in c:
+        c["rope_dims"] = c["head_dim"] - c["head_dim"] % 2 if c["pos_kind"] == POS_ROPE else 0
+    unknown = set(c) - set(CONFIG_FIELDS)
+    if unknown:
+        raise ValueError("unknown config field(s): %s" % ", ".join(sorted(unknown)))
+    for k in ("rope_theta", "norm_eps", "embed_scale"):
+        c[k] = float(np.float32(c[k]))  # what the file will hold
+    for k in CONFIG_FIELDS:
+        if k not in ("rope_theta", "norm_eps", "embed_scale"):
+            c[k] = int(c[k])
+    return c
+
+
+def check_config(c):
+    """Enforce FORMAT.md's loader limits; raise ValueError naming the field."""
+    for k in ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "head_dim",
+              "vocab_size", "seq_len"):
+        if c[k] < 1:
+            raise ValueError("%s = %d must be >= 1" % (k, c[k]))
+    limits = dict(dim=65536, hidden_dim=65536, head_dim=65536, n_layers=1024, n_heads=1024,
+                  n_kv_heads=1024, vocab_size=1 << 24, seq_len=1 << 20)
+    for k, lim in limits.items():
+        if c[k] > lim:
+            raise ValueError("%s = %d exceeds the limit %d" % (k, c[k], lim))
+    for k, lim in ENUM_LIMITS.items():
+        if k in c and not 0 <= c[k] <= lim:
+            raise ValueError("%s = %d is out of range 0..%d" % (k, c[k], lim))
+    if c["n_heads"] % c["n_kv_heads"]:
+        raise ValueError("n_kv_heads = %d does not divide n_heads = %d" % (c["n_kv_heads"], c["n_heads"]))
+    if not (math.isfinite(c["norm_eps"]) and 0 < c["norm_eps"] < 1):
+        raise ValueError("norm_eps = %r must be finite and in (0, 1)" % c["norm_eps"])
+    if not (math.isfinite(c["rope_theta"]) and c["rope_theta"] > 0):
+        raise ValueError("rope_theta = %r must be finite and > 0" % c["rope_theta"])
+    if not math.isfinite(c["embed_scale"]):
+        raise ValueError("embed_scale = %r must be finite" % c["embed_scale"])
+    if c["rope_dims"] % 2 or c["rope_dims"] > c["head_dim"]:
+        raise ValueError("rope_dims = %d must be even and <= head_dim = %d" % (c["rope_dims"], c["head_dim"]))
+    if c["pos_kind"] == POS_ROPE and c["rope_dims"] < 2:
+        raise ValueError("rope_dims = %d: RoPE needs at least 2" % c["rope_dims"])
+
+
+def tensor_specs(c):
+    """[(name, shape)] in file order."""
+    d, h, V = c["dim"], c["hidden_dim"], c["vocab_size"]
+    q, kv = c["n_heads"] * c["head_dim"], c["n_kv_heads"] * c["head_dim"]
+    ln, b = c["norm_kind"] == NORM_LAYER, c["bias_flags"]
+    specs = [("tok_embedding", (V, d))]
+    if c["pos_kind"] == POS_LEARNED:
+        specs.append(("pos_embedding", (c["seq_len"], d)))
+    for i in range(c["n_layers"]):
+        p = "layers.%d." % i
+        L = [("attn_norm_w", (d,))]
+        if ln:
+            L.append(("attn_norm_b", (d,)))
+        for w, n in (("q", q), ("k", kv), ("v", kv)):
+            L.append(("w" + w, (n, d)))
+            if b & BIAS_QKV:
+                L.append(("b" + w, (n,)))
+        L.append(("wo", (d, q)))
+        if b & BIAS_O:
+            L.append(("bo", (d,)))
+        L.append(("ffn_norm_w", (d,)))
+        if ln:
+            L.append(("ffn_norm_b", (d,)))
+        ffn = [("1", (h, d), h)]
+        if c["ffn_kind"] == FFN_SWIGLU:
+            ffn.append(("3", (h, d), h))
+        ffn.append(("2", (d, h), d))
+        for k, shape, n in ffn:
+            L.append(("w" + k, shape))
+            if b & BIAS_FFN:
+                L.append(("b" + k, (n,)))
+        specs += [(p + n, s) for n, s in L]
+    if c["final_norm"]:
+        specs.append(("final_norm_w", (d,)))
+        if ln:
+            specs.append(("final_norm_b", (d,)))
+    if not c["tied_classifier"]:
+        specs.append(("classifier", (V, d)))
+    return specs
+
+
+def padded(nbytes):
+    return (nbytes + ALIGN - 1) // ALIGN * ALIGN
+
+
+# ---- tokenizer blob ----
+
+def pack_tokenizer(pieces, scores, merges=()):
+    """The blob of FORMAT.md from byte-string pieces, float scores and (left, right) merges."""
+    out = [struct.pack("<IIII", len(pieces), len(merges), max((len(p) for p in pieces), default=0), 0)]
+    for p, s in zip(pieces, scores):
+        out.append(struct.pack("<fI", s, len(p)))
+        out.append(bytes(p))
+    if len(merges):
+        out.append(np.asarray(merges, dtype="<u4").reshape(-1, 2).tobytes())
+    return b"".join(out)
+
+
+def parse_tokenizer(blob):
+    """(pieces, scores, merges) from a blob; ValueError if it is malformed."""
+    if len(blob) < 16:
+        raise ValueError("tokenizer blob is %d bytes, shorter than its 16-byte header" % len(blob))
+    n, m, maxlen, reserved = struct.unpack_from("<IIII", blob, 0)
+    if reserved:
+        raise ValueError("tokenizer blob reserved field is %d, not 0" % reserved)
+    pieces, scores, off, longest = [], [], 16, 0
+    for i in range(n):
+        if off + 8 > len(blob):
+            raise ValueError("tokenizer blob truncated in piece %d" % i)
+        s, ln = struct.unpack_from("<fI", blob, off)
+        off += 8
+        if ln > len(blob) - off:
+            raise ValueError("tokenizer piece %d length %d runs past the blob" % (i, ln))
+        pieces.append(bytes(blob[off:off + ln]))
+        scores.append(s)
+        off += ln
+        longest = max(longest, ln)
+    if longest != maxlen:
+        raise ValueError("tokenizer max_piece_len is %d but the longest piece has %d bytes" % (maxlen, longest))
+    if len(blob) - off != 8 * m:
+        raise ValueError("tokenizer blob has %d bytes after the pieces, %d merges need %d"
+                         % (len(blob) - off, m, 8 * m))
+    merges = np.frombuffer(blob, dtype="<u4", count=2 * m, offset=off).reshape(m, 2)
+    if m and merges.max() >= n:
+        raise ValueError("tokenizer merge refers to token %d of %d" % (merges.max(), n))
+    return pieces, scores, merges
+
+
+def resize_tokenizer(blob, vocab_size):
+    """Pad a blob's pieces up to vocab_size with unused, unreachable empty pieces.
+
+    Checkpoints often round the vocabulary up (nanoGPT: 50257 -> 50304); the format wants
+    exactly one piece per row of the embedding."""
+    pieces, scores, merges = parse_tokenizer(blob)
+    if len(pieces) > vocab_size:
+        raise ValueError("tokenizer has %d pieces, more than the model's vocab_size %d" % (len(pieces), vocab_size))
+    extra = vocab_size - len(pieces)
+    return pack_tokenizer(pieces + [b""] * extra, scores + [-1e30] * extra, merges)
+
+
+def read_llama2c_tokenizer(path, vocab_size):
+    """A llama2.c tokenizer.bin as (blob, kind, flags, bos, eos) with llama2.c's conventions."""
+    try:
+        import tokenizer_blob
+        return tokenizer_blob.from_llama2c(path, vocab_size)
+    except ImportError:
+        pass
+    data = open(path, "rb").read()
+    if len(data) < 4:
+        raise ValueError("too short for a llama2.c tokenizer.bin")
+    off, pieces, scores = 4, [], []
+    for i in range(vocab_size):
+        if off + 8 > len(data):
+            raise ValueError("truncated at piece %d: the model has vocab_size %d" % (i, vocab_size))
+        s, ln = struct.unpack_from("<fi", data, off)
+        off += 8
+        if ln < 0 or ln > len(data) - off:
+            raise ValueError("piece %d has bad length %d" % (i, ln))
+        pieces.append(data[off:off + ln])
+        scores.append(s)
+        off += ln
+    return (pack_tokenizer(pieces, scores), TOK_SENTENCEPIECE,
+            TOKF_DUMMY_PREFIX | TOKF_ADD_BOS | TOKF_BOS_STOPS, 1, 2)
+
+
+# ---- whole files ----
+
+def write_model(path, cfg, tok, tensors):
+    """Write a model file atomically: a temporary file beside path, fsync, rename."""
+    c = complete_config(cfg)
+    check_config(c)
+    blob, kind, flags, bos, eos = tok
+    blob = bytes(blob)
+    pieces, _, _ = parse_tokenizer(blob)
+    if len(pieces) != c["vocab_size"]:
+        raise ValueError("tokenizer has %d pieces but vocab_size is %d" % (len(pieces), c["vocab_size"]))
+    specs = tensor_specs(c)
+    names = {n for n, _ in specs}
+    extra = set(tensors) - names
+    if extra:
+        raise ValueError("tensor(s) not in this config: %s" % ", ".join(sorted(extra)))
+    for n, shape in specs:
+        if n not in tensors:
+            raise ValueError("missing tensor %s" % n)
+        if tuple(np.shape(tensors[n])) != shape:
+            raise ValueError("tensor %s has shape %s, expected %s" % (n, tuple(np.shape(tensors[n])), shape))
+    weights_offset = padded(HEADER_SIZE + len(blob))
+    weights_bytes = sum(padded(4 * int(np.prod(s))) for _, s in specs)
+    h = dict(c, magic=MAGIC, version=VERSION, header_size=HEADER_SIZE, tok_kind=int(kind),
+             tok_flags=int(flags), bos_id=int(bos), eos_id=int(eos), tok_offset=HEADER_SIZE,
+             tok_bytes=len(blob), weights_offset=weights_offset, weights_bytes=weights_bytes)
+    check_config(h)
+    header = HEADER_STRUCT.pack(*[h[n] for n, _ in HEADER_FIELDS])
+    header += bytes(HEADER_SIZE - len(header))
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(header)
+            f.write(blob)
+            f.write(bytes(weights_offset - HEADER_SIZE - len(blob)))
+            for n, _ in specs:
+                a = np.ascontiguousarray(tensors[n], dtype="<f4")
+                f.write(memoryview(a).cast("B"))
+                f.write(bytes(padded(a.nbytes) - a.nbytes))
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def read_header(data):
+    """Header dict from the first 256 bytes, validated; data is bytes-like."""
+    if len(data) < HEADER_SIZE:
+        raise ValueError("file is %d bytes, shorter than the %d-byte header" % (len(data), HEADER_SIZE))
+    h = dict(zip([n for n, _ in HEADER_FIELDS], HEADER_STRUCT.unpack_from(data, 0)))
+    if h["magic"] != MAGIC:
+        raise ValueError("bad magic %r, not an attn.c model file" % h["magic"])
+    if h["version"] > VERSION:
+        raise ValueError("format version %d is newer than this build (%d)" % (h["version"], VERSION))
+    if h["version"] != VERSION:
+        raise ValueError("format version %d is not supported" % h["version"])
+    if h["header_size"] != HEADER_SIZE:
+        raise ValueError("header_size = %d, expected %d" % (h["header_size"], HEADER_SIZE))
+    if any(bytes(data[HEADER_STRUCT.size:HEADER_SIZE])):
+        raise ValueError("reserved header bytes 136..255 are not zero")
+    check_config(h)
+    return h
+
+
+def read_model(path):
+    """(cfg, tok, tensors) from a model file, every field and size checked."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(HEADER_SIZE)
+    h = read_header(head)
+    c = {k: h[k] for k in CONFIG_FIELDS}
+    if h["tok_offset"] != HEADER_SIZE:
+        raise ValueError("tok_offset = %d, expected %d" % (h["tok_offset"], HEADER_SIZE))
+    tok_end = HEADER_SIZE + h["tok_bytes"]
+    if h["weights_offset"] % ALIGN or h["weights_offset"] < tok_end:
+        raise ValueError("weights_offset = %d is not a multiple of 64 at or after the tokenizer's end %d"
+                         % (h["weights_offset"], tok_end))
+    specs = tensor_specs(c)
+    need = sum(padded(4 * int(np.prod(s))) for _, s in specs)
+    if need >= 1 << 48:
+        raise ValueError("tensors would need %d bytes, beyond 2^48" % need)
+    if h["weights_bytes"] != need:
+        raise ValueError("weights_bytes = %d but the config needs %d" % (h["weights_bytes"], need))
+    if size != h["weights_offset"] + need:
+        raise ValueError("file is %d bytes, the header implies %d" % (size, h["weights_offset"] + need))
+    mm = np.memmap(path, dtype=np.uint8, mode="r")
+    blob = bytes(mm[HEADER_SIZE:tok_end])
+    pieces, _, _ = parse_tokenizer(blob)
+    if len(pieces) != c["vocab_size"]:
+        raise ValueError("tokenizer has %d pieces but vocab_size is %d" % (len(pieces), c["vocab_size"]))
+    for k in ("bos_id", "eos_id"):
+        if not -1 <= h[k] < c["vocab_size"]:
+            raise ValueError("%s = %d is outside the vocabulary" % (k, h[k]))
+    if mm[tok_end:h["weights_offset"]].any():
+        raise ValueError("padding before the tensors is not zero")
+    tensors, off = {}, h["weights_offset"]
+    for n, shape in specs:
+        nb = 4 * int(np.prod(shape))
+        tensors[n] = mm[off:off + nb].view("<f4").reshape(shape)
+        if mm[off + nb:off + padded(nb)].any():
+            raise ValueError("padding after tensor %s is not zero" % n)
+        off += padded(nb)
+    tok = (blob, h["tok_kind"], h["tok_flags"], h["bos_id"], h["eos_id"])
+    return c, tok, tensors
