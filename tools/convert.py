@@ -195,7 +195,7 @@ def read_nanogpt(path, ck):
     bias = bool(a.get("bias", True))
     get = tensor_getter(path, sd)
     t = gpt2_tensors(L, get, d, transpose=False, bias=bias)
-    cfg = gpt2_cfg(d, t["layers.0.w1"].shape[0], L, H, V, S, ffn_kind=mf.FFN_GELU_ERF, eps=1e-5, bias=True)
+    cfg = gpt2_cfg(d, t["layers.0.w1"].shape[0], L, H, V, S, ffn_kind=mf.FFN_GELU_ERF, eps=1e-5, bias=bias)
     head = sd.get("lm_head.weight")
     if head is not None and not np.array_equal(np_(head), t["tok_embedding"]):
         cfg["tied_classifier"] = 0
@@ -543,7 +543,8 @@ def read_tokenizer(path, vocab_size):
     except ImportError:
         raise Bad(path, "this tokenizer kind needs tools/tokenizer_blob.py, which is missing")
     except (ValueError, KeyError, OSError) as e:
-        raise Bad(path, "bad tokenizer: %s" % e)
+        msg = str(e)
+        raise Bad(path, msg[len(path) + 2:] if msg.startswith(path + ": ") else "bad tokenizer: %s" % msg)
 
 
 def read_char_meta(path):

@@ -137,12 +137,18 @@ def logits(model, tokens):
 
 
 def perplexity(model, tokens):
-    """exp(mean -log p(token[t] | tokens before it)) over t >= 1, in float64, one window."""
+    """exp(mean -log p(token[t] | earlier tokens)) in float64. Sequences longer than the context
+    are scored in seq_len windows overlapping by one token, each predicting all but its first."""
     m = copy.deepcopy(model).double()
+    S, n = m.cfg["seq_len"], len(tokens)
+    nll, scored = 0.0, 0
     with torch.no_grad():
-        lp = torch.log_softmax(m(torch.tensor([list(tokens)], dtype=torch.long))[0], -1)
-    nll = -lp[torch.arange(len(tokens) - 1), torch.tensor(tokens[1:])].mean()
-    return math.exp(nll.item())
+        for start in range(0, n - 1, S - 1):
+            w = list(tokens[start:start + S])
+            lp = torch.log_softmax(m(torch.tensor([w], dtype=torch.long))[0], -1)
+            nll -= lp[torch.arange(len(w) - 1), torch.tensor(w[1:])].sum().item()
+            scored += len(w) - 1
+    return math.exp(nll / scored)
 
 
 def stops(model, t):

@@ -1,0 +1,515 @@
+"""tools/convert.py, tools/modelfile.py and tools/reference.py against real checkpoints and
+against independently written readers and forward passes (no C involved).
+
+Run from the repository root: /usr/bin/python3 tests/test_convert.py
+"""
+import contextlib
+import io
+import json
+import math
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import traceback
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import convert  # noqa: E402
+import make_random as mr  # noqa: E402
+import modelfile as mf  # noqa: E402
+import reference as ref  # noqa: E402
+
+SHARED = os.path.join(ROOT, "..", "shared")
+MODELS = os.path.join(SHARED, "models")
+TOK512 = os.path.join(MODELS, "tok512.bin")
+TMP = tempfile.mkdtemp(prefix="attn-test-convert-")
+PY = "/usr/bin/python3"
+CONVERT = os.path.join(ROOT, "tools", "convert.py")
+
+TESTS = []
+
+
+def test(f):
+    TESTS.append(f)
+    return f
+
+
+def tmp(name):
+    return os.path.join(TMP, name)
+
+
+def conv(src, out, *extra):
+    """convert.py in-process; returns what the written file reads back as."""
+    args = [src, out] + list(extra)
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = convert.main(args)
+    assert rc == 0, "convert.py %s exited %d: %s" % (" ".join(args), rc, err.getvalue().strip())
+    return mf.read_model(out)
+
+
+def conv_quiet(args):
+    with contextlib.redirect_stderr(io.StringIO()):
+        assert convert.main(args) == 0, args
+
+
+def same_tensors(a, b, what):
+    assert set(a) == set(b), "%s: tensor names differ: %s" % (what, sorted(set(a) ^ set(b)))
+    for k in a:
+        assert np.shape(a[k]) == np.shape(b[k]), "%s: %s shape %s vs %s" % (what, k, np.shape(a[k]), np.shape(b[k]))
+        assert np.array_equal(np.asarray(a[k], np.float32), np.asarray(b[k], np.float32)), "%s: %s differs" % (what, k)
+
+
+def synthetic_tokenizer_bin(V):
+    p = tmp("synth%d.tok.bin" % V)
+    mr.write_llama2c_tokenizer(p, mr.synthetic_vocab(V)[0])
+    return p
+
+
+# ---- llama2.c sources ----
+
+def legacy_arrays(path):
+    """An independent read of a llama2.c legacy .bin: (header ints, flat float array)."""
+    data = open(path, "rb").read()
+    return struct.unpack("<7i", data[:28]), np.frombuffer(data, "<f4", offset=28)
+
+
+@test
+def stories260K_legacy_bin():
+    cfg, tok, t = conv(os.path.join(MODELS, "stories260K.bin"), tmp("s260.bin"), "--tokenizer", TOK512)
+    (dim, hidden, L, H, KV, V, S), flat = legacy_arrays(os.path.join(MODELS, "stories260K.bin"))
+    assert (cfg["dim"], cfg["hidden_dim"], cfg["n_layers"], cfg["n_heads"], cfg["n_kv_heads"],
+            cfg["vocab_size"], cfg["seq_len"]) == (dim, hidden, L, H, KV, V, S)
+    assert cfg["tied_classifier"] == 1 and cfg["head_dim"] == 8 and cfg["rope_dims"] == 8
+    assert tok[1:] == (mf.TOK_SENTENCEPIECE, 7, 1, 2), tok[1:]
+    assert np.array_equal(t["tok_embedding"].ravel(), flat[:V * dim])
+    kv = KV * dim // H
+    off = V * dim + L * dim  # after the embedding and rms_att
+    assert np.array_equal(t["layers.0.wq"].ravel(), flat[off:off + dim * dim])
+    off += L * dim * dim
+    assert np.array_equal(t["layers.1.wk"].ravel(), flat[off + kv * dim:off + 2 * kv * dim])
+    end = V * dim + L * (2 * dim + 2 * dim * dim + 2 * kv * dim + 3 * dim * hidden)
+    assert np.array_equal(t["final_norm_w"], flat[end:end + dim])
+    pieces = mf.parse_tokenizer(tok[0])[0]
+    assert pieces[1] == b"\n<s>\n" and pieces[13] == b"<0x0A>", pieces[:14]
+
+
+@test
+def stories260K_greedy_matches_llama2c():
+    """reference.py on the converted file reproduces llama2.c's run.c output token for token."""
+    m = ref.load(tmp("s260.bin"))
+    out = ref.greedy(m, [1], 200)  # llama2.c -n 200 with a BOS-only prompt: 200 new tokens
+    text = ref.decode(m.tok, out, 1).decode()
+    expected = open(os.path.join(SHARED, "expected", "stories260K_t0_n200.txt")).read()
+    assert text == expected, "differs at char %d" % next(
+        (i for i, (a, b) in enumerate(zip(text, expected)) if a != b), min(len(text), len(expected)))
+
+
+@test
+def llama2xs_pt_equals_bin():
+    a = conv(os.path.join(MODELS, "llama2xs_model.bin"), tmp("xs_bin.bin"), "--tokenizer", TOK512)
+    b = conv(os.path.join(MODELS, "llama2xs_ckpt.pt"), tmp("xs_pt.bin"), "--tokenizer", TOK512)
+    assert a[0] == b[0], (a[0], b[0])
+    same_tensors(a[2], b[2], "llama2xs .bin vs .pt")
+    assert open(tmp("xs_bin.bin"), "rb").read() == open(tmp("xs_pt.bin"), "rb").read()
+    sd = torch.load(os.path.join(MODELS, "llama2xs_ckpt.pt"), map_location="cpu")["model"]
+    assert np.array_equal(b[2]["layers.4.w2"], sd["layers.4.feed_forward.w2.weight"].numpy())
+    assert np.array_equal(b[2]["layers.2.attn_norm_w"], sd["layers.2.attention_norm.weight"].numpy())
+
+
+@test
+def q80_dequantised_close_to_fp32():
+    q = conv(os.path.join(MODELS, "stories260K_q80.bin"), tmp("q80.bin"), "--tokenizer", TOK512)
+    f = mf.read_model(tmp("s260.bin"))
+    assert q[0] == f[0]
+    for k in f[2]:
+        d = np.abs(q[2][k] - f[2][k]).max()
+        if k.endswith("norm_w"):
+            assert d == 0, "%s: norms are kept in fp32 and must be identical (%g)" % (k, d)
+        else:
+            # Q8_0 rounds to the nearest of 255 levels spanning a group's max |w|
+            assert 0 < d <= np.abs(f[2][k]).max() / 254 * 1.0001, "%s: dequantised weights off by %g" % (k, d)
+
+
+def ak42_v1_bytes(sd, args, tied):
+    """llama2.c export.py's version 1 layout, written here from its description."""
+    L, dim = args["n_layers"], args["dim"]
+    hidden = sd["layers.0.feed_forward.w1.weight"].shape[0]
+    head = struct.pack("<Ii7iB", 0x616B3432, 1, dim, hidden, L, args["n_heads"], args["n_kv_heads"],
+                       args["vocab_size"], args["max_seq_len"], int(tied))
+    ws = [sd["layers.%d.attention_norm.weight" % i] for i in range(L)]
+    ws += [sd["layers.%d.ffn_norm.weight" % i] for i in range(L)] + [sd["norm.weight"], sd["tok_embeddings.weight"]]
+    for n in ("attention.wq", "attention.wk", "attention.wv", "attention.wo", "feed_forward.w1",
+              "feed_forward.w2", "feed_forward.w3"):
+        ws += [sd["layers.%d.%s.weight" % (i, n)] for i in range(L)]
+    if not tied:
+        ws.append(sd["output.weight"])
+    return head + bytes(256 - len(head)) + b"".join(w.numpy().astype("<f4").tobytes() for w in ws)
+
+
+@test
+def ak42_version1_tied_and_untied():
+    ck = torch.load(os.path.join(MODELS, "llama2xs_ckpt.pt"), map_location="cpu")
+    sd, args = ck["model"], ck["model_args"]
+    open(tmp("xs_v1.bin"), "wb").write(ak42_v1_bytes(sd, args, True))
+    a = conv(tmp("xs_v1.bin"), tmp("xs_v1.attn"), "--tokenizer", TOK512)
+    same_tensors(a[2], mf.read_model(tmp("xs_pt.bin"))[2], "ak42 v1 vs .pt")
+    sd = dict(sd)
+    sd["output.weight"] = sd["tok_embeddings.weight"] * 0.5 + 0.25
+    open(tmp("xs_v1u.bin"), "wb").write(ak42_v1_bytes(sd, args, False))
+    b = conv(tmp("xs_v1u.bin"), tmp("xs_v1u.attn"), "--tokenizer", TOK512)
+    assert b[0]["tied_classifier"] == 0
+    assert np.array_equal(b[2]["classifier"], sd["output.weight"].numpy())
+
+
+@test
+def legacy_negative_vocab_untied_without_freqs():
+    (dim, hidden, L, H, KV, V, S), flat = legacy_arrays(os.path.join(MODELS, "llama2xs_model.bin"))
+    n = len(flat) - S * (dim // H)  # drop freq_cis_real/imag
+    cls = np.random.default_rng(1).standard_normal(V * dim).astype("<f4")
+    data = struct.pack("<7i", dim, hidden, L, H, KV, -V, S) + flat[:n].tobytes() + cls.tobytes()
+    open(tmp("xs_untied.bin"), "wb").write(data)
+    c, _, t = conv(tmp("xs_untied.bin"), tmp("xs_untied.attn"), "--tokenizer", TOK512)
+    assert c["tied_classifier"] == 0 and np.array_equal(t["classifier"].ravel(), cls)
+    same_tensors({k: v for k, v in t.items() if k != "classifier"}, mf.read_model(tmp("xs_bin.bin"))[2], "untied")
+
+
+# ---- GPT-2 family ----
+
+def gpt_forward(sd, cfg, tokens, conv1d, act, prefix=""):
+    """GPT-2 semantics straight from torch.nn.functional: the Hugging Face / nanoGPT block."""
+    g = lambda n: torch.as_tensor(np.asarray(sd[prefix + n]), dtype=torch.float64)  # noqa: E731
+    lin = lambda x, n: x @ g(n + ".weight") + g(n + ".bias") if conv1d else F.linear(  # noqa: E731
+        x, g(n + ".weight"), g(n + ".bias") if prefix + n + ".bias" in sd else None)
+    d, H = cfg["dim"], cfg["n_heads"]
+    ln = lambda x, n: F.layer_norm(x, (d,), g(n + ".weight"), g(n + ".bias") if prefix + n + ".bias" in sd  # noqa
+                                   else None, 1e-5)
+    T = len(tokens)
+    x = g("wte.weight")[tokens] + g("wpe.weight")[:T]
+    for i in range(cfg["n_layers"]):
+        p = "h.%d." % i
+        q, k, v = lin(ln(x, p + "ln_1"), p + "attn.c_attn").split(d, -1)
+        q, k, v = (z.view(T, H, d // H).transpose(0, 1) for z in (q, k, v))
+        att = (q @ k.transpose(-1, -2)) / math.sqrt(d // H)
+        att = att.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
+        x = x + lin((att @ v).transpose(0, 1).reshape(T, d), p + "attn.c_proj")
+        x = x + lin(act(lin(ln(x, p + "ln_2"), p + "mlp.c_fc")), p + "mlp.c_proj")
+    return (ln(x, "ln_f") @ g("wte.weight").T).numpy()
+
+
+def close(a, b, what, tol=1e-4):
+    err = np.abs(a - b).max() / np.abs(b).max()
+    assert err < tol, "%s: max relative logit difference %.3g" % (what, err)
+
+
+def nanogpt_checkpoint(path, bias, seed):
+    L, H, d, S, V = 2, 4, 32, 48, 300
+    rng = np.random.default_rng(seed)
+    r = lambda *s: torch.tensor(rng.standard_normal(s).astype(np.float32) / (s[-1] ** 0.5 if len(s) > 1 else 3))  # noqa
+    sd = {"transformer.wte.weight": r(V, d) * 2, "transformer.wpe.weight": r(S, d),
+          "transformer.ln_f.weight": 1 + r(d)}
+    for i in range(L):
+        p = "transformer.h.%d." % i
+        sd.update({p + "ln_1.weight": 1 + r(d), p + "attn.c_attn.weight": r(3 * d, d),
+                   p + "attn.c_proj.weight": r(d, d), p + "ln_2.weight": 1 + r(d),
+                   p + "mlp.c_fc.weight": r(4 * d, d), p + "mlp.c_proj.weight": r(d, 4 * d),
+                   p + "attn.bias": torch.ones(1, 1, S, S).tril()})  # the old causal-mask buffer
+        if bias:
+            sd.update({p + "ln_1.bias": r(d), p + "ln_2.bias": r(d), p + "attn.c_attn.bias": r(3 * d),
+                       p + "attn.c_proj.bias": r(d), p + "mlp.c_fc.bias": r(4 * d), p + "mlp.c_proj.bias": r(d)})
+    if bias:
+        sd["transformer.ln_f.bias"] = r(d)
+    sd["lm_head.weight"] = sd["transformer.wte.weight"]
+    sd = {"_orig_mod." + k: v for k, v in sd.items()}
+    args = dict(n_layer=L, n_head=H, n_embd=d, block_size=S, bias=bias, vocab_size=V, dropout=0.0)
+    torch.save({"model": sd, "model_args": args, "iter_num": 0, "best_val_loss": torch.tensor(9.0),
+                "config": {}}, path)
+    return {k[len("_orig_mod.transformer."):] if "transformer." in k else k[len("_orig_mod."):]: v.numpy()
+            for k, v in sd.items()}
+
+
+@test
+def nanogpt_checkpoints():
+    for bias in (True, False):
+        src = tmp("nano%d.pt" % bias)
+        sd = nanogpt_checkpoint(src, bias, seed=bias)
+        c, _, t = conv(src, tmp("nano%d.bin" % bias), "--tokenizer", synthetic_tokenizer_bin(300))
+        assert c["ffn_kind"] == mf.FFN_GELU_ERF and c["norm_kind"] == mf.NORM_LAYER and c["pos_kind"] == 1
+        assert np.array_equal(t["layers.1.wk"], sd["h.1.attn.c_attn.weight"][32:64])
+        assert np.array_equal(t["layers.0.w2"], sd["h.0.mlp.c_proj.weight"])
+        m = ref.load(tmp("nano%d.bin" % bias), torch.float64)
+        toks = [5, 17, 250, 3, 99, 0, 42, 7]
+        close(ref.logits(m, toks), gpt_forward(sd, c, toks, conv1d=False, act=F.gelu), "nanoGPT bias=%s" % bias, 1e-9)
+
+
+@test
+def hf_gpt2_directory():
+    d = tmp("hf_gpt2")
+    cfg = dict(mr.PRESETS["gpt2"], vocab_size=300, seq_len=40)
+    c0, t0 = mr.write_hf_gpt2(d, cfg, seed=3)
+    sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+    assert sd["h.0.attn.c_attn.weight"].shape == (48, 144)  # Conv1D: input-major
+    extra = [] if has_tokenizer_blob() else ["--tokenizer", synthetic_tokenizer_bin(300)]
+    c, tok, t = conv(d, tmp("hf_gpt2.bin"), *extra)
+    same_tensors(t, t0, "HF GPT-2 round trip")
+    m = ref.load(tmp("hf_gpt2.bin"), torch.float64)
+    toks = [1, 2, 3, 200, 299, 4, 4, 4, 17]
+    close(ref.logits(m, toks), gpt_forward(sd, c, toks, conv1d=True, act=lambda x: F.gelu(x, approximate="tanh")),
+          "HF GPT-2", 1e-9)
+    if has_tokenizer_blob():
+        assert tok[1] == mf.TOK_BYTE_BPE
+
+
+def has_tokenizer_blob():
+    try:
+        import tokenizer_blob  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+# ---- Llama family from Hugging Face ----
+
+def hf_llama_forward(sd, conf, tokens):
+    """Hugging Face Llama semantics: half-split rotate_half RoPE on the checkpoint's own rows."""
+    g = lambda n: torch.as_tensor(np.asarray(sd[n]), dtype=torch.float64)  # noqa: E731
+    lin = lambda x, n: F.linear(x, g(n + ".weight"), g(n + ".bias") if n + ".bias" in sd else None)  # noqa
+    H, KV = conf["num_attention_heads"], conf["num_key_value_heads"]
+    hd = conf["head_dim"]
+    r = int(hd * conf.get("partial_rotary_factor", 1.0))
+    eps = conf["rms_norm_eps"]
+    norm = lambda x, n: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * g(n + ".weight")  # noqa
+    T = len(tokens)
+    inv = 1.0 / conf["rope_theta"] ** (torch.arange(0, r, 2, dtype=torch.float64) / r)
+    fr = torch.outer(torch.arange(T, dtype=torch.float64), inv)
+    emb = torch.cat([fr, fr], -1)
+    cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]
+
+    def rot(x):
+        xr, xp = x[..., :r], x[..., r:]
+        half = torch.cat([-xr[..., r // 2:], xr[..., :r // 2]], -1)
+        return torch.cat([xr * cos + half * sin, xp], -1)
+    x = g("model.embed_tokens.weight")[tokens]
+    for i in range(conf["num_hidden_layers"]):
+        p = "model.layers.%d." % i
+        h = norm(x, p + "input_layernorm")
+        q = rot(lin(h, p + "self_attn.q_proj").view(T, H, hd))
+        k = rot(lin(h, p + "self_attn.k_proj").view(T, KV, hd))
+        v = lin(h, p + "self_attn.v_proj").view(T, KV, hd)
+        k = k[:, :, None, :].expand(T, KV, H // KV, hd).reshape(T, H, hd)
+        v = v[:, :, None, :].expand(T, KV, H // KV, hd).reshape(T, H, hd)
+        att = torch.einsum("thd,shd->hts", q, k) / math.sqrt(hd)
+        att = att.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
+        x = x + lin(torch.einsum("hts,shd->thd", att, v).reshape(T, H * hd), p + "self_attn.o_proj")
+        h = norm(x, p + "post_attention_layernorm")
+        x = x + lin(F.silu(lin(h, p + "mlp.gate_proj")) * lin(h, p + "mlp.up_proj"), p + "mlp.down_proj")
+    x = norm(x, "model.norm")
+    head = g("lm_head.weight") if "lm_head.weight" in sd else g("model.embed_tokens.weight")
+    return (x @ head.T).numpy()
+
+
+def read_hf_dir_weights(d):
+    idx = os.path.join(d, "model.safetensors.index.json")
+    files = sorted(set(json.load(open(idx))["weight_map"].values())) if os.path.exists(idx) else ["model.safetensors"]
+    sd = {}
+    for f in files:
+        sd.update(convert.read_safetensors(os.path.join(d, f)))
+    return sd
+
+
+@test
+def hf_llama_directories():
+    cases = [("llama_gqa_sharded", "llama", dict(mr.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), 3),
+             ("qwen2_bias", "qwen2", dict(mr.PRESETS["qkv_bias_qwen2"], seq_len=32, tied_classifier=0), 1),
+             ("partial_rope_untied", "llama", dict(mr.PRESETS["partial_rope"], seq_len=32, tied_classifier=0,
+                                                   n_kv_heads=2, bias_flags=7), 2)]
+    for name, mt, cfg, shards in cases:
+        d = tmp(name)
+        c0, t0 = mr.write_hf_llama(d, cfg, seed=7, shards=shards, model_type=mt)
+        if shards > 1:
+            assert os.path.exists(os.path.join(d, "model.safetensors.index.json"))
+        c, tok, t = conv(d, tmp(name + ".bin"))
+        assert c == c0, (name, c, c0)
+        same_tensors(t, t0, name)
+        conf = json.load(open(os.path.join(d, "config.json")))
+        m = ref.load(tmp(name + ".bin"), torch.float64)
+        toks = [1, 9, 100, 250, 7, 7, 7, 31, 2, 64]
+        close(ref.logits(m, toks), hf_llama_forward(read_hf_dir_weights(d), conf, toks), name, 1e-9)
+
+
+@test
+def safetensors_dtypes():
+    """F16 and BF16 tensors (written here bit by bit) widen exactly to float32."""
+    vals = np.array([0.0, 1.0, -2.5, 3.140625, 65504.0, 1e-3], np.float32)
+    bf = (vals.view(np.uint32) >> 16).astype("<u2")
+    f16 = vals.astype("<f2")
+    hdr = {"a": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 12]},
+           "b": {"dtype": "F16", "shape": [6], "data_offsets": [12, 24]}, "__metadata__": {"format": "pt"}}
+    h = json.dumps(hdr).encode()
+    open(tmp("dt.safetensors"), "wb").write(struct.pack("<Q", len(h)) + h + bf.tobytes() + f16.tobytes())
+    r = convert.read_safetensors(tmp("dt.safetensors"))
+    assert np.array_equal(r["a"].ravel(), (bf.astype(np.uint32) << 16).view(np.float32))
+    assert np.array_equal(r["b"], f16.astype(np.float32)) and r["b"].dtype == np.float32
+
+
+# ---- export and the file format itself ----
+
+@test
+def export_torch_round_trips():
+    for name in ("s260.bin", "xs_v1u.attn", "nano1.bin", "hf_gpt2.bin", "llama_gqa_sharded.bin", "qwen2_bias.bin",
+                 "partial_rope_untied.bin"):
+        src = tmp(name)
+        conv_quiet(["--export-torch", src, tmp(name + ".pt")])
+        ck = torch.load(tmp(name + ".pt"))
+        m = ref.Transformer(ck["attn_config"])
+        m.load_state_dict(ck["model"])  # the state dict is reference.py's module's
+        conv_quiet([tmp(name + ".pt"), tmp(name + ".again")])
+        assert open(src, "rb").read() == open(tmp(name + ".again"), "rb").read(), name
+
+
+@test
+def modelfile_layout():
+    """Offsets, alignment and padding of a written file, checked by hand."""
+    c, tok, t = mr.make_model(tmp("layout.bin"), mr.PRESETS["mixed"], seed=1)
+    data = open(tmp("layout.bin"), "rb").read()
+    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (1, 256)
+    assert struct.unpack_from("<f", data, 80)[0] == np.float32(2.5)
+    tok_bytes, woff, wbytes = struct.unpack_from("<QQQ", data, 112)
+    assert struct.unpack_from("<Q", data, 104)[0] == 256 and data[256:256 + tok_bytes] == tok[0]
+    assert woff % 64 == 0 and woff - 256 - tok_bytes < 64 and not any(data[256 + tok_bytes:woff])
+    assert len(data) == woff + wbytes and not any(data[136:256])
+    off = woff
+    for name, shape in mf.tensor_specs(c):
+        n = int(np.prod(shape)) * 4
+        assert np.array_equal(np.frombuffer(data, "<f4", n // 4, off), t[name].ravel()), name
+        off += (n + 63) // 64 * 64
+    assert off == len(data)
+
+
+@test
+def modelfile_refuses_bad_files():
+    good = bytearray(open(tmp("layout.bin"), "rb").read())
+
+    def refused(data, needle):
+        open(tmp("bad.bin"), "wb").write(bytes(data))
+        try:
+            mf.read_model(tmp("bad.bin"))
+        except ValueError as e:
+            assert needle in str(e), "expected %r in %r" % (needle, str(e))
+            return
+        raise AssertionError("accepted a file with %s wrong" % needle)
+
+    def patched(off, fmt, v):
+        b = bytearray(good)
+        struct.pack_into(fmt, b, off, v)
+        return b
+    refused(good[:100], "shorter than")
+    refused(good[:-4], "header implies")
+    refused(good + b"\0" * 64, "header implies")
+    refused(patched(0, "<4s", b"ATTM"), "magic")
+    refused(patched(4, "<I", 2), "newer than this build")
+    refused(patched(12, "<I", 0), "dim")
+    refused(patched(20, "<I", 1 << 20), "n_layers")
+    refused(patched(28, "<I", 3), "n_kv_heads")
+    refused(patched(44, "<I", 7), "pos_kind")
+    refused(patched(60, "<f", float("nan")), "norm_eps")
+    refused(patched(84, "<I", 3), "rope_dims")
+    refused(patched(200, "<I", 1), "reserved")
+    refused(patched(120, "<Q", 257), "weights_offset")
+    refused(patched(len(good) - 4, "<f", 1.0), "padding after tensor classifier")  # 301 x 40 floats: 32 bytes pad
+    refused(patched(256, "<I", 7), "tokenizer")
+    refused(patched(96, "<i", 100000), "bos_id")
+
+
+# ---- error paths, as a user meets them ----
+
+@test
+def error_paths_one_line_exit_1():
+    os.makedirs(tmp("empty_dir"), exist_ok=True)
+    d = tmp("hf_err")
+    shutil.copytree(tmp("llama_gqa_sharded"), d)
+    os.remove(os.path.join(d, "tokenizer.bin"))
+    bert = tmp("bert")
+    os.makedirs(bert, exist_ok=True)
+    json.dump({"model_type": "bert"}, open(os.path.join(bert, "config.json"), "w"))
+    act = tmp("gpt2_act")
+    shutil.copytree(tmp("hf_gpt2"), act)
+    conf = json.load(open(os.path.join(act, "config.json")))
+    conf["activation_function"] = "swish"
+    json.dump(conf, open(os.path.join(act, "config.json"), "w"))
+    trunc = tmp("gpt2_trunc")
+    shutil.copytree(tmp("hf_gpt2"), trunc)
+    st = os.path.join(trunc, "model.safetensors")
+    open(st, "r+b").truncate(os.path.getsize(st) - 1000)
+    shard = tmp("llama_missing_shard")
+    shutil.copytree(tmp("llama_gqa_sharded"), shard)
+    os.remove(os.path.join(shard, "model-00002-of-00003.safetensors"))
+    badjson = tmp("badjson")
+    os.makedirs(badjson, exist_ok=True)
+    open(os.path.join(badjson, "config.json"), "w").write("{not json")
+    open(tmp("garbage.pt"), "wb").write(b"PK\x03\x04" + os.urandom(200))
+    open(tmp("trunc_legacy.bin"), "wb").write(open(os.path.join(MODELS, "stories260K.bin"), "rb").read()[:50000])
+    v3 = bytearray(open(tmp("xs_v1.bin"), "rb").read())
+    struct.pack_into("<i", v3, 4, 3)
+    open(tmp("ak42_v3.bin"), "wb").write(bytes(v3))
+    torch.save({"weights": torch.zeros(3)}, tmp("other.pt"))
+    s260 = os.path.join(MODELS, "stories260K.bin")
+    cases = [
+        ([tmp("nope.bin"), tmp("o.bin")], "no such file"),
+        ([tmp("empty_dir"), tmp("o.bin")], "config.json"),
+        ([d, tmp("o.bin")], "--tokenizer"),
+        ([s260, tmp("o.bin")], "--tokenizer"),
+        ([s260, tmp("o.bin"), "--tokenizer", tmp("nope.tok")], "not found"),
+        ([os.path.join(MODELS, "llama2xs_model.bin"), tmp("o.bin"), "--tokenizer",
+          synthetic_tokenizer_bin(100)], "vocab_size"),
+        ([bert, tmp("o.bin")], "unknown architecture"),
+        ([act, tmp("o.bin")], "activation_function"),
+        ([trunc, tmp("o.bin")], "truncated"),
+        ([shard, tmp("o.bin")], "missing"),
+        ([badjson, tmp("o.bin")], "JSON"),
+        ([tmp("garbage.pt"), tmp("o.bin")], "PyTorch"),
+        ([tmp("trunc_legacy.bin"), tmp("o.bin"), "--tokenizer", TOK512], "implies"),
+        ([tmp("ak42_v3.bin"), tmp("o.bin"), "--tokenizer", TOK512], "version 3"),
+        ([tmp("other.pt"), tmp("o.bin")], "unknown PyTorch checkpoint"),
+        ([tmp("s260.bin"), tmp("o.bin")], "already an attn.c model"),
+        ([s260, "/nonexistent/dir/o.bin", "--tokenizer", TOK512], "cannot write"),
+        (["--export-torch", s260, tmp("o.pt")], "bad magic"),
+        ([], "arguments"),
+    ]
+    for args, needle in cases:
+        r = subprocess.run([PY, CONVERT] + args, capture_output=True, text=True)
+        where = "convert.py %s" % " ".join(os.path.basename(a) for a in args)
+        assert r.returncode == 1, "%s: exit %d, stderr %r" % (where, r.returncode, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Traceback" not in r.stderr, "%s: stderr %r" % (where, r.stderr)
+        assert lines[0].startswith("convert.py: ") and needle.lower() in lines[0].lower(), \
+            "%s: %r lacks %r" % (where, lines[0], needle)
+    assert not os.path.exists(tmp("o.bin")), "a failed conversion left its output behind"
+
+
+def main():
+    passed = failed = 0
+    for f in TESTS:
+        try:
+            f()
+            passed += 1
+            print("ok    %s" % f.__name__)
+        except Exception as e:  # report and go on to the next test
+            failed += 1
+            print("FAIL  %s: %s" % (f.__name__, e))
+            if os.environ.get("VERBOSE"):
+                traceback.print_exc()
+    shutil.rmtree(TMP, ignore_errors=True)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
