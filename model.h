@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cblas.h>
+#include "tokenizer.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -39,8 +40,8 @@ enum { POS_ROPE, POS_LEARNED, POS_SINUSOIDAL, POS_KINDS };
 enum { FFN_SWIGLU, FFN_GELU_TANH, FFN_GELU_ERF, FFN_RELU, FFN_KINDS };
 enum { NORM_RMS, NORM_LAYER, NORM_KINDS };
 enum { BIAS_QKV = 1, BIAS_ATTN_OUT = 2, BIAS_FFN = 4, BIAS_ALL = 7 };
-enum { TOK_SENTENCEPIECE, TOK_BYTE_BPE, TOK_KINDS };
-enum { TOKF_DUMMY_PREFIX = 1, TOKF_ADD_BOS = 2, TOKF_BOS_STOPS = 4, TOKF_ALL = 7 };
+// tok_kind and tok_flags take tokenizer.h's TOK_* and TOKF_* values.
+#define TOKF_ALL (TOKF_DUMMY_PREFIX | TOKF_ADD_BOS | TOKF_BOS_STOPS)
 
 typedef struct {
     char magic[4];
@@ -88,7 +89,7 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
         {"norm_kind", h->norm_kind, 0, NORM_KINDS - 1}, {"post_norm", h->post_norm, 0, 1},
         {"final_norm", h->final_norm, 0, 1}, {"bias_flags", h->bias_flags, 0, BIAS_ALL},
         {"tied_classifier", h->tied_classifier, 0, 1}, {"rope_dims", h->rope_dims, 0, h->head_dim},
-        {"tok_kind", h->tok_kind, 0, TOK_KINDS - 1}, {"tok_flags", h->tok_flags, 0, TOKF_ALL},
+        {"tok_kind", h->tok_kind, 0, TOK_BYTE_BPE}, {"tok_flags", h->tok_flags, 0, TOKF_ALL},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (check_range(f[i].name, f[i].v, f[i].lo, f[i].hi, err, n)) return -1;
@@ -254,11 +255,11 @@ static inline int model_check_layout(const void *data, size_t size, Config *c, c
         return -1;
     }
     if (h.tok_bytes > size - MODEL_HEADER_SIZE) {
-        snprintf(err, n, "tok_bytes (%llu) runs past the end of the %zu-byte file", (unsigned long long)h.tok_bytes, size);
+        snprintf(err, n, "truncated: the %llu-byte tokenizer runs past the end of the %zu-byte file", (unsigned long long)h.tok_bytes, size);
         return -1;
     }
     if (h.weights_offset % MODEL_ALIGN || h.weights_offset < h.tok_offset + h.tok_bytes || h.weights_offset > size) {
-        snprintf(err, n, "weights_offset %llu is not a multiple of %d after the tokenizer and inside the file",
+        snprintf(err, n, "weights_offset %llu is not a multiple of %d after the tokenizer and inside the file (truncated?)",
                  (unsigned long long)h.weights_offset, MODEL_ALIGN);
         return -1;
     }
@@ -420,8 +421,11 @@ static inline float dot(const float *restrict a, const float *restrict b, int n)
     return s;
 }
 
+// Below this many multiply-adds a second thread costs more to wake than it saves.
+#define PARALLEL_MIN_WORK (1 << 16)
+
 static inline void matvec(float *restrict out, const float *restrict x, const float *restrict w, int n_in, int n_out) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((size_t)n_in * n_out >= PARALLEL_MIN_WORK)
     for (int r = 0; r < n_out; r++) out[r] = dot(w + (size_t)r * n_in, x, n_in);
 }
 
@@ -473,7 +477,7 @@ static inline void attention(float *out, float *att, const float *q, const float
                       int n_heads, int n_kv_heads, int head_dim) {
     int L = P + T, qd = n_heads * head_dim, kvd = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
     float scale = 1.0f / sqrtf((float)head_dim);
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * n_heads * T * L * head_dim >= PARALLEL_MIN_WORK)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < n_heads; h++) {
             const float *kb = k + (size_t)b * L * kvd + (size_t)(h / group) * head_dim;

@@ -231,22 +231,59 @@ static char *read_file(const char *path, size_t *len) {
     return buf;
 }
 
-static void load_tokenizer(Tokenizer *tok, const Model *m, const char *override_path) {
+// A llama2.c tokenizer.bin (int max_len, then per piece: float score, int len, bytes) as a
+// FORMAT.md blob; the file does not say how many pieces it has, the model does.
+static void *blob_from_llama2c(const char *path, int n_pieces, size_t *blob_bytes) {
+    size_t len;
+    unsigned char *in = (unsigned char *)read_file(path, &len);
+    size_t head = 16, size = head, pos = 4;
+    if (len < 4) die("%s: too short for a llama2.c tokenizer", path);
+    unsigned char *blob = NULL;
+    for (int pass = 0; pass < 2; pass++) { // count, then copy
+        pos = 4;
+        uint32_t max_len = 0;
+        for (int i = 0; i < n_pieces; i++) {
+            int32_t plen;
+            if (pos + 8 > len) die("%s: ends at piece %d of the model's %d", path, i, n_pieces);
+            memcpy(&plen, in + pos + 4, 4);
+            if (plen < 0 || (size_t)plen > len - pos - 8) die("%s: piece %d has a bad length %d", path, i, plen);
+            if (pass) memcpy(blob + size, in + pos, 8 + (size_t)plen);
+            size += 8 + (size_t)plen;
+            pos += 8 + (size_t)plen;
+            if ((uint32_t)plen > max_len) max_len = plen;
+        }
+        if (!pass) {
+            if (!(blob = malloc(size))) die("out of memory");
+            uint32_t h[4] = {(uint32_t)n_pieces, 0, max_len, 0};
+            memcpy(blob, h, sizeof h);
+            size = head;
+        }
+    }
+    if (pos != len) die("%s: %zu bytes after the model's %d pieces (a tokenizer for another vocabulary?)", path, len - pos, n_pieces);
+    free(in);
+    *blob_bytes = size;
+    return blob;
+}
+
+// The model's own tokenizer, or a llama2.c tokenizer.bin standing in for it (-z), read the
+// way llama2.c's run.c reads it.
+static void load_tokenizer(Tokenizer *tok, const Model *m, const char *model_path, const char *override_path) {
     const Config *c = &m->config;
     char err[512];
     if (override_path) {
-        size_t len;
-        char *bytes = read_file(override_path, &len);
-        if (tokenizer_init_llama2c(tok, bytes, len, c->vocab_size, err, sizeof err))
+        size_t bytes;
+        void *blob = blob_from_llama2c(override_path, c->vocab_size, &bytes);
+        unsigned flags = TOKF_DUMMY_PREFIX | TOKF_ADD_BOS | TOKF_BOS_STOPS;
+        if (tokenizer_init(tok, blob, bytes, TOK_SENTENCEPIECE, flags, 1, 2, err, sizeof err))
             die("%s: %s", override_path, err);
-        free(bytes);
+        free(blob);
         return;
     }
     if (tokenizer_init(tok, m->tok_blob, m->tok_bytes, c->tok_kind, c->tok_flags, c->bos_id, c->eos_id, err,
                        sizeof err))
-        die("%s: tokenizer: %s", override_path ? override_path : "model", err);
+        die("%s: tokenizer: %s", model_path, err);
     if (tok->n_pieces != c->vocab_size)
-        die("tokenizer has %d pieces but the model's vocab_size is %d", tok->n_pieces, c->vocab_size);
+        die("%s: the tokenizer has %d pieces but vocab_size is %d", model_path, tok->n_pieces, c->vocab_size);
 }
 
 // ----------------------------------------------------------------------------
@@ -283,17 +320,45 @@ static int encode_prompt(const Tokenizer *tok, const Config *c, const char *what
     return n;
 }
 
-static void print_piece(const char *piece, size_t len) {
-    fwrite(piece, 1, len, stdout);
+// Streams decoded bytes to stdout whole characters at a time, with control bytes dropped
+// and invalid UTF-8 shown as U+FFFD, so that no model output can drive the terminal.
+static void print_piece(TokSanitizer *san, const char *piece, size_t len, int flush) {
+    char buf[3 * 256 + 12];
+    do {
+        size_t n = len < 256 ? len : 256;
+        fwrite(buf, 1, tokenizer_sanitize(san, piece, n, buf, flush && n == len), stdout);
+        piece += n;
+        len -= n;
+    } while (len);
     fflush(stdout);
+}
+
+// The prompt is the user's text: refuse what is not UTF-8 rather than guess at it.
+static void check_utf8(const char *what, const char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned char b = s[i];
+        size_t k = b < 0x80 ? 1 : (b & 0xe0) == 0xc0 ? 2 : (b & 0xf0) == 0xe0 ? 3 : (b & 0xf8) == 0xf0 ? 4 : 0;
+        uint32_t cp = k == 1 ? b : k == 2 ? b & 0x1f : k == 3 ? b & 0x0f : b & 0x07;
+        if (!k || i + k > n) die("%s: invalid UTF-8 at byte %zu", what, i);
+        for (size_t j = 1; j < k; j++) {
+            if (((unsigned char)s[i + j] & 0xc0) != 0x80) die("%s: invalid UTF-8 at byte %zu", what, i);
+            cp = cp << 6 | ((unsigned char)s[i + j] & 0x3f);
+        }
+        uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < min[k] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            die("%s: invalid UTF-8 at byte %zu", what, i);
+        if (!cp) die("%s: NUL byte at %zu", what, i);
+        i += k;
+    }
 }
 
 static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler *sampler, const Options *o) {
     const Config *c = &m->config;
     size_t plen = strlen(o->prompt);
-    int cap = c->seq_len + 1, *tokens = malloc(sizeof(int) * (size_t)(cap > 16 ? cap : 16));
+    int cap = (int)plen + 3 > c->seq_len + 1 ? (int)plen + 3 : c->seq_len + 1, *tokens = malloc(sizeof(int) * cap);
     float *logits = malloc(sizeof(float) * c->vocab_size);
     if (!tokens || !logits) die("out of memory");
+    check_utf8("prompt", o->prompt, plen);
     int n_prompt = encode_prompt(tok, c, "prompt", o->prompt, plen, tokens, cap);
     if (n_prompt > c->seq_len)
         die("prompt: %d tokens, longer than the model's context of %d", n_prompt, c->seq_len);
@@ -301,8 +366,8 @@ static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler 
     if (end > c->seq_len)
         die("-n %d: the prompt's %d tokens plus %d new ones exceed the model's context of %d", o->steps, n_prompt,
             o->steps, c->seq_len);
-    fprintf(stderr, "prompt tokens: %d\n", n_prompt);
-    print_piece(o->prompt, plen);
+    TokSanitizer san = {0};
+    print_piece(&san, o->prompt, plen, 0);
 
     double t0 = now_s();
     forward_tokens(m, s, tokens, n_prompt, 0, logits, NULL, NULL);
@@ -313,10 +378,11 @@ static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler 
         if (next == c->eos_id || (next == c->bos_id && (c->tok_flags & TOKF_BOS_STOPS))) break;
         size_t len;
         const char *piece = tokenizer_decode(tok, tokens[pos - 1], next, &len);
-        print_piece(piece, len);
+        print_piece(&san, piece, len, 0);
         tokens[pos++] = next;
         if (pos < end) forward(c, &m->weights, s, &next, 1, pos - 1, logits, 0);
     }
+    print_piece(&san, "", 0, 1);
     double t2 = now_s();
     int generated = pos - n_prompt;
     fprintf(stderr, "\nprompt: %d tokens in %.3f s (%.1f tok/s); generated: %d tokens in %.3f s (%.1f tok/s)\n",
@@ -350,10 +416,11 @@ static void perplexity(const Model *m, const Tokenizer *tok, RunState *s, const 
     size_t len;
     char *text = read_file(o->text_path, &len);
     if (len > (size_t)INT32_MAX / 2) die("%s: too large to score (%zu bytes)", o->text_path, len);
-    int *tokens = malloc(sizeof(int) * (len + 2));
+    check_utf8(o->text_path, text, len);
+    int *tokens = malloc(sizeof(int) * (len + 3));
     float *logits = malloc(sizeof(float) * (size_t)s->max_batch * c->vocab_size);
     if (!tokens || !logits) die("out of memory");
-    int n = encode_prompt(tok, c, o->text_path, text, len, tokens, (int)len + 2);
+    int n = encode_prompt(tok, c, o->text_path, text, len, tokens, (int)len + 3);
     if (n < 2) die("%s: %d token; perplexity needs at least 2", o->text_path, n);
     PplAcc acc = {.vocab = c->vocab_size};
     double t0 = now_s();
@@ -385,10 +452,11 @@ static void logits_row(void *ctx, int row, const float *logits) {
 static void dump_logits(const Model *m, const Tokenizer *tok, RunState *s, const Options *o) {
     const Config *c = &m->config;
     size_t plen = strlen(o->prompt);
-    int *tokens = malloc(sizeof(int) * (plen + 2));
+    int *tokens = malloc(sizeof(int) * (plen + 3));
     float *logits = malloc(sizeof(float) * (size_t)s->max_batch * c->vocab_size);
     if (!tokens || !logits) die("out of memory");
-    int n = encode_prompt(tok, c, "prompt", o->prompt, plen, tokens, (int)plen + 2);
+    check_utf8("prompt", o->prompt, plen);
+    int n = encode_prompt(tok, c, "prompt", o->prompt, plen, tokens, (int)plen + 3);
     if (n > c->seq_len) die("prompt: %d tokens, longer than the model's context of %d", n, c->seq_len);
     LogitsOut out = {fopen(o->out_path, "wb"), c->vocab_size};
     if (!out.f) die("%s: cannot create: %s", o->out_path, strerror(errno));
@@ -426,18 +494,19 @@ int main(int argc, char **argv) {
                        .rng_state = o.seed ? o.seed : (uint64_t)time(NULL),
                        .probindex = malloc(sizeof(ProbIndex) * c->vocab_size)};
     if (!sampler.probindex) die("out of memory");
+    double load_ms = (now_s() - t0) * 1e3;
+
+    if (!strcmp(o.mode, "ppl")) perplexity(&m, &tok, &s, &o);
+    else if (!strcmp(o.mode, "logits")) dump_logits(&m, &tok, &s, &o);
+    else generate(&m, &tok, &s, &sampler, &o);
+
 #ifdef _OPENMP
     int threads = omp_get_max_threads();
 #else
     int threads = 1;
 #endif
     fprintf(stderr, "%s: %d layers, dim %d, vocab %d, context %d; loaded in %.0f ms; %d threads\n", o.model_path,
-            c->n_layers, c->dim, c->vocab_size, c->seq_len, (now_s() - t0) * 1e3, threads);
-
-    if (!strcmp(o.mode, "ppl")) perplexity(&m, &tok, &s, &o);
-    else if (!strcmp(o.mode, "logits")) dump_logits(&m, &tok, &s, &o);
-    else generate(&m, &tok, &s, &sampler, &o);
-
+            c->n_layers, c->dim, c->vocab_size, c->seq_len, load_ms, threads);
     free(sampler.probindex);
     state_free(&s);
     tokenizer_free(&tok);
