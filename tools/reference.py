@@ -171,8 +171,9 @@ def greedy(model, tokens, n):
 
 
 def decode(tok, ids, prev):
-    """Bytes llama2.c-style decoding prints for ids following token prev: control tokens print
-    nothing, a space after BOS is dropped, <0xNN> is the byte, lone unprintable bytes are skipped."""
+    """The bytes ids stand for, following token prev, as llama2.c decodes: control tokens are
+    empty, a piece's leading space after BOS is dropped, <0xNN> is the byte. What a terminal
+    should be shown of them is the caller's business."""
     blob, kind, flags, bos, eos = tok
     pieces = mf.parse_tokenizer(blob)[0]
     out = []
@@ -185,11 +186,46 @@ def decode(tok, ids, prev):
                 p = p[1:]
             if len(p) == 6 and p.startswith(b"<0x") and p.endswith(b">"):
                 p = bytes([int(p[3:5], 16)])
-        if len(p) == 1 and not (32 <= p[0] < 127 or p[0] in b" \t\n\v\f\r"):
-            p = b""
         out.append(p)
         prev = t
     return b"".join(out)
+
+
+def encode(tok, text):
+    """llama2.c's SentencePiece-style encoding (tok_kind 0): BOS, the dummy-prefix space, one
+    piece per UTF-8 character, then repeatedly the adjacent merge with the best score (first on
+    ties), <0xNN> pieces for characters without one."""
+    blob, kind, flags, bos, _ = tok
+    if kind != mf.TOK_SENTENCEPIECE:
+        raise ValueError("encode() implements tok_kind 0 only")
+    pieces, scores, _ = mf.parse_tokenizer(blob)
+    ids = {}
+    for i, p in enumerate(pieces):
+        ids.setdefault(p, i)
+    data = text.encode("utf-8")
+    out = [bos] if flags & mf.TOKF_ADD_BOS and bos >= 0 else []
+    seq = []
+    if data and flags & mf.TOKF_DUMMY_PREFIX:
+        seq.append(ids[b" "])
+    for ch in text:
+        b = ch.encode("utf-8")
+        if b in ids:
+            seq.append(ids[b])
+            continue
+        for byte in b:  # byte fallback, as llama2.c's <0xNN> pieces
+            p = b"<0x%02X>" % byte
+            if p not in ids:
+                raise ValueError("character %r has no piece and no byte fallback" % ch)
+            seq.append(ids[p])
+    while True:
+        best, at = None, -1
+        for i in range(len(seq) - 1):
+            j = ids.get(pieces[seq[i]] + pieces[seq[i + 1]])
+            if j is not None and (best is None or scores[j] > scores[best]):
+                best, at = j, i
+        if best is None:
+            return out + seq
+        seq[at:at + 2] = [best]
 
 
 def parse_ids(s):
