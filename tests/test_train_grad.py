@@ -1,0 +1,242 @@
+"""./train's hand-written backward pass and AdamW against PyTorch autograd on tools/reference.py.
+
+For random small configurations of every knob the model file has (norm kind and placement,
+positions, feed-forward kind, biases, tied or separate classifier, grouped-query attention,
+head_dim independent of dim, partial RoPE, embed_scale), a random model file goes through one
+training step of ./train --init, which dumps its batch and its gradients (--dump, see
+docs/TRAINING.md). PyTorch computes the same loss in float64 and every parameter's gradient
+must match: |g_c - g_torch| / |g_torch| <= 1e-4 per tensor. Then 20 AdamW steps with warm-up,
+cosine decay, clipping, weight decay on matrices only and gradient accumulation must give
+PyTorch's loss sequence within 1e-4 (torch.optim.AdamW, nanoGPT's parameter groups).
+"""
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import modelfile as mf  # noqa: E402
+import reference  # noqa: E402
+
+TMP = os.path.join(ROOT, "tests", "tmp", "train_grad")
+TRAIN = os.path.join(ROOT, "train")
+CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
+
+GRAD_TOL = 1e-4
+LOSS_TOL = 1e-4
+
+
+def random_config(rng, kind):
+    """kind 'gpt' / 'llama' are the two presets ./train builds; 'random' draws every knob."""
+    n_heads = int(rng.choice([2, 3, 4]))
+    n_kv = int(rng.choice([k for k in range(1, n_heads + 1) if n_heads % k == 0]))
+    head_dim = int(rng.choice([4, 6, 8]))
+    c = dict(dim=int(rng.choice([12, 16, 24])), hidden_dim=int(rng.choice([20, 32, 40])),
+             n_layers=int(rng.choice([1, 2])), n_heads=n_heads, n_kv_heads=n_kv, head_dim=head_dim,
+             seq_len=int(rng.choice([12, 16])))
+    if kind == "gpt":
+        c.update(pos_kind=mf.POS_LEARNED, ffn_kind=mf.FFN_GELU_TANH, norm_kind=mf.NORM_LAYER, bias_flags=7,
+                 n_kv_heads=n_heads, post_norm=0, final_norm=1, tied_classifier=1, rope_dims=0)
+    elif kind == "llama":
+        c.update(pos_kind=mf.POS_ROPE, ffn_kind=mf.FFN_SWIGLU, norm_kind=mf.NORM_RMS, bias_flags=0,
+                 post_norm=0, final_norm=1, tied_classifier=1, rope_dims=head_dim)
+    else:
+        pos = int(rng.integers(0, 3))
+        c.update(pos_kind=pos, ffn_kind=int(rng.integers(0, 4)), norm_kind=int(rng.integers(0, 2)),
+                 post_norm=int(rng.integers(0, 2)), final_norm=int(rng.integers(0, 2)),
+                 bias_flags=int(rng.integers(0, 8)), tied_classifier=int(rng.integers(0, 2)),
+                 embed_scale=float(rng.choice([1.0, 2.5])),
+                 rope_dims=int(rng.choice([2, head_dim])) if pos == mf.POS_ROPE else 0,
+                 rope_theta=float(rng.choice([10000.0, 500.0])))
+        if pos == mf.POS_SINUSOID and c["dim"] % 2:
+            c["dim"] += 1
+    return c
+
+
+def random_tensors(rng, c):
+    t = {}
+    for name, shape in mf.tensor_specs(mf.complete_config(c)):
+        leaf = name.split(".")[-1]
+        if leaf.endswith("norm_w"):
+            a = 1.0 + 0.1 * rng.standard_normal(shape)
+        elif len(shape) == 1:
+            a = 0.1 * rng.standard_normal(shape)
+        else:
+            a = 0.3 * rng.standard_normal(shape)
+        t[name] = a.astype(np.float32)
+    return t
+
+
+def char_tokenizer(text):
+    """A character vocabulary blob (kind 0, no flags): what ./train learns by default."""
+    pieces = sorted(set(text.encode()))
+    return mf.pack_tokenizer([bytes([b]) for b in pieces], [0.0] * len(pieces)), len(pieces)
+
+
+def run_train(model, corpus, out, extra):
+    cmd = [TRAIN, "--init", model, "-d", corpus, "-o", out, "--dump", out, "--eval-interval", "1000000",
+           "--eval-iters", "1"] + extra
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError("%s failed: %s" % (" ".join(cmd), r.stderr.strip()))
+
+
+def read_grads(path):
+    data = open(path, "rb").read()
+    out, off = {}, 0
+    while off < len(data):
+        name = data[off:off + 40].split(b"\0")[0].decode()
+        n = int(np.frombuffer(data, np.uint64, 1, off + 40)[0])
+        out[name] = np.frombuffer(data, np.float32, n, off + 48).astype(np.float64)
+        off += 48 + 4 * n
+    return out
+
+
+def read_batches(path, B, T):
+    ids = np.fromfile(path, dtype=np.int32).reshape(-1, 2, B, T)
+    return torch.from_numpy(ids[:, 0].astype(np.int64)), torch.from_numpy(ids[:, 1].astype(np.int64))
+
+
+def read_losses(csv):
+    rows = [line.split(",") for line in open(csv).read().splitlines()[1:]]
+    return [float(r[1]) for r in rows]
+
+
+def setup(name, c, rng, text):
+    os.makedirs(TMP, exist_ok=True)
+    corpus = os.path.join(TMP, name + ".txt")
+    with open(corpus, "w") as f:
+        f.write(text)
+    blob, V = char_tokenizer(text)
+    c = dict(c, vocab_size=V)
+    model = os.path.join(TMP, name + ".bin")
+    mf.write_model(model, c, (blob, mf.TOK_SENTENCEPIECE, 0, -1, -1), random_tensors(rng, c))
+    return model, corpus
+
+
+def loss_of(m, x, y):
+    logits = m(x)
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def check_gradients(name, c, rng, text):
+    model, corpus = setup(name, c, rng, text)
+    out = os.path.join(TMP, name + ".out.bin")
+    B, T = 3, c["seq_len"]
+    run_train(model, corpus, out, ["--max-iters", "1", "--batch-size", str(B), "--block-size", str(T),
+                                   "--grad-clip", "0"])
+    x, y = read_batches(out + ".batches", B, T)
+    m = reference.load(model, torch.float64)
+    loss = loss_of(m, x[0], y[0])
+    loss.backward()
+    ours = read_grads(out + ".grads")
+    theirs = {n: p.grad.detach().numpy().ravel() for n, p in m.named_parameters()}
+    if set(ours) != set(theirs):
+        return ["%s: tensors differ: ours %s, torch %s" % (name, sorted(set(ours) - set(theirs)),
+                                                          sorted(set(theirs) - set(ours)))]
+    c_loss = read_losses(out + ".csv")[0]
+    fails, worst = [], (0.0, "")
+    if abs(c_loss - loss.item()) > 1e-5:
+        fails.append("%s: loss %.7f, torch %.7f" % (name, c_loss, loss.item()))
+    total = math.sqrt(sum(np.sum(g * g) for g in theirs.values()))
+    for n in theirs:
+        ref = np.linalg.norm(theirs[n])
+        err = np.linalg.norm(ours[n] - theirs[n])
+        if ref <= 1e-9 * total:
+            # Exactly zero in exact arithmetic (the key bias without RoPE shifts every score of
+            # a row equally): ours must be float32 noise, far below the other gradients.
+            if not err <= 1e-6 * total:
+                fails.append("%s: %s gradient should vanish but has norm %.3g" % (name, n, err))
+            continue
+        rel = err / ref
+        worst = max(worst, (rel, n))
+        if not rel <= GRAD_TOL:
+            fails.append("%s: %s gradient relative error %.3g" % (name, n, rel))
+    print("  %-8s %-70s loss %.5f, worst gradient error %.2g (%s)" % (
+        name, knobs(c), loss.item(), worst[0], worst[1]))
+    return fails
+
+
+def get_lr(it, lr, min_lr, warmup, decay):
+    if it < warmup:
+        return lr * (it + 1) / (warmup + 1)
+    if it > decay:
+        return min_lr
+    ratio = (it - warmup) / (decay - warmup)
+    return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
+
+
+def check_adamw(name, c, rng, text, steps=20):
+    model, corpus = setup(name, c, rng, text)
+    out = os.path.join(TMP, name + ".out.bin")
+    B, T, accum = 2, c["seq_len"], 2
+    lr, min_lr, warmup, wd, b1, b2, clip = 3e-3, 3e-4, 5, 0.1, 0.9, 0.95, 1.0
+    run_train(model, corpus, out, [
+        "--max-iters", str(steps), "--batch-size", str(B), "--block-size", str(T), "--grad-accum", str(accum),
+        "--lr", str(lr), "--min-lr", str(min_lr), "--warmup-iters", str(warmup), "--weight-decay", str(wd),
+        "--beta1", str(b1), "--beta2", str(b2), "--grad-clip", str(clip)])
+    x, y = read_batches(out + ".batches", B, T)
+    m = reference.load(model, torch.float64).train()
+    decay = [p for p in m.parameters() if p.dim() >= 2]
+    no_decay = [p for p in m.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": wd}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=lr, betas=(b1, b2), eps=1e-8)
+    losses = []
+    for it in range(steps):
+        for g in opt.param_groups:
+            g["lr"] = get_lr(it, lr, min_lr, warmup, steps)
+        total = 0.0
+        for k in range(accum):
+            loss = loss_of(m, x[it * accum + k], y[it * accum + k]) / accum
+            loss.backward()
+            total += loss.item()
+        torch.nn.utils.clip_grad_norm_(m.parameters(), clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(total)
+    ours = read_losses(out + ".csv")
+    diff = max(abs(a - b) for a, b in zip(ours, losses))
+    print("  %-8s %-70s losses %.4f -> %.4f, max difference %.2g" % (name, knobs(c), losses[0], losses[-1], diff))
+    if len(ours) != steps or not diff <= LOSS_TOL:
+        return ["%s: AdamW loss sequence differs by %.3g (ours %s, torch %s)" % (
+            name, diff, ["%.5f" % v for v in ours], ["%.5f" % v for v in losses])]
+    return []
+
+
+def knobs(c):
+    keys = ["n_layers", "dim", "n_heads", "n_kv_heads", "head_dim", "pos_kind", "ffn_kind", "norm_kind",
+            "post_norm", "final_norm", "bias_flags", "tied_classifier", "rope_dims"]
+    return " ".join("%s=%s" % (k.replace("_", "")[:6], c.get(k, "-")) for k in keys if k in c)
+
+
+def main():
+    if not os.path.exists(TRAIN):
+        print("no ./train: build it first (make)")
+        print("0 passed, 1 failed")
+        return 1
+    text = open(CORPUS, encoding="utf-8").read()[:3000]
+    rng = np.random.default_rng(20261122)
+    passed = failed = 0
+    cases = [("gpt", "gpt"), ("llama", "llama")] + [("rand%d" % i, "random") for i in range(8)]
+    print("gradients (one step, float64 PyTorch):")
+    for name, kind in cases:
+        fails = check_gradients(name, random_config(rng, kind), rng, text)
+        for f in fails:
+            print("FAIL " + f)
+        passed, failed = passed + (not fails), failed + bool(fails)
+    print("20 AdamW steps:")
+    for name, kind in [("gpt", "gpt"), ("llama", "llama"), ("rand", "random")]:
+        fails = check_adamw(name + "_adam", random_config(rng, kind), rng, text)
+        for f in fails:
+            print("FAIL " + f)
+        passed, failed = passed + (not fails), failed + bool(fails)
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

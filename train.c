@@ -1,0 +1,1282 @@
+// train.c: train an attn.c model on a text file, on the CPU, and write a model file ./run loads.
+//   ./train -d corpus.txt -o model.bin
+// The layout follows llm.c's train_gpt2.c: parameters, gradients, the two AdamW moments and
+// the activations each live in one allocation carved into named tensors; every layer is a
+// *_forward / *_backward pair. The forward kernels are model.h's, the same code that serves
+// ./run's prompt and one-token paths.
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdarg.h>
+#include <time.h>
+#include "model.h"
+#include "tokenizer.h"
+
+static const char *prog = "train";
+
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    exit(1);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void *xcalloc(size_t n, size_t size, const char *what) {
+    void *p = calloc(n ? n : 1, size);
+    if (!p) die("out of memory allocating %s (%.1f MiB)", what, (double)n * size / (1 << 20));
+    return p;
+}
+
+static int n_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+// Inside a parallel region: this thread's share [*lo, *hi) of n rows. Static and contiguous,
+// so every reduction below adds in the same order on every run (--seed determinism).
+static void my_rows(int n, int *lo, int *hi) {
+#ifdef _OPENMP
+    int t = omp_get_thread_num(), nt = omp_get_num_threads();
+#else
+    int t = 0, nt = 1;
+#endif
+    *lo = (int)((int64_t)n * t / nt);
+    *hi = (int)((int64_t)n * (t + 1) / nt);
+}
+
+// ----------------------------------------------------------------------------
+// Random numbers. Every stream is a pure function of (seed, purpose, index), so the data
+// order does not depend on anything saved: a resumed run draws the same batches.
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rng_for(uint64_t seed, uint64_t purpose, uint64_t index) {
+    uint64_t s = seed;
+    uint64_t a = splitmix64(&s) ^ purpose * 0xD1B54A32D192ED03ull;
+    uint64_t b = splitmix64(&a) ^ index;
+    splitmix64(&b);
+    return b;
+}
+
+static double uniform01(uint64_t *s) { return (splitmix64(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+static float normal01(uint64_t *s) {
+    double u1 = uniform01(s), u2 = uniform01(s);
+    return (float)(sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2));
+}
+
+enum { RNG_INIT = 1, RNG_BATCH, RNG_EVAL_TRAIN, RNG_EVAL_VAL, RNG_SAMPLE };
+
+// ----------------------------------------------------------------------------
+// Options. Names and defaults follow nanoGPT; the defaults are its CPU "baby" Shakespeare run.
+
+enum { ARCH_GPT, ARCH_LLAMA };
+
+typedef struct {
+    int n_layer, n_head, n_kv_head, n_embd, block_size, batch_size, grad_accum, max_iters;
+    int warmup_iters, lr_decay_iters, eval_interval, eval_iters, vocab_size, arch;
+    float lr, min_lr, weight_decay, beta1, beta2, grad_clip;
+    int64_t seed;
+} Opts;
+
+static const Opts default_opts = {
+    .n_layer = 4, .n_head = 4, .n_kv_head = 0, .n_embd = 128, .block_size = 64, .batch_size = 12,
+    .grad_accum = 1, .max_iters = 2000, .warmup_iters = 100, .lr_decay_iters = 0, .eval_interval = 250,
+    .eval_iters = 20, .vocab_size = 0, .arch = ARCH_GPT, .lr = 1e-3f, .min_lr = 1e-4f, .weight_decay = 0.1f,
+    .beta1 = 0.9f, .beta2 = 0.99f, .grad_clip = 1.0f, .seed = 1337,
+};
+
+typedef struct {
+    const char *name;
+    char type; // i int, f float, l int64
+    void *ptr;
+    double lo, hi;
+    const char *help;
+} Flag;
+
+static void usage(FILE *f, const Flag *flags, int n) {
+    fprintf(f,
+            "usage: train -d CORPUS -o MODEL [options]\n"
+            "Trains a decoder-only transformer on a UTF-8 text file and writes MODEL (the format ./run\n"
+            "reads) at every evaluation and on Ctrl-C, with its optimiser state in MODEL.state and a\n"
+            "log in MODEL.csv.\n\n"
+            "  -d, --data FILE        training text (90%% train, 10%% validation)\n"
+            "  -o, --out FILE         model file to write\n"
+            "  --arch gpt|llama       gpt: LayerNorm, learned positions, GELU, biases (default)\n"
+            "                         llama: RMSNorm, RoPE, SwiGLU, grouped-query attention\n"
+            "  --init MODEL           start from an existing model file (its config and tokenizer)\n"
+            "  --resume               continue from MODEL and MODEL.state exactly where they stopped\n");
+    for (int i = 0; i < n; i++) fprintf(f, "  --%-20s %s\n", flags[i].name, flags[i].help);
+    fprintf(f, "  -h, --help             this text\n");
+}
+
+// Strict: the whole argument must be a number within the flag's range.
+static void parse_number(const Flag *f, const char *s) {
+    char *end;
+    errno = 0;
+    double v = f->type == 'f' ? strtod(s, &end) : (double)strtoll(s, &end, 10);
+    if (end == s || *end || errno == ERANGE || !isfinite(v))
+        die("--%s: '%s' is not a%s number", f->name, s, f->type == 'f' ? "" : "n integer");
+    if (v < f->lo || v > f->hi) die("--%s: %s is outside [%g, %g]", f->name, s, f->lo, f->hi);
+    if (f->type == 'f') *(float *)f->ptr = (float)v;
+    else if (f->type == 'l') *(int64_t *)f->ptr = strtoll(s, NULL, 10);
+    else *(int *)f->ptr = (int)v;
+}
+
+typedef struct {
+    Opts o;
+    const char *data, *out, *init, *dump;
+    int resume, block_given;
+} Args;
+
+static void parse_args(Args *a, int argc, char **argv) {
+    Opts *o = &a->o;
+    *o = default_opts;
+    Flag flags[] = {
+        {"n-layer", 'i', &o->n_layer, 1, 1024, "layers (4)"},
+        {"n-head", 'i', &o->n_head, 1, 1024, "attention heads (4)"},
+        {"n-kv-head", 'i', &o->n_kv_head, 0, 1024, "key/value heads, dividing n-head (0: n-head)"},
+        {"n-embd", 'i', &o->n_embd, 1, 65536, "model width (128)"},
+        {"block-size", 'i', &o->block_size, 1, 1 << 20, "context length (64)"},
+        {"batch-size", 'i', &o->batch_size, 1, 1 << 20, "sequences per micro-batch (12)"},
+        {"grad-accum", 'i', &o->grad_accum, 1, 1 << 20, "micro-batches per step (1)"},
+        {"max-iters", 'i', &o->max_iters, 0, 1e9, "optimiser steps (2000)"},
+        {"lr", 'f', &o->lr, 0, 10, "peak learning rate (1e-3)"},
+        {"min-lr", 'f', &o->min_lr, 0, 10, "learning rate after the cosine decay (1e-4)"},
+        {"warmup-iters", 'i', &o->warmup_iters, 0, 1e9, "linear warm-up steps (100)"},
+        {"lr-decay-iters", 'i', &o->lr_decay_iters, 0, 1e9, "end of the cosine decay (0: max-iters)"},
+        {"weight-decay", 'f', &o->weight_decay, 0, 100, "AdamW decoupled weight decay on matrices (0.1)"},
+        {"beta1", 'f', &o->beta1, 0, 0.999999, "AdamW beta1 (0.9)"},
+        {"beta2", 'f', &o->beta2, 0, 0.999999, "AdamW beta2 (0.99)"},
+        {"grad-clip", 'f', &o->grad_clip, 0, 1e9, "clip the global gradient norm to this (1.0; 0: off)"},
+        {"eval-interval", 'i', &o->eval_interval, 1, 1e9, "steps between evaluations and checkpoints (250)"},
+        {"eval-iters", 'i', &o->eval_iters, 1, 1e9, "batches per split in an evaluation (20)"},
+        {"seed", 'l', &o->seed, 0, 9.2e18, "seed for initialisation, data order and samples (1337)"},
+        {"vocab-size", 'i', &o->vocab_size, 0, 1 << 20, "learn a BPE vocabulary of this size (0: characters)"},
+    };
+    int nflags = sizeof flags / sizeof flags[0];
+    a->data = a->out = a->init = a->dump = NULL;
+    a->resume = a->block_given = 0;
+    for (int i = 1; i < argc; i++) {
+        char *arg = argv[i], *val = NULL, name[64];
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) { usage(stdout, flags, nflags); exit(0); }
+        if (!strcmp(arg, "--resume")) { a->resume = 1; continue; }
+        if (!strcmp(arg, "-d")) arg = "--data";
+        else if (!strcmp(arg, "-o")) arg = "--out";
+        if (strncmp(arg, "--", 2)) die("unexpected argument '%s' (see --help)", argv[i]);
+        snprintf(name, sizeof name, "%s", arg + 2);
+        char *eq = strchr(name, '=');
+        if (eq) { *eq = 0; val = strchr(arg, '=') + 1; }
+        else if (i + 1 < argc) val = argv[++i];
+        else die("%s needs a value (see --help)", arg);
+        if (!strcmp(name, "data")) a->data = val;
+        else if (!strcmp(name, "out")) a->out = val;
+        else if (!strcmp(name, "init")) a->init = val;
+        else if (!strcmp(name, "dump")) a->dump = val; // test hook, see docs/TRAINING.md
+        else if (!strcmp(name, "arch")) {
+            if (!strcmp(val, "gpt")) o->arch = ARCH_GPT;
+            else if (!strcmp(val, "llama")) o->arch = ARCH_LLAMA;
+            else die("--arch: '%s' is not gpt or llama", val);
+        } else {
+            int k = 0;
+            while (k < nflags && strcmp(flags[k].name, name)) k++;
+            if (k == nflags) die("unknown option '--%s' (see --help)", name);
+            parse_number(&flags[k], val);
+            if (!strcmp(name, "block-size")) a->block_given = 1;
+        }
+    }
+    if (!a->data) die("no corpus: give -d FILE (see --help)");
+    if (!a->out) die("no output: give -o FILE (see --help)");
+    if (a->resume && a->init) die("--resume and --init exclude each other");
+    if (o->n_kv_head == 0) o->n_kv_head = o->n_head;
+    if (o->lr_decay_iters == 0) o->lr_decay_iters = o->max_iters;
+    if (o->min_lr > o->lr) die("--min-lr %g is above --lr %g", o->min_lr, o->lr);
+}
+
+// ----------------------------------------------------------------------------
+// Parameter tensors by name (the names tools/reference.py gives them), for the optimiser's
+// weight-decay groups and the test dumps. Offsets are in floats from the block's start.
+
+typedef struct {
+    char name[40];
+    size_t off, n;
+    int decay; // nanoGPT decays every tensor of two or more dimensions: matrices and embeddings
+} ParamTensor;
+
+static int list_params(const Config *c, const Weights *w, const float *base, ParamTensor *out) {
+    int n = 0, q = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim, d = c->dim, h = c->hidden_dim;
+#define P(ptr, count, dec, ...) do { \
+        if (ptr) { \
+            snprintf(out[n].name, sizeof out[n].name, __VA_ARGS__); \
+            out[n].off = (size_t)((ptr) - base); out[n].n = (size_t)(count); out[n].decay = (dec); n++; \
+        } \
+    } while (0)
+    P(w->tok_embedding, (size_t)c->vocab_size * d, 1, "tok_embedding");
+    P(w->pos_embedding, (size_t)c->seq_len * d, 1, "pos_embedding");
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerWeights *L = &w->layers[l];
+        P(L->attn_norm_w, d, 0, "layers.%d.attn_norm_w", l);
+        P(L->attn_norm_b, d, 0, "layers.%d.attn_norm_b", l);
+        P(L->wq, (size_t)q * d, 1, "layers.%d.wq", l);
+        P(L->bq, q, 0, "layers.%d.bq", l);
+        P(L->wk, (size_t)kv * d, 1, "layers.%d.wk", l);
+        P(L->bk, kv, 0, "layers.%d.bk", l);
+        P(L->wv, (size_t)kv * d, 1, "layers.%d.wv", l);
+        P(L->bv, kv, 0, "layers.%d.bv", l);
+        P(L->wo, (size_t)d * q, 1, "layers.%d.wo", l);
+        P(L->bo, d, 0, "layers.%d.bo", l);
+        P(L->ffn_norm_w, d, 0, "layers.%d.ffn_norm_w", l);
+        P(L->ffn_norm_b, d, 0, "layers.%d.ffn_norm_b", l);
+        P(L->w1, (size_t)h * d, 1, "layers.%d.w1", l);
+        P(L->b1, h, 0, "layers.%d.b1", l);
+        P(L->w3, (size_t)h * d, 1, "layers.%d.w3", l);
+        P(L->b3, h, 0, "layers.%d.b3", l);
+        P(L->w2, (size_t)d * h, 1, "layers.%d.w2", l);
+        P(L->b2, d, 0, "layers.%d.b2", l);
+    }
+    P(w->final_norm_w, d, 0, "final_norm_w");
+    P(w->final_norm_b, d, 0, "final_norm_b");
+    if (!c->tied_classifier) P(w->classifier, (size_t)c->vocab_size * d, 1, "classifier");
+#undef P
+    return n;
+}
+
+static int max_params(const Config *c) { return 5 + 18 * c->n_layers; }
+
+// GPT-2's initialisation, which nanoGPT and llm.c use: N(0, 0.02) for matrices and embeddings,
+// with the projections into the residual stream scaled by 1/sqrt(2 n_layers); norms 1, biases 0.
+static void init_params(const Config *c, const Weights *w, float *base, const ParamTensor *pt, int n, uint64_t seed) {
+    uint64_t rng = rng_for(seed, RNG_INIT, 0);
+    for (int i = 0; i < n; i++) {
+        float *p = base + pt[i].off;
+        const char *dot_ = strrchr(pt[i].name, '.');
+        const char *leaf = dot_ ? dot_ + 1 : pt[i].name;
+        if (pt[i].decay) {
+            float std = 0.02f;
+            if (!strcmp(leaf, "wo") || !strcmp(leaf, "w2")) std /= sqrtf(2.0f * c->n_layers);
+            for (size_t j = 0; j < pt[i].n; j++) p[j] = std * normal01(&rng);
+        } else if (strstr(leaf, "norm_w")) {
+            for (size_t j = 0; j < pt[i].n; j++) p[j] = 1.0f;
+        } // biases stay 0
+    }
+    (void)w;
+}
+
+// ----------------------------------------------------------------------------
+// Activations: everything the backward pass needs, for up to B sequences of T tokens, in one
+// allocation. Per-layer tensors are [n_layers][B*T rows]; a LayerActs view resolves the
+// aliases of the pre-norm block (its mid-block sum is res1, its output is the next input).
+
+typedef struct {
+    int B, T;
+    float *resid;                                              // [n_layers + 1][B*T, dim]
+    float *ln1, *q, *k, *v, *att, *atty, *res1, *mid, *ln2;   // [n_layers][...]
+    float *h1, *h3, *hact, *res2;
+    float *lnf, *logits, *losses;
+    // backward scratch, shared by the layers
+    float *dres, *g1, *g2, *dh, *dh3, *dq, *dk, *dv, *datty, *stats, *att_scratch;
+    float *rope_cos, *rope_sin, *rope_nsin;
+    int *tokens, *targets;
+    float *mem;
+} Acts;
+
+static size_t carve_acts(const Config *c, int B, int T, Acts *a, float *base) {
+    size_t N = (size_t)B * T, L = c->n_layers, d = c->dim, hid = c->hidden_dim, V = c->vocab_size;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t off = 0, half = c->pos_kind == POS_ROPE ? c->rope_dims / 2 : 0;
+    int pre = !c->post_norm, swiglu = c->ffn_kind == FFN_SWIGLU;
+#define ACT(field, count) do { (field) = base && (count) != 0 ? base + off : NULL; off += ((count) + 15) & ~(size_t)15; } while (0)
+    ACT(a->resid, (L + 1) * N * d);
+    ACT(a->ln1, pre ? L * N * d : 0);
+    ACT(a->q, L * N * qd);
+    ACT(a->k, L * N * kvd);
+    ACT(a->v, L * N * kvd);
+    ACT(a->att, L * B * c->n_heads * (size_t)T * T);
+    ACT(a->atty, L * N * qd);
+    ACT(a->res1, L * N * d);
+    ACT(a->mid, pre ? 0 : L * N * d);
+    ACT(a->ln2, pre ? L * N * d : 0);
+    ACT(a->h1, L * N * hid);
+    ACT(a->h3, swiglu ? L * N * hid : 0);
+    ACT(a->hact, L * N * hid);
+    ACT(a->res2, pre ? 0 : L * N * d);
+    ACT(a->lnf, c->final_norm ? N * d : 0);
+    ACT(a->logits, N * V);
+    ACT(a->losses, N);
+    ACT(a->dres, N * d);
+    ACT(a->g1, N * d);
+    ACT(a->g2, N * d);
+    ACT(a->dh, N * hid);
+    ACT(a->dh3, swiglu ? N * hid : 0);
+    ACT(a->dq, N * qd);
+    ACT(a->dk, N * kvd);
+    ACT(a->dv, N * kvd);
+    ACT(a->datty, N * qd);
+    ACT(a->stats, 2 * N);
+    ACT(a->att_scratch, (size_t)n_threads() * T);
+    ACT(a->rope_cos, (size_t)T * half);
+    ACT(a->rope_sin, (size_t)T * half);
+    ACT(a->rope_nsin, (size_t)T * half);
+#undef ACT
+    a->B = B;
+    a->T = T;
+    return off;
+}
+
+static void acts_init(Acts *a, const Config *c, int B, int T) {
+    size_t n = carve_acts(c, B, T, a, NULL);
+    float *mem = xcalloc(n, sizeof(float), "activations");
+    carve_acts(c, B, T, a, mem);
+    a->mem = mem;
+    a->tokens = xcalloc((size_t)B * T, sizeof(int), "batch");
+    a->targets = xcalloc((size_t)B * T, sizeof(int), "batch");
+    if (c->pos_kind == POS_ROPE) {
+        size_t half = c->rope_dims / 2;
+        rope_table(a->rope_cos, a->rope_sin, T, c->rope_dims, c->rope_theta);
+        // The inverse rotation (rope backward) is the forward one with the sines negated.
+        for (size_t i = 0; i < (size_t)T * half; i++) a->rope_nsin[i] = -a->rope_sin[i];
+    }
+}
+
+typedef struct {
+    float *in, *ain, *q, *k, *v, *att, *atty, *res1, *mid, *fin, *h1, *h3, *hact, *res2, *out;
+} LayerActs;
+
+static LayerActs layer_acts(const Config *c, const Acts *a, int l) {
+    size_t N = (size_t)a->B * a->T, d = c->dim, hid = c->hidden_dim;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    LayerActs r = {
+        .in = a->resid + l * N * d, .out = a->resid + (l + 1) * N * d,
+        .q = a->q + l * N * qd, .k = a->k + l * N * kvd, .v = a->v + l * N * kvd,
+        .att = a->att + l * (size_t)a->B * c->n_heads * a->T * a->T, .atty = a->atty + l * N * qd,
+        .res1 = a->res1 + l * N * d, .h1 = a->h1 + l * N * hid, .h3 = a->h3 ? a->h3 + l * N * hid : NULL,
+        .hact = a->hact + l * N * hid,
+    };
+    if (c->post_norm) {
+        r.ain = r.in;
+        r.mid = a->mid + l * N * d;
+        r.fin = r.mid;
+        r.res2 = a->res2 + l * N * d;
+    } else {
+        r.ain = a->ln1 + l * N * d;
+        r.mid = r.res1;
+        r.fin = a->ln2 + l * N * d;
+        r.res2 = r.out;
+    }
+    return r;
+}
+
+// ----------------------------------------------------------------------------
+// Layer pairs. The matrix products are OpenBLAS sgemm calls, threaded by OpenBLAS itself (its
+// OpenMP build shares our thread pool); the rest is split across the same pool by rows.
+
+static void matmul_forward(float *out, const float *in, const float *w, const float *b, int N, int n_in, int n_out) {
+    matmul(out, in, w, NULL, N, n_in, n_out);
+    if (b) {
+#pragma omp parallel for schedule(static)
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < n_out; o++) out[(size_t)n * n_out + o] += b[o];
+    }
+}
+
+// din (=, or += with acc) dout · W; dW += doutᵀ · in; db += Σ rows of dout.
+static void matmul_backward(float *din, int acc, float *dw, float *db, const float *dout, const float *in,
+                            const float *w, int N, int n_in, int n_out) {
+    if (din)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, n_in, n_out, 1.0f, dout, n_out, w, n_in,
+                    acc ? 1.0f : 0.0f, din, n_in);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_out, n_in, N, 1.0f, dout, n_out, in, n_in, 1.0f, dw, n_in);
+    if (db) {
+#pragma omp parallel
+        {
+            int lo, hi;
+            my_rows(n_out, &lo, &hi);
+            for (int n = 0; n < N; n++) {
+                const float *g = dout + (size_t)n * n_out;
+                for (int o = lo; o < hi; o++) db[o] += g[o];
+            }
+        }
+    }
+}
+
+static void norm_forward(const Config *c, float *out, const float *x, const float *w, const float *b, int N) {
+#pragma omp parallel
+    {
+        int lo, hi;
+        my_rows(N, &lo, &hi);
+        if (hi > lo) norm(c, out + (size_t)lo * c->dim, x + (size_t)lo * c->dim, w, b, hi - lo);
+    }
+}
+
+// dx (=, or += with acc) from dout through LayerNorm / RMSNorm of x; dw, db accumulate.
+// Rows first (dx, and each row's mean and 1/std into stats), then columns (dw, db), so that
+// no two threads add into the same parameter.
+static void norm_backward(const Config *c, float *dx, int acc, float *dw, float *db, const float *dout, const float *x,
+                          const float *w, float *stats, int N) {
+    int C = c->dim, ln = c->norm_kind == NORM_LAYER;
+    float eps = c->norm_eps;
+#pragma omp parallel
+    {
+        int lo, hi;
+        my_rows(N, &lo, &hi);
+        for (int n = lo; n < hi; n++) {
+            const float *xn = x + (size_t)n * C, *gn = dout + (size_t)n * C;
+            float *dxn = dx + (size_t)n * C;
+            float mean = 0.0f, r;
+            if (ln) {
+                for (int i = 0; i < C; i++) mean += xn[i];
+                mean /= C;
+                float var = 0.0f;
+                for (int i = 0; i < C; i++) var += (xn[i] - mean) * (xn[i] - mean);
+                r = 1.0f / sqrtf(var / C + eps);
+            } else {
+                float ss = 0.0f;
+                for (int i = 0; i < C; i++) ss += xn[i] * xn[i];
+                r = 1.0f / sqrtf(ss / C + eps);
+            }
+            stats[2 * n] = mean;
+            stats[2 * n + 1] = r;
+            // xhat = (x - mean) r; dxhat = g w; dx = r (dxhat - mean(dxhat) - xhat mean(dxhat xhat))
+            float sum_g = 0.0f, sum_gx = 0.0f;
+            for (int i = 0; i < C; i++) {
+                float gw = gn[i] * w[i], xh = (xn[i] - mean) * r;
+                sum_g += gw;
+                sum_gx += gw * xh;
+            }
+            float mg = ln ? sum_g / C : 0.0f, mgx = sum_gx / C;
+            for (int i = 0; i < C; i++) {
+                float v = r * (gn[i] * w[i] - mg - (xn[i] - mean) * r * mgx);
+                dxn[i] = acc ? dxn[i] + v : v;
+            }
+        }
+#pragma omp barrier
+        my_rows(C, &lo, &hi);
+        for (int n = 0; n < N; n++) {
+            const float *xn = x + (size_t)n * C, *gn = dout + (size_t)n * C;
+            float mean = stats[2 * n], r = stats[2 * n + 1];
+            for (int i = lo; i < hi; i++) dw[i] += gn[i] * (xn[i] - mean) * r;
+            if (db)
+                for (int i = lo; i < hi; i++) db[i] += gn[i];
+        }
+    }
+}
+
+static void rope_forward(const Config *c, float *x, int n_heads, const float *sin_t, const Acts *a, int B) {
+    int T = a->T, width = n_heads * c->head_dim;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < B; b++) rope(x + (size_t)b * T * width, T, 0, n_heads, c->head_dim, c->rope_dims, a->rope_cos, sin_t);
+}
+
+static void activation_forward(int kind, float *hact, const float *h1, const float *h3, size_t n) {
+#pragma omp parallel
+    {
+        int lo, hi;
+        my_rows((int)(n / 16), &lo, &hi); // 16-float chunks; the tail goes to the last thread
+        size_t s = (size_t)lo * 16, e = (size_t)hi * 16;
+#ifdef _OPENMP
+        if (omp_get_thread_num() == omp_get_num_threads() - 1) e = n;
+#endif
+        memcpy(hact + s, h1 + s, (e - s) * sizeof(float));
+        ffn_activation(kind, hact + s, h3 ? h3 + s : NULL, e - s);
+    }
+}
+
+// In place: dh holds d(activation output) on entry and d(h1) on exit; SwiGLU also gives dh3.
+static void activation_backward(int kind, float *dh, float *dh3, const float *h1, const float *h3, size_t n) {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = h1[i], g = dh[i];
+        switch (kind) {
+        case FFN_SWIGLU: {
+            float s = 1.0f / (1.0f + expf(-x));
+            dh3[i] = g * x * s;
+            dh[i] = g * h3[i] * s * (1.0f + x * (1.0f - s));
+            break;
+        }
+        case FFN_GELU_TANH: {
+            const float k = 0.7978845608028654f;
+            float u = k * (x + 0.044715f * x * x * x), th = tanhf(u);
+            dh[i] = g * (0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * k * (1.0f + 3.0f * 0.044715f * x * x));
+            break;
+        }
+        case FFN_GELU_ERF:
+            dh[i] = g * (0.5f * (1.0f + erff(x * 0.7071067811865476f)) + x * 0.3989422804014327f * expf(-0.5f * x * x));
+            break;
+        default: dh[i] = x > 0.0f ? g : 0.0f; break;
+        }
+    }
+}
+
+// Backward of model.h's attention with P = 0, from the probabilities it left in att. Parallel
+// across (sequence, key/value head): the query heads of a group all add into the same dk, dv.
+static void attention_backward(const Config *c, float *dq, float *dk, float *dv, const float *dout, const float *att,
+                               const float *q, const float *k, const float *v, float *scratch, int B, int T) {
+    int H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim, qd = H * hd, kvd = KV * hd, group = H / KV;
+    float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int kh = 0; kh < KV; kh++) {
+#ifdef _OPENMP
+            float *dp = scratch + (size_t)omp_get_thread_num() * T;
+#else
+            float *dp = scratch;
+#endif
+            const float *kb = k + (size_t)b * T * kvd + kh * hd, *vb = v + (size_t)b * T * kvd + kh * hd;
+            float *dkb = dk + (size_t)b * T * kvd + kh * hd, *dvb = dv + (size_t)b * T * kvd + kh * hd;
+            for (int j = 0; j < T; j++) {
+                memset(dkb + (size_t)j * kvd, 0, hd * sizeof(float));
+                memset(dvb + (size_t)j * kvd, 0, hd * sizeof(float));
+            }
+            for (int h = kh * group; h < (kh + 1) * group; h++)
+                for (int t = 0; t < T; t++) {
+                    const float *p = att + (((size_t)b * H + h) * T + t) * T;
+                    const float *go = dout + ((size_t)b * T + t) * qd + h * hd, *qt = q + ((size_t)b * T + t) * qd + h * hd;
+                    float *dqt = dq + ((size_t)b * T + t) * qd + h * hd;
+                    float psum = 0.0f;
+                    for (int j = 0; j <= t; j++) {
+                        dp[j] = dot(go, vb + (size_t)j * kvd, hd);
+                        psum += p[j] * dp[j];
+                    }
+                    memset(dqt, 0, hd * sizeof(float));
+                    for (int j = 0; j <= t; j++) {
+                        float ds = p[j] * (dp[j] - psum) * scale, pj = p[j];
+                        const float *kj = kb + (size_t)j * kvd;
+                        float *dkj = dkb + (size_t)j * kvd, *dvj = dvb + (size_t)j * kvd;
+                        for (int i = 0; i < hd; i++) {
+                            dqt[i] += ds * kj[i];
+                            dkj[i] += ds * qt[i];
+                            dvj[i] += pj * go[i];
+                        }
+                    }
+                }
+        }
+}
+
+static void embed_forward(const Config *c, const Weights *w, float *x, const int *tokens, int B, int T) {
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < B; b++) embed(c, w, x + (size_t)b * T * c->dim, tokens + (size_t)b * T, T, 0);
+}
+
+static void embed_backward(const Config *c, Weights *g, const float *dx, const int *tokens, int B, int T) {
+    int d = c->dim;
+#pragma omp parallel
+    {
+        int lo, hi;
+        my_rows(d, &lo, &hi);
+        for (int n = 0; n < B * T; n++) {
+            float *de = g->tok_embedding + (size_t)tokens[n] * d;
+            const float *dn = dx + (size_t)n * d;
+            for (int i = lo; i < hi; i++) de[i] += c->embed_scale * dn[i];
+            if (g->pos_embedding) {
+                float *dpos = g->pos_embedding + (size_t)(n % T) * d;
+                for (int i = lo; i < hi; i++) dpos[i] += dn[i];
+            }
+        }
+    }
+}
+
+// Softmax and cross-entropy fused: logits become probabilities, losses[n] = -log p[target];
+// with dscale != 0, logits become dloss/dlogits = (p - onehot) * dscale.
+static double crossentropy(float *logits, float *losses, const int *targets, int N, int V, float dscale) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *row = logits + (size_t)n * V;
+        softmax(row, V);
+        losses[n] = -logf(row[targets[n]]);
+        if (dscale != 0.0f) {
+            row[targets[n]] -= 1.0f;
+            for (int i = 0; i < V; i++) row[i] *= dscale;
+        }
+    }
+    double sum = 0.0;
+    for (int n = 0; n < N; n++) sum += losses[n];
+    return sum / N;
+}
+
+// ----------------------------------------------------------------------------
+// The model: forward keeps what backward needs; backward accumulates into the gradients.
+
+static double model_forward(const Config *c, const Weights *w, Acts *a, int B, float dscale) {
+    int T = a->T, N = B * T, d = c->dim, hid = c->hidden_dim, qd = c->n_heads * c->head_dim;
+    int kvd = c->n_kv_heads * c->head_dim;
+    embed_forward(c, w, a->resid, a->tokens, B, T);
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerWeights *L = &w->layers[l];
+        LayerActs la = layer_acts(c, a, l);
+        if (!c->post_norm) norm_forward(c, la.ain, la.in, L->attn_norm_w, L->attn_norm_b, N);
+        matmul_forward(la.q, la.ain, L->wq, L->bq, N, d, qd);
+        matmul_forward(la.k, la.ain, L->wk, L->bk, N, d, kvd);
+        matmul_forward(la.v, la.ain, L->wv, L->bv, N, d, kvd);
+        if (c->pos_kind == POS_ROPE) {
+            rope_forward(c, la.q, c->n_heads, a->rope_sin, a, B);
+            rope_forward(c, la.k, c->n_kv_heads, a->rope_sin, a, B);
+        }
+        attention(la.atty, la.att, la.q, la.k, la.v, B, T, 0, c->n_heads, c->n_kv_heads, c->head_dim);
+        matmul_forward(la.res1, la.atty, L->wo, L->bo, N, qd, d);
+        for (size_t i = 0; i < (size_t)N * d; i++) la.res1[i] += la.in[i];
+        if (c->post_norm) norm_forward(c, la.mid, la.res1, L->attn_norm_w, L->attn_norm_b, N);
+        else norm_forward(c, la.fin, la.mid, L->ffn_norm_w, L->ffn_norm_b, N);
+        matmul_forward(la.h1, la.fin, L->w1, L->b1, N, d, hid);
+        if (la.h3) matmul_forward(la.h3, la.fin, L->w3, L->b3, N, d, hid);
+        activation_forward(c->ffn_kind, la.hact, la.h1, la.h3, (size_t)N * hid);
+        matmul_forward(la.res2, la.hact, L->w2, L->b2, N, hid, d);
+        for (size_t i = 0; i < (size_t)N * d; i++) la.res2[i] += la.mid[i];
+        if (c->post_norm) norm_forward(c, la.out, la.res2, L->ffn_norm_w, L->ffn_norm_b, N);
+    }
+    float *xf = a->resid + (size_t)c->n_layers * N * d;
+    if (c->final_norm) { norm_forward(c, a->lnf, xf, w->final_norm_w, w->final_norm_b, N); xf = a->lnf; }
+    matmul_forward(a->logits, xf, w->classifier, NULL, N, d, c->vocab_size);
+    return crossentropy(a->logits, a->losses, a->targets, N, c->vocab_size, dscale);
+}
+
+// After model_forward with dscale != 0 (a->logits holds dlogits).
+static void model_backward(const Config *c, const Weights *w, Weights *g, Acts *a, int B) {
+    int T = a->T, N = B * T, d = c->dim, hid = c->hidden_dim, qd = c->n_heads * c->head_dim;
+    int kvd = c->n_kv_heads * c->head_dim;
+    float *xL = a->resid + (size_t)c->n_layers * N * d;
+    if (c->final_norm) {
+        matmul_backward(a->g1, 0, g->classifier, NULL, a->logits, a->lnf, w->classifier, N, d, c->vocab_size);
+        norm_backward(c, a->dres, 0, g->final_norm_w, g->final_norm_b, a->g1, xL, w->final_norm_w, a->stats, N);
+    } else {
+        matmul_backward(a->dres, 0, g->classifier, NULL, a->logits, xL, w->classifier, N, d, c->vocab_size);
+    }
+    // a->dres holds d(layer output) going down
+    for (int l = c->n_layers - 1; l >= 0; l--) {
+        const LayerWeights *L = &w->layers[l];
+        LayerWeights *G = &g->layers[l];
+        LayerActs la = layer_acts(c, a, l);
+        float *dres2 = a->dres;
+        if (c->post_norm) {
+            norm_backward(c, a->g1, 0, G->ffn_norm_w, G->ffn_norm_b, a->dres, la.res2, L->ffn_norm_w, a->stats, N);
+            dres2 = a->g1;
+        }
+        matmul_backward(a->dh, 0, G->w2, G->b2, dres2, la.hact, L->w2, N, hid, d);
+        activation_backward(c->ffn_kind, a->dh, a->dh3, la.h1, la.h3, (size_t)N * hid);
+        matmul_backward(a->g2, 0, G->w1, G->b1, a->dh, la.fin, L->w1, N, d, hid);
+        if (la.h3) matmul_backward(a->g2, 1, G->w3, G->b3, a->dh3, la.fin, L->w3, N, d, hid);
+        // d(mid) = d(res2) through the residual + d(ffn input)
+        float *dmid = dres2;
+        if (c->post_norm) {
+            for (size_t i = 0; i < (size_t)N * d; i++) dmid[i] += a->g2[i];
+            norm_backward(c, a->dres, 0, G->attn_norm_w, G->attn_norm_b, dmid, la.res1, L->attn_norm_w, a->stats, N);
+        } else {
+            norm_backward(c, dmid, 1, G->ffn_norm_w, G->ffn_norm_b, a->g2, la.mid, L->ffn_norm_w, a->stats, N);
+        }
+        // a->dres = d(res1)
+        matmul_backward(a->datty, 0, G->wo, G->bo, a->dres, la.atty, L->wo, N, qd, d);
+        attention_backward(c, a->dq, a->dk, a->dv, a->datty, la.att, la.q, la.k, la.v, a->att_scratch, B, T);
+        if (c->pos_kind == POS_ROPE) {
+            rope_forward(c, a->dq, c->n_heads, a->rope_nsin, a, B);
+            rope_forward(c, a->dk, c->n_kv_heads, a->rope_nsin, a, B);
+        }
+        matmul_backward(a->g2, 0, G->wq, G->bq, a->dq, la.ain, L->wq, N, d, qd);
+        matmul_backward(a->g2, 1, G->wk, G->bk, a->dk, la.ain, L->wk, N, d, kvd);
+        matmul_backward(a->g2, 1, G->wv, G->bv, a->dv, la.ain, L->wv, N, d, kvd);
+        if (c->post_norm)
+            for (size_t i = 0; i < (size_t)N * d; i++) a->dres[i] += a->g2[i];
+        else
+            norm_backward(c, a->dres, 1, G->attn_norm_w, G->attn_norm_b, a->g2, la.in, L->attn_norm_w, a->stats, N);
+    }
+    embed_backward(c, g, a->dres, a->tokens, B, T);
+}
+
+// ----------------------------------------------------------------------------
+// Optimiser: nanoGPT's schedule and PyTorch's AdamW.
+
+static float get_lr(const Opts *o, int it) {
+    if (it < o->warmup_iters) return o->lr * (it + 1) / (o->warmup_iters + 1);
+    if (it > o->lr_decay_iters || o->lr_decay_iters <= o->warmup_iters) return o->min_lr;
+    double ratio = (double)(it - o->warmup_iters) / (o->lr_decay_iters - o->warmup_iters);
+    double coeff = 0.5 * (1.0 + cos(M_PI * ratio));
+    return (float)(o->min_lr + coeff * (o->lr - o->min_lr));
+}
+
+// Sum of squares in a fixed order: per-thread partial sums over static ranges, then added in
+// thread order (an OpenMP reduction clause may combine in any order).
+static double sum_squares(const float *x, size_t n) {
+    double part[256] = {0};
+    int nt = n_threads() < 256 ? n_threads() : 256;
+#pragma omp parallel num_threads(nt)
+    {
+        int lo, hi;
+        my_rows((int)((n + 1023) / 1024), &lo, &hi);
+        double s = 0.0;
+        for (size_t i = (size_t)lo * 1024; i < (size_t)hi * 1024 && i < n; i++) s += (double)x[i] * x[i];
+#ifdef _OPENMP
+        part[omp_get_thread_num()] = s;
+#else
+        part[0] = s;
+#endif
+    }
+    double s = 0.0;
+    for (int t = 0; t < nt; t++) s += part[t];
+    return s;
+}
+
+static void adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float wd, float b1, float b2,
+                         float bc1, float bc2_sqrt, float gscale) {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * gscale;
+        m[i] += (1.0f - b1) * (gi - m[i]);
+        v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+        p[i] *= 1.0f - lr * wd;
+        p[i] -= (lr / bc1) * m[i] / (sqrtf(v[i]) / bc2_sqrt + 1e-8f);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Files. Everything is written to a temporary file in the destination's directory, flushed
+// to disk, then renamed over it, so a crash at any moment leaves the old file or the new one.
+
+typedef struct {
+    int fd, err;
+} Sink;
+
+static void sink_write(Sink *s, const void *p, size_t n) {
+    const char *b = p;
+    while (n && !s->err) {
+        ssize_t w = write(s->fd, b, n);
+        if (w < 0) {
+            if (errno != EINTR) s->err = errno;
+            continue;
+        }
+        b += w;
+        n -= (size_t)w;
+    }
+}
+
+static void sink_zeros(Sink *s, size_t n) {
+    static const char zeros[MODEL_ALIGN];
+    while (n) {
+        size_t k = n < sizeof zeros ? n : sizeof zeros;
+        sink_write(s, zeros, k);
+        n -= k;
+    }
+}
+
+typedef struct {
+    Config c;
+    void *tok_blob;
+    size_t tok_bytes, param_bytes;
+    float *params;
+} ModelData;
+
+static size_t model_file_bytes(const ModelData *md) {
+    return align_up(MODEL_HEADER_SIZE + md->tok_bytes) + md->param_bytes;
+}
+
+static void write_model(Sink *s, const ModelData *md) {
+    FileHeader h = header_from_config(&md->c);
+    h.tok_offset = MODEL_HEADER_SIZE;
+    h.tok_bytes = md->tok_bytes;
+    h.weights_offset = align_up(MODEL_HEADER_SIZE + md->tok_bytes);
+    h.weights_bytes = md->param_bytes;
+    sink_write(s, &h, sizeof h);
+    sink_write(s, md->tok_blob, md->tok_bytes);
+    sink_zeros(s, h.weights_offset - MODEL_HEADER_SIZE - md->tok_bytes);
+    sink_write(s, md->params, md->param_bytes);
+}
+
+typedef void (*Writer)(Sink *, const void *);
+
+// Returns 0, or -1 with the reason in err; the file at path is untouched on failure.
+static int write_atomic(const char *path, Writer fn, const void *ctx, char *err, size_t errlen) {
+    size_t n = strlen(path);
+    char *tmp = xcalloc(n + 8, 1, "a file name");
+    snprintf(tmp, n + 8, "%s.tmp", path);
+    Sink s = {open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), 0};
+    if (s.fd < 0) {
+        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    fn(&s, ctx);
+    if (!s.err && fsync(s.fd)) s.err = errno;
+    if (close(s.fd) && !s.err) s.err = errno;
+    if (!s.err && rename(tmp, path)) s.err = errno;
+    if (s.err) {
+        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(s.err));
+        unlink(tmp);
+        free(tmp);
+        return -1;
+    }
+    free(tmp);
+    // The rename itself is durable once the directory is synced.
+    char *dir = strdup(path), *slash = dir ? strrchr(dir, '/') : NULL;
+    if (dir) {
+        if (slash) *(slash == dir ? slash + 1 : slash) = 0;
+        int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY);
+        if (dfd >= 0) { fsync(dfd); close(dfd); }
+        free(dir);
+    }
+    return 0;
+}
+
+static void write_model_cb(Sink *s, const void *ctx) { write_model(s, ctx); }
+
+// The resume state: the whole model file (so that the pair can never be out of step), the
+// AdamW moments, the options and the position in training. The data order is a function of
+// (seed, step), so the step is all the data position there is.
+#define STATE_MAGIC "ATTNSTAT"
+#define STATE_VERSION 1
+
+typedef struct {
+    char magic[8];
+    uint32_t version, opts_bytes;
+    uint64_t step, corpus_bytes, corpus_hash, model_bytes, moment_bytes;
+    Opts opts;
+} StateHeader;
+
+typedef struct {
+    const ModelData *md;
+    const float *m, *v;
+    StateHeader h;
+} StateData;
+
+static void write_state_cb(Sink *s, const void *ctx) {
+    const StateData *sd = ctx;
+    sink_write(s, &sd->h, sizeof sd->h);
+    write_model(s, sd->md);
+    sink_write(s, sd->m, sd->md->param_bytes);
+    sink_write(s, sd->v, sd->md->param_bytes);
+}
+
+static uint64_t fnv1a(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static char *read_file(const char *path, size_t *len, const char *what) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) die("%s: cannot open %s: %s", path, what, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) die("%s: %s is not a regular file", path, what);
+    size_t n = (size_t)st.st_size, got = 0;
+    char *buf = malloc(n + 1);
+    if (!buf) die("%s: out of memory reading %zu bytes", path, n);
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) die("%s: read error: %s", path, r < 0 ? strerror(errno) : "file shrank while reading");
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+// ----------------------------------------------------------------------------
+// Data: the corpus as token ids, split 90/10; batches are random windows as in nanoGPT.
+
+typedef struct {
+    int *ids;
+    size_t n;
+} Split;
+
+static void fill_batch(Acts *a, const Split *s, int B, uint64_t rng) {
+    int T = a->T;
+    for (int b = 0; b < B; b++) {
+        size_t ix = splitmix64(&rng) % (s->n - T);
+        for (int t = 0; t < T; t++) {
+            a->tokens[(size_t)b * T + t] = s->ids[ix + t];
+            a->targets[(size_t)b * T + t] = s->ids[ix + t + 1];
+        }
+    }
+}
+
+static double estimate_loss(const Config *c, const Weights *w, Acts *a, const Split *s, int iters, uint64_t seed,
+                            int purpose) {
+    double sum = 0.0;
+    for (int i = 0; i < iters; i++) {
+        fill_batch(a, s, a->B, rng_for(seed, purpose, i));
+        sum += model_forward(c, w, a, a->B, 0.0f);
+    }
+    return sum / iters;
+}
+
+// Every token of the split after the first is predicted once: consecutive windows of T
+// targets, each with the context from its window's start (the tail shorter than T is dropped).
+static double full_loss(const Config *c, const Weights *w, Acts *a, const Split *s, size_t *count) {
+    int T = a->T;
+    size_t windows = (s->n - 1) / T;
+    double sum = 0.0;
+    for (size_t w0 = 0; w0 < windows; w0 += a->B) {
+        int B = windows - w0 < (size_t)a->B ? (int)(windows - w0) : a->B;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                size_t ix = (w0 + b) * T + t;
+                a->tokens[(size_t)b * T + t] = s->ids[ix];
+                a->targets[(size_t)b * T + t] = s->ids[ix + 1];
+            }
+        sum += model_forward(c, w, a, B, 0.0f) * B * T;
+    }
+    *count = windows * T;
+    return sum / (double)(windows * T);
+}
+
+// ----------------------------------------------------------------------------
+// A short sample at each evaluation, through ./run's inference path (model.h's forward).
+
+static void print_sample(const Config *c, const Weights *w, RunState *rs, float *logits, const Tokenizer *tok,
+                         int first, int n, uint64_t rng) {
+    char out[3 * 1024 + 64];
+    TokSanitizer san = {0};
+    int token = first, prev = -1;
+    if (n > c->seq_len) n = c->seq_len;
+    fputs("---\n", stdout);
+    for (int pos = 0; pos < n; pos++) {
+        size_t len;
+        const char *piece = tokenizer_decode(tok, prev, token, &len);
+        if (piece && len <= 1024) fwrite(out, 1, tokenizer_sanitize(&san, piece, len, out, 0), stdout);
+        if (pos + 1 == n) break;
+        forward(c, w, rs, &token, 1, pos, logits, 0);
+        // temperature 0.8, as nanoGPT's sample.py
+        for (int i = 0; i < c->vocab_size; i++) logits[i] /= 0.8f;
+        softmax(logits, c->vocab_size);
+        float r = (float)uniform01(&rng), cdf = 0.0f;
+        int next = c->vocab_size - 1;
+        for (int i = 0; i < c->vocab_size; i++) {
+            cdf += logits[i];
+            if (r < cdf) { next = i; break; }
+        }
+        prev = token;
+        token = next;
+    }
+    fwrite(out, 1, tokenizer_sanitize(&san, "", 0, out, 1), stdout);
+    fputs("\n---\n", stdout);
+}
+
+// ----------------------------------------------------------------------------
+
+static volatile sig_atomic_t stop_signal = 0;
+static void on_signal(int sig) { stop_signal = sig; }
+
+static Config config_from_opts(const Opts *o, int vocab_size) {
+    if (o->n_embd % o->n_head) die("--n-embd %d is not a multiple of --n-head %d", o->n_embd, o->n_head);
+    if (o->n_head % o->n_kv_head) die("--n-head %d is not a multiple of --n-kv-head %d", o->n_head, o->n_kv_head);
+    int hd = o->n_embd / o->n_head;
+    Config c = {
+        .dim = o->n_embd, .n_layers = o->n_layer, .n_heads = o->n_head, .n_kv_heads = o->n_kv_head, .head_dim = hd,
+        .vocab_size = vocab_size, .seq_len = o->block_size, .final_norm = 1, .tied_classifier = 1,
+        .embed_scale = 1.0f, .norm_eps = 1e-5f, .tok_kind = TOK_SENTENCEPIECE, .bos_id = -1, .eos_id = -1,
+    };
+    if (o->arch == ARCH_GPT) {
+        c.hidden_dim = 4 * o->n_embd;
+        c.pos_kind = POS_LEARNED;
+        c.ffn_kind = FFN_GELU_TANH;
+        c.norm_kind = NORM_LAYER;
+        c.bias_flags = BIAS_ALL;
+    } else {
+        if (hd % 2) die("--arch llama: head size %d (n-embd / n-head) must be even for RoPE", hd);
+        // Llama's SwiGLU width: two thirds of 4 * dim, rounded up to a multiple of 32
+        c.hidden_dim = (2 * 4 * o->n_embd / 3 + 31) / 32 * 32;
+        c.pos_kind = POS_ROPE;
+        c.rope_theta = 10000.0f;
+        c.rope_dims = hd;
+        c.ffn_kind = FFN_SWIGLU;
+        c.norm_kind = NORM_RMS;
+    }
+    FileHeader h = header_from_config(&c);
+    char err[256];
+    if (config_from_header(&h, &c, err, sizeof err)) die("the model options give an invalid model: %s", err);
+    return c;
+}
+
+static void write_dump(const char *path, const void *p, size_t n, const char *mode) {
+    FILE *f = fopen(path, mode);
+    if (!f || fwrite(p, 1, n, f) != n || fclose(f)) die("%s: cannot write the dump", path);
+}
+
+int main(int argc, char **argv) {
+    Args args;
+    parse_args(&args, argc, argv);
+    Opts o = args.o;
+    char err[512];
+    size_t out_len = strlen(args.out);
+    char *state_path = xcalloc(out_len + 16, 1, "a file name"), *csv_path = xcalloc(out_len + 16, 1, "a file name");
+    snprintf(state_path, out_len + 16, "%s.state", args.out);
+    snprintf(csv_path, out_len + 16, "%s.csv", args.out);
+    // A full disk under `ulimit -f` must fail the write, not kill the process.
+    signal(SIGXFSZ, SIG_IGN);
+
+    size_t corpus_len;
+    char *corpus = read_file(args.data, &corpus_len, "the corpus");
+    if (corpus_len == 0) die("%s: the corpus is empty", args.data);
+    uint64_t corpus_hash = fnv1a(corpus, corpus_len);
+
+    // Model: from the resume state, from --init, or new.
+    ModelData md = {0};
+    float *m_mem = NULL, *v_mem = NULL;
+    int start_step = 0;
+    char *state_buf = NULL;
+    if (args.resume) {
+        size_t n;
+        state_buf = read_file(state_path, &n, "the resume state");
+        StateHeader sh;
+        if (n < sizeof sh) die("%s: too short for a resume state", state_path);
+        memcpy(&sh, state_buf, sizeof sh);
+        if (memcmp(sh.magic, STATE_MAGIC, 8) || sh.version != STATE_VERSION || sh.opts_bytes != sizeof(Opts))
+            die("%s: not a resume state of this build", state_path);
+        if (sh.model_bytes > n || n - sizeof sh - sh.model_bytes != 2 * sh.moment_bytes)
+            die("%s: size does not match its header (truncated?)", state_path);
+        if (sh.corpus_bytes != corpus_len || sh.corpus_hash != corpus_hash)
+            die("%s: the run was trained on a different corpus than %s", state_path, args.data);
+        const char *model = state_buf + sizeof sh;
+        if (model_check_layout(model, sh.model_bytes, &md.c, err, sizeof err)) die("%s: %s", state_path, err);
+        const FileHeader *fh = (const FileHeader *)model;
+        md.tok_bytes = fh->tok_bytes;
+        md.tok_blob = xcalloc(md.tok_bytes, 1, "the tokenizer");
+        memcpy(md.tok_blob, model + fh->tok_offset, md.tok_bytes);
+        md.param_bytes = fh->weights_bytes;
+        if (sh.moment_bytes != md.param_bytes) die("%s: optimiser state does not match the model", state_path);
+        md.params = xcalloc(md.param_bytes, 1, "parameters");
+        memcpy(md.params, model + fh->weights_offset, md.param_bytes);
+        m_mem = xcalloc(md.param_bytes, 1, "AdamW moments");
+        v_mem = xcalloc(md.param_bytes, 1, "AdamW moments");
+        memcpy(m_mem, model + sh.model_bytes, md.param_bytes);
+        memcpy(v_mem, model + sh.model_bytes + md.param_bytes, md.param_bytes);
+        o = sh.opts;
+        start_step = (int)sh.step;
+        free(state_buf);
+        args.block_given = 1;
+    } else if (args.init) {
+        Model m;
+        if (model_open(&m, args.init, err, sizeof err)) die("%s", err);
+        md.c = m.config;
+        md.tok_bytes = m.tok_bytes;
+        md.tok_blob = xcalloc(md.tok_bytes, 1, "the tokenizer");
+        memcpy(md.tok_blob, m.tok_blob, md.tok_bytes);
+        md.param_bytes = carve_weights(&md.c, NULL, NULL);
+        md.params = xcalloc(md.param_bytes, 1, "parameters");
+        memcpy(md.params, (const char *)m.map + ((const FileHeader *)m.map)->weights_offset, md.param_bytes);
+        model_close(&m);
+        if (!args.block_given) o.block_size = md.c.seq_len;
+        if (o.block_size > md.c.seq_len)
+            die("--block-size %d exceeds %s's context length %d", o.block_size, args.init, md.c.seq_len);
+    } else {
+        int rc = o.vocab_size ? tokenizer_learn_bpe(corpus, corpus_len, o.vocab_size, &md.tok_blob, &md.tok_bytes, err,
+                                                    sizeof err)
+                              : tokenizer_learn_chars(corpus, corpus_len, &md.tok_blob, &md.tok_bytes, err, sizeof err);
+        if (rc) die("%s: cannot learn a vocabulary: %s", args.data, err);
+        uint32_t n_pieces;
+        memcpy(&n_pieces, md.tok_blob, 4);
+        md.c = config_from_opts(&o, (int)n_pieces);
+        md.param_bytes = carve_weights(&md.c, NULL, NULL);
+        md.params = xcalloc(md.param_bytes, 1, "parameters");
+    }
+    Config *c = &md.c;
+    if (o.block_size > c->seq_len) die("block size %d exceeds the model's context length %d", o.block_size, c->seq_len);
+    if (c->pos_kind == POS_ROPE && c->rope_dims == 0) die("model has RoPE with rope_dims 0");
+
+    Tokenizer tok;
+    if (tokenizer_init(&tok, md.tok_blob, md.tok_bytes, c->tok_kind, c->tok_flags, c->bos_id, c->eos_id, err,
+                       sizeof err))
+        die("tokenizer: %s", err);
+    if (corpus_len > (size_t)INT32_MAX - 2) die("%s: corpora above 2 GiB are not supported", args.data);
+    int *ids = xcalloc(corpus_len + 2, sizeof(int), "the encoded corpus");
+    int n_ids = tokenizer_encode(&tok, corpus, corpus_len, 0, ids, (int)corpus_len + 2, err, sizeof err);
+    if (n_ids < 0) die("%s: cannot encode the corpus: %s", args.data, err);
+    free(corpus);
+    Split train = {ids, (size_t)(n_ids * 0.9)};
+    Split val = {ids + train.n, (size_t)n_ids - train.n};
+    int T = o.block_size, B = o.batch_size;
+    if (train.n < (size_t)T + 1 || val.n < (size_t)T + 1)
+        die("%s: %d tokens give %zu training and %zu validation tokens; each needs more than the block size %d "
+            "(use a longer corpus or a smaller --block-size)", args.data, n_ids, train.n, val.n, T);
+
+    // Parameters, gradients and moments: one block each, carved the same way.
+    Weights w, g, mw, vw;
+    size_t nfloat = md.param_bytes / sizeof(float);
+    float *grad_mem = xcalloc(nfloat, sizeof(float), "gradients");
+    if (!m_mem) m_mem = xcalloc(nfloat, sizeof(float), "AdamW moments");
+    if (!v_mem) v_mem = xcalloc(nfloat, sizeof(float), "AdamW moments");
+    if (weights_init(&w, c, md.params) || weights_init(&g, c, grad_mem) || weights_init(&mw, c, m_mem) ||
+        weights_init(&vw, c, v_mem))
+        die("out of memory");
+    ParamTensor *pt = xcalloc(max_params(c), sizeof *pt, "the tensor list");
+    int npt = list_params(c, &w, md.params, pt);
+    if (!args.resume && !args.init) init_params(c, &w, md.params, pt, npt, (uint64_t)o.seed);
+
+    Acts acts;
+    acts_init(&acts, c, B, T);
+    RunState rs;
+    if (state_init(&rs, c, 1)) die("out of memory for the sampling state");
+    float *sample_logits = xcalloc(c->vocab_size, sizeof(float), "logits");
+
+    size_t nparams = 0;
+    for (int i = 0; i < npt; i++) nparams += pt[i].n;
+    printf("model: %s, %d layers, %d heads (%d kv), dim %d, hidden %d, vocab %d, context %d: %.2fM parameters\n",
+           c->norm_kind == NORM_LAYER ? "LayerNorm" : "RMSNorm", c->n_layers, c->n_heads, c->n_kv_heads, c->dim,
+           c->hidden_dim, c->vocab_size, c->seq_len, nparams / 1e6);
+    printf("data: %s, %d tokens (%zu train, %zu val); batch %d x %d x %d accum; %d threads\n", args.data, n_ids, train.n,
+           val.n, B, T, o.grad_accum, n_threads());
+    if (start_step) printf("resuming at step %d of %d\n", start_step, o.max_iters);
+    fflush(stdout);
+
+    // The log: on resume, keep the rows up to the checkpoint and drop the ones after it.
+    FILE *csv;
+    if (args.resume) {
+        size_t n = 0;
+        char *old = NULL;
+        if (access(csv_path, F_OK) == 0) old = read_file(csv_path, &n, "the log");
+        csv = fopen(csv_path, "w");
+        if (!csv) die("%s: cannot write the log: %s", csv_path, strerror(errno));
+        for (char *line = old, *next; line && *line; line = next) {
+            next = strchr(line, '\n');
+            next = next ? next + 1 : line + strlen(line);
+            int step = 0;
+            if (!strncmp(line, "step,", 5) || (sscanf(line, "%d,", &step) == 1 && step <= start_step))
+                fwrite(line, 1, (size_t)(next - line), csv);
+        }
+        free(old);
+    } else {
+        csv = fopen(csv_path, "w");
+        if (!csv) die("%s: cannot write the log: %s", csv_path, strerror(errno));
+        fprintf(csv, "step,train_loss,val_loss,lr,tokens_per_sec\n");
+    }
+    fflush(csv);
+
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND; // a second Ctrl-C stops at once; the last checkpoint is intact
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    StateData sd = {.md = &md, .m = m_mem, .v = v_mem};
+    memcpy(sd.h.magic, STATE_MAGIC, 8);
+    sd.h.version = STATE_VERSION;
+    sd.h.opts_bytes = sizeof(Opts);
+    sd.h.corpus_bytes = corpus_len;
+    sd.h.corpus_hash = corpus_hash;
+    sd.h.model_bytes = model_file_bytes(&md);
+    sd.h.moment_bytes = md.param_bytes;
+    sd.h.opts = o;
+
+    int tty = isatty(STDOUT_FILENO), step = start_step;
+    size_t tokens_per_step = (size_t)B * T * o.grad_accum;
+    double train_time = 0.0, t_start = now_s(), tps_avg = 0.0;
+    float dscale = 1.0f / ((float)B * T * o.grad_accum);
+    while (step < o.max_iters && !stop_signal) {
+        double t0 = now_s();
+        float lr = get_lr(&o, step);
+        memset(grad_mem, 0, md.param_bytes);
+        double loss = 0.0;
+        for (int micro = 0; micro < o.grad_accum; micro++) {
+            fill_batch(&acts, &train, B, rng_for((uint64_t)o.seed, RNG_BATCH, (uint64_t)step * o.grad_accum + micro));
+            if (args.dump) {
+                char p[4096];
+                snprintf(p, sizeof p, "%s.batches", args.dump);
+                const char *mode = step == start_step && micro == 0 ? "wb" : "ab";
+                write_dump(p, acts.tokens, (size_t)B * T * sizeof(int), mode);
+                write_dump(p, acts.targets, (size_t)B * T * sizeof(int), "ab");
+            }
+            loss += model_forward(c, &w, &acts, B, dscale) / o.grad_accum;
+            model_backward(c, &w, &g, &acts, B);
+        }
+        if (!isfinite(loss)) {
+            if (tty) putchar('\n');
+            die("loss is %g at step %d: training diverged; stopping without overwriting %s (try a lower --lr)", loss,
+                step + 1, args.out);
+        }
+        if (args.dump && step == start_step) {
+            char p[4096];
+            snprintf(p, sizeof p, "%s.grads", args.dump);
+            FILE *f = fopen(p, "wb");
+            if (!f) die("%s: cannot write the dump", p);
+            for (int i = 0; i < npt; i++) {
+                uint64_t n = pt[i].n;
+                fwrite(pt[i].name, 1, sizeof pt[i].name, f);
+                fwrite(&n, sizeof n, 1, f);
+                fwrite(grad_mem + pt[i].off, sizeof(float), n, f);
+            }
+            if (fclose(f)) die("%s: cannot write the dump", p);
+        }
+        float gscale = 1.0f;
+        if (o.grad_clip > 0.0f) {
+            double norm = sqrt(sum_squares(grad_mem, nfloat));
+            if (norm > o.grad_clip) gscale = (float)(o.grad_clip / (norm + 1e-6));
+        }
+        float b1 = o.beta1, b2 = o.beta2, bc1 = 1.0f - powf(b1, (float)(step + 1));
+        float bc2_sqrt = sqrtf(1.0f - powf(b2, (float)(step + 1)));
+        for (int i = 0; i < npt; i++)
+            adamw_update(md.params + pt[i].off, grad_mem + pt[i].off, m_mem + pt[i].off, v_mem + pt[i].off, pt[i].n, lr,
+                         pt[i].decay ? o.weight_decay : 0.0f, b1, b2, bc1, bc2_sqrt, gscale);
+        step++;
+        double dt = now_s() - t0;
+        train_time += dt;
+        double tps = tokens_per_step / dt;
+        tps_avg = tps_avg == 0.0 ? tps : 0.9 * tps_avg + 0.1 * tps;
+
+        int eval = step % o.eval_interval == 0 || step == o.max_iters;
+        double vl = 0.0, tl = 0.0;
+        if (eval) {
+            tl = estimate_loss(c, &w, &acts, &train, o.eval_iters, (uint64_t)o.seed, RNG_EVAL_TRAIN);
+            vl = estimate_loss(c, &w, &acts, &val, o.eval_iters, (uint64_t)o.seed, RNG_EVAL_VAL);
+        }
+        fprintf(csv, "%d,%.9g,", step, loss);
+        if (eval) fprintf(csv, "%.9g", vl);
+        fprintf(csv, ",%.9g,%.1f\n", lr, tps);
+        fflush(csv);
+        if (tty) {
+            int eta = (int)((o.max_iters - step) * tokens_per_step / tps_avg);
+            printf("\rstep %d/%d  loss %.4f  lr %.2e  %.0f tok/s  ETA %d:%02d   ", step, o.max_iters, loss, lr, tps_avg,
+                   eta / 60, eta % 60);
+        } else if (step % 10 == 0 || step == o.max_iters) {
+            printf("iter %d: loss %.4f, lr %.2e, %.0f tok/s\n", step, loss, lr, tps);
+        }
+        if (eval) {
+            printf("%sstep %d: train loss %.4f, val loss %.4f\n", tty ? "\r\033[K" : "", step, tl, vl);
+            if (!isfinite(tl) || !isfinite(vl))
+                die("evaluation loss is not finite at step %d; stopping without overwriting %s", step, args.out);
+            print_sample(c, &w, &rs, sample_logits, &tok, val.ids[0], 200, rng_for((uint64_t)o.seed, RNG_SAMPLE, step));
+        }
+        fflush(stdout);
+        if (eval || stop_signal) {
+            sd.h.step = (uint64_t)step;
+            if (write_atomic(state_path, write_state_cb, &sd, err, sizeof err) ||
+                write_atomic(args.out, write_model_cb, &md, err, sizeof err))
+                die("%s; the previous checkpoint is intact", err);
+        }
+    }
+    if (tty) putchar('\n');
+    if (stop_signal) {
+        printf("stopped by signal %d at step %d; checkpoint written to %s (continue with --resume)\n", (int)stop_signal,
+               step, args.out);
+        return 0;
+    }
+    if (step == start_step) {
+        // nothing trained (--max-iters 0 or already done): still leave a model file
+        sd.h.step = (uint64_t)step;
+        if (write_atomic(state_path, write_state_cb, &sd, err, sizeof err) ||
+            write_atomic(args.out, write_model_cb, &md, err, sizeof err))
+            die("%s; the previous checkpoint is intact", err);
+    }
+    size_t counted;
+    double full = full_loss(c, &w, &acts, &val, &counted);
+    printf("done: %d steps, %.1f s training (%.0f tok/s), %.1f s total; val loss over the whole split "
+           "(%zu tokens): %.4f\n",
+           step - start_step, train_time, (step - start_step) * tokens_per_step / (train_time > 0 ? train_time : 1),
+           now_s() - t_start, counted, full);
+    fclose(csv);
+    return 0;
+}
