@@ -356,6 +356,17 @@ static inline int model_save(const char *path, const Config *c, const void *tok_
     return 0;
 }
 
+// OpenMP threads that spin while they wait collapse when another process holds a core
+// (generation fell from 44 to 15 tokens/s here with the second core busy), while sleeping
+// waits cost a few percent on an idle machine. libgomp reads OMP_WAIT_POLICY only when it
+// loads, so a program that wants passive waiting by default sets it and starts itself again.
+// A user's own OMP_WAIT_POLICY is left alone.
+static inline void prefer_passive_threads(char **argv) {
+    if (getenv("OMP_WAIT_POLICY")) return;
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv); // returns only on failure: then run on as we are
+}
+
 // ----------------------------------------------------------------------------
 // Kernels. Activations are row-major [T, C]; every kernel serves the batched prompt,
 // the one-token step and training alike.

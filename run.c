@@ -74,25 +74,25 @@ static int compare_prob_desc(const void *a, const void *b) {
     return x->prob > y->prob ? -1 : x->prob < y->prob ? 1 : 0;
 }
 
-// Nucleus sampling over the most likely tokens, narrowed further by top-k and min-p.
-// Tokens below (1 - topp) / (n - 1) cannot be in the nucleus, so they are dropped before
-// the sort, as llama2.c does; the draw is then scaled to the nucleus's mass.
+// Nucleus sampling over the most likely tokens, after top-k and min-p have narrowed them
+// (the nucleus is then taken of what they kept, renormalised). Without those two it is
+// llama2.c's rule: tokens below (1 - topp) / (n - 1) cannot be in the nucleus and are dropped
+// before the sort, and the cumulative mass is compared with topp itself.
 static int sample_filtered(const Sampler *s, const float *probs, float coin) {
-    int n = s->vocab_size, kept = 0;
-    float floor = 0.0f;
-    if (s->topp > 0.0f && s->topp < 1.0f) floor = (1.0f - s->topp) / (n - 1);
-    if (s->minp > 0.0f) {
-        float max = probs[sample_argmax(probs, n)];
-        if (s->minp * max > floor) floor = s->minp * max;
-    }
+    int n = s->vocab_size, kept = 0, narrowed = s->topk > 0 || s->minp > 0.0f;
+    float topp = s->topp > 0.0f && s->topp < 1.0f ? s->topp : 1.0f;
+    float floor = narrowed ? s->minp * probs[sample_argmax(probs, n)] : (1.0f - topp) / (n - 1);
     for (int i = 0; i < n; i++)
         if (probs[i] >= floor) s->probindex[kept++] = (ProbIndex){probs[i], i};
-    if (kept == 0) return sample_argmax(probs, n);
+    if (kept == 0) return sample_argmax(probs, n); // a flat distribution under a tiny topp
     qsort(s->probindex, kept, sizeof(ProbIndex), compare_prob_desc);
     if (s->topk > 0 && s->topk < kept) kept = s->topk;
-    float total = 0.0f;
-    for (int i = 0; i < kept; i++) total += s->probindex[i].prob;
-    float limit = s->topp > 0.0f && s->topp < 1.0f ? s->topp * total : total;
+    float limit = topp;
+    if (narrowed) {
+        float mass = 0.0f;
+        for (int i = 0; i < kept; i++) mass += s->probindex[i].prob;
+        limit = topp * mass;
+    }
     float cum = 0.0f;
     int last = kept - 1;
     for (int i = 0; i < kept; i++) {
@@ -472,6 +472,7 @@ static void dump_logits(const Model *m, const Tokenizer *tok, RunState *s, const
 // ----------------------------------------------------------------------------
 
 int main(int argc, char **argv) {
+    prefer_passive_threads(argv);
     Options o = parse_options(argc, argv);
     if (o.threads) {
 #ifdef _OPENMP
