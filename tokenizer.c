@@ -65,6 +65,7 @@ static int piece_lookup(const Tokenizer *t, const char *s, size_t n) {
 
 static int merge_lookup(const Tokenizer *t, uint32_t left, uint32_t right, uint32_t *rank) {
     uint64_t k = ((uint64_t)left << 32 | right) + 1;
+    if (!t->n_merges) return -1;
     for (uint32_t h = hash_u64(k) & t->merge_mask;; h = (h + 1) & t->merge_mask) {
         if (!t->merge_key[h]) return -1;
         if (t->merge_key[h] == k) {
