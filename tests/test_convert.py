@@ -185,7 +185,7 @@ def legacy_negative_vocab_untied_without_freqs():
 
 def gpt_forward(sd, cfg, tokens, conv1d, act, prefix=""):
     """GPT-2 semantics straight from torch.nn.functional: the Hugging Face / nanoGPT block."""
-    g = lambda n: torch.as_tensor(np.asarray(sd[prefix + n]), dtype=torch.float64)  # noqa: E731
+    g = lambda n: torch.as_tensor(np.array(sd[prefix + n]), dtype=torch.float64)  # noqa: E731
     lin = lambda x, n: x @ g(n + ".weight") + g(n + ".bias") if conv1d else F.linear(  # noqa: E731
         x, g(n + ".weight"), g(n + ".bias") if prefix + n + ".bias" in sd else None)
     d, H = cfg["dim"], cfg["n_heads"]
@@ -279,7 +279,7 @@ def has_tokenizer_blob():
 
 def hf_llama_forward(sd, conf, tokens):
     """Hugging Face Llama semantics: half-split rotate_half RoPE on the checkpoint's own rows."""
-    g = lambda n: torch.as_tensor(np.asarray(sd[n]), dtype=torch.float64)  # noqa: E731
+    g = lambda n: torch.as_tensor(np.array(sd[n]), dtype=torch.float64)  # noqa: E731
     lin = lambda x, n: F.linear(x, g(n + ".weight"), g(n + ".bias") if n + ".bias" in sd else None)  # noqa
     H, KV = conf["num_attention_heads"], conf["num_key_value_heads"]
     hd = conf["head_dim"]

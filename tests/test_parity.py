@@ -14,6 +14,8 @@ import sys
 import tempfile
 import shutil
 import time
+import contextlib
+import io
 
 import numpy as np
 import torch
@@ -113,14 +115,18 @@ def check(model, ppl_text):
                          % (worst, dl[worst], LOGIT_TOL, scale[worst]))
 
     def perplexity():
+        # Python encodes SentencePiece-style text itself (a long text, several windows); for
+        # byte-level BPE the prompt's own tokens, as ./run -m logits reported them, are scored.
+        text = ppl_text if ppl_text is not None else PROMPT
         path = os.path.join(TMP, "ppl.txt")
-        open(path, "w").write(ppl_text)
+        open(path, "w").write(text)
         out = run(model, "-m", "ppl", "-f", path).decode().strip().splitlines()
         assert out and out[-1].startswith("perplexity: "), "./run -m ppl printed %r" % out[-1:]
         res[2] = float(out[-1].split()[1])
-        ptoks = ref.encode(m64.tok, ppl_text)
+        ptoks = ref.encode(m64.tok, text) if ppl_text is not None else toks
+        assert ("tokens: %d" % len(ptoks)) in out, "./run counted %s, reference %d" % (out[:-1], len(ptoks))
         res[3] = ref.perplexity(m64, ptoks)
-        assert len(ptoks) > 2 * m64.cfg["seq_len"], "the text should span several windows"
+        assert ppl_text is None or len(ptoks) > 2 * m64.cfg["seq_len"], "the text should span several windows"
         if abs(res[2] - res[3]) > PPL_TOL * res[3]:
             fails.append("perplexity ./run %.9g vs torch %.9g" % (res[2], res[3]))
 
@@ -140,6 +146,33 @@ def check(model, ppl_text):
     return tuple(res) + (fails,)
 
 
+def converted(src, out, *extra):
+    assert convert.main([src, out] + list(extra)) == 0, "convert.py %s failed" % src
+    return out
+
+
+def make_cases():
+    """(name, description, model file, perplexity text or None) for every model the test runs."""
+    cases = []
+    for i, (name, what, preset) in enumerate(COMBOS):
+        path = os.path.join(TMP, name + ".bin")
+        mr.make_model(path, mr.PRESETS[preset], seed=11 + i)
+        cases.append((name, what, path, ascii_text(1200)))
+    s260 = converted(os.path.join(SHARED, "models", "stories260K.bin"), os.path.join(TMP, "stories260K.bin"),
+                     "--tokenizer", os.path.join(SHARED, "models", "tok512.bin"))
+    cases.append(("stories260K", "real checkpoint (llama2.c legacy .bin), converted", s260,
+                  open(os.path.join(SHARED, "data", "tinystories_sample.txt"), encoding="utf-8").read()))
+    d = os.path.join(TMP, "hf_gpt2")
+    mr.write_hf_gpt2(d, dict(mr.PRESETS["gpt2"], dim=32, hidden_dim=128, vocab_size=50257), seed=5)
+    cases.append(("hf_gpt2_bpe", "Hugging Face GPT-2 directory, converted; byte-level BPE, vocab 50257",
+                  converted(d, os.path.join(TMP, "gpt2_bpe.bin")), None))
+    d = os.path.join(TMP, "hf_qwen2")
+    mr.write_hf_llama(d, dict(mr.PRESETS["qkv_bias_qwen2"], tied_classifier=0), seed=6, shards=2, model_type="qwen2")
+    cases.append(("hf_qwen2", "Hugging Face Qwen2 directory (2 safetensors shards, QKV biases, untied), converted",
+                  converted(d, os.path.join(TMP, "qwen2.bin")), ascii_text(1200)))
+    return cases
+
+
 def main():
     if not os.access(RUN, os.X_OK):
         print("test_parity: %s is not built (make run first)" % RUN)
@@ -147,16 +180,8 @@ def main():
         return 1
     passed = failed = 0
     t0 = time.time()
-    cases = []
-    for i, (name, what, preset) in enumerate(COMBOS):
-        path = os.path.join(TMP, name + ".bin")
-        mr.make_model(path, mr.PRESETS[preset], seed=11 + i)
-        cases.append((name, what, path, ascii_text(1200)))
-    s260 = os.path.join(TMP, "stories260K.bin")
-    if convert.main([os.path.join(SHARED, "models", "stories260K.bin"), s260, "--tokenizer",
-                     os.path.join(SHARED, "models", "tok512.bin")]) == 0:
-        cases.append(("stories260K", "real checkpoint (llama2.c), converted", s260,
-                      open(os.path.join(SHARED, "data", "tinystories_sample.txt"), encoding="utf-8").read()))
+    with contextlib.redirect_stderr(io.StringIO()):
+        cases = make_cases()
     rows = []
     for name, what, path, text in cases:
         dmax, rel, ppl_c, ppl_r, greedy_ok, fails = check(path, text)
