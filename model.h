@@ -255,7 +255,7 @@ static inline int model_check_layout(const void *data, size_t size, Config *c, c
         return -1;
     }
     if (h.tok_bytes > size - MODEL_HEADER_SIZE) {
-        snprintf(err, n, "truncated: the %llu-byte tokenizer runs past the end of the %zu-byte file", (unsigned long long)h.tok_bytes, size);
+        snprintf(err, n, "truncated: tok_bytes (%llu) runs past the end of the %zu-byte file", (unsigned long long)h.tok_bytes, size);
         return -1;
     }
     if (h.weights_offset % MODEL_ALIGN || h.weights_offset < h.tok_offset + h.tok_bytes || h.weights_offset > size) {
