@@ -261,10 +261,16 @@ int tokenizer_init_llama2c(Tokenizer *t, const void *file, size_t file_bytes, in
         piece[i] = (const char *)f + off + 8;
         off += 8 + len[i];
     }
+    if (off != file_bytes) {
+        fail(err, errlen, "has more than the model's vocab_size of %d pieces", vocab_size);
+        goto done;
+    }
     size_t bytes;
     unsigned char *blob = blob_pack(vocab_size, piece, len, score, &bytes);
     if (!blob) { fail(err, errlen, "out of memory"); goto done; }
-    rc = tokenizer_init(t, blob, bytes, TOK_SENTENCEPIECE, TOKF_DUMMY_PREFIX | TOKF_ADD_BOS | TOKF_BOS_STOPS,
+    int space = 0; /* llama2.c looks the dummy prefix up as " " */
+    for (int i = 0; i < vocab_size && !space; i++) space = len[i] == 1 && piece[i][0] == ' ';
+    rc = tokenizer_init(t, blob, bytes, TOK_SENTENCEPIECE, (space ? TOKF_DUMMY_PREFIX : 0) | TOKF_ADD_BOS | TOKF_BOS_STOPS,
                         vocab_size > 1 ? 1 : -1, vocab_size > 2 ? 2 : -1, err, errlen);
     free(blob);
 done:

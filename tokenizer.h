@@ -39,8 +39,8 @@ typedef struct {
 int tokenizer_init(Tokenizer *t, const void *blob, size_t blob_bytes, int kind, unsigned flags,
                    int bos_id, int eos_id, char *err, size_t errlen);
 /* The same from a llama2.c tokenizer.bin (int max_token_length, then per piece: float score,
- * int len, bytes) of vocab_size pieces, with llama2.c's conventions: dummy prefix, BOS = 1
- * prepended and ending generation, EOS = 2. */
+ * int len, bytes) of exactly vocab_size pieces, with llama2.c's conventions: BOS = 1 prepended
+ * and ending generation, EOS = 2, the dummy prefix if there is a " " piece. */
 int tokenizer_init_llama2c(Tokenizer *t, const void *file, size_t file_bytes, int vocab_size,
                            char *err, size_t errlen);
 void tokenizer_free(Tokenizer *t);

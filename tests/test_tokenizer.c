@@ -788,6 +788,8 @@ static void test_hostile_blobs(void **state) {
     for (size_t cut = 0; cut < n; cut += 7)
         assert_int_equal(tokenizer_init_llama2c(&t, f, cut, 512, err, sizeof err), -1);
     assert_int_equal(tokenizer_init_llama2c(&t, f, n, 513, err, sizeof err), -1);
+    assert_int_equal(tokenizer_init_llama2c(&t, f, n, 511, err, sizeof err), -1);
+    assert_non_null(strstr(err, "more than"));
     free(f);
 }
 

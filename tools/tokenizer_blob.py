@@ -66,7 +66,8 @@ def _dense(path, vocab):
 
 def from_llama2c(path, vocab_size=None):
     """llama2.c's tokenizer.bin: int max_token_length, then per piece float score, int length,
-    bytes, to the end of the file (llama2.c reads vocab_size pieces; if given, they must match)."""
+    bytes, to the end of the file. With vocab_size, more pieces than that is an error (fewer is
+    left to the caller, which may pad)."""
     data = _read(path)
     if len(data) < 4:
         _fail(path, "%d bytes, too short for a llama2.c tokenizer.bin" % len(data))
@@ -83,12 +84,11 @@ def from_llama2c(path, vocab_size=None):
         off += n
     if not pieces:
         _fail(path, "has no pieces")
-    if vocab_size is not None and len(pieces) != vocab_size:
-        _fail(path, "has %d pieces but the model's vocab_size is %d" % (len(pieces), vocab_size))
-    if b" " not in pieces:
-        _fail(path, 'has no " " piece for the dummy prefix')
-    return (pack_tokenizer(pieces, scores), TOK_SENTENCEPIECE,
-            TOKF_DUMMY_PREFIX | TOKF_ADD_BOS | TOKF_BOS_STOPS, 1 if len(pieces) > 1 else -1,
+    if vocab_size is not None and len(pieces) > vocab_size:
+        _fail(path, "has %d pieces, more than the model's vocab_size %d" % (len(pieces), vocab_size))
+    # llama2.c looks the dummy prefix up as " "; a vocabulary without it cannot have one.
+    flags = TOKF_ADD_BOS | TOKF_BOS_STOPS | (TOKF_DUMMY_PREFIX if b" " in pieces else 0)
+    return (pack_tokenizer(pieces, scores), TOK_SENTENCEPIECE, flags, 1 if len(pieces) > 1 else -1,
             2 if len(pieces) > 2 else -1)
 
 
