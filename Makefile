@@ -55,3 +55,6 @@ bench: deps
 
 clean:
 	rm -rf run train tests/bin tests/tmp
+
+# Fuzzing and sanitizer builds (tests/fuzz/).
+include tests/fuzz/fuzz.mk
