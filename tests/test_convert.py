@@ -401,6 +401,38 @@ def hf_llama_directories():
 
 
 @test
+def hf_llama_tokenizer_json():
+    """A Llama directory carrying tokenizer.json (SentencePiece-style BPE, written here from the
+    synthetic vocabulary) converts with the same encoding as its llama2.c tokenizer.bin."""
+    d = tmp("llama_tokjson")
+    shutil.copytree(tmp("llama_gqa_sharded"), d)
+    pieces, scores, _ = mf.parse_tokenizer(mf.read_model(tmp("llama_gqa_sharded.bin"))[1][0])
+    os.remove(os.path.join(d, "tokenizer.bin"))
+    names = ["<unk>", "<s>", "</s>"] + [p.decode().replace(" ", "\u2581") for p in pieces[3:]]
+    vocab = {n: i for i, n in enumerate(names)}
+    merges = []
+    for i in sorted(range(3, len(names)), key=lambda i: -scores[i]):
+        n = names[i]
+        split = next((k for k in range(1, len(n)) if n[:k] in vocab and n[k:] in vocab), None)
+        if len(n) > 1 and split:
+            merges.append("%s %s" % (n[:split], n[split:]))
+    j = {"added_tokens": [{"id": i, "content": names[i], "special": True} for i in range(3)],
+         "normalizer": {"type": "Sequence", "normalizers": [
+             {"type": "Prepend", "prepend": "\u2581"},
+             {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+         "pre_tokenizer": None,
+         "post_processor": {"type": "TemplateProcessing", "single": [
+             {"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]},
+         "model": {"type": "BPE", "byte_fallback": True, "vocab": vocab, "merges": merges}}
+    json.dump(j, open(os.path.join(d, "tokenizer.json"), "w"))
+    _, tok, _ = conv(d, tmp("llama_tokjson.bin"))
+    _, tok0, _ = mf.read_model(tmp("llama_gqa_sharded.bin"))
+    assert tok[1:] == (mf.TOK_SENTENCEPIECE, mf.TOKF_DUMMY_PREFIX | mf.TOKF_ADD_BOS, 1, 2), tok[1:]
+    text = "Once upon a time, there was a little girl named Lily. She liked the sun."
+    assert ref.encode(tok, text) == ref.encode(tok0, text)
+
+
+@test
 def safetensors_dtypes():
     """F16 and BF16 tensors (written here bit by bit) widen exactly to float32."""
     vals = np.array([0.0, 1.0, -2.5, 3.140625, 65504.0, 1e-3], np.float32)

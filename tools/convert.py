@@ -71,10 +71,14 @@ def llama2c_tensors(L, get):
 
 
 def read_llama2c_legacy(path, data):
+    """Files with no magic land here: a header that makes no sense means an unknown format."""
     dim, hidden, L, H, KV, V, S = struct.unpack_from("<7i", data, 0)
     tied = V > 0
     V = abs(V)
-    check_llama2c_dims(path, dim, hidden, L, H, KV, V, S)
+    try:
+        check_llama2c_dims(path, dim, hidden, L, H, KV, V, S)
+    except Bad as e:
+        raise Bad(path, "not a known checkpoint format (as a llama2.c legacy .bin: %s)" % e.msg)
     hs = dim // H
     kvd = KV * hs
     shapes = [("tok_embeddings.weight", (V, dim)), ("attention_norm.weight", (L, dim)),
@@ -236,7 +240,7 @@ def read_torch(path):
         ck = torch.load(path, map_location="cpu", weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, AttributeError) as e:
         if "zip" in str(e).lower() or "truncat" in str(e).lower() or "EOF" in str(e):
-            raise Bad(path, "cannot read the PyTorch file: %s" % str(e).splitlines()[0])
+            raise Bad(path, "cannot read the PyTorch file, truncated or corrupt (%s)" % str(e).splitlines()[0])
         # Checkpoints may pickle harmless non-tensor objects the safe loader rejects.
         try:
             ck = torch.load(path, map_location="cpu")
@@ -403,7 +407,9 @@ def conf(path, c, key, default=None, required=True):
 def read_hf_dir(d):
     cpath = os.path.join(d, "config.json")
     if not os.path.exists(cpath):
-        raise Bad(d, "a directory without config.json is not a Hugging Face model")
+        subs = sorted(e for e in os.listdir(d) if os.path.exists(os.path.join(d, e, "config.json")))
+        hint = " (did you mean %s?)" % os.path.join(d, subs[0]) if subs else ""
+        raise Bad(d, "a directory without config.json is not a Hugging Face model%s" % hint)
     try:
         c = json.load(open(cpath))
     except ValueError as e:
@@ -556,7 +562,7 @@ def read_char_meta(path):
     return mf.pack_tokenizer(pieces, [0.0] * len(pieces)), mf.TOK_SENTENCEPIECE, 0, -1, -1
 
 
-def default_tokenizer(src, kind):
+def default_tokenizer(src):
     """The tokenizer a Hugging Face directory carries, if any."""
     if os.path.isdir(src):
         for n in ("vocab.json", "tokenizer.json", "tokenizer.bin"):
@@ -582,6 +588,8 @@ def read_source(src):
         return read_llama2c_ak42(src, open(src, "rb").read()) + (None,)
     if head[:4] == mf.MAGIC:
         raise Bad(src, "already an attn.c model file")
+    if head[:4] == b"GGUF":
+        raise Bad(src, "GGUF (llama.cpp) files are not supported; convert the original checkpoint")
     if len(head) < 8:
         raise Bad(src, "file of %d bytes is too short for any known format" % len(head))
     if src.endswith(".safetensors"):
@@ -600,7 +608,7 @@ def convert(src, out, tokenizer=None, seq_len=None):
     if cfg.get("pos_kind") == mf.POS_LEARNED and tensors["pos_embedding"].shape[0] < cfg["seq_len"]:
         raise Bad(src, "pos_embedding has %d rows, fewer than seq_len %d"
                   % (tensors["pos_embedding"].shape[0], cfg["seq_len"]))
-    tokpath = tokenizer or default_tokenizer(src, desc)
+    tokpath = tokenizer or default_tokenizer(src)
     if tokpath:
         tok = read_tokenizer(tokpath, cfg["vocab_size"])
     elif tok is None:
@@ -641,7 +649,7 @@ def main(argv):
             sys.stderr.write("convert.py: %s (see --help)\n" % message)
             sys.exit(1)
 
-    ap = Parser(description=__doc__.split("\n")[0], epilog=None,
+    ap = Parser(description=__doc__.split("\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("src", help="checkpoint file or Hugging Face directory (MODEL.bin with --export-torch)")
     ap.add_argument("out", help="attn.c model file to write (OUT.pt with --export-torch)")

@@ -219,6 +219,9 @@ def write_model(path, cfg, tok, tensors):
     pieces, _, _ = parse_tokenizer(blob)
     if len(pieces) != c["vocab_size"]:
         raise ValueError("tokenizer has %d pieces but vocab_size is %d" % (len(pieces), c["vocab_size"]))
+    for k, v in (("bos_id", bos), ("eos_id", eos)):
+        if not -1 <= v < c["vocab_size"]:
+            raise ValueError("%s = %d is outside the vocabulary" % (k, v))
     specs = tensor_specs(c)
     names = {n for n, _ in specs}
     extra = set(tensors) - names
