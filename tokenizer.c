@@ -281,18 +281,24 @@ done:
 /* ---- the merge loop ----
  * Symbols form a linked list; every adjacent pair that can merge sits in a min-heap keyed by
  * (priority, position of its left symbol), so the pop order is exactly the "best pair,
- * leftmost on ties" of the quadratic rescan. Entries go stale when a neighbour merges; they
- * are recognised on pop because a symbol's piece changes (always to a longer one) whenever it
- * merges, and a merged-away symbol has id -1. */
+ * leftmost on ties" of the quadratic rescan. Entries go stale when a neighbour merges: a
+ * symbol's version counts the changes to it and to its right neighbour, and an entry is live
+ * while its left symbol exists with the version it was queued at.
+ * The heap is 4-ary with 16-byte entries, offset so that each node's four children share one
+ * 64-byte cache line: a long prompt's heap is far larger than the caches. */
 
 typedef struct {
-    uint64_t key;
-    int32_t left, right, lid, rid, result;
+    uint64_t key;   /* priority << 32 | left symbol */
+    uint32_t ver;
+    int32_t result;
 } Cand;
+
+#define HEAP_PAD 3
 
 typedef struct {
     int *id, *prev, *next;
-    Cand *heap, *batch;
+    uint32_t *ver;
+    Cand *heap_mem, *heap, *batch;
     size_t nheap;
     char *cat;
 } Work;
@@ -300,7 +306,7 @@ typedef struct {
 static void heap_push(Work *w, Cand c) {
     size_t i = w->nheap++;
     while (i > 0) {
-        size_t p = (i - 1) / 2;
+        size_t p = (i - 1) / 4;
         if (w->heap[p].key <= c.key) break;
         w->heap[i] = w->heap[p];
         i = p;
@@ -312,12 +318,13 @@ static Cand heap_pop(Work *w) {
     Cand top = w->heap[0], last = w->heap[--w->nheap];
     size_t i = 0, n = w->nheap;
     for (;;) {
-        size_t c = 2 * i + 1;
+        size_t c = 4 * i + 1, best = c;
         if (c >= n) break;
-        if (c + 1 < n && w->heap[c + 1].key < w->heap[c].key) c++;
-        if (last.key <= w->heap[c].key) break;
-        w->heap[i] = w->heap[c];
-        i = c;
+        for (size_t k = c + 1; k < c + 4 && k < n; k++)
+            if (w->heap[k].key < w->heap[best].key) best = k;
+        if (last.key <= w->heap[best].key) break;
+        w->heap[i] = w->heap[best];
+        i = best;
     }
     if (n) w->heap[i] = last;
     return top;
@@ -334,8 +341,7 @@ static uint32_t score_key(float s) {
 
 static void push_pair(const Tokenizer *t, Work *w, int left) {
     if (left < 0 || w->next[left] < 0) return;
-    int right = w->next[left];
-    int l = w->id[left], r = w->id[right], res;
+    int l = w->id[left], r = w->id[w->next[left]], res;
     uint32_t prio;
     if (t->kind == TOK_BYTE_BPE) {
         res = merge_lookup(t, (uint32_t)l, (uint32_t)r, &prio);
@@ -349,28 +355,31 @@ static void push_pair(const Tokenizer *t, Work *w, int left) {
         if (res < 0 || !(t->score[res] > NO_MERGE_SCORE)) return;
         prio = score_key(t->score[res]);
     }
-    heap_push(w, (Cand){(uint64_t)prio << 32 | (uint32_t)left, left, right, l, r, res});
+    heap_push(w, (Cand){(uint64_t)prio << 32 | (uint32_t)left, w->ver[left], res});
 }
 
 static int cand_valid(const Work *w, const Cand *c) {
-    return w->id[c->left] == c->lid && w->id[c->right] == c->rid && w->next[c->left] == c->right;
+    int left = (int)(uint32_t)c->key;
+    return w->id[left] >= 0 && w->ver[left] == c->ver;
 }
 
 static void apply(const Tokenizer *t, Work *w, const Cand *c) {
-    int nx = w->next[c->right];
-    w->id[c->left] = c->result;
-    w->id[c->right] = -1;
-    w->next[c->left] = nx;
-    if (nx >= 0) w->prev[nx] = c->left;
-    push_pair(t, w, w->prev[c->left]);
-    push_pair(t, w, c->left);
+    int left = (int)(uint32_t)c->key, right = w->next[left], nx = w->next[right], p = w->prev[left];
+    w->id[left] = c->result;
+    w->id[right] = -1;
+    w->next[left] = nx;
+    if (nx >= 0) w->prev[nx] = left;
+    w->ver[left]++;
+    if (p >= 0) w->ver[p]++;
+    push_pair(t, w, p);
+    push_pair(t, w, left);
 }
 
 /* Merges the symbols first..first+n-1 (already linked). GPT-2 merges every occurrence of the
  * best pair, left to right, before it looks for the next best pair (even if a merge just made
  * a pair of lower rank); a merge can never recreate the pair being merged, so applying all of
  * the rank's heap entries as one batch does exactly that. A left symbol has at most one live
- * entry per rank, so a batch holds at most n. */
+ * entry, so a batch holds at most n. */
 static void merge_all(const Tokenizer *t, Work *w, int first, int n) {
     w->nheap = 0;
     for (int i = first; i < first + n - 1; i++) push_pair(t, w, i);
@@ -687,13 +696,15 @@ int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_b
     w.id = malloc(sizeof(int) * cap);
     w.prev = malloc(sizeof(int) * cap);
     w.next = malloc(sizeof(int) * cap);
-    w.heap = malloc(sizeof(Cand) * 3 * cap);
+    w.ver = calloc(cap, sizeof(uint32_t));
+    w.heap_mem = aligned_alloc(64, (sizeof(Cand) * (3 * cap + HEAP_PAD) + 63) / 64 * 64);
+    w.heap = w.heap_mem ? w.heap_mem + HEAP_PAD : NULL;
     w.cat = malloc((size_t)t->max_piece_len + 1);
     uint32_t *u = NULL;
     unsigned char *cls = NULL;
     size_t *ustart = NULL;
     int rc = -1, n = 0;
-    if (!w.id || !w.prev || !w.next || !w.heap || !w.cat) { fail(err, errlen, "out of memory"); goto done; }
+    if (!w.id || !w.prev || !w.next || !w.ver || !w.heap || !w.cat) { fail(err, errlen, "out of memory"); goto done; }
 
     if (t->kind == TOK_SENTENCEPIECE) {
         if (t->flags & TOKF_DUMMY_PREFIX) w.id[n++] = piece_lookup(t, " ", 1);
@@ -753,7 +764,7 @@ int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_b
     }
     rc = n_out;
 done:
-    free(w.id); free(w.prev); free(w.next); free(w.heap); free(w.batch); free(w.cat);
+    free(w.id); free(w.prev); free(w.next); free(w.ver); free(w.heap_mem); free(w.batch); free(w.cat);
     free(u); free(cls); free(ustart);
     return rc;
 }

@@ -4,7 +4,10 @@
  *   UTF-8 character, "<0xNN>" pieces for characters not in the vocabulary, then repeatedly the
  *   adjacent pair whose concatenation is the highest-scoring piece (leftmost on ties) is merged.
  * kind 1 (TOK_BYTE_BPE): GPT-2. The text is split by GPT-2's pre-tokenisation regex, each
- *   chunk starts as one piece per byte and merges apply by rank.
+ *   chunk starts as one piece per byte and merges apply by rank, all occurrences of the best
+ *   pair at once as GPT-2 does. \p{L}, \p{N} and \s are JavaScript's (Unicode 17, from
+ *   tools/gen_unicode_tables.py), so encodings equal the npm gpt-3-encoder's; bytes that are not
+ *   well-formed UTF-8 count as punctuation for the split.
  *
  * Nothing here knows about models; errors come back as -1 with one line in err.
  */

@@ -5,6 +5,7 @@ Run from the repository root: /usr/bin/python3 tests/test_tokenizer_blob.py
 """
 import json
 import os
+import random
 import struct
 import subprocess
 import sys
@@ -105,6 +106,17 @@ def gpt2_files():
     assert pieces[220] == b" " and pieces[198] == b"\n" and pieces[50256] == b"<|endoftext|>"
     assert sorted(pieces[:256]) == [bytes([b]) for b in range(256)]
     assert pieces[merges[0][0]] + pieces[merges[0][1]] == b" t"  # vocab.bpe's first merge: "Ġ t"
+    # Any bytes, invalid UTF-8 included, encode and decode back.
+    rng = random.Random(7)
+    texts = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300))) for _ in range(50)]
+    path = os.path.join(TMP, "gpt2_blob_test.blob")
+    open(path, "wb").write(tok[0])
+    out = subprocess.run([CLI, path, "1", "0", "50256", "50256"], input="".join(t.hex() + "\n" for t in texts).encode(),
+                         check=True, capture_output=True).stdout.decode().split("\n")[:-1]
+    assert len(out) == len(texts)
+    for t, ln in zip(texts, out):
+        ids, dec = ln.split("\t")
+        assert bytes.fromhex(dec) == t and all(0 <= int(x) < 50257 for x in ids.split()), ln[:80]
     bad = os.path.join(TMP, "bad_merges.txt")
     open(bad, "w").write("#version: 0.2\nĠ t\nzzzq xxxyq\n")
     expect_error(lambda: tb.from_gpt2(os.path.join(PKG, "encoder.json"), bad), "bad_merges.txt", "merge 1")
