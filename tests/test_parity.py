@@ -162,6 +162,10 @@ def make_cases():
                      "--tokenizer", os.path.join(SHARED, "models", "tok512.bin"))
     cases.append(("stories260K", "real checkpoint (llama2.c legacy .bin), converted", s260,
                   open(os.path.join(SHARED, "data", "tinystories_sample.txt"), encoding="utf-8").read()))
+    xs = converted(os.path.join(SHARED, "models", "llama2xs_ckpt.pt"), os.path.join(TMP, "llama2xs.bin"),
+                   "--tokenizer", os.path.join(SHARED, "models", "tok512.bin"))
+    cases.append(("llama2xs", "real checkpoint (llama2.c train.py .pt), converted", xs,
+                  open(os.path.join(SHARED, "data", "tinystories_sample.txt"), encoding="utf-8").read()))
     d = os.path.join(TMP, "hf_gpt2")
     mr.write_hf_gpt2(d, dict(mr.PRESETS["gpt2"], dim=32, hidden_dim=128, vocab_size=50257), seed=5)
     cases.append(("hf_gpt2_bpe", "Hugging Face GPT-2 directory, converted; byte-level BPE, vocab 50257",

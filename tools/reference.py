@@ -25,7 +25,7 @@ import modelfile as mf  # noqa: E402
 
 
 class Block(nn.Module):
-    pass
+    """One layer's parameters (attn_norm_w, wq, ...), registered by Transformer."""
 
 
 class Transformer(nn.Module):
