@@ -80,7 +80,7 @@ static int byte_piece_value(const char *s, size_t n) {
     static const char hex[] = "0123456789ABCDEF";
     if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
     const char *hi = memchr(hex, s[3], 16), *lo = memchr(hex, s[4], 16);
-    if (!s[3] || !s[4] || !hi || !lo) return -1;
+    if (!hi || !lo) return -1;
     return (int)((hi - hex) * 16 + (lo - hex));
 }
 
@@ -124,6 +124,7 @@ int tokenizer_init(Tokenizer *t, const void *blob, size_t blob_bytes, int kind, 
         total += len;
         if (len > longest) longest = len;
     }
+    if (total > INT32_MAX) return fail(err, errlen, "tokenizer pieces hold %zu bytes, more than 2 GiB", total);
     if (longest != maxlen)
         return fail(err, errlen, "tokenizer max_piece_len is %u but the longest piece has %u bytes", maxlen, longest);
     if ((blob_bytes - off) / 8 != m || (blob_bytes - off) % 8)
@@ -210,7 +211,7 @@ oom:
     return fail(err, errlen, "out of memory for a %u-piece tokenizer", n);
 }
 
-/* ---- llama2.c tokenizer.bin ---- */
+/* ---- building blobs ---- */
 
 static unsigned char *blob_pack(int n, const char *const *piece, const uint32_t *len, const float *score,
                                 size_t *bytes) {
@@ -235,6 +236,7 @@ static unsigned char *blob_pack(int n, const char *const *piece, const uint32_t 
     return b;
 }
 
+/* llama2.c's tokenizer.bin */
 int tokenizer_init_llama2c(Tokenizer *t, const void *file, size_t file_bytes, int vocab_size,
                            char *err, size_t errlen) {
     const unsigned char *f = file;
@@ -808,27 +810,18 @@ size_t tokenizer_sanitize(TokSanitizer *st, const char *in, size_t n, char *out,
     for (size_t i = 0; i < n; i++) {
         unsigned c = (unsigned char)in[i];
         if (st->n) {
-            uint32_t cp;
-            unsigned char tmp[4];
-            memcpy(tmp, st->pending, (size_t)st->n);
-            tmp[st->n] = (unsigned char)c;
-            unsigned lead = st->pending[0];
-            size_t need = lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
             /* Is pending + c still the start of a well-formed character? Only the second
              * byte's range depends on the lead, and it is real here; pad the rest with a
-             * continuation byte. */
-            int ok = 1;
-            if (st->n + 1 < (int)need) {
-                unsigned char full[4];
-                memcpy(full, tmp, (size_t)st->n + 1);
-                for (size_t k = (size_t)st->n + 1; k < need; k++) full[k] = 0xA0;
-                ok = utf8_char(full, 0, need, &cp) == need;
-            } else {
-                ok = utf8_char(tmp, 0, need, &cp) == need;
-            }
-            if (ok) {
+             * continuation byte and let utf8_char decide. */
+            unsigned char full[4];
+            size_t need = st->pending[0] < 0xE0 ? 2 : st->pending[0] < 0xF0 ? 3 : 4, have = (size_t)st->n + 1;
+            uint32_t cp;
+            memcpy(full, st->pending, (size_t)st->n);
+            full[st->n] = (unsigned char)c;
+            memset(full + have, 0xA0, need - have);
+            if (utf8_char(full, 0, need, &cp) == need) {
                 st->pending[st->n++] = (unsigned char)c;
-                if ((size_t)st->n == need) {
+                if (have == need) {
                     st->n = 0;
                     if (cp >= 0x80 && cp <= 0x9F) continue; /* C1 controls */
                     memcpy(out + o, st->pending, need);
