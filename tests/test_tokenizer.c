@@ -758,6 +758,11 @@ static void test_hostile_blobs(void **state) {
     free(big);
     free(blob);
 
+    /* The 32000-piece blob cut at random places. */
+    blob = make_blob(&llama_vocab, NULL, 0, &n);
+    for (int k = 0; k < 200; k++) expect_refused(blob, rnd() % n, 0, NULL);
+    free(blob);
+
     /* Kind 1 merges must stay inside the vocabulary and make pieces that exist. */
     Vocab v = {0};
     v.n = 257;
