@@ -151,8 +151,17 @@ def _components(node):
 def from_hf_json(path):
     """A Hugging Face tokenizer.json with a BPE model: byte-level (GPT-2 style) becomes kind 1;
     SentencePiece-style with byte fallback (Llama, Mistral) becomes kind 0 with each merged
-    piece scored by the rank of the first merge that makes it."""
+    piece scored by the rank of the first merge that makes it (pieces no merge makes never
+    merge). Kind 0 encodes the text as one sequence, as llama2.c does: an old-style Metaspace
+    pre-tokenizer's split at spaces is not reproduced, which shows only on runs of spaces."""
     j = _load_json(path)
+    try:
+        return _from_hf(path, j)
+    except (KeyError, TypeError, AttributeError) as e:
+        _fail(path, "unexpected tokenizer.json structure (%s: %s)" % (type(e).__name__, e))
+
+
+def _from_hf(path, j):
     model = j.get("model") if isinstance(j, dict) else None
     if not isinstance(model, dict) or model.get("type", "BPE") != "BPE" or "vocab" not in model:
         _fail(path, "model.type is %r; only BPE tokenizers are supported"
