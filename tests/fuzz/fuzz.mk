@@ -1,2 +1,66 @@
-# make fuzz / make test-asan: filled in by the robustness work (issue 5).
-.PHONY: fuzz test-asan
+# Fuzzing (libFuzzer) and sanitizer builds; included by the top Makefile. See docs/ROBUSTNESS.md.
+#   make fuzz [FUZZ_SECONDS=N]   builds every fuzz target and runs each for N seconds
+#   make fuzz-build              the targets and their seed corpora only (tests/fuzz/tmp/)
+#   make test-asan               run, train and the whole suite under ASan + UBSan, in build/asan/
+.PHONY: fuzz fuzz-build test-asan $(addprefix fuzz-run-,$(FUZZ_TARGETS))
+
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = model tokenizer sampler learn
+FUZZ_DIR = tests/fuzz/tmp
+SHARED_DIR ?= $(abspath ../shared)
+# -O1 -g: sanitizer reports with usable stacks; no -fopenmp (clang's runtime is not ours),
+# so the kernels' OpenMP pragmas are ignored and every target is single-threaded.
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O1 $(ARCH_FLAGS) -fno-omit-frame-pointer \
+  -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wno-unknown-pragmas \
+  -DSHARED_DIR='"$(SHARED_DIR)"'
+FUZZ_DEPS = tests/fuzz/fuzz.h model.h run.c tokenizer.c tokenizer.h
+# Inputs longer than this are cut: enough for small model files and every tokenizer blob
+# the seeds hold, short enough to keep executions fast.
+FUZZ_MAX_LEN_model = 65536
+FUZZ_MAX_LEN_tokenizer = 16384
+FUZZ_MAX_LEN_sampler = 1024
+FUZZ_MAX_LEN_learn = 4096
+
+$(FUZZ_DIR)/bin/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< tokenizer.c $(LDLIBS)
+
+$(FUZZ_DIR)/bin/seeds_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -DMAKE_SEEDS -o $@ $< tokenizer.c $(LDLIBS)
+
+# Seeds: what each target's seed writer makes, plus for the loader stories260K converted
+# (cut to FUZZ_MAX_LEN_model when fuzzed) and its tokenizer blob as a tokenizer input.
+$(FUZZ_DIR)/seeds/%/.done: $(FUZZ_DIR)/bin/seeds_%
+	@rm -rf $(@D) && mkdir -p $(@D)
+	$< $(@D)
+	@if [ $* = model ] && [ -f $(SHARED_DIR)/models/stories260K.bin ]; then \
+	  $(PYTHON) tools/convert.py $(SHARED_DIR)/models/stories260K.bin $(@D)/stories260K.bin \
+	    --tokenizer $(SHARED_DIR)/models/tok512.bin >/dev/null; fi
+	@if [ $* = tokenizer ] && [ -f $(SHARED_DIR)/models/stories260K.bin ]; then \
+	  $(PYTHON) tools/convert.py $(SHARED_DIR)/models/stories260K.bin $(FUZZ_DIR)/stories260K.bin \
+	    --tokenizer $(SHARED_DIR)/models/tok512.bin >/dev/null && \
+	  $(PYTHON) -c 'import struct, sys; d = open(sys.argv[1], "rb").read(); n = struct.unpack_from("<Q", d, 112)[0]; \
+	    open(sys.argv[2], "wb").write(bytes([0, 0x0c, 1, 2]) + d[256:256 + n])' $(FUZZ_DIR)/stories260K.bin $(@D)/tok512; fi
+	@touch $@
+
+# The seed writers are kept: make would delete them as intermediates.
+.SECONDARY: $(foreach t,$(FUZZ_TARGETS),$(FUZZ_DIR)/bin/seeds_$(t))
+
+fuzz-build: $(foreach t,$(FUZZ_TARGETS),$(FUZZ_DIR)/bin/fuzz_$(t) $(FUZZ_DIR)/seeds/$(t)/.done)
+
+# Each target grows its own corpus in tests/fuzz/tmp/corpus/<target> and logs to
+# tests/fuzz/tmp/logs/; a crash lands in tests/fuzz/tmp/crashes/ (it becomes a file in
+# tests/fuzz/regressions/<target>/ with its fix, replayed by tests/test_fuzz_smoke.sh).
+fuzz: $(addprefix fuzz-run-,$(FUZZ_TARGETS))
+
+fuzz-run-%: fuzz-build
+	@mkdir -p $(FUZZ_DIR)/corpus/$* $(FUZZ_DIR)/crashes $(FUZZ_DIR)/logs
+	@echo "fuzz_$*: $(FUZZ_SECONDS) s"
+	@$(FUZZ_DIR)/bin/fuzz_$* $(FUZZ_DIR)/corpus/$* $(FUZZ_DIR)/seeds/$* tests/fuzz/regressions/$* \
+	  -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAX_LEN_$*) -timeout=20 -print_final_stats=1 \
+	  -artifact_prefix=$(FUZZ_DIR)/crashes/$*- >$(FUZZ_DIR)/logs/$*.log 2>&1; \
+	  rc=$$?; grep -E '^stat::(number_of_executed_units|peak_rss_mb)' $(FUZZ_DIR)/logs/$*.log; \
+	  if [ $$rc -ne 0 ]; then grep -E 'ERROR|fuzz check|SUMMARY|Test unit written' $(FUZZ_DIR)/logs/$*.log; \
+	    echo "fuzz_$*: FAILED (log: $(FUZZ_DIR)/logs/$*.log)"; exit 1; fi

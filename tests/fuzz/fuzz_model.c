@@ -1,0 +1,122 @@
+// Fuzz target: the model-file loader. Any bytes go through model_check_layout, then through
+// a real file (a memfd) into model_open, which must agree. An accepted file then has its
+// embedded tokenizer loaded and, if the model is small, one forward step run on a heap copy
+// of the file: AddressSanitizer sees heap overreads that a mapping would hide, so every
+// weight pointer the loader carved is proven to lie inside the file.
+#include "../../model.h"
+#include "fuzz.h"
+
+static int small_enough(const Config *c) {
+    size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
+    return c->seq_len <= 4096 && (size_t)c->n_layers * c->seq_len * kvd <= (1u << 22) &&
+           (size_t)c->n_heads * c->seq_len <= (1u << 20);
+}
+
+// Runs tokens (ids < vocab_size) at positions 0.. through the model, with the weights and
+// tokenizer carved out of an exact-size heap copy of the file.
+static void run_forward(const Config *c, const unsigned char *file, size_t size, const int *tokens, int n) {
+    const FileHeader *h = (const FileHeader *)file;
+    Weights w;
+    if (weights_init(&w, c, (float *)(file + h->weights_offset))) return;
+    RunState s;
+    if (n > c->seq_len) n = c->seq_len;
+    if (n > 0 && !state_init(&s, c, 2)) {
+        float *logits = malloc(sizeof(float) * 2 * c->vocab_size);
+        for (int done = 0; logits && done < n; done += 2) {
+            int T = n - done < 2 ? n - done : 2;
+            forward(c, &w, &s, tokens + done, T, done, logits, 0);
+        }
+        free(logits);
+        state_free(&s);
+    }
+    weights_free(&w);
+    (void)size;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    Config c;
+    char err[512], err2[512];
+    int accepted = model_check_layout(data, size, &c, err, sizeof err) == 0;
+    if (!accepted) fuzz_check_message(err);
+
+    int fd = memfd_create("model", 0);
+    if (fd < 0) return 0;
+    for (size_t done = 0; done < size;) {
+        ssize_t k = write(fd, data + done, size - done);
+        if (k <= 0) { close(fd); return 0; }
+        done += (size_t)k;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    Model m;
+    int opened = model_open(&m, path, err2, sizeof err2) == 0;
+    close(fd);
+    FUZZ_ASSERT(opened == accepted, "model_check_layout and model_open disagree");
+    if (!opened) {
+        fuzz_check_message(err2);
+        FUZZ_ASSERT(strstr(err2, path) == err2, "model_open's message does not start with the file name");
+        return 0;
+    }
+    FUZZ_ASSERT((const char *)m.weights.tok_embedding >= (const char *)m.map + 256, "weights inside the header");
+    model_close(&m);
+
+    // A copy of exactly size bytes, 64-byte aligned as a mapping is.
+    unsigned char *copy;
+    if (posix_memalign((void **)&copy, MODEL_ALIGN, size)) return 0;
+    memcpy(copy, data, size);
+    const FileHeader *h = (const FileHeader *)copy;
+    Tokenizer tok;
+    int tok_ok = tokenizer_init(&tok, copy + h->tok_offset, h->tok_bytes, c.tok_kind, c.tok_flags, c.bos_id, c.eos_id,
+                                err, sizeof err) == 0;
+    if (!tok_ok) fuzz_check_message(err);
+    if (small_enough(&c)) {
+        int tokens[8] = {0, c.vocab_size - 1, c.vocab_size / 2}, n = 3;
+        if (tok_ok && tok.n_pieces == c.vocab_size) {
+            int k = tokenizer_encode(&tok, "Once", 4, (c.tok_flags & TOKF_ADD_BOS) != 0, tokens + 3, 5, err, sizeof err);
+            if (k > 0) n += k;
+        }
+        run_forward(&c, copy, size, tokens, n);
+    }
+    if (tok_ok) tokenizer_free(&tok);
+    free(copy);
+    return 0;
+}
+
+#ifdef MAKE_SEEDS
+// Seeds: small valid files over the header's knobs, each with a learned vocabulary.
+int main(int argc, char **argv) {
+    if (argc != 2) return 2;
+    const char *text = "Once upon a time, there was a little cat. The cat was happy; \xc3\xa9t\xc3\xa9 \xe6\x97\xa5.";
+    void *blob;
+    size_t blob_bytes;
+    char err[256];
+    if (tokenizer_learn_chars(text, strlen(text), &blob, &blob_bytes, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+    uint32_t n_pieces;
+    memcpy(&n_pieces, blob, 4);
+    Config base = {.dim = 8, .hidden_dim = 12, .n_layers = 1, .n_heads = 2, .n_kv_heads = 1, .head_dim = 4,
+                   .vocab_size = (int)n_pieces, .seq_len = 6, .pos_kind = POS_ROPE, .ffn_kind = FFN_SWIGLU,
+                   .norm_kind = NORM_RMS, .final_norm = 1, .tied_classifier = 1, .rope_dims = 4,
+                   .rope_theta = 10000.0f, .norm_eps = 1e-5f, .embed_scale = 1.0f, .bos_id = -1, .eos_id = -1};
+    Config gpt = base;
+    gpt.pos_kind = POS_LEARNED; gpt.ffn_kind = FFN_GELU_TANH; gpt.norm_kind = NORM_LAYER; gpt.bias_flags = BIAS_ALL;
+    gpt.rope_dims = 0; gpt.n_kv_heads = 2;
+    Config post = gpt;
+    post.pos_kind = POS_SINUSOIDAL; post.post_norm = 1; post.final_norm = 0; post.ffn_kind = FFN_RELU;
+    post.tied_classifier = 0; post.embed_scale = 2.0f; post.bias_flags = BIAS_QKV | BIAS_FFN;
+    Config deep = base;
+    deep.n_layers = 2; deep.ffn_kind = FFN_GELU_ERF; deep.rope_dims = 2; deep.tok_flags = TOKF_ADD_BOS | TOKF_BOS_STOPS;
+    deep.bos_id = 0; deep.eos_id = 1;
+    Config configs[] = {base, gpt, post, deep};
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+        size_t bytes = carve_weights(&configs[i], NULL, NULL);
+        float *w = malloc(bytes);
+        for (size_t k = 0; k < bytes / sizeof(float); k++) w[k] = (float)((k * 37 % 101) - 50) / 100.0f;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/small%zu.bin", argv[1], i);
+        if (model_save(path, &configs[i], blob, blob_bytes, w, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+        free(w);
+    }
+    free(blob);
+    return 0;
+}
+#endif
