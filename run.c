@@ -231,40 +231,6 @@ static char *read_file(const char *path, size_t *len) {
     return buf;
 }
 
-// A llama2.c tokenizer.bin (int max_len, then per piece: float score, int len, bytes) as a
-// FORMAT.md blob; the file does not say how many pieces it has, the model does.
-static void *blob_from_llama2c(const char *path, int n_pieces, size_t *blob_bytes) {
-    size_t len;
-    unsigned char *in = (unsigned char *)read_file(path, &len);
-    size_t head = 16, size = head, pos = 4;
-    if (len < 4) die("%s: too short for a llama2.c tokenizer", path);
-    unsigned char *blob = NULL;
-    for (int pass = 0; pass < 2; pass++) { // count, then copy
-        pos = 4;
-        uint32_t max_len = 0;
-        for (int i = 0; i < n_pieces; i++) {
-            int32_t plen;
-            if (pos + 8 > len) die("%s: ends at piece %d of the model's %d", path, i, n_pieces);
-            memcpy(&plen, in + pos + 4, 4);
-            if (plen < 0 || (size_t)plen > len - pos - 8) die("%s: piece %d has a bad length %d", path, i, plen);
-            if (pass) memcpy(blob + size, in + pos, 8 + (size_t)plen);
-            size += 8 + (size_t)plen;
-            pos += 8 + (size_t)plen;
-            if ((uint32_t)plen > max_len) max_len = plen;
-        }
-        if (!pass) {
-            if (!(blob = malloc(size))) die("out of memory");
-            uint32_t h[4] = {(uint32_t)n_pieces, 0, max_len, 0};
-            memcpy(blob, h, sizeof h);
-            size = head;
-        }
-    }
-    if (pos != len) die("%s: %zu bytes after the model's %d pieces (a tokenizer for another vocabulary?)", path, len - pos, n_pieces);
-    free(in);
-    *blob_bytes = size;
-    return blob;
-}
-
 // The model's own tokenizer, or a llama2.c tokenizer.bin standing in for it (-z), read the
 // way llama2.c's run.c reads it.
 static void load_tokenizer(Tokenizer *tok, const Model *m, const char *model_path, const char *override_path) {
@@ -272,11 +238,9 @@ static void load_tokenizer(Tokenizer *tok, const Model *m, const char *model_pat
     char err[512];
     if (override_path) {
         size_t bytes;
-        void *blob = blob_from_llama2c(override_path, c->vocab_size, &bytes);
-        unsigned flags = TOKF_DUMMY_PREFIX | TOKF_ADD_BOS | TOKF_BOS_STOPS;
-        if (tokenizer_init(tok, blob, bytes, TOK_SENTENCEPIECE, flags, 1, 2, err, sizeof err))
-            die("%s: %s", override_path, err);
-        free(blob);
+        char *file = read_file(override_path, &bytes);
+        if (tokenizer_init_llama2c(tok, file, bytes, c->vocab_size, err, sizeof err)) die("%s: %s", override_path, err);
+        free(file);
         return;
     }
     if (tokenizer_init(tok, m->tok_blob, m->tok_bytes, c->tok_kind, c->tok_flags, c->bos_id, c->eos_id, err,
