@@ -177,6 +177,14 @@ static int parse_int(const char *flag, const char *s, long lo, long hi) {
     return (int)v;
 }
 
+static uint64_t parse_seed(const char *flag, const char *s) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || errno || *s == '-') die("%s %s: expected a whole number in [0, 2^64)", flag, s);
+    return v;
+}
+
 static Options parse_options(int argc, char **argv) {
     Options o = {.mode = "generate", .prompt = "", .temperature = 1.0f, .topp = 0.9f, .repeat_penalty = 1.0f,
                  .steps = 256, .repeat_window = 64};
@@ -198,7 +206,7 @@ static Options parse_options(int argc, char **argv) {
         else if (!strcmp(a, "--min-p")) o.minp = parse_num(a, v, 0, 1);
         else if (!strcmp(a, "-r")) o.repeat_penalty = parse_num(a, v, 0.01, 100);
         else if (!strcmp(a, "--repeat-window")) o.repeat_window = parse_int(a, v, 0, 1 << 20);
-        else if (!strcmp(a, "-s")) o.seed = (uint64_t)parse_num(a, v, 0, 18446744073709549568.0);
+        else if (!strcmp(a, "-s")) o.seed = parse_seed(a, v);
         else if (!strcmp(a, "-m")) o.mode = v;
         else if (!strcmp(a, "-f")) o.text_path = v;
         else if (!strcmp(a, "-o")) o.out_path = v;
