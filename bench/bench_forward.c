@@ -1,0 +1,112 @@
+// bench_forward.c: model.h's forward pass timed directly, without tokenizer or sampler:
+// a prompt of P tokens as one batch, then N one-token steps (greedy, so the token fed back
+// is the one the model picked), each repeated R times; medians and bests go to stdout.
+//   bench_forward MODEL [-j threads] [-p 256] [-n 64] [-r 5] [--pos0 0]
+// The steps follow the prompt; --pos0 0 starts them at position 0 instead, since a step
+// reads the KV cache up to its position besides the weights.
+#include <sys/resource.h>
+#include "model.h"
+#include "bench.h"
+
+static int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: bench_forward MODEL [-j threads] [-p prompt] [-n steps] [-r reps] [--pos0 P]\n");
+        return 1;
+    }
+    int threads = bench_threads(argc, argv);
+    int P = atoi(bench_arg(argc, argv, "-p", "256")), N = atoi(bench_arg(argc, argv, "-n", "64"));
+    int R = atoi(bench_arg(argc, argv, "-r", "5")), pos0 = atoi(bench_arg(argc, argv, "--pos0", "-1"));
+    if (pos0 < 0) pos0 = P;
+    if (R < 1 || R > 64) R = 5;
+    Model m;
+    char err[512];
+    if (model_open(&m, argv[1], err, sizeof err)) { fprintf(stderr, "bench_forward: %s\n", err); return 1; }
+    const Config *c = &m.config;
+    if (P < 1 || P > c->seq_len || (pos0 != 0 && pos0 != P) || pos0 + N > c->seq_len || N < 1) {
+        fprintf(stderr, "bench_forward: -p %d / --pos0 %d -n %d do not fit the context of %d\n", P, pos0, N, c->seq_len);
+        return 1;
+    }
+    RunState s;
+    if (state_init(&s, c, P) ) { fprintf(stderr, "bench_forward: out of memory\n"); return 1; }
+    int *tokens = malloc(sizeof(int) * (size_t)P);
+    float *logits = malloc(sizeof(float) * c->vocab_size);
+    uint64_t rng = 42;
+    for (int i = 0; i < P; i++) {
+        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+        tokens[i] = (int)((rng >> 33) % (uint64_t)c->vocab_size);
+    }
+
+    // What the measurements are divided by.
+    size_t d = c->dim, hd = c->head_dim, qd = (size_t)c->n_heads * hd, kvd = (size_t)c->n_kv_heads * hd;
+    size_t layer_params = d * qd + 2 * d * kvd + qd * d + d * c->hidden_dim * (c->ffn_kind == FFN_SWIGLU ? 3 : 2);
+    size_t matmul_params = (size_t)c->n_layers * layer_params, classifier = (size_t)c->vocab_size * d;
+    size_t all_params = carve_weights(c, NULL, NULL) / sizeof(float); // with padding, which is negligible
+    // A step streams every tensor except the embedding tables, of which it reads one row each;
+    // a tied classifier is the token embedding read in full.
+    size_t step_bytes = carve_weights(c, NULL, NULL);
+    if (c->pos_kind == POS_LEARNED) step_bytes -= ((size_t)c->seq_len - 1) * d * sizeof(float);
+    if (!c->tied_classifier) step_bytes -= ((size_t)c->vocab_size - 1) * d * sizeof(float);
+    // Causal attention over P rows: QKᵀ and AV each 2·head_dim FLOPs per (head, row, visible key).
+    double attn_flops = 4.0 * c->n_layers * c->n_heads * hd * (double)P * (P + 1) / 2;
+    double prompt_flops = 2.0 * matmul_params * P + 2.0 * classifier + attn_flops;
+
+    // Warm-up: maps every page of the file and starts the thread pool.
+    forward(c, &m.weights, &s, tokens, P, 0, logits, P - 1);
+    double tp[64], tg[64];
+    for (int r = 0; r < R; r++) {
+        double t0 = now_s();
+        forward(c, &m.weights, &s, tokens, P, 0, logits, P - 1);
+        tp[r] = now_s() - t0;
+    }
+    int ids[16], n_ids = 0;
+    for (int r = 0; r < R; r++) {
+        int tok = pos0 ? argmax(logits, c->vocab_size) : tokens[0];
+        double t0 = now_s();
+        for (int i = 0; i < N; i++) {
+            if (r == 0 && n_ids < 16) ids[n_ids++] = tok;
+            forward(c, &m.weights, &s, &tok, 1, pos0 + i, logits, 0);
+            tok = argmax(logits, c->vocab_size);
+        }
+        tg[r] = now_s() - t0;
+    }
+    double kv_bytes = 2.0 * c->n_layers * kvd * sizeof(float) * (pos0 + (N + 1) / 2.0); // mean over the steps
+    double tp_best = tp[0], tg_best = tg[0];
+    for (int r = 1; r < R; r++) {
+        tp_best = tp[r] < tp_best ? tp[r] : tp_best;
+        tg_best = tg[r] < tg_best ? tg[r] : tg_best;
+    }
+    double tp_med = median(tp, R), tg_med = median(tg, R);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("threads %d\n", threads);
+    printf("params %zu\n", all_params);
+    printf("matmul_params %zu\n", matmul_params);
+    printf("file_bytes %zu\n", m.map_bytes);
+    printf("kv_cache_bytes %zu\n", 2 * (size_t)c->n_layers * c->seq_len * kvd * sizeof(float));
+    printf("step_weight_bytes %zu\n", step_bytes);
+    printf("step_kv_bytes %.0f\n", kv_bytes);
+    printf("prompt_tokens %d\n", P);
+    printf("prompt_flops %.6g\n", prompt_flops);
+    printf("prompt_flops_issue %.6g\n", 2.0 * all_params * P + attn_flops); // the issue's 2 × parameters × tokens
+    printf("prompt_tok_s %.2f %.2f\n", P / tp_med, P / tp_best);
+    printf("prompt_GFLOPs %.2f %.2f\n", prompt_flops / tp_med * 1e-9, prompt_flops / tp_best * 1e-9);
+    printf("gen_pos0 %d\n", pos0);
+    printf("gen_tok_s %.2f %.2f\n", N / tg_med, N / tg_best);
+    printf("gen_weight_GBps %.2f %.2f\n", step_bytes * N / tg_med * 1e-9, step_bytes * N / tg_best * 1e-9);
+    printf("gen_ids");
+    for (int i = 0; i < n_ids; i++) printf("%c%d", i ? ',' : ' ', ids[i]);
+    printf("\n");
+    printf("maxrss_bytes %ld\n", ru.ru_maxrss * 1024L);
+    free(tokens);
+    free(logits);
+    state_free(&s);
+    model_close(&m);
+    return 0;
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# bench/train_bench.sh: ./train against the same GPT in PyTorch (bench/torch_train.py) on
+# character-level Tiny Shakespeare, (a) nanoGPT's baby config and (b) 6 layers x 384 wide,
+# block 256. Tokens/s is the median over timed optimiser steps (the first 5 are warm-up);
+# PyTorch gets the better of two thread settings. Called by bench/run.sh, which passes
+# SGEMM_GFLOPS (OpenBLAS 1024^3 sgemm, same run) for the model-FLOP utilisation.
+set -u
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-/usr/bin/python3}
+J=${BENCH_THREADS:-2}
+TMP=bench/tmp
+DATA=../shared/data/tinyshakespeare.txt
+WARM=5
+mkdir -p $TMP
+
+echo "Training, $J threads, character-level $(basename $DATA):"
+if [ ! -x ./train ] || ! ./train --help > /dev/null 2>&1; then
+    echo "  skipped: ./train not built"
+    exit 0
+fi
+[ -f $DATA ] || { echo "  skipped: $DATA not found"; exit 0; }
+
+# ./train for up to $3 steps or $4 seconds, whichever comes first; it is stopped once the log
+# has the steps (its final whole-split evaluation is not what is measured).
+ours() { # name flags steps seconds -> median tok/s of the timed steps
+    local out=$TMP/train_$1.bin pid t0 rows
+    rm -f $out $out.csv $out.state
+    ./train -d $DATA -o $out $2 --max-iters $(( $3 + 1 )) --eval-interval 1000000 --eval-iters 1 \
+        > $TMP/train_$1.log 2>&1 &
+    pid=$!
+    t0=$(date +%s)
+    while kill -0 $pid 2> /dev/null; do
+        rows=$(( $( (wc -l < $out.csv) 2> /dev/null || echo 1) - 1 ))
+        if [ "$rows" -ge "$3" ] || [ $(( $(date +%s) - t0 )) -ge "$4" ]; then
+            kill $pid 2> /dev/null
+            break
+        fi
+        sleep 0.5
+    done
+    wait $pid 2> /dev/null
+    # A slow run that logged few steps still skips its first, which pays for starting up.
+    rows=$(( $( (wc -l < $out.csv) 2> /dev/null || echo 1) - 1 ))
+    awk -F, -v w=$(( rows > 2 * WARM ? WARM : 1 )) 'NR > 1 && $1 > w && $5 > 0 { print $5 }' $out.csv 2> /dev/null | sort -g |
+        awk '{ v[n++] = $1 } END { print n ? (n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) : 0 }'
+    rm -f $out $out.csv $out.state $out.tmp
+}
+
+theirs() { # name flags steps seconds -> best of the two settings, "tok_s setting params"
+    local f=$TMP/torch_train_$1
+    OMP_WAIT_POLICY=PASSIVE $PYTHON bench/torch_train.py $DATA $2 --threads $J --steps $3 --max-seconds $4 \
+        --warmup $WARM > ${f}_a.txt || { echo "0 failed 0"; return; }
+    OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=$J $PYTHON bench/torch_train.py $DATA $2 --threads 1 --steps $3 \
+        --max-seconds $4 --warmup $WARM > ${f}_b.txt || { echo "0 failed 0"; return; }
+    awk '$1 == "tok_s" { if ($2 > best) { best = $2; how = FILENAME } } $1 == "params" { p = $2 }
+         END { print best, (how ~ /_a.txt$/ ? "torch:'"$J"'threads,PASSIVE" : "torch:1thread+OpenBLAS:'"$J"'"), p }' \
+        ${f}_a.txt ${f}_b.txt
+}
+
+run_config() { # label flags steps seconds goal n_layer n_embd block
+    local o t how p
+    o=$(ours "$1" "$2" $3 $4)
+    read -r t how p <<< "$(theirs "$1" "$2" $3 $4)"
+    printf "  (%s) %s\n" "$1" "$2"
+    printf "      ours %s tok/s; PyTorch %s tok/s (%s); ours / PyTorch = %s (goal >= %s)\n" "$o" "$t" "$how" \
+        "$(awk -v a="$o" -v b="$t" 'BEGIN { printf "%.2f", (b > 0) ? a / b : 0 }')" "$5"
+    if [ -n "${SGEMM_GFLOPS:-}" ]; then
+        # nanoGPT's estimate: 6 N per token, plus 12 x layers x width x block for attention.
+        awk -v n="$p" -v L=$6 -v d=$7 -v T=$8 -v o="$o" -v t="$t" -v sg="$SGEMM_GFLOPS" 'BEGIN {
+            f = 6 * n + 12 * L * d * T
+            printf "      model FLOPs %.1f M/token (N = %.2fM); MFU vs sgemm %s GFLOP/s: ours %.3f, PyTorch %.3f\n",
+                   f / 1e6, n / 1e6, sg, f * o / (sg * 1e9), f * t / (sg * 1e9) }'
+    fi
+}
+
+if [ "${BENCH_QUICK:-0}" = 1 ]; then SA=12 SB=8 CAP=20; else SA=60 SB=20 CAP=45; fi
+run_config a "--n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 12" $SA $CAP 2.0 4 128 64
+run_config b "--n-layer 6 --n-head 6 --n-embd 384 --block-size 256 --batch-size 8" $SB $CAP 1.25 6 384 256
