@@ -2,8 +2,10 @@
 //   ./run model.bin -i "Once upon a time"
 // Data flows one way: load (model.h maps the file) → tokenize → forward → sample → print.
 #include <ctype.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <time.h>
+#include <sys/uio.h>
 #include "model.h"
 #include "tokenizer.h"
 
@@ -258,6 +260,34 @@ static void load_tokenizer(Tokenizer *tok, const Model *m, const char *model_pat
         die("%s: the tokenizer has %d pieces but vocab_size is %d", model_path, tok->n_pieces, c->vocab_size);
 }
 
+// The weights are read where they lie in the mapping. If the file shrinks meanwhile (say,
+// rewritten in place), touching a page past its new end raises SIGBUS: name the cause rather
+// than die with "Bus error". Faults outside the mapping keep their default action.
+static const char *mapped_path;
+static const char *mapped_lo, *mapped_hi;
+
+static void on_sigbus(int sig, siginfo_t *si, void *ctx) {
+    (void)ctx;
+    const char *a = si->si_addr;
+    if (a >= mapped_lo && a < mapped_hi) {
+        static char head[] = "run: ", tail[] = ": the model file changed while in use\n";
+        struct iovec msg[] = {{head, 5}, {(char *)mapped_path, strlen(mapped_path)}, {tail, sizeof tail - 1}};
+        (void)writev(STDERR_FILENO, msg, 3); // async-signal-safe, unlike stdio
+        _exit(1);
+    }
+    signal(sig, SIG_DFL); // the faulting access runs again and ends the process as before
+}
+
+static void guard_mapping(const Model *m, const char *path) {
+    mapped_path = path;
+    mapped_lo = m->map;
+    mapped_hi = (const char *)m->map + m->map_bytes;
+    struct sigaction sa = {0};
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGBUS, &sa, NULL);
+}
+
 // ----------------------------------------------------------------------------
 // Forward over a run of tokens, in batches of the state's size. Logits for every row go to
 // each_row (perplexity, logit dumps); otherwise only the last row's land in logits.
@@ -456,6 +486,7 @@ int main(int argc, char **argv) {
     Model m;
     char err[512];
     if (model_open(&m, o.model_path, err, sizeof err)) die("%s", err);
+    guard_mapping(&m, o.model_path);
     const Config *c = &m.config;
     Tokenizer tok;
     load_tokenizer(&tok, &m, o.model_path, o.tokenizer_path);

@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# Bad inputs as a new user tries them, for ./run, ./train and tools/convert.py. Each must end
+# in exit status 1 and exactly one line on stderr that names the input and says what is wrong
+# (the expected text in each row). Rows marked pending describe behaviour still missing (see
+# docs/ROBUSTNESS.md); they are reported but do not fail. tests/test_run.sh and
+# tests/test_loader.c hold further cases, not repeated here.
+#   bash tests/test_bad_inputs.sh [--markdown]   (--markdown: print the table for the docs)
+set -u
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-/usr/bin/python3}
+SHARED=../shared
+tmp=tests/tmp/bad
+rm -rf "$tmp" && mkdir -p "$tmp"
+markdown=0
+[ "${1:-}" = --markdown ] && markdown=1
+passed=0 failed=0 pending=0 table=()
+
+# row tool "input" "expected text" command...   (pend instead of row: not yet required)
+check() {
+  local required=$1 tool=$2 what=$3 want=$4; shift 4
+  timeout 120 "$@" >$tmp/out.txt 2>$tmp/err.txt </dev/null
+  local rc=$? lines msg
+  lines=$(wc -l <$tmp/err.txt)
+  msg=$(head -n 1 $tmp/err.txt)
+  if [ $rc -eq 1 ] && [ "$lines" -eq 1 ] && grep -qF -- "$want" $tmp/err.txt; then
+    passed=$((passed + 1))
+    ((markdown)) || echo "ok: $tool: $what"
+    table+=("| \`$tool\` | $what | \`${msg//|/\\|}\` |")
+  elif ((required)); then
+    failed=$((failed + 1))
+    echo "FAIL: $tool: $what: exit $rc, $lines lines on stderr, expected '$want': $(head -c 300 $tmp/err.txt)"
+  else
+    pending=$((pending + 1))
+    ((markdown)) || echo "pending: $tool: $what: exit $rc, wanted '$want'; stderr: $(head -c 200 $tmp/err.txt)"
+    table+=("| \`$tool\` | $what | pending: exits $rc; wanted one line saying '$want' |")
+  fi
+}
+row() { check 1 "$@"; }
+pend() { check 0 "$@"; }
+
+model=$tmp/stories260K.bin
+"$PYTHON" tools/convert.py $SHARED/models/stories260K.bin $model --tokenizer $SHARED/models/tok512.bin 2>/dev/null ||
+  { echo "FAIL: convert stories260K"; echo "0 passed, 1 failed"; exit 1; }
+size=$(stat -c %s $model)
+
+# Files made from the good model: cut at an offset, or with header fields overwritten.
+cut_at() { head -c "$2" $model >"$1"; }
+patched() { # out, then (struct format, offset, value) triples
+  local out=$1; shift
+  "$PYTHON" - "$model" "$out" "$@" <<'PY'
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+a = sys.argv[3:]
+for fmt, off, val in zip(a[0::3], a[1::3], a[2::3]):
+    struct.pack_into(fmt, d, int(off), float(val) if fmt == "<f" else int(val))
+open(sys.argv[2], "wb").write(d)
+PY
+}
+
+# ---- ./run: model files
+head -c 4096 /dev/urandom >$tmp/random.bin
+row run "a file of random bytes" "not an attn.c model file" ./run $tmp/random.bin
+cut_at $tmp/cut100.bin 100
+row run "a model cut inside the header (100 bytes)" "shorter than the 256-byte header" ./run $tmp/cut100.bin
+cut_at $tmp/cut1000.bin 1000
+row run "a model cut inside the tokenizer" "truncated: tok_bytes" ./run $tmp/cut1000.bin
+# every tensor boundary, and the middle of every tensor, from the Python writer's own layout
+"$PYTHON" - "$model" >$tmp/boundaries.txt <<'PY'
+import sys
+sys.path.insert(0, "tools")
+import modelfile as mf
+d = open(sys.argv[1], "rb").read()
+h = mf.read_header(d)
+off = h["weights_offset"]
+for name, shape in mf.tensor_specs(h):
+    n = 4
+    for s in shape:
+        n *= s
+    print(off, off + n // 2)
+    off += mf.padded(n)
+PY
+n_cuts=0 bad_cuts=0
+while read -r start middle; do
+  for at in $start $middle; do
+    cut_at $tmp/cut.bin $at
+    ./run $tmp/cut.bin >/dev/null 2>$tmp/err.txt
+    rc=$?
+    n_cuts=$((n_cuts + 1))
+    if [ $rc -ne 1 ] || [ "$(wc -l <$tmp/err.txt)" -ne 1 ] || ! grep -qF "truncated or padded" $tmp/err.txt; then
+      bad_cuts=$((bad_cuts + 1)); echo "FAIL: run on the model cut at $at: exit $rc: $(head -c 200 $tmp/err.txt)"
+    fi
+  done
+done <$tmp/boundaries.txt
+if [ $n_cuts -gt 0 ] && [ $bad_cuts -eq 0 ]; then
+  passed=$((passed + 1)); ((markdown)) || echo "ok: run: model cut at each of $n_cuts tensor starts and middles"
+  table+=("| \`run\` | the model cut at each of its $((n_cuts / 2)) tensor boundaries and inside each tensor | \`$(head -n 1 $tmp/err.txt)\` |")
+else
+  failed=$((failed + 1)); echo "FAIL: run: model cut at tensor boundaries ($bad_cuts of $n_cuts wrong)"
+fi
+patched $tmp/dim_neg.bin "<i" 12 -1
+row run "a header with dim -1" "dim is 4294967295, outside [1, 65536]" ./run $tmp/dim_neg.bin
+patched $tmp/layers0.bin "<I" 20 0
+row run "a header with n_layers 0" "n_layers is 0, outside [1, 1024]" ./run $tmp/layers0.bin
+patched $tmp/vocab_huge.bin "<I" 36 $((1 << 30))
+row run "a header with vocab_size 2^30" "vocab_size is 1073741824, outside [1, 16777216]" ./run $tmp/vocab_huge.bin
+patched $tmp/overflow32.bin "<I" 12 65536 "<I" 36 65536 "<I" 32 4096 "<I" 84 4096
+row run "dim 65536 x vocab 65536 (past 2^32 elements)" "but the config needs" ./run $tmp/overflow32.bin
+patched $tmp/overflow.bin "<I" 12 65536 "<I" 16 262144 "<I" 20 1024 "<I" 24 1024 "<I" 28 1024 "<I" 32 4096 \
+  "<I" 36 16777216 "<I" 40 1048576 "<I" 84 4096
+row run "every dimension at its limit (a product near 2^52)" "weights_bytes is" ./run $tmp/overflow.bin
+patched $tmp/newer.bin "<I" 4 2
+row run "a model file of format version 2" "format version 2 is newer than this build reads (1)" ./run $tmp/newer.bin
+patched $tmp/bos.bin "<i" 96 512
+row run "bos_id equal to vocab_size" "bos_id is 512, outside [-1, 511]" ./run $tmp/bos.bin
+patched $tmp/eps.bin "<f" 60 0
+row run "norm_eps 0" "norm_eps 0 is not in (0, 1)" ./run $tmp/eps.bin
+patched $tmp/maxlen.bin "<I" 264 3
+row run "an embedded tokenizer with a wrong max_piece_len" "tokenizer max_piece_len is 3" ./run $tmp/maxlen.bin
+{ cat $model; printf 'x'; } >$tmp/padded.bin
+row run "a model with a byte appended" "truncated or padded" ./run $tmp/padded.bin
+
+# A model file that shrinks while run has it mapped: -m logits -o FIFO blocks in opening the
+# FIFO after the model is mapped and before any weight is read, so the cut lands in between.
+cp $model $tmp/shrink.bin
+mkfifo $tmp/fifo
+./run $tmp/shrink.bin -m logits -i "Once upon a time" -o $tmp/fifo >/dev/null 2>$tmp/shrink_err.txt &
+pid=$!
+for _ in $(seq 200); do grep -q shrink.bin /proc/$pid/maps 2>/dev/null && break; sleep 0.05; done
+truncate -s 4096 $tmp/shrink.bin
+cat $tmp/fifo >/dev/null
+wait $pid
+rc=$?
+if [ $rc -eq 1 ] && grep -qF "shrink.bin: the model file changed while in use" $tmp/shrink_err.txt && [ "$(wc -l <$tmp/shrink_err.txt)" -eq 1 ]; then
+  passed=$((passed + 1)); ((markdown)) || echo "ok: run: model file cut while mapped"
+  table+=("| \`run\` | the model file cut to 4096 bytes while run has it mapped | \`$(head -n 1 $tmp/shrink_err.txt)\` |")
+else
+  failed=$((failed + 1)); echo "FAIL: run: model file cut while mapped: exit $rc: $(head -c 300 $tmp/shrink_err.txt)"
+fi
+rm -f $tmp/fifo
+
+# ---- ./run: flags and texts
+row run "-n -1" "-n -1: expected a whole number in [0, 1048576]" ./run $model -n -1
+row run "-n abc" "-n abc: expected a whole number" ./run $model -n abc
+row run "-n 99999999999999 (overflows int)" "-n 99999999999999: expected a whole number" ./run $model -n 99999999999999
+row run "-k -1" "-k -1: expected a whole number" ./run $model -k -1
+row run "-s -1" "-s -1: expected a whole number" ./run $model -s -1
+row run "-j 0" "-j 0: expected a whole number in [1, 1024]" ./run $model -j 0
+row run "-t 1e999 (infinite)" "-t 1e999: expected a number in [0, 100]" ./run $model -t 1e999
+row run "-t nan" "-t nan: expected a number in [0, 100]" ./run $model -t nan
+row run "--min-p 2" "--min-p 2: expected a number in [0, 1]" ./run $model --min-p 2
+row run "-r 0" "-r 0: expected a number in [0.01, 100]" ./run $model -r 0
+row run "-i with no value" "-i needs a value" ./run $model -i
+row run "two model files" "unexpected argument" ./run $model $model
+row run "-z a directory" "$tmp: not a regular file" ./run $model -z $tmp
+row run "-z a file of random bytes" "$tmp/random.bin: piece 0 has" ./run $model -z $tmp/random.bin
+printf 'Once upon\0 a time' >$tmp/nul.txt
+row run "-m ppl on a text with a NUL byte (a prompt cannot hold one: argv ends at NUL)" "$tmp/nul.txt: NUL byte at 9" ./run $model -m ppl -f $tmp/nul.txt
+printf 'Once upon \xc3\x28 a time' >$tmp/invalid.txt
+row run "-m ppl on invalid UTF-8" "$tmp/invalid.txt: invalid UTF-8 at byte 10" ./run $model -m ppl -f $tmp/invalid.txt
+: >$tmp/empty.txt
+row run "-m ppl on an empty text" "$tmp/empty.txt: 1 token; perplexity needs at least 2" ./run $model -m ppl -f $tmp/empty.txt
+row run "-m ppl -f a directory" "$tmp: not a regular file" ./run $model -m ppl -f $tmp
+row run "-m logits -o into a missing directory" "$tmp/no/dir: cannot create" ./run $model -m logits -i hi -o $tmp/no/dir
+
+# ---- ./train
+head -c 3000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus.txt
+small=(--max-iters 2 --eval-interval 1 --eval-iters 1 --n-layer 1 --n-embd 16 --n-head 2 --batch-size 2 --block-size 16)
+row train "a missing corpus" "$tmp/nope.txt: cannot open the corpus" ./train -d $tmp/nope.txt -o $tmp/m.bin
+row train "a directory as corpus" "$tmp: the corpus is not a regular file" ./train -d $tmp -o $tmp/m.bin
+row train "an empty corpus" "$tmp/empty.txt: the corpus is empty" ./train -d $tmp/empty.txt -o $tmp/m.bin
+printf 'To be, or not to be' >$tmp/short.txt
+row train "a corpus shorter than one block" "$tmp/short.txt: 19 tokens give 17 training and 2 validation tokens" \
+  ./train -d $tmp/short.txt -o $tmp/m.bin "${small[@]}"
+pend train "a binary file as corpus" "$tmp/random.bin: not UTF-8 text" ./train -d $tmp/random.bin -o $tmp/m.bin "${small[@]}"
+{ cat $tmp/corpus.txt; printf '\0'; } >$tmp/corpus_nul.txt
+pend train "a corpus with a NUL byte" "$tmp/corpus_nul.txt: NUL byte at 3000" ./train -d $tmp/corpus_nul.txt -o $tmp/m.bin "${small[@]}"
+{ cat $tmp/corpus.txt; printf '\xff'; } >$tmp/corpus_bad.txt
+pend train "a corpus with invalid UTF-8" "$tmp/corpus_bad.txt: invalid UTF-8 at byte 3000" ./train -d $tmp/corpus_bad.txt -o $tmp/m.bin "${small[@]}"
+row train "--lr abc" "--lr: 'abc' is not a number" ./train -d $tmp/corpus.txt -o $tmp/m.bin --lr abc
+row train "--lr -1" "--lr: -1 is outside [0, 10]" ./train -d $tmp/corpus.txt -o $tmp/m.bin --lr -1
+row train "--n-layer 0" "--n-layer: 0 is outside [1, 1024]" ./train -d $tmp/corpus.txt -o $tmp/m.bin --n-layer 0
+row train "--max-iters 1e3" "--max-iters: '1e3' is not an integer number" ./train -d $tmp/corpus.txt -o $tmp/m.bin --max-iters 1e3
+row train "--n-head 3 with --n-embd 128" "--n-embd 128 is not a multiple of --n-head 3" ./train -d $tmp/corpus.txt -o $tmp/m.bin --n-head 3
+row train "--n-embd 65536 --n-head 4" "head_dim is 16384, outside [1, 4096]" ./train -d $tmp/corpus.txt -o $tmp/m.bin --n-embd 65536
+row train "--block-size 100000 on a 3000-byte corpus" "each needs more than the block size 100000" \
+  ./train -d $tmp/corpus.txt -o $tmp/m.bin --block-size 100000
+row train "--vocab-size 100" "vocab_size 100: a byte-fallback BPE vocabulary needs 256" ./train -d $tmp/corpus.txt -o $tmp/m.bin --vocab-size 100
+row train "no -o" "no output: give -o FILE" ./train -d $tmp/corpus.txt
+row train "an unknown flag" "unknown option '--frobnicate'" ./train -d $tmp/corpus.txt -o $tmp/m.bin --frobnicate 1
+row train "-o into a missing directory" "$tmp/no/m.bin.csv: cannot write the log" ./train -d $tmp/corpus.txt -o $tmp/no/m.bin "${small[@]}"
+row train "--init a missing model" "$tmp/nope.bin: cannot open" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/nope.bin
+row train "--init a truncated model" "$tmp/cut1000.bin: truncated" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/cut1000.bin
+row train "--resume with no state file" "$tmp/fresh.bin.state: cannot open the resume state" ./train -d $tmp/corpus.txt -o $tmp/fresh.bin --resume
+./train -d $tmp/corpus.txt -o $tmp/m.bin "${small[@]}" >/dev/null 2>&1
+head -c 1000 $tmp/m.bin.state >$tmp/cut.bin.state
+cp $tmp/m.bin $tmp/cut.bin
+row train "--resume from a truncated state" "$tmp/cut.bin.state: size does not match its header" ./train -d $tmp/corpus.txt -o $tmp/cut.bin --resume
+row train "--resume on another corpus" "the run was trained on a different corpus" ./train -d $tmp/short.txt -o $tmp/m.bin --resume
+
+# ---- tools/convert.py
+convert=("$PYTHON" tools/convert.py)
+row convert.py "a missing file" "$tmp/nope.bin: no such file" "${convert[@]}" $tmp/nope.bin $tmp/o.bin
+row convert.py "an empty file" "$tmp/empty.txt: file of 0 bytes is too short" "${convert[@]}" $tmp/empty.txt $tmp/o.bin
+row convert.py "a file of random bytes" "$tmp/random.bin: not a known checkpoint format" "${convert[@]}" $tmp/random.bin $tmp/o.bin
+head -c 100000 $SHARED/models/stories260K.bin >$tmp/l2c_cut.bin
+row convert.py "a llama2.c .bin cut short" "implies 1040156 or 1056540 bytes, file has 100000" "${convert[@]}" $tmp/l2c_cut.bin $tmp/o.bin
+"$PYTHON" -c "import struct, sys; d = bytearray(open(sys.argv[1], 'rb').read()); struct.pack_into('<i', d, 0, -64); open(sys.argv[2], 'wb').write(d)" \
+  $SHARED/models/stories260K.bin $tmp/l2c_neg.bin
+row convert.py "a llama2.c .bin with dim -64" "header field dim = -64 is not a plausible size" "${convert[@]}" $tmp/l2c_neg.bin $tmp/o.bin
+head -c 1000 $SHARED/models/llama2xs_ckpt.pt >$tmp/cut.pt
+row convert.py "a .pt checkpoint cut short" "$tmp/cut.pt: cannot read the PyTorch file, truncated or corrupt" "${convert[@]}" $tmp/cut.pt $tmp/o.bin
+row convert.py "a tokenizer for another vocabulary" "has 32000 pieces, more than the model's vocab_size 512" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tokenizer.bin
+row convert.py "a tokenizer file of random bytes" "$tmp/random.bin: piece 0 has length" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $tmp/random.bin
+row convert.py "--seq-len -5" "seq_len = -5 must be >= 1" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --seq-len -5
+row convert.py "an output in a missing directory" "$tmp/no/o.bin: cannot write" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $tmp/no/o.bin --tokenizer $SHARED/models/tok512.bin
+
+if ((markdown)); then
+  echo "| program | input | message (stderr, exit status 1) |"
+  echo "|---|---|---|"
+  printf '%s\n' "${table[@]}"
+fi
+echo "$passed passed, $failed failed ($pending pending)"
+[ $failed -eq 0 ]
