@@ -278,7 +278,7 @@ static inline int model_check_layout(const void *data, size_t size, Config *c, c
 
 static inline int model_open(Model *m, const char *path, char *err, size_t n) {
     memset(m, 0, sizeof *m);
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK); // a FIFO with no writer must not hang the open
     if (fd < 0) { snprintf(err, n, "%s: cannot open: %s", path, strerror(errno)); return -1; }
     struct stat st;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {

@@ -228,7 +228,8 @@ static Options parse_options(int argc, char **argv) {
 // Load: the model (mapped), its tokenizer, and the state for running it.
 
 static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
+    int fd = open(path, O_RDONLY | O_NONBLOCK); // a FIFO with no writer must not hang the open
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) die("%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) die("%s: not a regular file", path);

@@ -16,9 +16,10 @@ markdown=0
 passed=0 failed=0 pending=0 table=()
 
 # row tool "input" "expected text" command...   (pend instead of row: not yet required)
+# A program still running after LIMIT seconds (120) has hung: it fails the row.
 check() {
   local required=$1 tool=$2 what=$3 want=$4; shift 4
-  timeout 120 "$@" >$tmp/out.txt 2>$tmp/err.txt </dev/null
+  timeout "${LIMIT:-120}" "$@" >$tmp/out.txt 2>$tmp/err.txt </dev/null
   local rc=$? lines msg
   lines=$(wc -l <$tmp/err.txt)
   msg=$(head -n 1 $tmp/err.txt)
@@ -136,6 +137,14 @@ if [ $rc -eq 1 ] && grep -qF "shrink.bin: the model file changed while in use" $
 else
   failed=$((failed + 1)); echo "FAIL: run: model file cut while mapped: exit $rc: $(head -c 300 $tmp/shrink_err.txt)"
 fi
+rm -f $tmp/fifo
+
+# A FIFO that nobody writes: opening it for reading would wait forever.
+mkfifo $tmp/fifo
+row run "a FIFO as the model" "$tmp/fifo: not a regular file" ./run $tmp/fifo
+row run "-m ppl -f a FIFO" "$tmp/fifo: not a regular file" ./run $model -m ppl -f $tmp/fifo
+LIMIT=5 pend train "a FIFO as corpus" "$tmp/fifo: the corpus is not a regular file" ./train -d $tmp/fifo -o $tmp/m.bin
+LIMIT=10 pend convert.py "a FIFO as the checkpoint" "$tmp/fifo: not a regular file" "$PYTHON" tools/convert.py $tmp/fifo $tmp/o.bin
 rm -f $tmp/fifo
 
 # ---- ./run: flags and texts
