@@ -5,6 +5,11 @@
 set -u
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${FUZZ_SMOKE_SECONDS:-3}
+if [ -n "${ATTN_ASAN_SUITE:-}" ]; then
+  echo "skipped under make test-asan: the fuzz targets are built with ASan and UBSan already"
+  echo "0 passed, 0 failed"
+  exit 0
+fi
 if ! command -v "${FUZZ_CC:-clang}" >/dev/null; then
   echo "skipped: no clang (libFuzzer); install Debian's clang to run the fuzz targets"
   echo "0 passed, 0 failed"
