@@ -1,0 +1,141 @@
+"""./train's checkpoints: kill -9 at random moments, resume, and get the uninterrupted run exactly.
+
+A reference run goes to the end. A second run with the same options is killed with SIGKILL
+at a random step (twice, the second time during the resumed run), each time the model file
+must be a complete, loadable model, and --resume must carry on so that every logged loss
+(train and validation) and the final model file are bit-identical to the reference. SIGTERM
+must write a checkpoint and exit 0, and resuming from it must also reproduce the reference.
+"""
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import modelfile as mf  # noqa: E402
+
+TMP = os.path.join(ROOT, "tests", "tmp", "train_resume")
+TRAIN = os.path.join(ROOT, "train")
+CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
+STEPS = 240
+OPTS = ["--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--block-size", "32", "--batch-size", "4",
+        "--max-iters", str(STEPS), "--eval-interval", "20", "--eval-iters", "2", "--warmup-iters", "20",
+        "--seed", "7"]
+
+
+def csv_rows(out):
+    """{step: (train_loss, val_loss, lr)}, everything but the timing."""
+    rows = {}
+    for line in open(out + ".csv").read().splitlines()[1:]:
+        f = line.split(",")
+        rows[int(f[0])] = tuple(f[1:4])
+    return rows
+
+
+def logged_steps(out):
+    try:
+        return max(0, len(open(out + ".csv").read().splitlines()) - 1)
+    except OSError:
+        return 0
+
+
+def run(out, extra=(), arch="gpt"):
+    r = subprocess.run([TRAIN, "-d", CORPUS_SMALL, "-o", out, "--arch", arch] + OPTS + list(extra),
+                       capture_output=True, text=True)
+    return r
+
+
+def interrupt(out, at_step, sig, resume, arch):
+    """Start (or resume) a run and send sig once the log shows at_step steps."""
+    cmd = [TRAIN, "-d", CORPUS_SMALL, "-o", out, "--arch", arch] + OPTS + (["--resume"] if resume else [])
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    while p.poll() is None and logged_steps(out) < at_step:
+        time.sleep(0.002)
+    if p.poll() is not None:
+        raise RuntimeError("run ended before step %d: %s" % (at_step, p.stderr.read().strip()))
+    p.send_signal(sig)
+    stdout, stderr = p.communicate()
+    return p.returncode, stdout, stderr
+
+
+def check(name, cond, msg, fails):
+    print("  %s %s: %s" % ("ok  " if cond else "FAIL", name, msg))
+    if not cond:
+        fails.append(name)
+
+
+def main():
+    if not os.path.exists(TRAIN):
+        print("no ./train: build it first (make)")
+        print("0 passed, 1 failed")
+        return 1
+    os.makedirs(TMP, exist_ok=True)
+    global CORPUS_SMALL
+    CORPUS_SMALL = os.path.join(TMP, "corpus.txt")
+    with open(CORPUS, encoding="utf-8") as f, open(CORPUS_SMALL, "w", encoding="utf-8") as g:
+        g.write(f.read()[:200000])
+    rng = random.Random(os.environ.get("TEST_SEED", time.time()))
+    fails = []
+    for arch in ("gpt", "llama"):
+        ref = os.path.join(TMP, "ref_%s.bin" % arch)
+        r = run(ref, arch=arch)
+        if r.returncode:
+            print("reference run failed: " + r.stderr.strip())
+            print("0 passed, 1 failed")
+            return 1
+        want = csv_rows(ref)
+        ref_bytes = open(ref, "rb").read()
+
+        # SIGKILL twice at random steps, resuming in between
+        out = os.path.join(TMP, "kill_%s.bin" % arch)
+        for f in (out, out + ".state", out + ".csv"):
+            if os.path.exists(f):
+                os.remove(f)
+        k1 = rng.randrange(25, STEPS // 2)
+        k2 = rng.randrange(STEPS // 2 + 5, STEPS - 5)
+        rc, _, _ = interrupt(out, k1, signal.SIGKILL, False, arch)
+        loadable = True
+        try:
+            mf.read_model(out)
+        except (ValueError, OSError) as e:
+            loadable = str(e)
+        check("%s kill -9 at step %d" % (arch, k1), rc == -signal.SIGKILL and loadable is True,
+              "exit %s, model file loadable: %s" % (rc, loadable), fails)
+        rc, _, _ = interrupt(out, k2, signal.SIGKILL, True, arch)
+        check("%s kill -9 at step %d after --resume" % (arch, k2), rc == -signal.SIGKILL, "exit %s" % rc, fails)
+        r = run(out, ["--resume"], arch)
+        got = csv_rows(out)
+        diff = [s for s in sorted(set(want) | set(got)) if want.get(s) != got.get(s)]
+        check("%s resumed losses" % arch, r.returncode == 0 and not diff,
+              "exit %d, %d steps logged, %d differ from the uninterrupted run%s" % (
+                  r.returncode, len(got), len(diff),
+                  "" if not diff else " (first: step %d %s vs %s)" % (diff[0], got.get(diff[0]), want.get(diff[0]))),
+              fails)
+        check("%s final model" % arch, open(out, "rb").read() == ref_bytes,
+              "bit-identical to the uninterrupted run's", fails)
+
+        # SIGTERM: a clean stop with a checkpoint at that very step
+        out = os.path.join(TMP, "term_%s.bin" % arch)
+        for f in (out, out + ".state", out + ".csv"):
+            if os.path.exists(f):
+                os.remove(f)
+        k = rng.randrange(5, STEPS - 5)
+        rc, stdout, _ = interrupt(out, k, signal.SIGTERM, False, arch)
+        check("%s SIGTERM near step %d" % (arch, k), rc == 0 and "checkpoint written" in stdout,
+              "exit %d, %s" % (rc, stdout.strip().splitlines()[-1] if stdout.strip() else "no output"), fails)
+        r = run(out, ["--resume"], arch)
+        got = csv_rows(out)
+        check("%s resumed after SIGTERM" % arch, r.returncode == 0 and got == want and open(out, "rb").read() == ref_bytes,
+              "exit %d, losses and final model %s" % (
+                  r.returncode, "identical" if got == want and open(out, "rb").read() == ref_bytes else "differ"),
+              fails)
+    n = 10
+    print("%d passed, %d failed" % (n - len(fails), len(fails)))
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
