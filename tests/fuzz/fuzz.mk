@@ -58,7 +58,7 @@ fuzz: $(addprefix fuzz-run-,$(FUZZ_TARGETS))
 fuzz-run-%: fuzz-build
 	@mkdir -p $(FUZZ_DIR)/corpus/$* $(FUZZ_DIR)/crashes $(FUZZ_DIR)/logs
 	@echo "fuzz_$*: $(FUZZ_SECONDS) s"
-	@$(FUZZ_DIR)/bin/fuzz_$* $(FUZZ_DIR)/corpus/$* $(FUZZ_DIR)/seeds/$* tests/fuzz/regressions/$* \
+	@$(FUZZ_DIR)/bin/fuzz_$* $(FUZZ_DIR)/corpus/$* $(FUZZ_DIR)/seeds/$* $(wildcard tests/fuzz/regressions/$*) \
 	  -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAX_LEN_$*) -timeout=20 -print_final_stats=1 \
 	  -artifact_prefix=$(FUZZ_DIR)/crashes/$*- >$(FUZZ_DIR)/logs/$*.log 2>&1; \
 	  rc=$$?; grep -E '^stat::(number_of_executed_units|peak_rss_mb)' $(FUZZ_DIR)/logs/$*.log; \
