@@ -132,8 +132,11 @@ static void parse_number(const Flag *f, const char *s) {
     errno = 0;
     double v = f->type == 'f' ? strtod(s, &end) : (double)strtoll(s, &end, 10);
     if (end == s || *end || errno == ERANGE || !isfinite(v))
-        die("--%s: '%s' is not a%s number", f->name, s, f->type == 'f' ? "" : "n integer");
-    if (v < f->lo || v > f->hi) die("--%s: %s is outside [%g, %g]", f->name, s, f->lo, f->hi);
+        die("--%s: '%s' is not %s", f->name, s, f->type == 'f' ? "a number" : "an integer");
+    if (v < f->lo || v > f->hi) {
+        if (f->type == 'f') die("--%s: %s is outside [%g, %g]", f->name, s, f->lo, f->hi);
+        die("--%s: %s is outside [%.0f, %.0f]", f->name, s, f->lo, f->hi);
+    }
     if (f->type == 'f') *(float *)f->ptr = (float)v;
     else if (f->type == 'l') *(int64_t *)f->ptr = strtoll(s, NULL, 10);
     else *(int *)f->ptr = (int)v;
