@@ -264,7 +264,7 @@ static int max_params(const Config *c) { return 5 + 18 * c->n_layers; }
 
 // GPT-2's initialisation, which nanoGPT and llm.c use: N(0, 0.02) for matrices and embeddings,
 // with the projections into the residual stream scaled by 1/sqrt(2 n_layers); norms 1, biases 0.
-static void init_params(const Config *c, const Weights *w, float *base, const ParamTensor *pt, int n, uint64_t seed) {
+static void init_params(const Config *c, float *base, const ParamTensor *pt, int n, uint64_t seed) {
     uint64_t rng = rng_for(seed, RNG_INIT, 0);
     for (int i = 0; i < n; i++) {
         float *p = base + pt[i].off;
@@ -278,7 +278,6 @@ static void init_params(const Config *c, const Weights *w, float *base, const Pa
             for (size_t j = 0; j < pt[i].n; j++) p[j] = 1.0f;
         } // biases stay 0
     }
-    (void)w;
 }
 
 // ----------------------------------------------------------------------------
@@ -491,7 +490,9 @@ static void norm_backward(const Config *c, float *dx, int acc, float *dw, float 
     }
 }
 
-static void rope_forward(const Config *c, float *x, int n_heads, const float *sin_t, const Acts *a, int B) {
+// model.h's rope on each of B sequences (positions from 0); with the negated sines it is the
+// inverse rotation, which is RoPE's backward.
+static void rope_batch(const Config *c, float *x, int n_heads, const float *sin_t, const Acts *a, int B) {
     int T = a->T, width = n_heads * c->head_dim;
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < B; b++) rope(x + (size_t)b * T * width, T, 0, n_heads, c->head_dim, c->rope_dims, a->rope_cos, sin_t);
@@ -698,8 +699,8 @@ static double model_forward(const Config *c, const Weights *w, Acts *a, int B, f
         matmul_forward(la.k, la.ain, L->wk, L->bk, N, d, kvd);
         matmul_forward(la.v, la.ain, L->wv, L->bv, N, d, kvd);
         if (c->pos_kind == POS_ROPE) {
-            rope_forward(c, la.q, c->n_heads, a->rope_sin, a, B);
-            rope_forward(c, la.k, c->n_kv_heads, a->rope_sin, a, B);
+            rope_batch(c, la.q, c->n_heads, a->rope_sin, a, B);
+            rope_batch(c, la.k, c->n_kv_heads, a->rope_sin, a, B);
         }
         attention_forward(la.atty, la.att, la.q, la.k, la.v, B, T, 0, c->n_heads, c->n_kv_heads, c->head_dim);
         matmul_forward(la.res1, la.atty, L->wo, L->bo, N, qd, d);
@@ -756,8 +757,8 @@ static void model_backward(const Config *c, const Weights *w, Weights *g, Acts *
         matmul_backward(a->datty, 0, G->wo, G->bo, a->dres, la.atty, L->wo, N, qd, d);
         attention_backward(c, a->dq, a->dk, a->dv, a->datty, la.att, la.q, la.k, la.v, a->att_scratch, B, T);
         if (c->pos_kind == POS_ROPE) {
-            rope_forward(c, a->dq, c->n_heads, a->rope_nsin, a, B);
-            rope_forward(c, a->dk, c->n_kv_heads, a->rope_nsin, a, B);
+            rope_batch(c, a->dq, c->n_heads, a->rope_nsin, a, B);
+            rope_batch(c, a->dk, c->n_kv_heads, a->rope_nsin, a, B);
         }
         matmul_backward(a->g2, 0, G->wq, G->bq, a->dq, la.ain, L->wq, N, d, qd);
         matmul_backward(a->g2, 1, G->wk, G->bk, a->dk, la.ain, L->wk, N, d, kvd);
@@ -1202,7 +1203,7 @@ int main(int argc, char **argv) {
         die("out of memory");
     ParamTensor *pt = xcalloc(max_params(c), sizeof *pt, "the tensor list");
     int npt = list_params(c, &w, md.params, pt);
-    if (!args.resume && !args.init) init_params(c, &w, md.params, pt, npt, (uint64_t)o.seed);
+    if (!args.resume && !args.init) init_params(c, md.params, pt, npt, (uint64_t)o.seed);
 
     Acts acts;
     acts_init(&acts, c, B, T);

@@ -55,7 +55,7 @@ def interrupt(out, at_step, sig, resume, arch):
     while p.poll() is None and logged_steps(out) < at_step:
         time.sleep(0.002)
     if p.poll() is not None:
-        raise RuntimeError("run ended before step %d: %s" % (at_step, p.stderr.read().strip()))
+        return "ended before step %d" % at_step, p.stdout.read(), p.stderr.read()
     p.send_signal(sig)
     stdout, stderr = p.communicate()
     return p.returncode, stdout, stderr
