@@ -9,8 +9,10 @@ set -u
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
 SHARED=../shared
-tmp=tests/tmp/bad
+# A directory of its own: other checkouts' suites may run this script at the same time.
+tmp=tests/tmp/bad.$$
 rm -rf "$tmp" && mkdir -p "$tmp"
+trap '[ "${failed:-1}" = 0 ] && rm -rf "$tmp"' EXIT # kept when something failed
 markdown=0
 [ "${1:-}" = --markdown ] && markdown=1
 passed=0 failed=0 pending=0 table=()
@@ -190,7 +192,7 @@ pend train "a corpus with invalid UTF-8" "$tmp/corpus_bad.txt: invalid UTF-8 at 
 row train "--lr abc" "--lr: 'abc' is not a number" ./train -d $tmp/corpus.txt -o $tmp/m.bin --lr abc
 row train "--lr -1" "--lr: -1 is outside [0, 10]" ./train -d $tmp/corpus.txt -o $tmp/m.bin --lr -1
 row train "--n-layer 0" "--n-layer: 0 is outside [1, 1024]" ./train -d $tmp/corpus.txt -o $tmp/m.bin --n-layer 0
-row train "--max-iters 1e3" "--max-iters: '1e3' is not an integer number" ./train -d $tmp/corpus.txt -o $tmp/m.bin --max-iters 1e3
+row train "--max-iters 1e3" "--max-iters: '1e3' is not an integer" ./train -d $tmp/corpus.txt -o $tmp/m.bin --max-iters 1e3
 row train "--n-head 3 with --n-embd 128" "--n-embd 128 is not a multiple of --n-head 3" ./train -d $tmp/corpus.txt -o $tmp/m.bin --n-head 3
 row train "--n-embd 65536 --n-head 4" "head_dim is 16384, outside [1, 4096]" ./train -d $tmp/corpus.txt -o $tmp/m.bin --n-embd 65536
 row train "--block-size 100000 on a 3000-byte corpus" "each needs more than the block size 100000" \
@@ -211,6 +213,11 @@ row train "--resume on another corpus" "the run was trained on a different corpu
 # ---- tools/convert.py
 convert=("$PYTHON" tools/convert.py)
 row convert.py "a missing file" "$tmp/nope.bin: no such file" "${convert[@]}" $tmp/nope.bin $tmp/o.bin
+row convert.py "a directory that is not a Hugging Face model" "$tmp: a directory without config.json is not a Hugging Face model" \
+  "${convert[@]}" $tmp $tmp/o.bin
+head -c 20 $SHARED/models/stories260K.bin >$tmp/l2c_20.bin
+pend convert.py "a 20-byte file (shorter than a llama2.c header)" "$tmp/l2c_20.bin: file of 20 bytes is too short" \
+  "${convert[@]}" $tmp/l2c_20.bin $tmp/o.bin
 row convert.py "an empty file" "$tmp/empty.txt: file of 0 bytes is too short" "${convert[@]}" $tmp/empty.txt $tmp/o.bin
 row convert.py "a file of random bytes" "$tmp/random.bin: not a known checkpoint format" "${convert[@]}" $tmp/random.bin $tmp/o.bin
 head -c 100000 $SHARED/models/stories260K.bin >$tmp/l2c_cut.bin
@@ -232,7 +239,7 @@ row convert.py "an output in a missing directory" "$tmp/no/o.bin: cannot write" 
 if ((markdown)); then
   echo "| program | input | message (stderr, exit status 1) |"
   echo "|---|---|---|"
-  printf '%s\n' "${table[@]}"
+  printf '%s\n' "${table[@]}" | sed "s|$tmp|tests/tmp/bad|g"
 fi
 echo "$passed passed, $failed failed ($pending pending)"
 [ $failed -eq 0 ]

@@ -6,8 +6,9 @@
 set -u
 cd "$(dirname "$0")/.."
 SHARED=../shared
-tmp=tests/tmp/faults
-mkdir -p $tmp && rm -rf $tmp/*
+tmp=tests/tmp/faults.$$ # its own directory: another suite may run this script at the same time
+mkdir -p $tmp
+trap '[ "${failed:-1}" = 0 ] && rm -rf $tmp' EXIT # kept when something failed
 passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "ok: $1"; }
 bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
@@ -109,7 +110,7 @@ disk_full() { # what, directory, command prefix...
 limit_files() { (ulimit -f 64 && "$@"); } # 64 KiB: the first run's files fit, the second's state does not
 disk_full "ulimit -f 64" $tmp limit_files
 mkdir -p $tmp/disk
-trap 'umount $tmp/disk 2>/dev/null' EXIT
+trap 'umount $tmp/disk 2>/dev/null; [ "${failed:-1}" = 0 ] && rm -rf $tmp' EXIT
 if mount -t tmpfs -o size=160k tmpfs $tmp/disk 2>/dev/null; then
   disk_full "a 160 KiB tmpfs" $tmp/disk env
   umount $tmp/disk

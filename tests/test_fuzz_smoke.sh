@@ -24,22 +24,24 @@ for t in model tokenizer sampler learn; do
   bin=$F/bin/fuzz_$t
   regressions=(tests/fuzz/regressions/$t/*)
   if [ -e "${regressions[0]}" ]; then
-    if "$bin" "${regressions[@]}" >$F/smoke_$t.log 2>&1; then
+    if "$bin" "${regressions[@]}" >$F/smoke_$t.$$.log 2>&1; then
       passed=$((passed + 1)); echo "ok: fuzz_$t replays ${#regressions[@]} regression inputs"
     else
-      failed=$((failed + 1)); echo "FAIL: fuzz_$t on a regression input:"; grep -E 'fuzz check|ERROR|SUMMARY|Running' $F/smoke_$t.log | tail -5
+      failed=$((failed + 1)); echo "FAIL: fuzz_$t on a regression input:"; grep -E 'fuzz check|ERROR|SUMMARY|Running' $F/smoke_$t.$$.log | tail -5
     fi
   fi
-  rm -rf $F/smoke_corpus && mkdir -p $F/smoke_corpus $F/smoke_crashes
-  if "$bin" $F/smoke_corpus $F/seeds/$t -max_total_time="$SECONDS_EACH" -max_len=4096 -timeout=20 \
-       -artifact_prefix=$F/smoke_crashes/$t- -print_final_stats=1 >$F/smoke_$t.log 2>&1; then
+  corpus=$F/smoke_corpus.$$ # its own: another suite may run this at the same time
+  rm -rf $corpus && mkdir -p $corpus $F/smoke_crashes
+  if "$bin" $corpus $F/seeds/$t -max_total_time="$SECONDS_EACH" -max_len=4096 -timeout=20 \
+       -artifact_prefix=$F/smoke_crashes/$t- -print_final_stats=1 >$F/smoke_$t.$$.log 2>&1; then
     passed=$((passed + 1))
-    echo "ok: fuzz_$t for ${SECONDS_EACH} s ($(sed -n 's/^stat::number_of_executed_units: *//p' $F/smoke_$t.log) executions)"
+    echo "ok: fuzz_$t for ${SECONDS_EACH} s ($(sed -n 's/^stat::number_of_executed_units: *//p' $F/smoke_$t.$$.log) executions)"
   else
     failed=$((failed + 1))
-    echo "FAIL: fuzz_$t found a crash:"; grep -E 'fuzz check|ERROR|SUMMARY|Test unit written' $F/smoke_$t.log | tail -5
+    echo "FAIL: fuzz_$t found a crash:"; grep -E 'fuzz check|ERROR|SUMMARY|Test unit written' $F/smoke_$t.$$.log | tail -5
   fi
 done
-rm -rf $F/smoke_corpus
+rm -rf $corpus
+((failed)) || rm -f $F/smoke_*.$$.log
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -17,8 +17,9 @@ if ! command -v valgrind >/dev/null; then
 fi
 PYTHON=${PYTHON:-/usr/bin/python3}
 SHARED=../shared
-tmp=tests/tmp/valgrind
+tmp=tests/tmp/valgrind.$$ # its own directory: another suite may run this script at the same time
 mkdir -p $tmp
+trap '[ "${failed:-1}" = 0 ] && rm -rf $tmp' EXIT # kept when something failed
 passed=0 failed=0
 CC=${CC:-gcc}
 BLAS=$(make -s --no-print-directory -f - print-blas <<'MK'
