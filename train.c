@@ -207,6 +207,7 @@ static void parse_args(Args *a, int argc, char **argv) {
     if (!a->data) die("no corpus: give -d FILE (see --help)");
     if (!a->out) die("no output: give -o FILE (see --help)");
     if (a->resume && a->init) die("--resume and --init exclude each other");
+    if (a->init && o->vocab_size) die("--vocab-size cannot be used with --init, which keeps its model's tokenizer");
     if (o->n_kv_head == 0) o->n_kv_head = o->n_head;
     if (o->lr_decay_iters == 0) o->lr_decay_iters = o->max_iters;
     if (o->min_lr > o->lr) die("--min-lr %g is above --lr %g", o->min_lr, o->lr);
@@ -966,6 +967,81 @@ static char *read_file(const char *path, size_t *len, const char *what) {
     return buf;
 }
 
+// Everything --resume needs from MODEL.state; the options saved there replace the command line's.
+static void load_state(const char *path, const char *corpus_path, size_t corpus_len, uint64_t corpus_hash,
+                       ModelData *md, float **m, float **v, Opts *o, int *step) {
+    size_t n;
+    char *buf = read_file(path, &n, "the resume state"), err[256];
+    StateHeader sh;
+    if (n < sizeof sh) die("%s: too short for a resume state", path);
+    memcpy(&sh, buf, sizeof sh);
+    if (memcmp(sh.magic, STATE_MAGIC, 8) || sh.version != STATE_VERSION || sh.opts_bytes != sizeof(Opts))
+        die("%s: not a resume state of this build", path);
+    if (sh.model_bytes > n - sizeof sh || n - sizeof sh - sh.model_bytes != 2 * sh.moment_bytes)
+        die("%s: size does not match its header (truncated?)", path);
+    if (sh.corpus_bytes != corpus_len || sh.corpus_hash != corpus_hash)
+        die("%s: the run was trained on a different corpus than %s", path, corpus_path);
+    const char *model = buf + sizeof sh;
+    if (model_check_layout(model, sh.model_bytes, &md->c, err, sizeof err)) die("%s: %s", path, err);
+    const FileHeader *fh = (const FileHeader *)model;
+    md->tok_bytes = fh->tok_bytes;
+    md->tok_blob = xcalloc(md->tok_bytes, 1, "the tokenizer");
+    memcpy(md->tok_blob, model + fh->tok_offset, md->tok_bytes);
+    md->param_bytes = fh->weights_bytes;
+    if (sh.moment_bytes != md->param_bytes) die("%s: optimiser state does not match the model", path);
+    md->params = xcalloc(md->param_bytes, 1, "parameters");
+    memcpy(md->params, model + fh->weights_offset, md->param_bytes);
+    *m = xcalloc(md->param_bytes, 1, "AdamW moments");
+    *v = xcalloc(md->param_bytes, 1, "AdamW moments");
+    memcpy(*m, model + sh.model_bytes, md->param_bytes);
+    memcpy(*v, model + sh.model_bytes + md->param_bytes, md->param_bytes);
+    *o = sh.opts;
+    *step = (int)sh.step;
+    free(buf);
+}
+
+// Both files of a checkpoint; the state first, as it holds its own copy of the weights.
+static void save_checkpoint(const char *out, const char *state_path, StateData *sd, int step) {
+    char err[512];
+    sd->h.step = (uint64_t)step;
+    if (write_atomic(state_path, write_state_cb, sd, err, sizeof err) ||
+        write_atomic(out, write_model_cb, sd->md, err, sizeof err))
+        die("%s; the previous checkpoint is intact", err);
+}
+
+// The log: a new one, or on resume the old one without the rows after the checkpoint.
+static FILE *open_log(const char *path, int resume, int start_step) {
+    size_t n = 0;
+    char *old = resume && access(path, F_OK) == 0 ? read_file(path, &n, "the log") : NULL;
+    FILE *csv = fopen(path, "w");
+    if (!csv) die("%s: cannot write the log: %s", path, strerror(errno));
+    if (!old) fprintf(csv, "step,train_loss,val_loss,lr,tokens_per_sec\n");
+    for (char *line = old, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        next = next ? next + 1 : line + strlen(line);
+        int step = 0;
+        if (!strncmp(line, "step,", 5) || (sscanf(line, "%d,", &step) == 1 && step <= start_step))
+            fwrite(line, 1, (size_t)(next - line), csv);
+    }
+    free(old);
+    fflush(csv);
+    return csv;
+}
+
+static void dump_grads(const char *prefix, const float *grads, const ParamTensor *pt, int npt) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s.grads", prefix);
+    FILE *f = fopen(p, "wb");
+    if (!f) die("%s: cannot write the dump", p);
+    for (int i = 0; i < npt; i++) {
+        uint64_t n = pt[i].n;
+        fwrite(pt[i].name, 1, sizeof pt[i].name, f);
+        fwrite(&n, sizeof n, 1, f);
+        fwrite(grads + pt[i].off, sizeof(float), n, f);
+    }
+    if (ferror(f) | fclose(f)) die("%s: cannot write the dump", p);
+}
+
 // ----------------------------------------------------------------------------
 // Data: the corpus as token ids, split 90/10; batches are random windows as in nanoGPT.
 
@@ -997,9 +1073,11 @@ static double estimate_loss(const Config *c, const Weights *w, Acts *a, const Sp
 
 // Every token of the split after the first is predicted once: consecutive windows of T
 // targets, each with the context from its window's start (the tail shorter than T is dropped).
+// Splits beyond 2^20 tokens are scored on their first 2^20.
 static double full_loss(const Config *c, const Weights *w, Acts *a, const Split *s, size_t *count) {
     int T = a->T;
-    size_t windows = (s->n - 1) / T;
+    size_t n = s->n < ((size_t)1 << 20) + 1 ? s->n : ((size_t)1 << 20) + 1;
+    size_t windows = (n - 1) / T;
     double sum = 0.0;
     for (size_t w0 = 0; w0 < windows; w0 += a->B) {
         int B = windows - w0 < (size_t)a->B ? (int)(windows - w0) : a->B;
@@ -1116,36 +1194,8 @@ int main(int argc, char **argv) {
     ModelData md = {0};
     float *m_mem = NULL, *v_mem = NULL;
     int start_step = 0;
-    char *state_buf = NULL;
     if (args.resume) {
-        size_t n;
-        state_buf = read_file(state_path, &n, "the resume state");
-        StateHeader sh;
-        if (n < sizeof sh) die("%s: too short for a resume state", state_path);
-        memcpy(&sh, state_buf, sizeof sh);
-        if (memcmp(sh.magic, STATE_MAGIC, 8) || sh.version != STATE_VERSION || sh.opts_bytes != sizeof(Opts))
-            die("%s: not a resume state of this build", state_path);
-        if (sh.model_bytes > n || n - sizeof sh - sh.model_bytes != 2 * sh.moment_bytes)
-            die("%s: size does not match its header (truncated?)", state_path);
-        if (sh.corpus_bytes != corpus_len || sh.corpus_hash != corpus_hash)
-            die("%s: the run was trained on a different corpus than %s", state_path, args.data);
-        const char *model = state_buf + sizeof sh;
-        if (model_check_layout(model, sh.model_bytes, &md.c, err, sizeof err)) die("%s: %s", state_path, err);
-        const FileHeader *fh = (const FileHeader *)model;
-        md.tok_bytes = fh->tok_bytes;
-        md.tok_blob = xcalloc(md.tok_bytes, 1, "the tokenizer");
-        memcpy(md.tok_blob, model + fh->tok_offset, md.tok_bytes);
-        md.param_bytes = fh->weights_bytes;
-        if (sh.moment_bytes != md.param_bytes) die("%s: optimiser state does not match the model", state_path);
-        md.params = xcalloc(md.param_bytes, 1, "parameters");
-        memcpy(md.params, model + fh->weights_offset, md.param_bytes);
-        m_mem = xcalloc(md.param_bytes, 1, "AdamW moments");
-        v_mem = xcalloc(md.param_bytes, 1, "AdamW moments");
-        memcpy(m_mem, model + sh.model_bytes, md.param_bytes);
-        memcpy(v_mem, model + sh.model_bytes + md.param_bytes, md.param_bytes);
-        o = sh.opts;
-        start_step = (int)sh.step;
-        free(state_buf);
+        load_state(state_path, args.data, corpus_len, corpus_hash, &md, &m_mem, &v_mem, &o, &start_step);
         args.block_given = 1;
     } else if (args.init) {
         Model m;
@@ -1193,14 +1243,13 @@ int main(int argc, char **argv) {
             "(use a longer corpus or a smaller --block-size)", args.data, n_ids, train.n, val.n, T);
 
     // Parameters, gradients and moments: one block each, carved the same way.
-    Weights w, g, mw, vw;
+    // m and v share the parameters' tensor offsets (pt below).
+    Weights w, g;
     size_t nfloat = md.param_bytes / sizeof(float);
     float *grad_mem = xcalloc(nfloat, sizeof(float), "gradients");
     if (!m_mem) m_mem = xcalloc(nfloat, sizeof(float), "AdamW moments");
     if (!v_mem) v_mem = xcalloc(nfloat, sizeof(float), "AdamW moments");
-    if (weights_init(&w, c, md.params) || weights_init(&g, c, grad_mem) || weights_init(&mw, c, m_mem) ||
-        weights_init(&vw, c, v_mem))
-        die("out of memory");
+    if (weights_init(&w, c, md.params) || weights_init(&g, c, grad_mem)) die("out of memory");
     ParamTensor *pt = xcalloc(max_params(c), sizeof *pt, "the tensor list");
     int npt = list_params(c, &w, md.params, pt);
     if (!args.resume && !args.init) init_params(c, md.params, pt, npt, (uint64_t)o.seed);
@@ -1221,28 +1270,7 @@ int main(int argc, char **argv) {
     if (start_step) printf("resuming at step %d of %d\n", start_step, o.max_iters);
     fflush(stdout);
 
-    // The log: on resume, keep the rows up to the checkpoint and drop the ones after it.
-    FILE *csv;
-    if (args.resume) {
-        size_t n = 0;
-        char *old = NULL;
-        if (access(csv_path, F_OK) == 0) old = read_file(csv_path, &n, "the log");
-        csv = fopen(csv_path, "w");
-        if (!csv) die("%s: cannot write the log: %s", csv_path, strerror(errno));
-        for (char *line = old, *next; line && *line; line = next) {
-            next = strchr(line, '\n');
-            next = next ? next + 1 : line + strlen(line);
-            int step = 0;
-            if (!strncmp(line, "step,", 5) || (sscanf(line, "%d,", &step) == 1 && step <= start_step))
-                fwrite(line, 1, (size_t)(next - line), csv);
-        }
-        free(old);
-    } else {
-        csv = fopen(csv_path, "w");
-        if (!csv) die("%s: cannot write the log: %s", csv_path, strerror(errno));
-        fprintf(csv, "step,train_loss,val_loss,lr,tokens_per_sec\n");
-    }
-    fflush(csv);
+    FILE *csv = open_log(csv_path, args.resume, start_step);
 
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
@@ -1286,19 +1314,7 @@ int main(int argc, char **argv) {
             die("loss is %g at step %d: training diverged; stopping without overwriting %s (try a lower --lr)", loss,
                 step + 1, args.out);
         }
-        if (args.dump && step == start_step) {
-            char p[4096];
-            snprintf(p, sizeof p, "%s.grads", args.dump);
-            FILE *f = fopen(p, "wb");
-            if (!f) die("%s: cannot write the dump", p);
-            for (int i = 0; i < npt; i++) {
-                uint64_t n = pt[i].n;
-                fwrite(pt[i].name, 1, sizeof pt[i].name, f);
-                fwrite(&n, sizeof n, 1, f);
-                fwrite(grad_mem + pt[i].off, sizeof(float), n, f);
-            }
-            if (fclose(f)) die("%s: cannot write the dump", p);
-        }
+        if (args.dump && step == start_step) dump_grads(args.dump, grad_mem, pt, npt);
         float gscale = 1.0f;
         if (o.grad_clip > 0.0f) {
             double norm = sqrt(sum_squares(grad_mem, nfloat));
@@ -1335,12 +1351,7 @@ int main(int argc, char **argv) {
             print_sample(c, &w, &rs, sample_logits, &tok, val.ids[0], 200, rng_for((uint64_t)o.seed, RNG_SAMPLE, step));
         }
         fflush(stdout);
-        if (eval || stop_signal) {
-            sd.h.step = (uint64_t)step;
-            if (write_atomic(state_path, write_state_cb, &sd, err, sizeof err) ||
-                write_atomic(args.out, write_model_cb, &md, err, sizeof err))
-                die("%s; the previous checkpoint is intact", err);
-        }
+        if (eval || stop_signal) save_checkpoint(args.out, state_path, &sd, step);
     }
     if (tty) putchar('\n');
     if (stop_signal) {
@@ -1348,19 +1359,13 @@ int main(int argc, char **argv) {
                step, args.out);
         return 0;
     }
-    if (step == start_step) {
-        // nothing trained (--max-iters 0 or already done): still leave a model file
-        sd.h.step = (uint64_t)step;
-        if (write_atomic(state_path, write_state_cb, &sd, err, sizeof err) ||
-            write_atomic(args.out, write_model_cb, &md, err, sizeof err))
-            die("%s; the previous checkpoint is intact", err);
-    }
+    if (step == start_step) save_checkpoint(args.out, state_path, &sd, step); // --max-iters 0: the initial model
     size_t counted;
     double full = full_loss(c, &w, &acts, &val, &counted);
-    printf("done: %d steps, %.1f s training (%.0f tok/s), %.1f s total; val loss over the whole split "
+    printf("done: %d steps, %.1f s training (%.0f tok/s), %.1f s total; val loss over %s validation split "
            "(%zu tokens): %.4f\n",
            step - start_step, train_time, (step - start_step) * tokens_per_step / (train_time > 0 ? train_time : 1),
-           now_s() - t_start, counted, full);
+           now_s() - t_start, val.n > ((size_t)1 << 20) + 1 ? "the start of the" : "the whole", counted, full);
     fclose(csv);
     return 0;
 }
