@@ -233,6 +233,10 @@ row convert.py "a tokenizer file of random bytes" "$tmp/random.bin: piece 0 has 
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $tmp/random.bin
 row convert.py "--seq-len -5" "seq_len = -5 must be >= 1" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --seq-len -5
+row convert.py "an attn.c model file as the source" "$model: already an attn.c model file" "${convert[@]}" $model $tmp/o.bin
+row convert.py "--export-torch of a truncated model" "$tmp/cut1000.bin: file is 1000 bytes, the header implies" \
+  "${convert[@]}" --export-torch $tmp/cut1000.bin $tmp/o.pt
+row convert.py "--export-torch of random bytes" "$tmp/random.bin: bad magic" "${convert[@]}" --export-torch $tmp/random.bin $tmp/o.pt
 row convert.py "an output in a missing directory" "$tmp/no/o.bin: cannot write" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/no/o.bin --tokenizer $SHARED/models/tok512.bin
 
