@@ -1167,13 +1167,7 @@ static void write_dump(const char *path, const void *p, size_t n, const char *mo
 }
 
 int main(int argc, char **argv) {
-    // OpenMP threads that spin between parallel regions (libgomp's default) collapse on a busy
-    // machine: measured here, 7x slower with two threads while other jobs ran. Unless the user
-    // chose a policy, run again with sleeping idle threads; libgomp reads it only at start-up.
-    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) {
-        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-        execv("/proc/self/exe", argv);
-    }
+    prefer_passive_threads(argv); // measured here: spinning threads made training 7x slower under load
     Args args;
     parse_args(&args, argc, argv);
     Opts o = args.o;
