@@ -5,7 +5,8 @@
 //      when ../shared is there, and one learned from text), decoded back: the same bytes;
 //   2  the same with a byte-level (GPT-2 style) vocabulary of single bytes and merges;
 //   3  any bytes, cut into pieces, through the streaming sanitizer: the output is valid
-//      UTF-8 without control characters, and valid control-free input comes out unchanged.
+//      UTF-8 without control characters, and valid control-free input comes out unchanged;
+//   4  any bytes as a llama2.c tokenizer.bin (run -z) for a vocabulary size from the input.
 #include "../../tokenizer.h"
 #include "fuzz.h"
 #include <math.h>
@@ -187,11 +188,32 @@ static void sanitize_check(const uint8_t *data, size_t size) {
     free(out);
 }
 
+// An accepted tokenizer encodes a fixed text (or refuses with a message), decodes every id
+// and refuses ids outside the vocabulary; then it is freed.
+static void exercise(Tokenizer *t) {
+    char err[256];
+    int ids[64];
+    int n = tokenizer_encode(t, sample_text, 60, (t->flags & TOKF_ADD_BOS) && t->bos_id >= 0, ids, 64, err, sizeof err);
+    if (n < 0) fuzz_check_message(err);
+    for (int i = 0; i < n; i++) FUZZ_ASSERT(ids[i] >= 0 && ids[i] < t->n_pieces, "encode produced an id outside the vocabulary");
+    for (int i = 0; i < t->n_pieces && i < 4096; i++) {
+        size_t k;
+        const char *p = tokenizer_decode(t, i - 1, i, &k);
+        FUZZ_ASSERT(p, "a valid id does not decode");
+        char out[3 * 64 + 12];
+        TokSanitizer st = {0};
+        for (size_t j = 0; j < k; j += 64) tokenizer_sanitize(&st, p + j, k - j < 64 ? k - j : 64, out, 0);
+    }
+    size_t k;
+    FUZZ_ASSERT(!tokenizer_decode(t, 0, t->n_pieces, &k) && !tokenizer_decode(t, 0, -1, &k), "an invalid id decodes");
+    tokenizer_free(t);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static int ready;
     if (!ready) { setup(); ready = 1; }
     if (size < 2) return 0;
-    int mode = data[0] % 4;
+    int mode = data[0] % 5;
     const char *text = (const char *)data + 2;
     size_t len = size - 2;
     if (mode == 0) {
@@ -204,21 +226,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fuzz_check_message(err);
             return 0;
         }
-        int ids[64];
-        int n = tokenizer_encode(&t, sample_text, 60, flags & TOKF_ADD_BOS, ids, 64, err, sizeof err);
-        if (n < 0) fuzz_check_message(err);
-        for (int i = 0; i < n; i++) FUZZ_ASSERT(ids[i] >= 0 && ids[i] < t.n_pieces, "encode produced an id outside the vocabulary");
-        for (int i = 0; i < t.n_pieces && i < 4096; i++) {
-            size_t k;
-            const char *p = tokenizer_decode(&t, i - 1, i, &k);
-            FUZZ_ASSERT(p, "a valid id does not decode");
-            char out[3 * 64 + 12];
-            TokSanitizer st = {0};
-            for (size_t j = 0; j < k; j += 64) tokenizer_sanitize(&st, p + j, k - j < 64 ? k - j : 64, out, 0);
+        exercise(&t);
+    } else if (mode == 4) {
+        Tokenizer t;
+        char err[256];
+        int vocab_size = 1 + (data[1] | (size > 2 ? data[2] : 0) << 8);
+        if (size < 3 || tokenizer_init_llama2c(&t, data + 3, size - 3, vocab_size, err, sizeof err)) {
+            if (size >= 3) fuzz_check_message(err);
+            return 0;
         }
-        size_t k;
-        FUZZ_ASSERT(!tokenizer_decode(&t, 0, t.n_pieces, &k) && !tokenizer_decode(&t, 0, -1, &k), "an invalid id decodes");
-        tokenizer_free(&t);
+        FUZZ_ASSERT(t.n_pieces == vocab_size, "a llama2.c tokenizer with the wrong number of pieces");
+        exercise(&t);
     } else if (mode == 1) {
         const Tokenizer *t = &sp_vocabs[data[1] % n_sp_vocabs];
         roundtrip(t, text, len, (data[1] & 0x80) && t->bos_id >= 0);
@@ -274,6 +292,18 @@ int main(int argc, char **argv) {
         fuzz_write_seed(argv[1], name, in, sizes[i] + 4);
         free(in);
         free(blobs[i]);
+    }
+    size_t n;
+    void *file = read_all(SHARED_DIR "/models/tok512.bin", &n);
+    if (file) {
+        unsigned char *in = malloc(n + 3);
+        in[0] = 4;
+        in[1] = (512 - 1) & 0xff;
+        in[2] = (512 - 1) >> 8;
+        memcpy(in + 3, file, n);
+        fuzz_write_seed(argv[1], "llama2c_tok512", in, n + 3);
+        free(in);
+        free(file);
     }
     return 0;
 }
