@@ -844,37 +844,12 @@ static void sink_write(Sink *s, const void *p, size_t n) {
     }
 }
 
-static void sink_zeros(Sink *s, size_t n) {
-    static const char zeros[MODEL_ALIGN];
-    while (n) {
-        size_t k = n < sizeof zeros ? n : sizeof zeros;
-        sink_write(s, zeros, k);
-        n -= k;
-    }
-}
-
 typedef struct {
     Config c;
     void *tok_blob;
     size_t tok_bytes, param_bytes;
     float *params;
 } ModelData;
-
-static size_t model_file_bytes(const ModelData *md) {
-    return align_up(MODEL_HEADER_SIZE + md->tok_bytes) + md->param_bytes;
-}
-
-static void write_model(Sink *s, const ModelData *md) {
-    FileHeader h = header_from_config(&md->c);
-    h.tok_offset = MODEL_HEADER_SIZE;
-    h.tok_bytes = md->tok_bytes;
-    h.weights_offset = align_up(MODEL_HEADER_SIZE + md->tok_bytes);
-    h.weights_bytes = md->param_bytes;
-    sink_write(s, &h, sizeof h);
-    sink_write(s, md->tok_blob, md->tok_bytes);
-    sink_zeros(s, h.weights_offset - MODEL_HEADER_SIZE - md->tok_bytes);
-    sink_write(s, md->params, md->param_bytes);
-}
 
 typedef void (*Writer)(Sink *, const void *);
 
@@ -911,18 +886,18 @@ static int write_atomic(const char *path, Writer fn, const void *ctx, char *err,
     return 0;
 }
 
-static void write_model_cb(Sink *s, const void *ctx) { write_model(s, ctx); }
-
-// The resume state: the whole model file (so that the pair can never be out of step), the
-// AdamW moments, the options and the position in training. The data order is a function of
-// (seed, step), so the step is all the data position there is.
+// The resume state: a copy of the weights (so that it never depends on which of the two files
+// a crash let through), both AdamW moments, the options and the step. The data order is a
+// function of (seed, step), so the step is all the data position there is. Config and
+// tokenizer come from the model file, which are the same at every checkpoint of a run; a
+// fingerprint of both makes sure of it.
 #define STATE_MAGIC "ATTNSTAT"
 #define STATE_VERSION 1
 
 typedef struct {
     char magic[8];
     uint32_t version, opts_bytes;
-    uint64_t step, corpus_bytes, corpus_hash, model_bytes, moment_bytes;
+    uint64_t step, corpus_bytes, corpus_hash, model_hash, param_bytes;
     Opts opts;
 } StateHeader;
 
@@ -935,7 +910,7 @@ typedef struct {
 static void write_state_cb(Sink *s, const void *ctx) {
     const StateData *sd = ctx;
     sink_write(s, &sd->h, sizeof sd->h);
-    write_model(s, sd->md);
+    sink_write(s, sd->md->params, sd->md->param_bytes);
     sink_write(s, sd->m, sd->md->param_bytes);
     sink_write(s, sd->v, sd->md->param_bytes);
 }
@@ -967,34 +942,44 @@ static char *read_file(const char *path, size_t *len, const char *what) {
     return buf;
 }
 
-// Everything --resume needs from MODEL.state; the options saved there replace the command line's.
-static void load_state(const char *path, const char *corpus_path, size_t corpus_len, uint64_t corpus_hash,
-                       ModelData *md, float **m, float **v, Opts *o, int *step) {
+static uint64_t model_hash(const ModelData *md) {
+    FileHeader h = header_from_config(&md->c);
+    return fnv1a(&h, sizeof h) ^ fnv1a(md->tok_blob, md->tok_bytes) * 31;
+}
+
+// Everything --resume needs: config and tokenizer from the model file, the rest from
+// MODEL.state, whose options replace the command line's.
+static void load_state(const char *out, const char *path, const char *corpus_path, size_t corpus_len,
+                       uint64_t corpus_hash, ModelData *md, float **m, float **v, Opts *o, int *step) {
+    char err[512];
+    Model model;
+    if (model_open(&model, out, err, sizeof err)) die("%s (needed with --resume)", err);
+    md->c = model.config;
+    md->tok_bytes = model.tok_bytes;
+    md->tok_blob = xcalloc(md->tok_bytes, 1, "the tokenizer");
+    memcpy(md->tok_blob, model.tok_blob, md->tok_bytes);
+    md->param_bytes = carve_weights(&md->c, NULL, NULL);
+    model_close(&model);
     size_t n;
-    char *buf = read_file(path, &n, "the resume state"), err[256];
+    char *buf = read_file(path, &n, "the resume state");
     StateHeader sh;
     if (n < sizeof sh) die("%s: too short for a resume state", path);
     memcpy(&sh, buf, sizeof sh);
     if (memcmp(sh.magic, STATE_MAGIC, 8) || sh.version != STATE_VERSION || sh.opts_bytes != sizeof(Opts))
         die("%s: not a resume state of this build", path);
-    if (sh.model_bytes > n - sizeof sh || n - sizeof sh - sh.model_bytes != 2 * sh.moment_bytes)
-        die("%s: size does not match its header (truncated?)", path);
+    if (sh.param_bytes != md->param_bytes || sh.model_hash != model_hash(md))
+        die("%s: belongs to a different model than %s", path, out);
+    if (n != sizeof sh + 3 * sh.param_bytes) die("%s: %zu bytes, its header implies %llu (truncated?)", path, n,
+                                                 (unsigned long long)(sizeof sh + 3 * sh.param_bytes));
     if (sh.corpus_bytes != corpus_len || sh.corpus_hash != corpus_hash)
         die("%s: the run was trained on a different corpus than %s", path, corpus_path);
-    const char *model = buf + sizeof sh;
-    if (model_check_layout(model, sh.model_bytes, &md->c, err, sizeof err)) die("%s: %s", path, err);
-    const FileHeader *fh = (const FileHeader *)model;
-    md->tok_bytes = fh->tok_bytes;
-    md->tok_blob = xcalloc(md->tok_bytes, 1, "the tokenizer");
-    memcpy(md->tok_blob, model + fh->tok_offset, md->tok_bytes);
-    md->param_bytes = fh->weights_bytes;
-    if (sh.moment_bytes != md->param_bytes) die("%s: optimiser state does not match the model", path);
+    const char *p = buf + sizeof sh;
     md->params = xcalloc(md->param_bytes, 1, "parameters");
-    memcpy(md->params, model + fh->weights_offset, md->param_bytes);
     *m = xcalloc(md->param_bytes, 1, "AdamW moments");
     *v = xcalloc(md->param_bytes, 1, "AdamW moments");
-    memcpy(*m, model + sh.model_bytes, md->param_bytes);
-    memcpy(*v, model + sh.model_bytes + md->param_bytes, md->param_bytes);
+    memcpy(md->params, p, md->param_bytes);
+    memcpy(*m, p + md->param_bytes, md->param_bytes);
+    memcpy(*v, p + 2 * md->param_bytes, md->param_bytes);
     *o = sh.opts;
     *step = (int)sh.step;
     free(buf);
@@ -1003,9 +988,10 @@ static void load_state(const char *path, const char *corpus_path, size_t corpus_
 // Both files of a checkpoint; the state first, as it holds its own copy of the weights.
 static void save_checkpoint(const char *out, const char *state_path, StateData *sd, int step) {
     char err[512];
+    const ModelData *md = sd->md;
     sd->h.step = (uint64_t)step;
     if (write_atomic(state_path, write_state_cb, sd, err, sizeof err) ||
-        write_atomic(out, write_model_cb, sd->md, err, sizeof err))
+        model_save(out, &md->c, md->tok_blob, md->tok_bytes, md->params, err, sizeof err))
         die("%s; the previous checkpoint is intact", err);
 }
 
@@ -1189,7 +1175,7 @@ int main(int argc, char **argv) {
     float *m_mem = NULL, *v_mem = NULL;
     int start_step = 0;
     if (args.resume) {
-        load_state(state_path, args.data, corpus_len, corpus_hash, &md, &m_mem, &v_mem, &o, &start_step);
+        load_state(args.out, state_path, args.data, corpus_len, corpus_hash, &md, &m_mem, &v_mem, &o, &start_step);
         args.block_given = 1;
     } else if (args.init) {
         Model m;
@@ -1278,8 +1264,8 @@ int main(int argc, char **argv) {
     sd.h.opts_bytes = sizeof(Opts);
     sd.h.corpus_bytes = corpus_len;
     sd.h.corpus_hash = corpus_hash;
-    sd.h.model_bytes = model_file_bytes(&md);
-    sd.h.moment_bytes = md.param_bytes;
+    sd.h.model_hash = model_hash(&md);
+    sd.h.param_bytes = md.param_bytes;
     sd.h.opts = o;
 
     int tty = isatty(STDOUT_FILENO), step = start_step;
