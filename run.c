@@ -337,7 +337,8 @@ static void print_piece(TokSanitizer *san, const char *piece, size_t len, int fl
         piece += n;
         len -= n;
     } while (len);
-    fflush(stdout);
+    // a full disk or a closed pipe behind stdout must not pass for a finished run
+    if (fflush(stdout) || ferror(stdout)) die("stdout: cannot write: %s", strerror(errno));
 }
 
 // The prompt is the user's text: refuse what is not UTF-8 rather than guess at it.
@@ -520,5 +521,6 @@ int main(int argc, char **argv) {
     state_free(&s);
     tokenizer_free(&tok);
     model_close(&m);
+    if (fflush(stdout) || ferror(stdout)) die("stdout: cannot write: %s", strerror(errno));
     return 0;
 }

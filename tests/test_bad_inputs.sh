@@ -175,6 +175,11 @@ row run "-m ppl on an empty text" "$tmp/empty.txt: 1 token; perplexity needs at 
 row run "-m ppl -f a directory" "$tmp: not a regular file" ./run $model -m ppl -f $tmp
 row run "-m logits -o into a missing directory" "$tmp/no/dir: cannot create" ./run $model -m logits -i hi -o $tmp/no/dir
 
+if [ -w /dev/full ]; then # writes to /dev/full fail with ENOSPC, as on a full disk
+  row run "stdout on a full disk (/dev/full)" "run: stdout: cannot write: No space left on device" \
+    sh -c './run "$1" -i "Once upon a time" -n 20 >/dev/full' sh $model
+fi
+
 # ---- ./train
 head -c 3000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus.txt
 small=(--max-iters 2 --eval-interval 1 --eval-iters 1 --n-layer 1 --n-embd 16 --n-head 2 --batch-size 2 --block-size 16)
