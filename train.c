@@ -1337,15 +1337,32 @@ int main(int argc, char **argv) {
     if (stop_signal) {
         printf("stopped by signal %d at step %d; checkpoint written to %s (continue with --resume)\n", (int)stop_signal,
                step, args.out);
-        return 0;
+    } else {
+        if (step == start_step) save_checkpoint(args.out, state_path, &sd, step); // --max-iters 0: the initial model
+        size_t counted;
+        double full = full_loss(c, &w, &acts, &val, &counted);
+        printf("done: %d steps, %.1f s training (%.0f tok/s), %.1f s total; val loss over %s validation split "
+               "(%zu tokens): %.4f\n",
+               step - start_step, train_time, (step - start_step) * tokens_per_step / (train_time > 0 ? train_time : 1),
+               now_s() - t_start, val.n > ((size_t)1 << 20) + 1 ? "the start of the" : "the whole", counted, full);
     }
-    if (step == start_step) save_checkpoint(args.out, state_path, &sd, step); // --max-iters 0: the initial model
-    size_t counted;
-    double full = full_loss(c, &w, &acts, &val, &counted);
-    printf("done: %d steps, %.1f s training (%.0f tok/s), %.1f s total; val loss over %s validation split "
-           "(%zu tokens): %.4f\n",
-           step - start_step, train_time, (step - start_step) * tokens_per_step / (train_time > 0 ? train_time : 1),
-           now_s() - t_start, val.n > ((size_t)1 << 20) + 1 ? "the start of the" : "the whole", counted, full);
     fclose(csv);
+    free(sample_logits);
+    state_free(&rs);
+    free(acts.mem);
+    free(acts.tokens);
+    free(acts.targets);
+    free(pt);
+    weights_free(&w);
+    weights_free(&g);
+    free(grad_mem);
+    free(m_mem);
+    free(v_mem);
+    free(md.params);
+    free(md.tok_blob);
+    free(ids);
+    tokenizer_free(&tok);
+    free(state_path);
+    free(csv_path);
     return 0;
 }
