@@ -482,6 +482,7 @@ static void dump_logits(const Model *m, const Tokenizer *tok, RunState *s, const
 int main(int argc, char **argv) {
     prefer_passive_threads(argv);
     Options o = parse_options(argc, argv);
+    signal(SIGXFSZ, SIG_IGN); // past `ulimit -f` a write fails (and is reported) instead of killing run
     if (o.threads) {
 #ifdef _OPENMP
         omp_set_num_threads(o.threads);

@@ -182,6 +182,8 @@ if [ -w /dev/full ]; then # writes to /dev/full fail with ENOSPC, as on a full d
   row run "stdout on a full disk (/dev/full)" "run: stdout: cannot write: No space left on device" \
     sh -c './run "$1" -i "Once upon a time" -n 20 >/dev/full' sh $model
 fi
+limited=(bash -c 'ulimit -f 8 && exec "$@"' limited) # files up to 8 KiB
+row run "-m logits -o past ulimit -f" "$tmp/logits.bin: write error" "${limited[@]}" ./run $model -m logits -i "Once upon a time" -o $tmp/logits.bin
 
 # ---- ./train
 head -c 3000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus.txt
@@ -245,6 +247,8 @@ row convert.py "an attn.c model file as the source" "$model: already an attn.c m
 row convert.py "--export-torch of a truncated model" "$tmp/cut1000.bin: file is 1000 bytes, the header implies" \
   "${convert[@]}" --export-torch $tmp/cut1000.bin $tmp/o.pt
 row convert.py "--export-torch of random bytes" "$tmp/random.bin: bad magic" "${convert[@]}" --export-torch $tmp/random.bin $tmp/o.pt
+row convert.py "an output past ulimit -f (a full disk)" "$tmp/o.bin: cannot write: File too large" \
+  "${limited[@]}" "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin
 row convert.py "an output in a missing directory" "$tmp/no/o.bin: cannot write" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/no/o.bin --tokenizer $SHARED/models/tok512.bin
 
