@@ -150,7 +150,7 @@ rm -f $tmp/fifo
 mkfifo $tmp/fifo
 row run "a FIFO as the model" "$tmp/fifo: not a regular file" ./run $tmp/fifo
 row run "-m ppl -f a FIFO" "$tmp/fifo: not a regular file" ./run $model -m ppl -f $tmp/fifo
-LIMIT=5 pend train "a FIFO as corpus" "$tmp/fifo: the corpus is not a regular file" ./train -d $tmp/fifo -o $tmp/m.bin
+LIMIT=5 row train "a FIFO as corpus" "$tmp/fifo: the corpus is not a regular file" ./train -d $tmp/fifo -o $tmp/m.bin
 LIMIT=10 pend convert.py "a FIFO as the checkpoint" "$tmp/fifo: not a regular file" "$PYTHON" tools/convert.py $tmp/fifo $tmp/o.bin
 rm -f $tmp/fifo
 
@@ -194,11 +194,11 @@ row train "an empty corpus" "$tmp/empty.txt: the corpus is empty" ./train -d $tm
 printf 'To be, or not to be' >$tmp/short.txt
 row train "a corpus shorter than one block" "$tmp/short.txt: 19 tokens give 17 training and 2 validation tokens" \
   ./train -d $tmp/short.txt -o $tmp/m.bin "${small[@]}"
-pend train "a binary file as corpus" "$tmp/random.bin: not UTF-8 text" ./train -d $tmp/random.bin -o $tmp/m.bin "${small[@]}"
+row train "a binary file as corpus" "$tmp/random.bin: not UTF-8 text" ./train -d $tmp/random.bin -o $tmp/m.bin "${small[@]}"
 { cat $tmp/corpus.txt; printf '\0'; } >$tmp/corpus_nul.txt
-pend train "a corpus with a NUL byte" "$tmp/corpus_nul.txt: NUL byte at 3000" ./train -d $tmp/corpus_nul.txt -o $tmp/m.bin "${small[@]}"
+row train "a corpus with a NUL byte" "$tmp/corpus_nul.txt: not UTF-8 text: a NUL byte at byte 3000" ./train -d $tmp/corpus_nul.txt -o $tmp/m.bin "${small[@]}"
 { cat $tmp/corpus.txt; printf '\xff'; } >$tmp/corpus_bad.txt
-pend train "a corpus with invalid UTF-8" "$tmp/corpus_bad.txt: invalid UTF-8 at byte 3000" ./train -d $tmp/corpus_bad.txt -o $tmp/m.bin "${small[@]}"
+row train "a corpus with invalid UTF-8" "$tmp/corpus_bad.txt: not UTF-8 text: invalid UTF-8 at byte 3000" ./train -d $tmp/corpus_bad.txt -o $tmp/m.bin "${small[@]}"
 row train "--lr abc" "--lr: 'abc' is not a number" ./train -d $tmp/corpus.txt -o $tmp/m.bin --lr abc
 row train "--lr -1" "--lr: -1 is outside [0, 10]" ./train -d $tmp/corpus.txt -o $tmp/m.bin --lr -1
 row train "--n-layer 0" "--n-layer: 0 is outside [1, 1024]" ./train -d $tmp/corpus.txt -o $tmp/m.bin --n-layer 0
