@@ -715,7 +715,7 @@ static double model_forward(const Config *c, const Weights *w, Acts *a, int B, f
         add_inplace(la.res2, la.mid, (size_t)N * d);
         if (c->post_norm) norm_forward(c, la.out, la.res2, L->ffn_norm_w, L->ffn_norm_b, N);
     }
-    float *xf = a->resid + (size_t)c->n_layers * N * d;
+    float *xf = layer_acts(c, a, c->n_layers - 1).out; // laid out for the full batch, like every layer
     if (c->final_norm) { norm_forward(c, a->lnf, xf, w->final_norm_w, w->final_norm_b, N); xf = a->lnf; }
     matmul_forward(a->logits, xf, w->classifier, NULL, N, d, c->vocab_size);
     return crossentropy(a->logits, a->losses, a->targets, N, c->vocab_size, dscale);
@@ -725,7 +725,7 @@ static double model_forward(const Config *c, const Weights *w, Acts *a, int B, f
 static void model_backward(const Config *c, const Weights *w, Weights *g, Acts *a, int B) {
     int T = a->T, N = B * T, d = c->dim, hid = c->hidden_dim, qd = c->n_heads * c->head_dim;
     int kvd = c->n_kv_heads * c->head_dim;
-    float *xL = a->resid + (size_t)c->n_layers * N * d;
+    float *xL = layer_acts(c, a, c->n_layers - 1).out;
     if (c->final_norm) {
         matmul_backward(a->g1, 0, g->classifier, NULL, a->logits, a->lnf, w->classifier, N, d, c->vocab_size);
         norm_backward(c, a->dres, 0, g->final_norm_w, g->final_norm_b, a->g1, xL, w->final_norm_w, a->stats, N);

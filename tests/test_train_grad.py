@@ -7,7 +7,8 @@ training step of ./train --init, which dumps its batch and its gradients (--dump
 docs/TRAINING.md). PyTorch computes the same loss in float64 and every parameter's gradient
 must match: |g_c - g_torch| / |g_torch| <= 1e-4 per tensor. Then 20 AdamW steps with warm-up,
 cosine decay, clipping, weight decay on matrices only and gradient accumulation must give
-PyTorch's loss sequence within 1e-4 (torch.optim.AdamW, nanoGPT's parameter groups).
+PyTorch's loss sequence within 1e-4 (torch.optim.AdamW, nanoGPT's parameter groups), and
+the closing whole-validation-split loss must be PyTorch's over the same windows.
 """
 import math
 import os
@@ -207,6 +208,33 @@ def check_adamw(name, c, rng, text, steps=20):
     return []
 
 
+def check_full_loss(name, c, rng, text):
+    """The closing 'val loss over the whole validation split': every window, the last batch
+    partly filled (the window count is not a multiple of the batch), against PyTorch."""
+    model, corpus = setup(name, c, rng, text)
+    out = os.path.join(TMP, name + ".out.bin")
+    T, B = c["seq_len"], 4
+    r = subprocess.run([TRAIN, "--init", model, "-d", corpus, "-o", out, "--max-iters", "0", "--batch-size", str(B),
+                        "--block-size", str(T)], capture_output=True, text=True)
+    last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr.strip()
+    try:
+        ours = float(last.rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return ["%s: no closing loss line: %s" % (name, last)]
+    pieces = sorted(set(text.encode()))
+    ids = [pieces.index(b) for b in text.encode()]
+    val = ids[int(len(ids) * 0.9):]
+    windows = (len(val) - 1) // T
+    x = torch.tensor([val[i * T:(i + 1) * T] for i in range(windows)])
+    y = torch.tensor([val[i * T + 1:(i + 1) * T + 1] for i in range(windows)])
+    with torch.no_grad():
+        theirs = loss_of(reference.load(model, torch.float64), x, y).item()
+    print("  %-8s %d windows in batches of %d: loss %.4f, torch %.6f" % (name, windows, B, ours, theirs))
+    if windows % B == 0 or not abs(ours - theirs) <= 1e-4 + 5e-5:
+        return ["%s: whole-split loss %.4f, torch %.6f (%d windows)" % (name, ours, theirs, windows)]
+    return []
+
+
 def knobs(c):
     keys = ["n_layers", "dim", "n_heads", "n_kv_heads", "head_dim", "pos_kind", "ffn_kind", "norm_kind",
             "post_norm", "final_norm", "bias_flags", "tied_classifier", "rope_dims"]
@@ -231,6 +259,12 @@ def main():
     print("20 AdamW steps:")
     for name, kind in [("gpt", "gpt"), ("llama", "llama"), ("rand", "random")]:
         fails = check_adamw(name + "_adam", random_config(rng, kind), rng, text)
+        for f in fails:
+            print("FAIL " + f)
+        passed, failed = passed + (not fails), failed + bool(fails)
+    print("whole validation split:")
+    for name, kind in [("gpt_full", "gpt"), ("llama_full", "llama")]:
+        fails = check_full_loss(name, random_config(rng, kind), rng, text[:2900])
         for f in fails:
             print("FAIL " + f)
         passed, failed = passed + (not fails), failed + bool(fails)
