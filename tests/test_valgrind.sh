@@ -64,9 +64,9 @@ head -c 2000 $SHARED/data/tinyshakespeare.txt >$tmp/text.txt
 memcheck run_ppl 0 required $tmp/run $model -m ppl -f $tmp/text.txt
 memcheck run_bad_prompt 1 required $tmp/run $model -i $'bad \xff'
 head -c 6000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus.txt
-memcheck train 0 pending $tmp/train -d $tmp/corpus.txt -o $tmp/m.bin --n-layer 1 --n-embd 16 --n-head 2 --batch-size 2 \
+memcheck train 0 required $tmp/train -d $tmp/corpus.txt -o $tmp/m.bin --n-layer 1 --n-embd 16 --n-head 2 --batch-size 2 \
   --block-size 16 --max-iters 3 --eval-interval 2 --eval-iters 1
-memcheck train_bpe_llama 0 pending $tmp/train -d $tmp/corpus.txt -o $tmp/m2.bin --arch llama --vocab-size 300 --n-layer 1 \
+memcheck train_bpe_llama 0 required $tmp/train -d $tmp/corpus.txt -o $tmp/m2.bin --arch llama --vocab-size 300 --n-layer 1 \
   --n-embd 16 --n-head 2 --batch-size 2 --block-size 16 --max-iters 2 --eval-interval 2 --eval-iters 1
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
