@@ -452,22 +452,21 @@ static void norm_backward(const Config *c, float *dx, int acc, float *dw, float 
         for (int n = lo; n < hi; n++) {
             const float *xn = x + (size_t)n * C, *gn = dout + (size_t)n * C;
             float *dxn = dx + (size_t)n * C;
-            float mean = 0.0f, r;
+            // The simd reductions let the compiler vectorise the sums (in a fixed order).
+            float mean = 0.0f, r, ss = 0.0f;
             if (ln) {
+#pragma omp simd reduction(+ : mean)
                 for (int i = 0; i < C; i++) mean += xn[i];
                 mean /= C;
-                float var = 0.0f;
-                for (int i = 0; i < C; i++) var += (xn[i] - mean) * (xn[i] - mean);
-                r = 1.0f / sqrtf(var / C + eps);
-            } else {
-                float ss = 0.0f;
-                for (int i = 0; i < C; i++) ss += xn[i] * xn[i];
-                r = 1.0f / sqrtf(ss / C + eps);
             }
+#pragma omp simd reduction(+ : ss)
+            for (int i = 0; i < C; i++) ss += (xn[i] - mean) * (xn[i] - mean);
+            r = 1.0f / sqrtf(ss / C + eps);
             stats[2 * n] = mean;
             stats[2 * n + 1] = r;
             // xhat = (x - mean) r; dxhat = g w; dx = r (dxhat - mean(dxhat) - xhat mean(dxhat xhat))
             float sum_g = 0.0f, sum_gx = 0.0f;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
             for (int i = 0; i < C; i++) {
                 float gw = gn[i] * w[i], xh = (xn[i] - mean) * r;
                 sum_g += gw;
@@ -793,7 +792,9 @@ static double sum_squares(const float *x, size_t n) {
         int lo, hi;
         my_rows((int)((n + 1023) / 1024), &lo, &hi);
         double s = 0.0;
-        for (size_t i = (size_t)lo * 1024; i < (size_t)hi * 1024 && i < n; i++) s += (double)x[i] * x[i];
+        size_t end = (size_t)hi * 1024 < n ? (size_t)hi * 1024 : n;
+#pragma omp simd reduction(+ : s)
+        for (size_t i = (size_t)lo * 1024; i < end; i++) s += (double)x[i] * x[i];
 #ifdef _OPENMP
         part[omp_get_thread_num()] = s;
 #else
