@@ -37,36 +37,27 @@ for prog in run train; do
 done
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 
-# memcheck name expected_exit leaks command...: memory errors always fail; leaks fail when
-# leaks=required, and are reported without failing when leaks=pending (see docs/ROBUSTNESS.md).
+# memcheck name expected_exit command...: no memory errors, no definite or indirect leaks.
 memcheck() {
-  local name=$1 want=$2 leaks=$3; shift 3
+  local name=$1 want=$2; shift 2
   valgrind -q --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect \
-    --errors-for-leak-kinds=none --log-file=$tmp/$name.log "$@" >$tmp/$name.out 2>$tmp/$name.err
-  local rc=$? lost
-  lost=$(grep -cE 'are (definitely|indirectly) lost' $tmp/$name.log)
-  if [ $rc -ne "$want" ] || grep -vE '^==[0-9]+== *$' $tmp/$name.log | grep -qvE 'lost|^==[0-9]+==    (at|by) |in loss record'; then
-    failed=$((failed + 1)); echo "FAIL: $name: exit $rc (expected $want)"; head -n 40 $tmp/$name.log; head -c 300 $tmp/$name.err
-  elif [ "$lost" -gt 0 ] && [ "$leaks" = required ]; then
-    failed=$((failed + 1)); echo "FAIL: $name: $lost blocks leaked"; head -n 40 $tmp/$name.log
-  elif [ "$lost" -gt 0 ]; then
-    echo "pending: $name: no memory errors; $lost blocks not freed at exit ($tmp/$name.log)"
-  else
-    passed=$((passed + 1)); echo "ok: $name: no errors, no leaks"
-  fi
+    --errors-for-leak-kinds=definite,indirect --log-file=$tmp/$name.log "$@" >$tmp/$name.out 2>$tmp/$name.err
+  local rc=$?
+  if [ $rc -eq "$want" ] && [ ! -s $tmp/$name.log ]; then passed=$((passed + 1)); echo "ok: $name: no errors, no leaks"
+  else failed=$((failed + 1)); echo "FAIL: $name: exit $rc (expected $want)"; head -n 40 $tmp/$name.log; head -c 300 $tmp/$name.err; fi
 }
 
 model=$tmp/stories260K.bin
 "$PYTHON" tools/convert.py $SHARED/models/stories260K.bin $model --tokenizer $SHARED/models/tok512.bin 2>/dev/null ||
   { echo "FAIL: convert stories260K"; echo "0 passed, 1 failed"; exit 1; }
-memcheck run_generate 0 required $tmp/run $model -i "Once upon a time" -n 24 -t 0.8 -p 0.9 -k 40 --min-p 0.05 -r 1.1 -s 7
+memcheck run_generate 0 $tmp/run $model -i "Once upon a time" -n 24 -t 0.8 -p 0.9 -k 40 --min-p 0.05 -r 1.1 -s 7
 head -c 2000 $SHARED/data/tinyshakespeare.txt >$tmp/text.txt
-memcheck run_ppl 0 required $tmp/run $model -m ppl -f $tmp/text.txt
-memcheck run_bad_prompt 1 required $tmp/run $model -i $'bad \xff'
+memcheck run_ppl 0 $tmp/run $model -m ppl -f $tmp/text.txt
+memcheck run_bad_prompt 1 $tmp/run $model -i $'bad \xff'
 head -c 6000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus.txt
-memcheck train 0 required $tmp/train -d $tmp/corpus.txt -o $tmp/m.bin --n-layer 1 --n-embd 16 --n-head 2 --batch-size 2 \
+memcheck train 0 $tmp/train -d $tmp/corpus.txt -o $tmp/m.bin --n-layer 1 --n-embd 16 --n-head 2 --batch-size 2 \
   --block-size 16 --max-iters 3 --eval-interval 2 --eval-iters 1
-memcheck train_bpe_llama 0 required $tmp/train -d $tmp/corpus.txt -o $tmp/m2.bin --arch llama --vocab-size 300 --n-layer 1 \
+memcheck train_bpe_llama 0 $tmp/train -d $tmp/corpus.txt -o $tmp/m2.bin --arch llama --vocab-size 300 --n-layer 1 \
   --n-embd 16 --n-head 2 --batch-size 2 --block-size 16 --max-iters 2 --eval-interval 2 --eval-iters 1
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
