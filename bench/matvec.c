@@ -1,5 +1,6 @@
-// matvec.c: one-token matrix-vector products on the 110M Llama's shapes, model.h's matvec
-// against OpenBLAS's sgemv, in GB/s of weights streamed. Each shape cycles through enough
+// matvec.c: one-token matrix-vector products on the 110M Llama's shapes, model.h's (its
+// matmul with one row, the path a token step takes) against OpenBLAS's sgemv, in GB/s of
+// weights streamed. Each shape cycles through enough
 // distinct copies (>= 512 MiB) that every product reads from memory, as a real token step
 // does, never from the 32 MiB L3. "token" is one whole step's products in file order:
 // 12 × (q, k, v, o, w1, w3, w2) and the 32000-row classifier.
@@ -7,6 +8,10 @@
 #include "bench.h"
 
 typedef void (*MatvecFn)(float *out, const float *x, const float *w, int n_in, int n_out);
+
+static void matvec_model(float *out, const float *x, const float *w, int n_in, int n_out) {
+    matmul(out, x, w, NULL, 1, n_in, n_out);
+}
 
 static void matvec_sgemv(float *out, const float *x, const float *w, int n_in, int n_out) {
     cblas_sgemv(CblasRowMajor, CblasNoTrans, n_out, n_in, 1.0f, w, n_in, x, 1, 0.0f, out, 1);
@@ -27,7 +32,7 @@ static double pass(MatvecFn f, const Shape *list, int n, const float *w, const f
 
 int main(int argc, char **argv) {
     int threads = bench_threads(argc, argv), reps = atoi(bench_arg(argc, argv, "-r", "7"));
-    struct { const char *name; MatvecFn f; } fns[] = {{"matvec", matvec}, {"sgemv", matvec_sgemv}};
+    struct { const char *name; MatvecFn f; } fns[] = {{"matvec", matvec_model}, {"sgemv", matvec_sgemv}};
     Shape shapes[] = {{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}};
     Shape token[12 * 7 + 1];
     int nt = 0;

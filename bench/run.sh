@@ -47,6 +47,7 @@ phase_end() {
 declare -A LOADNOTE
 
 echo "bench: $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $NCPU cores, $J threads"
+echo "bench: OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset (./run and bench_forward then wait passively)}"
 echo "bench: loadavg before: $(cat /proc/loadavg)"
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -64,6 +65,7 @@ for p in membw sgemm matvec bench_forward; do
     fi
 done
 [ -x ./run ] || die "./run is not built (make run)"
+echo "bench: BLAS $(ldd $BIN/sgemm | awk '/openblas/ { print $3; exit }'), as ./run: $(ldd ./run | awk '/openblas/ { print $3; exit }')"
 
 # ---- models: random weights, made once (bench/tmp is not committed) ----
 LLAMA=$TMP/llama110m.bin GPT2=$TMP/gpt2_124m.bin
@@ -89,9 +91,16 @@ BW=$(calc "%.2f" "($BW4K > $BW2M) ? $BW4K : $BW2M")
 phase_start "OpenBLAS sgemm 1024^3"
 $BIN/sgemm -j $J -r $MB_REPS > $TMP/sgemm.txt || die "sgemm failed"
 $BIN/sgemm -j 1 -r 3 > $TMP/sgemm1.txt || die "sgemm failed"
+# The Llama prompt's own products (4 of 768x768, 2 of 2048x768, 1 of 768x2048 per layer), as
+# one figure: their FLOPs over the time they take.
+for s in 256x768x768 256x2048x768 256x768x2048; do
+    $BIN/sgemm -j $J -r $MB_REPS -s $s > $TMP/sgemm_$s.txt || die "sgemm failed"
+done
 phase_end sgemm
 SG=$(get $TMP/sgemm.txt sgemm_best_GFLOPs) SG_MED=$(get $TMP/sgemm.txt sgemm_median_GFLOPs)
 SG1=$(get $TMP/sgemm1.txt sgemm_best_GFLOPs)
+SG_PROMPT=$(awk -v a=$(get $TMP/sgemm_256x768x768.txt sgemm_best_GFLOPs) -v b=$(get $TMP/sgemm_256x2048x768.txt sgemm_best_GFLOPs) \
+    -v c=$(get $TMP/sgemm_256x768x2048.txt sgemm_best_GFLOPs) 'BEGIN { printf "%.1f", 12 / (4 / a + (16 / 3) / b + (8 / 3) / c) }')
 
 phase_start "matvec vs sgemv (110M shapes)"
 $BIN/matvec -j $J -r $R > $TMP/matvec.txt || die "matvec failed"
@@ -161,6 +170,8 @@ printf "  memory read, 1 GiB, best of %s:   %s GB/s (4 KiB pages %s, 2 MiB pages
     "$MB_REPS" "$BW" "$BW4K" "$BW2M" "${LOADNOTE[membw]}"
 printf "  OpenBLAS sgemm 1024^3:            %s GFLOP/s best, %s median (1 thread: %s)   [others: %s]\n" \
     "$SG" "$SG_MED" "$SG1" "${LOADNOTE[sgemm]}"
+printf "  OpenBLAS sgemm on the Llama prompt's 256-row products: %s GFLOP/s (%s of 1024^3)\n" "$SG_PROMPT" \
+    "$(calc %.2f "$SG_PROMPT / $SG")"
 echo
 echo "One-token matrix-vector products, GB/s (median over $R passes; ratio to the memory bound):   [others: ${LOADNOTE[matvec]}]"
 printf "  %-12s %16s %16s\n" shape "model.h matvec" "OpenBLAS sgemv"
@@ -188,6 +199,7 @@ for m in llama gpt2; do
         "$(calc %.3f "$gen0 * $wb / 1e9 / $BW")"
     printf "  (b) 256-token prompt: %s tok/s = %s GFLOP/s -> %s of sgemm (goal 0.7); with the issue's 2 x all params x tokens: %s\n" \
         "$pr" "$gf" "$(calc %.3f "$gf / $SG")" "$(calc %.3f "$pr * $fli / 256 / 1e9 / $SG")"
+    [ $m = llama ] && printf "      (of sgemm on the prompt's own shapes, %s GFLOP/s: %s)\n" "$SG_PROMPT" "$(calc %.3f "$gf / $SG_PROMPT")"
     printf "  (c) ./run peak RSS %.1f MiB <= file %.1f + KV cache %.1f + 32 MiB = %.1f MiB: %s\n" \
         "$(calc %.1f "$rss / 1048576")" "$(calc %.1f "$file / 1048576")" "$(calc %.1f "$kv / 1048576")" \
         "$(calc %.1f "$bound / 1048576")" "$([ $rss -le $bound ] && echo yes || echo NO)"
