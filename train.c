@@ -386,19 +386,11 @@ static LayerActs layer_acts(const Config *c, const Acts *a, int l) {
 }
 
 // ----------------------------------------------------------------------------
-// Layer pairs. Every matrix product is OpenBLAS sgemm, called by each thread of one OpenMP
-// parallel region on its share of the rows (inside a parallel region OpenBLAS runs
-// single-threaded), so there is one thread pool and one fork per product; this measured
-// faster than letting OpenBLAS thread each call.
-
-static void matmul_forward(float *out, const float *in, const float *w, const float *b, int N, int n_in, int n_out) {
-#pragma omp parallel
-    {
-        int lo, hi;
-        my_rows(N, &lo, &hi);
-        if (hi > lo) matmul(out + (size_t)lo * n_out, in + (size_t)lo * n_in, w, b, hi - lo, n_in, n_out);
-    }
-}
+// Layers. Every matrix product is OpenBLAS sgemm (model.h's matmul forward), called by each
+// thread of an OpenMP parallel region on its share of the rows: inside a parallel region
+// OpenBLAS runs single-threaded, so there is one thread pool, and this measured faster than
+// letting OpenBLAS thread each call. The backward halves are below; the forward pass, which
+// strings model.h's kernels together row by row, is with the model further down.
 
 // din (=, or += with acc) dout · W; dW += doutᵀ · in; db += Σ rows of dout. Threads split din
 // by rows and dW, db by output rows, so none adds into another's memory.
@@ -427,15 +419,6 @@ static void matmul_backward(float *din, int acc, float *dw, float *db, const flo
 static void add_inplace(float *x, const float *y, size_t n) {
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) x[i] += y[i];
-}
-
-static void norm_forward(const Config *c, float *out, const float *x, const float *w, const float *b, int N) {
-#pragma omp parallel
-    {
-        int lo, hi;
-        my_rows(N, &lo, &hi);
-        if (hi > lo) norm(c, out + (size_t)lo * c->dim, x + (size_t)lo * c->dim, w, b, hi - lo);
-    }
 }
 
 // dx (=, or += with acc) from dout through LayerNorm / RMSNorm of x; dw, db accumulate.
@@ -490,12 +473,24 @@ static void norm_backward(const Config *c, float *dx, int acc, float *dw, float 
     }
 }
 
-// model.h's rope on each of B sequences (positions from 0); with the negated sines it is the
-// inverse rotation, which is RoPE's backward.
+// model.h's rope on rows [lo, hi) of the batch, each piece within one sequence at its
+// positions; with the negated sines it is the inverse rotation, which is RoPE's backward.
+static void rope_rows(const Config *c, float *x, int n_heads, const float *sin_t, const Acts *a, int lo, int hi) {
+    int width = n_heads * c->head_dim;
+    for (int r = lo; r < hi;) {
+        int t = r % a->T, n = a->T - t < hi - r ? a->T - t : hi - r;
+        rope(x + (size_t)r * width, n, t, n_heads, c->head_dim, c->rope_dims, a->rope_cos, sin_t);
+        r += n;
+    }
+}
+
 static void rope_batch(const Config *c, float *x, int n_heads, const float *sin_t, const Acts *a, int B) {
-    int T = a->T, width = n_heads * c->head_dim;
-#pragma omp parallel for schedule(static)
-    for (int b = 0; b < B; b++) rope(x + (size_t)b * T * width, T, 0, n_heads, c->head_dim, c->rope_dims, a->rope_cos, sin_t);
+#pragma omp parallel
+    {
+        int lo, hi;
+        my_rows(B * a->T, &lo, &hi);
+        rope_rows(c, x, n_heads, sin_t, a, lo, hi);
+    }
 }
 
 // exp for the activations, written so that GCC vectorises the loops that call it (glibc's
@@ -519,29 +514,19 @@ static inline float exp_vec(float x) {
 
 #define GELU_K 0.7978845608028654f // sqrt(2 / pi)
 
-// The activations of model.h's ffn_activation; GELU's 0.5 (1 + tanh u) is written as the
-// equal sigmoid(2u) so that both it and SiLU need only exp_vec.
-static void activation_forward(int kind, float *hact, const float *h1, const float *h3, size_t n) {
+// The activations of model.h's ffn_activation on n values; GELU's 0.5 (1 + tanh u) is written
+// as the equal sigmoid(2u) so that both it and SiLU need only exp_vec.
+static void activation_rows(int kind, float *hact, const float *h1, const float *h3, size_t n) {
     if (kind == FFN_GELU_TANH) {
-#pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++) {
             float x = h1[i], u = GELU_K * (x + 0.044715f * x * x * x);
             hact[i] = x / (1.0f + exp_vec(-2.0f * u));
         }
     } else if (kind == FFN_SWIGLU) {
-#pragma omp parallel for simd schedule(static)
         for (size_t i = 0; i < n; i++) hact[i] = h1[i] / (1.0f + exp_vec(-h1[i])) * h3[i];
     } else {
-#pragma omp parallel
-        {
-            int lo, hi;
-            my_rows((int)((n + 15) / 16), &lo, &hi);
-            size_t s = (size_t)lo * 16, e = (size_t)hi * 16 < n ? (size_t)hi * 16 : n;
-            if (e > s) {
-                memcpy(hact + s, h1 + s, (e - s) * sizeof(float));
-                ffn_activation(kind, hact + s, NULL, e - s);
-            }
-        }
+        memcpy(hact, h1, n * sizeof(float));
+        ffn_activation(kind, hact, NULL, n);
     }
 }
 
@@ -643,11 +628,6 @@ static void attention_backward(const Config *c, float *dq, float *dk, float *dv,
         }
 }
 
-static void embed_forward(const Config *c, const Weights *w, float *x, const int *tokens, int B, int T) {
-#pragma omp parallel for schedule(static)
-    for (int b = 0; b < B; b++) embed(c, w, x + (size_t)b * T * c->dim, tokens + (size_t)b * T, T, 0);
-}
-
 static void embed_backward(const Config *c, Weights *g, const float *dx, const int *tokens, int B, int T) {
     int d = c->dim;
 #pragma omp parallel
@@ -668,9 +648,8 @@ static void embed_backward(const Config *c, Weights *g, const float *dx, const i
 
 // Softmax and cross-entropy fused: logits become probabilities, losses[n] = -log p[target];
 // with dscale != 0, logits become dloss/dlogits = (p - onehot) * dscale.
-static double crossentropy(float *logits, float *losses, const int *targets, int N, int V, float dscale) {
-#pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
+static void crossentropy_rows(float *logits, float *losses, const int *targets, int lo, int hi, int V, float dscale) {
+    for (int n = lo; n < hi; n++) {
         float *row = logits + (size_t)n * V;
         softmax(row, V);
         losses[n] = -logf(row[targets[n]]);
@@ -679,45 +658,97 @@ static double crossentropy(float *logits, float *losses, const int *targets, int
             for (int i = 0; i < V; i++) row[i] *= dscale;
         }
     }
-    double sum = 0.0;
-    for (int n = 0; n < N; n++) sum += losses[n];
-    return sum / N;
 }
 
 // ----------------------------------------------------------------------------
 // The model: forward keeps what backward needs; backward accumulates into the gradients.
 
-static double model_forward(const Config *c, const Weights *w, Acts *a, int B, float dscale) {
-    int T = a->T, N = B * T, d = c->dim, hid = c->hidden_dim, qd = c->n_heads * c->head_dim;
-    int kvd = c->n_kv_heads * c->head_dim;
-    embed_forward(c, w, a->resid, a->tokens, B, T);
-    for (int l = 0; l < c->n_layers; l++) {
-        const LayerWeights *L = &w->layers[l];
-        LayerActs la = layer_acts(c, a, l);
-        if (!c->post_norm) norm_forward(c, la.ain, la.in, L->attn_norm_w, L->attn_norm_b, N);
-        matmul_forward(la.q, la.ain, L->wq, L->bq, N, d, qd);
-        matmul_forward(la.k, la.ain, L->wk, L->bk, N, d, kvd);
-        matmul_forward(la.v, la.ain, L->wv, L->bv, N, d, kvd);
-        if (c->pos_kind == POS_ROPE) {
-            rope_batch(c, la.q, c->n_heads, a->rope_sin, a, B);
-            rope_batch(c, la.k, c->n_kv_heads, a->rope_sin, a, B);
-        }
-        attention_forward(la.atty, la.att, la.q, la.k, la.v, B, T, 0, c->n_heads, c->n_kv_heads, c->head_dim);
-        matmul_forward(la.res1, la.atty, L->wo, L->bo, N, qd, d);
-        add_inplace(la.res1, la.in, (size_t)N * d);
-        if (c->post_norm) norm_forward(c, la.mid, la.res1, L->attn_norm_w, L->attn_norm_b, N);
-        else norm_forward(c, la.fin, la.mid, L->ffn_norm_w, L->ffn_norm_b, N);
-        matmul_forward(la.h1, la.fin, L->w1, L->b1, N, d, hid);
-        if (la.h3) matmul_forward(la.h3, la.fin, L->w3, L->b3, N, d, hid);
-        activation_forward(c->ffn_kind, la.hact, la.h1, la.h3, (size_t)N * hid);
-        matmul_forward(la.res2, la.hact, L->w2, L->b2, N, hid, d);
-        add_inplace(la.res2, la.mid, (size_t)N * d);
-        if (c->post_norm) norm_forward(c, la.out, la.res2, L->ffn_norm_w, L->ffn_norm_b, N);
+// The forward pass runs each thread on its own rows of the batch through everything between
+// two attentions (no other row is needed there), so a layer costs two forks of the thread
+// pool, this and the attention, instead of one per kernel.
+
+static void embed_rows(const Config *c, const Weights *w, Acts *a, int lo, int hi) {
+    for (int r = lo; r < hi;) {
+        int t = r % a->T, n = a->T - t < hi - r ? a->T - t : hi - r;
+        embed(c, w, a->resid + (size_t)r * c->dim, a->tokens + r, n, t);
+        r += n;
     }
-    float *xf = layer_acts(c, a, c->n_layers - 1).out; // laid out for the full batch, like every layer
-    if (c->final_norm) { norm_forward(c, a->lnf, xf, w->final_norm_w, w->final_norm_b, N); xf = a->lnf; }
-    matmul_forward(a->logits, xf, w->classifier, NULL, N, d, c->vocab_size);
-    return crossentropy(a->logits, a->losses, a->targets, N, c->vocab_size, dscale);
+}
+
+// Layer l up to its attention: norm, q, k, v, RoPE.
+static void layer_head_rows(const Config *c, const Weights *w, Acts *a, int l, int lo, int hi) {
+    const LayerWeights *L = &w->layers[l];
+    LayerActs la = layer_acts(c, a, l);
+    size_t d = c->dim, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    int n = hi - lo;
+    if (n <= 0) return;
+    if (!c->post_norm) norm(c, la.ain + lo * d, la.in + lo * d, L->attn_norm_w, L->attn_norm_b, n);
+    matmul(la.q + lo * qd, la.ain + lo * d, L->wq, L->bq, n, d, qd);
+    matmul(la.k + lo * kvd, la.ain + lo * d, L->wk, L->bk, n, d, kvd);
+    matmul(la.v + lo * kvd, la.ain + lo * d, L->wv, L->bv, n, d, kvd);
+    if (c->pos_kind == POS_ROPE) {
+        rope_rows(c, la.q, c->n_heads, a->rope_sin, a, lo, hi);
+        rope_rows(c, la.k, c->n_kv_heads, a->rope_sin, a, lo, hi);
+    }
+}
+
+// Layer l after its attention: output projection, residual, norms, feed-forward.
+static void layer_tail_rows(const Config *c, const Weights *w, Acts *a, int l, int lo, int hi) {
+    const LayerWeights *L = &w->layers[l];
+    LayerActs la = layer_acts(c, a, l);
+    size_t d = c->dim, hid = c->hidden_dim, qd = (size_t)c->n_heads * c->head_dim;
+    int n = hi - lo;
+    if (n <= 0) return;
+    matmul(la.res1 + lo * d, la.atty + lo * qd, L->wo, L->bo, n, qd, d);
+    for (size_t i = lo * d; i < hi * d; i++) la.res1[i] += la.in[i];
+    if (c->post_norm) norm(c, la.mid + lo * d, la.res1 + lo * d, L->attn_norm_w, L->attn_norm_b, n);
+    else norm(c, la.fin + lo * d, la.mid + lo * d, L->ffn_norm_w, L->ffn_norm_b, n);
+    matmul(la.h1 + lo * hid, la.fin + lo * d, L->w1, L->b1, n, d, hid);
+    if (la.h3) matmul(la.h3 + lo * hid, la.fin + lo * d, L->w3, L->b3, n, d, hid);
+    activation_rows(c->ffn_kind, la.hact + lo * hid, la.h1 + lo * hid, la.h3 ? la.h3 + lo * hid : NULL, n * hid);
+    matmul(la.res2 + lo * d, la.hact + lo * hid, L->w2, L->b2, n, hid, d);
+    for (size_t i = lo * d; i < hi * d; i++) la.res2[i] += la.mid[i];
+    if (c->post_norm) norm(c, la.out + lo * d, la.res2 + lo * d, L->ffn_norm_w, L->ffn_norm_b, n);
+}
+
+// Final norm, classifier, loss.
+static void output_rows(const Config *c, const Weights *w, Acts *a, int lo, int hi, float dscale) {
+    size_t d = c->dim, V = c->vocab_size;
+    int n = hi - lo;
+    if (n <= 0) return;
+    const float *x = layer_acts(c, a, c->n_layers - 1).out + lo * d; // laid out for the full batch
+    if (c->final_norm) {
+        norm(c, a->lnf + lo * d, x, w->final_norm_w, w->final_norm_b, n);
+        x = a->lnf + lo * d;
+    }
+    matmul(a->logits + lo * V, x, w->classifier, NULL, n, d, V);
+    crossentropy_rows(a->logits, a->losses, a->targets, lo, hi, V, dscale);
+}
+
+static double model_forward(const Config *c, const Weights *w, Acts *a, int B, float dscale) {
+    int N = B * a->T;
+#pragma omp parallel
+    {
+        int lo, hi;
+        my_rows(N, &lo, &hi);
+        embed_rows(c, w, a, lo, hi);
+        layer_head_rows(c, w, a, 0, lo, hi);
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerActs la = layer_acts(c, a, l);
+        attention_forward(la.atty, la.att, la.q, la.k, la.v, B, a->T, 0, c->n_heads, c->n_kv_heads, c->head_dim);
+#pragma omp parallel
+        {
+            int lo, hi;
+            my_rows(N, &lo, &hi);
+            layer_tail_rows(c, w, a, l, lo, hi);
+            if (l + 1 < c->n_layers) layer_head_rows(c, w, a, l + 1, lo, hi);
+            else output_rows(c, w, a, lo, hi, dscale);
+        }
+    }
+    double sum = 0.0;
+    for (int n = 0; n < N; n++) sum += a->losses[n];
+    return sum / N;
 }
 
 // After model_forward with dscale != 0 (a->logits holds dlogits).
