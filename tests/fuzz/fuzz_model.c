@@ -14,7 +14,7 @@ static int small_enough(const Config *c) {
 
 // Runs tokens (ids < vocab_size) at positions 0.. through the model, with the weights and
 // tokenizer carved out of an exact-size heap copy of the file.
-static void run_forward(const Config *c, const unsigned char *file, size_t size, const int *tokens, int n) {
+static void run_forward(const Config *c, const unsigned char *file, const int *tokens, int n) {
     const FileHeader *h = (const FileHeader *)file;
     Weights w;
     if (weights_init(&w, c, (float *)(file + h->weights_offset))) return;
@@ -30,7 +30,6 @@ static void run_forward(const Config *c, const unsigned char *file, size_t size,
         state_free(&s);
     }
     weights_free(&w);
-    (void)size;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -75,7 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             int k = tokenizer_encode(&tok, "Once", 4, (c.tok_flags & TOKF_ADD_BOS) != 0, tokens + 3, 5, err, sizeof err);
             if (k > 0) n += k;
         }
-        run_forward(&c, copy, size, tokens, n);
+        run_forward(&c, copy, tokens, n);
     }
     if (tok_ok) tokenizer_free(&tok);
     free(copy);
