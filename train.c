@@ -838,7 +838,8 @@ static double sum_squares(const float *x, size_t n) {
 }
 
 // PyTorch's AdamW step on every tensor, in one parallel region; gscale is the clipping factor.
-static void adamw_step(float *p, const float *g, float *m, float *v, const ParamTensor *pt, int npt, float lr,
+// The gradients are zeroed on the way, ready for the next step's accumulation.
+static void adamw_step(float *p, float *g, float *m, float *v, const ParamTensor *pt, int npt, float lr,
                        float weight_decay, float b1, float b2, int t, float gscale) {
     float bc1 = 1.0f - powf(b1, (float)t), bc2_sqrt = sqrtf(1.0f - powf(b2, (float)t));
 #pragma omp parallel
@@ -848,6 +849,7 @@ static void adamw_step(float *p, const float *g, float *m, float *v, const Param
 #pragma omp for simd schedule(static) nowait
         for (size_t i = lo; i < hi; i++) {
             float gi = g[i] * gscale;
+            g[i] = 0.0f;
             m[i] += (1.0f - b1) * (gi - m[i]);
             v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
             p[i] = p[i] * decay - (lr / bc1) * m[i] / (sqrtf(v[i]) / bc2_sqrt + 1e-8f);
@@ -1332,7 +1334,6 @@ int main(int argc, char **argv) {
     while (step < o.max_iters && !stop_signal) {
         double t0 = now_s();
         float lr = get_lr(&o, step);
-        memset(grad_mem, 0, md.param_bytes);
         double loss = 0.0;
         for (int micro = 0; micro < o.grad_accum; micro++) {
             fill_batch(&acts, &train, B, rng_for((uint64_t)o.seed, RNG_BATCH, (uint64_t)step * o.grad_accum + micro));
