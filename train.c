@@ -1,9 +1,10 @@
 // train.c: train an attn.c model on a text file, on the CPU, and write a model file ./run loads.
 //   ./train -d corpus.txt -o model.bin
 // The layout follows llm.c's train_gpt2.c: parameters, gradients, the two AdamW moments and
-// the activations each live in one allocation carved into named tensors; every layer is a
-// *_forward / *_backward pair. The forward kernels are model.h's, the same code that serves
-// ./run's prompt and one-token paths.
+// the activations each live in one allocation carved into named tensors, and every layer kind
+// has a *_backward beside the forward it reverses. The forward kernels are model.h's, the
+// same code that serves ./run's prompt and one-token paths (the two exceptions, attention
+// and the feed-forward activations, are faster versions of model.h's, proposed for it).
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdarg.h>
