@@ -435,20 +435,52 @@ static inline float dot(const float *restrict a, const float *restrict b, int n)
 // Below this many multiply-adds a second thread costs more to wake than it saves.
 #define PARALLEL_MIN_WORK (1 << 16)
 
-static inline void matvec(float *restrict out, const float *restrict x, const float *restrict w, int n_in, int n_out) {
-#pragma omp parallel for schedule(static) if ((size_t)n_in * n_out >= PARALLEL_MIN_WORK)
-    for (int r = 0; r < n_out; r++) out[r] = dot(w + (size_t)r * n_in, x, n_in);
+// Products of one input with several matrices (q, k and v; w1 and w3), the nn.Linear
+// convention: out[T, n_out] = x[T, n_in] · w[n_out, n_in]ᵀ (+ b).
+typedef struct {
+    float *out;
+    const float *w, *b;
+    int n_out;
+} Linear;
+
+// A one-token step is bound by streaming each matrix once from memory. The rows of all the
+// matrices are split evenly across the threads in one parallel region, so that q, k and v
+// cost one fork and one barrier instead of three: each is a thread wake-up when waits are
+// passive.
+static inline void matvec_many(const float *restrict x, int n_in, const Linear *ls, int n) {
+    size_t total = 0;
+    for (int j = 0; j < n; j++) total += ls[j].n_out;
+#pragma omp parallel if (total * n_in >= PARALLEL_MIN_WORK)
+    {
+#ifdef _OPENMP
+        size_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+#else
+        size_t nt = 1, id = 0;
+#endif
+        size_t lo = total * id / nt, hi = total * (id + 1) / nt, base = 0;
+        for (int j = 0; j < n && base < hi; base += ls[j++].n_out) {
+            size_t from = lo > base ? lo - base : 0, to = hi - base < (size_t)ls[j].n_out ? hi - base : (size_t)ls[j].n_out;
+            for (size_t r = from; r < to; r++) ls[j].out[r] = dot(ls[j].w + r * n_in, x, n_in);
+        }
+    }
 }
 
-// out[T, n_out] = x[T, n_in] · w[n_out, n_in]ᵀ (+ b), the nn.Linear convention.
-static inline void matmul(float *out, const float *x, const float *w, const float *b, int T, int n_in, int n_out) {
+static inline void matmul_many(const Linear *ls, int n, const float *x, int T, int n_in) {
     if (T == 1)
-        matvec(out, x, w, n_in, n_out);
+        matvec_many(x, n_in, ls, n);
     else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, n_out, n_in, 1.0f, x, n_in, w, n_in, 0.0f, out, n_out);
-    if (b)
-        for (int t = 0; t < T; t++)
-            for (int i = 0; i < n_out; i++) out[(size_t)t * n_out + i] += b[i];
+        for (int j = 0; j < n; j++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, ls[j].n_out, n_in, 1.0f, x, n_in, ls[j].w, n_in,
+                        0.0f, ls[j].out, ls[j].n_out);
+    for (int j = 0; j < n; j++)
+        if (ls[j].b)
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < ls[j].n_out; i++) ls[j].out[(size_t)t * ls[j].n_out + i] += ls[j].b[i];
+}
+
+static inline void matmul(float *out, const float *x, const float *w, const float *b, int T, int n_in, int n_out) {
+    Linear l = {out, w, b, n_out};
+    matmul_many(&l, 1, x, T, n_in);
 }
 
 // Rotates interleaved pairs of the first rope_dims of every head; row t is at position
@@ -611,9 +643,9 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
         // attention
         const float *in = x;
         if (!c->post_norm) { norm(c, xb, x, L->attn_norm_w, L->attn_norm_b, T); in = xb; }
-        matmul(s->q, in, L->wq, L->bq, T, d, qd);
-        matmul(kc + (size_t)pos0 * kvd, in, L->wk, L->bk, T, d, kvd);
-        matmul(vc + (size_t)pos0 * kvd, in, L->wv, L->bv, T, d, kvd);
+        Linear qkv[] = {{s->q, L->wq, L->bq, qd}, {kc + (size_t)pos0 * kvd, L->wk, L->bk, kvd},
+                        {vc + (size_t)pos0 * kvd, L->wv, L->bv, kvd}};
+        matmul_many(qkv, 3, in, T, d);
         if (c->pos_kind == POS_ROPE) {
             rope(s->q, T, pos0, c->n_heads, hd, c->rope_dims, s->rope_cos, s->rope_sin);
             rope(kc + (size_t)pos0 * kvd, T, pos0, c->n_kv_heads, hd, c->rope_dims, s->rope_cos, s->rope_sin);
@@ -625,8 +657,8 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
         // feed-forward
         in = x;
         if (!c->post_norm) { norm(c, xb, x, L->ffn_norm_w, L->ffn_norm_b, T); in = xb; }
-        matmul(s->hb, in, L->w1, L->b1, T, d, hid);
-        if (c->ffn_kind == FFN_SWIGLU) matmul(s->hb2, in, L->w3, L->b3, T, d, hid);
+        Linear up[] = {{s->hb, L->w1, L->b1, hid}, {s->hb2, L->w3, L->b3, hid}};
+        matmul_many(up, c->ffn_kind == FFN_SWIGLU ? 2 : 1, in, T, d);
         ffn_activation(c->ffn_kind, s->hb, s->hb2, (size_t)T * hid);
         matmul(xb, s->hb, L->w2, L->b2, T, hid, d);
         for (size_t i = 0; i < (size_t)T * d; i++) x[i] += xb[i];
