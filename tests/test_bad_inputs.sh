@@ -22,7 +22,7 @@ passed=0 failed=0 pending=0 table=()
 # A program still running after LIMIT seconds (120) has hung: it fails the row.
 check() {
   local required=$1 tool=$2 what=$3 want=$4; shift 4
-  timeout "${LIMIT:-120}" "$@" >$tmp/out.txt 2>$tmp/err.txt </dev/null
+  { timeout "${LIMIT:-120}" "$@" >$tmp/out.txt 2>$tmp/err.txt </dev/null; } 2>/dev/null # no shell notice of a crash
   local rc=$? lines msg
   lines=$(wc -l <$tmp/err.txt)
   msg=$(head -n 1 $tmp/err.txt)
@@ -39,6 +39,7 @@ check() {
     pending=$((pending + 1))
     ((markdown)) || echo "pending: $tool: $what: exit $rc, wanted '$want'; stderr: $(head -c 200 $tmp/err.txt)"
     local now="exits $rc"
+    [ $rc -gt 128 ] && now="crashes (signal $((rc - 128)))"
     [ $rc -eq 124 ] && now="hangs (stopped after ${LIMIT:-120} s)"
     table+=("| \`$tool\` | $what | pending: $now; wanted one line saying '$want' |")
   fi
@@ -218,6 +219,17 @@ row train "--resume with no state file" "$tmp/fresh.bin&&cannot open" ./train -d
 head -c 1000 $tmp/m.bin.state >$tmp/cut.bin.state
 cp $tmp/m.bin $tmp/cut.bin
 row train "--resume from a truncated state" "$tmp/cut.bin.state: &&truncated" ./train -d $tmp/corpus.txt -o $tmp/cut.bin --resume
+# The options stored in the state (after the 56-byte fixed part, up to the parameters) zeroed:
+# a corrupt state must be refused, not divide by a zero --eval-interval.
+cp $tmp/m.bin $tmp/zero.bin
+"$PYTHON" - $tmp/m.bin.state $tmp/zero.bin.state <<'PY'
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+header = len(d) - 3 * struct.unpack_from("<Q", d, 48)[0]
+d[56:header] = bytes(header - 56)
+open(sys.argv[2], "wb").write(d)
+PY
+pend train "--resume from a state whose stored options are zeroed" "$tmp/zero.bin.state" ./train -d $tmp/corpus.txt -o $tmp/zero.bin --resume
 row train "--resume on another corpus" "the run was trained on a different corpus" ./train -d $tmp/short.txt -o $tmp/m.bin --resume
 
 # ---- tools/convert.py
