@@ -90,3 +90,10 @@ test-asan:
 	@mkdir -p $(ASAN_DIR)/main/tests/bin
 	$(CC) $(ASAN_CFLAGS) -o $(ASAN_DIR)/main/tests/bin/tok_cli tests/tok_cli.c tokenizer.c -lm
 	@$(ASAN_ENV) $(MAKE) --no-print-directory -C $(ASAN_DIR)/main check CFLAGS='$(ASAN_CFLAGS)' PYTHON=$(PYTHON)
+
+# make clean also drops the sanitizer tree and the fuzz binaries and seeds; the fuzz corpora
+# (tests/fuzz/tmp/corpus, hours of executions) stay.
+.PHONY: clean-robustness
+clean: clean-robustness
+clean-robustness:
+	rm -rf $(ASAN_DIR) $(FUZZ_DIR)/bin $(FUZZ_DIR)/seeds
