@@ -12,6 +12,7 @@ the closing whole-validation-split loss must be PyTorch's over the same windows.
 """
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -23,7 +24,8 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 import modelfile as mf  # noqa: E402
 import reference  # noqa: E402
 
-TMP = os.path.join(ROOT, "tests", "tmp", "train_grad")
+# its own directory: another suite may run this test at the same time; removed when it passes
+TMP = os.path.join(ROOT, "tests", "tmp", "train_grad.%d" % os.getpid())
 TRAIN = os.path.join(ROOT, "train")
 CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 
@@ -273,4 +275,7 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    if rc == 0:
+        shutil.rmtree(TMP, ignore_errors=True)
+    sys.exit(rc)

@@ -7,6 +7,7 @@ must be a complete, loadable model, and --resume must carry on so that every log
 must write a checkpoint and exit 0, and resuming from it must also reproduce the reference.
 """
 import os
+import shutil
 import random
 import signal
 import subprocess
@@ -17,7 +18,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import modelfile as mf  # noqa: E402
 
-TMP = os.path.join(ROOT, "tests", "tmp", "train_resume")
+# its own directory: another suite may run this test at the same time; removed when it passes
+TMP = os.path.join(ROOT, "tests", "tmp", "train_resume.%d" % os.getpid())
 TRAIN = os.path.join(ROOT, "train")
 CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 STEPS = 240
@@ -138,4 +140,7 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    if rc == 0:
+        shutil.rmtree(TMP, ignore_errors=True)
+    sys.exit(rc)
