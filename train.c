@@ -146,7 +146,7 @@ static void parse_number(const Flag *f, const char *s) {
 typedef struct {
     Opts o;
     const char *data, *out, *init, *dump;
-    int resume, block_given;
+    int resume, block_given, max_iters_given, others_given; // flags seen, for --init and --resume
 } Args;
 
 static void parse_args(Args *a, int argc, char **argv) {
@@ -176,7 +176,7 @@ static void parse_args(Args *a, int argc, char **argv) {
     };
     int nflags = sizeof flags / sizeof flags[0];
     a->data = a->out = a->init = a->dump = NULL;
-    a->resume = a->block_given = 0;
+    a->resume = a->block_given = a->max_iters_given = a->others_given = 0;
     for (int i = 1; i < argc; i++) {
         char *arg = argv[i], *val = NULL, name[64];
         if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) { usage(stdout, flags, nflags); exit(0); }
@@ -197,12 +197,15 @@ static void parse_args(Args *a, int argc, char **argv) {
             if (!strcmp(val, "gpt")) o->arch = ARCH_GPT;
             else if (!strcmp(val, "llama")) o->arch = ARCH_LLAMA;
             else die("--arch: '%s' is not gpt or llama", val);
+            a->others_given = 1;
         } else {
             int k = 0;
             while (k < nflags && strcmp(flags[k].name, name)) k++;
             if (k == nflags) die("unknown option '--%s' (see --help)", name);
             parse_number(&flags[k], val);
             if (!strcmp(name, "block-size")) a->block_given = 1;
+            if (!strcmp(name, "max-iters")) a->max_iters_given = 1;
+            else a->others_given = 1;
         }
     }
     if (!a->data) die("no corpus: give -d FILE (see --help)");
@@ -1236,7 +1239,12 @@ int main(int argc, char **argv) {
     int start_step = 0;
     if (args.resume) {
         load_state(args.out, state_path, args.data, corpus_len, corpus_hash, &md, &m_mem, &v_mem, &o, &start_step);
-        args.block_given = 1;
+        // The run goes on with its own options; only its length may change (past the end of
+        // the decay it trains on at --min-lr).
+        if (args.max_iters_given) o.max_iters = args.o.max_iters;
+        if (args.others_given)
+            fprintf(stderr, "%s: note: --resume continues with the options saved in %s; only --max-iters is taken "
+                            "from the command line\n", prog, state_path);
     } else if (args.init) {
         Model m;
         if (model_open(&m, args.init, err, sizeof err)) die("%s", err);
