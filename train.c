@@ -149,10 +149,11 @@ typedef struct {
     int resume, block_given, max_iters_given, others_given; // flags seen, for --init and --resume
 } Args;
 
-static void parse_args(Args *a, int argc, char **argv) {
-    Opts *o = &a->o;
-    *o = default_opts;
-    Flag flags[] = {
+#define N_FLAGS 20
+
+// The numeric options with their ranges, pointing into o.
+static void flag_table(Opts *o, Flag flags[N_FLAGS]) {
+    Flag t[N_FLAGS] = {
         {"n-layer", 'i', &o->n_layer, 1, 1024, "layers (4)"},
         {"n-head", 'i', &o->n_head, 1, 1024, "attention heads (4)"},
         {"n-kv-head", 'i', &o->n_kv_head, 0, 1024, "key/value heads, dividing n-head (0: n-head)"},
@@ -174,7 +175,29 @@ static void parse_args(Args *a, int argc, char **argv) {
         {"seed", 'l', &o->seed, 0, 9.2e18, "seed for initialisation, data order and samples (1337)"},
         {"vocab-size", 'i', &o->vocab_size, 0, 1 << 20, "learn a BPE vocabulary of this size (0: characters)"},
     };
-    int nflags = sizeof flags / sizeof flags[0];
+    memcpy(flags, t, sizeof t);
+}
+
+// Options read back from a state file pass the same range checks as the command line's.
+static void check_saved_opts(Opts *o, const char *path) {
+    Flag flags[N_FLAGS];
+    flag_table(o, flags);
+    for (int i = 0; i < N_FLAGS; i++) {
+        const Flag *f = &flags[i];
+        double v = f->type == 'f' ? *(float *)f->ptr : f->type == 'l' ? (double)*(int64_t *)f->ptr : *(int *)f->ptr;
+        if (!(v >= f->lo && v <= f->hi))
+            die("%s: saved option --%s is %g, outside [%g, %g] (damaged?)", path, f->name, v, f->lo, f->hi);
+    }
+    if ((o->arch != ARCH_GPT && o->arch != ARCH_LLAMA) || o->min_lr > o->lr || o->n_kv_head < 1)
+        die("%s: saved options are inconsistent (damaged?)", path);
+}
+
+static void parse_args(Args *a, int argc, char **argv) {
+    Opts *o = &a->o;
+    *o = default_opts;
+    Flag flags[N_FLAGS];
+    flag_table(o, flags);
+    int nflags = N_FLAGS;
     a->data = a->out = a->init = a->dump = NULL;
     a->resume = a->block_given = a->max_iters_given = a->others_given = 0;
     for (int i = 1; i < argc; i++) {
@@ -1040,6 +1063,9 @@ static void load_state(const char *out, const char *path, const char *corpus_pat
     memcpy(*m, p + md->param_bytes, md->param_bytes);
     memcpy(*v, p + 2 * md->param_bytes, md->param_bytes);
     *o = sh.opts;
+    check_saved_opts(o, path);
+    if (sh.step > (uint64_t)o->max_iters)
+        die("%s: step %llu is past its run's end (damaged?)", path, (unsigned long long)sh.step);
     *step = (int)sh.step;
     free(buf);
 }
