@@ -349,12 +349,14 @@ static void push_pair(const Tokenizer *t, Work *w, int left) {
         res = merge_lookup(t, (uint32_t)l, (uint32_t)r, &prio);
         if (res < 0) return;
     } else {
+        /* A "<0xNN>" piece stands for one raw byte, not for its spelling: it neither merges
+         * by that spelling nor is made by merging text that happens to spell it. */
         size_t ll = t->len[l], rl = t->len[r];
-        if (ll + rl > (size_t)t->max_piece_len) return;
+        if (ll + rl > (size_t)t->max_piece_len || t->byte_of[l] >= 0 || t->byte_of[r] >= 0) return;
         memcpy(w->cat, t->bytes + t->offset[l], ll);
         memcpy(w->cat + ll, t->bytes + t->offset[r], rl);
         res = piece_lookup(t, w->cat, ll + rl);
-        if (res < 0 || !(t->score[res] > NO_MERGE_SCORE)) return;
+        if (res < 0 || t->byte_of[res] >= 0 || !(t->score[res] > NO_MERGE_SCORE)) return;
         prio = score_key(t->score[res]);
     }
     heap_push(w, (Cand){(uint64_t)prio << 32 | (uint32_t)left, w->ver[left], res});
