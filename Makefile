@@ -3,7 +3,7 @@
 CC ?= gcc
 PYTHON ?= /usr/bin/python3
 ARCH_FLAGS ?= -march=native
-CFLAGS ?= -std=c11 -D_DEFAULT_SOURCE -O3 $(ARCH_FLAGS) -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation
+CFLAGS ?= -std=c11 -D_DEFAULT_SOURCE -O3 $(ARCH_FLAGS) -fno-math-errno -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation
 LDLIBS = $(BLAS_LIBS) -lm
 
 # OpenBLAS built on OpenMP shares one thread pool with our own parallel loops; the default
@@ -16,10 +16,11 @@ else
 BLAS_LIBS = -lopenblas
 endif
 
-DEB_PACKAGES = libopenblas-dev libopenblas0-openmp libcmocka-dev python3-numpy python3-torch python3-matplotlib
+DEB_BUILD = libopenblas-dev libopenblas0-openmp
+DEB_PACKAGES = $(DEB_BUILD) libcmocka-dev python3-numpy python3-torch python3-matplotlib clang libclang-rt-14-dev valgrind
 TESTS_C = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
 
-.PHONY: all deps test check bench clean
+.PHONY: all deps deps-build demo test check bench clean
 
 all: run train
 
@@ -42,13 +43,21 @@ tests/node/node_modules/gpt-3-encoder/Encoder.js:
 	-npm install --silent --no-audit --no-fund --prefix tests/node gpt-3-encoder@1.1.4
 
 # Installs only what is missing, so a machine that has everything never touches apt.
-deps:
-	@missing=$$(for p in $(DEB_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+deps: PACKAGES = $(DEB_PACKAGES)
+deps-build: PACKAGES = $(DEB_BUILD)
+deps deps-build:
+	@missing=$$(for p in $(PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:" $$missing; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $$missing; \
 	fi
+
+# The first thing to try on a fresh machine: the small model trained by ./train on Tiny
+# Shakespeare that ships in models/ writes some Shakespeare.
+demo: deps-build
+	@$(MAKE) --no-print-directory run
+	./run models/shakespeare.bin -i "ROMEO:" -n 200 -t 0.8 -s 42
 
 # The recursive make sees the OpenBLAS that deps may just have installed.
 test: deps

@@ -520,41 +520,11 @@ static void rope_batch(const Config *c, float *x, int n_heads, const float *sin_
     }
 }
 
-// exp for the activations, written so that GCC vectorises the loops that call it (glibc's
-// expf and tanhf are scalar calls and took a third of the step): Cody-Waite range reduction
-// and Cephes' expf polynomial, within a few ulp. Proposed for model.h's gelu_tanh and silu.
-static inline float exp_vec(float x) {
-    x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-    // round to nearest by the 1.5 * 2^23 trick: floorf would keep GCC from vectorising
-    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union { int32_t i; float f; } scale = {.i = ((int32_t)n + 127) << 23};
-    return p * scale.f;
-}
 
-#define GELU_K 0.7978845608028654f // sqrt(2 / pi)
-
-// The activations of model.h's ffn_activation on n values; GELU's 0.5 (1 + tanh u) is written
-// as the equal sigmoid(2u) so that both it and SiLU need only exp_vec.
+// The activation into its own buffer: the backward pass needs h1 as it was.
 static void activation_rows(int kind, float *hact, const float *h1, const float *h3, size_t n) {
-    if (kind == FFN_GELU_TANH) {
-        for (size_t i = 0; i < n; i++) {
-            float x = h1[i], u = GELU_K * (x + 0.044715f * x * x * x);
-            hact[i] = x / (1.0f + exp_vec(-2.0f * u));
-        }
-    } else if (kind == FFN_SWIGLU) {
-        for (size_t i = 0; i < n; i++) hact[i] = h1[i] / (1.0f + exp_vec(-h1[i])) * h3[i];
-    } else {
-        memcpy(hact, h1, n * sizeof(float));
-        ffn_activation(kind, hact, NULL, n);
-    }
+    memcpy(hact, h1, n * sizeof(float));
+    ffn_activation(kind, hact, h3, n);
 }
 
 // In place: dh holds d(activation output) on entry and d(h1) on exit; SwiGLU also gives dh3.
@@ -588,30 +558,6 @@ static void activation_backward(int kind, float *dh, float *dh3, const float *h1
         for (size_t i = 0; i < n; i++) dh[i] = h1[i] > 0.0f ? dh[i] : 0.0f;
         break;
     }
-}
-
-// model.h's attention (same arguments, same results up to rounding) with the two products
-// of each (sequence, head) as sgemm calls: the per-row dot loops ran at a tenth of sgemm's
-// speed on training shapes. Proposed for model.h; until then training uses it from here.
-static void attention_forward(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
-                              int P, int n_heads, int n_kv_heads, int head_dim) {
-    int L = P + T, qd = n_heads * head_dim, kvd = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
-    float scale = 1.0f / sqrtf((float)head_dim);
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < n_heads; h++) {
-            const float *kb = k + (size_t)b * L * kvd + (size_t)(h / group) * head_dim;
-            const float *vb = v + (size_t)b * L * kvd + (size_t)(h / group) * head_dim;
-            const float *qb = q + (size_t)b * T * qd + (size_t)h * head_dim;
-            float *a = att + ((size_t)b * n_heads + h) * T * L, *o = out + (size_t)b * T * qd + (size_t)h * head_dim;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, L, head_dim, scale, qb, qd, kb, kvd, 0.0f, a, L);
-            for (int t = 0; t < T; t++) {
-                int n = P + t + 1; // causal: row t sees positions 0 .. P + t
-                softmax(a + (size_t)t * L, n);
-                memset(a + (size_t)t * L + n, 0, (size_t)(L - n) * sizeof(float));
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, head_dim, L, 1.0f, a, L, vb, kvd, 0.0f, o, qd);
-        }
 }
 
 // Backward of model.h's attention with P = 0, from the probabilities it left in att, as four
@@ -763,7 +709,7 @@ static double model_forward(const Config *c, const Weights *w, Acts *a, int B, f
     }
     for (int l = 0; l < c->n_layers; l++) {
         LayerActs la = layer_acts(c, a, l);
-        attention_forward(la.atty, la.att, la.q, la.k, la.v, B, a->T, 0, c->n_heads, c->n_kv_heads, c->head_dim);
+        attention(la.atty, la.att, la.q, la.k, la.v, B, a->T, 0, c->n_heads, c->n_kv_heads, c->head_dim);
 #pragma omp parallel
         {
             int lo, hi;
