@@ -319,9 +319,10 @@ static int encode_prompt(const Tokenizer *tok, const Config *c, const char *what
     char err[256];
     int n = tokenizer_encode(tok, text, len, (c->tok_flags & TOKF_ADD_BOS) != 0, tokens, cap, err, sizeof err);
     if (n < 0) die("%s: %s", what, err);
-    if (n == 0) {
+    if (n == 0) { // the model still needs a first token: BOS, else EOS, else a newline as nanoGPT starts
         int start = c->bos_id >= 0 ? c->bos_id : c->eos_id;
-        if (start < 0) die("%s: empty, and the model has no BOS token to start from", what);
+        if (start < 0 && tokenizer_encode(tok, "\n", 1, 0, &start, 1, err, sizeof err) != 1)
+            die("%s: empty, and the model has no BOS token or newline to start from", what);
         tokens[n++] = start;
     }
     return n;
@@ -343,21 +344,8 @@ static void print_piece(TokSanitizer *san, const char *piece, size_t len, int fl
 
 // The prompt is the user's text: refuse what is not UTF-8 rather than guess at it.
 static void check_utf8(const char *what, const char *s, size_t n) {
-    for (size_t i = 0; i < n;) {
-        unsigned char b = s[i];
-        size_t k = b < 0x80 ? 1 : (b & 0xe0) == 0xc0 ? 2 : (b & 0xf0) == 0xe0 ? 3 : (b & 0xf8) == 0xf0 ? 4 : 0;
-        uint32_t cp = k == 1 ? b : k == 2 ? b & 0x1f : k == 3 ? b & 0x0f : b & 0x07;
-        if (!k || i + k > n) die("%s: invalid UTF-8 at byte %zu", what, i);
-        for (size_t j = 1; j < k; j++) {
-            if (((unsigned char)s[i + j] & 0xc0) != 0x80) die("%s: invalid UTF-8 at byte %zu", what, i);
-            cp = cp << 6 | ((unsigned char)s[i + j] & 0x3f);
-        }
-        uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < min[k] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            die("%s: invalid UTF-8 at byte %zu", what, i);
-        if (!cp) die("%s: NUL byte at %zu", what, i);
-        i += k;
-    }
+    size_t bad = tokenizer_first_non_text(s, n);
+    if (bad < n) die("%s: %s at byte %zu", what, s[bad] ? "invalid UTF-8" : "a NUL byte", bad);
 }
 
 static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler *sampler, const Options *o) {

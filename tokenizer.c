@@ -1281,3 +1281,21 @@ done:
     pt_free(&pt);
     return rc;
 }
+
+size_t tokenizer_first_non_text(const char *text, size_t n) {
+    static const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
+    for (size_t i = 0; i < n;) {
+        unsigned char b = (unsigned char)text[i];
+        size_t len = b < 0x80 ? 1 : b >> 5 == 6 ? 2 : b >> 4 == 14 ? 3 : b >> 3 == 30 ? 4 : 0;
+        if (!len || len > n - i || !b) return i;
+        uint32_t cp = len == 1 ? b : b & (0x7f >> len);
+        for (size_t j = 1; j < len; j++) {
+            unsigned char cb = (unsigned char)text[i + j];
+            if (cb >> 6 != 2) return i;
+            cp = cp << 6 | (cb & 0x3f);
+        }
+        if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000)) return i;
+        i += len;
+    }
+    return n;
+}

@@ -69,6 +69,11 @@ const char *tokenizer_decode(const Tokenizer *t, int prev_token, int token, size
 typedef struct { unsigned char pending[4]; int n; } TokSanitizer;
 size_t tokenizer_sanitize(TokSanitizer *s, const char *in, size_t n, char *out, int flush);
 
+/* The offset of the first byte of text that is not well-formed UTF-8 (overlong forms,
+ * surrogates and code points above U+10FFFF included) or is NUL; n if there is none. Prompts
+ * and corpora are refused at that offset rather than guessed at. */
+size_t tokenizer_first_non_text(const char *text, size_t n);
+
 /* Vocabulary learning for ./train. Both return a malloc'd kind-0 blob (FORMAT.md layout, no
  * merges list) in *blob / *blob_bytes, meant for tok_flags without the dummy prefix; 0 or -1.
  * learn_chars: one piece per distinct UTF-8 character of the text, in code point order (so ids

@@ -955,26 +955,6 @@ static uint64_t model_hash(const ModelData *md) {
     return fnv1a(&h, sizeof h) ^ fnv1a(md->tok_blob, md->tok_bytes) * 31;
 }
 
-// The corpus must be text: the offset of the first byte that is not part of well-formed
-// UTF-8 (overlong forms, surrogates and code points above U+10FFFF included) or is NUL, or n.
-static size_t first_non_text(const char *text, size_t n) {
-    static const uint32_t min_cp[] = {0, 0, 0x80, 0x800, 0x10000};
-    for (size_t i = 0; i < n;) {
-        unsigned char b = (unsigned char)text[i];
-        size_t len = b < 0x80 ? 1 : b >> 5 == 6 ? 2 : b >> 4 == 14 ? 3 : b >> 3 == 30 ? 4 : 0;
-        if (!len || len > n - i || !b) return i;
-        uint32_t cp = len == 1 ? b : b & (0x7f >> len);
-        for (size_t j = 1; j < len; j++) {
-            unsigned char cb = (unsigned char)text[i + j];
-            if (cb >> 6 != 2) return i;
-            cp = cp << 6 | (cb & 0x3f);
-        }
-        if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000)) return i;
-        i += len;
-    }
-    return n;
-}
-
 // Everything --resume needs: config and tokenizer from the model file, the rest from
 // MODEL.state, whose options replace the command line's.
 static void load_state(const char *out, const char *path, const char *corpus_path, size_t corpus_len,
@@ -1199,7 +1179,7 @@ int main(int argc, char **argv) {
     size_t corpus_len;
     char *corpus = read_file(args.data, &corpus_len, "the corpus");
     if (corpus_len == 0) die("%s: the corpus is empty", args.data);
-    size_t bad = first_non_text(corpus, corpus_len);
+    size_t bad = tokenizer_first_non_text(corpus, corpus_len);
     if (bad < corpus_len)
         die("%s: not UTF-8 text: %s at byte %zu (train on text files)", args.data,
             corpus[bad] ? "invalid UTF-8" : "a NUL byte", bad);
