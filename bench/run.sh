@@ -17,7 +17,7 @@ J=${BENCH_THREADS:-2}
 TMP=bench/tmp
 BIN=bench/bin
 mkdir -p "$TMP" "$BIN"
-if [ "${BENCH_QUICK:-0}" = 1 ]; then ROUNDS=1 STEPS=8 MB_REPS=3; else ROUNDS=3 STEPS=64 MB_REPS=5; fi
+if [ "${BENCH_QUICK:-0}" = 1 ]; then ROUNDS=1 STEPS=8 MB_REPS=3; else ROUNDS=3 STEPS=48 MB_REPS=5; fi
 T_START=$(date +%s)
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -90,22 +90,22 @@ rm -f $TMP/*.txt
 
 # ---- bounds: 1 GiB read (4 KiB and 2 MiB pages; a mapped file gets the former) and sgemm 1024^3 ----
 bounds() { # reps
+    local s
     $BIN/membw -j $J -r $1 --huge 0 >> $TMP/membw4k.txt 2> /dev/null || die "membw failed"
     $BIN/membw -j $J -r $1 --huge 1 >> $TMP/membw2m.txt 2> /dev/null || die "membw failed"
     $BIN/sgemm -j $J -r $(( 2 * $1 )) >> $TMP/sgemm.txt || die "sgemm failed"
+    # The Llama prompt's own products (per layer 4 of 768x768, 2 of 2048x768, 1 of 768x2048).
+    for s in 256x768x768 256x2048x768 256x768x2048; do
+        $BIN/sgemm -j $J -r $(( 2 * $1 )) -s $s >> $TMP/sgemm_$s.txt || die "sgemm failed"
+    done
 }
 phase_start "bounds: memory read bandwidth, sgemm"
 bounds $MB_REPS
 $BIN/sgemm -j 1 -r 3 > $TMP/sgemm1.txt || die "sgemm failed"
-# The Llama prompt's own products (per layer 4 of 768x768, 2 of 2048x768, 1 of 768x2048) as
-# one figure: their FLOPs over the time they take.
-for s in 256x768x768 256x2048x768 256x768x2048; do
-    $BIN/sgemm -j $J -r $(( 2 * MB_REPS )) -s $s > $TMP/sgemm_$s.txt || die "sgemm failed"
-done
 phase_end bounds
 
 phase_start "matvec vs sgemv (110M shapes)"
-$BIN/matvec -j $J -r 5 > $TMP/matvec.txt || die "matvec failed"
+$BIN/matvec -j $J -r 3 > $TMP/matvec.txt || die "matvec failed"
 phase_end matvec
 
 # ---- forward passes, ours and PyTorch's (its two thread settings), alternating ----
@@ -122,7 +122,7 @@ run_cli() { # name model
     done
     echo "$n" > $TMP/run_$1_prompt.txt
 }
-TSTEPS=$(( STEPS / 2 )) # PyTorch's steps are slower; fewer of them keep the run short
+TSTEPS=$(( STEPS / 3 )) # PyTorch's steps are slower; fewer of them keep the run short
 for m in llama gpt2; do
     model=$LLAMA
     [ $m = gpt2 ] && model=$GPT2
@@ -152,6 +152,7 @@ phase_end train
 BW4K=$(max $TMP/membw4k.txt membw_best_GBps) BW2M=$(max $TMP/membw2m.txt membw_best_GBps)
 BW=$(calc "%.2f" "($BW4K > $BW2M) ? $BW4K : $BW2M")
 SG=$(max $TMP/sgemm.txt sgemm_best_GFLOPs) SG1=$(max $TMP/sgemm1.txt sgemm_best_GFLOPs)
+# The prompt's products as one figure: their FLOPs over the time they take.
 SG_PROMPT=$(awk -v a=$(max $TMP/sgemm_256x768x768.txt sgemm_best_GFLOPs) \
     -v b=$(max $TMP/sgemm_256x2048x768.txt sgemm_best_GFLOPs) -v c=$(max $TMP/sgemm_256x768x2048.txt sgemm_best_GFLOPs) \
     'BEGIN { printf "%.1f", 12 / (4 / a + (16 / 3) / b + (8 / 3) / c) }')
@@ -165,7 +166,7 @@ printf "  OpenBLAS sgemm 1024^3: %s GFLOP/s (range %s-%s; 1 thread: %s)\n" "$SG"
 printf "  OpenBLAS sgemm on the Llama prompt's 256-row products: %s GFLOP/s (%s of 1024^3)   [%s]\n" "$SG_PROMPT" \
     "$(calc %.2f "$SG_PROMPT / $SG")" "${LOADNOTE[bounds]}"
 echo
-echo "One-token matrix-vector products, GB/s (median of 5 passes; ratio to the memory bound)   [${LOADNOTE[matvec]}]:"
+echo "One-token matrix-vector products, GB/s (median of 3 passes; ratio to the memory bound)   [${LOADNOTE[matvec]}]:"
 printf "  %-12s %16s %16s\n" shape "model.h matvec" "OpenBLAS sgemv"
 for s in 768x768 2048x768 768x2048 32000x768 token; do
     a=$(med $TMP/matvec.txt matvec_${s}_GBps) b=$(med $TMP/matvec.txt sgemv_${s}_GBps)

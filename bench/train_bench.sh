@@ -10,7 +10,6 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 J=${BENCH_THREADS:-2}
 TMP=bench/tmp
 DATA=../shared/data/tinyshakespeare.txt
-WARM=5
 mkdir -p $TMP
 
 echo "Training, $J threads, character-level $(basename $DATA):"
@@ -21,7 +20,8 @@ fi
 [ -f $DATA ] || { echo "  skipped: $DATA not found"; exit 0; }
 
 # ./train for up to $3 steps or $4 seconds, whichever comes first; it is stopped once the log
-# has the steps (its final whole-split evaluation is not what is measured).
+# has the steps (its final whole-split evaluation is not what is measured). The first $WARM
+# steps are not counted.
 ours() { # name flags steps seconds -> median tok/s of the timed steps
     local out=$TMP/train_$1.bin pid t0 rows
     rm -f $out $out.csv $out.state
@@ -56,8 +56,9 @@ theirs() { # name flags steps seconds -> best of the two settings, "tok_s settin
         ${f}_a.txt ${f}_b.txt
 }
 
-run_config() { # label flags steps seconds goal n_layer n_embd block
+run_config() { # label flags steps seconds goal n_layer n_embd block warm-up-steps
     local o t how p
+    WARM=$9
     o=$(ours "$1" "$2" $3 $4)
     read -r t how p <<< "$(theirs "$1" "$2" $3 $4)"
     printf "  (%s) %s\n" "$1" "$2"
@@ -72,6 +73,7 @@ run_config() { # label flags steps seconds goal n_layer n_embd block
     fi
 }
 
-if [ "${BENCH_QUICK:-0}" = 1 ]; then SA=12 SB=8 CAP=20; else SA=60 SB=20 CAP=45; fi
-run_config a "--n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 12" $SA $CAP 2.0 4 128 64
-run_config b "--n-layer 6 --n-head 6 --n-embd 384 --block-size 256 --batch-size 8" $SB $CAP 1.25 6 384 256
+# Steps and a time cap per run: three runs per configuration keep the whole under 3 minutes.
+if [ "${BENCH_QUICK:-0}" = 1 ]; then SA=12 SB=6 CAP=15; else SA=60 SB=15 CAP=30; fi
+run_config a "--n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 12" $SA $CAP 2.0 4 128 64 5
+run_config b "--n-layer 6 --n-head 6 --n-embd 384 --block-size 256 --batch-size 8" $SB $CAP 1.25 6 384 256 2
