@@ -58,6 +58,10 @@ else
   bad "perplexity: '$p1' '$p2' '$p3'"
 fi
 
+# The model that ships in models/ (trained by ./train) loads and writes text.
+out=$(./run models/shakespeare.bin -i "ROMEO:" -n 40 -s 1 2>/dev/null)
+[ ${#out} -gt 40 ] && ok "models/shakespeare.bin generates" || bad "models/shakespeare.bin: '$out'"
+
 # Bad inputs: exit status 1 and one line on stderr that names the problem.
 expect_error() { # description, expected text, command...
   local what=$1 want=$2; shift 2
