@@ -171,7 +171,7 @@ row run "two model files" "unexpected argument" ./run $model $model
 row run "-z a directory" "$tmp: not a regular file" ./run $model -z $tmp
 row run "-z a file of random bytes" "$tmp/random.bin: piece 0 has" ./run $model -z $tmp/random.bin
 printf 'Once upon\0 a time' >$tmp/nul.txt
-row run "-m ppl on a text with a NUL byte (a prompt cannot hold one: argv ends at NUL)" "$tmp/nul.txt: NUL byte at 9" ./run $model -m ppl -f $tmp/nul.txt
+row run "-m ppl on a text with a NUL byte (a prompt cannot hold one: argv ends at NUL)" "$tmp/nul.txt: &&NUL byte&&9" ./run $model -m ppl -f $tmp/nul.txt
 printf 'Once upon \xc3\x28 a time' >$tmp/invalid.txt
 row run "-m ppl on invalid UTF-8" "$tmp/invalid.txt: invalid UTF-8 at byte 10" ./run $model -m ppl -f $tmp/invalid.txt
 : >$tmp/empty.txt
@@ -229,7 +229,7 @@ header = len(d) - 3 * struct.unpack_from("<Q", d, 48)[0]
 d[56:header] = bytes(header - 56)
 open(sys.argv[2], "wb").write(d)
 PY
-pend train "--resume from a state whose stored options are zeroed" "$tmp/zero.bin.state" ./train -d $tmp/corpus.txt -o $tmp/zero.bin --resume
+row train "--resume from a state whose stored options are zeroed" "$tmp/zero.bin.state" ./train -d $tmp/corpus.txt -o $tmp/zero.bin --resume
 row train "--resume on another corpus" "the run was trained on a different corpus" ./train -d $tmp/short.txt -o $tmp/m.bin --resume
 
 # ---- tools/convert.py
