@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/train_bench.sh: ./train against the same GPT in PyTorch (bench/torch_train.py) on
 # character-level Tiny Shakespeare, (a) nanoGPT's baby config and (b) 6 layers x 384 wide,
-# block 256. Tokens/s is the median over timed optimiser steps (the first 5 are warm-up);
+# block 256. Tokens/s is the median over timed optimiser steps (after a few warm-up steps);
 # PyTorch gets the better of two thread settings. Called by bench/run.sh, which passes
 # SGEMM_GFLOPS (OpenBLAS 1024^3 sgemm, same run) for the model-FLOP utilisation.
 set -u
