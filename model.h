@@ -557,7 +557,9 @@ static inline float exp_vec(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    union { int32_t i; float f; } scale = {.i = ((int32_t)n + 127) << 23};
+    // NaN must not reach the int conversion (undefined behaviour); p is NaN then and keeps it
+    float nc = n == n ? n : 0.0f;
+    union { int32_t i; float f; } scale = {.i = ((int32_t)nc + 127) << 23};
     return p * scale.f;
 }
 
