@@ -6,6 +6,8 @@
 //   2  the same with a byte-level (GPT-2 style) vocabulary of single bytes and merges;
 //   3  any bytes, cut into pieces, through the streaming sanitizer: the output is valid
 //      UTF-8 without control characters, and valid control-free input comes out unchanged;
+//      and tokenizer_first_non_text (run's and train's check of prompts and corpora) finds
+//      the first byte that is not UTF-8 text where an independent decoder does;
 //   4  any bytes as a llama2.c tokenizer.bin (run -z) for a vocabulary size from the input.
 #include "../../tokenizer.h"
 #include "fuzz.h"
@@ -149,23 +151,29 @@ static void roundtrip(const Tokenizer *t, const char *text, size_t len, int add_
     free(ids);
 }
 
-static int valid_utf8_no_controls(const unsigned char *s, size_t n) {
+// Offset of the first character that is not well-formed UTF-8 or that the caller refuses:
+// NUL (controls = 0, tokenizer_first_non_text's rule) or any control character the sanitizer
+// drops (controls = 1); n if none.
+static size_t first_refused(const unsigned char *s, size_t n, int controls) {
     for (size_t i = 0; i < n;) {
         unsigned c = s[i];
         size_t k = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-        if (!k || i + k > n) return 0;
+        if (!k || i + k > n) return i;
         uint32_t cp = k == 1 ? c : c & (0x7F >> k);
         for (size_t j = 1; j < k; j++) {
-            if ((s[i + j] & 0xC0) != 0x80) return 0;
+            if ((s[i + j] & 0xC0) != 0x80) return i;
             cp = cp << 6 | (s[i + j] & 0x3F);
         }
         static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < min[k] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-        if ((cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || (cp >= 0x7F && cp <= 0x9F)) return 0;
+        if (cp < min[k] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+        if (controls ? (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || (cp >= 0x7F && cp <= 0x9F) : cp == 0)
+            return i;
         i += k;
     }
-    return 1;
+    return n;
 }
+
+static int valid_utf8_no_controls(const unsigned char *s, size_t n) { return first_refused(s, n, 1) == n; }
 
 static void sanitize_check(const uint8_t *data, size_t size) {
     if (!size) return;
@@ -185,6 +193,8 @@ static void sanitize_check(const uint8_t *data, size_t size) {
     o += tokenizer_sanitize(&st, "", 0, out + o, 1);
     FUZZ_ASSERT(valid_utf8_no_controls((unsigned char *)out, o), "sanitized output is not clean UTF-8");
     if (valid_utf8_no_controls(data, size)) FUZZ_ASSERT(o == size && !memcmp(out, data, size), "sanitize changed clean text");
+    FUZZ_ASSERT(tokenizer_first_non_text((const char *)data, size) == first_refused(data, size, 0),
+                "tokenizer_first_non_text disagrees with the UTF-8 definition");
     free(out);
 }
 
