@@ -71,7 +71,7 @@ bench: deps
 	@PYTHON=$(PYTHON) bash bench/run.sh
 
 clean:
-	rm -rf run train tests/bin tests/tmp
+	rm -rf run train tests/bin tests/tmp bench/bin
 
 # Fuzzing and sanitizer builds (tests/fuzz/).
 include tests/fuzz/fuzz.mk
