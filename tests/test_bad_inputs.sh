@@ -152,7 +152,7 @@ mkfifo $tmp/fifo
 row run "a FIFO as the model" "$tmp/fifo: not a regular file" ./run $tmp/fifo
 row run "-m ppl -f a FIFO" "$tmp/fifo: not a regular file" ./run $model -m ppl -f $tmp/fifo
 LIMIT=5 row train "a FIFO as corpus" "$tmp/fifo: the corpus is not a regular file" ./train -d $tmp/fifo -o $tmp/m.bin
-LIMIT=10 pend convert.py "a FIFO as the checkpoint" "$tmp/fifo: not a regular file" "$PYTHON" tools/convert.py $tmp/fifo $tmp/o.bin
+LIMIT=10 row convert.py "a FIFO as the checkpoint" "$tmp/fifo: not a regular file" "$PYTHON" tools/convert.py $tmp/fifo $tmp/o.bin
 rm -f $tmp/fifo
 
 # ---- ./run: flags and texts
@@ -238,7 +238,7 @@ row convert.py "a missing file" "$tmp/nope.bin: no such file" "${convert[@]}" $t
 row convert.py "a directory that is not a Hugging Face model" "$tmp: a directory without config.json is not a Hugging Face model" \
   "${convert[@]}" $tmp $tmp/o.bin
 head -c 20 $SHARED/models/stories260K.bin >$tmp/l2c_20.bin
-pend convert.py "a 20-byte file (shorter than a llama2.c header)" "$tmp/l2c_20.bin: file of 20 bytes is too short" \
+row convert.py "a 20-byte file (shorter than a llama2.c header)" "$tmp/l2c_20.bin: file of 20 bytes is too short" \
   "${convert[@]}" $tmp/l2c_20.bin $tmp/o.bin
 row convert.py "an empty file" "$tmp/empty.txt: file of 0 bytes is too short" "${convert[@]}" $tmp/empty.txt $tmp/o.bin
 row convert.py "a file of random bytes" "$tmp/random.bin: not a known checkpoint format" "${convert[@]}" $tmp/random.bin $tmp/o.bin

@@ -579,8 +579,10 @@ def read_source(src):
         return read_hf_dir(src) + (None,)
     if not os.path.exists(src):
         raise Bad(src, "no such file or directory")
+    if not os.path.isfile(src):  # a FIFO or device would block in open() or never end
+        raise Bad(src, "not a regular file")
     with open(src, "rb") as f:
-        head = f.read(8)
+        head = f.read(28)
     if head[:4] == b"PK\x03\x04" or head[:1] == b"\x80":
         r = read_torch(src)
         return r if len(r) == 4 else r + (None,)
@@ -590,7 +592,7 @@ def read_source(src):
         raise Bad(src, "already an attn.c model file")
     if head[:4] == b"GGUF":
         raise Bad(src, "GGUF (llama.cpp) files are not supported; convert the original checkpoint")
-    if len(head) < 8:
+    if len(head) < 28:  # the smallest header of any format here: llama2.c's 7 int32
         raise Bad(src, "file of %d bytes is too short for any known format" % len(head))
     if src.endswith(".safetensors"):
         raise Bad(src, "a bare .safetensors file has no config; pass its Hugging Face directory")
