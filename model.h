@@ -321,39 +321,92 @@ static inline void model_close(Model *m) {
     m->map = NULL;
 }
 
-// Writes a whole model file: header, tokenizer blob, then the weights block as carve_weights
-// lays it out (padding included). It goes to PATH.tmp, is flushed to disk and renamed over
-// PATH, so a crash or a full disk leaves the previous file whole. Returns 0, or -1 with err.
-static inline int model_save(const char *path, const Config *c, const void *tok_blob, size_t tok_bytes,
-                             const float *weights, char *err, size_t n) {
-    FileHeader h = header_from_config(c);
-    h.tok_offset = MODEL_HEADER_SIZE;
-    h.tok_bytes = tok_bytes;
-    h.weights_offset = align_up(MODEL_HEADER_SIZE + tok_bytes);
-    h.weights_bytes = carve_weights(c, NULL, NULL);
-    size_t tmp_len = strlen(path) + 5;
-    char *tmp = malloc(tmp_len);
-    if (!tmp) { snprintf(err, n, "%s: out of memory", path); return -1; }
-    snprintf(tmp, tmp_len, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) { snprintf(err, n, "%s: cannot create: %s", tmp, strerror(errno)); free(tmp); return -1; }
-    static const char zeros[MODEL_ALIGN];
-    size_t pad = h.weights_offset - MODEL_HEADER_SIZE - tok_bytes;
-    errno = 0;
-    int ok = fwrite(&h, sizeof h, 1, f) == 1 && fwrite(tok_blob, 1, tok_bytes, f) == tok_bytes &&
-             fwrite(zeros, 1, pad, f) == pad && fwrite(weights, 1, h.weights_bytes, f) == h.weights_bytes &&
-             fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int why = errno;
-    if (fclose(f) && ok) { ok = 0; why = errno; }
-    if (ok && rename(tmp, path)) { ok = 0; why = errno; }
-    if (!ok) {
-        snprintf(err, n, "%s: cannot write: %s", path, strerror(why ? why : EIO));
-        unlink(tmp);
+// Files are written whole or not at all: to PATH.tmp in the same directory, flushed to disk,
+// renamed over PATH, and the directory synced so that the rename itself is durable. A crash,
+// a kill -9 or a full disk at any moment leaves the previous file or the new one.
+typedef struct {
+    int fd, err; // the first write error sticks
+} Sink;
+
+static inline void sink_write(Sink *s, const void *p, size_t n) {
+    const char *b = p;
+    while (n && !s->err) {
+        ssize_t w = write(s->fd, b, n);
+        if (w < 0) {
+            if (errno != EINTR) s->err = errno;
+            continue;
+        }
+        b += w;
+        n -= (size_t)w;
+    }
+}
+
+typedef void (*SinkWriter)(Sink *s, const void *ctx);
+
+// Returns 0, or -1 with a one-line reason in err; the file at path is untouched on failure.
+static inline int write_atomic(const char *path, SinkWriter fn, const void *ctx, char *err, size_t n) {
+    size_t len = strlen(path) + 5;
+    char *tmp = malloc(len), *dir = strdup(path);
+    if (!tmp || !dir) {
+        snprintf(err, n, "%s: out of memory", path);
         free(tmp);
+        free(dir);
         return -1;
     }
+    snprintf(tmp, len, "%s.tmp", path);
+    Sink s = {open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), 0};
+    if (s.fd < 0) {
+        snprintf(err, n, "%s: cannot create: %s", tmp, strerror(errno));
+        free(tmp);
+        free(dir);
+        return -1;
+    }
+    fn(&s, ctx);
+    if (!s.err && fsync(s.fd)) s.err = errno;
+    if (close(s.fd) && !s.err) s.err = errno;
+    if (!s.err && rename(tmp, path)) s.err = errno;
+    if (s.err) {
+        snprintf(err, n, "%s: cannot write: %s", path, strerror(s.err));
+        unlink(tmp);
+    } else {
+        char *slash = strrchr(dir, '/');
+        if (slash) *(slash == dir ? slash + 1 : slash) = 0;
+        int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+    }
     free(tmp);
-    return 0;
+    free(dir);
+    return s.err ? -1 : 0;
+}
+
+typedef struct {
+    FileHeader h;
+    const void *tok_blob;
+    const float *weights;
+} ModelFileParts;
+
+static inline void write_model_parts(Sink *s, const void *ctx) {
+    const ModelFileParts *p = ctx;
+    static const char zeros[MODEL_ALIGN];
+    sink_write(s, &p->h, sizeof p->h);
+    sink_write(s, p->tok_blob, p->h.tok_bytes);
+    sink_write(s, zeros, p->h.weights_offset - MODEL_HEADER_SIZE - p->h.tok_bytes);
+    sink_write(s, p->weights, p->h.weights_bytes);
+}
+
+// Writes a whole model file, atomically: header, tokenizer blob, then the weights block as
+// carve_weights lays it out (padding included). Returns 0, or -1 with err.
+static inline int model_save(const char *path, const Config *c, const void *tok_blob, size_t tok_bytes,
+                             const float *weights, char *err, size_t n) {
+    ModelFileParts p = {header_from_config(c), tok_blob, weights};
+    p.h.tok_offset = MODEL_HEADER_SIZE;
+    p.h.tok_bytes = tok_bytes;
+    p.h.weights_offset = align_up(MODEL_HEADER_SIZE + tok_bytes);
+    p.h.weights_bytes = carve_weights(c, NULL, NULL);
+    return write_atomic(path, write_model_parts, &p, err, n);
 }
 
 // OpenMP threads that spin while they wait collapse when another process holds a core

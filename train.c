@@ -831,25 +831,7 @@ static void adamw_step(float *p, float *g, float *m, float *v, const ParamTensor
 }
 
 // ----------------------------------------------------------------------------
-// Files. Everything is written to a temporary file in the destination's directory, flushed
-// to disk, then renamed over it, so a crash at any moment leaves the old file or the new one.
-
-typedef struct {
-    int fd, err;
-} Sink;
-
-static void sink_write(Sink *s, const void *p, size_t n) {
-    const char *b = p;
-    while (n && !s->err) {
-        ssize_t w = write(s->fd, b, n);
-        if (w < 0) {
-            if (errno != EINTR) s->err = errno;
-            continue;
-        }
-        b += w;
-        n -= (size_t)w;
-    }
-}
+// Files: model.h's write_atomic writes both of a checkpoint's files.
 
 typedef struct {
     Config c;
@@ -857,41 +839,6 @@ typedef struct {
     size_t tok_bytes, param_bytes;
     float *params;
 } ModelData;
-
-typedef void (*Writer)(Sink *, const void *);
-
-// Returns 0, or -1 with the reason in err; the file at path is untouched on failure.
-static int write_atomic(const char *path, Writer fn, const void *ctx, char *err, size_t errlen) {
-    size_t n = strlen(path);
-    char *tmp = xcalloc(n + 8, 1, "a file name");
-    snprintf(tmp, n + 8, "%s.tmp", path);
-    Sink s = {open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644), 0};
-    if (s.fd < 0) {
-        snprintf(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
-        free(tmp);
-        return -1;
-    }
-    fn(&s, ctx);
-    if (!s.err && fsync(s.fd)) s.err = errno;
-    if (close(s.fd) && !s.err) s.err = errno;
-    if (!s.err && rename(tmp, path)) s.err = errno;
-    if (s.err) {
-        snprintf(err, errlen, "%s: cannot write: %s", path, strerror(s.err));
-        unlink(tmp);
-        free(tmp);
-        return -1;
-    }
-    free(tmp);
-    // The rename itself is durable once the directory is synced.
-    char *dir = strdup(path), *slash = dir ? strrchr(dir, '/') : NULL;
-    if (dir) {
-        if (slash) *(slash == dir ? slash + 1 : slash) = 0;
-        int dfd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY);
-        if (dfd >= 0) { fsync(dfd); close(dfd); }
-        free(dir);
-    }
-    return 0;
-}
 
 // The resume state: a copy of the weights (so that it never depends on which of the two files
 // a crash let through), both AdamW moments, the options and the step. The data order is a
