@@ -24,13 +24,13 @@ TESTS_C = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
 
 all: run train
 
-run: run.c model.h tokenizer.c tokenizer.h
+run: run.c cli.h model.h tokenizer.c tokenizer.h
 	$(CC) $(CFLAGS) -o $@ run.c tokenizer.c $(LDLIBS)
 
-train: train.c model.h tokenizer.c tokenizer.h
+train: train.c cli.h model.h tokenizer.c tokenizer.h
 	$(CC) $(CFLAGS) -o $@ train.c tokenizer.c $(LDLIBS)
 
-tests/bin/%: tests/%.c model.h tokenizer.c tokenizer.h
+tests/bin/%: tests/%.c cli.h run.c model.h tokenizer.c tokenizer.h
 	@mkdir -p tests/bin
 	$(CC) $(CFLAGS) -I. -o $@ $< tokenizer.c $(LDLIBS) -lcmocka
 

@@ -3,29 +3,13 @@
 // Data flows one way: load (model.h maps the file) → tokenize → forward → sample → print.
 #include <ctype.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <time.h>
 #include <sys/uio.h>
 #include "model.h"
 #include "tokenizer.h"
 
 static const char *prog = "run";
-
-static void die(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(1);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "cli.h"
 
 // ----------------------------------------------------------------------------
 // Sampling. With top-k, min-p and the repetition penalty off, temperature, top-p and the
@@ -231,21 +215,6 @@ static Options parse_options(int argc, char **argv) {
 // ----------------------------------------------------------------------------
 // Load: the model (mapped), its tokenizer, and the state for running it.
 
-static char *read_file(const char *path, size_t *len) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK); // a FIFO with no writer must not hang the open
-    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
-    if (!f) die("%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) die("%s: not a regular file", path);
-    char *buf = malloc((size_t)st.st_size + 1);
-    if (!buf) die("%s: out of memory reading %lld bytes", path, (long long)st.st_size);
-    *len = fread(buf, 1, (size_t)st.st_size, f);
-    if (ferror(f) || *len != (size_t)st.st_size) die("%s: read error", path);
-    fclose(f);
-    buf[*len] = 0;
-    return buf;
-}
-
 // The model's own tokenizer, or a llama2.c tokenizer.bin standing in for it (-z), read the
 // way llama2.c's run.c reads it.
 static void load_tokenizer(Tokenizer *tok, const Model *m, const char *model_path, const char *override_path) {
@@ -253,7 +222,7 @@ static void load_tokenizer(Tokenizer *tok, const Model *m, const char *model_pat
     char err[512];
     if (override_path) {
         size_t bytes;
-        char *file = read_file(override_path, &bytes);
+        char *file = read_file(override_path, &bytes, NULL);
         if (tokenizer_init_llama2c(tok, file, bytes, c->vocab_size, err, sizeof err)) die("%s: %s", override_path, err);
         free(file);
         return;
@@ -410,7 +379,7 @@ static void perplexity(const Model *m, const Tokenizer *tok, RunState *s, const 
     const Config *c = &m->config;
     if (c->seq_len < 2) die("%s: a context of %d token cannot predict anything", o->model_path, c->seq_len);
     size_t len;
-    char *text = read_file(o->text_path, &len);
+    char *text = read_file(o->text_path, &len, NULL);
     if (len > (size_t)INT32_MAX / 2) die("%s: too large to score (%zu bytes)", o->text_path, len);
     check_utf8(o->text_path, text, len);
     int *tokens = malloc(sizeof(int) * (len + 3));

@@ -7,28 +7,12 @@
 // and the feed-forward activations, are faster versions of model.h's, proposed for it).
 #define _GNU_SOURCE
 #include <signal.h>
-#include <stdarg.h>
 #include <time.h>
 #include "model.h"
 #include "tokenizer.h"
 
 static const char *prog = "train";
-
-static void die(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(1);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "cli.h"
 
 static void *xcalloc(size_t n, size_t size, const char *what) {
     void *p = calloc(n ? n : 1, size);
@@ -874,27 +858,6 @@ static uint64_t fnv1a(const void *p, size_t n) {
     uint64_t h = 0xcbf29ce484222325ull;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
     return h;
-}
-
-static char *read_file(const char *path, size_t *len, const char *what) {
-    // O_NONBLOCK: a FIFO nobody writes to must not hang here; it is refused as not regular below
-    int fd = open(path, O_RDONLY | O_NONBLOCK);
-    if (fd < 0) die("%s: cannot open %s: %s", path, what, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) die("%s: %s is not a regular file", path, what);
-    size_t n = (size_t)st.st_size, got = 0;
-    char *buf = malloc(n + 1);
-    if (!buf) die("%s: out of memory reading %zu bytes", path, n);
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) die("%s: read error: %s", path, r < 0 ? strerror(errno) : "file shrank while reading");
-        got += (size_t)r;
-    }
-    close(fd);
-    buf[n] = 0;
-    *len = n;
-    return buf;
 }
 
 static uint64_t model_hash(const ModelData *md) {
