@@ -451,11 +451,16 @@ static inline void layernorm(float *out, const float *x, const float *w, const f
     }
 }
 
+static inline float exp_vec(float x);
+// Vectorised (exp_vec, SIMD reductions): attention runs it on every score row, and with
+// libm's expf it was attention's largest cost in a training profile.
 static inline void softmax(float *x, int n) {
     float max = x[0];
+#pragma omp simd reduction(max : max)
     for (int i = 1; i < n; i++) max = x[i] > max ? x[i] : max;
     float sum = 0.0f;
-    for (int i = 0; i < n; i++) { x[i] = expf(x[i] - max); sum += x[i]; }
+#pragma omp simd reduction(+ : sum)
+    for (int i = 0; i < n; i++) { x[i] = exp_vec(x[i] - max); sum += x[i]; }
     for (int i = 0; i < n; i++) x[i] /= sum;
 }
 
@@ -599,6 +604,7 @@ static inline void attention(float *out, float *att, const float *q, const float
 // expf and tanhf it vectorises, and the activations were the largest cost after the matrix
 // products in a training profile (tanhf alone 38%).
 static inline float exp_vec(float x) {
+    float in = x;
     x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
     // round to nearest by the 1.5 * 2^23 trick: floorf would keep GCC from vectorising
     float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
@@ -613,7 +619,8 @@ static inline float exp_vec(float x) {
     // NaN must not reach the int conversion (undefined behaviour); p is NaN then and keeps it
     float nc = n == n ? n : 0.0f;
     union { int32_t i; float f; } scale = {.i = ((int32_t)nc + 127) << 23};
-    return p * scale.f;
+    // below the clamp the result is 0, as expf's (softmax must give masked scores exactly 0)
+    return in < -87.0f ? 0.0f : p * scale.f;
 }
 
 #define GELU_K 0.7978845608028654f // sqrt(2 / pi)

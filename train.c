@@ -3,8 +3,7 @@
 // The layout follows llm.c's train_gpt2.c: parameters, gradients, the two AdamW moments and
 // the activations each live in one allocation carved into named tensors, and every layer kind
 // has a *_backward beside the forward it reverses. The forward kernels are model.h's, the
-// same code that serves ./run's prompt and one-token paths (the two exceptions, attention
-// and the feed-forward activations, are faster versions of model.h's, proposed for it).
+// same code that serves ./run's prompt and one-token paths.
 #define _GNU_SOURCE
 #include <signal.h>
 #include <time.h>
@@ -14,8 +13,23 @@
 static const char *prog = "train";
 #include "cli.h"
 
+// Blocks of 2 MiB and more (parameters, gradients, moments, activations) are 2 MiB aligned
+// and asked for as transparent huge pages: sgemm's packing then misses the TLB far less
+// (measured +7 % tokens/s on the baby configuration).
+#define HUGE_PAGE ((size_t)2 << 20)
 static void *xcalloc(size_t n, size_t size, const char *what) {
-    void *p = calloc(n ? n : 1, size);
+    size_t bytes;
+    void *p = NULL;
+    if (__builtin_mul_overflow(n ? n : 1, size, &bytes)) bytes = SIZE_MAX;
+    if (bytes < HUGE_PAGE) {
+        p = calloc(1, bytes);
+    } else if (bytes <= SIZE_MAX - HUGE_PAGE) {
+        size_t rounded = (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+        if ((p = aligned_alloc(HUGE_PAGE, rounded))) {
+            madvise(p, rounded, MADV_HUGEPAGE); // only a hint: without THP the pages stay small
+            memset(p, 0, bytes);
+        }
+    }
     if (!p) die("out of memory allocating %s (%.1f MiB)", what, (double)n * size / (1 << 20));
     return p;
 }
@@ -304,7 +318,7 @@ typedef struct {
     float *h1, *h3, *hact, *res2;
     float *lnf, *logits, *losses;
     // backward scratch, shared by the layers
-    float *dres, *g1, *g2, *dh, *dh3, *dq, *dk, *dv, *datty, *stats, *att_scratch;
+    float *dres, *g1, *g2, *dh, *dh3, *dq, *dk, *dv, *datty, *att_scratch;
     float *rope_cos, *rope_sin, *rope_nsin;
     int *tokens, *targets;
     float *mem;
@@ -342,7 +356,6 @@ static size_t carve_acts(const Config *c, int B, int T, Acts *a, float *base) {
     ACT(a->dk, N * kvd);
     ACT(a->dv, N * kvd);
     ACT(a->datty, N * qd);
-    ACT(a->stats, 2 * N);
     ACT(a->att_scratch, (size_t)n_threads() * T * T);
     ACT(a->rope_cos, (size_t)T * half);
     ACT(a->rope_sin, (size_t)T * half);
@@ -397,89 +410,65 @@ static LayerActs layer_acts(const Config *c, const Acts *a, int l) {
 }
 
 // ----------------------------------------------------------------------------
-// Layers. Every matrix product is OpenBLAS sgemm (model.h's matmul forward), called by each
-// thread of an OpenMP parallel region on its share of the rows: inside a parallel region
-// OpenBLAS runs single-threaded, so there is one thread pool, and this measured faster than
-// letting OpenBLAS thread each call. The backward halves are below; the forward pass, which
-// strings model.h's kernels together row by row, is with the model further down.
+// Layers. Every function here runs on one thread, on the rows of its own sequences: a step
+// forks the thread pool once and each thread takes its share of the batch through forward and
+// backward (see model_step). Every matrix product is OpenBLAS sgemm (model.h's matmul
+// forward), single-threaded inside the parallel region, so there is one pool. The forward
+// pass strings model.h's kernels together with the model further down.
 
-// din (=, or += with acc) dout · W; dW += doutᵀ · in; db += Σ rows of dout. Threads split din
-// by rows and dW, db by output rows, so none adds into another's memory.
+// din (=, or += with acc) dout · W; dW += doutᵀ · in; db += Σ rows of dout.
 static void matmul_backward(float *din, int acc, float *dw, float *db, const float *dout, const float *in,
                             const float *w, int N, int n_in, int n_out) {
-#pragma omp parallel
-    {
-        int lo, hi;
-        my_rows(N, &lo, &hi);
-        if (din && hi > lo)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, hi - lo, n_in, n_out, 1.0f, dout + (size_t)lo * n_out,
-                        n_out, w, n_in, acc ? 1.0f : 0.0f, din + (size_t)lo * n_in, n_in);
-        my_rows(n_out, &lo, &hi);
-        if (hi > lo) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, n_in, N, 1.0f, dout + lo, n_out, in, n_in, 1.0f,
-                        dw + (size_t)lo * n_in, n_in);
-            if (db)
-                for (int n = 0; n < N; n++) {
-                    const float *g = dout + (size_t)n * n_out;
-                    for (int o = lo; o < hi; o++) db[o] += g[o];
-                }
+    if (din)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, n_in, n_out, 1.0f, dout, n_out, w, n_in,
+                    acc ? 1.0f : 0.0f, din, n_in);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_out, n_in, N, 1.0f, dout, n_out, in, n_in, 1.0f, dw, n_in);
+    if (db)
+        for (int n = 0; n < N; n++) {
+            const float *g = dout + (size_t)n * n_out;
+#pragma omp simd
+            for (int o = 0; o < n_out; o++) db[o] += g[o];
         }
-    }
 }
 
 static void add_inplace(float *x, const float *y, size_t n) {
-#pragma omp parallel for simd schedule(static)
+#pragma omp simd
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
 // dx (=, or += with acc) from dout through LayerNorm / RMSNorm of x; dw, db accumulate.
-// Rows first (dx, and each row's mean and 1/std into stats), then columns (dw, db), so that
-// no two threads add into the same parameter.
 static void norm_backward(const Config *c, float *dx, int acc, float *dw, float *db, const float *dout, const float *x,
-                          const float *w, float *stats, int N) {
+                          const float *w, int N) {
     int C = c->dim, ln = c->norm_kind == NORM_LAYER;
     float eps = c->norm_eps;
-#pragma omp parallel
-    {
-        int lo, hi;
-        my_rows(N, &lo, &hi);
-        for (int n = lo; n < hi; n++) {
-            const float *xn = x + (size_t)n * C, *gn = dout + (size_t)n * C;
-            float *dxn = dx + (size_t)n * C;
-            // The simd reductions let the compiler vectorise the sums (in a fixed order).
-            float mean = 0.0f, r, ss = 0.0f;
-            if (ln) {
+    for (int n = 0; n < N; n++) {
+        const float *xn = x + (size_t)n * C, *gn = dout + (size_t)n * C;
+        float *dxn = dx + (size_t)n * C;
+        // The simd reductions let the compiler vectorise the sums (in a fixed order).
+        float mean = 0.0f, r, ss = 0.0f;
+        if (ln) {
 #pragma omp simd reduction(+ : mean)
-                for (int i = 0; i < C; i++) mean += xn[i];
-                mean /= C;
-            }
-#pragma omp simd reduction(+ : ss)
-            for (int i = 0; i < C; i++) ss += (xn[i] - mean) * (xn[i] - mean);
-            r = 1.0f / sqrtf(ss / C + eps);
-            stats[2 * n] = mean;
-            stats[2 * n + 1] = r;
-            // xhat = (x - mean) r; dxhat = g w; dx = r (dxhat - mean(dxhat) - xhat mean(dxhat xhat))
-            float sum_g = 0.0f, sum_gx = 0.0f;
-#pragma omp simd reduction(+ : sum_g, sum_gx)
-            for (int i = 0; i < C; i++) {
-                float gw = gn[i] * w[i], xh = (xn[i] - mean) * r;
-                sum_g += gw;
-                sum_gx += gw * xh;
-            }
-            float mg = ln ? sum_g / C : 0.0f, mgx = sum_gx / C;
-            for (int i = 0; i < C; i++) {
-                float v = r * (gn[i] * w[i] - mg - (xn[i] - mean) * r * mgx);
-                dxn[i] = acc ? dxn[i] + v : v;
-            }
+            for (int i = 0; i < C; i++) mean += xn[i];
+            mean /= C;
         }
-#pragma omp barrier
-        my_rows(C, &lo, &hi);
-        for (int n = 0; n < N; n++) {
-            const float *xn = x + (size_t)n * C, *gn = dout + (size_t)n * C;
-            float mean = stats[2 * n], r = stats[2 * n + 1];
-            for (int i = lo; i < hi; i++) dw[i] += gn[i] * (xn[i] - mean) * r;
-            if (db)
-                for (int i = lo; i < hi; i++) db[i] += gn[i];
+#pragma omp simd reduction(+ : ss)
+        for (int i = 0; i < C; i++) ss += (xn[i] - mean) * (xn[i] - mean);
+        r = 1.0f / sqrtf(ss / C + eps);
+        // xhat = (x - mean) r; dxhat = g w; dx = r (dxhat - mean(dxhat) - xhat mean(dxhat xhat))
+        float sum_g = 0.0f, sum_gx = 0.0f;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+        for (int i = 0; i < C; i++) {
+            float gw = gn[i] * w[i], xh = (xn[i] - mean) * r;
+            sum_g += gw;
+            sum_gx += gw * xh;
+        }
+        float mg = ln ? sum_g / C : 0.0f, mgx = sum_gx / C;
+#pragma omp simd
+        for (int i = 0; i < C; i++) {
+            float xh = (xn[i] - mean) * r, v = r * (gn[i] * w[i] - mg - xh * mgx);
+            dxn[i] = acc ? dxn[i] + v : v;
+            dw[i] += gn[i] * xh;
+            if (db) db[i] += gn[i];
         }
     }
 }
@@ -495,15 +484,6 @@ static void rope_rows(const Config *c, float *x, int n_heads, const float *sin_t
     }
 }
 
-static void rope_batch(const Config *c, float *x, int n_heads, const float *sin_t, const Acts *a, int B) {
-#pragma omp parallel
-    {
-        int lo, hi;
-        my_rows(B * a->T, &lo, &hi);
-        rope_rows(c, x, n_heads, sin_t, a, lo, hi);
-    }
-}
-
 
 // The activation into its own buffer: the backward pass needs h1 as it was.
 static void activation_rows(int kind, float *hact, const float *h1, const float *h3, size_t n) {
@@ -515,7 +495,7 @@ static void activation_rows(int kind, float *hact, const float *h1, const float 
 static void activation_backward(int kind, float *dh, float *dh3, const float *h1, const float *h3, size_t n) {
     switch (kind) {
     case FFN_SWIGLU:
-#pragma omp parallel for simd schedule(static)
+#pragma omp simd
         for (size_t i = 0; i < n; i++) {
             float x = h1[i], g = dh[i], s = 1.0f / (1.0f + exp_vec(-x));
             dh3[i] = g * x * s;
@@ -524,41 +504,33 @@ static void activation_backward(int kind, float *dh, float *dh3, const float *h1
         break;
     case FFN_GELU_TANH:
         // s = sigmoid(2u) = (1 + tanh u) / 2, so 1 - tanh² u = 4 s (1 - s)
-#pragma omp parallel for simd schedule(static)
+#pragma omp simd
         for (size_t i = 0; i < n; i++) {
             float x = h1[i], u = GELU_K * (x + 0.044715f * x * x * x), s = 1.0f / (1.0f + exp_vec(-2.0f * u));
             dh[i] *= s + 2.0f * x * s * (1.0f - s) * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
         }
         break;
     case FFN_GELU_ERF:
-#pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++) {
             float x = h1[i];
             dh[i] *= 0.5f * (1.0f + erff(x * 0.7071067811865476f)) + x * 0.3989422804014327f * expf(-0.5f * x * x);
         }
         break;
     default:
-#pragma omp parallel for simd schedule(static)
+#pragma omp simd
         for (size_t i = 0; i < n; i++) dh[i] = h1[i] > 0.0f ? dh[i] : 0.0f;
         break;
     }
 }
 
 // Backward of model.h's attention with P = 0, from the probabilities it left in att, as four
-// small sgemm per (sequence, head) on the strided head columns. Parallel across (sequence,
-// key/value head): the query heads of a group all add into the same dk, dv.
+// small sgemm per (sequence, head) on the strided head columns; ds is a [T, T] scratch.
 static void attention_backward(const Config *c, float *dq, float *dk, float *dv, const float *dout, const float *att,
-                               const float *q, const float *k, const float *v, float *scratch, int B, int T) {
+                               const float *q, const float *k, const float *v, float *ds, int B, int T) {
     int H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim, qd = H * hd, kvd = KV * hd, group = H / KV;
     float scale = 1.0f / sqrtf((float)hd);
-#pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int kh = 0; kh < KV; kh++) {
-#ifdef _OPENMP
-            float *ds = scratch + (size_t)omp_get_thread_num() * T * T;
-#else
-            float *ds = scratch;
-#endif
             size_t kvo = (size_t)b * T * kvd + (size_t)kh * hd;
             for (int h = kh * group; h < (kh + 1) * group; h++) {
                 const float *p = att + ((size_t)b * H + h) * T * T;
@@ -585,20 +557,18 @@ static void attention_backward(const Config *c, float *dq, float *dk, float *dv,
         }
 }
 
-static void embed_backward(const Config *c, Weights *g, const float *dx, const int *tokens, int B, int T) {
+// Rows [lo, hi) of the batch.
+static void embed_backward(const Config *c, Weights *g, const float *dx, const int *tokens, int T, int lo, int hi) {
     int d = c->dim;
-#pragma omp parallel
-    {
-        int lo, hi;
-        my_rows(d, &lo, &hi);
-        for (int n = 0; n < B * T; n++) {
-            float *de = g->tok_embedding + (size_t)tokens[n] * d;
-            const float *dn = dx + (size_t)n * d;
-            for (int i = lo; i < hi; i++) de[i] += c->embed_scale * dn[i];
-            if (g->pos_embedding) {
-                float *dpos = g->pos_embedding + (size_t)(n % T) * d;
-                for (int i = lo; i < hi; i++) dpos[i] += dn[i];
-            }
+    for (int n = lo; n < hi; n++) {
+        float *de = g->tok_embedding + (size_t)tokens[n] * d;
+        const float *dn = dx + (size_t)n * d;
+#pragma omp simd
+        for (int i = 0; i < d; i++) de[i] += c->embed_scale * dn[i];
+        if (g->pos_embedding) {
+            float *dpos = g->pos_embedding + (size_t)(n % T) * d;
+#pragma omp simd
+            for (int i = 0; i < d; i++) dpos[i] += dn[i];
         }
     }
 }
@@ -619,10 +589,6 @@ static void crossentropy_rows(float *logits, float *losses, const int *targets, 
 
 // ----------------------------------------------------------------------------
 // The model: forward keeps what backward needs; backward accumulates into the gradients.
-
-// The forward pass runs each thread on its own rows of the batch through everything between
-// two attentions (no other row is needed there), so a layer costs two forks of the thread
-// pool, this and the attention, instead of one per kernel.
 
 static void embed_rows(const Config *c, const Weights *w, Acts *a, int lo, int hi) {
     for (int r = lo; r < hi;) {
@@ -682,81 +648,113 @@ static void output_rows(const Config *c, const Weights *w, Acts *a, int lo, int 
     crossentropy_rows(a->logits, a->losses, a->targets, lo, hi, V, dscale);
 }
 
-static double model_forward(const Config *c, const Weights *w, Acts *a, int B, float dscale) {
-    int N = B * a->T;
-#pragma omp parallel
-    {
-        int lo, hi;
-        my_rows(N, &lo, &hi);
-        embed_rows(c, w, a, lo, hi);
-        layer_head_rows(c, w, a, 0, lo, hi);
-    }
+// Sequences [b0, b1) of the batch through the model on the calling thread; each row's loss
+// goes to a->losses (with dscale != 0, a->logits holds dloss/dlogits).
+static void forward_seqs(const Config *c, const Weights *w, Acts *a, int b0, int b1, float dscale) {
+    int T = a->T, lo = b0 * T, hi = b1 * T;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    if (hi <= lo) return;
+    embed_rows(c, w, a, lo, hi);
     for (int l = 0; l < c->n_layers; l++) {
         LayerActs la = layer_acts(c, a, l);
-        attention(la.atty, la.att, la.q, la.k, la.v, B, a->T, 0, c->n_heads, c->n_kv_heads, c->head_dim);
-#pragma omp parallel
-        {
-            int lo, hi;
-            my_rows(N, &lo, &hi);
-            layer_tail_rows(c, w, a, l, lo, hi);
-            if (l + 1 < c->n_layers) layer_head_rows(c, w, a, l + 1, lo, hi);
-            else output_rows(c, w, a, lo, hi, dscale);
-        }
+        layer_head_rows(c, w, a, l, lo, hi);
+        attention(la.atty + lo * qd, la.att + (size_t)b0 * c->n_heads * T * T, la.q + lo * qd, la.k + lo * kvd,
+                  la.v + lo * kvd, b1 - b0, T, 0, c->n_heads, c->n_kv_heads, c->head_dim);
+        layer_tail_rows(c, w, a, l, lo, hi);
     }
-    double sum = 0.0;
-    for (int n = 0; n < N; n++) sum += a->losses[n];
-    return sum / N;
+    output_rows(c, w, a, lo, hi, dscale);
 }
 
-// After model_forward with dscale != 0 (a->logits holds dlogits).
-static void model_backward(const Config *c, const Weights *w, Weights *g, Acts *a, int B) {
-    int T = a->T, N = B * T, d = c->dim, hid = c->hidden_dim, qd = c->n_heads * c->head_dim;
-    int kvd = c->n_kv_heads * c->head_dim;
-    float *xL = layer_acts(c, a, c->n_layers - 1).out;
+// After forward_seqs on the same sequences: their gradients added into g. ds is a [T, T]
+// scratch of this thread's; the other backward buffers are used on these sequences' rows only.
+static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a, int b0, int b1, float *ds) {
+    int T = a->T, lo = b0 * T, hi = b1 * T, n = hi - lo, H = c->n_heads, KV = c->n_kv_heads;
+    size_t d = c->dim, hid = c->hidden_dim, qd = (size_t)H * c->head_dim, kvd = (size_t)KV * c->head_dim;
+    if (n <= 0) return;
+#define ROWS(p, width) ((p) + (size_t)lo * (width))
+    float *dres = ROWS(a->dres, d), *g1 = ROWS(a->g1, d), *g2 = ROWS(a->g2, d), *dh = ROWS(a->dh, hid);
+    float *dh3 = a->dh3 ? ROWS(a->dh3, hid) : NULL, *datty = ROWS(a->datty, qd);
+    float *dq = ROWS(a->dq, qd), *dk = ROWS(a->dk, kvd), *dv = ROWS(a->dv, kvd);
+    const float *xL = ROWS(layer_acts(c, a, c->n_layers - 1).out, d), *dlogits = ROWS(a->logits, c->vocab_size);
     if (c->final_norm) {
-        matmul_backward(a->g1, 0, g->classifier, NULL, a->logits, a->lnf, w->classifier, N, d, c->vocab_size);
-        norm_backward(c, a->dres, 0, g->final_norm_w, g->final_norm_b, a->g1, xL, w->final_norm_w, a->stats, N);
+        matmul_backward(g1, 0, g->classifier, NULL, dlogits, ROWS(a->lnf, d), w->classifier, n, d, c->vocab_size);
+        norm_backward(c, dres, 0, g->final_norm_w, g->final_norm_b, g1, xL, w->final_norm_w, n);
     } else {
-        matmul_backward(a->dres, 0, g->classifier, NULL, a->logits, xL, w->classifier, N, d, c->vocab_size);
+        matmul_backward(dres, 0, g->classifier, NULL, dlogits, xL, w->classifier, n, d, c->vocab_size);
     }
-    // a->dres holds d(layer output) going down
+    // dres holds d(layer output) going down
     for (int l = c->n_layers - 1; l >= 0; l--) {
         const LayerWeights *L = &w->layers[l];
         LayerWeights *G = &g->layers[l];
         LayerActs la = layer_acts(c, a, l);
-        float *dres2 = a->dres;
+        float *dres2 = dres;
         if (c->post_norm) {
-            norm_backward(c, a->g1, 0, G->ffn_norm_w, G->ffn_norm_b, a->dres, la.res2, L->ffn_norm_w, a->stats, N);
-            dres2 = a->g1;
+            norm_backward(c, g1, 0, G->ffn_norm_w, G->ffn_norm_b, dres, ROWS(la.res2, d), L->ffn_norm_w, n);
+            dres2 = g1;
         }
-        matmul_backward(a->dh, 0, G->w2, G->b2, dres2, la.hact, L->w2, N, hid, d);
-        activation_backward(c->ffn_kind, a->dh, a->dh3, la.h1, la.h3, (size_t)N * hid);
-        matmul_backward(a->g2, 0, G->w1, G->b1, a->dh, la.fin, L->w1, N, d, hid);
-        if (la.h3) matmul_backward(a->g2, 1, G->w3, G->b3, a->dh3, la.fin, L->w3, N, d, hid);
+        matmul_backward(dh, 0, G->w2, G->b2, dres2, ROWS(la.hact, hid), L->w2, n, hid, d);
+        activation_backward(c->ffn_kind, dh, dh3, ROWS(la.h1, hid), la.h3 ? ROWS(la.h3, hid) : NULL, (size_t)n * hid);
+        matmul_backward(g2, 0, G->w1, G->b1, dh, ROWS(la.fin, d), L->w1, n, d, hid);
+        if (la.h3) matmul_backward(g2, 1, G->w3, G->b3, dh3, ROWS(la.fin, d), L->w3, n, d, hid);
         // d(mid) = d(res2) through the residual + d(ffn input)
         float *dmid = dres2;
         if (c->post_norm) {
-            add_inplace(dmid, a->g2, (size_t)N * d);
-            norm_backward(c, a->dres, 0, G->attn_norm_w, G->attn_norm_b, dmid, la.res1, L->attn_norm_w, a->stats, N);
+            add_inplace(dmid, g2, (size_t)n * d);
+            norm_backward(c, dres, 0, G->attn_norm_w, G->attn_norm_b, dmid, ROWS(la.res1, d), L->attn_norm_w, n);
         } else {
-            norm_backward(c, dmid, 1, G->ffn_norm_w, G->ffn_norm_b, a->g2, la.mid, L->ffn_norm_w, a->stats, N);
+            norm_backward(c, dmid, 1, G->ffn_norm_w, G->ffn_norm_b, g2, ROWS(la.mid, d), L->ffn_norm_w, n);
         }
-        // a->dres = d(res1)
-        matmul_backward(a->datty, 0, G->wo, G->bo, a->dres, la.atty, L->wo, N, qd, d);
-        attention_backward(c, a->dq, a->dk, a->dv, a->datty, la.att, la.q, la.k, la.v, a->att_scratch, B, T);
+        // dres = d(res1)
+        matmul_backward(datty, 0, G->wo, G->bo, dres, ROWS(la.atty, qd), L->wo, n, qd, d);
+        attention_backward(c, dq, dk, dv, datty, la.att + (size_t)b0 * H * T * T, ROWS(la.q, qd), ROWS(la.k, kvd),
+                           ROWS(la.v, kvd), ds, b1 - b0, T);
         if (c->pos_kind == POS_ROPE) {
-            rope_batch(c, a->dq, c->n_heads, a->rope_nsin, a, B);
-            rope_batch(c, a->dk, c->n_kv_heads, a->rope_nsin, a, B);
+            rope_rows(c, a->dq, H, a->rope_nsin, a, lo, hi);
+            rope_rows(c, a->dk, KV, a->rope_nsin, a, lo, hi);
         }
-        matmul_backward(a->g2, 0, G->wq, G->bq, a->dq, la.ain, L->wq, N, d, qd);
-        matmul_backward(a->g2, 1, G->wk, G->bk, a->dk, la.ain, L->wk, N, d, kvd);
-        matmul_backward(a->g2, 1, G->wv, G->bv, a->dv, la.ain, L->wv, N, d, kvd);
+        matmul_backward(g2, 0, G->wq, G->bq, dq, ROWS(la.ain, d), L->wq, n, d, qd);
+        matmul_backward(g2, 1, G->wk, G->bk, dk, ROWS(la.ain, d), L->wk, n, d, kvd);
+        matmul_backward(g2, 1, G->wv, G->bv, dv, ROWS(la.ain, d), L->wv, n, d, kvd);
         if (c->post_norm)
-            add_inplace(a->dres, a->g2, (size_t)N * d);
+            add_inplace(dres, g2, (size_t)n * d);
         else
-            norm_backward(c, a->dres, 1, G->attn_norm_w, G->attn_norm_b, a->g2, la.in, L->attn_norm_w, a->stats, N);
+            norm_backward(c, dres, 1, G->attn_norm_w, G->attn_norm_b, g2, ROWS(la.in, d), L->attn_norm_w, n);
     }
-    embed_backward(c, g, a->dres, a->tokens, B, T);
+#undef ROWS
+    embed_backward(c, g, a->dres, a->tokens, T, lo, hi);
+}
+
+// One fork of the thread pool per batch: each thread takes its share of whole sequences
+// through forward and, with grads (one Weights per thread), backward into its own gradients,
+// so no thread waits for another until the end (reduce_grads adds the copies). Measured on
+// the baby configuration: +15 % over forking per kernel with passive waits. Returns the
+// mean loss, added in row order whatever the thread count.
+static double model_step(const Config *c, const Weights *w, Weights *grads, Acts *a, int B, float dscale) {
+#pragma omp parallel
+    {
+        int b0, b1, t = 0;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+#endif
+        my_rows(B, &b0, &b1);
+        forward_seqs(c, w, a, b0, b1, dscale);
+        if (grads) backward_seqs(c, w, &grads[t], a, b0, b1, a->att_scratch + (size_t)t * a->T * a->T);
+    }
+    double sum = 0.0;
+    for (int n = 0; n < B * a->T; n++) sum += a->losses[n];
+    return sum / (B * a->T);
+}
+
+// The per-thread gradient copies of model_step, n floats each, summed into the first in
+// thread order (deterministic for a thread count); the others are zeroed for the next step.
+static void reduce_grads(float *g, size_t n, int copies) {
+    if (copies < 2) return;
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++)
+        for (int k = 1; k < copies; k++) {
+            g[i] += g[k * n + i];
+            g[k * n + i] = 0.0f;
+        }
 }
 
 // ----------------------------------------------------------------------------
@@ -973,7 +971,7 @@ static double estimate_loss(const Config *c, const Weights *w, Acts *a, const Sp
     double sum = 0.0;
     for (int i = 0; i < iters; i++) {
         fill_batch(a, s, a->B, rng_for(seed, purpose, i));
-        sum += model_forward(c, w, a, a->B, 0.0f);
+        sum += model_step(c, w, NULL, a, a->B, 0.0f);
     }
     return sum / iters;
 }
@@ -994,7 +992,7 @@ static double full_loss(const Config *c, const Weights *w, Acts *a, const Split 
                 a->tokens[(size_t)b * T + t] = s->ids[ix];
                 a->targets[(size_t)b * T + t] = s->ids[ix + 1];
             }
-        sum += model_forward(c, w, a, B, 0.0f) * B * T;
+        sum += model_step(c, w, NULL, a, B, 0.0f) * B * T;
     }
     *count = windows * T;
     return sum / (double)(windows * T);
@@ -1152,14 +1150,19 @@ int main(int argc, char **argv) {
         die("%s: %d tokens give %zu training and %zu validation tokens; each needs more than the block size %d "
             "(use a longer corpus or a smaller --block-size)", args.data, n_ids, train.n, val.n, T);
 
-    // Parameters, gradients and moments: one block each, carved the same way.
+    // Parameters, gradients and moments: one block each, carved the same way; the gradients'
+    // block holds a copy per thread (model_step), the first of which the optimiser reads.
     // m and v share the parameters' tensor offsets (pt below).
-    Weights w, g;
+    Weights w, *grads;
+    int nt = n_threads();
     size_t nfloat = md.param_bytes / sizeof(float);
-    float *grad_mem = xcalloc(nfloat, sizeof(float), "gradients");
+    float *grad_mem = xcalloc(nfloat * nt, sizeof(float), "gradients");
     if (!m_mem) m_mem = xcalloc(nfloat, sizeof(float), "AdamW moments");
     if (!v_mem) v_mem = xcalloc(nfloat, sizeof(float), "AdamW moments");
-    if (weights_init(&w, c, md.params) || weights_init(&g, c, grad_mem)) die("out of memory");
+    grads = xcalloc(nt, sizeof *grads, "gradients");
+    if (weights_init(&w, c, md.params)) die("out of memory");
+    for (int t = 0; t < nt; t++)
+        if (weights_init(&grads[t], c, grad_mem + t * nfloat)) die("out of memory");
     ParamTensor *pt = xcalloc(max_params(c), sizeof *pt, "the tensor list");
     int npt = list_params(c, &w, md.params, pt);
     if (!args.resume && !args.init) init_params(c, md.params, pt, npt, (uint64_t)o.seed);
@@ -1215,9 +1218,9 @@ int main(int argc, char **argv) {
                 write_dump(p, acts.tokens, (size_t)B * T * sizeof(int), mode);
                 write_dump(p, acts.targets, (size_t)B * T * sizeof(int), "ab");
             }
-            loss += model_forward(c, &w, &acts, B, dscale) / o.grad_accum;
-            model_backward(c, &w, &g, &acts, B);
+            loss += model_step(c, &w, grads, &acts, B, dscale) / o.grad_accum;
         }
+        reduce_grads(grad_mem, nfloat, nt);
         if (!isfinite(loss)) {
             if (tty) putchar('\n');
             die("loss is %g at step %d: training diverged; stopping without overwriting %s (try a lower --lr)", loss,
@@ -1283,7 +1286,8 @@ int main(int argc, char **argv) {
     free(acts.targets);
     free(pt);
     weights_free(&w);
-    weights_free(&g);
+    for (int t = 0; t < nt; t++) weights_free(&grads[t]);
+    free(grads);
     free(grad_mem);
     free(m_mem);
     free(v_mem);
