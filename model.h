@@ -625,25 +625,30 @@ static inline float exp_vec(float x) {
 
 #define GELU_K 0.7978845608028654f // sqrt(2 / pi)
 
-// The feed-forward nonlinearity in place on h [n]; SwiGLU also takes the gate's partner g.
+// The feed-forward nonlinearity of h [n] into out, which may be h itself (./run works in
+// place; training keeps h for the backward pass); SwiGLU also takes the gate's partner g.
 // GELU's 0.5 (1 + tanh u) is written as the equal sigmoid(2u), so that it and SiLU need only
-// exp_vec. One loop per kind, so that each vectorises.
-static inline void ffn_activation(int kind, float *restrict h, const float *restrict g, size_t n) {
+// exp_vec. One loop per kind, so that each vectorises; omp simd because out may alias h,
+// which is safe element by element.
+static inline void ffn_activation(int kind, float *out, const float *h, const float *g, size_t n) {
     switch (kind) {
     case FFN_SWIGLU:
-        for (size_t i = 0; i < n; i++) h[i] = h[i] / (1.0f + exp_vec(-h[i])) * g[i];
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) out[i] = h[i] / (1.0f + exp_vec(-h[i])) * g[i];
         break;
     case FFN_GELU_TANH:
+#pragma omp simd
         for (size_t i = 0; i < n; i++) {
             float x = h[i], u = GELU_K * (x + 0.044715f * x * x * x);
-            h[i] = x / (1.0f + exp_vec(-2.0f * u));
+            out[i] = x / (1.0f + exp_vec(-2.0f * u));
         }
         break;
     case FFN_GELU_ERF:
-        for (size_t i = 0; i < n; i++) h[i] = 0.5f * h[i] * (1.0f + erff(h[i] * 0.7071067811865476f));
+        for (size_t i = 0; i < n; i++) out[i] = 0.5f * h[i] * (1.0f + erff(h[i] * 0.7071067811865476f));
         break;
     default:
-        for (size_t i = 0; i < n; i++) h[i] = h[i] > 0.0f ? h[i] : 0.0f;
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) out[i] = h[i] > 0.0f ? h[i] : 0.0f;
         break;
     }
 }
@@ -746,7 +751,7 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
         if (!c->post_norm) { norm(c, xb, x, L->ffn_norm_w, L->ffn_norm_b, T); in = xb; }
         Linear up[] = {{s->hb, L->w1, L->b1, hid}, {s->hb2, L->w3, L->b3, hid}};
         matmul_many(up, c->ffn_kind == FFN_SWIGLU ? 2 : 1, in, T, d);
-        ffn_activation(c->ffn_kind, s->hb, s->hb2, (size_t)T * hid);
+        ffn_activation(c->ffn_kind, s->hb, s->hb, s->hb2, (size_t)T * hid);
         matmul(xb, s->hb, L->w2, L->b2, T, hid, d);
         for (size_t i = 0; i < (size_t)T * d; i++) x[i] += xb[i];
         if (c->post_norm) norm(c, x, x, L->ffn_norm_w, L->ffn_norm_b, T);

@@ -485,12 +485,6 @@ static void rope_rows(const Config *c, float *x, int n_heads, const float *sin_t
 }
 
 
-// The activation into its own buffer: the backward pass needs h1 as it was.
-static void activation_rows(int kind, float *hact, const float *h1, const float *h3, size_t n) {
-    memcpy(hact, h1, n * sizeof(float));
-    ffn_activation(kind, hact, h3, n);
-}
-
 // In place: dh holds d(activation output) on entry and d(h1) on exit; SwiGLU also gives dh3.
 static void activation_backward(int kind, float *dh, float *dh3, const float *h1, const float *h3, size_t n) {
     switch (kind) {
@@ -628,7 +622,7 @@ static void layer_tail_rows(const Config *c, const Weights *w, Acts *a, int l, i
     else norm(c, la.fin + lo * d, la.mid + lo * d, L->ffn_norm_w, L->ffn_norm_b, n);
     matmul(la.h1 + lo * hid, la.fin + lo * d, L->w1, L->b1, n, d, hid);
     if (la.h3) matmul(la.h3 + lo * hid, la.fin + lo * d, L->w3, L->b3, n, d, hid);
-    activation_rows(c->ffn_kind, la.hact + lo * hid, la.h1 + lo * hid, la.h3 ? la.h3 + lo * hid : NULL, n * hid);
+    ffn_activation(c->ffn_kind, la.hact + lo * hid, la.h1 + lo * hid, la.h3 ? la.h3 + lo * hid : NULL, n * hid);
     matmul(la.res2 + lo * d, la.hact + lo * hid, L->w2, L->b2, n, hid, d);
     for (size_t i = lo * d; i < hi * d; i++) la.res2[i] += la.mid[i];
     if (c->post_norm) norm(c, la.out + lo * d, la.res2 + lo * d, L->ffn_norm_w, L->ffn_norm_b, n);
@@ -746,15 +740,39 @@ static double model_step(const Config *c, const Weights *w, Weights *grads, Acts
 }
 
 // The per-thread gradient copies of model_step, n floats each, summed into the first in
-// thread order (deterministic for a thread count); the others are zeroed for the next step.
-static void reduce_grads(float *g, size_t n, int copies) {
-    if (copies < 2) return;
-#pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; i++)
-        for (int k = 1; k < copies; k++) {
-            g[i] += g[k * n + i];
-            g[k * n + i] = 0.0f;
+// thread order, the others zeroed for the next step; returns the sum of squares of the sum,
+// for clipping, in the same pass. Both are deterministic for a thread count: the squares
+// are summed in per-thread partials over static ranges, added in thread order (an OpenMP
+// reduction clause may combine in any order).
+static double reduce_grads(float *g, size_t n, int copies) {
+    double part[256] = {0};
+    int nt = n_threads() < 256 ? n_threads() : 256;
+#pragma omp parallel num_threads(nt)
+    {
+        int lo, hi, t = 0;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+#endif
+        my_rows((int)((n + 1023) / 1024), &lo, &hi);
+        for (size_t from = (size_t)lo * 1024; from < (size_t)hi * 1024 && from < n; from += 1024) {
+            size_t end = from + 1024 < n ? from + 1024 : n;
+            for (int k = 1; k < copies; k++) {
+                float *gk = g + k * n;
+#pragma omp simd
+                for (size_t i = from; i < end; i++) {
+                    g[i] += gk[i];
+                    gk[i] = 0.0f;
+                }
+            }
+            double s = 0.0;
+#pragma omp simd reduction(+ : s)
+            for (size_t i = from; i < end; i++) s += (double)g[i] * g[i];
+            part[t] += s;
         }
+    }
+    double s = 0.0;
+    for (int t = 0; t < nt; t++) s += part[t];
+    return s;
 }
 
 // ----------------------------------------------------------------------------
@@ -766,30 +784,6 @@ static float get_lr(const Opts *o, int it) {
     double ratio = (double)(it - o->warmup_iters) / (o->lr_decay_iters - o->warmup_iters);
     double coeff = 0.5 * (1.0 + cos(M_PI * ratio));
     return (float)(o->min_lr + coeff * (o->lr - o->min_lr));
-}
-
-// Sum of squares in a fixed order: per-thread partial sums over static ranges, then added in
-// thread order (an OpenMP reduction clause may combine in any order).
-static double sum_squares(const float *x, size_t n) {
-    double part[256] = {0};
-    int nt = n_threads() < 256 ? n_threads() : 256;
-#pragma omp parallel num_threads(nt)
-    {
-        int lo, hi;
-        my_rows((int)((n + 1023) / 1024), &lo, &hi);
-        double s = 0.0;
-        size_t end = (size_t)hi * 1024 < n ? (size_t)hi * 1024 : n;
-#pragma omp simd reduction(+ : s)
-        for (size_t i = (size_t)lo * 1024; i < end; i++) s += (double)x[i] * x[i];
-#ifdef _OPENMP
-        part[omp_get_thread_num()] = s;
-#else
-        part[0] = s;
-#endif
-    }
-    double s = 0.0;
-    for (int t = 0; t < nt; t++) s += part[t];
-    return s;
 }
 
 // PyTorch's AdamW step on every tensor, in one parallel region; gscale is the clipping factor.
@@ -1220,7 +1214,7 @@ int main(int argc, char **argv) {
             }
             loss += model_step(c, &w, grads, &acts, B, dscale) / o.grad_accum;
         }
-        reduce_grads(grad_mem, nfloat, nt);
+        double grad_sq = reduce_grads(grad_mem, nfloat, nt);
         if (!isfinite(loss)) {
             if (tty) putchar('\n');
             die("loss is %g at step %d: training diverged; stopping without overwriting %s (try a lower --lr)", loss,
@@ -1229,7 +1223,7 @@ int main(int argc, char **argv) {
         if (args.dump && step == start_step) dump_grads(args.dump, grad_mem, pt, npt);
         float gscale = 1.0f;
         if (o.grad_clip > 0.0f) {
-            double norm = sqrt(sum_squares(grad_mem, nfloat));
+            double norm = sqrt(grad_sq);
             if (norm > o.grad_clip) gscale = (float)(o.grad_clip / (norm + 1e-6));
         }
         adamw_step(md.params, grad_mem, m_mem, v_mem, pt, npt, lr, o.weight_decay, o.beta1, o.beta2, step + 1, gscale);

@@ -8,6 +8,24 @@
 #include "model.h"
 #include "bench.h"
 
+// Bytes of the mapping that starts at addr which the kernel maps with 2 MiB pages (smaps'
+// FilePmdMapped): the page cache holds a file read from disk in 2 MiB folios on recent
+// kernels (ext4, XFS), one just written in small ones, and 4 KiB pages cost TLB misses.
+static size_t pmd_mapped_bytes(const void *addr) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    int in = 0;
+    size_t kb = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) in = lo == (unsigned long)addr;
+        else if (in && sscanf(line, "FilePmdMapped: %zu kB", &kb) == 1) break;
+    }
+    fclose(f);
+    return kb * 1024;
+}
+
 static int argmax(const float *x, int n) {
     int best = 0;
     for (int i = 1; i < n; i++)
@@ -106,6 +124,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_ids; i++) printf("%c%d", i ? ',' : ' ', ids[i]);
     printf("\n");
     printf("maxrss_bytes %ld\n", ru.ru_maxrss * 1024L);
+    printf("file_2m_mapped_fraction %.3f\n", (double)pmd_mapped_bytes(m.map) / m.map_bytes);
     free(tokens);
     free(logits);
     state_free(&s);

@@ -156,10 +156,12 @@ static void test_activations(void **state) {
     (void)state;
     float h[4] = {-2.0f, -0.5f, 0.5f, 3.0f}, g[4] = {1.0f, 2.0f, -1.0f, 0.5f};
     for (int kind = 0; kind < FFN_KINDS; kind++) {
-        float x[4];
+        float x[4], y[4];
         memcpy(x, h, sizeof x);
-        ffn_activation(kind, x, g, 4);
+        ffn_activation(kind, x, x, g, 4); // in place, as ./run calls it
+        ffn_activation(kind, y, h, g, 4); // into another buffer, as ./train does
         for (int i = 0; i < 4; i++) {
+            assert_true(x[i] == y[i]);
             double a = h[i], want = kind == FFN_SWIGLU ? a / (1 + exp(-a)) * g[i]
                                   : kind == FFN_GELU_TANH ? 0.5 * a * (1 + tanh(sqrt(2 / 3.141592653589793) * (a + 0.044715 * a * a * a)))
                                   : kind == FFN_GELU_ERF ? 0.5 * a * (1 + erf(a / sqrt(2)))
