@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +17,10 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
 #include <cblas.h>
 #include "tokenizer.h"
 #ifdef _OPENMP
@@ -504,44 +510,50 @@ typedef struct {
     int n_out;
 } Linear;
 
-// A one-token step is bound by streaming each matrix once from memory. The rows of all the
-// matrices are split evenly across the threads in one parallel region, so that q, k and v
-// cost one fork and one barrier instead of three: each is a thread wake-up when waits are
-// passive.
-static inline void matvec_many(const float *restrict x, int n_in, const Linear *ls, int n) {
-    size_t total = 0;
-    for (int j = 0; j < n; j++) total += ls[j].n_out;
-#pragma omp parallel if (total * n_in >= PARALLEL_MIN_WORK)
-    {
-#ifdef _OPENMP
-        size_t nt = omp_get_num_threads(), id = omp_get_thread_num();
-#else
-        size_t nt = 1, id = 0;
-#endif
-        size_t lo = total * id / nt, hi = total * (id + 1) / nt, base = 0;
-        for (int j = 0; j < n && base < hi; base += ls[j++].n_out) {
-            size_t from = lo > base ? lo - base : 0, to = hi - base < (size_t)ls[j].n_out ? hi - base : (size_t)ls[j].n_out;
-            for (size_t r = from; r < to; r++) ls[j].out[r] = dot(ls[j].w + r * n_in, x, n_in);
+// This thread's share [*lo, *hi) of n items split evenly across nt threads.
+static inline void share(size_t n, int id, int nt, size_t *lo, size_t *hi) {
+    *lo = n * id / nt;
+    *hi = n * (id + 1) / nt;
+}
+
+// Output features [lo, hi) of the matrices' concatenation: one thread's share when the caller
+// splits the features across threads, each thread streaming its own rows of the weights. A
+// single row (a one-token step) is bound by reading each weight once from memory, and this
+// dot loop streams faster than OpenBLAS's sgemv here (bench/ measures both); more rows are
+// sgemm on the share's columns.
+static inline void matmul_part(const Linear *ls, int n, const float *x, int T, int n_in, size_t lo, size_t hi) {
+    size_t base = 0;
+    for (int j = 0; j < n && base < hi; base += ls[j++].n_out) {
+        size_t n_out = ls[j].n_out, from = lo > base ? lo - base : 0, to = hi - base < n_out ? hi - base : n_out;
+        if (from >= to) continue;
+        float *out = ls[j].out;
+        const float *w = ls[j].w, *b = ls[j].b;
+        if (T == 1) {
+            for (size_t r = from; r < to; r++) out[r] = dot(w + r * n_in, x, n_in) + (b ? b[r] : 0.0f);
+            continue;
         }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, (int)(to - from), n_in, 1.0f, x, n_in, w + from * n_in,
+                    n_in, 0.0f, out + from, (int)n_out);
+        if (b)
+            for (int t = 0; t < T; t++)
+                for (size_t i = from; i < to; i++) out[(size_t)t * n_out + i] += b[i];
     }
 }
 
-static inline void matmul_many(const Linear *ls, int n, const float *x, int T, int n_in) {
-    if (T == 1)
-        matvec_many(x, n_in, ls, n);
-    else
-        for (int j = 0; j < n; j++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, ls[j].n_out, n_in, 1.0f, x, n_in, ls[j].w, n_in,
-                        0.0f, ls[j].out, ls[j].n_out);
-    for (int j = 0; j < n; j++)
-        if (ls[j].b)
-            for (int t = 0; t < T; t++)
-                for (int i = 0; i < ls[j].n_out; i++) ls[j].out[(size_t)t * ls[j].n_out + i] += ls[j].b[i];
-}
-
+// The whole product, split across threads when it pays (a caller outside a parallel region;
+// inside one, as in ./train, the calling thread does it all).
 static inline void matmul(float *out, const float *x, const float *w, const float *b, int T, int n_in, int n_out) {
     Linear l = {out, w, b, n_out};
-    matmul_many(&l, 1, x, T, n_in);
+#pragma omp parallel if ((size_t)T * n_out * n_in >= PARALLEL_MIN_WORK)
+    {
+        int id = 0, nt = 1;
+#ifdef _OPENMP
+        id = omp_get_thread_num(), nt = omp_get_num_threads();
+#endif
+        size_t lo, hi;
+        share((size_t)n_out, id, nt, &lo, &hi);
+        matmul_part(&l, 1, x, T, n_in, lo, hi);
+    }
 }
 
 // Rotates interleaved pairs of the first rope_dims of every head; row t is at position
@@ -579,25 +591,40 @@ static inline void rope_table(float *cos_t, float *sin_t, int seq_len, int rope_
 // can keep them for the backward pass. Parallel across (sequence, head); the two products of
 // each are sgemm calls on the strided head columns (OpenBLAS runs them single-threaded
 // inside the parallel region), ten times faster than per-row dot loops on training shapes.
-static inline void attention(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
-                             int P, int n_heads, int n_kv_heads, int head_dim) {
+// attention_pairs does the (sequence, head) pairs [lo, hi) of B × n_heads, a thread's share.
+static inline void attention_pairs(float *out, float *att, const float *q, const float *k, const float *v, int T,
+                                   int P, int n_heads, int n_kv_heads, int head_dim, size_t lo, size_t hi) {
     int L = P + T, qd = n_heads * head_dim, kvd = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
     float scale = 1.0f / sqrtf((float)head_dim);
-#pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * n_heads * T * L * head_dim >= PARALLEL_MIN_WORK)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < n_heads; h++) {
-            const float *kb = k + (size_t)b * L * kvd + (size_t)(h / group) * head_dim;
-            const float *vb = v + (size_t)b * L * kvd + (size_t)(h / group) * head_dim;
-            const float *qb = q + (size_t)b * T * qd + (size_t)h * head_dim;
-            float *a = att + ((size_t)b * n_heads + h) * T * L, *o = out + (size_t)b * T * qd + (size_t)h * head_dim;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, L, head_dim, scale, qb, qd, kb, kvd, 0.0f, a, L);
-            for (int t = 0; t < T; t++) {
-                int n = P + t + 1; // causal: row t sees positions 0 .. P + t
-                softmax(a + (size_t)t * L, n);
-                memset(a + (size_t)t * L + n, 0, (size_t)(L - n) * sizeof(float));
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, head_dim, L, 1.0f, a, L, vb, kvd, 0.0f, o, qd);
+    for (size_t i = lo; i < hi; i++) {
+        int b = (int)(i / n_heads), h = (int)(i % n_heads);
+        const float *kb = k + (size_t)b * L * kvd + (size_t)(h / group) * head_dim;
+        const float *vb = v + (size_t)b * L * kvd + (size_t)(h / group) * head_dim;
+        const float *qb = q + (size_t)b * T * qd + (size_t)h * head_dim;
+        float *a = att + i * T * L, *o = out + (size_t)b * T * qd + (size_t)h * head_dim;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, L, head_dim, scale, qb, qd, kb, kvd, 0.0f, a, L);
+        for (int t = 0; t < T; t++) {
+            int n = P + t + 1; // causal: row t sees positions 0 .. P + t
+            softmax(a + (size_t)t * L, n);
+            memset(a + (size_t)t * L + n, 0, (size_t)(L - n) * sizeof(float));
         }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, head_dim, L, 1.0f, a, L, vb, kvd, 0.0f, o, qd);
+    }
+}
+
+static inline void attention(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
+                             int P, int n_heads, int n_kv_heads, int head_dim) {
+    size_t pairs = (size_t)B * n_heads;
+#pragma omp parallel if (pairs * T * (P + T) * head_dim >= PARALLEL_MIN_WORK)
+    {
+        int id = 0, nt = 1;
+#ifdef _OPENMP
+        id = omp_get_thread_num(), nt = omp_get_num_threads();
+#endif
+        size_t lo, hi;
+        share(pairs, id, nt, &lo, &hi);
+        attention_pairs(out, att, q, k, v, T, P, n_heads, n_kv_heads, head_dim, lo, hi);
+    }
 }
 
 // expf by range reduction and a degree-6 polynomial (max relative error 8e-8): unlike libm's
@@ -683,10 +710,59 @@ static inline void embed(const Config *c, const Weights *w, float *x, const int 
 // ----------------------------------------------------------------------------
 // Inference state: activations for up to max_batch rows at once, and the KV cache.
 
+// The threads of forward's parallel region meet here between its steps, about ten times a
+// layer. A waiting thread spins for a while and only then sleeps on a futex: waking a sleeping
+// thread cost about 40 µs here, 13 % of a one-token step of the 110M model when every wait
+// slept, while long spins starve the other thread when the machine is busy (a third slower
+// with one other busy process). So the spin adapts: it grows while waits end within it (an
+// idle machine) and halves each time a wait has to sleep (a busy one).
+#define BARRIER_SPIN_MIN 512
+#define BARRIER_SPIN_MAX 16384
+typedef struct {
+    atomic_int arrived, phase, sleepers, spin_limit;
+} Barrier;
+
+static inline void barrier_wait(Barrier *b, int nt) {
+    if (nt < 2) return;
+    int phase = atomic_load(&b->phase);
+    if (atomic_fetch_add(&b->arrived, 1) == nt - 1) {
+        atomic_store(&b->arrived, 0);
+        atomic_store(&b->phase, phase + 1);
+#ifdef __linux__
+        if (atomic_load(&b->sleepers)) syscall(SYS_futex, &b->phase, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+#endif
+        return;
+    }
+    int limit = atomic_load_explicit(&b->spin_limit, memory_order_relaxed), slept = 0;
+    if (limit < BARRIER_SPIN_MIN) limit = BARRIER_SPIN_MIN;
+    for (int spins = 0; atomic_load(&b->phase) == phase; spins++) {
+        if (spins < limit) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+            continue;
+        }
+        slept = 1;
+#ifdef __linux__
+        // the futex sleeps only while the phase is still the old one, so a release between
+        // the check above and here is never missed
+        atomic_fetch_add(&b->sleepers, 1);
+        syscall(SYS_futex, &b->phase, FUTEX_WAIT_PRIVATE, phase, NULL, NULL, 0);
+        atomic_fetch_sub(&b->sleepers, 1);
+#else
+        sched_yield();
+#endif
+    }
+    limit = slept ? limit / 2 : limit + limit / 8 + 1;
+    limit = limit < BARRIER_SPIN_MIN ? BARRIER_SPIN_MIN : limit > BARRIER_SPIN_MAX ? BARRIER_SPIN_MAX : limit;
+    atomic_store_explicit(&b->spin_limit, limit, memory_order_relaxed);
+}
+
 typedef struct {
     int max_batch;
     float *x, *xb, *xb2, *q, *hb, *hb2, *att, *rope_cos, *rope_sin;
     float *key_cache, *value_cache; // [n_layers, seq_len, n_kv_heads * head_dim]
+    Barrier barrier;
 } RunState;
 
 static inline void state_free(RunState *s) {
@@ -727,40 +803,91 @@ static inline int state_init(RunState *s, const Config *c, int max_batch) {
 static inline void forward(const Config *c, const Weights *w, RunState *s, const int *tokens, int T, int pos0,
                     float *logits, int logits_from) {
     int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, hid = c->hidden_dim;
+    int swiglu = c->ffn_kind == FFN_SWIGLU, n_logits = logits && logits_from < T ? T - logits_from : 0;
+    size_t per_layer = (size_t)d * (qd + 2 * kvd) + (size_t)qd * d + (size_t)(2 + swiglu) * d * hid;
     float *x = s->x, *xb = s->xb;
-    embed(c, w, x, tokens, T, pos0);
-    for (int l = 0; l < c->n_layers; l++) {
-        const LayerWeights *L = &w->layers[l];
-        float *kc = s->key_cache + ((size_t)l * c->seq_len) * kvd, *vc = s->value_cache + ((size_t)l * c->seq_len) * kvd;
-        // attention
-        const float *in = x;
-        if (!c->post_norm) { norm(c, xb, x, L->attn_norm_w, L->attn_norm_b, T); in = xb; }
-        Linear qkv[] = {{s->q, L->wq, L->bq, qd}, {kc + (size_t)pos0 * kvd, L->wk, L->bk, kvd},
-                        {vc + (size_t)pos0 * kvd, L->wv, L->bv, kvd}};
-        matmul_many(qkv, 3, in, T, d);
-        if (c->pos_kind == POS_ROPE) {
-            rope(s->q, T, pos0, c->n_heads, hd, c->rope_dims, s->rope_cos, s->rope_sin);
-            rope(kc + (size_t)pos0 * kvd, T, pos0, c->n_kv_heads, hd, c->rope_dims, s->rope_cos, s->rope_sin);
+    // One parallel region for the whole pass: each product is split across the threads by
+    // output features, attention by head, the rest by rows; the threads meet at s->barrier,
+    // eight times a layer, which a layer of small models does not pay for.
+#pragma omp parallel if ((size_t)T * per_layer >= 4 * PARALLEL_MIN_WORK)
+    {
+        int id = 0, nt = 1;
+#ifdef _OPENMP
+        id = omp_get_thread_num(), nt = omp_get_num_threads();
+#endif
+        size_t r0, r1, lo, hi;
+        share((size_t)T, id, nt, &r0, &r1);
+        int rows = (int)(r1 - r0);
+        float *xr = x + r0 * d, *xbr = xb + r0 * d;
+        if (rows) embed(c, w, xr, tokens + r0, rows, pos0 + (int)r0);
+        for (int l = 0; l < c->n_layers; l++) {
+            const LayerWeights *L = &w->layers[l];
+            float *kc = s->key_cache + ((size_t)l * c->seq_len) * kvd, *vc = s->value_cache + ((size_t)l * c->seq_len) * kvd;
+            // attention
+            const float *in = x;
+            if (!c->post_norm) {
+                if (rows) norm(c, xbr, xr, L->attn_norm_w, L->attn_norm_b, rows);
+                in = xb;
+            }
+            barrier_wait(&s->barrier, nt);
+            Linear qkv[] = {{s->q, L->wq, L->bq, qd}, {kc + (size_t)pos0 * kvd, L->wk, L->bk, kvd},
+                            {vc + (size_t)pos0 * kvd, L->wv, L->bv, kvd}};
+            share((size_t)qd + 2 * kvd, id, nt, &lo, &hi);
+            matmul_part(qkv, 3, in, T, d, lo, hi);
+            barrier_wait(&s->barrier, nt);
+            if (c->pos_kind == POS_ROPE && rows) {
+                rope(s->q + r0 * qd, rows, pos0 + (int)r0, c->n_heads, hd, c->rope_dims, s->rope_cos, s->rope_sin);
+                rope(kc + (pos0 + r0) * kvd, rows, pos0 + (int)r0, c->n_kv_heads, hd, c->rope_dims, s->rope_cos,
+                     s->rope_sin);
+            }
+            barrier_wait(&s->barrier, nt);
+            share((size_t)c->n_heads, id, nt, &lo, &hi);
+            attention_pairs(s->xb2, s->att, s->q, kc, vc, T, pos0, c->n_heads, c->n_kv_heads, hd, lo, hi);
+            barrier_wait(&s->barrier, nt);
+            Linear o = {xb, L->wo, L->bo, d};
+            share((size_t)d, id, nt, &lo, &hi);
+            matmul_part(&o, 1, s->xb2, T, qd, lo, hi);
+            barrier_wait(&s->barrier, nt);
+            for (size_t i = r0 * d; i < r1 * d; i++) x[i] += xb[i];
+            if (c->post_norm && rows) norm(c, xr, xr, L->attn_norm_w, L->attn_norm_b, rows);
+            // feed-forward
+            in = x;
+            if (!c->post_norm) {
+                if (rows) norm(c, xbr, xr, L->ffn_norm_w, L->ffn_norm_b, rows);
+                in = xb;
+            }
+            barrier_wait(&s->barrier, nt);
+            // w1 and w3 split alike, so that each thread's activations need only its own outputs
+            Linear up[] = {{s->hb, L->w1, L->b1, hid}, {s->hb2, L->w3, L->b3, hid}};
+            share((size_t)hid, id, nt, &lo, &hi);
+            matmul_part(&up[0], 1, in, T, d, lo, hi);
+            if (swiglu) matmul_part(&up[1], 1, in, T, d, lo, hi);
+            for (int t = 0; t < T && hi > lo; t++)
+                ffn_activation(c->ffn_kind, s->hb + (size_t)t * hid + lo, s->hb + (size_t)t * hid + lo,
+                               s->hb2 + (size_t)t * hid + lo, hi - lo);
+            barrier_wait(&s->barrier, nt);
+            Linear down = {xb, L->w2, L->b2, d};
+            share((size_t)d, id, nt, &lo, &hi);
+            matmul_part(&down, 1, s->hb, T, hid, lo, hi);
+            barrier_wait(&s->barrier, nt);
+            for (size_t i = r0 * d; i < r1 * d; i++) x[i] += xb[i];
+            if (c->post_norm && rows) norm(c, xr, xr, L->ffn_norm_w, L->ffn_norm_b, rows);
+            // the next layer's first step reads only this thread's rows of x
         }
-        attention(s->xb2, s->att, s->q, kc, vc, 1, T, pos0, c->n_heads, c->n_kv_heads, hd);
-        matmul(xb, s->xb2, L->wo, L->bo, T, qd, d);
-        for (size_t i = 0; i < (size_t)T * d; i++) x[i] += xb[i];
-        if (c->post_norm) norm(c, x, x, L->attn_norm_w, L->attn_norm_b, T);
-        // feed-forward
-        in = x;
-        if (!c->post_norm) { norm(c, xb, x, L->ffn_norm_w, L->ffn_norm_b, T); in = xb; }
-        Linear up[] = {{s->hb, L->w1, L->b1, hid}, {s->hb2, L->w3, L->b3, hid}};
-        matmul_many(up, c->ffn_kind == FFN_SWIGLU ? 2 : 1, in, T, d);
-        ffn_activation(c->ffn_kind, s->hb, s->hb, s->hb2, (size_t)T * hid);
-        matmul(xb, s->hb, L->w2, L->b2, T, hid, d);
-        for (size_t i = 0; i < (size_t)T * d; i++) x[i] += xb[i];
-        if (c->post_norm) norm(c, x, x, L->ffn_norm_w, L->ffn_norm_b, T);
+        barrier_wait(&s->barrier, nt);
+        if (n_logits) {
+            const float *last = x + (size_t)logits_from * d;
+            if (c->final_norm) {
+                share((size_t)n_logits, id, nt, &lo, &hi);
+                if (hi > lo) norm(c, xb + lo * d, last + lo * d, w->final_norm_w, w->final_norm_b, (int)(hi - lo));
+                barrier_wait(&s->barrier, nt);
+                last = xb;
+            }
+            Linear cls = {logits, w->classifier, NULL, c->vocab_size};
+            share((size_t)c->vocab_size, id, nt, &lo, &hi);
+            matmul_part(&cls, 1, last, n_logits, d, lo, hi);
+        }
     }
-    if (!logits || logits_from >= T) return;
-    int n = T - logits_from;
-    const float *last = x + (size_t)logits_from * d;
-    if (c->final_norm) { norm(c, xb, last, w->final_norm_w, w->final_norm_b, n); last = xb; }
-    matmul(logits, last, w->classifier, NULL, n, d, c->vocab_size);
 }
 
 #endif

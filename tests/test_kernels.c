@@ -209,16 +209,34 @@ static Config knobs(int variant) {
 }
 
 // The whole prompt in one batch, in chunks of 3, and one token at a time: the same logits.
+// The wide variants are big enough for forward's parallel region (run_all.sh gives two
+// threads), and their batch is also checked against a single thread's.
 static void test_batched_equals_one_token(void **state) {
     (void)state;
-    for (int variant = 0; variant < 4; variant++) {
-        TestModel m = random_model(knobs(variant));
+    for (int variant = 0; variant < 8; variant++) {
+        Config c = knobs(variant % 4);
+        if (variant >= 4) {
+            c.dim = 240, c.hidden_dim = 400, c.head_dim = 60;
+            c.rope_dims = c.rope_dims ? (variant == 7 ? 40 : 60) : 0;
+            if (c.post_norm) c.embed_scale = sqrtf(240.0f);
+        }
+        TestModel m = random_model(c);
         int T = 11, V = m.c.vocab_size, tokens[11];
         for (int t = 0; t < T; t++) tokens[t] = (t * 7 + 3) % V;
         float *all = malloc(sizeof(float) * T * V), *one = malloc(sizeof(float) * T * V);
         RunState s;
         assert_int_equal(state_init(&s, &m.c, 16), 0);
         forward(&m.c, &m.w, &s, tokens, T, 0, all, 0);
+        if (variant >= 4) {
+            int threads = omp_get_max_threads();
+            omp_set_num_threads(1);
+            forward(&m.c, &m.w, &s, tokens, T, 0, one, 0);
+            omp_set_num_threads(threads);
+            double *serial = malloc(sizeof(double) * T * V);
+            for (int i = 0; i < T * V; i++) serial[i] = one[i];
+            assert_close(all, serial, (size_t)T * V, 1e-4);
+            free(serial);
+        }
         state_free(&s);
         assert_int_equal(state_init(&s, &m.c, 1), 0);
         for (int t = 0; t < T; t++) forward(&m.c, &m.w, &s, tokens + t, 1, t, one + t * V, 0);
