@@ -796,6 +796,27 @@ static inline int state_init(RunState *s, const Config *c, int max_batch) {
     return 0;
 }
 
+// Multiply-adds of one layer's products for one token.
+static inline size_t layer_macs(const Config *c) {
+    size_t d = c->dim, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    return d * (qd + 2 * kvd) + qd * d + (c->ffn_kind == FFN_SWIGLU ? 3 : 2) * d * c->hidden_dim;
+}
+
+// A sub-layer's output projection of in [T, n_in] into xb, split by features across the
+// region's threads, then "Add & Norm" on this thread's rows [r0, r1) of x: the residual, and
+// the norm after it in a post-norm model.
+static inline void add_sublayer(const Config *c, RunState *s, const float *in, const float *w, const float *b,
+                                const float *norm_w, const float *norm_b, int T, int n_in, int id, int nt, size_t r0,
+                                size_t r1) {
+    size_t d = c->dim, lo, hi;
+    Linear o = {s->xb, w, b, c->dim};
+    share(d, id, nt, &lo, &hi);
+    matmul_part(&o, 1, in, T, n_in, lo, hi);
+    barrier_wait(&s->barrier, nt);
+    for (size_t i = r0 * d; i < r1 * d; i++) s->x[i] += s->xb[i];
+    if (c->post_norm && r1 > r0) norm(c, s->x + r0 * d, s->x + r0 * d, norm_w, norm_b, (int)(r1 - r0));
+}
+
 // Runs T tokens at positions pos0 .. pos0+T-1 (T ≤ max_batch, pos0 + T ≤ seq_len) through
 // the model, appending their keys and values to the cache. Logits are computed only for rows
 // logits_from .. T-1, into logits [T - logits_from, vocab_size]; the prompt asks for its last
@@ -804,12 +825,11 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
                     float *logits, int logits_from) {
     int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, hid = c->hidden_dim;
     int swiglu = c->ffn_kind == FFN_SWIGLU, n_logits = logits && logits_from < T ? T - logits_from : 0;
-    size_t per_layer = (size_t)d * (qd + 2 * kvd) + (size_t)qd * d + (size_t)(2 + swiglu) * d * hid;
     float *x = s->x, *xb = s->xb;
     // One parallel region for the whole pass: each product is split across the threads by
     // output features, attention by head, the rest by rows; the threads meet at s->barrier,
     // eight times a layer, which a layer of small models does not pay for.
-#pragma omp parallel if ((size_t)T * per_layer >= 4 * PARALLEL_MIN_WORK)
+#pragma omp parallel if ((size_t)T * layer_macs(c) >= 4 * PARALLEL_MIN_WORK)
     {
         int id = 0, nt = 1;
 #ifdef _OPENMP
@@ -844,12 +864,7 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             share((size_t)c->n_heads, id, nt, &lo, &hi);
             attention_pairs(s->xb2, s->att, s->q, kc, vc, T, pos0, c->n_heads, c->n_kv_heads, hd, lo, hi);
             barrier_wait(&s->barrier, nt);
-            Linear o = {xb, L->wo, L->bo, d};
-            share((size_t)d, id, nt, &lo, &hi);
-            matmul_part(&o, 1, s->xb2, T, qd, lo, hi);
-            barrier_wait(&s->barrier, nt);
-            for (size_t i = r0 * d; i < r1 * d; i++) x[i] += xb[i];
-            if (c->post_norm && rows) norm(c, xr, xr, L->attn_norm_w, L->attn_norm_b, rows);
+            add_sublayer(c, s, s->xb2, L->wo, L->bo, L->attn_norm_w, L->attn_norm_b, T, qd, id, nt, r0, r1);
             // feed-forward
             in = x;
             if (!c->post_norm) {
@@ -866,12 +881,7 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
                 ffn_activation(c->ffn_kind, s->hb + (size_t)t * hid + lo, s->hb + (size_t)t * hid + lo,
                                s->hb2 + (size_t)t * hid + lo, hi - lo);
             barrier_wait(&s->barrier, nt);
-            Linear down = {xb, L->w2, L->b2, d};
-            share((size_t)d, id, nt, &lo, &hi);
-            matmul_part(&down, 1, s->hb, T, hid, lo, hi);
-            barrier_wait(&s->barrier, nt);
-            for (size_t i = r0 * d; i < r1 * d; i++) x[i] += xb[i];
-            if (c->post_norm && rows) norm(c, xr, xr, L->ffn_norm_w, L->ffn_norm_b, rows);
+            add_sublayer(c, s, s->hb, L->w2, L->b2, L->ffn_norm_w, L->ffn_norm_b, T, hid, id, nt, r0, r1);
             // the next layer's first step reads only this thread's rows of x
         }
         barrier_wait(&s->barrier, nt);
