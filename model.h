@@ -510,6 +510,24 @@ typedef struct {
     int n_out;
 } Linear;
 
+// This thread's number in its parallel region and the region's size (0 and 1 outside one,
+// or without OpenMP).
+static inline int thread_num(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static inline int team_size(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
 // This thread's share [*lo, *hi) of n items split evenly across nt threads.
 static inline void share(size_t n, int id, int nt, size_t *lo, size_t *hi) {
     *lo = n * id / nt;
@@ -546,10 +564,7 @@ static inline void matmul(float *out, const float *x, const float *w, const floa
     Linear l = {out, w, b, n_out};
 #pragma omp parallel if ((size_t)T * n_out * n_in >= PARALLEL_MIN_WORK)
     {
-        int id = 0, nt = 1;
-#ifdef _OPENMP
-        id = omp_get_thread_num(), nt = omp_get_num_threads();
-#endif
+        int id = thread_num(), nt = team_size();
         size_t lo, hi;
         share((size_t)n_out, id, nt, &lo, &hi);
         matmul_part(&l, 1, x, T, n_in, lo, hi);
@@ -617,10 +632,7 @@ static inline void attention(float *out, float *att, const float *q, const float
     size_t pairs = (size_t)B * n_heads;
 #pragma omp parallel if (pairs * T * (P + T) * head_dim >= PARALLEL_MIN_WORK)
     {
-        int id = 0, nt = 1;
-#ifdef _OPENMP
-        id = omp_get_thread_num(), nt = omp_get_num_threads();
-#endif
+        int id = thread_num(), nt = team_size();
         size_t lo, hi;
         share(pairs, id, nt, &lo, &hi);
         attention_pairs(out, att, q, k, v, T, P, n_heads, n_kv_heads, head_dim, lo, hi);
@@ -710,7 +722,7 @@ static inline void embed(const Config *c, const Weights *w, float *x, const int 
 // ----------------------------------------------------------------------------
 // Inference state: activations for up to max_batch rows at once, and the KV cache.
 
-// The threads of forward's parallel region meet here between its steps, about ten times a
+// The threads of forward's parallel region meet here between its steps, eight times a
 // layer. A waiting thread spins for a while and only then sleeps on a futex: waking a sleeping
 // thread cost about 40 µs here, 13 % of a one-token step of the 110M model when every wait
 // slept, while long spins starve the other thread when the machine is busy (a third slower
@@ -831,10 +843,7 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
     // eight times a layer, which a layer of small models does not pay for.
 #pragma omp parallel if ((size_t)T * layer_macs(c) >= 4 * PARALLEL_MIN_WORK)
     {
-        int id = 0, nt = 1;
-#ifdef _OPENMP
-        id = omp_get_thread_num(), nt = omp_get_num_threads();
-#endif
+        int id = thread_num(), nt = team_size();
         size_t r0, r1, lo, hi;
         share((size_t)T, id, nt, &r0, &r1);
         int rows = (int)(r1 - r0);

@@ -45,13 +45,10 @@ static int n_threads(void) {
 // Inside a parallel region: this thread's share [*lo, *hi) of n rows. Static and contiguous,
 // so every reduction below adds in the same order on every run (--seed determinism).
 static void my_rows(int n, int *lo, int *hi) {
-#ifdef _OPENMP
-    int t = omp_get_thread_num(), nt = omp_get_num_threads();
-#else
-    int t = 0, nt = 1;
-#endif
-    *lo = (int)((int64_t)n * t / nt);
-    *hi = (int)((int64_t)n * (t + 1) / nt);
+    size_t l, h;
+    share((size_t)n, thread_num(), team_size(), &l, &h);
+    *lo = (int)l;
+    *hi = (int)h;
 }
 
 // ----------------------------------------------------------------------------
@@ -726,10 +723,7 @@ static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a
 static double model_step(const Config *c, const Weights *w, Weights *grads, Acts *a, int B, float dscale) {
 #pragma omp parallel
     {
-        int b0, b1, t = 0;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-#endif
+        int b0, b1, t = thread_num();
         my_rows(B, &b0, &b1);
         forward_seqs(c, w, a, b0, b1, dscale);
         if (grads) backward_seqs(c, w, &grads[t], a, b0, b1, a->att_scratch + (size_t)t * a->T * a->T);
@@ -749,10 +743,7 @@ static double reduce_grads(float *g, size_t n, int copies) {
     int nt = n_threads() < 256 ? n_threads() : 256;
 #pragma omp parallel num_threads(nt)
     {
-        int lo, hi, t = 0;
-#ifdef _OPENMP
-        t = omp_get_thread_num();
-#endif
+        int lo, hi, t = thread_num();
         my_rows((int)((n + 1023) / 1024), &lo, &hi);
         for (size_t from = (size_t)lo * 1024; from < (size_t)hi * 1024 && from < n; from += 1024) {
             size_t end = from + 1024 < n ? from + 1024 : n;
