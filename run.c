@@ -132,7 +132,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: run MODEL [options]\n"
             "  -i TEXT      prompt (default: empty, the model starts from its BOS token)\n"
-            "  -n N         new tokens to generate; 0 = until end-of-sequence or the context is full (default 256)\n"
+            "  -n N         new tokens to generate; 0 = until end-of-sequence or the context is full\n"
+            "               (default 256, or fewer where the context fills first)\n"
             "  -t T         temperature; 0 = greedy (default 1.0)\n"
             "  -p P         top-p (nucleus) in (0, 1]; 1 = off (default 0.9)\n"
             "  -k K         top-k; 0 = off (default 0)\n"
@@ -177,7 +178,7 @@ static uint64_t parse_seed(const char *flag, const char *s) {
 
 static Options parse_options(int argc, char **argv) {
     Options o = {.mode = "generate", .prompt = "", .temperature = 1.0f, .topp = 0.9f, .repeat_penalty = 1.0f,
-                 .steps = 256, .repeat_window = 64};
+                 .steps = -1, .repeat_window = 64}; // steps -1: the default, see generate
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); exit(0); }
@@ -327,7 +328,11 @@ static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler 
     int n_prompt = encode_prompt(tok, c, "prompt", o->prompt, plen, tokens, cap);
     if (n_prompt > c->seq_len)
         die("prompt: %d tokens, longer than the model's context of %d", n_prompt, c->seq_len);
-    int end = o->steps ? n_prompt + o->steps : c->seq_len;
+    // Without -n, 256 new tokens or until the context is full: a model with a short context
+    // (nanoGPT's baby Shakespeare has 64) still answers the plain command. An -n the context
+    // cannot hold is the user's explicit request, and refused.
+    int end = o->steps > 0 ? n_prompt + o->steps : c->seq_len;
+    if (o->steps < 0 && n_prompt + 256 < end) end = n_prompt + 256;
     if (end > c->seq_len)
         die("-n %d: the prompt's %d tokens plus %d new ones exceed the model's context of %d", o->steps, n_prompt,
             o->steps, c->seq_len);

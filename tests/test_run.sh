@@ -45,6 +45,12 @@ a=$(./run $model -n 60 -t 2 -k 1 -s 3 2>/dev/null) b=$(./run $model -n 60 -t 0 2
 out=$(./run $model -i "The cat" -n 5 -t 0 2>/dev/null)
 case "$out" in "The cat"?*) ok "prompt echoed first" ;; *) bad "prompt not echoed: $out" ;; esac
 
+# Without -n, a model whose context is shorter than the prompt plus 256 (the committed
+# Shakespeare model: 256) still answers, and stops where its context is full.
+err=$(./run models/shakespeare.bin -i "ROMEO:" -s 1 2>&1 >/dev/null)
+case "$err" in *"generated: 250 tokens"*) ok "default -n stops at a short context" ;;
+  *) bad "default -n on a short context: $(echo "$err" | head -2)" ;; esac
+
 # Perplexity: the last line of stdout; the same file scored twice gives the same number, and
 # the model finds its own greedy story likelier than shuffled words.
 ./run $model -t 0 -n 300 >$tmp/story.txt 2>/dev/null
