@@ -132,8 +132,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: run MODEL [options]\n"
             "  -i TEXT      prompt (default: empty, the model starts from its BOS token)\n"
-            "  -n N         new tokens to generate; 0 = until end-of-sequence or the context is full\n"
-            "               (default 256, or fewer where the context fills first)\n"
+            "  -n N         new tokens to generate (default 256); past a full context the window moves\n"
+            "               on by half; 0 = until end-of-sequence or the context is full\n"
             "  -t T         temperature; 0 = greedy (default 1.0)\n"
             "  -p P         top-p (nucleus) in (0, 1]; 1 = off (default 0.9)\n"
             "  -k K         top-k; 0 = off (default 0)\n"
@@ -318,46 +318,67 @@ static void check_utf8(const char *what, const char *s, size_t n) {
     if (bad < n) die("%s: %s at byte %zu", what, s[bad] ? "invalid UTF-8" : "a NUL byte", bad);
 }
 
+// When the context is full and more tokens are asked for, the window moves on: its last half
+// (after the BOS it started with, if any) runs again as a prompt at positions from 0, as
+// nanoGPT's sample.py crops its input to the last block_size tokens. Running half a window
+// again every half a context costs about one batched row per token, where cropping at every
+// step would cost a whole window.
+static int shift_window(const Model *m, RunState *s, const int *history, int n, int *window, float *logits) {
+    const Config *c = &m->config;
+    int keep = c->seq_len / 2 > 1 ? c->seq_len / 2 : 1, k = 0;
+    if (keep > 1 && c->bos_id >= 0 && history[0] == c->bos_id) window[k++] = c->bos_id;
+    memcpy(window + k, history + n - (keep - k), sizeof(int) * (keep - k));
+    forward_tokens(m, s, window, keep, 0, logits, NULL, NULL);
+    return keep;
+}
+
 static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler *sampler, const Options *o) {
     const Config *c = &m->config;
     size_t plen = strlen(o->prompt);
-    int cap = (int)plen + 3 > c->seq_len + 1 ? (int)plen + 3 : c->seq_len + 1, *tokens = malloc(sizeof(int) * cap);
+    int *prompt = malloc(sizeof(int) * (plen + 3));
     float *logits = malloc(sizeof(float) * c->vocab_size);
-    if (!tokens || !logits) die("out of memory");
+    if (!prompt || !logits) die("out of memory");
     check_utf8("prompt", o->prompt, plen);
-    int n_prompt = encode_prompt(tok, c, "prompt", o->prompt, plen, tokens, cap);
+    int n_prompt = encode_prompt(tok, c, "prompt", o->prompt, plen, prompt, (int)plen + 3);
     if (n_prompt > c->seq_len)
         die("prompt: %d tokens, longer than the model's context of %d", n_prompt, c->seq_len);
-    // Without -n, 256 new tokens or until the context is full: a model with a short context
-    // (nanoGPT's baby Shakespeare has 64) still answers the plain command. An -n the context
-    // cannot hold is the user's explicit request, and refused.
-    int end = o->steps > 0 ? n_prompt + o->steps : c->seq_len;
-    if (o->steps < 0 && n_prompt + 256 < end) end = n_prompt + 256;
-    if (end > c->seq_len)
-        die("-n %d: the prompt's %d tokens plus %d new ones exceed the model's context of %d", o->steps, n_prompt,
-            o->steps, c->seq_len);
+    // -n 0 stops where the context is full; any other count, 256 by default, runs on past it.
+    int n_new = o->steps > 0 ? o->steps : o->steps < 0 ? 256 : c->seq_len - n_prompt;
+    int *tokens = malloc(sizeof(int) * ((size_t)n_prompt + n_new)), *window = malloc(sizeof(int) * c->seq_len);
+    if (!tokens || !window) die("out of memory");
+    memcpy(tokens, prompt, sizeof(int) * n_prompt);
+    free(prompt);
     TokSanitizer san = {0};
     print_piece(&san, o->prompt, plen, 0);
 
     double t0 = now_s();
     forward_tokens(m, s, tokens, n_prompt, 0, logits, NULL, NULL);
     double t1 = now_s();
-    int pos = n_prompt;
-    while (pos < end) {
-        int next = sample(sampler, logits, tokens, pos);
+    int n = n_prompt, pos = n_prompt, shifts = 0; // tokens so far; of them in the KV cache
+    while (n < n_prompt + n_new) {
+        int next = sample(sampler, logits, tokens, n);
         if (next == c->eos_id || (next == c->bos_id && (c->tok_flags & TOKF_BOS_STOPS))) break;
         size_t len;
-        const char *piece = tokenizer_decode(tok, tokens[pos - 1], next, &len);
+        const char *piece = tokenizer_decode(tok, tokens[n - 1], next, &len);
         print_piece(&san, piece, len, 0);
-        tokens[pos++] = next;
-        if (pos < end) forward(c, &m->weights, s, &next, 1, pos - 1, logits, 0);
+        tokens[n++] = next;
+        if (n == n_prompt + n_new) break;
+        if (pos < c->seq_len) {
+            forward(c, &m->weights, s, &next, 1, pos++, logits, 0);
+        } else {
+            pos = shift_window(m, s, tokens, n, window, logits);
+            shifts++;
+        }
     }
     print_piece(&san, "", 0, 1);
     double t2 = now_s();
-    int generated = pos - n_prompt;
-    fprintf(stderr, "\nprompt: %d tokens in %.3f s (%.1f tok/s); generated: %d tokens in %.3f s (%.1f tok/s)\n",
+    int generated = n - n_prompt;
+    fprintf(stderr, "\nprompt: %d tokens in %.3f s (%.1f tok/s); generated: %d tokens in %.3f s (%.1f tok/s)",
             n_prompt, t1 - t0, n_prompt / (t1 - t0), generated, t2 - t1, generated > 0 ? generated / (t2 - t1) : 0.0);
+    if (shifts) fprintf(stderr, "; the full context moved on by half %d time%s", shifts, shifts > 1 ? "s" : "");
+    fprintf(stderr, "\n");
     free(tokens);
+    free(window);
     free(logits);
 }
 

@@ -45,11 +45,26 @@ a=$(./run $model -n 60 -t 2 -k 1 -s 3 2>/dev/null) b=$(./run $model -n 60 -t 0 2
 out=$(./run $model -i "The cat" -n 5 -t 0 2>/dev/null)
 case "$out" in "The cat"?*) ok "prompt echoed first" ;; *) bad "prompt not echoed: $out" ;; esac
 
-# Without -n, a model whose context is shorter than the prompt plus 256 (the committed
-# Shakespeare model: 256) still answers, and stops where its context is full.
+# Past a full context the window moves on by half: its last half runs again as a prompt.
+# The committed Shakespeare model (characters, so one token per byte; context 256, no BOS)
+# from a 6-token prompt fills its context at the 256th token; from there on the run must be
+# exactly a fresh run whose prompt is that half window (tokens 129..256), up to the next move.
 err=$(./run models/shakespeare.bin -i "ROMEO:" -s 1 2>&1 >/dev/null)
-case "$err" in *"generated: 250 tokens"*) ok "default -n stops at a short context" ;;
+case "$err" in *"generated: 256 tokens"*"moved on by half 1 time"*) ok "default -n: 256 tokens past a short context" ;;
   *) bad "default -n on a short context: $(echo "$err" | head -2)" ;; esac
+if "$PYTHON" - <<'PY'
+import subprocess, sys
+def run(prompt, n):
+    return subprocess.run(["./run", "models/shakespeare.bin", "-i", prompt, "-t", "0", "-n", str(n)],
+                          capture_output=True, check=True).stdout.decode()
+whole = run("ROMEO:", 400)
+fresh = run(whole[129:257], 129)
+sys.exit(not (len(whole) == 406 and fresh == whole[129:386]))
+PY
+then ok "the moved-on window equals a fresh run from it"; else bad "the moved-on window differs from a fresh run"; fi
+err=$(./run models/shakespeare.bin -i "ROMEO:" -n 0 -s 1 2>&1 >/dev/null)
+case "$err" in *"generated: 250 tokens"*) ok "-n 0 stops where the context is full" ;;
+  *) bad "-n 0 on a short context: $(echo "$err" | head -2)" ;; esac
 
 # Perplexity: the last line of stdout; the same file scored twice gives the same number, and
 # the model finds its own greedy story likelier than shuffled words.
@@ -86,7 +101,6 @@ expect_error "llama2.c file given directly" "convert checkpoints with tools/conv
 head -c 5000 $model >$tmp/trunc.bin
 expect_error "truncated model" "truncated" ./run $tmp/trunc.bin
 expect_error "prompt longer than the context" "longer than the model's context of 512" ./run $model -i "$long"
-expect_error "-n beyond the context" "exceed the model's context" ./run $model -n 600
 expect_error "invalid UTF-8 prompt" "invalid UTF-8" ./run $model -i $'abc\xff'
 expect_error "non-numeric temperature" "-t abc" ./run $model -t abc
 expect_error "negative top-p" "-p -0.5" ./run $model -p -0.5
