@@ -335,19 +335,19 @@ static int shift_window(const Model *m, RunState *s, const int *history, int n, 
 static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler *sampler, const Options *o) {
     const Config *c = &m->config;
     size_t plen = strlen(o->prompt);
-    int *prompt = malloc(sizeof(int) * (plen + 3));
+    int *tokens = malloc(sizeof(int) * (plen + 3)), *window = malloc(sizeof(int) * c->seq_len);
     float *logits = malloc(sizeof(float) * c->vocab_size);
-    if (!prompt || !logits) die("out of memory");
+    if (!tokens || !window || !logits) die("out of memory");
     check_utf8("prompt", o->prompt, plen);
-    int n_prompt = encode_prompt(tok, c, "prompt", o->prompt, plen, prompt, (int)plen + 3);
+    int n_prompt = encode_prompt(tok, c, "prompt", o->prompt, plen, tokens, (int)plen + 3);
     if (n_prompt > c->seq_len)
         die("prompt: %d tokens, longer than the model's context of %d", n_prompt, c->seq_len);
     // -n 0 stops where the context is full; any other count, 256 by default, runs on past it.
+    // tokens then grows to hold the whole history, which the repetition penalty looks back on.
     int n_new = o->steps > 0 ? o->steps : o->steps < 0 ? 256 : c->seq_len - n_prompt;
-    int *tokens = malloc(sizeof(int) * ((size_t)n_prompt + n_new)), *window = malloc(sizeof(int) * c->seq_len);
-    if (!tokens || !window) die("out of memory");
-    memcpy(tokens, prompt, sizeof(int) * n_prompt);
-    free(prompt);
+    int *history = realloc(tokens, sizeof(int) * ((size_t)n_prompt + n_new));
+    if (!history) die("out of memory");
+    tokens = history;
     TokSanitizer san = {0};
     print_piece(&san, o->prompt, plen, 0);
 
