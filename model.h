@@ -503,11 +503,16 @@ static inline float dot(const float *restrict a, const float *restrict b, int n)
 #define PARALLEL_MIN_WORK (1 << 16)
 
 // Products of one input with several matrices (q, k and v; w1 and w3), the nn.Linear
-// convention: out[T, n_out] = x[T, n_in] · w[n_out, n_in]ᵀ (+ b).
+// convention: out[T, n_out] = x[T, n_in] · w[n_out, n_in]ᵀ (+ b). A sub-layer's output
+// projection also adds out into residual (x, laid out as out): by each thread on its own
+// features, so that no meeting of the threads comes between; and after the whole product,
+// x + (W·in + b) as the reference rounds it, not as sgemm's beta = 1, which adds into x block
+// by block of the inner dimension.
 typedef struct {
     float *out;
     const float *w, *b;
     int n_out;
+    float *residual;
 } Linear;
 
 // This thread's number in its parallel region and the region's size (0 and 1 outside one,
@@ -548,20 +553,23 @@ static inline void matmul_part(const Linear *ls, int n, const float *x, int T, i
         const float *w = ls[j].w, *b = ls[j].b;
         if (T == 1) {
             for (size_t r = from; r < to; r++) out[r] = dot(w + r * n_in, x, n_in) + (b ? b[r] : 0.0f);
-            continue;
+        } else {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, (int)(to - from), n_in, 1.0f, x, n_in,
+                        w + from * n_in, n_in, 0.0f, out + from, (int)n_out);
+            if (b)
+                for (int t = 0; t < T; t++)
+                    for (size_t i = from; i < to; i++) out[(size_t)t * n_out + i] += b[i];
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, (int)(to - from), n_in, 1.0f, x, n_in, w + from * n_in,
-                    n_in, 0.0f, out + from, (int)n_out);
-        if (b)
+        if (ls[j].residual)
             for (int t = 0; t < T; t++)
-                for (size_t i = from; i < to; i++) out[(size_t)t * n_out + i] += b[i];
+                for (size_t i = from; i < to; i++) ls[j].residual[(size_t)t * n_out + i] += out[(size_t)t * n_out + i];
     }
 }
 
 // The whole product, split across threads when it pays (a caller outside a parallel region;
 // inside one, as in ./train, the calling thread does it all).
 static inline void matmul(float *out, const float *x, const float *w, const float *b, int T, int n_in, int n_out) {
-    Linear l = {out, w, b, n_out};
+    Linear l = {out, w, b, n_out, NULL};
 #pragma omp parallel if ((size_t)T * n_out * n_in >= PARALLEL_MIN_WORK)
     {
         int id = thread_num(), nt = team_size();
@@ -571,15 +579,16 @@ static inline void matmul(float *out, const float *x, const float *w, const floa
     }
 }
 
-// Rotates interleaved pairs of the first rope_dims of every head; row t is at position
-// pos0 + t. cos/sin come from a table [seq_len, rope_dims / 2] made once (rope_table).
-static inline void rope(float *x, int T, int pos0, int n_heads, int head_dim, int rope_dims, const float *cos_t,
-                 const float *sin_t) {
+// Rotates interleaved pairs of the first rope_dims of n_heads heads in each of T rows, stride
+// floats apart (a thread may own only some of a row's heads); row t is at position pos0 + t.
+// cos/sin come from a table [seq_len, rope_dims / 2] made once (rope_table).
+static inline void rope(float *x, size_t stride, int T, int pos0, int n_heads, int head_dim, int rope_dims,
+                        const float *cos_t, const float *sin_t) {
     int half = rope_dims / 2;
     for (int t = 0; t < T; t++) {
         const float *c = cos_t + (size_t)(pos0 + t) * half, *s = sin_t + (size_t)(pos0 + t) * half;
         for (int h = 0; h < n_heads; h++) {
-            float *v = x + ((size_t)t * n_heads + h) * head_dim;
+            float *v = x + t * stride + (size_t)h * head_dim;
             for (int i = 0; i < half; i++) {
                 float a = v[2 * i], b = v[2 * i + 1];
                 v[2 * i] = a * c[i] - b * s[i];
@@ -722,7 +731,7 @@ static inline void embed(const Config *c, const Weights *w, float *x, const int 
 // ----------------------------------------------------------------------------
 // Inference state: activations for up to max_batch rows at once, and the KV cache.
 
-// The threads of forward's parallel region meet here between its steps, eight times a
+// The threads of forward's parallel region meet here between its steps, four times a
 // layer. A waiting thread spins for a while and only then sleeps on a futex: waking a sleeping
 // thread cost about 40 µs here, 13 % of a one-token step of the 110M model when every wait
 // slept, while long spins starve the other thread when the machine is busy (a third slower
@@ -771,14 +780,14 @@ static inline void barrier_wait(Barrier *b, int nt) {
 }
 
 typedef struct {
-    int max_batch;
-    float *x, *xb, *xb2, *q, *hb, *hb2, *att, *rope_cos, *rope_sin;
+    int max_batch, threads; // threads: how many copies of xn there are, at most the team's size
+    float *x, *xn, *q, *attn_out, *xb, *hb, *hb2, *att, *rope_cos, *rope_sin;
     float *key_cache, *value_cache; // [n_layers, seq_len, n_kv_heads * head_dim]
     Barrier barrier;
 } RunState;
 
 static inline void state_free(RunState *s) {
-    float **bufs[] = {&s->x, &s->xb, &s->xb2, &s->q, &s->hb, &s->hb2, &s->att,
+    float **bufs[] = {&s->x, &s->xn, &s->q, &s->attn_out, &s->xb, &s->hb, &s->hb2, &s->att,
                       &s->rope_cos, &s->rope_sin, &s->key_cache, &s->value_cache};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) { free(*bufs[i]); *bufs[i] = NULL; }
 }
@@ -786,12 +795,18 @@ static inline void state_free(RunState *s) {
 static inline int state_init(RunState *s, const Config *c, int max_batch) {
     memset(s, 0, sizeof *s);
     size_t B = max_batch, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
-    size_t wide = qd > (size_t)c->dim ? qd : (size_t)c->dim, half = c->rope_dims / 2;
+    size_t half = c->rope_dims / 2;
     s->max_batch = max_batch;
+#ifdef _OPENMP
+    s->threads = omp_get_max_threads();
+#else
+    s->threads = 1;
+#endif
     s->x = calloc(B * c->dim, sizeof(float));
-    s->xb = calloc(B * wide, sizeof(float));
-    s->xb2 = calloc(B * wide, sizeof(float));
+    s->xn = calloc((size_t)s->threads * B * c->dim, sizeof(float));
     s->q = calloc(B * qd, sizeof(float));
+    s->attn_out = calloc(B * qd, sizeof(float));
+    s->xb = calloc(B * c->dim, sizeof(float));
     s->hb = calloc(B * c->hidden_dim, sizeof(float));
     s->hb2 = calloc(B * c->hidden_dim, sizeof(float));
     s->att = calloc(B * c->n_heads * (size_t)c->seq_len, sizeof(float));
@@ -799,7 +814,7 @@ static inline int state_init(RunState *s, const Config *c, int max_batch) {
     s->rope_sin = calloc((size_t)c->seq_len * half + 1, sizeof(float));
     s->key_cache = calloc((size_t)c->n_layers * c->seq_len * kvd, sizeof(float));
     s->value_cache = calloc((size_t)c->n_layers * c->seq_len * kvd, sizeof(float));
-    if (!s->x || !s->xb || !s->xb2 || !s->q || !s->hb || !s->hb2 || !s->att || !s->rope_cos || !s->rope_sin ||
+    if (!s->x || !s->xn || !s->q || !s->attn_out || !s->xb || !s->hb || !s->hb2 || !s->att || !s->rope_cos || !s->rope_sin ||
         !s->key_cache || !s->value_cache) {
         state_free(s);
         return -1;
@@ -814,19 +829,30 @@ static inline size_t layer_macs(const Config *c) {
     return d * (qd + 2 * kvd) + qd * d + (c->ffn_kind == FFN_SWIGLU ? 3 : 2) * d * c->hidden_dim;
 }
 
-// A sub-layer's output projection of in [T, n_in] into xb, split by features across the
-// region's threads, then "Add & Norm" on this thread's rows [r0, r1) of x: the residual, and
-// the norm after it in a post-norm model.
+// This thread's copy of the sub-layer's input: the norm of every row of x in a pre-norm model
+// (each thread normalises all rows itself, which costs less than waiting for the others),
+// x itself in a post-norm one.
+static inline const float *sublayer_input(const Config *c, const float *x, float *xn, const float *norm_w,
+                                          const float *norm_b, int T) {
+    if (c->post_norm) return x;
+    norm(c, xn, x, norm_w, norm_b, T);
+    return xn;
+}
+
+// A sub-layer's output projection of in [T, n_in] into xb, split across the region's threads
+// by features, each adding its features into x (the residual); then, in a post-norm model, "Add & Norm"'s norm of
+// this thread's rows [r0, r1). On return x is whole for every thread.
 static inline void add_sublayer(const Config *c, RunState *s, const float *in, const float *w, const float *b,
                                 const float *norm_w, const float *norm_b, int T, int n_in, int id, int nt, size_t r0,
                                 size_t r1) {
     size_t d = c->dim, lo, hi;
-    Linear o = {s->xb, w, b, c->dim};
+    Linear o = {s->xb, w, b, c->dim, s->x};
     share(d, id, nt, &lo, &hi);
     matmul_part(&o, 1, in, T, n_in, lo, hi);
     barrier_wait(&s->barrier, nt);
-    for (size_t i = r0 * d; i < r1 * d; i++) s->x[i] += s->xb[i];
-    if (c->post_norm && r1 > r0) norm(c, s->x + r0 * d, s->x + r0 * d, norm_w, norm_b, (int)(r1 - r0));
+    if (!c->post_norm) return;
+    if (r1 > r0) norm(c, s->x + r0 * d, s->x + r0 * d, norm_w, norm_b, (int)(r1 - r0));
+    barrier_wait(&s->barrier, nt);
 }
 
 // Runs T tokens at positions pos0 .. pos0+T-1 (T ≤ max_batch, pos0 + T ≤ seq_len) through
@@ -837,52 +863,53 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
                     float *logits, int logits_from) {
     int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, hid = c->hidden_dim;
     int swiglu = c->ffn_kind == FFN_SWIGLU, n_logits = logits && logits_from < T ? T - logits_from : 0;
-    float *x = s->x, *xb = s->xb;
+    int team = s->threads;
+#ifdef _OPENMP
+    team = omp_get_max_threads() < team ? omp_get_max_threads() : team;
+#endif
+    float *x = s->x;
     // One parallel region for the whole pass: each product is split across the threads by
-    // output features, attention by head, the rest by rows; the threads meet at s->barrier,
-    // eight times a layer, which a layer of small models does not pay for.
-#pragma omp parallel if ((size_t)T * layer_macs(c) >= 4 * PARALLEL_MIN_WORK)
+    // output features, attention by head, embedding and post-norms by rows. A one-token step
+    // is a few milliseconds, and each meeting at s->barrier costs the earlier thread a wait
+    // of several microseconds, so the steps are arranged for few meetings: every thread
+    // normalises x itself, computes the queries, keys and values of its own heads, rotates
+    // and attends with them, and adds its features of the output projections into x.
+#pragma omp parallel num_threads(team) if ((size_t)T * layer_macs(c) >= 4 * PARALLEL_MIN_WORK)
     {
         int id = thread_num(), nt = team_size();
-        size_t r0, r1, lo, hi;
+        size_t r0, r1, lo, hi, h0, h1, g0, g1;
         share((size_t)T, id, nt, &r0, &r1);
-        int rows = (int)(r1 - r0);
-        float *xr = x + r0 * d, *xbr = xb + r0 * d;
-        if (rows) embed(c, w, xr, tokens + r0, rows, pos0 + (int)r0);
+        share((size_t)c->n_heads, id, nt, &h0, &h1);
+        share((size_t)c->n_kv_heads, id, nt, &g0, &g1);
+        // with whole groups of query heads per thread, its queries need only its own keys
+        // and values; otherwise every thread's must be there before attention
+        int own_kv = c->n_kv_heads % nt == 0;
+        float *xn = s->xn + (size_t)id * s->max_batch * d;
+        if (r1 > r0) embed(c, w, x + r0 * d, tokens + r0, (int)(r1 - r0), pos0 + (int)r0);
+        barrier_wait(&s->barrier, nt);
         for (int l = 0; l < c->n_layers; l++) {
             const LayerWeights *L = &w->layers[l];
             float *kc = s->key_cache + ((size_t)l * c->seq_len) * kvd, *vc = s->value_cache + ((size_t)l * c->seq_len) * kvd;
+            float *knew = kc + (size_t)pos0 * kvd;
             // attention
-            const float *in = x;
-            if (!c->post_norm) {
-                if (rows) norm(c, xbr, xr, L->attn_norm_w, L->attn_norm_b, rows);
-                in = xb;
+            const float *in = sublayer_input(c, x, xn, L->attn_norm_w, L->attn_norm_b, T);
+            Linear q = {s->q, L->wq, L->bq, qd, NULL}, k = {knew, L->wk, L->bk, kvd, NULL},
+                   v = {vc + (size_t)pos0 * kvd, L->wv, L->bv, kvd, NULL};
+            matmul_part(&q, 1, in, T, d, h0 * hd, h1 * hd);
+            matmul_part(&k, 1, in, T, d, g0 * hd, g1 * hd);
+            matmul_part(&v, 1, in, T, d, g0 * hd, g1 * hd);
+            if (c->pos_kind == POS_ROPE) {
+                rope(s->q + h0 * hd, qd, T, pos0, (int)(h1 - h0), hd, c->rope_dims, s->rope_cos, s->rope_sin);
+                rope(knew + g0 * hd, kvd, T, pos0, (int)(g1 - g0), hd, c->rope_dims, s->rope_cos, s->rope_sin);
             }
+            if (!own_kv) barrier_wait(&s->barrier, nt);
+            attention_pairs(s->attn_out, s->att, s->q, kc, vc, T, pos0, c->n_heads, c->n_kv_heads, hd, h0, h1);
             barrier_wait(&s->barrier, nt);
-            Linear qkv[] = {{s->q, L->wq, L->bq, qd}, {kc + (size_t)pos0 * kvd, L->wk, L->bk, kvd},
-                            {vc + (size_t)pos0 * kvd, L->wv, L->bv, kvd}};
-            share((size_t)qd + 2 * kvd, id, nt, &lo, &hi);
-            matmul_part(qkv, 3, in, T, d, lo, hi);
-            barrier_wait(&s->barrier, nt);
-            if (c->pos_kind == POS_ROPE && rows) {
-                rope(s->q + r0 * qd, rows, pos0 + (int)r0, c->n_heads, hd, c->rope_dims, s->rope_cos, s->rope_sin);
-                rope(kc + (pos0 + r0) * kvd, rows, pos0 + (int)r0, c->n_kv_heads, hd, c->rope_dims, s->rope_cos,
-                     s->rope_sin);
-            }
-            barrier_wait(&s->barrier, nt);
-            share((size_t)c->n_heads, id, nt, &lo, &hi);
-            attention_pairs(s->xb2, s->att, s->q, kc, vc, T, pos0, c->n_heads, c->n_kv_heads, hd, lo, hi);
-            barrier_wait(&s->barrier, nt);
-            add_sublayer(c, s, s->xb2, L->wo, L->bo, L->attn_norm_w, L->attn_norm_b, T, qd, id, nt, r0, r1);
-            // feed-forward
-            in = x;
-            if (!c->post_norm) {
-                if (rows) norm(c, xbr, xr, L->ffn_norm_w, L->ffn_norm_b, rows);
-                in = xb;
-            }
-            barrier_wait(&s->barrier, nt);
-            // w1 and w3 split alike, so that each thread's activations need only its own outputs
-            Linear up[] = {{s->hb, L->w1, L->b1, hid}, {s->hb2, L->w3, L->b3, hid}};
+            add_sublayer(c, s, s->attn_out, L->wo, L->bo, L->attn_norm_w, L->attn_norm_b, T, qd, id, nt, r0, r1);
+            // feed-forward: w1 and w3 split alike, so that each thread's activations need only
+            // its own outputs
+            in = sublayer_input(c, x, xn, L->ffn_norm_w, L->ffn_norm_b, T);
+            Linear up[] = {{s->hb, L->w1, L->b1, hid, NULL}, {s->hb2, L->w3, L->b3, hid, NULL}};
             share((size_t)hid, id, nt, &lo, &hi);
             matmul_part(&up[0], 1, in, T, d, lo, hi);
             if (swiglu) matmul_part(&up[1], 1, in, T, d, lo, hi);
@@ -891,18 +918,14 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
                                s->hb2 + (size_t)t * hid + lo, hi - lo);
             barrier_wait(&s->barrier, nt);
             add_sublayer(c, s, s->hb, L->w2, L->b2, L->ffn_norm_w, L->ffn_norm_b, T, hid, id, nt, r0, r1);
-            // the next layer's first step reads only this thread's rows of x
         }
-        barrier_wait(&s->barrier, nt);
         if (n_logits) {
             const float *last = x + (size_t)logits_from * d;
             if (c->final_norm) {
-                share((size_t)n_logits, id, nt, &lo, &hi);
-                if (hi > lo) norm(c, xb + lo * d, last + lo * d, w->final_norm_w, w->final_norm_b, (int)(hi - lo));
-                barrier_wait(&s->barrier, nt);
-                last = xb;
+                norm(c, xn, last, w->final_norm_w, w->final_norm_b, n_logits);
+                last = xn;
             }
-            Linear cls = {logits, w->classifier, NULL, c->vocab_size};
+            Linear cls = {logits, w->classifier, NULL, c->vocab_size, NULL};
             share((size_t)c->vocab_size, id, nt, &lo, &hi);
             matmul_part(&cls, 1, last, n_logits, d, lo, hi);
         }

@@ -476,7 +476,7 @@ static void rope_rows(const Config *c, float *x, int n_heads, const float *sin_t
     int width = n_heads * c->head_dim;
     for (int r = lo; r < hi;) {
         int t = r % a->T, n = a->T - t < hi - r ? a->T - t : hi - r;
-        rope(x + (size_t)r * width, n, t, n_heads, c->head_dim, c->rope_dims, a->rope_cos, sin_t);
+        rope(x + (size_t)r * width, (size_t)width, n, t, n_heads, c->head_dim, c->rope_dims, a->rope_cos, sin_t);
         r += n;
     }
 }

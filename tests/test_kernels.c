@@ -113,7 +113,7 @@ static void test_rope(void **state) {
                     double a = (pos0 + t) * pow(10000.0, -2.0 * p / rope_dims);
                     o[i] = i % 2 == 0 ? v[i] * cos(a) - v[i + 1] * sin(a) : v[i - 1] * sin(a) + v[i] * cos(a);
                 }
-        rope(x, T, pos0, n_heads, head_dim, rope_dims, cos_t, sin_t);
+        rope(x, (size_t)n_heads * head_dim, T, pos0, n_heads, head_dim, rope_dims, cos_t, sin_t);
         assert_close(x, want, (size_t)T * n_heads * head_dim, 1e-5);
         free(cos_t); free(sin_t); free(x); free(want);
     }
