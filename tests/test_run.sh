@@ -67,8 +67,8 @@ case "$err" in *"generated: 250 tokens"*) ok "-n 0 stops where the context is fu
   *) bad "-n 0 on a short context: $(echo "$err" | head -2)" ;; esac
 
 # Perplexity: the last line of stdout; the same file scored twice gives the same number, and
-# within rounding with one thread instead of two (OpenBLAS picks its kernel by a product's
-# size, and a thread's share of the features is a smaller product); the model finds its own
+# within rounding with one thread instead of two (a thread's share of the features is a
+# product of another shape, which OpenBLAS may round differently); the model finds its own
 # greedy story likelier than shuffled words.
 ./run $model -t 0 -n 300 >$tmp/story.txt 2>/dev/null
 p1=$(./run $model -m ppl -f $tmp/story.txt 2>/dev/null | tail -n 1)
