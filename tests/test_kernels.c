@@ -113,9 +113,15 @@ static void test_rope(void **state) {
                     double a = (pos0 + t) * pow(10000.0, -2.0 * p / rope_dims);
                     o[i] = i % 2 == 0 ? v[i] * cos(a) - v[i + 1] * sin(a) : v[i - 1] * sin(a) + v[i] * cos(a);
                 }
+        float *parts = malloc(sizeof(float) * T * n_heads * head_dim);
+        memcpy(parts, x, sizeof(float) * T * n_heads * head_dim);
         rope(x, (size_t)n_heads * head_dim, T, pos0, n_heads, head_dim, rope_dims, cos_t, sin_t);
         assert_close(x, want, (size_t)T * n_heads * head_dim, 1e-5);
-        free(cos_t); free(sin_t); free(x); free(want);
+        // head by head, as forward's threads rotate their own heads: the same numbers
+        for (int h = 0; h < n_heads; h++)
+            rope(parts + h * head_dim, (size_t)n_heads * head_dim, T, pos0, 1, head_dim, rope_dims, cos_t, sin_t);
+        assert_memory_equal(parts, x, sizeof(float) * T * n_heads * head_dim);
+        free(cos_t); free(sin_t); free(x); free(want); free(parts);
     }
 }
 
@@ -210,7 +216,7 @@ static Config knobs(int variant) {
 
 // The whole prompt in one batch, in chunks of 3, and one token at a time: the same logits.
 // The wide variants are big enough for forward's parallel region (run_all.sh gives two
-// threads), and their batch is also checked against a single thread's.
+// threads), and their batch is also checked against one thread's and three threads'.
 static void test_batched_equals_one_token(void **state) {
     (void)state;
     for (int variant = 0; variant < 8; variant++) {
@@ -231,10 +237,17 @@ static void test_batched_equals_one_token(void **state) {
             int threads = omp_get_max_threads();
             omp_set_num_threads(1);
             forward(&m.c, &m.w, &s, tokens, T, 0, one, 0);
-            omp_set_num_threads(threads);
             double *serial = malloc(sizeof(double) * T * V);
             for (int i = 0; i < T * V; i++) serial[i] = one[i];
             assert_close(all, serial, (size_t)T * V, 1e-4);
+            // three threads: heads (and the key/value heads of GQA) that do not divide evenly
+            RunState s3;
+            omp_set_num_threads(3);
+            assert_int_equal(state_init(&s3, &m.c, 16), 0);
+            forward(&m.c, &m.w, &s3, tokens, T, 0, one, 0);
+            state_free(&s3);
+            omp_set_num_threads(threads);
+            assert_close(one, serial, (size_t)T * V, 1e-4);
             free(serial);
         }
         state_free(&s);
