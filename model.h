@@ -303,6 +303,12 @@ static inline int model_open(Model *m, const char *path, char *err, size_t n) {
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) { snprintf(err, n, "%s: cannot map: %s", path, strerror(errno)); return -1; }
+    // A file the page cache does not hold yet is then read into 2 MiB folios, which the mapping
+    // gets as 2 MiB pages: fewer TLB misses, generation ~5 % faster (README, Figures). Only a
+    // hint; a file already cached stays in the folios it has.
+#ifdef MADV_HUGEPAGE
+    madvise(map, size, MADV_HUGEPAGE);
+#endif
     if (model_check_layout(map, size, &m->config, why, sizeof why)) {
         snprintf(err, n, "%s: %s", path, why);
         munmap(map, size);
@@ -369,6 +375,12 @@ static inline int write_atomic(const char *path, SinkWriter fn, const void *ctx,
     }
     fn(&s, ctx);
     if (!s.err && fsync(s.fd)) s.err = errno;
+    // Written pages sit in the page cache in small folios, and ./run would map the model with
+    // 4 KiB pages for as long as they stay; dropped once on disk, the file is read back by
+    // ./run's mapping in 2 MiB ones (model_open).
+#ifdef POSIX_FADV_DONTNEED
+    if (!s.err) posix_fadvise(s.fd, 0, 0, POSIX_FADV_DONTNEED);
+#endif
     if (close(s.fd) && !s.err) s.err = errno;
     if (!s.err && rename(tmp, path)) s.err = errno;
     if (s.err) {

@@ -127,12 +127,11 @@ for m in llama gpt2; do
     model=$LLAMA
     [ $m = gpt2 ] && model=$GPT2
     phase_start "forward pass, $m: ours and PyTorch, $ROUNDS rounds"
-    # Into the page cache as a model read from disk is: what writing it left there (small
-    # folios, so 4 KiB pages in ./run's mapping) is dropped first, then the file is read. Recent
-    # kernels (ext4, XFS) then keep it in 2 MiB folios and ./run maps it with 2 MiB pages;
-    # bench_forward reports the share it got.
+    # Into the page cache as ./run reads a model from disk: what was cached before (in folios
+    # of whatever size, maybe small ones, which give 4 KiB pages) is dropped, and the first
+    # mapping (model_open asks for huge pages) reads it back in 2 MiB folios; bench_forward
+    # reports the share it got.
     $PYTHON -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' $model
-    cat $model > /dev/null
     for round in $(seq $ROUNDS); do
         bounds 3
         # This round's bound, beside its generation: the read bandwidth of this machine moves

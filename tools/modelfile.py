@@ -253,6 +253,9 @@ def write_model(path, cfg, tok, tensors):
                 f.write(bytes(padded(a.nbytes) - a.nbytes))
             f.flush()
             os.fsync(f.fileno())
+            # out of the page cache, so that ./run reads it back into 2 MiB folios (model.h's
+            # write_atomic says why)
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
