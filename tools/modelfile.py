@@ -254,8 +254,9 @@ def write_model(path, cfg, tok, tensors):
             f.flush()
             os.fsync(f.fileno())
             # out of the page cache, so that ./run reads it back into 2 MiB folios (model.h's
-            # write_atomic says why)
-            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            # write_atomic says why); Linux has the call, not every system
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
