@@ -792,7 +792,7 @@ static inline void barrier_wait(Barrier *b, int nt) {
 }
 
 typedef struct {
-    int max_batch, threads; // threads: how many copies of xn there are, at most the team's size
+    int max_batch, threads; // threads: how many copies of xn there are; forward never runs more
     float *x, *xn, *q, *attn_out, *xb, *hb, *hb2, *att, *rope_cos, *rope_sin;
     float *key_cache, *value_cache; // [n_layers, seq_len, n_kv_heads * head_dim]
     Barrier barrier;
