@@ -55,12 +55,14 @@ static void my_rows(int n, int *lo, int *hi) {
 // Random numbers. Every stream is a pure function of (seed, purpose, index), so the data
 // order does not depend on anything saved: a resumed run draws the same batches.
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+// SplitMix64: the n-th output of the stream started at s is mix64(s + n * golden).
+static inline uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
+
+static uint64_t splitmix64(uint64_t *s) { return mix64(*s += 0x9E3779B97F4A7C15ull); }
 
 static uint64_t rng_for(uint64_t seed, uint64_t purpose, uint64_t index) {
     uint64_t s = seed;
@@ -77,7 +79,37 @@ static float normal01(uint64_t *s) {
     return (float)(sqrt(-2.0 * log(1.0 - u1)) * cos(2.0 * M_PI * u2));
 }
 
-enum { RNG_INIT = 1, RNG_BATCH, RNG_EVAL_TRAIN, RNG_EVAL_VAL, RNG_SAMPLE };
+enum { RNG_INIT = 1, RNG_BATCH, RNG_EVAL_TRAIN, RNG_EVAL_VAL, RNG_SAMPLE, RNG_DROPOUT };
+
+// Dropout at nanoGPT's places, numbered as sites: the embeddings' sum (0); in layer l the
+// attention probabilities (3l + 1), the attention's output projection (3l + 2) and the
+// feed-forward's (3l + 3), each before its residual add. Element i of a site's tensor (row
+// major over the micro-batch: [B, T, dim] or [B, heads, T, T]) is kept, scaled by 1 / (1 - p),
+// when output i + 1 of the SplitMix64 stream started at the site's key, shifted right by 40,
+// is at least p * 2^24. The key is rng_for(seed, RNG_DROPOUT, (step * grad_accum + micro) *
+// sites + site). So masks take no memory, the backward pass draws them again, they do not
+// depend on the thread count, and tests/test_train_grad.py draws the same ones for PyTorch.
+typedef struct {
+    uint64_t seed, draw;  // draw: (step * grad_accum + micro) * sites, set before each micro-batch
+    uint32_t threshold;   // 0: off
+    float scale;
+} Dropout;
+
+static Dropout dropout_init(float p, uint64_t seed) {
+    Dropout d = {.seed = seed, .threshold = (uint32_t)lround(p * 16777216.0), .scale = 1.0f / (1.0f - p)};
+    return d;
+}
+
+// dst[i] = src[i] * (kept ? scale : 0) for elements first .. first + n - 1 of a site.
+static void dropout_apply(const Dropout *d, int site, float *dst, const float *src, size_t first, size_t n) {
+    uint64_t key = rng_for(d->seed, RNG_DROPOUT, d->draw + (uint64_t)site), thr = d->threshold;
+    float scale = d->scale;
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = mix64(key + (first + i + 1) * 0x9E3779B97F4A7C15ull);
+        dst[i] = src[i] * ((h >> 40) >= thr ? scale : 0.0f);
+    }
+}
 
 // ----------------------------------------------------------------------------
 // Options. Names and defaults follow nanoGPT; the defaults are its CPU "baby" Shakespeare run.
@@ -87,15 +119,17 @@ enum { ARCH_GPT, ARCH_LLAMA };
 typedef struct {
     int n_layer, n_head, n_kv_head, n_embd, block_size, batch_size, grad_accum, max_iters;
     int warmup_iters, lr_decay_iters, eval_interval, eval_iters, vocab_size, arch;
-    float lr, min_lr, weight_decay, beta1, beta2, grad_clip;
+    float lr, min_lr, weight_decay, beta1, beta2, grad_clip, dropout;
+    int32_t unused; // 0: the state file stores Opts whole, so it must have no padding bytes
     int64_t seed;
 } Opts;
+_Static_assert(offsetof(Opts, seed) == offsetof(Opts, unused) + sizeof(int32_t), "Opts has padding");
 
 static const Opts default_opts = {
     .n_layer = 4, .n_head = 4, .n_kv_head = 0, .n_embd = 128, .block_size = 64, .batch_size = 12,
     .grad_accum = 1, .max_iters = 2000, .warmup_iters = 100, .lr_decay_iters = 0, .eval_interval = 250,
     .eval_iters = 20, .vocab_size = 0, .arch = ARCH_GPT, .lr = 1e-3f, .min_lr = 1e-4f, .weight_decay = 0.1f,
-    .beta1 = 0.9f, .beta2 = 0.99f, .grad_clip = 1.0f, .seed = 1337,
+    .beta1 = 0.9f, .beta2 = 0.99f, .grad_clip = 1.0f, .dropout = 0.0f, .seed = 1337,
 };
 
 typedef struct {
@@ -144,7 +178,7 @@ typedef struct {
     int resume, block_given, max_iters_given, others_given; // flags seen, for --init and --resume
 } Args;
 
-#define N_FLAGS 20
+#define N_FLAGS 21
 
 // The numeric options with their ranges, pointing into o.
 static void flag_table(Opts *o, Flag flags[N_FLAGS]) {
@@ -165,6 +199,7 @@ static void flag_table(Opts *o, Flag flags[N_FLAGS]) {
         {"beta1", 'f', &o->beta1, 0, 0.999999, "AdamW beta1 (0.9)"},
         {"beta2", 'f', &o->beta2, 0, 0.999999, "AdamW beta2 (0.99)"},
         {"grad-clip", 'f', &o->grad_clip, 0, 1e9, "clip the global gradient norm to this (1.0; 0: off)"},
+        {"dropout", 'f', &o->dropout, 0, 0.99, "dropout probability while training, where nanoGPT has it (0)"},
         {"eval-interval", 'i', &o->eval_interval, 1, 1e9, "steps between evaluations and checkpoints (250)"},
         {"eval-iters", 'i', &o->eval_iters, 1, 1e9, "batches per split in an evaluation (20)"},
         {"seed", 'l', &o->seed, 0, 9.2e18, "seed for initialisation, data order and samples (1337)"},
@@ -312,6 +347,7 @@ typedef struct {
     int B, T;
     float *resid;                                              // [n_layers + 1][B*T, dim]
     float *ln1, *q, *k, *v, *att, *atty, *res1, *mid, *ln2;   // [n_layers][...]
+    float *attd;                                               // att after dropout, if on
     float *h1, *h3, *hact, *res2;
     float *lnf, *logits, *losses;
     // backward scratch, shared by the layers
@@ -321,7 +357,7 @@ typedef struct {
     float *mem;
 } Acts;
 
-static size_t carve_acts(const Config *c, int B, int T, Acts *a, float *base) {
+static size_t carve_acts(const Config *c, int B, int T, int dropout, Acts *a, float *base) {
     size_t N = (size_t)B * T, L = c->n_layers, d = c->dim, hid = c->hidden_dim, V = c->vocab_size;
     size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
     size_t off = 0, half = c->pos_kind == POS_ROPE ? c->rope_dims / 2 : 0;
@@ -333,6 +369,7 @@ static size_t carve_acts(const Config *c, int B, int T, Acts *a, float *base) {
     ACT(a->k, L * N * kvd);
     ACT(a->v, L * N * kvd);
     ACT(a->att, L * B * c->n_heads * (size_t)T * T);
+    ACT(a->attd, dropout ? L * B * c->n_heads * (size_t)T * T : 0);
     ACT(a->atty, L * N * qd);
     ACT(a->res1, L * N * d);
     ACT(a->mid, pre ? 0 : L * N * d);
@@ -363,10 +400,10 @@ static size_t carve_acts(const Config *c, int B, int T, Acts *a, float *base) {
     return off;
 }
 
-static void acts_init(Acts *a, const Config *c, int B, int T) {
-    size_t n = carve_acts(c, B, T, a, NULL);
+static void acts_init(Acts *a, const Config *c, int B, int T, int dropout) {
+    size_t n = carve_acts(c, B, T, dropout, a, NULL);
     float *mem = xcalloc(n, sizeof(float), "activations");
-    carve_acts(c, B, T, a, mem);
+    carve_acts(c, B, T, dropout, a, mem);
     a->mem = mem;
     a->tokens = xcalloc((size_t)B * T, sizeof(int), "batch");
     a->targets = xcalloc((size_t)B * T, sizeof(int), "batch");
@@ -379,7 +416,7 @@ static void acts_init(Acts *a, const Config *c, int B, int T) {
 }
 
 typedef struct {
-    float *in, *ain, *q, *k, *v, *att, *atty, *res1, *mid, *fin, *h1, *h3, *hact, *res2, *out;
+    float *in, *ain, *q, *k, *v, *att, *attd, *atty, *res1, *mid, *fin, *h1, *h3, *hact, *res2, *out;
 } LayerActs;
 
 static LayerActs layer_acts(const Config *c, const Acts *a, int l) {
@@ -389,6 +426,7 @@ static LayerActs layer_acts(const Config *c, const Acts *a, int l) {
         .in = a->resid + l * N * d, .out = a->resid + (l + 1) * N * d,
         .q = a->q + l * N * qd, .k = a->k + l * N * kvd, .v = a->v + l * N * kvd,
         .att = a->att + l * (size_t)a->B * c->n_heads * a->T * a->T, .atty = a->atty + l * N * qd,
+        .attd = (a->attd ? a->attd : a->att) + l * (size_t)a->B * c->n_heads * a->T * a->T,
         .res1 = a->res1 + l * N * d, .h1 = a->h1 + l * N * hid, .h3 = a->h3 ? a->h3 + l * N * hid : NULL,
         .hact = a->hact + l * N * hid,
     };
@@ -514,30 +552,34 @@ static void activation_backward(int kind, float *dh, float *dh3, const float *h1
     }
 }
 
-// Backward of model.h's attention with P = 0, from the probabilities it left in att, as four
-// small sgemm per (sequence, head) on the strided head columns; ds is a [T, T] scratch.
+// Backward of model.h's attention with P = 0, from the probabilities it left in att and the
+// ones the values were weighted with, attd (att after dropout, or att itself), as four small
+// sgemm per (sequence, head) on the strided head columns; ds is a [T, T] scratch.
 static void attention_backward(const Config *c, float *dq, float *dk, float *dv, const float *dout, const float *att,
-                               const float *q, const float *k, const float *v, float *ds, int B, int T) {
+                               const float *attd, const float *q, const float *k, const float *v, float *ds, int B,
+                               int T) {
     int H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim, qd = H * hd, kvd = KV * hd, group = H / KV;
     float scale = 1.0f / sqrtf((float)hd);
     for (int b = 0; b < B; b++)
         for (int kh = 0; kh < KV; kh++) {
             size_t kvo = (size_t)b * T * kvd + (size_t)kh * hd;
             for (int h = kh * group; h < (kh + 1) * group; h++) {
-                const float *p = att + ((size_t)b * H + h) * T * T;
+                const float *p = att + ((size_t)b * H + h) * T * T, *pd = attd + ((size_t)b * H + h) * T * T;
                 size_t qo = (size_t)b * T * qd + (size_t)h * hd;
                 float beta = h == kh * group ? 0.0f : 1.0f;
-                // dV += Pᵀ dO;  dP = dO Vᵀ
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, p, T, dout + qo, qd, beta,
+                // dV += Pdᵀ dO;  dPd = dO Vᵀ
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, pd, T, dout + qo, qd, beta,
                             dv + kvo, kvd);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, dout + qo, qd, v + kvo, kvd, 0.0f,
                             ds, T);
-                // dS = P ∘ (dP − rowsum(P ∘ dP)) · scale; masked entries have P = 0
+                // With Pd = P ∘ M (M the dropout mask and scale, or 1): dP = M ∘ dPd, and the
+                // softmax's dS = P ∘ (dP − rowsum(P ∘ dP)) · scale, where P ∘ dP = Pd ∘ dPd.
+                // Masked entries have P = Pd = 0.
                 for (int t = 0; t < T; t++) {
-                    const float *pt = p + (size_t)t * T;
+                    const float *pt = p + (size_t)t * T, *pdt = pd + (size_t)t * T;
                     float *st = ds + (size_t)t * T, sum = 0.0f;
-                    for (int j = 0; j <= t; j++) sum += pt[j] * st[j];
-                    for (int j = 0; j < T; j++) st[j] = pt[j] * (st[j] - sum) * scale;
+                    for (int j = 0; j <= t; j++) sum += pdt[j] * st[j];
+                    for (int j = 0; j < T; j++) st[j] = (pdt[j] * st[j] - pt[j] * sum) * scale;
                 }
                 // dQ = dS K;  dK += dSᵀ Q
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, ds, T, k + kvo, kvd, 0.0f,
@@ -606,14 +648,35 @@ static void layer_head_rows(const Config *c, const Weights *w, Acts *a, int l, i
     }
 }
 
-// Layer l after its attention: output projection, residual, norms, feed-forward.
-static void layer_tail_rows(const Config *c, const Weights *w, Acts *a, int l, int lo, int hi) {
+// Dropout on layer l's attention probabilities: attd = att ∘ mask for sequences [b0, b1), and
+// their outputs computed again from attd (model.h's attention, which ./run shares, knows no
+// dropout). Only the causal entries are drawn; attd's others stay 0 from its allocation.
+static void attention_dropout(const Config *c, const Dropout *drop, const LayerActs *la, int l, int b0, int b1,
+                              int T) {
+    int H = c->n_heads, hd = c->head_dim, group = c->n_heads / c->n_kv_heads;
+    size_t qd = (size_t)H * hd, kvd = (size_t)c->n_kv_heads * hd;
+    for (int b = b0; b < b1; b++)
+        for (int h = 0; h < H; h++) {
+            size_t o = ((size_t)b * H + h) * T * T;
+            for (int t = 0; t < T; t++)
+                dropout_apply(drop, 3 * l + 1, la->attd + o + (size_t)t * T, la->att + o + (size_t)t * T,
+                              o + (size_t)t * T, (size_t)t + 1);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, la->attd + o, T,
+                        la->v + (size_t)b * T * kvd + (size_t)(h / group) * hd, kvd, 0.0f,
+                        la->atty + (size_t)b * T * qd + (size_t)h * hd, qd);
+        }
+}
+
+// Layer l after its attention: output projection, residual, norms, feed-forward; drop (or
+// NULL) applies dropout to both sublayers' outputs before their residual adds.
+static void layer_tail_rows(const Config *c, const Weights *w, Acts *a, int l, int lo, int hi, const Dropout *drop) {
     const LayerWeights *L = &w->layers[l];
     LayerActs la = layer_acts(c, a, l);
     size_t d = c->dim, hid = c->hidden_dim, qd = (size_t)c->n_heads * c->head_dim;
     int n = hi - lo;
     if (n <= 0) return;
     matmul(la.res1 + lo * d, la.atty + lo * qd, L->wo, L->bo, n, qd, d);
+    if (drop) dropout_apply(drop, 3 * l + 2, la.res1 + lo * d, la.res1 + lo * d, lo * d, n * d);
     for (size_t i = lo * d; i < hi * d; i++) la.res1[i] += la.in[i];
     if (c->post_norm) norm(c, la.mid + lo * d, la.res1 + lo * d, L->attn_norm_w, L->attn_norm_b, n);
     else norm(c, la.fin + lo * d, la.mid + lo * d, L->ffn_norm_w, L->ffn_norm_b, n);
@@ -621,6 +684,7 @@ static void layer_tail_rows(const Config *c, const Weights *w, Acts *a, int l, i
     if (la.h3) matmul(la.h3 + lo * hid, la.fin + lo * d, L->w3, L->b3, n, d, hid);
     ffn_activation(c->ffn_kind, la.hact + lo * hid, la.h1 + lo * hid, la.h3 ? la.h3 + lo * hid : NULL, n * hid);
     matmul(la.res2 + lo * d, la.hact + lo * hid, L->w2, L->b2, n, hid, d);
+    if (drop) dropout_apply(drop, 3 * l + 3, la.res2 + lo * d, la.res2 + lo * d, lo * d, n * d);
     for (size_t i = lo * d; i < hi * d; i++) la.res2[i] += la.mid[i];
     if (c->post_norm) norm(c, la.out + lo * d, la.res2 + lo * d, L->ffn_norm_w, L->ffn_norm_b, n);
 }
@@ -639,26 +703,32 @@ static void output_rows(const Config *c, const Weights *w, Acts *a, int lo, int 
     crossentropy_rows(a->logits, a->losses, a->targets, lo, hi, V, dscale);
 }
 
-// Sequences [b0, b1) of the batch through the model on the calling thread; each row's loss
-// goes to a->losses (with dscale != 0, a->logits holds dloss/dlogits).
-static void forward_seqs(const Config *c, const Weights *w, Acts *a, int b0, int b1, float dscale) {
+// Sequences [b0, b1) of the batch through the model on the calling thread, with dropout if
+// drop is not NULL; each row's loss goes to a->losses (with dscale != 0, a->logits holds
+// dloss/dlogits).
+static void forward_seqs(const Config *c, const Weights *w, Acts *a, int b0, int b1, float dscale,
+                         const Dropout *drop) {
     int T = a->T, lo = b0 * T, hi = b1 * T;
-    size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t d = c->dim, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
     if (hi <= lo) return;
     embed_rows(c, w, a, lo, hi);
+    if (drop) dropout_apply(drop, 0, a->resid + lo * d, a->resid + lo * d, lo * d, (size_t)(hi - lo) * d);
     for (int l = 0; l < c->n_layers; l++) {
         LayerActs la = layer_acts(c, a, l);
         layer_head_rows(c, w, a, l, lo, hi);
         attention(la.atty + lo * qd, la.att + (size_t)b0 * c->n_heads * T * T, la.q + lo * qd, la.k + lo * kvd,
                   la.v + lo * kvd, b1 - b0, T, 0, c->n_heads, c->n_kv_heads, c->head_dim);
-        layer_tail_rows(c, w, a, l, lo, hi);
+        if (drop) attention_dropout(c, drop, &la, l, b0, b1, T);
+        layer_tail_rows(c, w, a, l, lo, hi, drop);
     }
     output_rows(c, w, a, lo, hi, dscale);
 }
 
-// After forward_seqs on the same sequences: their gradients added into g. ds is a [T, T]
-// scratch of this thread's; the other backward buffers are used on these sequences' rows only.
-static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a, int b0, int b1, float *ds) {
+// After forward_seqs on the same sequences with the same drop: their gradients added into g.
+// ds is a [T, T] scratch of this thread's; the other backward buffers are used on these
+// sequences' rows only.
+static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a, int b0, int b1, float *ds,
+                          const Dropout *drop) {
     int T = a->T, lo = b0 * T, hi = b1 * T, n = hi - lo, H = c->n_heads, KV = c->n_kv_heads;
     size_t d = c->dim, hid = c->hidden_dim, qd = (size_t)H * c->head_dim, kvd = (size_t)KV * c->head_dim;
     if (n <= 0) return;
@@ -683,7 +753,13 @@ static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a
             norm_backward(c, g1, 0, G->ffn_norm_w, G->ffn_norm_b, dres, ROWS(la.res2, d), L->ffn_norm_w, n);
             dres2 = g1;
         }
-        matmul_backward(dh, 0, G->w2, G->b2, dres2, ROWS(la.hact, hid), L->w2, n, hid, d);
+        // g2 is free until w1's backward: it holds d(feed-forward output) through dropout
+        const float *dffn = dres2;
+        if (drop) {
+            dropout_apply(drop, 3 * l + 3, g2, dres2, (size_t)lo * d, (size_t)n * d);
+            dffn = g2;
+        }
+        matmul_backward(dh, 0, G->w2, G->b2, dffn, ROWS(la.hact, hid), L->w2, n, hid, d);
         activation_backward(c->ffn_kind, dh, dh3, ROWS(la.h1, hid), la.h3 ? ROWS(la.h3, hid) : NULL, (size_t)n * hid);
         matmul_backward(g2, 0, G->w1, G->b1, dh, ROWS(la.fin, d), L->w1, n, d, hid);
         if (la.h3) matmul_backward(g2, 1, G->w3, G->b3, dh3, ROWS(la.fin, d), L->w3, n, d, hid);
@@ -695,10 +771,15 @@ static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a
         } else {
             norm_backward(c, dmid, 1, G->ffn_norm_w, G->ffn_norm_b, g2, ROWS(la.mid, d), L->ffn_norm_w, n);
         }
-        // dres = d(res1)
-        matmul_backward(datty, 0, G->wo, G->bo, dres, ROWS(la.atty, qd), L->wo, n, qd, d);
-        attention_backward(c, dq, dk, dv, datty, la.att + (size_t)b0 * H * T * T, ROWS(la.q, qd), ROWS(la.k, kvd),
-                           ROWS(la.v, kvd), ds, b1 - b0, T);
+        // dres = d(res1); g2 is free until wq's backward, as above
+        const float *dproj = dres;
+        if (drop) {
+            dropout_apply(drop, 3 * l + 2, g2, dres, (size_t)lo * d, (size_t)n * d);
+            dproj = g2;
+        }
+        matmul_backward(datty, 0, G->wo, G->bo, dproj, ROWS(la.atty, qd), L->wo, n, qd, d);
+        attention_backward(c, dq, dk, dv, datty, la.att + (size_t)b0 * H * T * T, la.attd + (size_t)b0 * H * T * T,
+                           ROWS(la.q, qd), ROWS(la.k, kvd), ROWS(la.v, kvd), ds, b1 - b0, T);
         if (c->pos_kind == POS_ROPE) {
             rope_rows(c, a->dq, H, a->rope_nsin, a, lo, hi);
             rope_rows(c, a->dk, KV, a->rope_nsin, a, lo, hi);
@@ -712,6 +793,7 @@ static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a
             norm_backward(c, dres, 1, G->attn_norm_w, G->attn_norm_b, g2, ROWS(la.in, d), L->attn_norm_w, n);
     }
 #undef ROWS
+    if (drop) dropout_apply(drop, 0, dres, dres, (size_t)lo * d, (size_t)n * d);
     embed_backward(c, g, a->dres, a->tokens, T, lo, hi);
 }
 
@@ -719,14 +801,15 @@ static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a
 // through forward and, with grads (one Weights per thread), backward into its own gradients,
 // so no thread waits for another until the end (reduce_grads adds the copies). Measured on
 // the baby configuration: +15 % over forking per kernel with passive waits. Returns the
-// mean loss, added in row order whatever the thread count.
-static double model_step(const Config *c, const Weights *w, Weights *grads, Acts *a, int B, float dscale) {
+// mean loss, added in row order whatever the thread count. drop: dropout, or NULL.
+static double model_step(const Config *c, const Weights *w, Weights *grads, Acts *a, int B, float dscale,
+                         const Dropout *drop) {
 #pragma omp parallel
     {
         int b0, b1, t = thread_num();
         my_rows(B, &b0, &b1);
-        forward_seqs(c, w, a, b0, b1, dscale);
-        if (grads) backward_seqs(c, w, &grads[t], a, b0, b1, a->att_scratch + (size_t)t * a->T * a->T);
+        forward_seqs(c, w, a, b0, b1, dscale, drop);
+        if (grads) backward_seqs(c, w, &grads[t], a, b0, b1, a->att_scratch + (size_t)t * a->T * a->T, drop);
     }
     double sum = 0.0;
     for (int n = 0; n < B * a->T; n++) sum += a->losses[n];
@@ -813,7 +896,7 @@ typedef struct {
 // tokenizer come from the model file, which are the same at every checkpoint of a run; a
 // fingerprint of both makes sure of it.
 #define STATE_MAGIC "ATTNSTAT"
-#define STATE_VERSION 1
+#define STATE_VERSION 2 // 2: Opts gained dropout
 
 typedef struct {
     char magic[8];
@@ -956,7 +1039,7 @@ static double estimate_loss(const Config *c, const Weights *w, Acts *a, const Sp
     double sum = 0.0;
     for (int i = 0; i < iters; i++) {
         fill_batch(a, s, a->B, rng_for(seed, purpose, i));
-        sum += model_step(c, w, NULL, a, a->B, 0.0f);
+        sum += model_step(c, w, NULL, a, a->B, 0.0f, NULL);
     }
     return sum / iters;
 }
@@ -977,7 +1060,7 @@ static double full_loss(const Config *c, const Weights *w, Acts *a, const Split 
                 a->tokens[(size_t)b * T + t] = s->ids[ix];
                 a->targets[(size_t)b * T + t] = s->ids[ix + 1];
             }
-        sum += model_step(c, w, NULL, a, B, 0.0f) * B * T;
+        sum += model_step(c, w, NULL, a, B, 0.0f, NULL) * B * T;
     }
     *count = windows * T;
     return sum / (double)(windows * T);
@@ -1156,7 +1239,10 @@ int main(int argc, char **argv) {
     if (!args.resume && !args.init) init_params(c, md.params, pt, npt, (uint64_t)o.seed);
 
     Acts acts;
-    acts_init(&acts, c, B, T);
+    // A p below 2^-25 rounds to a threshold of 0: no dropout, and no buffer for it.
+    Dropout drop = dropout_init(o.dropout, (uint64_t)o.seed);
+    acts_init(&acts, c, B, T, drop.threshold != 0);
+    int sites = 1 + 3 * c->n_layers;
     RunState rs;
     if (state_init(&rs, c, 1)) die("out of memory for the sampling state");
     float *sample_logits = xcalloc(c->vocab_size, sizeof(float), "logits");
@@ -1206,7 +1292,8 @@ int main(int argc, char **argv) {
                 write_dump(p, acts.tokens, (size_t)B * T * sizeof(int), mode);
                 write_dump(p, acts.targets, (size_t)B * T * sizeof(int), "ab");
             }
-            loss += model_step(c, &w, grads, &acts, B, dscale) / o.grad_accum;
+            drop.draw = ((uint64_t)step * o.grad_accum + micro) * sites;
+            loss += model_step(c, &w, grads, &acts, B, dscale, drop.threshold ? &drop : NULL) / o.grad_accum;
         }
         double grad_sq = reduce_grads(grad_mem, nfloat, nt);
         if (!isfinite(loss)) {

@@ -203,6 +203,7 @@ row train "a corpus with invalid UTF-8" "$tmp/corpus_bad.txt: not UTF-8 text: in
 row train "--lr abc" "--lr: 'abc' is not a number" ./train -d $tmp/corpus.txt -o $tmp/m.bin --lr abc
 row train "--lr -1" "--lr: -1 is outside [0, 10]" ./train -d $tmp/corpus.txt -o $tmp/m.bin --lr -1
 row train "--n-layer 0" "--n-layer: 0 is outside [1, 1024]" ./train -d $tmp/corpus.txt -o $tmp/m.bin --n-layer 0
+row train "--dropout 1" "--dropout: 1 is outside [0, 0.99]" ./train -d $tmp/corpus.txt -o $tmp/m.bin --dropout 1
 row train "--max-iters 1e3" "--max-iters: '1e3' is not an integer" ./train -d $tmp/corpus.txt -o $tmp/m.bin --max-iters 1e3
 row train "--n-head 3 with --n-embd 128" "--n-embd 128 is not a multiple of --n-head 3" ./train -d $tmp/corpus.txt -o $tmp/m.bin --n-head 3
 row train "--n-embd 65536 --n-head 4" "head_dim is 16384, outside [1, 4096]" ./train -d $tmp/corpus.txt -o $tmp/m.bin --n-embd 65536
@@ -230,6 +231,15 @@ d[56:header] = bytes(header - 56)
 open(sys.argv[2], "wb").write(d)
 PY
 row train "--resume from a state whose stored options are zeroed" "$tmp/zero.bin.state" ./train -d $tmp/corpus.txt -o $tmp/zero.bin --resume
+# A state from a build before dropout (format version 1): refused, not misread.
+cp $tmp/m.bin $tmp/v1.bin
+"$PYTHON" - $tmp/m.bin.state $tmp/v1.bin.state <<'PY'
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+struct.pack_into("<I", d, 8, 1)
+open(sys.argv[2], "wb").write(d)
+PY
+row train "--resume from a version-1 state" "$tmp/v1.bin.state: not a resume state of this build" ./train -d $tmp/corpus.txt -o $tmp/v1.bin --resume
 row train "--resume on another corpus" "the run was trained on a different corpus" ./train -d $tmp/short.txt -o $tmp/m.bin --resume
 
 # ---- tools/convert.py

@@ -8,7 +8,10 @@ docs/TRAINING.md). PyTorch computes the same loss in float64 and every parameter
 must match: |g_c - g_torch| / |g_torch| <= 1e-4 per tensor. Then 20 AdamW steps with warm-up,
 cosine decay, clipping, weight decay on matrices only and gradient accumulation must give
 PyTorch's loss sequence within 1e-4 (torch.optim.AdamW, nanoGPT's parameter groups), and
-the closing whole-validation-split loss must be PyTorch's over the same windows.
+the closing whole-validation-split loss must be PyTorch's over the same windows. With
+--dropout, PyTorch applies the masks docs/TRAINING.md defines (drawn here in numpy from
+train.c's documented hash), so the same checks prove ./train drops what it says, where
+nanoGPT does, and differentiates through it.
 """
 import math
 import os
@@ -31,6 +34,49 @@ CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 
 GRAD_TOL = 1e-4
 LOSS_TOL = 1e-4
+SEED = 1337  # ./train's default --seed
+
+M64 = (1 << 64) - 1
+GOLDEN = 0x9E3779B97F4A7C15
+RNG_DROPOUT = 6
+
+
+def mix64(z):
+    """SplitMix64's finaliser, on a Python int or a numpy uint64 array."""
+    if isinstance(z, int):
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+        return z ^ (z >> 31)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def rng_for(seed, purpose, index):
+    """train.c's rng_for: a stream's start as a function of (seed, purpose, index)."""
+    s = (seed + GOLDEN) & M64
+    a = (mix64(s) ^ (purpose * 0xD1B54A32D192ED03)) & M64
+    a = (a + GOLDEN) & M64
+    b = mix64(a) ^ index
+    return (b + GOLDEN) & M64
+
+
+def dropout_hook(p, draw, kept):
+    """reference.Transformer.drop for one micro-batch: element i of a site is kept, times
+    1 / (1 - p), when output i + 1 of the SplitMix64 stream at the site's key, >> 40, is at
+    least p * 2^24. kept collects [kept, drawn] counts."""
+    p32 = np.float32(p)
+    thr = np.uint64(math.floor(float(p32) * 16777216.0 + 0.5))
+    scale = float(np.float32(1) / (np.float32(1) - p32))
+
+    def drop(site, x):
+        key = np.uint64(rng_for(SEED, RNG_DROPOUT, draw + site))
+        i = np.arange(1, x.numel() + 1, dtype=np.uint64)
+        keep = (mix64(key + i * np.uint64(GOLDEN)) >> np.uint64(40)) >= thr
+        kept[0] += int(keep.sum())
+        kept[1] += keep.size
+        return x * torch.from_numpy(keep.reshape(tuple(x.shape))).to(x.dtype) * scale
+    return drop
 
 
 def random_config(rng, kind):
@@ -126,14 +172,17 @@ def loss_of(m, x, y):
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
-def check_gradients(name, c, rng, text):
+def check_gradients(name, c, rng, text, dropout=0.0):
     model, corpus = setup(name, c, rng, text)
     out = os.path.join(TMP, name + ".out.bin")
     B, T = 3, c["seq_len"]
     run_train(model, corpus, out, ["--max-iters", "1", "--batch-size", str(B), "--block-size", str(T),
-                                   "--grad-clip", "0"])
+                                   "--grad-clip", "0", "--dropout", str(dropout)])
     x, y = read_batches(out + ".batches", B, T)
     m = reference.load(model, torch.float64)
+    kept = [0, 0]
+    if dropout:
+        m.drop = dropout_hook(dropout, 0, kept)
     loss = loss_of(m, x[0], y[0])
     loss.backward()
     ours = read_grads(out + ".grads")
@@ -159,6 +208,12 @@ def check_gradients(name, c, rng, text):
         worst = max(worst, (rel, n))
         if not rel <= GRAD_TOL:
             fails.append("%s: %s gradient relative error %.3g" % (name, n, rel))
+    if dropout:
+        # the masks' keep rate, within 5 standard deviations of 1 - p
+        rate, sd = kept[0] / kept[1], math.sqrt(dropout * (1 - dropout) / kept[1])
+        if not abs(rate - (1 - dropout)) <= 5 * sd:
+            fails.append("%s: dropout %.2f kept %.4f of %d elements" % (name, dropout, rate, kept[1]))
+        name += " p=%.2f kept %.3f" % (dropout, rate)
     print("  %-8s %-70s loss %.5f, worst gradient error %.2g (%s)" % (
         name, knobs(c), loss.item(), worst[0], worst[1]))
     return fails
@@ -173,7 +228,7 @@ def get_lr(it, lr, min_lr, warmup, decay):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
-def check_adamw(name, c, rng, text, steps=20):
+def check_adamw(name, c, rng, text, steps=20, dropout=0.0):
     model, corpus = setup(name, c, rng, text)
     out = os.path.join(TMP, name + ".out.bin")
     B, T, accum = 2, c["seq_len"], 2
@@ -181,7 +236,7 @@ def check_adamw(name, c, rng, text, steps=20):
     run_train(model, corpus, out, [
         "--max-iters", str(steps), "--batch-size", str(B), "--block-size", str(T), "--grad-accum", str(accum),
         "--lr", str(lr), "--min-lr", str(min_lr), "--warmup-iters", str(warmup), "--weight-decay", str(wd),
-        "--beta1", str(b1), "--beta2", str(b2), "--grad-clip", str(clip)])
+        "--beta1", str(b1), "--beta2", str(b2), "--grad-clip", str(clip), "--dropout", str(dropout)])
     x, y = read_batches(out + ".batches", B, T)
     m = reference.load(model, torch.float64).train()
     decay = [p for p in m.parameters() if p.dim() >= 2]
@@ -194,6 +249,8 @@ def check_adamw(name, c, rng, text, steps=20):
             g["lr"] = get_lr(it, lr, min_lr, warmup, steps)
         total = 0.0
         for k in range(accum):
+            if dropout:
+                m.drop = dropout_hook(dropout, (it * accum + k) * (1 + 3 * c["n_layers"]), [0, 0])
             loss = loss_of(m, x[it * accum + k], y[it * accum + k]) / accum
             loss.backward()
             total += loss.item()
@@ -203,6 +260,8 @@ def check_adamw(name, c, rng, text, steps=20):
         losses.append(total)
     ours = read_losses(out + ".csv")
     diff = max(abs(a - b) for a, b in zip(ours, losses))
+    if dropout:
+        name += " p=%.2f" % dropout
     print("  %-8s %-70s losses %.4f -> %.4f, max difference %.2g" % (name, knobs(c), losses[0], losses[-1], diff))
     if len(ours) != steps or not diff <= LOSS_TOL:
         return ["%s: AdamW loss sequence differs by %.3g (ours %s, torch %s)" % (
@@ -215,7 +274,12 @@ def check_full_loss(name, c, rng, text):
     partly filled (the window count is not a multiple of the batch), against PyTorch."""
     model, corpus = setup(name, c, rng, text)
     out = os.path.join(TMP, name + ".out.bin")
-    T, B = c["seq_len"], 4
+    pieces = sorted(set(text.encode()))
+    ids = [pieces.index(b) for b in text.encode()]
+    val = ids[int(len(ids) * 0.9):]
+    T = c["seq_len"]
+    windows = (len(val) - 1) // T
+    B = next(b for b in (4, 5, 7) if windows % b)
     r = subprocess.run([TRAIN, "--init", model, "-d", corpus, "-o", out, "--max-iters", "0", "--batch-size", str(B),
                         "--block-size", str(T)], capture_output=True, text=True)
     last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr.strip()
@@ -223,10 +287,6 @@ def check_full_loss(name, c, rng, text):
         ours = float(last.rsplit(":", 1)[1])
     except (IndexError, ValueError):
         return ["%s: no closing loss line: %s" % (name, last)]
-    pieces = sorted(set(text.encode()))
-    ids = [pieces.index(b) for b in text.encode()]
-    val = ids[int(len(ids) * 0.9):]
-    windows = (len(val) - 1) // T
     x = torch.tensor([val[i * T:(i + 1) * T] for i in range(windows)])
     y = torch.tensor([val[i * T + 1:(i + 1) * T + 1] for i in range(windows)])
     with torch.no_grad():
@@ -250,27 +310,30 @@ def main():
         return 1
     text = open(CORPUS, encoding="utf-8").read()[:3000]
     rng = np.random.default_rng(20261122)
-    passed = failed = 0
-    cases = [("gpt", "gpt"), ("llama", "llama")] + [("rand%d" % i, "random") for i in range(8)]
+    results = []  # each check's list of failures
+
+    def record(fails):
+        for f in fails:
+            print("FAIL " + f)
+        results.append(fails)
+
     print("gradients (one step, float64 PyTorch):")
-    for name, kind in cases:
-        fails = check_gradients(name, random_config(rng, kind), rng, text)
-        for f in fails:
-            print("FAIL " + f)
-        passed, failed = passed + (not fails), failed + bool(fails)
+    for name, kind in [("gpt", "gpt"), ("llama", "llama")] + [("rand%d" % i, "random") for i in range(8)]:
+        record(check_gradients(name, random_config(rng, kind), rng, text))
+    print("gradients with dropout:")
+    for name, kind, p in [("gpt_drop", "gpt", 0.1), ("llama_drop", "llama", 0.3), ("post_drop", "random", 0.2)]:
+        c = random_config(rng, kind)
+        if name == "post_drop":
+            c["post_norm"] = 1
+        record(check_gradients(name, c, rng, text, p))
     print("20 AdamW steps:")
-    for name, kind in [("gpt", "gpt"), ("llama", "llama"), ("rand", "random")]:
-        fails = check_adamw(name + "_adam", random_config(rng, kind), rng, text)
-        for f in fails:
-            print("FAIL " + f)
-        passed, failed = passed + (not fails), failed + bool(fails)
+    for name, kind, p in [("gpt", "gpt", 0.0), ("llama", "llama", 0.0), ("rand", "random", 0.0), ("drop", "gpt", 0.2)]:
+        record(check_adamw(name + "_adam", random_config(rng, kind), rng, text, dropout=p))
     print("whole validation split:")
     for name, kind in [("gpt_full", "gpt"), ("llama_full", "llama")]:
-        fails = check_full_loss(name, random_config(rng, kind), rng, text[:2900])
-        for f in fails:
-            print("FAIL " + f)
-        passed, failed = passed + (not fails), failed + bool(fails)
-    print("%d passed, %d failed" % (passed, failed))
+        record(check_full_loss(name, random_config(rng, kind), rng, text[:2900]))
+    failed = sum(1 for fails in results if fails)
+    print("%d passed, %d failed" % (len(results) - failed, failed))
     return 1 if failed else 0
 
 

@@ -5,6 +5,7 @@ at a random step (twice, the second time during the resumed run), each time the 
 must be a complete, loadable model, and --resume must carry on so that every logged loss
 (train and validation) and the final model file are bit-identical to the reference. SIGTERM
 must write a checkpoint and exit 0, and resuming from it must also reproduce the reference.
+Dropout is on, so its masks must follow the step too.
 """
 import os
 import shutil
@@ -25,7 +26,7 @@ CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 STEPS = 240
 OPTS = ["--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--block-size", "32", "--batch-size", "4",
         "--max-iters", str(STEPS), "--eval-interval", "20", "--eval-iters", "2", "--warmup-iters", "20",
-        "--seed", "7"]
+        "--seed", "7", "--dropout", "0.1"]
 
 
 def csv_rows(out):

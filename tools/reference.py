@@ -29,6 +29,12 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
+    # Dropout, for the training tests: None, or drop(site, x) -> x with a mask applied, at
+    # nanoGPT's places, the sites numbered as docs/TRAINING.md does: the embeddings' sum 0;
+    # in layer l the attention probabilities 3l + 1, the attention's output 3l + 2 and the
+    # feed-forward's output 3l + 3, before their residual adds.
+    drop = None
+
     def __init__(self, cfg):
         super().__init__()
         self.cfg = c = mf.complete_config(cfg)
@@ -58,7 +64,10 @@ class Transformer(nn.Module):
         z = torch.view_as_real(z * rot[None, :, None, :]).reshape(*x.shape[:-1], r)
         return torch.cat([z, x[..., r:]], -1)
 
-    def attention(self, L, x):
+    def dropout(self, site, x):
+        return x if self.drop is None else self.drop(site, x)
+
+    def attention(self, L, x, layer):
         c = self.cfg
         B, T, _ = x.shape
         H, KV, hd = c["n_heads"], c["n_kv_heads"], c["head_dim"]
@@ -74,7 +83,7 @@ class Transformer(nn.Module):
         s = q @ k.transpose(-1, -2) / math.sqrt(hd)
         mask = torch.ones(T, T, dtype=torch.bool).triu(1)
         s = s.masked_fill(mask, float("-inf"))
-        y = (s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, H * hd)
+        y = (self.dropout(3 * layer + 1, s.softmax(-1)) @ v).transpose(1, 2).reshape(B, T, H * hd)
         return F.linear(y, L.wo, getattr(L, "bo", None))
 
     def ffn(self, L, x):
@@ -107,15 +116,18 @@ class Transformer(nn.Module):
             x = x + self.pos_embedding[:T]
         elif c["pos_kind"] == mf.POS_SINUSOID:
             x = x + self.sinusoid(T, x.dtype)
-        for L in self.layers:
+        x = self.dropout(0, x)
+        for l, L in enumerate(self.layers):
             na = lambda t: self.norm(t, L.attn_norm_w, getattr(L, "attn_norm_b", None))  # noqa: E731
             nf = lambda t: self.norm(t, L.ffn_norm_w, getattr(L, "ffn_norm_b", None))  # noqa: E731
+            da = lambda t: self.dropout(3 * l + 2, t)  # noqa: E731
+            df = lambda t: self.dropout(3 * l + 3, t)  # noqa: E731
             if c["post_norm"]:
-                x = na(x + self.attention(L, x))
-                x = nf(x + self.ffn(L, x))
+                x = na(x + da(self.attention(L, x, l)))
+                x = nf(x + df(self.ffn(L, x)))
             else:
-                x = x + self.attention(L, na(x))
-                x = x + self.ffn(L, nf(x))
+                x = x + da(self.attention(L, na(x), l))
+                x = x + df(self.ffn(L, nf(x)))
         if c["final_norm"]:
             x = self.norm(x, self.final_norm_w, getattr(self, "final_norm_b", None))
         return F.linear(x, self.tok_embedding if c["tied_classifier"] else self.classifier)
