@@ -106,7 +106,7 @@ def random_config(rng, kind):
     return c
 
 
-def random_tensors(rng, c):
+def random_tensors(rng, c, wstd=0.3):
     t = {}
     for name, shape in mf.tensor_specs(mf.complete_config(c)):
         leaf = name.split(".")[-1]
@@ -115,7 +115,7 @@ def random_tensors(rng, c):
         elif len(shape) == 1:
             a = 0.1 * rng.standard_normal(shape)
         else:
-            a = 0.3 * rng.standard_normal(shape)
+            a = wstd * rng.standard_normal(shape)
         t[name] = a.astype(np.float32)
     return t
 
@@ -126,10 +126,11 @@ def char_tokenizer(text):
     return mf.pack_tokenizer([bytes([b]) for b in pieces], [0.0] * len(pieces)), len(pieces)
 
 
-def run_train(model, corpus, out, extra):
+def run_train(model, corpus, out, extra, threads=None):
     cmd = [TRAIN, "--init", model, "-d", corpus, "-o", out, "--dump", out, "--eval-interval", "1000000",
            "--eval-iters", "1"] + extra
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads)) if threads else None
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode:
         raise RuntimeError("%s failed: %s" % (" ".join(cmd), r.stderr.strip()))
 
@@ -155,7 +156,7 @@ def read_losses(csv):
     return [float(r[1]) for r in rows]
 
 
-def setup(name, c, rng, text):
+def setup(name, c, rng, text, wstd=0.3):
     os.makedirs(TMP, exist_ok=True)
     corpus = os.path.join(TMP, name + ".txt")
     with open(corpus, "w") as f:
@@ -163,7 +164,7 @@ def setup(name, c, rng, text):
     blob, V = char_tokenizer(text)
     c = dict(c, vocab_size=V)
     model = os.path.join(TMP, name + ".bin")
-    mf.write_model(model, c, (blob, mf.TOK_SENTENCEPIECE, 0, -1, -1), random_tensors(rng, c))
+    mf.write_model(model, c, (blob, mf.TOK_SENTENCEPIECE, 0, -1, -1), random_tensors(rng, c, wstd))
     return model, corpus
 
 
@@ -172,12 +173,14 @@ def loss_of(m, x, y):
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
-def check_gradients(name, c, rng, text, dropout=0.0):
-    model, corpus = setup(name, c, rng, text)
+def check_gradients(name, c, rng, text, dropout=0.0, B=3, wstd=0.3):
+    """B = 1 with 2 threads and a sequence of 1 GFLOP or more takes ./train's path where the
+    threads share each product (model_step)."""
+    model, corpus = setup(name, c, rng, text, wstd)
     out = os.path.join(TMP, name + ".out.bin")
-    B, T = 3, c["seq_len"]
+    T = c["seq_len"]
     run_train(model, corpus, out, ["--max-iters", "1", "--batch-size", str(B), "--block-size", str(T),
-                                   "--grad-clip", "0", "--dropout", str(dropout)])
+                                   "--grad-clip", "0", "--dropout", str(dropout)], threads=2 if B == 1 else None)
     x, y = read_batches(out + ".batches", B, T)
     m = reference.load(model, torch.float64)
     kept = [0, 0]
@@ -326,6 +329,12 @@ def main():
         if name == "post_drop":
             c["post_norm"] = 1
         record(check_gradients(name, c, rng, text, p))
+    print("gradients of one sequence large enough that 2 threads share each product (and dropout):")
+    for name, kind in [("gpt_b1", "gpt"), ("llama_b1", "llama")]:
+        c = random_config(rng, kind)
+        c.update(dim=256, n_layers=2, n_heads=4, n_kv_heads=4 if kind == "gpt" else 2, head_dim=64, seq_len=128,
+                 hidden_dim=1024 if kind == "gpt" else 704, rope_dims=0 if kind == "gpt" else 64)
+        record(check_gradients(name, c, rng, text, 0.1, B=1, wstd=0.3 * math.sqrt(16 / 256)))
     print("20 AdamW steps:")
     for name, kind, p in [("gpt", "gpt", 0.0), ("llama", "llama", 0.0), ("rand", "random", 0.0), ("drop", "gpt", 0.2)]:
         record(check_adamw(name + "_adam", random_config(rng, kind), rng, text, dropout=p))
