@@ -1067,12 +1067,13 @@ static double estimate_loss(const Config *c, const Weights *w, Acts *a, const Sp
 
 // Every token of the split after the first is predicted once: consecutive windows of T
 // targets, each with the context from its window's start (the tail shorter than T is dropped).
-// Splits beyond 2^20 tokens are scored on their first 2^20.
-static double full_loss(const Config *c, const Weights *w, Acts *a, const Split *s, size_t *count) {
+// Splits beyond 2^20 tokens are scored on their first 2^20. On a terminal a status line
+// counts the windows: for a large model this takes minutes.
+static double full_loss(const Config *c, const Weights *w, Acts *a, const Split *s, size_t *count, int tty) {
     int T = a->T;
     size_t n = s->n < ((size_t)1 << 20) + 1 ? s->n : ((size_t)1 << 20) + 1;
     size_t windows = (n - 1) / T;
-    double sum = 0.0;
+    double sum = 0.0, shown = now_s();
     for (size_t w0 = 0; w0 < windows; w0 += a->B) {
         int B = windows - w0 < (size_t)a->B ? (int)(windows - w0) : a->B;
         for (int b = 0; b < B; b++)
@@ -1082,7 +1083,13 @@ static double full_loss(const Config *c, const Weights *w, Acts *a, const Split 
                 a->targets[(size_t)b * T + t] = s->ids[ix + 1];
             }
         sum += model_step(c, w, NULL, a, B, 0.0f, NULL) * B * T;
+        if (tty && now_s() - shown > 0.5) {
+            printf("\r\033[Kscoring the validation split: %zu of %zu windows", w0 + B, windows);
+            fflush(stdout);
+            shown = now_s();
+        }
     }
+    if (tty) fputs("\r\033[K", stdout);
     *count = windows * T;
     return sum / (double)(windows * T);
 }
@@ -1368,7 +1375,7 @@ int main(int argc, char **argv) {
     } else {
         if (step == start_step) save_checkpoint(args.out, state_path, &sd, step); // --max-iters 0: the initial model
         size_t counted;
-        double full = full_loss(c, &w, &acts, &val, &counted);
+        double full = full_loss(c, &w, &acts, &val, &counted, tty);
         printf("done: %d steps, %.1f s training (%.0f tok/s), %.1f s total; val loss over %s validation split "
                "(%zu tokens): %.4f\n",
                step - start_step, train_time, (step - start_step) * tokens_per_step / (train_time > 0 ? train_time : 1),
