@@ -142,7 +142,7 @@ static void usage(FILE *f) {
             "  --repeat-window N  positions the penalty looks back over (default 64)\n"
             "  -s SEED      random seed; 0 = from the clock (default 0)\n"
             "  -m MODE      generate | ppl | logits (default generate)\n"
-            "  -f FILE      the text to score, for -m ppl\n"
+            "  -f FILE      -m ppl: the text to score; otherwise the prompt, read from FILE as it is\n"
             "  -o FILE      where -m logits writes the prompt's logits (int32 T, int32 vocab, int32 tokens[T],\n"
             "               float32 logits[T][vocab])\n"
             "  -z FILE      use this llama2.c tokenizer.bin instead of the model's own tokenizer\n"
@@ -179,6 +179,7 @@ static uint64_t parse_seed(const char *flag, const char *s) {
 static Options parse_options(int argc, char **argv) {
     Options o = {.mode = "generate", .prompt = "", .temperature = 1.0f, .topp = 0.9f, .repeat_penalty = 1.0f,
                  .steps = -1, .repeat_window = 64}; // steps -1: the default, see generate
+    int prompt_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); exit(0); }
@@ -189,7 +190,10 @@ static Options parse_options(int argc, char **argv) {
         }
         if (i + 1 >= argc) die("%s needs a value (see --help)", a);
         const char *v = argv[++i];
-        if (!strcmp(a, "-i")) o.prompt = v;
+        if (!strcmp(a, "-i")) {
+            o.prompt = v;
+            prompt_given = 1;
+        }
         else if (!strcmp(a, "-n")) o.steps = parse_int(a, v, 0, 1 << 20);
         else if (!strcmp(a, "-t")) o.temperature = parse_num(a, v, 0, 100);
         else if (!strcmp(a, "-p")) o.topp = parse_num(a, v, 0, 1);
@@ -208,8 +212,13 @@ static Options parse_options(int argc, char **argv) {
     if (!o.model_path) { usage(stderr); exit(1); }
     if (strcmp(o.mode, "generate") && strcmp(o.mode, "ppl") && strcmp(o.mode, "logits"))
         die("-m %s: the modes are generate, ppl and logits", o.mode);
-    if (!strcmp(o.mode, "ppl") && !o.text_path) die("-m ppl needs the text to score: -f FILE");
-    if (!strcmp(o.mode, "logits") && !o.out_path) die("-m logits needs an output file: -o FILE");
+    // A flag the mode would ignore is refused: the user meant something by it.
+    int ppl = !strcmp(o.mode, "ppl"), logits = !strcmp(o.mode, "logits");
+    if (ppl && !o.text_path) die("-m ppl needs the text to score: -f FILE");
+    if (ppl && prompt_given) die("-m ppl scores the text of -f; -i has no use there");
+    if (!ppl && prompt_given && o.text_path) die("give the prompt with -i or with -f, not both");
+    if (logits && !o.out_path) die("-m logits needs an output file: -o FILE");
+    if (!logits && o.out_path) die("-o is where -m logits writes; -m %s writes to stdout", o.mode);
     return o;
 }
 
@@ -491,6 +500,13 @@ int main(int argc, char **argv) {
                        .probindex = malloc(sizeof(ProbIndex) * c->vocab_size)};
     if (!sampler.probindex) die("out of memory");
     double load_ms = (now_s() - t0) * 1e3;
+    char *prompt_file = NULL; // -f outside -m ppl: the prompt, NUL refused so that it is a C string
+    if (o.text_path && strcmp(o.mode, "ppl")) {
+        size_t len;
+        prompt_file = read_file(o.text_path, &len, NULL);
+        check_utf8(o.text_path, prompt_file, len);
+        o.prompt = prompt_file;
+    }
 
     if (!strcmp(o.mode, "ppl")) perplexity(&m, &tok, &s, &o);
     else if (!strcmp(o.mode, "logits")) dump_logits(&m, &tok, &s, &o);
@@ -503,6 +519,7 @@ int main(int argc, char **argv) {
 #endif
     fprintf(stderr, "%s: %d layers, dim %d, vocab %d, context %d; loaded in %.0f ms; %d threads\n", o.model_path,
             c->n_layers, c->dim, c->vocab_size, c->seq_len, load_ms, threads);
+    free(prompt_file);
     free(sampler.probindex);
     state_free(&s);
     tokenizer_free(&tok);

@@ -177,6 +177,11 @@ row run "-m ppl on invalid UTF-8" "$tmp/invalid.txt: invalid UTF-8 at byte 10" .
 : >$tmp/empty.txt
 row run "-m ppl on an empty text" "$tmp/empty.txt: 1 token; perplexity needs at least 2" ./run $model -m ppl -f $tmp/empty.txt
 row run "-m ppl -f a directory" "$tmp: not a regular file" ./run $model -m ppl -f $tmp
+row run "a prompt file (-f) with a NUL byte" "$tmp/nul.txt: &&NUL byte&&9" ./run $model -f $tmp/nul.txt
+row run "a prompt file (-f) that is missing" "$tmp/nope.txt: cannot open" ./run $model -f $tmp/nope.txt
+row run "-i and -f both" "give the prompt with -i or with -f, not both" ./run $model -i hi -f $tmp/invalid.txt
+row run "-i with -m ppl (it would be ignored)" "-m ppl scores the text of -f; -i has no use there" ./run $model -m ppl -f $tmp/invalid.txt -i hi
+row run "-o without -m logits (it would be ignored)" "-o is where -m logits writes" ./run $model -i hi -o $tmp/o.bin
 row run "-m logits -o into a missing directory" "$tmp/no/dir: cannot create" ./run $model -m logits -i hi -o $tmp/no/dir
 
 if [ -w /dev/full ]; then # writes to /dev/full fail with ENOSPC, as on a full disk

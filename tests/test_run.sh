@@ -45,6 +45,11 @@ a=$(./run $model -n 60 -t 2 -k 1 -s 3 2>/dev/null) b=$(./run $model -n 60 -t 0 2
 out=$(./run $model -i "The cat" -n 5 -t 0 2>/dev/null)
 case "$out" in "The cat"?*) ok "prompt echoed first" ;; *) bad "prompt not echoed: $out" ;; esac
 
+# -f outside -m ppl gives the prompt from a file, as it is: the same as -i with its text.
+printf 'Once upon a time' >$tmp/prompt.txt
+a=$(./run $model -f $tmp/prompt.txt -n 30 -t 0 2>/dev/null) b=$(./run $model -i "Once upon a time" -n 30 -t 0 2>/dev/null)
+[ "$a" = "$b" ] && ok "-f prompt file equals -i" || bad "-f prompt file differs from -i: $a"
+
 # Past a full context the window moves on by half: its last half runs again as a prompt.
 # The committed Shakespeare model (characters, so one token per byte; context 256, no BOS)
 # from a 6-token prompt fills its context at the 256th token; from there on the run must be
