@@ -554,40 +554,45 @@ static void activation_backward(int kind, float *dh, float *dh3, const float *h1
 
 // Backward of model.h's attention with P = 0, from the probabilities it left in att and the
 // ones the values were weighted with, attd (att after dropout, or att itself), as four small
-// sgemm per (sequence, head) on the strided head columns; ds is a [T, T] scratch.
+// sgemm per (sequence, head) on the strided head columns. Called outside a parallel region
+// (model_step's shared sequences), the threads take (sequence, key/value head) pairs, each
+// with its own [T, T] scratch ds + thread × T²; inside one, the calling thread does them all
+// with ds.
 static void attention_backward(const Config *c, float *dq, float *dk, float *dv, const float *dout, const float *att,
-                               const float *attd, const float *q, const float *k, const float *v, float *ds, int B,
-                               int T) {
+                               const float *attd, const float *q, const float *k, const float *v, float *scratch,
+                               int B, int T) {
     int H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim, qd = H * hd, kvd = KV * hd, group = H / KV;
     float scale = 1.0f / sqrtf((float)hd);
-    for (int b = 0; b < B; b++)
-        for (int kh = 0; kh < KV; kh++) {
-            size_t kvo = (size_t)b * T * kvd + (size_t)kh * hd;
-            for (int h = kh * group; h < (kh + 1) * group; h++) {
-                const float *p = att + ((size_t)b * H + h) * T * T, *pd = attd + ((size_t)b * H + h) * T * T;
-                size_t qo = (size_t)b * T * qd + (size_t)h * hd;
-                float beta = h == kh * group ? 0.0f : 1.0f;
-                // dV += Pdᵀ dO;  dPd = dO Vᵀ
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, pd, T, dout + qo, qd, beta,
-                            dv + kvo, kvd);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, dout + qo, qd, v + kvo, kvd, 0.0f,
-                            ds, T);
-                // With Pd = P ∘ M (M the dropout mask and scale, or 1): dP = M ∘ dPd, and the
-                // softmax's dS = P ∘ (dP − rowsum(P ∘ dP)) · scale, where P ∘ dP = Pd ∘ dPd.
-                // Masked entries have P = Pd = 0.
-                for (int t = 0; t < T; t++) {
-                    const float *pt = p + (size_t)t * T, *pdt = pd + (size_t)t * T;
-                    float *st = ds + (size_t)t * T, sum = 0.0f;
-                    for (int j = 0; j <= t; j++) sum += pdt[j] * st[j];
-                    for (int j = 0; j < T; j++) st[j] = (pdt[j] * st[j] - pt[j] * sum) * scale;
-                }
-                // dQ = dS K;  dK += dSᵀ Q
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, ds, T, k + kvo, kvd, 0.0f,
-                            dq + qo, qd);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, ds, T, q + qo, qd, beta, dk + kvo,
-                            kvd);
+#pragma omp parallel for schedule(static)
+    for (int pair = 0; pair < B * KV; pair++) {
+        int b = pair / KV, kh = pair % KV;
+        float *ds = scratch + (size_t)thread_num() * T * T;
+        size_t kvo = (size_t)b * T * kvd + (size_t)kh * hd;
+        for (int h = kh * group; h < (kh + 1) * group; h++) {
+            const float *p = att + ((size_t)b * H + h) * T * T, *pd = attd + ((size_t)b * H + h) * T * T;
+            size_t qo = (size_t)b * T * qd + (size_t)h * hd;
+            float beta = h == kh * group ? 0.0f : 1.0f;
+            // dV += Pdᵀ dO;  dPd = dO Vᵀ
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, pd, T, dout + qo, qd, beta,
+                        dv + kvo, kvd);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, dout + qo, qd, v + kvo, kvd, 0.0f,
+                        ds, T);
+            // With Pd = P ∘ M (M the dropout mask and scale, or 1): dP = M ∘ dPd, and the
+            // softmax's dS = P ∘ (dP − rowsum(P ∘ dP)) · scale, where P ∘ dP = Pd ∘ dPd.
+            // Masked entries have P = Pd = 0.
+            for (int t = 0; t < T; t++) {
+                const float *pt = p + (size_t)t * T, *pdt = pd + (size_t)t * T;
+                float *st = ds + (size_t)t * T, sum = 0.0f;
+                for (int j = 0; j <= t; j++) sum += pdt[j] * st[j];
+                for (int j = 0; j < T; j++) st[j] = (pdt[j] * st[j] - pt[j] * sum) * scale;
             }
+            // dQ = dS K;  dK += dSᵀ Q
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, ds, T, k + kvo, kvd, 0.0f,
+                        dq + qo, qd);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, ds, T, q + qo, qd, beta, dk + kvo,
+                        kvd);
         }
+    }
 }
 
 // Rows [lo, hi) of the batch.
@@ -725,8 +730,8 @@ static void forward_seqs(const Config *c, const Weights *w, Acts *a, int b0, int
 }
 
 // After forward_seqs on the same sequences with the same drop: their gradients added into g.
-// ds is a [T, T] scratch of this thread's; the other backward buffers are used on these
-// sequences' rows only.
+// ds is this thread's [T, T] scratch ([threads, T, T] outside a parallel region, see
+// attention_backward); the other backward buffers are used on these sequences' rows only.
 static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a, int b0, int b1, float *ds,
                           const Dropout *drop) {
     int T = a->T, lo = b0 * T, hi = b1 * T, n = hi - lo, H = c->n_heads, KV = c->n_kv_heads;
