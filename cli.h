@@ -30,6 +30,13 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+// Whether two paths name one existing file (a hard link or another spelling included): an
+// output that is also an input would be destroyed before or while it is read.
+static int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return a && b && !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 // A whole regular file, NUL-terminated, or a one-line death naming it and, if given, what it
 // was for ("the corpus"). O_NONBLOCK: a FIFO nobody writes to must not hang the open; it is
 // then refused as not a regular file.

@@ -131,16 +131,16 @@ typedef struct {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: run MODEL [options]\n"
-            "  -i TEXT      prompt (default: empty, the model starts from its BOS token)\n"
+            "  -i TEXT      prompt (default: empty: the model starts from BOS, else EOS, else a newline)\n"
             "  -n N         new tokens to generate (default 256); past a full context the window moves\n"
             "               on by half; 0 = until end-of-sequence or the context is full\n"
             "  -t T         temperature; 0 = greedy (default 1.0)\n"
-            "  -p P         top-p (nucleus) in (0, 1]; 1 = off (default 0.9)\n"
+            "  -p P         top-p (nucleus) in [0, 1]; 0 or 1 = off (default 0.9)\n"
             "  -k K         top-k; 0 = off (default 0)\n"
             "  --min-p P    drop tokens below P x the most likely one's probability; 0 = off (default 0)\n"
             "  -r R         repetition penalty, CTRL-style; 1 = off (default 1)\n"
-            "  --repeat-window N  positions the penalty looks back over (default 64)\n"
-            "  -s SEED      random seed; 0 = from the clock (default 0)\n"
+            "  --repeat-window N  positions the penalty looks back over; 0 = all (default 64)\n"
+            "  -s SEED      random seed; 0 = from the clock and process id (default 0)\n"
             "  -m MODE      generate | ppl | logits (default generate)\n"
             "  -f FILE      -m ppl: the text to score; otherwise the prompt, read from FILE as it is\n"
             "  -o FILE      where -m logits writes the prompt's logits (int32 T, int32 vocab, int32 tokens[T],\n"
@@ -176,6 +176,15 @@ static uint64_t parse_seed(const char *flag, const char *s) {
     return v;
 }
 
+// -s 0: a seed from the clock in nanoseconds and the process id, so that two runs started in
+// the same second differ; never 0, which xorshift would keep at 0.
+static uint64_t clock_seed(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t s = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ (uint64_t)getpid() << 40;
+    return s ? s : 1;
+}
+
 static Options parse_options(int argc, char **argv) {
     Options o = {.mode = "generate", .prompt = "", .temperature = 1.0f, .topp = 0.9f, .repeat_penalty = 1.0f,
                  .steps = -1, .repeat_window = 64}; // steps -1: the default, see generate
@@ -188,6 +197,11 @@ static Options parse_options(int argc, char **argv) {
             o.model_path = a;
             continue;
         }
+        static const char *const takes_value[] = {"-i", "-n", "-t", "-p", "-k", "--min-p", "-r", "--repeat-window",
+                                                   "-s", "-m", "-f", "-o", "-z", "-j"};
+        size_t f = 0, nf = sizeof takes_value / sizeof takes_value[0];
+        while (f < nf && strcmp(a, takes_value[f])) f++;
+        if (f == nf) die("unknown option %s (see --help)", a);
         if (i + 1 >= argc) die("%s needs a value (see --help)", a);
         const char *v = argv[++i];
         if (!strcmp(a, "-i")) {
@@ -207,7 +221,6 @@ static Options parse_options(int argc, char **argv) {
         else if (!strcmp(a, "-o")) o.out_path = v;
         else if (!strcmp(a, "-z")) o.tokenizer_path = v;
         else if (!strcmp(a, "-j")) o.threads = parse_int(a, v, 1, 1024);
-        else die("unknown option %s (see --help)", a);
     }
     if (!o.model_path) { usage(stderr); exit(1); }
     if (strcmp(o.mode, "generate") && strcmp(o.mode, "ppl") && strcmp(o.mode, "logits"))
@@ -496,10 +509,12 @@ int main(int argc, char **argv) {
     if (state_init(&s, c, batch)) die("%s: out of memory for the run state", o.model_path);
     Sampler sampler = {.vocab_size = c->vocab_size, .temperature = o.temperature, .topp = o.topp, .topk = o.topk,
                        .minp = o.minp, .repeat_penalty = o.repeat_penalty, .repeat_window = o.repeat_window,
-                       .rng_state = o.seed ? o.seed : (uint64_t)time(NULL),
+                       .rng_state = o.seed ? o.seed : clock_seed(),
                        .probindex = malloc(sizeof(ProbIndex) * c->vocab_size)};
     if (!sampler.probindex) die("out of memory");
     double load_ms = (now_s() - t0) * 1e3;
+    if (same_file(o.out_path, o.model_path) || same_file(o.out_path, o.text_path))
+        die("-o %s is also an input: writing it would destroy it", o.out_path);
     char *prompt_file = NULL; // -f outside -m ppl: the prompt, NUL refused so that it is a C string
     if (o.text_path && strcmp(o.mode, "ppl")) {
         size_t len;

@@ -239,7 +239,13 @@ static void parse_args(Args *a, int argc, char **argv) {
         if (strncmp(arg, "--", 2)) die("unexpected argument '%s' (see --help)", argv[i]);
         snprintf(name, sizeof name, "%s", arg + 2);
         char *eq = strchr(name, '=');
-        if (eq) { *eq = 0; val = strchr(arg, '=') + 1; }
+        if (eq) *eq = 0;
+        int k = 0; // the numeric flag's index, nflags for the others
+        while (k < nflags && strcmp(flags[k].name, name)) k++;
+        if (k == nflags && strcmp(name, "data") && strcmp(name, "out") && strcmp(name, "init") &&
+            strcmp(name, "dump") && strcmp(name, "arch"))
+            die("unknown option '--%s' (see --help)", name);
+        if (eq) val = strchr(arg, '=') + 1;
         else if (i + 1 < argc) val = argv[++i];
         else die("%s needs a value (see --help)", arg);
         if (!strcmp(name, "data")) a->data = val;
@@ -252,9 +258,6 @@ static void parse_args(Args *a, int argc, char **argv) {
             else die("--arch: '%s' is not gpt or llama", val);
             a->others_given = 1;
         } else {
-            int k = 0;
-            while (k < nflags && strcmp(flags[k].name, name)) k++;
-            if (k == nflags) die("unknown option '--%s' (see --help)", name);
             parse_number(&flags[k], val);
             if (!strcmp(name, "block-size")) a->block_given = 1;
             if (!strcmp(name, "max-iters")) a->max_iters_given = 1;
@@ -1182,6 +1185,10 @@ int main(int argc, char **argv) {
     char *state_path = xcalloc(out_len + 16, 1, "a file name"), *csv_path = xcalloc(out_len + 16, 1, "a file name");
     snprintf(state_path, out_len + 16, "%s.state", args.out);
     snprintf(csv_path, out_len + 16, "%s.csv", args.out);
+    // (-o equal to --init is allowed: the model is read whole before the first checkpoint.)
+    const char *outputs[] = {args.out, state_path, csv_path};
+    for (int i = 0; i < 3; i++)
+        if (same_file(outputs[i], args.data)) die("%s is the corpus (-d): writing it would destroy it", outputs[i]);
     // A full disk under `ulimit -f` must fail the write, not kill the process.
     signal(SIGXFSZ, SIG_IGN);
 
@@ -1206,9 +1213,12 @@ int main(int argc, char **argv) {
         // The run goes on with its own options; only its length may change (past the end of
         // the decay it trains on at --min-lr).
         if (args.max_iters_given) o.max_iters = args.o.max_iters;
+        if (o.max_iters < start_step)
+            die("--max-iters %d: %s is already at step %d; give a larger --max-iters to go on", o.max_iters,
+                args.out, start_step);
         if (args.others_given)
-            fprintf(stderr, "%s: note: --resume continues with the options saved in %s; only --max-iters is taken "
-                            "from the command line\n", prog, state_path);
+            fprintf(stderr, "%s: note: --resume continues with the options saved in %s; only -d, -o and --max-iters "
+                            "are taken from the command line\n", prog, state_path);
     } else if (args.init) {
         Model m;
         if (model_open(&m, args.init, err, sizeof err)) die("%s", err);

@@ -156,6 +156,7 @@ LIMIT=10 row convert.py "a FIFO as the checkpoint" "$tmp/fifo: not a regular fil
 rm -f $tmp/fifo
 
 # ---- ./run: flags and texts
+row run "an unknown flag last, with no value" "unknown option --frob" ./run $model --frob
 row run "-n -1" "-n -1: expected a whole number in [0, 1048576]" ./run $model -n -1
 row run "-n abc" "-n abc: expected a whole number" ./run $model -n abc
 row run "-n 99999999999999 (overflows int)" "-n 99999999999999: expected a whole number" ./run $model -n 99999999999999
@@ -181,6 +182,8 @@ row run "a prompt file (-f) with a NUL byte" "$tmp/nul.txt: &&NUL byte&&9" ./run
 row run "a prompt file (-f) that is missing" "$tmp/nope.txt: cannot open" ./run $model -f $tmp/nope.txt
 row run "-i and -f both" "give the prompt with -i or with -f, not both" ./run $model -i hi -f $tmp/invalid.txt
 row run "-i with -m ppl (it would be ignored)" "-m ppl scores the text of -f; -i has no use there" ./run $model -m ppl -f $tmp/invalid.txt -i hi
+cp $model $tmp/self.bin
+row run "-m logits -o the model itself" "-o $tmp/self.bin is also an input" ./run $tmp/self.bin -m logits -i hi -o $tmp/self.bin
 row run "-o without -m logits (it would be ignored)" "-o is where -m logits writes" ./run $model -i hi -o $tmp/o.bin
 row run "-m logits -o into a missing directory" "$tmp/no/dir: cannot create" ./run $model -m logits -i hi -o $tmp/no/dir
 
@@ -217,7 +220,9 @@ row train "--block-size 100000 on a 3000-byte corpus" "each needs more than the 
 row train "--vocab-size 100" "vocab_size 100: a byte-fallback BPE vocabulary needs 256" ./train -d $tmp/corpus.txt -o $tmp/m.bin --vocab-size 100
 row train "no -o" "no output: give -o FILE" ./train -d $tmp/corpus.txt
 row train "an unknown flag" "unknown option '--frobnicate'" ./train -d $tmp/corpus.txt -o $tmp/m.bin --frobnicate 1
+row train "an unknown flag last, with no value" "unknown option '--frobnicate'" ./train -d $tmp/corpus.txt -o $tmp/m.bin --frobnicate
 row train "-o into a missing directory" "$tmp/no/m.bin.csv: cannot write the log" ./train -d $tmp/corpus.txt -o $tmp/no/m.bin "${small[@]}"
+row train "-o the corpus itself" "$tmp/corpus.txt is the corpus (-d): writing it would destroy it" ./train -d $tmp/corpus.txt -o $tmp/corpus.txt
 row train "--init a missing model" "$tmp/nope.bin: cannot open" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/nope.bin
 row train "--init a truncated model" "$tmp/cut1000.bin: truncated" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/cut1000.bin
 row train "--resume with no state file" "$tmp/fresh.bin&&cannot open" ./train -d $tmp/corpus.txt -o $tmp/fresh.bin --resume
@@ -245,11 +250,15 @@ struct.pack_into("<I", d, 8, 1)
 open(sys.argv[2], "wb").write(d)
 PY
 row train "--resume from a version-1 state" "$tmp/v1.bin.state: not a resume state of this build" ./train -d $tmp/corpus.txt -o $tmp/v1.bin --resume
+row train "--resume with --max-iters below the checkpoint's step" "--max-iters 1: $tmp/m.bin is already at step 2" ./train -d $tmp/corpus.txt -o $tmp/m.bin --resume --max-iters 1
 row train "--resume on another corpus" "the run was trained on a different corpus" ./train -d $tmp/short.txt -o $tmp/m.bin --resume
 
 # ---- tools/convert.py
 convert=("$PYTHON" tools/convert.py)
 row convert.py "a missing file" "$tmp/nope.bin: no such file" "${convert[@]}" $tmp/nope.bin $tmp/o.bin
+cp $SHARED/models/stories260K.bin $tmp/l2c_self.bin && chmod u+w $tmp/l2c_self.bin
+row convert.py "the output the checkpoint itself" "$tmp/l2c_self.bin: writing it would overwrite the input" \
+  "${convert[@]}" $tmp/l2c_self.bin $tmp/l2c_self.bin --tokenizer $SHARED/models/tok512.bin
 row convert.py "a directory that is not a Hugging Face model" "$tmp: a directory without config.json is not a Hugging Face model" \
   "${convert[@]}" $tmp $tmp/o.bin
 head -c 20 $SHARED/models/stories260K.bin >$tmp/l2c_20.bin

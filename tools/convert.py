@@ -659,6 +659,12 @@ def main(argv):
     ap.add_argument("--seq-len", type=int, help="shorten the context (e.g. for a 128k-context checkpoint)")
     ap.add_argument("--export-torch", action="store_true", help="write MODEL.bin back as a PyTorch state dict")
     a = ap.parse_args(argv)
+    for inp in (a.src, a.tokenizer):
+        if inp and os.path.exists(a.out) and os.path.exists(inp) and (
+                os.path.samefile(a.out, inp) or (os.path.isdir(inp) and os.path.samefile(os.path.dirname(
+                    os.path.abspath(a.out)), inp))):
+            sys.stderr.write("convert.py: %s: writing it would overwrite the input %s\n" % (a.out, inp))
+            return 1
     try:
         if a.export_torch:
             export_torch(a.src, a.out)

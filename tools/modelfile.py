@@ -76,7 +76,7 @@ def check_config(c):
               "vocab_size", "seq_len"):
         if c[k] < 1:
             raise ValueError("%s = %d must be >= 1" % (k, c[k]))
-    limits = dict(dim=65536, hidden_dim=65536, head_dim=65536, n_layers=1024, n_heads=1024,
+    limits = dict(dim=65536, hidden_dim=262144, head_dim=4096, n_layers=1024, n_heads=1024,
                   n_kv_heads=1024, vocab_size=1 << 24, seq_len=1 << 20)
     for k, lim in limits.items():
         if c[k] > lim:
