@@ -175,7 +175,7 @@ static void parse_number(const Flag *f, const char *s) {
 typedef struct {
     Opts o;
     const char *data, *out, *init, *dump;
-    int resume, block_given, max_iters_given, others_given; // flags seen, for --init and --resume
+    int resume, block_given, max_iters_given, others_given, shape_given; // flags seen, for --init and --resume
 } Args;
 
 #define N_FLAGS 21
@@ -229,7 +229,7 @@ static void parse_args(Args *a, int argc, char **argv) {
     flag_table(o, flags);
     int nflags = N_FLAGS;
     a->data = a->out = a->init = a->dump = NULL;
-    a->resume = a->block_given = a->max_iters_given = a->others_given = 0;
+    a->resume = a->block_given = a->max_iters_given = a->others_given = a->shape_given = 0;
     for (int i = 1; i < argc; i++) {
         char *arg = argv[i], *val = NULL, name[64];
         if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) { usage(stdout, flags, nflags); exit(0); }
@@ -256,10 +256,11 @@ static void parse_args(Args *a, int argc, char **argv) {
             if (!strcmp(val, "gpt")) o->arch = ARCH_GPT;
             else if (!strcmp(val, "llama")) o->arch = ARCH_LLAMA;
             else die("--arch: '%s' is not gpt or llama", val);
-            a->others_given = 1;
+            a->others_given = a->shape_given = 1;
         } else {
             parse_number(&flags[k], val);
             if (!strcmp(name, "block-size")) a->block_given = 1;
+            if (!strncmp(name, "n-", 2)) a->shape_given = 1;
             if (!strcmp(name, "max-iters")) a->max_iters_given = 1;
             else a->others_given = 1;
         }
@@ -1220,6 +1221,9 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s: note: --resume continues with the options saved in %s; only -d, -o and --max-iters "
                             "are taken from the command line\n", prog, state_path);
     } else if (args.init) {
+        if (args.shape_given)
+            fprintf(stderr, "%s: note: --init keeps the architecture of %s; --arch and --n-* are ignored\n", prog,
+                    args.init);
         Model m;
         if (model_open(&m, args.init, err, sizeof err)) die("%s", err);
         md.c = m.config;

@@ -601,7 +601,9 @@ def read_source(src):
 
 def convert(src, out, tokenizer=None, seq_len=None):
     cfg, tensors, desc, tok = read_source(src)
-    if seq_len:
+    if seq_len is not None:
+        if seq_len < 1:
+            raise Bad(src, "--seq-len %d: a context needs at least 1 position" % seq_len)
         if cfg.get("pos_kind") == mf.POS_LEARNED and seq_len > cfg["seq_len"]:
             raise Bad(src, "--seq-len %d exceeds the %d learned positions" % (seq_len, cfg["seq_len"]))
         if cfg.get("pos_kind") == mf.POS_LEARNED:
@@ -656,7 +658,8 @@ def main(argv):
     ap.add_argument("src", help="checkpoint file or Hugging Face directory (MODEL.bin with --export-torch)")
     ap.add_argument("out", help="attn.c model file to write (OUT.pt with --export-torch)")
     ap.add_argument("--tokenizer", help="tokenizer file or directory")
-    ap.add_argument("--seq-len", type=int, help="shorten the context (e.g. for a 128k-context checkpoint)")
+    ap.add_argument("--seq-len", type=int, help="the context length: shorter for a long-context checkpoint (e.g. 128k); longer only "
+                    "for RoPE or sinusoidal positions")
     ap.add_argument("--export-torch", action="store_true", help="write MODEL.bin back as a PyTorch state dict")
     a = ap.parse_args(argv)
     for inp in (a.src, a.tokenizer):
