@@ -207,8 +207,7 @@ static Options parse_options(int argc, char **argv) {
         if (!strcmp(a, "-i")) {
             o.prompt = v;
             prompt_given = 1;
-        }
-        else if (!strcmp(a, "-n")) o.steps = parse_int(a, v, 0, 1 << 20);
+        } else if (!strcmp(a, "-n")) o.steps = parse_int(a, v, 0, 1 << 20);
         else if (!strcmp(a, "-t")) o.temperature = parse_num(a, v, 0, 100);
         else if (!strcmp(a, "-p")) o.topp = parse_num(a, v, 0, 1);
         else if (!strcmp(a, "-k")) o.topk = parse_int(a, v, 0, 1 << 24);
@@ -513,7 +512,8 @@ int main(int argc, char **argv) {
                        .probindex = malloc(sizeof(ProbIndex) * c->vocab_size)};
     if (!sampler.probindex) die("out of memory");
     double load_ms = (now_s() - t0) * 1e3;
-    if (same_file(o.out_path, o.model_path) || same_file(o.out_path, o.text_path))
+    if (same_file(o.out_path, o.model_path) || same_file(o.out_path, o.text_path) ||
+        same_file(o.out_path, o.tokenizer_path))
         die("-o %s is also an input: writing it would destroy it", o.out_path);
     char *prompt_file = NULL; // -f outside -m ppl: the prompt, NUL refused so that it is a C string
     if (o.text_path && strcmp(o.mode, "ppl")) {

@@ -658,14 +658,16 @@ def main(argv):
     ap.add_argument("src", help="checkpoint file or Hugging Face directory (MODEL.bin with --export-torch)")
     ap.add_argument("out", help="attn.c model file to write (OUT.pt with --export-torch)")
     ap.add_argument("--tokenizer", help="tokenizer file or directory")
-    ap.add_argument("--seq-len", type=int, help="the context length: shorter for a long-context checkpoint (e.g. 128k); longer only "
-                    "for RoPE or sinusoidal positions")
+    ap.add_argument("--seq-len", type=int, help="the context length: shorter for a long-context checkpoint "
+                    "(e.g. 128k); longer only for RoPE or sinusoidal positions")
     ap.add_argument("--export-torch", action="store_true", help="write MODEL.bin back as a PyTorch state dict")
     a = ap.parse_args(argv)
+    # An output that is an input (or a file in an input directory) would be destroyed.
     for inp in (a.src, a.tokenizer):
-        if inp and os.path.exists(a.out) and os.path.exists(inp) and (
-                os.path.samefile(a.out, inp) or (os.path.isdir(inp) and os.path.samefile(os.path.dirname(
-                    os.path.abspath(a.out)), inp))):
+        if not (inp and os.path.exists(a.out) and os.path.exists(inp)):
+            continue
+        out_dir = os.path.dirname(os.path.abspath(a.out))
+        if os.path.samefile(a.out, inp) or (os.path.isdir(inp) and os.path.samefile(out_dir, inp)):
             sys.stderr.write("convert.py: %s: writing it would overwrite the input %s\n" % (a.out, inp))
             return 1
     try:
