@@ -277,8 +277,10 @@ row convert.py "a tokenizer for another vocabulary" "has 32000 pieces, more than
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tokenizer.bin
 row convert.py "a tokenizer file of random bytes" "$tmp/random.bin: piece 0 has length" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $tmp/random.bin
-row convert.py "--seq-len -5" "seq_len = -5 must be >= 1" \
+row convert.py "--seq-len -5" "--seq-len -5: a context needs at least 1 position" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --seq-len -5
+row convert.py "--seq-len 0" "--seq-len 0: a context needs at least 1 position" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --seq-len 0
 row convert.py "an attn.c model file as the source" "$model: already an attn.c model file" "${convert[@]}" $model $tmp/o.bin
 row convert.py "--export-torch of a truncated model" "$tmp/cut1000.bin: file is 1000 bytes, the header implies" \
   "${convert[@]}" --export-torch $tmp/cut1000.bin $tmp/o.pt
