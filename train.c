@@ -152,7 +152,11 @@ static void usage(FILE *f, const Flag *flags, int n) {
             "                         llama: RMSNorm, RoPE, SwiGLU, grouped-query attention\n"
             "  --init MODEL           start from an existing model file (its config and tokenizer)\n"
             "  --resume               continue from MODEL and MODEL.state exactly where they stopped\n");
-    for (int i = 0; i < n; i++) fprintf(f, "  --%-20s %s\n", flags[i].name, flags[i].help);
+    for (int i = 0; i < n; i++) {
+        char name[40];
+        snprintf(name, sizeof name, "%s %s", flags[i].name, flags[i].type == 'f' ? "X" : "N");
+        fprintf(f, "  --%-20s %s\n", name, flags[i].help);
+    }
     fprintf(f, "  -h, --help             this text\n");
 }
 
