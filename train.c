@@ -810,12 +810,6 @@ static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a
     embed_backward(c, g, a->dres, a->tokens, T, lo, hi);
 }
 
-// Weights a token meets in one layer's matrix products.
-static double layer_matmul_params(const Config *c) {
-    double d = c->dim, qd = (double)c->n_heads * c->head_dim, kvd = (double)c->n_kv_heads * c->head_dim;
-    return d * (qd + 2 * kvd) + qd * d + (c->ffn_kind == FFN_SWIGLU ? 3.0 : 2.0) * d * c->hidden_dim;
-}
-
 // One fork of the thread pool per batch: each thread takes an equal number of whole sequences
 // through forward and, with grads (one Weights per thread), backward into its own gradients,
 // so no thread waits for another until the end (reduce_grads adds the copies). Measured on
@@ -828,7 +822,7 @@ static double model_step(const Config *c, const Weights *w, Weights *grads, Acts
     // product instead, when a sequence is large enough to pay for a fork per kernel. Measured
     // with 2 threads and batch 1 (forward + backward per sequence): 0.3 GFLOP (the baby), 15 %
     // slower than one thread alone; 2.5 GFLOP, 20 % faster; 16, 50 %; 130 (85M, block 256), 60 %.
-    double seq_flops = 6.0 * a->T * ((double)c->n_layers * layer_matmul_params(c) + (double)c->vocab_size * c->dim);
+    double seq_flops = 6.0 * a->T * ((double)c->n_layers * layer_macs(c) + (double)c->vocab_size * c->dim);
     int even = seq_flops >= 1e9 ? B / n_threads() * n_threads() : B;
     if (even) {
 #pragma omp parallel
