@@ -488,6 +488,9 @@ static void dump_logits(const Model *m, const Tokenizer *tok, RunState *s, const
 int main(int argc, char **argv) {
     prefer_passive_threads(argv);
     Options o = parse_options(argc, argv);
+    if (same_file(o.out_path, o.model_path) || same_file(o.out_path, o.text_path) ||
+        same_file(o.out_path, o.tokenizer_path))
+        die("-o %s is also an input: writing it would destroy it", o.out_path);
     signal(SIGXFSZ, SIG_IGN); // past `ulimit -f` a write fails (and is reported) instead of killing run
     if (o.threads) {
 #ifdef _OPENMP
@@ -512,9 +515,6 @@ int main(int argc, char **argv) {
                        .probindex = malloc(sizeof(ProbIndex) * c->vocab_size)};
     if (!sampler.probindex) die("out of memory");
     double load_ms = (now_s() - t0) * 1e3;
-    if (same_file(o.out_path, o.model_path) || same_file(o.out_path, o.text_path) ||
-        same_file(o.out_path, o.tokenizer_path))
-        die("-o %s is also an input: writing it would destroy it", o.out_path);
     char *prompt_file = NULL; // -f outside -m ppl: the prompt, NUL refused so that it is a C string
     if (o.text_path && strcmp(o.mode, "ppl")) {
         size_t len;
