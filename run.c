@@ -151,10 +151,16 @@ static void usage(FILE *f) {
             "Text goes to stdout (exactly the prompt, then the continuation); timings go to stderr.\n");
 }
 
+// The value after a flag, or a one-line error when the flag came last.
+static const char *value(const char *flag, const char *s) {
+    if (!s) die("%s needs a value (see --help)", flag);
+    return s;
+}
+
 static double parse_num(const char *flag, const char *s, double lo, double hi) {
     char *end;
     errno = 0;
-    double v = strtod(s, &end);
+    double v = strtod(value(flag, s), &end);
     if (!*s || *end || errno || !isfinite(v) || v < lo || v > hi)
         die("%s %s: expected a number in [%g, %g]", flag, s, lo, hi);
     return v;
@@ -163,7 +169,7 @@ static double parse_num(const char *flag, const char *s, double lo, double hi) {
 static int parse_int(const char *flag, const char *s, long lo, long hi) {
     char *end;
     errno = 0;
-    long v = strtol(s, &end, 10);
+    long v = strtol(value(flag, s), &end, 10);
     if (!*s || *end || errno || v < lo || v > hi) die("%s %s: expected a whole number in [%ld, %ld]", flag, s, lo, hi);
     return (int)v;
 }
@@ -171,7 +177,7 @@ static int parse_int(const char *flag, const char *s, long lo, long hi) {
 static uint64_t parse_seed(const char *flag, const char *s) {
     char *end;
     errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
+    unsigned long long v = strtoull(value(flag, s), &end, 10);
     if (!*s || *end || errno || *s == '-') die("%s %s: expected a whole number in [0, 2^64)", flag, s);
     return v;
 }
@@ -197,15 +203,10 @@ static Options parse_options(int argc, char **argv) {
             o.model_path = a;
             continue;
         }
-        static const char *const takes_value[] = {"-i", "-n", "-t", "-p", "-k", "--min-p", "-r", "--repeat-window",
-                                                   "-s", "-m", "-f", "-o", "-z", "-j"};
-        size_t f = 0, nf = sizeof takes_value / sizeof takes_value[0];
-        while (f < nf && strcmp(a, takes_value[f])) f++;
-        if (f == nf) die("unknown option %s (see --help)", a);
-        if (i + 1 >= argc) die("%s needs a value (see --help)", a);
-        const char *v = argv[++i];
+        // An unknown flag is named as such even when it comes last.
+        const char *v = i + 1 < argc ? argv[++i] : NULL;
         if (!strcmp(a, "-i")) {
-            o.prompt = v;
+            o.prompt = value(a, v);
             prompt_given = 1;
         } else if (!strcmp(a, "-n")) o.steps = parse_int(a, v, 0, 1 << 20);
         else if (!strcmp(a, "-t")) o.temperature = parse_num(a, v, 0, 100);
@@ -215,11 +216,12 @@ static Options parse_options(int argc, char **argv) {
         else if (!strcmp(a, "-r")) o.repeat_penalty = parse_num(a, v, 0.01, 100);
         else if (!strcmp(a, "--repeat-window")) o.repeat_window = parse_int(a, v, 0, 1 << 20);
         else if (!strcmp(a, "-s")) o.seed = parse_seed(a, v);
-        else if (!strcmp(a, "-m")) o.mode = v;
-        else if (!strcmp(a, "-f")) o.text_path = v;
-        else if (!strcmp(a, "-o")) o.out_path = v;
-        else if (!strcmp(a, "-z")) o.tokenizer_path = v;
+        else if (!strcmp(a, "-m")) o.mode = value(a, v);
+        else if (!strcmp(a, "-f")) o.text_path = value(a, v);
+        else if (!strcmp(a, "-o")) o.out_path = value(a, v);
+        else if (!strcmp(a, "-z")) o.tokenizer_path = value(a, v);
         else if (!strcmp(a, "-j")) o.threads = parse_int(a, v, 1, 1024);
+        else die("unknown option %s (see --help)", a);
     }
     if (!o.model_path) { usage(stderr); exit(1); }
     if (strcmp(o.mode, "generate") && strcmp(o.mode, "ppl") && strcmp(o.mode, "logits"))

@@ -244,29 +244,32 @@ static void parse_args(Args *a, int argc, char **argv) {
         snprintf(name, sizeof name, "%s", arg + 2);
         char *eq = strchr(name, '=');
         if (eq) *eq = 0;
+        const char *arch = NULL, **text = NULL;
+        const struct { const char *name, **ptr; } texts[] = {
+            {"data", &a->data}, {"out", &a->out}, {"init", &a->init}, {"arch", &arch},
+            {"dump", &a->dump}, // test hook, see docs/TRAINING.md
+        };
+        for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++)
+            if (!strcmp(texts[t].name, name)) text = texts[t].ptr;
         int k = 0; // the numeric flag's index, nflags for the others
         while (k < nflags && strcmp(flags[k].name, name)) k++;
-        if (k == nflags && strcmp(name, "data") && strcmp(name, "out") && strcmp(name, "init") &&
-            strcmp(name, "dump") && strcmp(name, "arch"))
-            die("unknown option '--%s' (see --help)", name);
+        if (k == nflags && !text) die("unknown option '--%s' (see --help)", name);
         if (eq) val = strchr(arg, '=') + 1;
         else if (i + 1 < argc) val = argv[++i];
         else die("%s needs a value (see --help)", arg);
-        if (!strcmp(name, "data")) a->data = val;
-        else if (!strcmp(name, "out")) a->out = val;
-        else if (!strcmp(name, "init")) a->init = val;
-        else if (!strcmp(name, "dump")) a->dump = val; // test hook, see docs/TRAINING.md
-        else if (!strcmp(name, "arch")) {
-            if (!strcmp(val, "gpt")) o->arch = ARCH_GPT;
-            else if (!strcmp(val, "llama")) o->arch = ARCH_LLAMA;
-            else die("--arch: '%s' is not gpt or llama", val);
-            a->others_given = a->shape_given = 1;
-        } else {
+        if (text) *text = val;
+        else {
             parse_number(&flags[k], val);
             if (!strcmp(name, "block-size")) a->block_given = 1;
             if (!strncmp(name, "n-", 2)) a->shape_given = 1;
             if (!strcmp(name, "max-iters")) a->max_iters_given = 1;
             else a->others_given = 1;
+        }
+        if (arch) {
+            if (!strcmp(arch, "gpt")) o->arch = ARCH_GPT;
+            else if (!strcmp(arch, "llama")) o->arch = ARCH_LLAMA;
+            else die("--arch: '%s' is not gpt or llama", arch);
+            a->others_given = a->shape_given = 1;
         }
     }
     if (!a->data) die("no corpus: give -d FILE (see --help)");
