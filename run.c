@@ -534,8 +534,10 @@ int main(int argc, char **argv) {
 #else
     int threads = 1;
 #endif
-    fprintf(stderr, "%s: %d layers, dim %d, vocab %d, context %d; loaded in %.0f ms; %d threads\n", o.model_path,
-            c->n_layers, c->dim, c->vocab_size, c->seq_len, load_ms, threads);
+    char weights[48] = "float32";
+    if (c->weight_type == WEIGHTS_Q8_0) snprintf(weights, sizeof weights, "Q8_0, groups of %d", c->group_size);
+    fprintf(stderr, "%s: %d layers, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d threads\n",
+            o.model_path, c->n_layers, c->dim, c->vocab_size, c->seq_len, weights, load_ms, threads);
     free(prompt_file);
     free(sampler.probindex);
     state_free(&s);

@@ -962,13 +962,22 @@ static uint64_t model_hash(const ModelData *md) {
     return fnv1a(&h, sizeof h) ^ fnv1a(md->tok_blob, md->tok_bytes) * 31;
 }
 
+// A model file to train on: float32 weights only (a Q8_0 file's are rounded for ./run).
+static void open_trainable(Model *m, const char *path, const char *need) {
+    char err[512];
+    if (model_open(m, path, err, sizeof err)) die("%s%s", err, need);
+    if (m->config.weight_type != WEIGHTS_F32)
+        die("%s: its weights are quantised (Q8_0); training needs float32 weights: convert the original checkpoint "
+            "without --quantize",
+            path);
+}
+
 // Everything --resume needs: config and tokenizer from the model file, the rest from
 // MODEL.state, whose options replace the command line's.
 static void load_state(const char *out, const char *path, const char *corpus_path, size_t corpus_len,
                        uint64_t corpus_hash, ModelData *md, float **m, float **v, Opts *o, int *step) {
-    char err[512];
     Model model;
-    if (model_open(&model, out, err, sizeof err)) die("%s (needed with --resume)", err);
+    open_trainable(&model, out, " (needed with --resume)");
     md->c = model.config;
     md->tok_bytes = model.tok_bytes;
     md->tok_blob = xcalloc(md->tok_bytes, 1, "the tokenizer");
@@ -1226,7 +1235,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "%s: note: --init keeps the architecture of %s; --arch and --n-* are ignored\n", prog,
                     args.init);
         Model m;
-        if (model_open(&m, args.init, err, sizeof err)) die("%s", err);
+        open_trainable(&m, args.init, "");
         md.c = m.config;
         md.tok_bytes = m.tok_bytes;
         md.tok_blob = xcalloc(md.tok_bytes, 1, "the tokenizer");

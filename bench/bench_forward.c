@@ -66,12 +66,15 @@ int main(int argc, char **argv) {
     size_t d = c->dim, hd = c->head_dim, qd = (size_t)c->n_heads * hd, kvd = (size_t)c->n_kv_heads * hd;
     size_t layer_params = d * qd + 2 * d * kvd + qd * d + d * c->hidden_dim * (c->ffn_kind == FFN_SWIGLU ? 3 : 2);
     size_t matmul_params = (size_t)c->n_layers * layer_params, classifier = (size_t)c->vocab_size * d;
-    size_t all_params = carve_weights(c, NULL, NULL) / sizeof(float); // with padding, which is negligible
+    Config f32 = *c;
+    f32.weight_type = WEIGHTS_F32, f32.group_size = 0;
+    size_t all_params = carve_weights(&f32, NULL, NULL) / sizeof(float); // with padding, which is negligible
     // A step streams every tensor except the embedding tables, of which it reads one row each;
-    // a tied classifier is the token embedding read in full.
+    // a tied classifier is the token embedding read in full. A Q8_0 row is d bytes and its scales.
     size_t step_bytes = carve_weights(c, NULL, NULL);
+    size_t embed_row = c->weight_type == WEIGHTS_Q8_0 ? d + d / c->group_size * sizeof(float) : d * sizeof(float);
     if (c->pos_kind == POS_LEARNED) step_bytes -= ((size_t)c->seq_len - 1) * d * sizeof(float);
-    if (!c->tied_classifier) step_bytes -= ((size_t)c->vocab_size - 1) * d * sizeof(float);
+    if (!c->tied_classifier) step_bytes -= ((size_t)c->vocab_size - 1) * embed_row;
     // Causal attention over P rows: QKᵀ and AV each 2·head_dim FLOPs per (head, row, visible key).
     double attn_flops = 4.0 * c->n_layers * c->n_heads * hd * (double)P * (P + 1) / 2;
     double prompt_flops = 2.0 * matmul_params * P + 2.0 * classifier + attn_flops;

@@ -177,6 +177,46 @@ static void test_activations(void **state) {
     }
 }
 
+// Random int8 values and scales for a Q8_0 matrix [rows, n_in] (freed by the caller).
+static QMat random_q8(size_t rows, int n_in, int gs) {
+    int8_t *q = malloc(rows * n_in);
+    float *sc = malloc(rows * (n_in / gs) * sizeof(float));
+    for (size_t i = 0; i < rows * n_in; i++) q[i] = (int8_t)(frand() * 127.9f);
+    for (size_t i = 0; i < rows * (n_in / gs); i++) sc[i] = frand() * 0.02f;
+    return (QMat){q, sc, gs};
+}
+
+// Q8_0 products, one row (dot_q8) and many (rows dequantised in chunks, then sgemm), against
+// the dequantised weights in double precision. The group sizes take the vector path (multiples
+// of 16, with and without a 16-wide tail) and the scalar one; the widest inputs make the
+// many-row path work in several chunks, and in chunks of one row.
+static void test_matmul_q8(void **state) {
+    (void)state;
+    int sizes[][4] = {{1, 768, 13, 64}, {1, 48, 7, 48},  {1, 40, 5, 4},      {1, 24, 3, 24},
+                      {7, 64, 9, 16},   {5, 40, 11, 8},  {2, 1 << 17, 5, 64}, {3, (1 << 18) + 64, 3, 32}};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int T = sizes[k][0], n_in = sizes[k][1], n_out = sizes[k][2], gs = sizes[k][3];
+        QMat m = random_q8(n_out, n_in, gs);
+        float *x = rand_vec((size_t)T * n_in, 1.0f), *b = rand_vec(n_out, 1.0f), *out = malloc(sizeof(float) * T * n_out);
+        float *w = malloc(sizeof(float) * n_out * n_in);
+        float *wbuf = malloc(sizeof(float) * ((size_t)n_in > QCHUNK_FLOATS ? (size_t)n_in : QCHUNK_FLOATS));
+        double *want = malloc(sizeof(double) * T * n_out);
+        dequantize_rows(w, &m, n_in, 0, n_out);
+        for (size_t i = 0; i < (size_t)n_out * n_in; i++)
+            if (w[i] != (float)m.q[i] * m.s[i / gs]) fail_msg("dequantised weight %zu", i);
+        for (int t = 0; t < T; t++)
+            for (int o = 0; o < n_out; o++) {
+                double s = b[o];
+                for (int i = 0; i < n_in; i++) s += (double)x[(size_t)t * n_in + i] * w[(size_t)o * n_in + i];
+                want[t * n_out + o] = s;
+            }
+        Linear l = {out, NULL, b, n_out, NULL, m, wbuf};
+        matmul_part(&l, 1, x, T, n_in, 0, n_out);
+        assert_close(out, want, (size_t)T * n_out, 1e-4);
+        free((void *)m.q); free((void *)m.s); free(x); free(b); free(out); free(w); free(wbuf); free(want);
+    }
+}
+
 // A random model of the given knobs, in memory, as train would hold it.
 typedef struct {
     Config c;
@@ -184,12 +224,30 @@ typedef struct {
     Weights w;
 } TestModel;
 
+static void small_scales(const QMat *m, size_t n) {
+    for (size_t i = 0; i < n; i++) ((float *)m->s)[i] = frand() * (0.3f / 127);
+}
+
+// A Q8_0 model's int8 values are the random floats' bytes; its scales are set to match the
+// float weights' size.
 static TestModel random_model(Config c) {
     TestModel m = {.c = c};
     size_t bytes = carve_weights(&c, NULL, NULL);
     m.block = aligned_alloc(MODEL_ALIGN, bytes);
     for (size_t i = 0; i < bytes / sizeof(float); i++) m.block[i] = frand() * 0.3f;
     weights_init(&m.w, &m.c, m.block);
+    if (c.weight_type == WEIGHTS_Q8_0) {
+        size_t d = c.dim, q = (size_t)c.n_heads * c.head_dim, kv = (size_t)c.n_kv_heads * c.head_dim;
+        size_t h = c.hidden_dim, gs = c.group_size;
+        small_scales(&m.w.qtok_embedding, c.vocab_size * d / gs);
+        if (!c.tied_classifier) small_scales(&m.w.qclassifier, c.vocab_size * d / gs);
+        for (int l = 0; l < c.n_layers; l++) {
+            const LayerWeights *L = &m.w.layers[l];
+            small_scales(&L->qwq, q * d / gs), small_scales(&L->qwk, kv * d / gs), small_scales(&L->qwv, kv * d / gs);
+            small_scales(&L->qwo, d * q / gs), small_scales(&L->qw1, h * d / gs), small_scales(&L->qw2, d * h / gs);
+            if (L->qw3.q) small_scales(&L->qw3, h * d / gs);
+        }
+    }
     return m;
 }
 
@@ -216,12 +274,14 @@ static Config knobs(int variant) {
 
 // The whole prompt in one batch, in chunks of 3, and one token at a time: the same logits.
 // The wide variants are big enough for forward's parallel region (run_all.sh gives two
-// threads), and their batch is also checked against one thread's and three threads'.
+// threads), and their batch is also checked against one thread's and three threads'. The
+// last three are Q8_0 models: group sizes for the vector path (16, 80) and the scalar one (4).
 static void test_batched_equals_one_token(void **state) {
     (void)state;
-    for (int variant = 0; variant < 8; variant++) {
-        Config c = knobs(variant % 4);
-        if (variant >= 4) {
+    for (int variant = 0; variant < 11; variant++) {
+        Config c = knobs(variant < 8 ? variant % 4 : variant - 8);
+        if (variant >= 8) c.weight_type = WEIGHTS_Q8_0, c.group_size = variant == 8 ? 16 : variant == 9 ? 80 : 4;
+        if (variant >= 4 && variant != 10) {
             c.dim = 240, c.hidden_dim = 400, c.head_dim = 60;
             c.rope_dims = c.rope_dims ? (variant == 7 ? 40 : 60) : 0;
             if (c.post_norm) c.embed_scale = sqrtf(240.0f);
@@ -233,7 +293,7 @@ static void test_batched_equals_one_token(void **state) {
         RunState s;
         assert_int_equal(state_init(&s, &m.c, 16), 0);
         forward(&m.c, &m.w, &s, tokens, T, 0, all, 0);
-        if (variant >= 4) {
+        if (variant >= 4 && variant != 10) {
             int threads = omp_get_max_threads();
             omp_set_num_threads(1);
             forward(&m.c, &m.w, &s, tokens, T, 0, one, 0);
@@ -275,6 +335,7 @@ static void test_batched_equals_one_token(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax),   cmocka_unit_test(test_norms),     cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_q8),
         cmocka_unit_test(test_rope),      cmocka_unit_test(test_attention), cmocka_unit_test(test_activations),
         cmocka_unit_test(test_batched_equals_one_token),
     };

@@ -7,9 +7,9 @@
 #include <cmocka.h>
 
 static const char *dir = "tests/tmp";
-static char good_path[256], bad_path[256];
-static unsigned char *good;
-static size_t good_size;
+static char good_path[256], good_q8_path[256], bad_path[256];
+static unsigned char *good, *good_q8;
+static size_t good_size, good_q8_size;
 
 static Config small_config(void) {
     return (Config){.dim = 16, .hidden_dim = 24, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 4,
@@ -18,33 +18,48 @@ static Config small_config(void) {
                     .rope_theta = 10000.0f, .norm_eps = 1e-5f, .embed_scale = 1.0f, .bos_id = 0, .eos_id = 1};
 }
 
-static int setup(void **state) {
-    (void)state;
-    mkdir(dir, 0755);
-    snprintf(good_path, sizeof good_path, "%s/loader_good.bin", dir);
-    snprintf(bad_path, sizeof bad_path, "%s/loader_bad.bin", dir);
-    Config c = small_config();
+// Writes a model of config c (zero weights) to path and reads the file's bytes back.
+static int save_model(const char *path, Config c, unsigned char **data, size_t *size) {
     size_t bytes = carve_weights(&c, NULL, NULL);
     float *w = calloc(1, bytes);
     const char blob[] = "not parsed by the loader";
     char err[256];
-    if (model_save(good_path, &c, blob, sizeof blob, w, err, sizeof err)) { fprintf(stderr, "%s\n", err); return -1; }
+    if (model_save(path, &c, blob, sizeof blob, w, err, sizeof err)) { fprintf(stderr, "%s\n", err); return -1; }
     free(w);
-    FILE *f = fopen(good_path, "rb");
+    FILE *f = fopen(path, "rb");
     fseek(f, 0, SEEK_END);
-    good_size = ftell(f);
+    *size = ftell(f);
     rewind(f);
-    good = malloc(good_size);
-    if (fread(good, 1, good_size, f) != good_size) return -1;
+    *data = malloc(*size);
+    int rc = fread(*data, 1, *size, f) == *size ? 0 : -1;
     fclose(f);
-    return 0;
+    return rc;
+}
+
+static Config q8_config(void) {
+    Config c = small_config();
+    c.weight_type = WEIGHTS_Q8_0, c.group_size = 8; // dim 16, q 16, hidden 24
+    c.tied_classifier = 1;
+    return c;
+}
+
+static int setup(void **state) {
+    (void)state;
+    mkdir(dir, 0755);
+    snprintf(good_path, sizeof good_path, "%s/loader_good.bin", dir);
+    snprintf(good_q8_path, sizeof good_q8_path, "%s/loader_good_q8.bin", dir);
+    snprintf(bad_path, sizeof bad_path, "%s/loader_bad.bin", dir);
+    return save_model(good_path, small_config(), &good, &good_size) ||
+           save_model(good_q8_path, q8_config(), &good_q8, &good_q8_size);
 }
 
 static int teardown(void **state) {
     (void)state;
     unlink(good_path);
+    unlink(good_q8_path);
     unlink(bad_path);
     free(good);
+    free(good_q8);
     return 0;
 }
 
@@ -77,6 +92,32 @@ static void test_good_file_opens(void **state) {
     assert_true((uintptr_t)m.weights.layers[1].w2 % MODEL_ALIGN == 0);
     assert_ptr_not_equal(m.weights.classifier, m.weights.tok_embedding);
     assert_true((char *)m.weights.classifier + (size_t)c.vocab_size * c.dim * 4 <= (char *)m.map + m.map_bytes);
+    assert_null(m.weights.layers[0].qwq.q);
+    model_close(&m);
+}
+
+// A Q8_0 file: version 2, its matrices as int8 values and scales, each piece 64-byte aligned
+// (FORMAT.md), the norms and biases float32, the classifier tied to the embedding.
+static void test_good_q8_file_opens(void **state) {
+    (void)state;
+    Model m;
+    char err[512];
+    assert_int_equal(model_open(&m, good_q8_path, err, sizeof err), 0);
+    Config c = q8_config();
+    assert_int_equal(((const FileHeader *)good_q8)->version, 2);
+    assert_int_equal(m.config.weight_type, WEIGHTS_Q8_0);
+    assert_int_equal(m.config.group_size, 8);
+    const LayerWeights *L = &m.weights.layers[1];
+    assert_null(L->w2);
+    assert_null(m.weights.tok_embedding);
+    assert_non_null(L->b2);
+    assert_int_equal(L->qw2.gs, 8);
+    assert_true((uintptr_t)L->qw2.q % MODEL_ALIGN == 0 && (uintptr_t)L->qw2.s % MODEL_ALIGN == 0);
+    // w2 [dim, hidden]: its values, then its scales, then b2
+    assert_ptr_equal((const char *)L->qw2.s, (const char *)L->qw2.q + align_up((size_t)c.dim * c.hidden_dim));
+    assert_ptr_equal((const char *)L->b2, (const char *)L->qw2.s + align_up((size_t)c.dim * c.hidden_dim / 8 * 4));
+    assert_ptr_equal(m.weights.qclassifier.q, m.weights.qtok_embedding.q);
+    assert_true(m.map_bytes == good_q8_size && good_q8_size < good_size);
     model_close(&m);
 }
 
@@ -85,6 +126,10 @@ static void test_truncated_everywhere(void **state) {
     for (size_t n = 0; n < good_size; n += (n < 300 ? 1 : 61)) {
         write_bad(good, n);
         expect_refused(n < MODEL_HEADER_SIZE ? "shorter than the" : "");
+    }
+    for (size_t n = MODEL_HEADER_SIZE; n < good_q8_size; n += 37) {
+        write_bad(good_q8, n);
+        expect_refused("");
     }
     unsigned char *longer = calloc(1, good_size + 64);
     memcpy(longer, good, good_size);
@@ -95,11 +140,29 @@ static void test_truncated_everywhere(void **state) {
 
 static void set_u32(unsigned char *h, size_t off, uint32_t v) { memcpy(h + off, &v, 4); }
 
+typedef struct {
+    size_t off;
+    uint32_t value;
+    const char *want;
+} Patch;
+
+// Each patch on its own on a copy of file: refused, naming the field.
+static void refuse_patched(const unsigned char *file, size_t size, const Patch *cases, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char *bad = malloc(size);
+        memcpy(bad, file, size);
+        set_u32(bad, cases[i].off, cases[i].value);
+        write_bad(bad, size);
+        expect_refused(cases[i].want);
+        free(bad);
+    }
+}
+
 static void test_bad_fields(void **state) {
     (void)state;
-    struct { size_t off; uint32_t value; const char *want; } cases[] = {
+    Patch cases[] = {
         {0, 0x4e4e4e4e, "bad magic"},
-        {4, 2, "newer than this build"},
+        {4, 3, "newer than this build"},
         {4, 0, "version 0 is unknown"},
         {8, 128, "header_size"},
         {12, 0, "dim is 0"},
@@ -125,18 +188,25 @@ static void test_bad_fields(void **state) {
         {120, 70, "weights_offset"},
         {128, 64, "weights_bytes"},
         {200, 1, "reserved header byte"},
+        {136, 1, "version 1 file has no weight_type"},
+        {140, 8, "version 1 file has no weight_type"},
         // plausible-looking dimensions, but the file does not have their bytes
         {16, 65536, "weights_bytes"},
         {20, 1000, "weights_bytes"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        unsigned char *bad = malloc(good_size);
-        memcpy(bad, good, good_size);
-        set_u32(bad, cases[i].off, cases[i].value);
-        write_bad(bad, good_size);
-        expect_refused(cases[i].want);
-        free(bad);
-    }
+    refuse_patched(good, good_size, cases, sizeof cases / sizeof cases[0]);
+    Patch q8_cases[] = {
+        {136, 2, "weight_type is 2"},
+        {140, 0, "group_size is 0"},
+        {140, 65537, "group_size is 65537"},
+        {140, 3, "group_size 3 does not divide the rows of width 16"},
+        {140, 16, "group_size 16 does not divide the rows of width 24"},
+        {140, 4, "weights_bytes"},       // a valid group size, but another layout
+        {136, 0, "group_size is 8, outside [0, 0]"}, // float32 with a group size
+        {4, 1, "version 1 file has no weight_type"},
+        {144, 1, "reserved header byte 144"},
+    };
+    refuse_patched(good_q8, good_q8_size, q8_cases, sizeof q8_cases / sizeof q8_cases[0]);
 }
 
 // Every dimension at its limit: the sizes must be computed without overflow and refused
@@ -165,7 +235,8 @@ static void test_not_a_file(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_good_file_opens), cmocka_unit_test(test_truncated_everywhere),
+        cmocka_unit_test(test_good_file_opens), cmocka_unit_test(test_good_q8_file_opens),
+        cmocka_unit_test(test_truncated_everywhere),
         cmocka_unit_test(test_bad_fields),      cmocka_unit_test(test_huge_dimensions),
         cmocka_unit_test(test_not_a_file),
     };
