@@ -560,56 +560,104 @@ static inline float dot(const float *restrict a, const float *restrict b, int n)
     return s;
 }
 
-// A row of a Q8_0 matrix times x: each group's products summed, then scaled. The int8
-// weights become floats in registers, so a one-token step reads a quarter of the bytes of
-// float32 weights; x stays float32 (llama2.c's runq rounds it to 8 bits as well).
-static inline float dot_q8(const int8_t *restrict q, const float *restrict scale, const float *restrict x, int n,
-                           int gs) {
+// A Q8_0 product rounds its input to 8 bits per group of gs as well, as llama.cpp's Q8_0 and
+// llama2.c's runq do: in each group x[i] becomes r[i] * scale, r[i] = x[i] * 127 / max |x|
+// rounded to the nearest integer (ties to even), scale = max |x| / 127. Returns the scale and
+// sets *inv to 127 / max |x| (0 for a group of zeros).
+static inline float group_scale(const float *x, int gs, float *inv) {
+    float m = 0.0f;
+#pragma omp simd reduction(max : m)
+    for (int i = 0; i < gs; i++) m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
+    *inv = m > 0.0f ? 127.0f / m : 0.0f;
+    return m / 127.0f;
+}
+
+// T rows of x, n values each, rounded as above and back to float32: the input sgemm takes
+// for several rows.
+static inline void round_rows(float *out, const float *x, int T, int n, int gs) {
+    for (size_t g = 0; g < (size_t)T * n; g += gs) {
+        float inv, sc = group_scale(x + g, gs, &inv);
+#pragma omp simd
+        for (int i = 0; i < gs; i++) out[g + i] = nearbyintf(x[g + i] * inv) * sc;
+    }
+}
+
+// One row rounded for dot_q8: |r| in unsigned bytes and the signs apart, the form AVX-512
+// VNNI's u8 x s8 dot product takes.
+typedef struct {
+    uint8_t *mag;
+    uint64_t *neg;
+    float *scale;
+} QVec;
+
+// Bytes quantize_vec carves from its buffer for n values in groups of gs.
+static inline size_t qvec_bytes(size_t n, int gs) {
+    return align_up(n) + align_up((n + 63) / 64 * sizeof(uint64_t)) + align_up(n / gs * sizeof(float));
+}
+
+// Every thread rounds the whole of x for itself: cheaper than a meeting.
+static inline QVec quantize_vec(void *buf, const float *x, int n, int gs) {
+    QVec v = {buf, (uint64_t *)((char *)buf + align_up(n)), NULL};
+    v.scale = (float *)((char *)v.neg + align_up((n + 63) / 64 * sizeof(uint64_t)));
+    memset(v.neg, 0, (n + 63) / 64 * sizeof(uint64_t));
+    for (int g = 0; g < n; g += gs) {
+        float inv;
+        v.scale[g / gs] = group_scale(x + g, gs, &inv);
+        int i = g;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+        // cvtps rounds as nearbyintf does, to the nearest, ties to even
+        for (; i % 64 == 0 && i + 64 <= g + gs; i += 64) {
+            uint64_t neg = 0;
+            for (int k = 0; k < 4; k++) {
+                __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i + 16 * k), _mm512_set1_ps(inv)));
+                neg |= (uint64_t)_mm512_cmplt_epi32_mask(r, _mm512_setzero_si512()) << (16 * k);
+                _mm_storeu_si128((__m128i *)(v.mag + i + 16 * k), _mm512_cvtepi32_epi8(_mm512_abs_epi32(r)));
+            }
+            v.neg[i / 64] = neg;
+        }
+#endif
+        for (; i < g + gs; i++) {
+            int r = (int)nearbyintf(x[i] * inv);
+            v.mag[i] = (uint8_t)(r < 0 ? -r : r);
+            if (r < 0) v.neg[i / 64] |= 1ull << (i % 64);
+        }
+    }
+    return v;
+}
+
+// A row of a Q8_0 matrix times x rounded by quantize_vec: each group's integer dot product,
+// exact in any order, times the two scales. With VNNI one instruction multiplies and adds 64
+// byte pairs; the one-token step then reads its weights at the memory's pace, where
+// converting each weight to float to multiply it by float x could not (16-18 against 25 GB/s
+// on one core here).
+static inline float dot_q8(const int8_t *restrict q, const float *restrict scale, const QVec *x, int n, int gs) {
     float s = 0.0f;
     int g = 0;
-#if defined(__AVX512F__)
-    if (gs % 16 == 0) {
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+    if (gs % 64 == 0) {
+        const __m512i zero = _mm512_setzero_si512();
         __m512 acc = _mm512_setzero_ps();
         for (; g < n; g += gs) {
-            __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();
-            int i = g;
-            // This loop converts more than it loads, and keeps fewer reads in flight than the
-            // float one; asking 2 KiB ahead read 16 against 18 GB/s on one core here.
+            // ahead of the hardware prefetcher, which keeps too few reads in flight here
             _mm_prefetch((const char *)(q + g + 2048), _MM_HINT_T0);
-            for (; i + 32 <= g + gs; i += 32) {
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i)))),
-                                     _mm512_loadu_ps(x + i), p0);
-                p1 = _mm512_fmadd_ps(
-                    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i + 16)))),
-                    _mm512_loadu_ps(x + i + 16), p1);
+            __m512i isum = zero;
+            for (int i = g; i < g + gs; i += 64) {
+                __m512i w = _mm512_loadu_si512(q + i);
+                w = _mm512_mask_sub_epi8(w, x->neg[i / 64], zero, w); // x's sign onto w
+                isum = _mm512_dpbusd_epi32(isum, _mm512_loadu_si512(x->mag + i), w);
             }
-            if (i < g + gs)
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i)))),
-                                     _mm512_loadu_ps(x + i), p0);
-            acc = _mm512_fmadd_ps(_mm512_add_ps(p0, p1), _mm512_set1_ps(scale[g / gs]), acc);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(scale[g / gs] * x->scale[g / gs]), acc);
         }
         s = _mm512_reduce_add_ps(acc);
     }
-#elif defined(__AVX2__) && defined(__FMA__)
-    if (gs % 8 == 0) {
-        __m256 acc = _mm256_setzero_ps();
-        for (; g < n; g += gs) {
-            __m256 p = _mm256_setzero_ps();
-            for (int i = g; i < g + gs; i += 8)
-                p = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + i)))),
-                                    _mm256_loadu_ps(x + i), p);
-            acc = _mm256_fmadd_ps(p, _mm256_set1_ps(scale[g / gs]), acc);
-        }
-        __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_add_ss(h, _mm_movehdup_ps(h));
-        s = _mm_cvtss_f32(h);
-    }
 #endif
-    for (; g < n; g += gs) { // other group sizes, and the portable build
-        float p = 0.0f;
-        for (int i = g; i < g + gs; i++) p += (float)q[i] * x[i];
-        s += p * scale[g / gs];
+    for (; g < n; g += gs) { // other group sizes, and builds without VNNI
+        int32_t isum = 0;
+        for (int i = g; i < g + gs; i++) {
+            int xi = x->mag[i];
+            isum += q[i] * ((x->neg[i / 64] >> (i % 64)) & 1 ? -xi : xi);
+        }
+        s += (float)isum * (scale[g / gs] * x->scale[g / gs]);
     }
     return s;
 }
@@ -636,9 +684,13 @@ static inline void dequantize_rows(float *out, const QMat *m, int n_in, size_t r
 // features, so that no meeting of the threads comes between; and after the whole product,
 // x + (W·in + b) as the reference rounds it, not as sgemm's beta = 1, which adds into x block
 // by block of the inner dimension.
-// A Q8_0 matrix (qw.q set, w NULL) meets many rows as float32 rows dequantised into wbuf, a
-// chunk of at most QCHUNK_FLOATS (or one row) at a time, each chunk an sgemm.
+// A Q8_0 matrix (qw.q set, w NULL) meets one row as quantize_vec's rounding of it, and many
+// rows rounded by round_rows, each chunk of at most QCHUNK_FLOATS of the matrix (or one row)
+// dequantised to float32 and an sgemm. wbuf holds the chunk, then the rounded rows
+// (qmat_buf_floats; one row's QVec needs less).
 #define QCHUNK_FLOATS ((size_t)1 << 18)
+static inline size_t qchunk_floats(int n_in) { return (size_t)n_in > QCHUNK_FLOATS ? (size_t)n_in : QCHUNK_FLOATS; }
+static inline size_t qmat_buf_floats(int T, int n_in) { return qchunk_floats(n_in) + (size_t)T * n_in; }
 typedef struct {
     float *out;
     const float *w, *b;
@@ -686,12 +738,20 @@ static inline void matmul_part(const Linear *ls, int n, const float *x, int T, i
         const float *w = ls[j].w, *b = ls[j].b;
         const QMat *qw = &ls[j].qw;
         if (T == 1) {
+            QVec xq;
+            if (qw->q) xq = quantize_vec(ls[j].wbuf, x, n_in, qw->gs);
             for (size_t r = from; r < to; r++)
-                out[r] = (qw->q ? dot_q8(qw->q + r * n_in, qw->s + r * (n_in / qw->gs), x, n_in, qw->gs)
+                out[r] = (qw->q ? dot_q8(qw->q + r * n_in, qw->s + r * (n_in / qw->gs), &xq, n_in, qw->gs)
                                 : dot(w + r * n_in, x, n_in)) +
                          (b ? b[r] : 0.0f);
         } else {
-            size_t chunk = qw->q ? (QCHUNK_FLOATS > (size_t)n_in ? QCHUNK_FLOATS / n_in : 1) : to - from;
+            size_t chunk = qw->q ? qchunk_floats(n_in) / n_in : to - from;
+            const float *xr = x;
+            if (qw->q) {
+                float *rounded = ls[j].wbuf + qchunk_floats(n_in);
+                round_rows(rounded, x, T, n_in, qw->gs);
+                xr = rounded;
+            }
             for (size_t r0 = from; r0 < to; r0 += chunk) {
                 size_t r1 = to - r0 < chunk ? to : r0 + chunk;
                 const float *wr = qw->q ? ls[j].wbuf : w + r0 * n_in;
@@ -700,7 +760,7 @@ static inline void matmul_part(const Linear *ls, int n, const float *x, int T, i
                 // does for beta = 0, and saves a pass over the output.
                 if (b)
                     for (int t = 0; t < T; t++) memcpy(out + (size_t)t * n_out + r0, b + r0, (r1 - r0) * sizeof(float));
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, (int)(r1 - r0), n_in, 1.0f, x, n_in, wr, n_in,
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, (int)(r1 - r0), n_in, 1.0f, xr, n_in, wr, n_in,
                             b ? 1.0f : 0.0f, out + r0, (int)n_out);
             }
         }
@@ -932,7 +992,7 @@ typedef struct {
     int max_batch, threads; // threads: how many copies of xn there are; forward never runs more
     float *x, *xn, *q, *attn_out, *xb, *hb, *hb2, *att, *rope_cos, *rope_sin;
     float *key_cache, *value_cache; // [n_layers, seq_len, n_kv_heads * head_dim]
-    float *wbuf;                    // a Q8_0 model's dequantised rows: wbuf_floats per thread
+    float *wbuf;                    // a Q8_0 model's rounded x or dequantised rows: wbuf_floats per thread
     size_t wbuf_floats;
     Barrier barrier;
 } RunState;
@@ -965,10 +1025,12 @@ static inline int state_init(RunState *s, const Config *c, int max_batch) {
     s->rope_sin = calloc((size_t)c->seq_len * half + 1, sizeof(float));
     s->key_cache = calloc((size_t)c->n_layers * c->seq_len * kvd, sizeof(float));
     s->value_cache = calloc((size_t)c->n_layers * c->seq_len * kvd, sizeof(float));
-    if (c->weight_type == WEIGHTS_Q8_0 && max_batch > 1) {
+    if (c->weight_type == WEIGHTS_Q8_0) {
         size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
         widest = qd > widest ? qd : widest;
-        s->wbuf_floats = widest > QCHUNK_FLOATS ? widest : QCHUNK_FLOATS;
+        size_t qvec = (qvec_bytes(widest, c->group_size) + sizeof(float) - 1) / sizeof(float);
+        s->wbuf_floats = qmat_buf_floats(max_batch, (int)widest);
+        s->wbuf_floats = qvec > s->wbuf_floats ? qvec : s->wbuf_floats;
         s->wbuf = malloc((size_t)s->threads * s->wbuf_floats * sizeof(float));
     }
     if (!s->x || !s->xn || !s->q || !s->attn_out || !s->xb || !s->hb || !s->hb2 || !s->att || !s->rope_cos ||
