@@ -76,9 +76,12 @@ done
 echo "bench: BLAS $(ldd $BIN/sgemm | awk '/openblas/ { print $3; exit }'), as ./run: $(ldd ./run | awk '/openblas/ { print $3; exit }')"
 
 # ---- models: random weights, made once (bench/tmp is not committed) ----
-LLAMA=$TMP/llama110m.bin GPT2=$TMP/gpt2_124m.bin
+LLAMA=$TMP/llama110m.bin GPT2=$TMP/gpt2_124m.bin LLAMA_Q8=$TMP/llama110m_q8.bin
 if [ ! -s $LLAMA ]; then
     $PYTHON tools/make_random.py $LLAMA --preset llama_110m --seed 1 || die "cannot make $LLAMA"
+fi
+if [ ! -s $LLAMA_Q8 ] || [ $LLAMA -nt $LLAMA_Q8 ]; then
+    $PYTHON tools/convert.py $LLAMA $LLAMA_Q8 --quantize q8_0 2> /dev/null || die "cannot quantise $LLAMA"
 fi
 if [ ! -s $GPT2 ]; then
     rm -rf $TMP/gpt2_hf
@@ -148,6 +151,15 @@ for m in llama gpt2; do
     run_cli $m $model
     phase_end $m
 done
+
+# ---- the Llama model in Q8_0 against float32, alternating in the same minutes ----
+phase_start "forward pass, llama Q8_0 and float32, $ROUNDS rounds"
+for round in $(seq $ROUNDS); do
+    bounds 3
+    $BIN/bench_forward $LLAMA_Q8 -j $J -p 256 -n $STEPS -r 2 >> $TMP/fwd_q8.txt || die "bench_forward $LLAMA_Q8 failed"
+    $BIN/bench_forward $LLAMA -j $J -p 256 -n $STEPS -r 2 >> $TMP/fwd_q8_f32.txt || die "bench_forward $LLAMA failed"
+done
+phase_end q8
 
 # ---- training (issue 4) ----
 phase_start "training: ./train vs PyTorch"
@@ -226,6 +238,13 @@ for m in llama gpt2; do
         print "yes, the first " n }')
     echo "      same greedy tokens as PyTorch: $same"
 done
+f=$TMP/fwd_q8.txt ff=$TMP/fwd_q8_f32.txt
+wb=$(max $f step_weight_bytes) gen=$(med $f gen_tok_s) genf=$(med $ff gen_tok_s) pr=$(med $f prompt_tok_s) prf=$(med $ff prompt_tok_s)
+echo
+echo "Llama 110M in Q8_0 (convert.py --quantize q8_0), $J threads, medians of $ROUNDS rounds, float32 alternating   [${LOADNOTE[q8]}]"
+printf "  generation after a 256-token prompt: %s tok/s x %.1f MB/token = %.2f GB/s -> %s of the memory bound; float32 %s tok/s -> %sx\n" \
+    "$gen" "$(calc %.1f "$wb / 1e6")" "$(calc %.2f "$gen * $wb / 1e9")" "$(calc %.3f "$gen * $wb / 1e9 / $BW")" "$genf" "$(ratio $gen $genf)"
+printf "  256-token prompt: %s tok/s; float32 %s tok/s -> %sx\n" "$pr" "$prf" "$(ratio $pr $prf)"
 echo
 cat $TMP/train.txt
 echo "  [${LOADNOTE[train]}]"

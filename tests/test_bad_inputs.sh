@@ -233,6 +233,9 @@ row train "-o into a missing directory" "$tmp/no/m.bin.csv: cannot write the log
 row train "-o the corpus itself" "$tmp/corpus.txt is the corpus (-d): writing it would destroy it" ./train -d $tmp/corpus.txt -o $tmp/corpus.txt
 row train "--init a missing model" "$tmp/nope.bin: cannot open" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/nope.bin
 row train "--init a truncated model" "$tmp/cut1000.bin: truncated" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/cut1000.bin
+"$PYTHON" tools/convert.py $model $tmp/q8.bin --quantize q8_0 2>/dev/null
+row train "--init a Q8_0 model" "$tmp/q8.bin: its weights are quantised (Q8_0); training needs float32 weights" \
+  ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/q8.bin
 row train "--resume with no state file" "$tmp/fresh.bin&&cannot open" ./train -d $tmp/corpus.txt -o $tmp/fresh.bin --resume
 ./train -d $tmp/corpus.txt -o $tmp/m.bin "${small[@]}" >/dev/null 2>&1
 head -c 1000 $tmp/m.bin.state >$tmp/cut.bin.state
@@ -289,7 +292,11 @@ row convert.py "--seq-len -5" "--seq-len -5: a context needs at least 1 position
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --seq-len -5
 row convert.py "--seq-len 0" "--seq-len 0: a context needs at least 1 position" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --seq-len 0
-row convert.py "an attn.c model file as the source" "$model: already an attn.c model file" "${convert[@]}" $model $tmp/o.bin
+row convert.py "a truncated attn.c model file as the source" "$tmp/cut1000.bin: file is 1000 bytes, the header implies" \
+  "${convert[@]}" $tmp/cut1000.bin $tmp/o.bin
+row convert.py "--quantize q8_0 --group-size 48 (dim 64, hidden_dim 172)" \
+  "$model: group_size 48 does not divide every quantised row: dim 64, n_heads x head_dim 64, hidden_dim 172" \
+  "${convert[@]}" $model $tmp/o.bin --quantize q8_0 --group-size 48
 row convert.py "--export-torch of a truncated model" "$tmp/cut1000.bin: file is 1000 bytes, the header implies" \
   "${convert[@]}" --export-torch $tmp/cut1000.bin $tmp/o.pt
 row convert.py "--export-torch of random bytes" "$tmp/random.bin: bad magic" "${convert[@]}" --export-torch $tmp/random.bin $tmp/o.pt

@@ -4,6 +4,7 @@ against independently written readers and forward passes (no C involved).
 Run from the repository root: /usr/bin/python3 tests/test_convert.py
 """
 import contextlib
+import hashlib
 import io
 import json
 import math
@@ -45,19 +46,19 @@ def tmp(name):
     return os.path.join(TMP, name)
 
 
-def conv(src, out, *extra):
-    """convert.py in-process; returns what the written file reads back as."""
-    args = [src, out] + list(extra)
+def conv_stderr(args):
+    """convert.py in-process; returns what it printed on stderr."""
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         rc = convert.main(args)
     assert rc == 0, "convert.py %s exited %d: %s" % (" ".join(args), rc, err.getvalue().strip())
+    return err.getvalue()
+
+
+def conv(src, out, *extra):
+    """convert.py in-process; returns what the written file reads back as."""
+    conv_stderr([src, out] + list(extra))
     return mf.read_model(out)
-
-
-def conv_quiet(args):
-    with contextlib.redirect_stderr(io.StringIO()):
-        assert convert.main(args) == 0, args
 
 
 def same_tensors(a, b, what):
@@ -454,11 +455,11 @@ def export_torch_round_trips():
     for name in ("s260.bin", "xs_v1u.attn", "nano1.bin", "hf_gpt2.bin", "llama_gqa_sharded.bin", "qwen2_bias.bin",
                  "partial_rope_untied.bin"):
         src = tmp(name)
-        conv_quiet(["--export-torch", src, tmp(name + ".pt")])
+        conv_stderr(["--export-torch", src, tmp(name + ".pt")])
         ck = torch.load(tmp(name + ".pt"))
         m = ref.Transformer(ck["attn_config"])
         m.load_state_dict(ck["model"])  # the state dict is reference.py's module's
-        conv_quiet([tmp(name + ".pt"), tmp(name + ".again")])
+        conv_stderr([tmp(name + ".pt"), tmp(name + ".again")])
         assert open(src, "rb").read() == open(tmp(name + ".again"), "rb").read(), name
 
 
@@ -481,39 +482,227 @@ def modelfile_layout():
     assert off == len(data)
 
 
+def raises(f, needle):
+    """f() must raise a ValueError whose message holds needle."""
+    try:
+        f()
+    except ValueError as e:
+        assert needle in str(e), "expected %r in %r" % (needle, str(e))
+        return
+    raise AssertionError("no ValueError about %s" % needle)
+
+
+def refused(data, needle):
+    """read_model must refuse a file of these bytes, naming needle."""
+    open(tmp("bad.bin"), "wb").write(bytes(data))
+    raises(lambda: mf.read_model(tmp("bad.bin")), needle)
+
+
+def patched(data, off, fmt, v):
+    b = bytearray(data)
+    struct.pack_into(fmt, b, off, v)
+    return b
+
+
+@test
+def float32_files_unchanged():
+    """Float32 files are what the version-1-only writer made, byte for byte: stories260K's SHA-256
+    is the one it gave, and layout.bin (checked by hand above) comes out the same whether cfg
+    says float32, leaves it out, or comes from with_weight_type."""
+    assert hashlib.sha256(open(tmp("s260.bin"), "rb").read()).hexdigest() == \
+        "a9cadcdb7fef006c4365886d960b3a66e359d6ee69beb474aae49b612a1e1a68"
+    c, tok, t = mf.read_model(tmp("layout.bin"))
+    assert (c["weight_type"], c["group_size"]) == (mf.WEIGHTS_F32, 0)
+    legacy = {k: v for k, v in c.items() if k not in ("weight_type", "group_size")}
+    layout = open(tmp("layout.bin"), "rb").read()
+    for cfg in (c, legacy, mf.with_weight_type(legacy)):
+        mf.write_model(tmp("f32.bin"), cfg, tok, t)
+        assert open(tmp("f32.bin"), "rb").read() == layout
+    open(tmp("v2.bin"), "wb").write(patched(layout, 4, "<I", 2))  # never written, but valid
+    same_tensors(mf.read_model(tmp("v2.bin"))[2], t, "a version 2 float32 file")
+
+
 @test
 def modelfile_refuses_bad_files():
-    good = bytearray(open(tmp("layout.bin"), "rb").read())
-
-    def refused(data, needle):
-        open(tmp("bad.bin"), "wb").write(bytes(data))
-        try:
-            mf.read_model(tmp("bad.bin"))
-        except ValueError as e:
-            assert needle in str(e), "expected %r in %r" % (needle, str(e))
-            return
-        raise AssertionError("accepted a file with %s wrong" % needle)
-
-    def patched(off, fmt, v):
-        b = bytearray(good)
-        struct.pack_into(fmt, b, off, v)
-        return b
+    good = open(tmp("layout.bin"), "rb").read()
     refused(good[:100], "shorter than")
     refused(good[:-4], "header implies")
     refused(good + b"\0" * 64, "header implies")
-    refused(patched(0, "<4s", b"ATTM"), "magic")
-    refused(patched(4, "<I", 2), "newer than this build")
-    refused(patched(12, "<I", 0), "dim")
-    refused(patched(20, "<I", 1 << 20), "n_layers")
-    refused(patched(28, "<I", 3), "n_kv_heads")
-    refused(patched(44, "<I", 7), "pos_kind")
-    refused(patched(60, "<f", float("nan")), "norm_eps")
-    refused(patched(84, "<I", 3), "rope_dims")
-    refused(patched(200, "<I", 1), "reserved")
-    refused(patched(120, "<Q", 257), "weights_offset")
-    refused(patched(len(good) - 4, "<f", 1.0), "padding after tensor classifier")  # 301 x 40 floats: 32 bytes pad
-    refused(patched(256, "<I", 7), "tokenizer")
-    refused(patched(96, "<i", 100000), "bos_id")
+    refused(patched(good, 0, "<4s", b"ATTM"), "magic")
+    refused(patched(good, 4, "<I", 3), "newer than this build")
+    refused(patched(good, 4, "<I", 0), "version 0 is not supported")
+    refused(patched(good, 12, "<I", 0), "dim")
+    refused(patched(good, 20, "<I", 1 << 20), "n_layers")
+    refused(patched(good, 28, "<I", 3), "n_kv_heads")
+    refused(patched(good, 44, "<I", 7), "pos_kind")
+    refused(patched(good, 60, "<f", float("nan")), "norm_eps")
+    refused(patched(good, 84, "<I", 3), "rope_dims")
+    refused(patched(good, 200, "<I", 1), "reserved")
+    refused(patched(good, 136, "<I", 1), "reserved header bytes 136..255 of a version 1 file")
+    refused(patched(good, 120, "<Q", 257), "weights_offset")
+    refused(patched(good, len(good) - 4, "<f", 1.0), "padding after tensor classifier")  # 301 x 40 floats: 32 bytes pad
+    refused(patched(good, 256, "<I", 7), "tokenizer")
+    refused(patched(good, 96, "<i", 100000), "bos_id")
+
+
+# ---- Q8_0 ----
+
+Q8_MATRICES = ("tok_embedding", "wq", "wk", "wv", "wo", "w1", "w3", "w2", "classifier")  # FORMAT.md's list
+
+
+def q80_by_hand(w, gs):
+    """llama2.c export.py's quantize_q80 in numpy: groups of gs over the flattened tensor (none
+    crosses a row when gs divides the rows), float32 throughout; the 0 / 0 of an all-zero
+    group, where llama2.c would produce garbage, gives q = 0 as FORMAT.md says."""
+    flat = np.asarray(w, np.float32).reshape(-1, gs)
+    scale = np.abs(flat).max(axis=1) / np.float32(127.0)
+    with np.errstate(invalid="ignore"):
+        q = np.nan_to_num(np.round(flat / scale[:, None])).clip(-127, 127).astype(np.int8)
+    return q.reshape(np.shape(w)), scale.reshape(np.shape(w)[0], -1)
+
+
+def check_q8_file(path, c, tensors, gs):
+    """A Q8_0 file of float tensors, walked by hand: the header, then every matrix as the int8
+    values and scales q80_by_hand gives, every other tensor as it was, each piece padded to 64.
+    Then read_model: the same pieces raw, and dequantised within half a step of the originals."""
+    data = open(path, "rb").read()
+    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (2, 256)
+    assert struct.unpack_from("<II", data, 136) == (1, gs) and not any(data[144:256])
+    woff, wbytes = struct.unpack_from("<QQ", data, 120)
+    assert len(data) == woff + wbytes
+    pad = lambda n: (n + 63) // 64 * 64  # noqa: E731
+    rc, _, raw = mf.read_model(path, dequantize=False)
+    _, _, deq = mf.read_model(path)
+    assert rc == dict(c, weight_type=mf.WEIGHTS_Q8_0, group_size=gs), rc
+    off = woff
+    for name, shape in mf.tensor_specs(rc):
+        n, w = int(np.prod(shape)), np.asarray(tensors[name], np.float32)
+        if name.split(".")[-1] not in Q8_MATRICES:
+            assert np.array_equal(np.frombuffer(data, "<f4", n, off), w.ravel()), name
+            assert np.array_equal(raw[name], w) and np.array_equal(deq[name], w), name
+            off += pad(4 * n)
+            continue
+        q, scale = q80_by_hand(w, gs)
+        assert np.array_equal(np.frombuffer(data, np.int8, n, off), q.ravel()), name
+        assert not any(data[off + n:off + pad(n)]), name
+        off += pad(n)
+        assert np.array_equal(np.frombuffer(data, "<f4", n // gs, off), scale.ravel()), name
+        off += pad(4 * (n // gs))
+        assert np.array_equal(raw[name][0], q) and np.array_equal(raw[name][1], scale), name
+        step = np.repeat(scale, gs, axis=1)
+        assert deq[name].dtype == np.float32 and np.array_equal(deq[name], q.astype(np.float32) * step), name
+        # half a step, and the float32 roundings of w / scale and q x scale: up to 127 x 2^-24 steps each
+        assert (np.abs(deq[name] - w) <= step * (0.5 + 2.0 ** -15)).all(), name
+    assert off == len(data)
+
+
+@test
+def q8_0_round_trip():
+    """A Q8_0 model written and read back: untied, SwiGLU, every bias, padding after the
+    embedding's values and scales (301 x 48 bytes, 301 x 3 scales), exact .5 quotients (scale
+    1) that must round half to even, and an all-zero group."""
+    c = mf.with_weight_type(dict(mr.PRESETS["all_bias_swiglu"], vocab_size=301), "q8_0", 16)
+    t = mr.random_tensors(c, seed=4)
+    t["tok_embedding"][0, :16] = [127, 2.5, -3.5, 0.5, -0.5, 1.5, 126.5, -126.5, 3.25, -100.75] + [0] * 6
+    t["tok_embedding"][1, 16:32] = 0
+    tok = mr.synthetic_vocab(301)
+    mf.write_model(tmp("q8.bin"), c, tok, t)
+    check_q8_file(tmp("q8.bin"), c, t, 16)
+    _, _, raw = mf.read_model(tmp("q8.bin"), dequantize=False)
+    q, scale = raw["tok_embedding"]
+    assert q[0, :10].tolist() == [127, 2, -4, 0, 0, 2, 126, -126, 3, -101] and scale[0, 0] == 1
+    assert not q[1, 16:32].any() and scale[1, 1] == 0
+    # Writing the dequantised weights again gives the same values; a scale max|q x s| / 127 may
+    # come out an ulp away from s.
+    rc, rtok, deq = mf.read_model(tmp("q8.bin"))
+    mf.write_model(tmp("q8_again.bin"), rc, rtok, deq)
+    _, _, again = mf.read_model(tmp("q8_again.bin"), dequantize=False)
+    for name, v in raw.items():
+        if isinstance(v, tuple):
+            assert np.array_equal(again[name][0], v[0]), name
+            assert (np.abs(again[name][1] - v[1]) <= np.spacing(v[1])).all(), name
+        else:
+            assert np.array_equal(again[name], v), name
+
+
+@test
+def q8_0_refusals():
+    good = open(tmp("q8.bin"), "rb").read()
+    refused(patched(good, 136, "<I", 2), "weight_type = 2")
+    refused(patched(good, 140, "<I", 0), "group_size = 0 is outside [1, 65536]")
+    refused(patched(good, 140, "<I", 65537), "group_size = 65537 is outside")
+    refused(patched(good, 140, "<I", 5), "group_size 5 does not divide every quantised row: dim 48")
+    refused(patched(good, 140, "<I", 8), "weights_bytes")  # a valid group size, another layout
+    refused(patched(good, 136, "<I", 0), "group_size = 16 with float32 weights")
+    refused(patched(good, 4, "<I", 1), "reserved header bytes 136..255 of a version 1 file")
+    refused(patched(good, 144, "<I", 1), "reserved header bytes 144..255 of a version 2 file")
+    refused(patched(good, 255, "<B", 1), "reserved header bytes 144..255")
+    refused(good[:-4], "header implies")
+    refused(good[:len(good) // 2], "header implies")
+    woff = struct.unpack_from("<Q", good, 120)[0]
+    refused(patched(good, woff + 301 * 48, "<b", 1), "padding after tensor tok_embedding's int8 values")
+    refused(patched(good, woff + 301 * 48 + 16 + 301 * 3 * 4, "<b", 1), "padding after tensor tok_embedding's scales")
+    c, tok, t = mf.read_model(tmp("q8.bin"))
+    raises(lambda: mf.write_model(tmp("bad.bin"), dict(c, group_size=5), tok, t), "does not divide")
+    raises(lambda: mf.with_weight_type(c, "q8_0", 32), "group_size 32 does not divide every quantised row")
+    raises(lambda: mf.with_weight_type(c, "q8_0", 0), "outside [1, 65536]")
+    raises(lambda: mf.with_weight_type(c, None, 16), "needs a quantised weight type")
+    raises(lambda: mf.write_model(tmp("bad.bin"), dict(c, weight_type=2), tok, t), "weight_type = 2")
+    t["layers.1.w3"][5, 7] = np.nan
+    raises(lambda: mf.write_model(tmp("bad.bin"), c, tok, t), "tensor layers.1.w3: non-finite")
+    assert not [f for f in os.listdir(TMP) if f.startswith(".tmp-")], "a refused write left a temporary file"
+
+
+@test
+def convert_quantizes_attn_files():
+    """convert.py --quantize q8_0 on the float32 stories260K converted above: dim 64 and hidden
+    172 make the default group size 4 (with a note), --group-size 2 is taken as given; without
+    --quantize an attn.c source is rewritten as float32: the same bytes, or the dequantised
+    weights of a Q8_0 one; a Q8_0 source quantised again keeps its values."""
+    c, tok, t = mf.read_model(tmp("s260.bin"))
+    err = conv_stderr([tmp("s260.bin"), tmp("s260_q8.bin"), "--quantize", "q8_0"])
+    assert "note: group size 4" in err and "attn.c model file -> " in err and "Q8_0, group size 4" in err, err
+    check_q8_file(tmp("s260_q8.bin"), c, t, 4)
+    assert mf.read_model(tmp("s260_q8.bin"))[1] == tok
+    err = conv_stderr([tmp("s260.bin"), tmp("s260_q8g2.bin"), "--quantize", "q8_0", "--group-size", "2"])
+    assert "note" not in err, err
+    check_q8_file(tmp("s260_q8g2.bin"), c, t, 2)
+    conv_stderr([tmp("s260.bin"), tmp("s260_f32.bin")])
+    assert open(tmp("s260_f32.bin"), "rb").read() == open(tmp("s260.bin"), "rb").read()
+    _, _, deq = mf.read_model(tmp("s260_q8.bin"))
+    back = conv(tmp("s260_q8.bin"), tmp("s260_deq.bin"))
+    assert back[0] == c and back[1] == tok
+    same_tensors(back[2], deq, "Q8_0 -> float32")
+    _, _, raw = mf.read_model(tmp("s260_q8.bin"), dequantize=False)
+    _, _, again = conv(tmp("s260_q8.bin"), tmp("s260_q8q8.bin"), "--quantize", "q8_0")
+    for name, v in raw.items():
+        if isinstance(v, tuple):
+            assert np.array_equal(mf.read_model(tmp("s260_q8q8.bin"), dequantize=False)[2][name][0], v[0]), name
+        assert np.allclose(again[name], deq[name], rtol=1e-6, atol=0), name
+
+
+@test
+def convert_quantizes_llama2c_q80():
+    """llama2.c's own Q8_0 export (groups across whole tensors) comes in dequantised and goes out
+    quantised in groups within rows: 4 here, as dim 64 and hidden 172 allow."""
+    err = conv_stderr([os.path.join(MODELS, "stories260K_q80.bin"), tmp("q80_q8.bin"), "--tokenizer", TOK512,
+                       "--quantize", "q8_0"])
+    assert "note: group size 4" in err and "Q8_0, dequantised" in err, err
+    c, _, t = mf.read_model(tmp("q80.bin"))  # the float32 conversion of the same file, above
+    check_q8_file(tmp("q80_q8.bin"), c, t, 4)
+
+
+@test
+def make_random_quantize():
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert mr.main([tmp("mr_q8.bin"), "--preset", "llama_gqa", "--seed", "2", "--quantize", "q8_0"]) == 0
+        assert mr.main([tmp("mr_q8g8.bin"), "--preset", "llama_gqa", "--quantize", "q8_0", "--group-size", "8"]) == 1
+    assert "note: group size 4" in err.getvalue(), err.getvalue()
+    assert "mr_q8g8.bin: group_size 8 does not divide every quantised row: dim 64, n_heads x head_dim 64, " \
+        "hidden_dim 172" in err.getvalue(), err.getvalue()
+    c = mf.complete_config(mr.PRESETS["llama_gqa"])
+    check_q8_file(tmp("mr_q8.bin"), c, mr.random_tensors(c, seed=2), 4)
 
 
 # ---- error paths, as a user meets them ----
@@ -559,6 +748,7 @@ def error_paths_one_line_exit_1():
     del conf["num_hidden_layers"]
     json.dump(conf, open(os.path.join(nokey, "config.json"), "w"))
     s260 = os.path.join(MODELS, "stories260K.bin")
+    open(tmp("s260_cut.bin"), "wb").write(open(tmp("s260_q8.bin"), "rb").read()[:-100])
     cases = [
         ([tmp("nope.bin"), tmp("o.bin")], "no such file"),
         ([tmp("empty_dir"), tmp("o.bin")], "config.json"),
@@ -579,7 +769,14 @@ def error_paths_one_line_exit_1():
         ([tmp("trunc_legacy.bin"), tmp("o.bin"), "--tokenizer", TOK512], "implies"),
         ([tmp("ak42_v3.bin"), tmp("o.bin"), "--tokenizer", TOK512], "version 3"),
         ([tmp("other.pt"), tmp("o.bin")], "unknown PyTorch checkpoint"),
-        ([tmp("s260.bin"), tmp("o.bin")], "already an attn.c model"),
+        ([tmp("s260_cut.bin"), tmp("o.bin")], "s260_cut.bin: file is"),
+        ([tmp("s260.bin"), tmp("s260.bin"), "--quantize", "q8_0"], "would overwrite the input"),
+        ([tmp("s260.bin"), tmp("o.bin"), "--quantize", "q8_0", "--group-size", "48"],
+         "s260.bin: group_size 48 does not divide every quantised row: dim 64, n_heads x head_dim 64, hidden_dim 172"),
+        ([tmp("s260.bin"), tmp("o.bin"), "--quantize", "q8_0", "--group-size", "0"], "outside [1, 65536]"),
+        ([tmp("s260.bin"), tmp("o.bin"), "--group-size", "4"], "needs a quantised weight type (--quantize)"),
+        ([tmp("s260.bin"), tmp("o.bin"), "--quantize", "q4_0"], "invalid choice"),
+        (["--export-torch", tmp("s260.bin"), tmp("o.pt"), "--quantize", "q8_0"], "does not apply to --export-torch"),
         ([s260, "/nonexistent/dir/o.bin", "--tokenizer", TOK512], "cannot write"),
         (["--export-torch", s260, tmp("o.pt")], "bad magic"),
         ([], "arguments"),

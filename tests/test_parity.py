@@ -1,10 +1,15 @@
 """./run against tools/reference.py (PyTorch) on random-weight models, one per knob combination,
-and on the real stories260K.
+and on the real stories260K; and on Q8_0 copies of some of them (convert.py --quantize q8_0),
+whose reference is reference.py on the weights read_model dequantises.
 
 For each model: logits at every prompt position (./run -m logits, the batched path) agree to
 max|delta| <= 1e-4 * max|logit| at each position; perplexity over a text several context
 windows long (./run -m ppl) agrees to 1e-5 relative with a float64 computation; a greedy
 64-token continuation (./run -t 0 -n 64) prints the same text. Prints a table for the README.
+
+A Q8_0 model is held to the same tolerances: the reference runs on its dequantised weights,
+and ./run's one-token steps, which hold their input to 16 bits per group for integer
+multiply-adds (FORMAT.md), stay within 1e-5 of that.
 
 Run from the repository root after `make`: /usr/bin/python3 tests/test_parity.py
 """
@@ -50,6 +55,16 @@ COMBOS = [
     ("partial_rope", "RoPE on 8 of 16 head dims, theta 5e5", "partial_rope"),
     ("all_bias_swiglu", "SwiGLU with every bias (b1, b3, b2), untied", "all_bias_swiglu"),
     ("mixed", "post-norm LayerNorm + RoPE + ReLU + final norm, O/FFN biases, embed x 2.5, untied", "mixed"),
+]
+
+# (name, what it exercises, the float32 case it quantises, convert.py flags beyond --quantize q8_0)
+Q8_COMBOS = [
+    ("llama_gqa_q8", "Q8_0 llama_gqa: GQA, tied", "llama_gqa", []),
+    ("gpt2_q8", "Q8_0 gpt2: all biases, LayerNorm, learned positions, tied", "gpt2", []),
+    ("untied_q8", "Q8_0 untied: separate classifier", "untied", []),
+    ("mixed_q8", "Q8_0 mixed: post-norm, O/FFN biases, untied, a group size that is no power of two", "mixed",
+     ["--group-size", "10"]),
+    ("llama2xs_q8", "Q8_0 llama2xs (real checkpoint)", "llama2xs", []),
 ]
 
 
@@ -174,7 +189,21 @@ def make_cases():
     mr.write_hf_llama(d, dict(mr.PRESETS["qkv_bias_qwen2"], tied_classifier=0), seed=6, shards=2, model_type="qwen2")
     cases.append(("hf_qwen2", "Hugging Face Qwen2 directory (2 safetensors shards, QKV biases, untied), converted",
                   converted(d, os.path.join(TMP, "qwen2.bin")), ascii_text(1200)))
-    return cases
+    sources = {c[0]: c for c in cases}
+    for name, what, src, extra in Q8_COMBOS:
+        q8 = converted(sources[src][2], os.path.join(TMP, name + ".bin"), "--quantize", "q8_0", *extra)
+        cases.append((name, what, q8, sources[src][3]))
+    q8 = converted(os.path.join(SHARED, "models", "stories260K_q80.bin"), os.path.join(TMP, "stories260K_q8.bin"),
+                   "--tokenizer", os.path.join(SHARED, "models", "tok512.bin"), "--quantize", "q8_0")
+    cases.append(("stories260K_q8", "llama2.c's Q8_0 export (groups across tensors), quantised again per row", q8,
+                  sources["stories260K"][3]))
+    return [(name, what + weights_note(path), path, text) for name, what, path, text in cases]
+
+
+def weights_note(path):
+    """A Q8_0 model's group size, for the table; nothing for float32."""
+    h = mf.read_header(open(path, "rb").read(mf.HEADER_SIZE))
+    return "; groups of %d" % h["group_size"] if h["weight_type"] == mf.WEIGHTS_Q8_0 else ""
 
 
 def main():

@@ -1,13 +1,16 @@
 """Convert a checkpoint into an attn.c model file (docs/FORMAT.md), or export one back.
 
-  convert.py SRC OUT [--tokenizer TOK] [--seq-len N]
+  convert.py SRC OUT [--tokenizer TOK] [--seq-len N] [--quantize q8_0 [--group-size N]]
   convert.py --export-torch MODEL.bin OUT.pt
 
 SRC is recognised by its content:
   llama2.c legacy .bin (7-int header), llama2.c `ak42` version 1 (fp32) and version 2
   (Q8_0, dequantised) .bin, llama2.c train.py checkpoints (.pt with model_args.dim),
   nanoGPT ckpt.pt (model_args.n_layer), a Hugging Face GPT-2 or Llama-family directory
-  (llama, mistral, qwen2), and this tool's own --export-torch output.
+  (llama, mistral, qwen2), this tool's own --export-torch output, and attn.c model files
+  (a Q8_0 one dequantised), e.g. to quantise a model ./train wrote.
+OUT holds float32 weights, or with --quantize q8_0 its matrices in int8 with a float32
+scale per group of --group-size weights in a row (docs/FORMAT.md).
 TOK: llama2.c tokenizer.bin; GPT-2 vocab.json (+ merges.txt beside it) or encoder.json
 (+ vocab.bpe) or a directory holding them; Hugging Face tokenizer.json; nanoGPT meta.pkl.
 
@@ -205,6 +208,16 @@ def read_nanogpt(path, ck):
         cfg["tied_classifier"] = 0
         t["classifier"] = np_(head)
     return cfg, t, "nanoGPT checkpoint"
+
+
+def read_attn(path):
+    """An attn.c model file, float32 or Q8_0 (dequantised), as a source."""
+    try:
+        cfg, tok, t = mf.read_model(path)
+    except (ValueError, OSError) as e:
+        raise Bad(path, str(e))
+    q8 = cfg["weight_type"] == mf.WEIGHTS_Q8_0
+    return cfg, t, "attn.c model file" + (" (Q8_0, dequantised)" if q8 else ""), tok
 
 
 def read_own_export(path, ck):
@@ -589,7 +602,7 @@ def read_source(src):
     if len(head) >= 4 and struct.unpack_from("<I", head)[0] == 0x616B3432:
         return read_llama2c_ak42(src, open(src, "rb").read()) + (None,)
     if head[:4] == mf.MAGIC:
-        raise Bad(src, "already an attn.c model file")
+        return read_attn(src)
     if head[:4] == b"GGUF":
         raise Bad(src, "GGUF (llama.cpp) files are not supported; convert the original checkpoint")
     if len(head) < 28:  # the smallest header of any format here: llama2.c's 7 int32
@@ -599,7 +612,26 @@ def read_source(src):
     return read_llama2c_legacy(src, np.memmap(src, dtype=np.uint8, mode="r")) + (None,)
 
 
-def convert(src, out, tokenizer=None, seq_len=None):
+def add_quantize_arguments(ap):
+    """--quantize and --group-size, which make_random.py shares."""
+    ap.add_argument("--quantize", choices=sorted(mf.QUANTIZE), help="store the matrices quantised: q8_0 = "
+                    "int8 values and a float32 scale per group of weights in a row")
+    ap.add_argument("--group-size", type=int, metavar="N", help="weights per scale with --quantize (default %d, "
+                    "halved until it divides every quantised row)" % mf.DEFAULT_GROUP_SIZE)
+
+
+def storage_config(cfg, quantize, group_size, prog):
+    """cfg set to be stored as --quantize and --group-size say; ValueError if they do not fit it.
+    A default group size that had to shrink is worth a note: it costs speed and file size."""
+    c = mf.with_weight_type(cfg, quantize, group_size)
+    if quantize and group_size is None and c["group_size"] != mf.DEFAULT_GROUP_SIZE:
+        print("%s: note: group size %d, the largest power of two up to %d dividing dim %d, n_heads x head_dim %d "
+              "and hidden_dim %d" % ((prog, c["group_size"], mf.DEFAULT_GROUP_SIZE) + mf.quantized_widths(c)),
+              file=sys.stderr)
+    return c
+
+
+def convert(src, out, tokenizer=None, seq_len=None, quantize=None, group_size=None):
     cfg, tensors, desc, tok = read_source(src)
     if seq_len is not None:
         if seq_len < 1:
@@ -618,6 +650,7 @@ def convert(src, out, tokenizer=None, seq_len=None):
     elif tok is None:
         raise Bad(src, "%s carries no vocabulary: pass --tokenizer (e.g. a llama2.c tokenizer.bin)" % desc)
     try:
+        cfg = storage_config(cfg, quantize, group_size, "convert.py")
         mf.write_model(out, cfg, tok, {k: f32(v) for k, v in tensors.items()})
     except ValueError as e:
         raise Bad(src, str(e))
@@ -628,10 +661,7 @@ def convert(src, out, tokenizer=None, seq_len=None):
 
 def export_torch(model, out):
     import torch
-    try:
-        cfg, tok, tensors = mf.read_model(model)
-    except (ValueError, OSError) as e:
-        raise Bad(model, str(e))
+    cfg, tensors, _, tok = read_attn(model)
     blob, kind, flags, bos, eos = tok
     obj = {"model": {k: torch.from_numpy(np.array(v)) for k, v in tensors.items()},
            "attn_config": cfg,
@@ -661,7 +691,10 @@ def main(argv):
     ap.add_argument("--seq-len", type=int, help="the context length: shorter for a long-context checkpoint "
                     "(e.g. 128k); longer only for RoPE or sinusoidal positions")
     ap.add_argument("--export-torch", action="store_true", help="write MODEL.bin back as a PyTorch state dict")
+    add_quantize_arguments(ap)
     a = ap.parse_args(argv)
+    if a.export_torch and a.quantize:
+        ap.error("--quantize does not apply to --export-torch, whose state dict is float32")
     # An output that is an input (or a file in an input directory) would be destroyed.
     for inp in (a.src, a.tokenizer):
         if not (inp and os.path.exists(a.out) and os.path.exists(inp)):
@@ -675,10 +708,11 @@ def main(argv):
             export_torch(a.src, a.out)
             print("convert.py: wrote %s" % a.out, file=sys.stderr)
         else:
-            cfg, desc = convert(a.src, a.out, a.tokenizer, a.seq_len)
-            print("convert.py: %s -> %s: dim %d, %d layers, %d heads (%d kv), vocab %d, seq_len %d"
+            cfg, desc = convert(a.src, a.out, a.tokenizer, a.seq_len, a.quantize, a.group_size)
+            weights = "Q8_0, group size %d" % cfg["group_size"] if a.quantize else "float32"
+            print("convert.py: %s -> %s: dim %d, %d layers, %d heads (%d kv), vocab %d, seq_len %d, %s"
                   % (desc, a.out, cfg["dim"], cfg["n_layers"], cfg["n_heads"], cfg["n_kv_heads"],
-                     cfg["vocab_size"], cfg["seq_len"]), file=sys.stderr)
+                     cfg["vocab_size"], cfg["seq_len"], weights), file=sys.stderr)
     except Bad as e:
         sys.stderr.write("convert.py: %s: %s\n" % (e.path, e.msg))
         return 1

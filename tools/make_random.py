@@ -2,6 +2,7 @@
 GPT-2 / Llama directories.
 
   make_random.py OUT.bin --preset NAME [--set key=value ...] [--seed N] [--tokenizer tokenizer.bin]
+                [--quantize q8_0 [--group-size N]]
   make_random.py DIR --preset gpt2_124m --hf-gpt2
   make_random.py DIR --preset llama_gqa --hf-llama [--shards 3]
   make_random.py --list
@@ -131,7 +132,8 @@ def default_vocab(V, tokenizer=None):
 
 
 def make_model(path, cfg, seed=0, tok=None, tokenizer=None):
-    """Write a random-weight model file; returns (cfg, tok, tensors)."""
+    """Write a random-weight model file; returns (cfg, tok, tensors), the tensors as drawn (a
+    Q8_0 file holds them rounded: read it back for what it holds)."""
     c = mf.complete_config(cfg)
     tok = tok or default_vocab(c["vocab_size"], tokenizer)
     t = random_tensors(c, seed)
@@ -360,13 +362,18 @@ def main(argv):
     ap.add_argument("--hf-llama", action="store_true", help="write a Hugging Face Llama directory")
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--list", action="store_true", help="list the presets")
+    from convert import add_quantize_arguments, storage_config
+    add_quantize_arguments(ap)
     a = ap.parse_args(argv)
     if a.list or not a.out:
         for k in sorted(PRESETS):
             print(k, PRESETS[k])
         return 0
+    if a.quantize and (a.hf_gpt2 or a.hf_llama):
+        ap.error("--quantize makes an attn.c model file, not a Hugging Face directory")
     cfg = dict(PRESETS[a.preset], **parse_sets(a.set))
     try:
+        cfg = storage_config(cfg, a.quantize, a.group_size, "make_random.py")
         if a.hf_gpt2:
             write_hf_gpt2(a.out, cfg, a.seed)
         elif a.hf_llama:

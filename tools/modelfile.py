@@ -1,8 +1,10 @@
-"""Read and write attn.c model files (docs/FORMAT.md, format version 1).
+"""Read and write attn.c model files (docs/FORMAT.md, format versions 1 and 2).
 
-cfg is a dict of the header's model fields (dim ... rope_dims); the tokenizer travels as
+cfg is a dict of the header's model fields (dim ... rope_dims) and how the weights are
+stored (weight_type, group_size: 0, 0 for float32); the tokenizer travels as
 tok = (blob_bytes, tok_kind, tok_flags, bos_id, eos_id); tensors is a dict of float32
-numpy arrays named as in FORMAT.md (layers.{i}.wq and so on).
+numpy arrays named as in FORMAT.md (layers.{i}.wq and so on), whatever the file stores:
+write_model quantises them as cfg says, read_model dequantises them.
 """
 import math
 import os
@@ -12,7 +14,7 @@ import tempfile
 import numpy as np
 
 MAGIC = b"ATTN"
-VERSION = 1
+VERSION = 2  # the newest this reads; float32 files are still written as version 1
 HEADER_SIZE = 256
 ALIGN = 64
 
@@ -22,6 +24,11 @@ NORM_RMS, NORM_LAYER = 0, 1
 BIAS_QKV, BIAS_O, BIAS_FFN = 1, 2, 4
 TOK_SENTENCEPIECE, TOK_BYTE_BPE = 0, 1
 TOKF_DUMMY_PREFIX, TOKF_ADD_BOS, TOKF_BOS_STOPS = 1, 2, 4
+WEIGHTS_F32, WEIGHTS_Q8_0 = 0, 1
+QUANTIZE = {"q8_0": WEIGHTS_Q8_0}  # the tools' --quantize names
+MAX_GROUP_SIZE, DEFAULT_GROUP_SIZE = 65536, 64
+# The tensors a Q8_0 file stores as int8 values and scales (by the last part of their names).
+QUANTIZED_MATRICES = {"tok_embedding", "wq", "wk", "wv", "wo", "w1", "w3", "w2", "classifier"}
 
 # (name, struct code) in header order; the offsets follow from packing them back to back.
 HEADER_FIELDS = [
@@ -33,22 +40,25 @@ HEADER_FIELDS = [
     ("tied_classifier", "I"), ("embed_scale", "f"), ("rope_dims", "I"),
     ("tok_kind", "I"), ("tok_flags", "I"), ("bos_id", "i"), ("eos_id", "i"),
     ("tok_offset", "Q"), ("tok_bytes", "Q"), ("weights_offset", "Q"), ("weights_bytes", "Q"),
+    ("weight_type", "I"), ("group_size", "I"),
 ]
 HEADER_STRUCT = struct.Struct("<" + "".join(code for _, code in HEADER_FIELDS))
-assert HEADER_STRUCT.size == 136
+assert HEADER_STRUCT.size == 144
+V1_HEADER_END = 136  # version 1 ends its fields here: 136..255 are reserved and zero
 
 CONFIG_FIELDS = ["dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "head_dim",
                  "vocab_size", "seq_len", "pos_kind", "rope_theta", "ffn_kind", "norm_kind",
                  "norm_eps", "post_norm", "final_norm", "bias_flags", "tied_classifier",
-                 "embed_scale", "rope_dims"]
+                 "embed_scale", "rope_dims", "weight_type", "group_size"]
 
 # Knobs a caller may leave out: a Llama-style block.
 CONFIG_DEFAULTS = dict(pos_kind=POS_ROPE, rope_theta=10000.0, ffn_kind=FFN_SWIGLU,
                        norm_kind=NORM_RMS, norm_eps=1e-5, post_norm=0, final_norm=1,
-                       bias_flags=0, tied_classifier=1, embed_scale=1.0)
+                       bias_flags=0, tied_classifier=1, embed_scale=1.0, weight_type=WEIGHTS_F32,
+                       group_size=0)
 
 ENUM_LIMITS = dict(pos_kind=2, ffn_kind=3, norm_kind=1, post_norm=1, final_norm=1,
-                   bias_flags=7, tied_classifier=1, tok_kind=1, tok_flags=7)
+                   bias_flags=7, tied_classifier=1, tok_kind=1, tok_flags=7, weight_type=1)
 
 
 def complete_config(cfg):
@@ -96,6 +106,41 @@ def check_config(c):
         raise ValueError("rope_dims = %d must be even and <= head_dim = %d" % (c["rope_dims"], c["head_dim"]))
     if c["pos_kind"] == POS_ROPE and c["rope_dims"] < 2:
         raise ValueError("rope_dims = %d: RoPE needs at least 2" % c["rope_dims"])
+    gs = c["group_size"]
+    if c["weight_type"] == WEIGHTS_F32:
+        if gs:
+            raise ValueError("group_size = %d with float32 weights (weight_type 0), where it must be 0" % gs)
+    elif not 1 <= gs <= MAX_GROUP_SIZE:
+        raise ValueError("group_size = %d is outside [1, %d]" % (gs, MAX_GROUP_SIZE))
+    elif any(w % gs for w in quantized_widths(c)):
+        raise ValueError("group_size %d does not divide every quantised row: dim %d, n_heads x head_dim %d, "
+                         "hidden_dim %d" % ((gs,) + quantized_widths(c)))
+
+
+def quantized_widths(c):
+    """The row lengths of the quantised matrices, which a group size must divide."""
+    return c["dim"], c["n_heads"] * c["head_dim"], c["hidden_dim"]
+
+
+def with_weight_type(cfg, quantize=None, group_size=None):
+    """cfg completed and set to be stored as quantize says: None float32, "q8_0" Q8_0 with
+    group_size weights per scale, by default the largest of 64, 32, ..., 1 that divides every
+    quantised row. ValueError (naming the widths) if an explicit group_size does not."""
+    c = complete_config(cfg)
+    if quantize is None:
+        if group_size is not None:
+            raise ValueError("a group size (%d) needs a quantised weight type (--quantize)" % group_size)
+        return dict(c, weight_type=WEIGHTS_F32, group_size=0)
+    if quantize not in QUANTIZE:
+        raise ValueError("unknown weight type %r (known: %s)" % (quantize, ", ".join(sorted(QUANTIZE))))
+    gs = group_size
+    if gs is None:
+        gs = DEFAULT_GROUP_SIZE
+        while any(w % gs for w in quantized_widths(c)):
+            gs //= 2
+    c = dict(c, weight_type=QUANTIZE[quantize], group_size=gs)
+    check_config(c)
+    return c
 
 
 def tensor_specs(c):
@@ -141,6 +186,51 @@ def tensor_specs(c):
 
 def padded(nbytes):
     return (nbytes + ALIGN - 1) // ALIGN * ALIGN
+
+
+def is_quantized(c, name):
+    return c["weight_type"] == WEIGHTS_Q8_0 and name.split(".")[-1] in QUANTIZED_MATRICES
+
+
+def stored_bytes(c, name, shape):
+    """What a tensor takes in the file, padding included: a Q8_0 matrix is two pieces."""
+    n = int(np.prod(shape))
+    if is_quantized(c, name):
+        return padded(n) + padded(4 * (n // c["group_size"]))
+    return padded(4 * n)
+
+
+def quantize_q8_0(w, group_size):
+    """(q int8 [rows, cols], scale float32 [rows, cols / group_size]): FORMAT.md's Q8_0.
+
+    Everything is float32, w / scale included, as in llama2.c's export: in float64 a few
+    quotients would land on the other side of a .5 and round to another q."""
+    w = np.asarray(w, dtype=np.float32)
+    if not np.isfinite(w).all():
+        raise ValueError("non-finite weights cannot be quantised")
+    g = w.reshape(w.shape[0], -1, group_size)
+    scale = np.abs(g).max(axis=2) / np.float32(127)
+    # an all-zero group has scale 0 and q 0: divide it by 1 instead
+    q = np.round(g / np.where(scale == 0, np.float32(1), scale)[..., None])
+    return np.clip(q, -127, 127).astype(np.int8).reshape(w.shape), scale
+
+
+def stored_pieces(c, name, w):
+    """The little-endian arrays a tensor is written as: itself in float32, or its Q8_0 pair."""
+    if not is_quantized(c, name):
+        return (np.ascontiguousarray(w, dtype="<f4"),)
+    try:
+        q, scale = quantize_q8_0(w, c["group_size"])
+    except ValueError as e:
+        raise ValueError("tensor %s: %s" % (name, e))
+    return q, np.ascontiguousarray(scale, dtype="<f4")
+
+
+def dequantize_q8_0(q, scale):
+    """float32 W[r, c] = q[r, c] * scale[r, c / group_size], computed in float32."""
+    rows, groups = scale.shape
+    g = np.asarray(q).reshape(rows, groups, -1).astype(np.float32) * np.asarray(scale, np.float32)[..., None]
+    return g.reshape(q.shape)
 
 
 # ---- tokenizer blob ----
@@ -233,8 +323,10 @@ def write_model(path, cfg, tok, tensors):
         if tuple(np.shape(tensors[n])) != shape:
             raise ValueError("tensor %s has shape %s, expected %s" % (n, tuple(np.shape(tensors[n])), shape))
     weights_offset = padded(HEADER_SIZE + len(blob))
-    weights_bytes = sum(padded(4 * int(np.prod(s))) for _, s in specs)
-    h = dict(c, magic=MAGIC, version=VERSION, header_size=HEADER_SIZE, tok_kind=int(kind),
+    weights_bytes = sum(stored_bytes(c, n, s) for n, s in specs)
+    # float32 files stay version 1, readable by builds that predate Q8_0
+    version = 1 if c["weight_type"] == WEIGHTS_F32 else VERSION
+    h = dict(c, magic=MAGIC, version=version, header_size=HEADER_SIZE, tok_kind=int(kind),
              tok_flags=int(flags), bos_id=int(bos), eos_id=int(eos), tok_offset=HEADER_SIZE,
              tok_bytes=len(blob), weights_offset=weights_offset, weights_bytes=weights_bytes)
     check_config(h)
@@ -248,9 +340,9 @@ def write_model(path, cfg, tok, tensors):
             f.write(blob)
             f.write(bytes(weights_offset - HEADER_SIZE - len(blob)))
             for n, _ in specs:
-                a = np.ascontiguousarray(tensors[n], dtype="<f4")
-                f.write(memoryview(a).cast("B"))
-                f.write(bytes(padded(a.nbytes) - a.nbytes))
+                for a in stored_pieces(c, n, tensors[n]):
+                    f.write(memoryview(a).cast("B"))
+                    f.write(bytes(padded(a.nbytes) - a.nbytes))
             f.flush()
             os.fsync(f.fileno())
             # out of the page cache, so that ./run reads it back into 2 MiB folios (model.h's
@@ -273,18 +365,24 @@ def read_header(data):
         raise ValueError("bad magic %r, not an attn.c model file" % h["magic"])
     if h["version"] > VERSION:
         raise ValueError("format version %d is newer than this build (%d)" % (h["version"], VERSION))
-    if h["version"] != VERSION:
+    if h["version"] < 1:
         raise ValueError("format version %d is not supported" % h["version"])
     if h["header_size"] != HEADER_SIZE:
         raise ValueError("header_size = %d, expected %d" % (h["header_size"], HEADER_SIZE))
-    if any(bytes(data[HEADER_STRUCT.size:HEADER_SIZE])):
-        raise ValueError("reserved header bytes 136..255 are not zero")
+    reserved = V1_HEADER_END if h["version"] == 1 else HEADER_STRUCT.size
+    if any(bytes(data[reserved:HEADER_SIZE])):
+        raise ValueError("reserved header bytes %d..%d of a version %d file are not zero"
+                         % (reserved, HEADER_SIZE - 1, h["version"]))
     check_config(h)
     return h
 
 
-def read_model(path):
-    """(cfg, tok, tensors) from a model file, every field and size checked."""
+def read_model(path, dequantize=True):
+    """(cfg, tok, tensors) from a model file, every field and size checked.
+
+    The tensors are float32, a Q8_0 file's matrices dequantised; with dequantize=False those
+    come as they are stored instead, a (q int8 [rows, cols], scale float32 [rows, cols /
+    group_size]) pair each."""
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         head = f.read(HEADER_SIZE)
@@ -297,7 +395,7 @@ def read_model(path):
         raise ValueError("weights_offset = %d is not a multiple of 64 at or after the tokenizer's end %d"
                          % (h["weights_offset"], tok_end))
     specs = tensor_specs(c)
-    need = sum(padded(4 * int(np.prod(s))) for _, s in specs)
+    need = sum(stored_bytes(c, n, s) for n, s in specs)
     if need >= 1 << 48:
         raise ValueError("tensors would need %d bytes, beyond 2^48" % need)
     if h["weights_bytes"] != need:
@@ -315,11 +413,21 @@ def read_model(path):
     if mm[tok_end:h["weights_offset"]].any():
         raise ValueError("padding before the tensors is not zero")
     tensors, off = {}, h["weights_offset"]
-    for n, shape in specs:
-        nb = 4 * int(np.prod(shape))
-        tensors[n] = mm[off:off + nb].view("<f4").reshape(shape)
+
+    def piece(what, dtype, shape):
+        nonlocal off
+        nb = np.dtype(dtype).itemsize * int(np.prod(shape))
+        a = mm[off:off + nb].view(dtype).reshape(shape)
         if mm[off + nb:off + padded(nb)].any():
-            raise ValueError("padding after tensor %s is not zero" % n)
+            raise ValueError("padding after %s is not zero" % what)
         off += padded(nb)
+        return a
+    for n, shape in specs:
+        if is_quantized(c, n):
+            q = piece("tensor %s's int8 values" % n, np.int8, shape)
+            scale = piece("tensor %s's scales" % n, "<f4", (shape[0], shape[1] // c["group_size"]))
+            tensors[n] = dequantize_q8_0(q, scale) if dequantize else (q, scale)
+        else:
+            tensors[n] = piece("tensor %s" % n, "<f4", shape)
     tok = (blob, h["tok_kind"], h["tok_flags"], h["bos_id"], h["eos_id"])
     return c, tok, tensors

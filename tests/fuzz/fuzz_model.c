@@ -56,7 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_ASSERT(strstr(err2, path) == err2, "model_open's message does not start with the file name");
         return 0;
     }
-    FUZZ_ASSERT((const char *)m.weights.tok_embedding >= (const char *)m.map + 256, "weights inside the header");
+    const void *first = m.weights.tok_embedding ? (const void *)m.weights.tok_embedding : m.weights.qtok_embedding.q;
+    FUZZ_ASSERT((const char *)first >= (const char *)m.map + 256, "weights inside the header");
     model_close(&m);
 
     // A copy of exactly size bytes, 64-byte aligned as a mapping is.
@@ -105,7 +106,10 @@ int main(int argc, char **argv) {
     Config deep = base;
     deep.n_layers = 2; deep.ffn_kind = FFN_GELU_ERF; deep.rope_dims = 2; deep.tok_flags = TOKF_ADD_BOS | TOKF_BOS_STOPS;
     deep.bos_id = 0; deep.eos_id = 1;
-    Config configs[] = {base, gpt, post, deep};
+    Config q8 = base, q8_gpt = gpt; // Q8_0: dim 8, hidden 12
+    q8.weight_type = q8_gpt.weight_type = WEIGHTS_Q8_0;
+    q8.group_size = 4, q8_gpt.group_size = 2;
+    Config configs[] = {base, gpt, post, deep, q8, q8_gpt};
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
         size_t bytes = carve_weights(&configs[i], NULL, NULL);
         float *w = malloc(bytes);
