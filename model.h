@@ -560,69 +560,62 @@ static inline float dot(const float *restrict a, const float *restrict b, int n)
     return s;
 }
 
-// A one-row Q8_0 product holds its input x to 16 bits per group of gs, so that it can multiply
-// integers: x[i] ~ scale * r[i], r[i] = x[i] * (32767 / max |x|) rounded to the nearest (ties
-// to even), scale = max |x| / 32767. That is off by at most 1/65534 of the group's largest
-// |x|, far below the weights' own 8-bit rounding; a prompt's products take x as it is.
-typedef struct {
-    int16_t *q;
-    float *scale;
-} QVec;
-
-// Bytes quantize_vec carves from its buffer for n values in groups of gs.
-static inline size_t qvec_bytes(size_t n, int gs) { return align_up(n * sizeof(int16_t)) + align_up(n / gs * sizeof(float)); }
-
-// Every thread rounds the whole of x for itself: cheaper than a meeting. Inf and NaN (a broken
-// model) become 0 rather than undefined integers.
-static inline QVec quantize_vec(void *buf, const float *x, int n, int gs) {
-    QVec v = {buf, (float *)((char *)buf + align_up((size_t)n * sizeof(int16_t)))};
-    for (int g = 0; g < n; g += gs) {
-        float m = 0.0f;
-#pragma omp simd reduction(max : m)
-        for (int i = g; i < g + gs; i++) m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
-        float inv = m > 0.0f ? 32767.0f / m : 0.0f;
-        v.scale[g / gs] = m / 32767.0f;
-#pragma omp simd
-        for (int i = g; i < g + gs; i++) {
-            float r = nearbyintf(x[i] * inv);
-            v.q[i] = (int16_t)(r >= -32767.0f && r <= 32767.0f ? r : 0.0f);
-        }
-    }
-    return v;
-}
-
-// A row of a Q8_0 matrix times x held by quantize_vec: each group's integer dot product, exact
-// in any order, times the two scales. With AVX-512 VNNI one instruction multiplies and adds
-// 32 pairs; converting each weight to float to multiply it by float x instead kept a core
-// from reading its weights at the memory's pace (17 against 21 GB/s on one core here, 230
-// against 300 tokens/s for the 110M Llama on two).
-static inline float dot_q8(const int8_t *restrict q, const float *restrict scale, const QVec *x, int n, int gs) {
+// A row of a Q8_0 matrix times x: each group's products summed, then scaled. The int8
+// weights become floats in registers, so a one-token step reads a quarter of the bytes of
+// float32 weights, and x stays float32: the product is the dequantised weights' to float
+// rounding. Tried instead, integer multiply-adds with AVX-512 VNNI (110M Llama, 2 threads,
+// interleaved): x rounded to 8 bits per group, as llama.cpp and llama2.c's runq do, 10-25 %
+// faster, but an input that lands within float noise of a rounding tie rounds either way and
+// moves the logits by 1e-3 and more, so paths and the reference can no longer be held to each
+// other; x held to 16 bits, 0-5 % faster. The step also reads its float32 KV cache (15 MB at
+// position 200, beside 116 MB of weights).
+static inline float dot_q8(const int8_t *restrict q, const float *restrict scale, const float *restrict x, int n,
+                           int gs) {
     float s = 0.0f;
     int g = 0;
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-    if (gs % 32 == 0) {
+#if defined(__AVX512F__)
+    if (gs % 16 == 0) {
         __m512 acc = _mm512_setzero_ps();
         for (; g < n; g += gs) {
-            // ahead of the hardware prefetcher, which keeps too few reads in flight here
+            __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();
+            int i = g;
+            // This loop converts more than it loads, and keeps fewer reads in flight than the
+            // float one; asking 2 KiB ahead read 16 against 18 GB/s on one core here.
             _mm_prefetch((const char *)(q + g + 2048), _MM_HINT_T0);
-            __m512 part = _mm512_setzero_ps();
-            // a lane adds at most 4096 / 16 products of 127 * 32767 before it turns float
-            for (int c = g; c < g + gs; c += 4096) {
-                __m512i isum = _mm512_setzero_si512();
-                for (int i = c; i < g + gs && i < c + 4096; i += 32)
-                    isum = _mm512_dpwssd_epi32(isum, _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(q + i))),
-                                               _mm512_loadu_si512(x->q + i));
-                part = _mm512_add_ps(part, _mm512_cvtepi32_ps(isum));
+            for (; i + 32 <= g + gs; i += 32) {
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i)))),
+                                     _mm512_loadu_ps(x + i), p0);
+                p1 = _mm512_fmadd_ps(
+                    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i + 16)))),
+                    _mm512_loadu_ps(x + i + 16), p1);
             }
-            acc = _mm512_fmadd_ps(part, _mm512_set1_ps(scale[g / gs] * x->scale[g / gs]), acc);
+            if (i < g + gs)
+                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i)))),
+                                     _mm512_loadu_ps(x + i), p0);
+            acc = _mm512_fmadd_ps(_mm512_add_ps(p0, p1), _mm512_set1_ps(scale[g / gs]), acc);
         }
         s = _mm512_reduce_add_ps(acc);
     }
+#elif defined(__AVX2__) && defined(__FMA__)
+    if (gs % 8 == 0) {
+        __m256 acc = _mm256_setzero_ps();
+        for (; g < n; g += gs) {
+            __m256 p = _mm256_setzero_ps();
+            for (int i = g; i < g + gs; i += 8)
+                p = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + i)))),
+                                    _mm256_loadu_ps(x + i), p);
+            acc = _mm256_fmadd_ps(p, _mm256_set1_ps(scale[g / gs]), acc);
+        }
+        __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_add_ss(h, _mm_movehdup_ps(h));
+        s = _mm_cvtss_f32(h);
+    }
 #endif
-    for (; g < n; g += gs) { // other group sizes, and builds without VNNI
-        int64_t isum = 0;
-        for (int i = g; i < g + gs; i++) isum += q[i] * x->q[i];
-        s += (float)isum * (scale[g / gs] * x->scale[g / gs]);
+    for (; g < n; g += gs) { // other group sizes, and the portable build
+        float p = 0.0f;
+        for (int i = g; i < g + gs; i++) p += (float)q[i] * x[i];
+        s += p * scale[g / gs];
     }
     return s;
 }
@@ -649,9 +642,8 @@ static inline void dequantize_rows(float *out, const QMat *m, int n_in, size_t r
 // features, so that no meeting of the threads comes between; and after the whole product,
 // x + (W·in + b) as the reference rounds it, not as sgemm's beta = 1, which adds into x block
 // by block of the inner dimension.
-// A Q8_0 matrix (qw.q set, w NULL) meets one row as quantize_vec's holding of it in wbuf, and
-// many rows a chunk of at most QCHUNK_FLOATS of the matrix (or one row) at a time, dequantised
-// into wbuf, each chunk an sgemm.
+// A Q8_0 matrix (qw.q set, w NULL) meets many rows a chunk of at most QCHUNK_FLOATS of it (or
+// one row) at a time, dequantised into wbuf, each chunk an sgemm.
 #define QCHUNK_FLOATS ((size_t)1 << 18)
 static inline size_t qchunk_floats(int n_in) { return (size_t)n_in > QCHUNK_FLOATS ? (size_t)n_in : QCHUNK_FLOATS; }
 typedef struct {
@@ -701,10 +693,8 @@ static inline void matmul_part(const Linear *ls, int n, const float *x, int T, i
         const float *w = ls[j].w, *b = ls[j].b;
         const QMat *qw = &ls[j].qw;
         if (T == 1) {
-            QVec xq;
-            if (qw->q) xq = quantize_vec(ls[j].wbuf, x, n_in, qw->gs);
             for (size_t r = from; r < to; r++)
-                out[r] = (qw->q ? dot_q8(qw->q + r * n_in, qw->s + r * (n_in / qw->gs), &xq, n_in, qw->gs)
+                out[r] = (qw->q ? dot_q8(qw->q + r * n_in, qw->s + r * (n_in / qw->gs), x, n_in, qw->gs)
                                 : dot(w + r * n_in, x, n_in)) +
                          (b ? b[r] : 0.0f);
         } else {
@@ -949,7 +939,7 @@ typedef struct {
     int max_batch, threads; // threads: how many copies of xn there are; forward never runs more
     float *x, *xn, *q, *attn_out, *xb, *hb, *hb2, *att, *rope_cos, *rope_sin;
     float *key_cache, *value_cache; // [n_layers, seq_len, n_kv_heads * head_dim]
-    float *wbuf;                    // a Q8_0 model's held x or dequantised rows: wbuf_floats per thread
+    float *wbuf;                    // a Q8_0 model's dequantised rows: wbuf_floats per thread
     size_t wbuf_floats;
     Barrier barrier;
 } RunState;
@@ -982,12 +972,10 @@ static inline int state_init(RunState *s, const Config *c, int max_batch) {
     s->rope_sin = calloc((size_t)c->seq_len * half + 1, sizeof(float));
     s->key_cache = calloc((size_t)c->n_layers * c->seq_len * kvd, sizeof(float));
     s->value_cache = calloc((size_t)c->n_layers * c->seq_len * kvd, sizeof(float));
-    if (c->weight_type == WEIGHTS_Q8_0) {
+    if (c->weight_type == WEIGHTS_Q8_0 && max_batch > 1) {
         size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
         widest = qd > widest ? qd : widest;
-        size_t qvec = (qvec_bytes(widest, c->group_size) + sizeof(float) - 1) / sizeof(float);
-        s->wbuf_floats = max_batch > 1 ? qchunk_floats((int)widest) : 0;
-        s->wbuf_floats = qvec > s->wbuf_floats ? qvec : s->wbuf_floats;
+        s->wbuf_floats = qchunk_floats((int)widest);
         s->wbuf = malloc((size_t)s->threads * s->wbuf_floats * sizeof(float));
     }
     if (!s->x || !s->xn || !s->q || !s->attn_out || !s->xb || !s->hb || !s->hb2 || !s->att || !s->rope_cos ||

@@ -187,74 +187,30 @@ static QMat random_q8(size_t rows, int n_in, int gs) {
     return (QMat){q, sc, gs};
 }
 
-// x held to 16 bits as a one-row Q8_0 product holds it (model.h, quantize_vec), written out
-// here: per group, r = x * (32767 / max |x|) rounded to the nearest, ties to even, and
-// scale = max |x| / 32767.
-static void naive_hold(const float *x, int n, int gs, int *r, float *scale) {
-    for (int g = 0; g < n; g += gs) {
-        float m = 0.0f;
-        for (int i = g; i < g + gs; i++) m = fmaxf(m, fabsf(x[i]));
-        float inv = m > 0.0f ? 32767.0f / m : 0.0f;
-        scale[g / gs] = m / 32767.0f;
-        for (int i = g; i < g + gs; i++) r[i] = (int)nearbyintf(x[i] * inv);
-    }
-}
-
-// quantize_vec against naive_hold, on values with exact ties (x * 32767 / max lands on .5),
-// a group of zeros, and NaN and inf, which become 0 rather than undefined integers.
-static void test_quantize_vec(void **state) {
-    (void)state;
-    int cases[][2] = {{768, 64}, {192, 96}, {40, 4}, {256, 128}, {48, 48}};
-    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        int n = cases[k][0], gs = cases[k][1], *r = malloc(sizeof(int) * n);
-        float *x = rand_vec(n, 2.0f), *scale = malloc(sizeof(float) * (n / gs));
-        for (int i = 0; i < n; i += 7) x[i] = (i % 2 ? 2.5f : -0.5f) * (2.0f / 32767); // ties once max is 2
-        for (int g = 0; g < n; g += gs) x[g] = 2.0f;
-        for (int i = 0; i < gs; i++) x[n - gs + i] = 0.0f;
-        void *buf = malloc(qvec_bytes(n, gs));
-        QVec v = quantize_vec(buf, x, n, gs);
-        naive_hold(x, n, gs, r, scale);
-        for (int i = 0; i < n; i++)
-            if (v.q[i] != r[i]) fail_msg("n %d gs %d: value %d holds %d, want %d (x %.9g)", n, gs, i, v.q[i], r[i], x[i]);
-        for (int g = 0; g < n / gs; g++) assert_true(v.scale[g] == scale[g]);
-        x[1] = NAN, x[2] = INFINITY;
-        v = quantize_vec(buf, x, n, gs);
-        assert_int_equal(v.q[1], 0);
-        free(r); free(x); free(scale); free(buf);
-    }
-}
-
-// Q8_0 products, one row (dot_q8 on x held to 16 bits) and many (x times the matrix dequantised
-// in chunks, by sgemm), against the dequantised weights in double precision, with x held as
-// naive_hold does for one row. The group sizes take the VNNI path (multiples of 32, one of
-// them over 4096) and the scalar one; the widest inputs make the many-row path work in several
-// chunks, and in chunks of one row.
+// Q8_0 products, one row (dot_q8) and many (rows dequantised in chunks, then sgemm), against
+// the dequantised weights in double precision. The group sizes take the vector path (multiples
+// of 16, with and without a 16-wide tail) and the scalar one; the widest inputs make the
+// many-row path work in several chunks, and in chunks of one row.
 static void test_matmul_q8(void **state) {
     (void)state;
-    int sizes[][4] = {{1, 768, 13, 64}, {1, 256, 5, 128}, {1, 96, 7, 96},     {1, 40, 5, 4},
-                      {1, 24, 3, 24},   {1, 16384, 3, 8192}, {7, 64, 9, 16},  {5, 40, 11, 8},
-                      {2, 1 << 17, 5, 64}, {3, (1 << 18) + 64, 3, 32}};
+    int sizes[][4] = {{1, 768, 13, 64}, {1, 48, 7, 48}, {1, 40, 5, 4},      {1, 24, 3, 24},      {7, 64, 9, 16},
+                      {5, 40, 11, 8},   {1, 96, 5, 96}, {2, 1 << 17, 5, 64}, {3, (1 << 18) + 64, 3, 32}};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         int T = sizes[k][0], n_in = sizes[k][1], n_out = sizes[k][2], gs = sizes[k][3];
         QMat m = random_q8(n_out, n_in, gs);
         float *x = rand_vec((size_t)T * n_in, 1.0f), *b = rand_vec(n_out, 1.0f), *out = malloc(sizeof(float) * T * n_out);
         float *w = malloc(sizeof(float) * n_out * n_in);
-        float *wbuf = malloc(sizeof(float) * qchunk_floats(n_in) + qvec_bytes(n_in, gs));
+        float *wbuf = malloc(sizeof(float) * qchunk_floats(n_in));
         double *want = malloc(sizeof(double) * T * n_out);
         dequantize_rows(w, &m, n_in, 0, n_out);
         for (size_t i = 0; i < (size_t)n_out * n_in; i++)
             if (w[i] != (float)m.q[i] * m.s[i / gs]) fail_msg("dequantised weight %zu", i);
-        int *r = malloc(sizeof(int) * n_in);
-        float *xs = malloc(sizeof(float) * (n_in / gs));
-        if (T == 1) naive_hold(x, n_in, gs, r, xs);
         for (int t = 0; t < T; t++)
             for (int o = 0; o < n_out; o++) {
                 double s = b[o];
-                for (int i = 0; i < n_in; i++)
-                    s += (T == 1 ? (double)r[i] * xs[i / gs] : x[(size_t)t * n_in + i]) * w[(size_t)o * n_in + i];
+                for (int i = 0; i < n_in; i++) s += (double)x[(size_t)t * n_in + i] * w[(size_t)o * n_in + i];
                 want[t * n_out + o] = s;
             }
-        free(r); free(xs);
         Linear l = {out, NULL, b, n_out, NULL, m, wbuf};
         matmul_part(&l, 1, x, T, n_in, 0, n_out);
         assert_close(out, want, (size_t)T * n_out, 1e-4);
@@ -320,8 +276,8 @@ static Config knobs(int variant) {
 // The whole prompt in one batch, in chunks of 3, and one token at a time: the same logits.
 // The wide variants are big enough for forward's parallel region (run_all.sh gives two
 // threads), and their batch is also checked against one thread's and three threads'. The
-// last three are Q8_0 models: two wide ones with group sizes for the VNNI path (32, 128) and
-// a narrow one for the scalar path (4).
+// last three are Q8_0 models: two wide ones with group sizes for the vector path (32 and 128)
+// and a narrow one for the scalar path (4).
 static void test_batched_equals_one_token(void **state) {
     (void)state;
     for (int variant = 0; variant < 11; variant++) {
@@ -382,7 +338,7 @@ static void test_batched_equals_one_token(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax),   cmocka_unit_test(test_norms),     cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_quantize_vec), cmocka_unit_test(test_matmul_q8),
+        cmocka_unit_test(test_matmul_q8),
         cmocka_unit_test(test_rope),      cmocka_unit_test(test_attention), cmocka_unit_test(test_activations),
         cmocka_unit_test(test_batched_equals_one_token),
     };

@@ -7,9 +7,8 @@ max|delta| <= 1e-4 * max|logit| at each position; perplexity over a text several
 windows long (./run -m ppl) agrees to 1e-5 relative with a float64 computation; a greedy
 64-token continuation (./run -t 0 -n 64) prints the same text. Prints a table for the README.
 
-A Q8_0 model is held to the same tolerances: the reference runs on its dequantised weights,
-and ./run's one-token steps, which hold their input to 16 bits per group for integer
-multiply-adds (FORMAT.md), stay within 1e-5 of that.
+A Q8_0 model is held to the same tolerances, the reference running on the weights
+read_model dequantises: ./run multiplies the same float32 weights (FORMAT.md).
 
 Run from the repository root after `make`: /usr/bin/python3 tests/test_parity.py
 """
