@@ -633,6 +633,11 @@ static inline void dequantize_rows(float *out, const QMat *m, int n_in, size_t r
     }
 }
 
+// The chunk of a Q8_0 matrix a prompt's product dequantises at once: at most QCHUNK_FLOATS (or
+// one row) per thread, few enough to stay in cache, enough rows for sgemm to run at speed.
+#define QCHUNK_FLOATS ((size_t)1 << 18)
+static inline size_t qchunk_floats(int n_in) { return (size_t)n_in > QCHUNK_FLOATS ? (size_t)n_in : QCHUNK_FLOATS; }
+
 // Below this many multiply-adds a second thread costs more to wake than it saves.
 #define PARALLEL_MIN_WORK (1 << 16)
 
@@ -642,10 +647,8 @@ static inline void dequantize_rows(float *out, const QMat *m, int n_in, size_t r
 // features, so that no meeting of the threads comes between; and after the whole product,
 // x + (W·in + b) as the reference rounds it, not as sgemm's beta = 1, which adds into x block
 // by block of the inner dimension.
-// A Q8_0 matrix (qw.q set, w NULL) meets many rows a chunk of at most QCHUNK_FLOATS of it (or
-// one row) at a time, dequantised into wbuf, each chunk an sgemm.
-#define QCHUNK_FLOATS ((size_t)1 << 18)
-static inline size_t qchunk_floats(int n_in) { return (size_t)n_in > QCHUNK_FLOATS ? (size_t)n_in : QCHUNK_FLOATS; }
+// A Q8_0 matrix (qw.q set, w NULL) meets many rows a chunk of it at a time, dequantised into
+// wbuf, each chunk an sgemm.
 typedef struct {
     float *out;
     const float *w, *b;
