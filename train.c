@@ -564,11 +564,11 @@ static void activation_backward(int kind, float *dh, float *dh3, const float *h1
 }
 
 // Backward of model.h's attention with P = 0, from the probabilities it left in att and the
-// ones the values were weighted with, attd (att after dropout, or att itself), as four small
-// sgemm per (sequence, head) on the strided head columns. Called outside a parallel region
-// (model_step's shared sequences), the threads take (sequence, key/value head) pairs, each
-// with its own [T, T] scratch ds + thread × T²; inside one, the calling thread does them all
-// with ds.
+// ones the values were weighted with, attd (att after dropout, or att itself), with model.h's
+// causal products per (sequence, head) on the strided head columns. Called outside a
+// parallel region (model_step's shared sequences), the threads take (sequence, key/value
+// head) pairs, each with its own [T, T] scratch ds + thread × T²; inside one, the calling
+// thread does them all with ds.
 static void attention_backward(const Config *c, float *dq, float *dk, float *dv, const float *dout, const float *att,
                                const float *attd, const float *q, const float *k, const float *v, float *scratch,
                                int B, int T) {
@@ -582,26 +582,24 @@ static void attention_backward(const Config *c, float *dq, float *dk, float *dv,
         for (int h = kh * group; h < (kh + 1) * group; h++) {
             const float *p = att + ((size_t)b * H + h) * T * T, *pd = attd + ((size_t)b * H + h) * T * T;
             size_t qo = (size_t)b * T * qd + (size_t)h * hd;
-            float beta = h == kh * group ? 0.0f : 1.0f;
+            int add = h != kh * group; // the group's first head sets dK and dV, the others add
             // dV += Pdᵀ dO;  dPd = dO Vᵀ
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, pd, T, dout + qo, qd, beta,
-                        dv + kvo, kvd);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, dout + qo, qd, v + kvo, kvd, 0.0f,
-                        ds, T);
+            causal_product(dv + kvo, kvd, pd, T, 1, dout + qo, qd, T, hd, T, CAUSAL_ABOVE, 0, 1.0f, add);
+            causal_scores(ds, dout + qo, qd, v + kvo, kvd, T, 0, hd, 1.0f);
             // With Pd = P ∘ M (M the dropout mask and scale, or 1): dP = M ∘ dPd, and the
             // softmax's dS = P ∘ (dP − rowsum(P ∘ dP)) · scale, where P ∘ dP = Pd ∘ dPd.
-            // Masked entries have P = Pd = 0.
+            // Masked entries have P = Pd = 0, so dS is 0 there, as the products below need.
             for (int t = 0; t < T; t++) {
                 const float *pt = p + (size_t)t * T, *pdt = pd + (size_t)t * T;
                 float *st = ds + (size_t)t * T, sum = 0.0f;
-                for (int j = 0; j <= t; j++) sum += pdt[j] * st[j];
-                for (int j = 0; j < T; j++) st[j] = (pdt[j] * st[j] - pt[j] * sum) * scale;
+                int m = causal_width(t + 1, T);
+                for (int j = 0; j < m; j++) sum += pdt[j] * st[j];
+                for (int j = 0; j < m; j++) st[j] = (pdt[j] * st[j] - pt[j] * sum) * scale;
+                memset(st + m, 0, (size_t)(T - m) * sizeof(float));
             }
             // dQ = dS K;  dK += dSᵀ Q
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, ds, T, k + kvo, kvd, 0.0f,
-                        dq + qo, qd);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, ds, T, q + qo, qd, beta, dk + kvo,
-                        kvd);
+            causal_product(dq + qo, qd, ds, T, 0, k + kvo, kvd, T, hd, T, CAUSAL_BELOW, 0, 1.0f, 0);
+            causal_product(dk + kvo, kvd, ds, T, 1, q + qo, qd, T, hd, T, CAUSAL_ABOVE, 0, 1.0f, add);
         }
     }
 }
@@ -677,9 +675,9 @@ static void attention_dropout(const Config *c, const Dropout *drop, const LayerA
             for (int t = 0; t < T; t++)
                 dropout_apply(drop, 3 * l + 1, la->attd + o + (size_t)t * T, la->att + o + (size_t)t * T,
                               o + (size_t)t * T, (size_t)t + 1);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, la->attd + o, T,
-                        la->v + (size_t)b * T * kvd + (size_t)(h / group) * hd, kvd, 0.0f,
-                        la->atty + (size_t)b * T * qd + (size_t)h * hd, qd);
+            causal_product(la->atty + (size_t)b * T * qd + (size_t)h * hd, qd, la->attd + o, T, 0,
+                           la->v + (size_t)b * T * kvd + (size_t)(h / group) * hd, kvd, T, hd, T, CAUSAL_BELOW, 0,
+                           1.0f, 0);
         }
 }
 

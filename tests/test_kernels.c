@@ -126,37 +126,45 @@ static void test_rope(void **state) {
     }
 }
 
-// Causal attention of B sequences with GQA, past rows P, odd head_dim.
+// Causal attention of B sequences with GQA after P past rows, in shapes that take each path
+// of causal_scores and causal_product: fewer rows than a tile (dot products), key blocks
+// cut short, head_dim past 128 (transposed in two parts) and not a multiple of 16 (vector
+// columns, then scalar ones).
 static void test_attention(void **state) {
     (void)state;
-    int B = 2, T = 5, P = 3, L = P + T, n_heads = 6, n_kv = 2, hd = 7, qd = n_heads * hd, kvd = n_kv * hd;
-    float *q = rand_vec((size_t)B * T * qd, 1.0f), *k = rand_vec((size_t)B * L * kvd, 1.0f);
-    float *v = rand_vec((size_t)B * L * kvd, 1.0f), *out = malloc(sizeof(float) * B * T * qd);
-    float *att = malloc(sizeof(float) * B * n_heads * T * L);
-    double *want = calloc((size_t)B * T * qd, sizeof(double)), *want_att = calloc((size_t)B * n_heads * T * L, sizeof(double));
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < n_heads; h++)
-            for (int t = 0; t < T; t++) {
-                int kvh = h * n_kv / n_heads;
-                double s[64], max = -INFINITY, sum = 0;
-                for (int j = 0; j < L; j++) {
-                    if (j > P + t) continue;
-                    double d = 0;
-                    for (int i = 0; i < hd; i++) d += (double)q[(b * T + t) * qd + h * hd + i] * k[(b * L + j) * kvd + kvh * hd + i];
-                    s[j] = d / sqrt(hd);
-                    max = fmax(max, s[j]);
+    int shapes[][6] = {{2, 5, 3, 6, 2, 7},  {2, 3, 37, 4, 2, 32}, {1, 70, 0, 2, 1, 48},
+                       {1, 40, 29, 2, 2, 64}, {1, 9, 0, 1, 1, 136}, {2, 33, 0, 2, 1, 20}};
+    for (size_t n = 0; n < sizeof shapes / sizeof shapes[0]; n++) {
+        int B = shapes[n][0], T = shapes[n][1], P = shapes[n][2], n_heads = shapes[n][3], n_kv = shapes[n][4];
+        int hd = shapes[n][5], L = P + T, qd = n_heads * hd, kvd = n_kv * hd;
+        float *q = rand_vec((size_t)B * T * qd, 1.0f), *k = rand_vec((size_t)B * L * kvd, 1.0f);
+        float *v = rand_vec((size_t)B * L * kvd, 1.0f), *out = malloc(sizeof(float) * B * T * qd);
+        float *att = malloc(sizeof(float) * B * n_heads * T * L);
+        double *want = calloc((size_t)B * T * qd, sizeof(double)), *want_att = calloc((size_t)B * n_heads * T * L, sizeof(double));
+        double *s = malloc(sizeof(double) * L);
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < n_heads; h++)
+                for (int t = 0; t < T; t++) {
+                    int kvh = h * n_kv / n_heads;
+                    double max = -INFINITY, sum = 0;
+                    for (int j = 0; j <= P + t; j++) {
+                        double d = 0;
+                        for (int i = 0; i < hd; i++) d += (double)q[(b * T + t) * qd + h * hd + i] * k[(b * L + j) * kvd + kvh * hd + i];
+                        s[j] = d / sqrt(hd);
+                        max = fmax(max, s[j]);
+                    }
+                    for (int j = 0; j <= P + t; j++) sum += exp(s[j] - max);
+                    for (int j = 0; j <= P + t; j++) {
+                        double p = exp(s[j] - max) / sum;
+                        want_att[((b * n_heads + h) * T + t) * L + j] = p;
+                        for (int i = 0; i < hd; i++) want[(b * T + t) * qd + h * hd + i] += p * v[(b * L + j) * kvd + kvh * hd + i];
+                    }
                 }
-                for (int j = 0; j <= P + t; j++) sum += exp(s[j] - max);
-                for (int j = 0; j <= P + t; j++) {
-                    double p = exp(s[j] - max) / sum;
-                    want_att[((b * n_heads + h) * T + t) * L + j] = p;
-                    for (int i = 0; i < hd; i++) want[(b * T + t) * qd + h * hd + i] += p * v[(b * L + j) * kvd + kvh * hd + i];
-                }
-            }
-    attention(out, att, q, k, v, B, T, P, n_heads, n_kv, hd);
-    assert_close(out, want, (size_t)B * T * qd, 1e-5);
-    assert_close(att, want_att, (size_t)B * n_heads * T * L, 1e-6); // masked entries exactly 0
-    free(q); free(k); free(v); free(out); free(att); free(want); free(want_att);
+        attention(out, att, q, k, v, B, T, P, n_heads, n_kv, hd);
+        assert_close(out, want, (size_t)B * T * qd, 1e-5);
+        assert_close(att, want_att, (size_t)B * n_heads * T * L, 1e-6); // masked entries exactly 0
+        free(q); free(k); free(v); free(out); free(att); free(want); free(want_att); free(s);
+    }
 }
 
 static void test_activations(void **state) {

@@ -329,6 +329,11 @@ def main():
         if name == "post_drop":
             c["post_norm"] = 1
         record(check_gradients(name, c, rng, text, p))
+    print("gradients with head_dim past 16 (the attention's vector columns, its scalar ones, key blocks cut short):")
+    for name, kind, hd, T, p in [("gpt_hd20", "gpt", 20, 37, 0.0), ("llama_hd32", "llama", 32, 50, 0.1)]:
+        c = random_config(rng, kind)
+        c.update(head_dim=hd, seq_len=T, rope_dims=0 if kind == "gpt" else hd)
+        record(check_gradients(name, c, rng, text, p))
     print("gradients of one sequence large enough that 2 threads share each product (and dropout):")
     for name, kind in [("gpt_b1", "gpt"), ("llama_b1", "llama")]:
         c = random_config(rng, kind)
