@@ -843,31 +843,34 @@ static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int
     }
 }
 
+#define VEC_KEYS 32
+// Lane j of the half h (0 or 1) of a stage that swaps blocks of w lanes between registers
+// i and i + w: lanes of a from even blocks, of b (16 + ...) from odd ones.
+#define SWAP_LANE(j, w, h) ((j) / (2 * (w)) * 2 * (w) + ((j) / (w) % 2 ? VEC : 0) + (j) % (w) + (h) * (w))
+#define SWAP_LANES(w, h)                                                                                      \
+    SWAP_LANE(0, w, h), SWAP_LANE(1, w, h), SWAP_LANE(2, w, h), SWAP_LANE(3, w, h), SWAP_LANE(4, w, h),       \
+        SWAP_LANE(5, w, h), SWAP_LANE(6, w, h), SWAP_LANE(7, w, h), SWAP_LANE(8, w, h), SWAP_LANE(9, w, h),   \
+        SWAP_LANE(10, w, h), SWAP_LANE(11, w, h), SWAP_LANE(12, w, h), SWAP_LANE(13, w, h),                   \
+        SWAP_LANE(14, w, h), SWAP_LANE(15, w, h)
+#define TRANSPOSE_STAGE(dst, src, w)                                                                          \
+    for (int i = 0; i < VEC; i++)                                                                             \
+        if (!(i & (w))) {                                                                                     \
+            dst[i] = SHUFFLE16(src[i], src[i + (w)], SWAP_LANES(w, 0));                                       \
+            dst[i + (w)] = SHUFFLE16(src[i], src[i + (w)], SWAP_LANES(w, 1));                                 \
+        }
+
 // dst[d, i] = src[i, d] for the first n of 16 rows i (0 for the others), d < D;
 // dst's rows are VEC_KEYS floats apart. 16 × 16 blocks go through registers: swapping the
 // off-diagonal blocks of sizes 8, 4, 2 and 1 in turn transposes them.
-#define VEC_KEYS 32
 static inline void transpose_keys(float *dst, const float *src, size_t lds, int n, int D) {
     int d = 0;
     for (; d + VEC <= D; d += VEC) {
         vec16 r[VEC], t[VEC];
         for (int i = 0; i < VEC; i++) r[i] = i < n ? (vec16) * (const vec16u *)(src + i * lds + d) : (vec16){0};
-        for (int i = 0; i < 16; i++) if (!(i & 8)) {
-            t[i] = SHUFFLE16(r[i], r[i + 8], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
-            t[i + 8] = SHUFFLE16(r[i], r[i + 8], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-        }
-        for (int i = 0; i < 16; i++) if (!(i & 4)) {
-            r[i] = SHUFFLE16(t[i], t[i + 4], 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
-            r[i + 4] = SHUFFLE16(t[i], t[i + 4], 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
-        }
-        for (int i = 0; i < 16; i++) if (!(i & 2)) {
-            t[i] = SHUFFLE16(r[i], r[i + 2], 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29);
-            t[i + 2] = SHUFFLE16(r[i], r[i + 2], 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31);
-        }
-        for (int i = 0; i < 16; i++) if (!(i & 1)) {
-            r[i] = SHUFFLE16(t[i], t[i + 1], 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
-            r[i + 1] = SHUFFLE16(t[i], t[i + 1], 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
-        }
+        TRANSPOSE_STAGE(t, r, 8);
+        TRANSPOSE_STAGE(r, t, 4);
+        TRANSPOSE_STAGE(t, r, 2);
+        TRANSPOSE_STAGE(r, t, 1);
         for (int i = 0; i < VEC; i++) *(vec16u *)(dst + (d + i) * VEC_KEYS) = r[i];
     }
     for (; d < D; d++)

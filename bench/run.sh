@@ -67,7 +67,7 @@ EOF
 }
 CC=$(mkvar CC) CFLAGS=$(mkvar CFLAGS) LDLIBS=$(mkvar LDLIBS)
 [ -n "$LDLIBS" ] || die "cannot read LDLIBS from the Makefile"
-for p in membw sgemm matvec bench_forward; do
+for p in membw sgemm matvec attention bench_forward; do
     if [ ! -x $BIN/$p ] || [ bench/$p.c -nt $BIN/$p ] || [ model.h -nt $BIN/$p ] || [ bench/bench.h -nt $BIN/$p ]; then
         $CC $CFLAGS -I. -o $BIN/$p bench/$p.c $LDLIBS || die "cannot build bench/$p.c"
     fi
@@ -110,6 +110,10 @@ phase_end bounds
 phase_start "matvec vs sgemv (110M shapes)"
 $BIN/matvec -j $J -r 3 > $TMP/matvec.txt || die "matvec failed"
 phase_end matvec
+
+phase_start "attention products vs sgemm, 1 thread"
+$BIN/attention -j 1 -r 7 > $TMP/attention.txt || die "attention failed"
+phase_end attention
 
 # ---- forward passes, ours and PyTorch's (its two thread settings), alternating ----
 # ./run itself: peak RSS and its own timing line, with a prompt of exactly 256 tokens.
@@ -193,6 +197,17 @@ for s in 768x768 2048x768 768x2048 32000x768 token; do
     printf "  %-12s %8s (%s) %8s (%s)\n" "$s" "$a" "$(ratio $a $BW)" "$b" "$(ratio $b $BW)"
 done
 echo "  (token = one step's 85 products in order, 438 MB)"
+echo
+echo "Attention's products per (sequence, head), microseconds, 1 thread (median of 7)   [${LOADNOTE[attention]}]:"
+printf "  %-44s %14s %14s %8s\n" "" "OpenBLAS sgemm" "model.h causal" "speed-up"
+for s in "baby:T 64, head 32 (baby)" "train_b:T 256, head 64 ((b), 110M prompt)" \
+    "token_at_1000:1 token after 1000, head 64"; do
+    for pass in forward backward; do
+        key=${pass}_${s%%:*}_us
+        a=$(vals $TMP/attention.txt $key 1) b=$(vals $TMP/attention.txt $key 2)
+        [ -n "$a" ] && printf "  %-44s %14s %14s %8s\n" "$pass, ${s#*:}" "$a" "$b" "$(ratio $a $b)x"
+    done
+done
 
 for m in llama gpt2; do
     f=$TMP/fwd_$m.txt f0=$TMP/fwd0_$m.txt ta=$TMP/torch_${m}_a.txt tb=$TMP/torch_${m}_b.txt
