@@ -458,8 +458,9 @@ static LayerActs layer_acts(const Config *c, const Acts *a, int l) {
 // ----------------------------------------------------------------------------
 // Layers. Every function here runs on one thread, on the rows of its own sequences: a step
 // forks the thread pool once and each thread takes its share of the batch through forward and
-// backward (see model_step). Every matrix product is OpenBLAS sgemm (model.h's matmul
-// forward), single-threaded inside the parallel region, so there is one pool. The forward
+// backward (see model_step). Every linear layer's product is OpenBLAS sgemm (model.h's matmul
+// forward), single-threaded inside the parallel region, so there is one pool; attention's
+// are model.h's causal products, which skip the masked half (bench/attention.c). The forward
 // pass strings model.h's kernels together with the model further down.
 
 // din (=, or += with acc) dout · W; dW += doutᵀ · in; db += Σ rows of dout.
