@@ -814,6 +814,12 @@ static inline __attribute__((always_inline)) void product_tile(float *C, size_t 
 // cut by the mask: CAUSAL_BELOW takes k ≤ P + i, CAUSAL_ABOVE k ≥ i − P. A(i, k) is
 // A[i lda + k], or A[k lda + i] with a_trans. A tile of rows takes the union of its rows'
 // ranges, so A must be 0 outside each row's own.
+// The k range [k0, k1) that rows i .. i + R − 1 take together under mask (causal_product).
+static inline void causal_range(int mask, int P, int K, int i, int R, int *k0, int *k1) {
+    *k0 = mask == CAUSAL_ABOVE && i - P > 0 ? i - P : 0;
+    *k1 = mask == CAUSAL_BELOW && P + i + R < K ? P + i + R : K;
+}
+
 static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int a_trans, const float *B,
                            size_t ldb, int M, int N, int K, int mask, int P, float alpha, int accumulate) {
     int c = 0;
@@ -821,8 +827,8 @@ static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int
         for (; c + nv * VEC <= N; c += nv * VEC)
             for (int i = 0, R; i < M; i += R) {
                 R = M - i >= 4 ? 4 : 1;
-                int k0 = mask == CAUSAL_ABOVE && i - P > 0 ? i - P : 0;
-                int k1 = mask == CAUSAL_BELOW && P + i + R < K ? P + i + R : K;
+                int k0, k1;
+                causal_range(mask, P, K, i, R, &k0, &k1);
                 float *Ct = C + i * ldc + c;
                 const float *At = a_trans ? A + i : A + i * lda, *Bt = B + c;
                 // A's strides as constants in each inlined tile
@@ -834,7 +840,8 @@ static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int
 #undef TILE
             }
     for (int i = 0; i < M && c < N; i++) { // columns past the last 16 (head_dim not a multiple of 16)
-        int k0 = mask == CAUSAL_ABOVE && i - P > 0 ? i - P : 0, k1 = mask == CAUSAL_BELOW && P + i + 1 < K ? P + i + 1 : K;
+        int k0, k1;
+        causal_range(mask, P, K, i, 1, &k0, &k1);
         for (int j = c; j < N; j++) {
             float sum = 0.0f;
             for (int k = k0; k < k1; k++) sum += (a_trans ? A[k * lda + i] : A[i * lda + k]) * B[k * ldb + j];
