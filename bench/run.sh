@@ -65,7 +65,7 @@ mkvar() {
 print-%: ; @echo '$($*)'
 EOF
 }
-CC=$(mkvar CC) CFLAGS=$(mkvar CFLAGS) LDLIBS=$(mkvar LDLIBS)
+CC=$(mkvar CC) CFLAGS=$(mkvar ALL_CFLAGS) LDLIBS=$(mkvar LDLIBS)
 [ -n "$LDLIBS" ] || die "cannot read LDLIBS from the Makefile"
 for p in membw sgemm matvec attention bench_forward; do
     if [ ! -x $BIN/$p ] || [ bench/$p.c -nt $BIN/$p ] || [ model.h -nt $BIN/$p ] || [ bench/bench.h -nt $BIN/$p ]; then

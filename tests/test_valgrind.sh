@@ -28,12 +28,18 @@ print-blas:
 	@echo $(BLAS_LIBS)
 MK
 )
+TOKENIZER_SRC=$(make -s --no-print-directory -f - print-tokenizer <<'MK'
+include Makefile
+print-tokenizer:
+	@echo $(TOKENIZER_SRC)
+MK
+)
 # AVX2 + FMA when the CPU has them (valgrind does too), else the compiler's baseline.
 arch=""
 grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && arch="-mavx2 -mfma"
 flags="-std=c11 -D_DEFAULT_SOURCE -O1 -g $arch -fopenmp"
 for prog in run train; do
-  $CC $flags -o $tmp/$prog $prog.c tokenizer.c $BLAS -lm || { echo "FAIL: build $prog"; echo "0 passed, 1 failed"; exit 1; }
+  $CC $flags -o $tmp/$prog $prog.c $TOKENIZER_SRC $BLAS -lm || { echo "FAIL: build $prog"; echo "0 passed, 1 failed"; exit 1; }
 done
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 

@@ -15,7 +15,7 @@ SHARED_DIR ?= $(abspath ../shared)
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O1 $(ARCH_FLAGS) -fno-omit-frame-pointer \
   -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wno-unknown-pragmas \
   -DSHARED_DIR='"$(SHARED_DIR)"'
-FUZZ_DEPS = tests/fuzz/fuzz.h cli.h model.h run.c tokenizer.c tokenizer.h
+FUZZ_DEPS = tests/fuzz/fuzz.h run.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS)
 # Inputs longer than this are cut: enough for small model files and every tokenizer blob
 # the seeds hold, short enough to keep executions fast.
 FUZZ_MAX_LEN_model = 65536
@@ -25,11 +25,11 @@ FUZZ_MAX_LEN_learn = 4096
 
 $(FUZZ_DIR)/bin/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< tokenizer.c $(LDLIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(TOKENIZER_SRC) $(LDLIBS)
 
 $(FUZZ_DIR)/bin/seeds_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -DMAKE_SEEDS -o $@ $< tokenizer.c $(LDLIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -DMAKE_SEEDS -o $@ $< $(TOKENIZER_SRC) $(LDLIBS)
 
 # Seeds: what each target's seed writer makes, plus for the loader stories260K converted
 # (cut to FUZZ_MAX_LEN_model when fuzzed) and its tokenizer blob as a tokenizer input.
@@ -88,8 +88,8 @@ test-asan:
 	  --exclude=./run --exclude=./train --exclude='*.o' . | tar -x -C $(ASAN_DIR)/main
 	@ln -sfn $(SHARED_DIR) $(ASAN_DIR)/shared
 	@mkdir -p $(ASAN_DIR)/main/tests/bin
-	$(CC) $(ASAN_CFLAGS) -o $(ASAN_DIR)/main/tests/bin/tok_cli tests/tok_cli.c tokenizer.c -lm
-	@$(ASAN_ENV) $(MAKE) --no-print-directory -C $(ASAN_DIR)/main check CFLAGS='$(ASAN_CFLAGS)' PYTHON=$(PYTHON)
+	$(CC) $(ASAN_CFLAGS) -o $(ASAN_DIR)/main/tests/bin/tok_cli tests/tok_cli.c $(TOKENIZER_SRC) -lm
+	@$(ASAN_ENV) $(MAKE) --no-print-directory -C $(ASAN_DIR)/main check BASE_CFLAGS='$(ASAN_CFLAGS)' PYTHON=$(PYTHON)
 
 # make clean also drops the sanitizer tree and the fuzz binaries and seeds; the fuzz corpora
 # (tests/fuzz/tmp/corpus, hours of executions) stay.
