@@ -9,114 +9,7 @@
 #include "tokenizer.h"
 
 static const char *prog = "run";
-#include "cli.h"
-
-// ----------------------------------------------------------------------------
-// Sampling. With top-k, min-p and the repetition penalty off, temperature, top-p and the
-// seed reproduce llama2.c's run.c draw for draw: the same xorshift64* generator, float draw,
-// top-p pre-filter and cut-off.
-
-typedef struct {
-    float prob;
-    int index;
-} ProbIndex;
-
-typedef struct {
-    int vocab_size;
-    float temperature, topp, minp, repeat_penalty;
-    int topk, repeat_window;
-    uint64_t rng_state;
-    ProbIndex *probindex; // [vocab_size] scratch
-} Sampler;
-
-static uint32_t random_u32(uint64_t *state) {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
-}
-
-static float random_f32(uint64_t *state) { return (random_u32(state) >> 8) / 16777216.0f; }
-
-static int sample_argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
-// Inverse-CDF draw over the vocabulary in index order. Rounding can leave the float total a
-// hair under coin (about once in 10^6 draws over 32000 tokens); the draw then belongs to the
-// last token with any probability, not to the last id whatever its probability (llama2.c).
-static int sample_mult(const float *probs, int n, float coin) {
-    float cdf = 0.0f;
-    int last = 0;
-    for (int i = 0; i < n; i++) {
-        cdf += probs[i];
-        if (coin < cdf) return i;
-        if (probs[i] > 0.0f) last = i;
-    }
-    return last;
-}
-
-static int compare_prob_desc(const void *a, const void *b) {
-    const ProbIndex *x = a, *y = b;
-    return x->prob > y->prob ? -1 : x->prob < y->prob ? 1 : 0;
-}
-
-// Nucleus sampling over the most likely tokens, after top-k and min-p have narrowed them
-// (the nucleus is then taken of what they kept, renormalised). Without those two it is
-// llama2.c's rule: tokens below (1 - topp) / (n - 1) cannot be in the nucleus and are dropped
-// before the sort, and the cumulative mass is compared with topp itself.
-static int sample_filtered(const Sampler *s, const float *probs, float coin) {
-    int n = s->vocab_size, kept = 0, narrowed = s->topk > 0 || s->minp > 0.0f;
-    float topp = s->topp > 0.0f && s->topp < 1.0f ? s->topp : 1.0f;
-    float floor = narrowed ? s->minp * probs[sample_argmax(probs, n)] : (1.0f - topp) / (n - 1);
-    for (int i = 0; i < n; i++)
-        if (probs[i] >= floor) s->probindex[kept++] = (ProbIndex){probs[i], i};
-    if (kept == 0) return sample_argmax(probs, n); // a flat distribution under a tiny topp
-    qsort(s->probindex, kept, sizeof(ProbIndex), compare_prob_desc);
-    if (s->topk > 0 && s->topk < kept) kept = s->topk;
-    float limit = topp;
-    if (narrowed) {
-        float mass = 0.0f;
-        for (int i = 0; i < kept; i++) mass += s->probindex[i].prob;
-        limit = topp * mass;
-    }
-    float cum = 0.0f;
-    int last = kept - 1;
-    for (int i = 0; i < kept; i++) {
-        cum += s->probindex[i].prob;
-        if (cum > limit) { last = i; break; }
-    }
-    float r = coin * cum, cdf = 0.0f;
-    for (int i = 0; i <= last; i++) {
-        cdf += s->probindex[i].prob;
-        if (r < cdf) return s->probindex[i].index;
-    }
-    return s->probindex[last].index;
-}
-
-// The CTRL repetition penalty on tokens seen in the last repeat_window positions.
-static void apply_repeat_penalty(const Sampler *s, float *logits, const int *history, int n_history) {
-    int from = s->repeat_window > 0 && n_history > s->repeat_window ? n_history - s->repeat_window : 0;
-    for (int i = from; i < n_history; i++) {
-        int seen_before = 0; // a token repeated in the window is still penalised once
-        for (int j = from; j < i; j++) seen_before |= history[j] == history[i];
-        float *l = &logits[history[i]];
-        if (!seen_before) *l = *l > 0.0f ? *l / s->repeat_penalty : *l * s->repeat_penalty;
-    }
-}
-
-static int sample(Sampler *s, float *logits, const int *history, int n_history) {
-    if (s->repeat_penalty != 1.0f) apply_repeat_penalty(s, logits, history, n_history);
-    if (s->temperature == 0.0f) return sample_argmax(logits, s->vocab_size);
-    for (int i = 0; i < s->vocab_size; i++) logits[i] /= s->temperature;
-    softmax(logits, s->vocab_size);
-    float coin = random_f32(&s->rng_state);
-    int filtered = (s->topp > 0.0f && s->topp < 1.0f) || s->topk > 0 || s->minp > 0.0f;
-    return filtered ? sample_filtered(s, logits, coin) : sample_mult(logits, s->vocab_size, coin);
-}
+#include "io/cli.h"
 
 // ----------------------------------------------------------------------------
 // Options
@@ -337,8 +230,8 @@ static void print_piece(TokSanitizer *san, const char *piece, size_t len, int fl
 
 // The prompt is the user's text: refuse what is not UTF-8 rather than guess at it.
 static void check_utf8(const char *what, const char *s, size_t n) {
-    size_t bad = tokenizer_first_non_text(s, n);
-    if (bad < n) die("%s: %s at byte %zu", what, s[bad] ? "invalid UTF-8" : "a NUL byte", bad);
+    char why[64];
+    if (text_problem(s, n, why, sizeof why)) die("%s: %s", what, why);
 }
 
 // When the context is full and more tokens are asked for, the window moves on: its last half
@@ -511,11 +404,13 @@ int main(int argc, char **argv) {
     RunState s;
     int batch = c->seq_len < 256 ? c->seq_len : 256;
     if (state_init(&s, c, batch)) die("%s: out of memory for the run state", o.model_path);
-    Sampler sampler = {.vocab_size = c->vocab_size, .temperature = o.temperature, .topp = o.topp, .topk = o.topk,
-                       .minp = o.minp, .repeat_penalty = o.repeat_penalty, .repeat_window = o.repeat_window,
-                       .rng_state = o.seed ? o.seed : clock_seed(),
-                       .probindex = malloc(sizeof(ProbIndex) * c->vocab_size)};
-    if (!sampler.probindex) die("out of memory");
+    Sampler sampler;
+    if (sampler_init(&sampler, c->vocab_size, o.temperature, o.seed ? o.seed : clock_seed())) die("out of memory");
+    sampler.topp = o.topp;
+    sampler.topk = o.topk;
+    sampler.minp = o.minp;
+    sampler.repeat_penalty = o.repeat_penalty;
+    sampler.repeat_window = o.repeat_window;
     double load_ms = (now_s() - t0) * 1e3;
     char *prompt_file = NULL; // -f outside -m ppl: the prompt, NUL refused so that it is a C string
     if (o.text_path && strcmp(o.mode, "ppl")) {
@@ -529,17 +424,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(o.mode, "logits")) dump_logits(&m, &tok, &s, &o);
     else generate(&m, &tok, &s, &sampler, &o);
 
-#ifdef _OPENMP
-    int threads = omp_get_max_threads();
-#else
-    int threads = 1;
-#endif
+    int threads = max_threads();
     char weights[48] = "float32";
     if (c->weight_type == WEIGHTS_Q8_0) snprintf(weights, sizeof weights, "Q8_0, groups of %d", c->group_size);
     fprintf(stderr, "%s: %d layers, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d threads\n",
             o.model_path, c->n_layers, c->dim, c->vocab_size, c->seq_len, weights, load_ms, threads);
     free(prompt_file);
-    free(sampler.probindex);
+    sampler_free(&sampler);
     state_free(&s);
     tokenizer_free(&tok);
     model_close(&m);

@@ -10,7 +10,7 @@
 typedef void (*MatvecFn)(float *out, const float *x, const float *w, int n_in, int n_out);
 
 static void matvec_model(float *out, const float *x, const float *w, int n_in, int n_out) {
-    matmul(out, x, w, NULL, 1, n_in, n_out);
+    matmul_forward(out, x, w, NULL, 1, n_in, n_out);
 }
 
 static void matvec_sgemv(float *out, const float *x, const float *w, int n_in, int n_out) {

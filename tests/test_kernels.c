@@ -88,7 +88,7 @@ static void test_matmul(void **state) {
                     for (int i = 0; i < n_in; i++) s += (double)x[t * n_in + i] * w[(size_t)o * n_in + i];
                     want[t * n_out + o] = s;
                 }
-            matmul(out, x, w, with_bias ? b : NULL, T, n_in, n_out);
+            matmul_forward(out, x, w, with_bias ? b : NULL, T, n_in, n_out);
             assert_close(out, want, (size_t)T * n_out, 1e-4);
         }
         free(x); free(w); free(b); free(out); free(want);
@@ -116,11 +116,11 @@ static void test_rope(void **state) {
                 }
         float *parts = malloc(sizeof(float) * T * n_heads * head_dim);
         memcpy(parts, x, sizeof(float) * T * n_heads * head_dim);
-        rope(x, (size_t)n_heads * head_dim, T, pos0, n_heads, head_dim, rope_dims, cos_t, sin_t);
+        rope_forward(x, (size_t)n_heads * head_dim, T, pos0, n_heads, head_dim, rope_dims, cos_t, sin_t);
         assert_close(x, want, (size_t)T * n_heads * head_dim, 1e-5);
         // head by head, as forward's threads rotate their own heads: the same numbers
         for (int h = 0; h < n_heads; h++)
-            rope(parts + h * head_dim, (size_t)n_heads * head_dim, T, pos0, 1, head_dim, rope_dims, cos_t, sin_t);
+            rope_forward(parts + h * head_dim, (size_t)n_heads * head_dim, T, pos0, 1, head_dim, rope_dims, cos_t, sin_t);
         assert_memory_equal(parts, x, sizeof(float) * T * n_heads * head_dim);
         free(cos_t); free(sin_t); free(x); free(want); free(parts);
     }
@@ -160,7 +160,7 @@ static void test_attention(void **state) {
                         for (int i = 0; i < hd; i++) want[(b * T + t) * qd + h * hd + i] += p * v[(b * L + j) * kvd + kvh * hd + i];
                     }
                 }
-        attention(out, att, q, k, v, B, T, P, n_heads, n_kv, hd);
+        attention_forward(out, att, q, k, v, B, T, P, n_heads, n_kv, hd);
         assert_close(out, want, (size_t)B * T * qd, 1e-5);
         assert_close(att, want_att, (size_t)B * n_heads * T * L, 1e-6); // masked entries exactly 0
         free(q); free(k); free(v); free(out); free(att); free(want); free(want_att); free(s);
@@ -173,8 +173,8 @@ static void test_activations(void **state) {
     for (int kind = 0; kind < FFN_KINDS; kind++) {
         float x[4], y[4];
         memcpy(x, h, sizeof x);
-        ffn_activation(kind, x, x, g, 4); // in place, as ./run calls it
-        ffn_activation(kind, y, h, g, 4); // into another buffer, as ./train does
+        activation_forward(kind, x, x, g, 4); // in place, as ./run calls it
+        activation_forward(kind, y, h, g, 4); // into another buffer, as ./train does
         for (int i = 0; i < 4; i++) {
             assert_true(x[i] == y[i]);
             double a = h[i], want = kind == FFN_SWIGLU ? a / (1 + exp(-a)) * g[i]
@@ -219,8 +219,8 @@ static void test_matmul_q8(void **state) {
                 for (int i = 0; i < n_in; i++) s += (double)x[(size_t)t * n_in + i] * w[(size_t)o * n_in + i];
                 want[t * n_out + o] = s;
             }
-        Linear l = {out, NULL, b, n_out, NULL, m, wbuf};
-        matmul_part(&l, 1, x, T, n_in, 0, n_out);
+        Linear l = {.out = out, .b = b, .n_out = n_out, .qw = m, .wbuf = wbuf};
+        matmul_part(&l, x, T, n_in, 0, n_out);
         assert_close(out, want, (size_t)T * n_out, 1e-4);
         free((void *)m.q); free((void *)m.s); free(x); free(b); free(out); free(w); free(wbuf); free(want);
     }

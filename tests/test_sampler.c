@@ -1,9 +1,7 @@
 // The sampler's statistics: draws follow the softmax of logits / temperature, and top-k,
-// top-p, min-p and the repetition penalty cut and reshape it as they say. run.c's sampler
-// is reached by including run.c itself with its main renamed.
-#define main run_main
-#include "../run.c"
-#undef main
+// top-p, min-p and the repetition penalty cut and reshape it as they say: the one sampler
+// (model/sampler.h) that ./run and ./train's samples use.
+#include "model.h"
 #include <setjmp.h>
 #include <cmocka.h>
 

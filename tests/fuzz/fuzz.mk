@@ -15,7 +15,7 @@ SHARED_DIR ?= $(abspath ../shared)
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O1 $(ARCH_FLAGS) -fno-omit-frame-pointer \
   -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wno-unknown-pragmas \
   -DSHARED_DIR='"$(SHARED_DIR)"'
-FUZZ_DEPS = tests/fuzz/fuzz.h run.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS)
+FUZZ_DEPS = tests/fuzz/fuzz.h $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS)
 # Inputs longer than this are cut: enough for small model files and every tokenizer blob
 # the seeds hold, short enough to keep executions fast.
 FUZZ_MAX_LEN_model = 65536

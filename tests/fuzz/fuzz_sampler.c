@@ -1,10 +1,8 @@
-// Fuzz target: run.c's sampler under every option value the command line accepts, with any
-// logits the model could produce (inf and NaN included) and any history. The token drawn
-// must be an id; with finite logits it must have a non-zero probability and survive top-k
-// and min-p; greedy must be the argmax. run.c's static functions are reached by including it.
-#define main run_main
-#include "../../run.c"
-#undef main
+// Fuzz target: the sampler (model/sampler.h) under every option value the command line
+// accepts, with any logits the model could produce (inf and NaN included) and any history. The
+// token drawn must be an id; with finite logits it must have a non-zero probability and survive
+// top-k and min-p; greedy must be the argmax.
+#include "../../model.h"
 #include "fuzz.h"
 
 #define MAX_VOCAB 64

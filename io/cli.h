@@ -1,8 +1,10 @@
-// cli.h: what the two front doors, run.c and train.c, share: one-line fatal errors, a clock,
-// and reading a whole input file. The including file defines `static const char *prog` (its
-// name, which starts every error line) before it includes this.
-#ifndef ATTN_CLI_H
-#define ATTN_CLI_H
+// io/cli.h: what the two front doors, run.c and train.c, share with the person at the
+// terminal: one-line fatal errors, a clock, reading a whole input file and checking that
+// text is text. The including file defines `static const char *prog` (its name, which starts
+// every error line) before it includes this. The model and the tokenizer never include it:
+// they return errors, and only a front door decides to exit.
+#ifndef ATTN_IO_CLI_H
+#define ATTN_IO_CLI_H
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "../tokenizer.h"
 
 static void die(const char *fmt, ...) {
     va_list ap;
@@ -28,13 +31,6 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-// Whether two paths name one existing file (a hard link or another spelling included): an
-// output that is also an input would be destroyed before or while it is read.
-static int same_file(const char *a, const char *b) {
-    struct stat sa, sb;
-    return a && b && !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 // A whole regular file, NUL-terminated, or a one-line death naming it and, if given, what it
@@ -60,5 +56,17 @@ static char *read_file(const char *path, size_t *len, const char *what) {
     *len = n;
     return buf;
 }
+
+// NULL when s[0, n) is UTF-8 text without NUL bytes; else what is wrong and where, in buf
+// ("invalid UTF-8 at byte 3"). Prompts, texts to score and corpora all pass this one check.
+static inline const char *text_problem(const char *s, size_t n, char *buf, size_t buf_len) {
+    size_t bad = tokenizer_first_non_text(s, n);
+    if (bad >= n) return NULL;
+    snprintf(buf, buf_len, "%s at byte %zu", s[bad] ? "invalid UTF-8" : "a NUL byte", bad);
+    return buf;
+}
+
+// "1 token", "2 tokens": counts in messages read as English.
+static inline const char *plural(long n) { return n == 1 ? "" : "s"; }
 
 #endif

@@ -1,0 +1,121 @@
+// io/files.h: files written whole or not at all, and the checks every output gets first.
+// It owns the bytes on disk: atomic replacement through a unique temporary file, refusing an
+// output that is not a regular file, and telling whether two paths are one file. It never
+// decides what the bytes mean (model/file.h, training/checkpoint.h) and never exits.
+#ifndef ATTN_IO_FILES_H
+#define ATTN_IO_FILES_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+// Whether two paths name one existing file (a hard link or another spelling included): an
+// output that is also an input would be destroyed before or while it is read.
+static inline int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return a && b && !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+// 0 when path is absent or a regular file (a link is followed), else -1 with a one-line reason:
+// replacing a device, FIFO, socket or directory by renaming a new file over it destroys it.
+static inline int check_output(const char *path, char *err, size_t n) {
+    struct stat st;
+    if (stat(path, &st)) return 0;
+    if (S_ISREG(st.st_mode)) return 0;
+    const char *kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    snprintf(err, n, "%s: is %s, not a regular file; refusing to replace it", path, kind);
+    return -1;
+}
+
+// A file being written: the first write error sticks.
+typedef struct {
+    int fd, err;
+} Sink;
+
+static inline void sink_write(Sink *s, const void *p, size_t n) {
+    const char *b = p;
+    while (n && !s->err) {
+        ssize_t w = write(s->fd, b, n);
+        if (w < 0) {
+            if (errno != EINTR) s->err = errno;
+            continue;
+        }
+        b += w;
+        n -= (size_t)w;
+    }
+}
+
+typedef void (*SinkWriter)(Sink *s, const void *ctx);
+
+// The directory part of path ("." for a bare name), in dir of size n.
+static inline void dir_of(const char *path, char *dir, size_t n) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, n, ".");
+    else if (slash == path) snprintf(dir, n, "/");
+    else snprintf(dir, n, "%.*s", (int)(slash - path), path);
+}
+
+// Writes path whole or not at all: fn writes into a temporary file unique to this writer
+// (mkstemp beside path), which is flushed to disk and renamed over path, and the directory is
+// synced so that the rename itself is durable. A crash, a kill -9 or a full disk at any moment
+// leaves the previous file or the new one. Returns 0, or -1 with a one-line reason in err; on
+// failure path is untouched and the temporary file removed.
+static inline int write_atomic(const char *path, SinkWriter fn, const void *ctx, char *err, size_t n) {
+    if (check_output(path, err, n)) return -1;
+    size_t len = strlen(path) + sizeof ".tmp.XXXXXX";
+    char *tmp = malloc(len), *dir = malloc(len);
+    if (!tmp || !dir) {
+        snprintf(err, n, "%s: out of memory", path);
+        free(tmp);
+        free(dir);
+        return -1;
+    }
+    snprintf(tmp, len, "%s.tmp.XXXXXX", path);
+    Sink s = {mkstemp(tmp), 0};
+    if (s.fd < 0) {
+        snprintf(err, n, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
+        free(tmp);
+        free(dir);
+        return -1;
+    }
+    mode_t mask = umask(0); // mkstemp makes the file 0600; a model file is as readable as any other
+    umask(mask);
+    if (fchmod(s.fd, 0666 & ~mask)) s.err = errno;
+    fn(&s, ctx);
+    if (!s.err && fsync(s.fd)) s.err = errno;
+    // Written pages sit in the page cache in small folios, and ./run would map the model with
+    // 4 KiB pages for as long as they stay; dropped once on disk, the file is read back by
+    // ./run's mapping in 2 MiB ones (model_open).
+#ifdef POSIX_FADV_DONTNEED
+    if (!s.err) posix_fadvise(s.fd, 0, 0, POSIX_FADV_DONTNEED);
+#endif
+    if (close(s.fd) && !s.err) s.err = errno;
+    // checked again just before the rename: the output may have been swapped meanwhile
+    if (!s.err && check_output(path, err, n)) s.err = -1;
+    if (!s.err && rename(tmp, path)) s.err = errno;
+    if (s.err) {
+        if (s.err > 0) snprintf(err, n, "%s: cannot write: %s", path, strerror(s.err));
+        unlink(tmp);
+    } else {
+        dir_of(path, dir, len);
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+    }
+    free(tmp);
+    free(dir);
+    return s.err ? -1 : 0;
+}
+
+#endif

@@ -1,0 +1,259 @@
+// model/attention.h: masked scaled dot-product attention over heads, forward and backward,
+// and the causal products they are made of. It owns the (sequence, head) loops and their
+// scratch layout; the queries, keys and values come in already projected and rotated
+// (matmul.h, layers.h), so nothing here knows a layer, a weight or a file.
+#ifndef ATTN_MODEL_ATTENTION_H
+#define ATTN_MODEL_ATTENTION_H
+
+#include <math.h>
+#include <string.h>
+#include "layers.h"
+#include "matmul.h"
+#include "threads.h"
+
+// The attention's products, for training shapes small (a head's [T, head_dim] against its
+// [P + T, head_dim] keys) and half masked: sgemm computes the masked half as well and packs
+// its operands on every call. These skip whole masked blocks and keep a tile of the result in
+// registers. GCC's and clang's vector types, so one source serves AVX-512, AVX2 and others.
+typedef float vec16 __attribute__((vector_size(64)));
+typedef float vec16u __attribute__((vector_size(64), aligned(4), may_alias)); // unaligned
+typedef int32_t vec16i __attribute__((vector_size(64)));
+#define VEC 16
+#ifdef __clang__
+#define SHUFFLE16(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define SHUFFLE16(a, b, ...) __builtin_shuffle(a, b, (vec16i){__VA_ARGS__})
+#endif
+
+enum { CAUSAL_NONE, CAUSAL_BELOW, CAUSAL_ABOVE };
+
+// C[i, :16 NV] = alpha Σ_{k0 ≤ k < k1} A[i ai + k ak] B[k ldb, :16 NV] for R rows i, added to
+// C with accumulate. R and NV are constants where it is called, so acc lives in registers.
+static inline __attribute__((always_inline)) void product_tile(float *C, size_t ldc, const float *A, size_t ai,
+                                                               size_t ak, const float *B, size_t ldb, int k0, int k1,
+                                                               int R, int NV, float alpha, int accumulate) {
+    vec16 acc[4][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) acc[r][v] = (vec16){0};
+    for (int k = k0; k < k1; k++) {
+        vec16 b[4];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) b[v] = *(const vec16u *)(B + k * ldb + v * VEC);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            vec16 a = (vec16){0} + A[r * ai + k * ak];
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; v++) acc[r][v] += a * b[v];
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; v++) {
+            vec16u *c = (vec16u *)(C + r * ldc + v * VEC);
+            vec16 prior = accumulate ? (vec16)*c : (vec16){0};
+            *c = prior + acc[r][v] * alpha;
+        }
+}
+
+// C[i, :N] = alpha Σ_k A(i, k) B[k ldb, :N] (added to C with accumulate) for rows i < M, k < K
+// cut by the mask: CAUSAL_BELOW takes k ≤ P + i, CAUSAL_ABOVE k ≥ i − P. A(i, k) is
+// A[i lda + k], or A[k lda + i] with a_trans. A tile of rows takes the union of its rows'
+// ranges, so A must be 0 outside each row's own.
+// The k range [k0, k1) that rows i .. i + R − 1 take together under mask (causal_product).
+static inline void causal_range(int mask, int P, int K, int i, int R, int *k0, int *k1) {
+    *k0 = mask == CAUSAL_ABOVE && i - P > 0 ? i - P : 0;
+    *k1 = mask == CAUSAL_BELOW && P + i + R < K ? P + i + R : K;
+}
+
+static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int a_trans, const float *B,
+                           size_t ldb, int M, int N, int K, int mask, int P, float alpha, int accumulate) {
+    int c = 0;
+    for (int nv = 4; nv >= 1; nv /= 2)
+        for (; c + nv * VEC <= N; c += nv * VEC)
+            for (int i = 0, R; i < M; i += R) {
+                R = M - i >= 4 ? 4 : 1;
+                int k0, k1;
+                causal_range(mask, P, K, i, R, &k0, &k1);
+                float *Ct = C + i * ldc + c;
+                const float *At = a_trans ? A + i : A + i * lda, *Bt = B + c;
+                // A's strides as constants in each inlined tile
+#define TILE(R, NV)                                                                                   \
+    (a_trans ? product_tile(Ct, ldc, At, 1, lda, Bt, ldb, k0, k1, R, NV, alpha, accumulate)            \
+             : product_tile(Ct, ldc, At, lda, 1, Bt, ldb, k0, k1, R, NV, alpha, accumulate))
+                if (R == 4) nv == 4 ? TILE(4, 4) : nv == 2 ? TILE(4, 2) : TILE(4, 1);
+                else nv == 4 ? TILE(1, 4) : nv == 2 ? TILE(1, 2) : TILE(1, 1);
+#undef TILE
+            }
+    for (int i = 0; i < M && c < N; i++) { // columns past the last 16 (head_dim not a multiple of 16)
+        int k0, k1;
+        causal_range(mask, P, K, i, 1, &k0, &k1);
+        for (int j = c; j < N; j++) {
+            float sum = 0.0f;
+            for (int k = k0; k < k1; k++) sum += (a_trans ? A[k * lda + i] : A[i * lda + k]) * B[k * ldb + j];
+            C[i * ldc + j] = accumulate ? C[i * ldc + j] + alpha * sum : alpha * sum;
+        }
+    }
+}
+
+#define VEC_KEYS 32
+// Lane j of the half h (0 or 1) of a stage that swaps blocks of w lanes between registers
+// i and i + w: lanes of a from even blocks, of b (16 + ...) from odd ones.
+#define SWAP_LANE(j, w, h) ((j) / (2 * (w)) * 2 * (w) + ((j) / (w) % 2 ? VEC : 0) + (j) % (w) + (h) * (w))
+#define SWAP_LANES(w, h)                                                                                      \
+    SWAP_LANE(0, w, h), SWAP_LANE(1, w, h), SWAP_LANE(2, w, h), SWAP_LANE(3, w, h), SWAP_LANE(4, w, h),       \
+        SWAP_LANE(5, w, h), SWAP_LANE(6, w, h), SWAP_LANE(7, w, h), SWAP_LANE(8, w, h), SWAP_LANE(9, w, h),   \
+        SWAP_LANE(10, w, h), SWAP_LANE(11, w, h), SWAP_LANE(12, w, h), SWAP_LANE(13, w, h),                   \
+        SWAP_LANE(14, w, h), SWAP_LANE(15, w, h)
+#define TRANSPOSE_STAGE(dst, src, w)                                                                          \
+    for (int i = 0; i < VEC; i++)                                                                             \
+        if (!(i & (w))) {                                                                                     \
+            dst[i] = SHUFFLE16(src[i], src[i + (w)], SWAP_LANES(w, 0));                                       \
+            dst[i + (w)] = SHUFFLE16(src[i], src[i + (w)], SWAP_LANES(w, 1));                                 \
+        }
+
+// dst[d, i] = src[i, d] for the first n of 16 rows i (0 for the others), d < D;
+// dst's rows are VEC_KEYS floats apart. 16 × 16 blocks go through registers: swapping the
+// off-diagonal blocks of sizes 8, 4, 2 and 1 in turn transposes them.
+static inline void transpose_keys(float *dst, const float *src, size_t lds, int n, int D) {
+    int d = 0;
+    for (; d + VEC <= D; d += VEC) {
+        vec16 r[VEC], t[VEC];
+        for (int i = 0; i < VEC; i++) r[i] = i < n ? (vec16) * (const vec16u *)(src + i * lds + d) : (vec16){0};
+        TRANSPOSE_STAGE(t, r, 8);
+        TRANSPOSE_STAGE(r, t, 4);
+        TRANSPOSE_STAGE(t, r, 2);
+        TRANSPOSE_STAGE(r, t, 1);
+        for (int i = 0; i < VEC; i++) *(vec16u *)(dst + (d + i) * VEC_KEYS) = r[i];
+    }
+    for (; d < D; d++)
+        for (int i = 0; i < VEC; i++) dst[d * VEC_KEYS + i] = i < n ? src[i * lds + d] : 0.0f;
+}
+
+// Row t of a causal score block holds P + t + 1 scores; causal_scores writes it to this
+// width, a multiple of 16 within L, so that the loops over it need no scalar tail: the rows
+// are short, and the tail cost more than the rest.
+static inline int causal_width(int n, int L) {
+    int m = (n + VEC - 1) / VEC * VEC;
+    return m < L ? m : L;
+}
+
+// S[t, j] = alpha q_t · k_j for T query rows (lq apart) and P + T keys (lk apart), into rows
+// of P + T, for j < causal_width(P + t + 1, P + T): the entries past P + t are unmasked scores
+// for the caller to mask. A block of VEC_KEYS keys is transposed once for all the rows that
+// see it; one or two rows (a one-token step) do not pay for transposing and take dot products.
+#define KT_DIMS 128
+static void causal_scores(float *S, const float *q, size_t lq, const float *k, size_t lk, int T, int P, int hd,
+                          float alpha) {
+    size_t L = (size_t)P + T;
+    if (T < 3) {
+        for (int t = 0; t < T; t++)
+            for (int j = 0, m = causal_width(P + t + 1, (int)L); j < m; j++) {
+                // keys lie a row of the cache apart: asking ahead read them 15 % faster here
+                for (int x = 0; x < hd && j + 6 < m; x += 16) __builtin_prefetch(k + (j + 6) * lk + x);
+                S[t * L + j] = alpha * dot(q + t * lq, k + j * lk, hd);
+            }
+        return;
+    }
+    float kt[KT_DIMS * VEC_KEYS];
+    for (int j0 = 0; j0 < (int)L; j0 += VEC_KEYS) {
+        int nb = (int)L - j0 < VEC_KEYS ? (int)L - j0 : VEC_KEYS, t0 = j0 - P > 0 ? j0 - P : 0;
+        for (int d0 = 0; d0 < hd; d0 += KT_DIMS) {
+            int dn = hd - d0 < KT_DIMS ? hd - d0 : KT_DIMS;
+            for (int h = 0; h < VEC_KEYS; h += VEC)
+                transpose_keys(kt + h, k + (h < nb ? j0 + h : 0) * lk + d0, lk, nb - h, dn);
+            causal_product(S + t0 * L + j0, L, q + t0 * lq + d0, lq, 0, kt, VEC_KEYS, T - t0, nb, dn, CAUSAL_NONE, 0,
+                           alpha, d0 > 0);
+        }
+    }
+}
+
+// Row t of a causal_scores block into probabilities over its n = P + t + 1 entries, 0 after
+// (exp of -inf gives the padding 0).
+static inline void causal_softmax_row(float *row, int n, int L) {
+    int m = causal_width(n, L);
+    for (int j = n; j < m; j++) row[j] = -INFINITY;
+    softmax(row, m);
+    memset(row + m, 0, (size_t)(L - m) * sizeof(float));
+}
+
+// ----------------------------------------------------------------------------
+// Attention
+
+// Masked scaled dot-product attention for B sequences of T new rows each, after P rows
+// already in k/v. q, out: [B, T, n_heads * head_dim]; k, v: [B, P + T, n_kv_heads * head_dim].
+// att receives the probabilities [B, n_heads, T, P + T] (zero where masked) so that training
+// can keep them for the backward pass. Parallel across (sequence, head).
+// attention_pairs does the (sequence, head) pairs [lo, hi) of B × n_heads, a thread's share.
+static inline void attention_pairs(float *out, float *att, const float *q, const float *k, const float *v, int T,
+                                   int P, int n_heads, int n_kv_heads, int head_dim, size_t lo, size_t hi) {
+    int L = P + T, qd = n_heads * head_dim, kvd = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
+    float scale = 1.0f / sqrtf((float)head_dim);
+    for (size_t i = lo; i < hi; i++) {
+        int b = (int)(i / n_heads), h = (int)(i % n_heads);
+        const float *kb = k + (size_t)b * L * kvd + (size_t)(h / group) * head_dim;
+        const float *vb = v + (size_t)b * L * kvd + (size_t)(h / group) * head_dim;
+        const float *qb = q + (size_t)b * T * qd + (size_t)h * head_dim;
+        float *a = att + i * T * L, *o = out + (size_t)b * T * qd + (size_t)h * head_dim;
+        causal_scores(a, qb, qd, kb, kvd, T, P, head_dim, scale);
+        for (int t = 0; t < T; t++) causal_softmax_row(a + (size_t)t * L, P + t + 1, L);
+        causal_product(o, qd, a, L, 0, vb, kvd, T, head_dim, L, CAUSAL_BELOW, P, 1.0f, 0);
+    }
+}
+
+static inline void attention_forward(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
+                             int P, int n_heads, int n_kv_heads, int head_dim) {
+    size_t pairs = (size_t)B * n_heads;
+#pragma omp parallel if (pairs * T * (P + T) * head_dim >= PARALLEL_MIN_WORK)
+    {
+        int id = thread_num(), nt = team_size();
+        size_t lo, hi;
+        share(pairs, id, nt, &lo, &hi);
+        attention_pairs(out, att, q, k, v, T, P, n_heads, n_kv_heads, head_dim, lo, hi);
+    }
+}
+
+// attention_forward's backward with P = 0, from the probabilities it left in att and the
+// ones the values were weighted with, attd (att after dropout, or att itself), with the
+// causal products per (sequence, head) on the strided head columns. Called outside a
+// parallel region (model_step's shared sequences), the threads take (sequence, key/value
+// head) pairs, each with its own [T, T] scratch ds + thread × T²; inside one, the calling
+// thread does them all with ds.
+static inline void attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                                      const float *att, const float *attd, const float *q, const float *k,
+                                      const float *v, int B, int T, int n_heads, int n_kv_heads, int head_dim) {
+    int H = n_heads, KV = n_kv_heads, hd = head_dim, qd = H * hd, kvd = KV * hd, group = H / KV;
+    float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel for schedule(static)
+    for (int pair = 0; pair < B * KV; pair++) {
+        int b = pair / KV, kh = pair % KV;
+        float *ds = scratch + (size_t)thread_num() * T * T;
+        size_t kvo = (size_t)b * T * kvd + (size_t)kh * hd;
+        for (int h = kh * group; h < (kh + 1) * group; h++) {
+            const float *p = att + ((size_t)b * H + h) * T * T, *pd = attd + ((size_t)b * H + h) * T * T;
+            size_t qo = (size_t)b * T * qd + (size_t)h * hd;
+            int add = h != kh * group; // the group's first head sets dK and dV, the others add
+            // dV += Pdᵀ dO;  dPd = dO Vᵀ
+            causal_product(dv + kvo, kvd, pd, T, 1, dout + qo, qd, T, hd, T, CAUSAL_ABOVE, 0, 1.0f, add);
+            causal_scores(ds, dout + qo, qd, v + kvo, kvd, T, 0, hd, 1.0f);
+            // With Pd = P ∘ M (M the dropout mask and scale, or 1): dP = M ∘ dPd, and the
+            // softmax's dS = P ∘ (dP − rowsum(P ∘ dP)) · scale, where P ∘ dP = Pd ∘ dPd.
+            // Masked entries have P = Pd = 0, so dS is 0 there, as the products below need.
+            for (int t = 0; t < T; t++) {
+                const float *pt = p + (size_t)t * T, *pdt = pd + (size_t)t * T;
+                float *st = ds + (size_t)t * T, sum = 0.0f;
+                int m = causal_width(t + 1, T);
+                for (int j = 0; j < m; j++) sum += pdt[j] * st[j];
+                for (int j = 0; j < m; j++) st[j] = (pdt[j] * st[j] - pt[j] * sum) * scale;
+                memset(st + m, 0, (size_t)(T - m) * sizeof(float));
+            }
+            // dQ = dS K;  dK += dSᵀ Q
+            causal_product(dq + qo, qd, ds, T, 0, k + kvo, kvd, T, hd, T, CAUSAL_BELOW, 0, 1.0f, 0);
+            causal_product(dk + kvo, kvd, ds, T, 1, q + qo, qd, T, hd, T, CAUSAL_ABOVE, 0, 1.0f, add);
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,185 @@
+// model/forward.h: one forward pass of the whole model over T tokens, and the state it runs
+// in (activations and the KV cache). It is ./run's prompt and one-token step alike, and the
+// sampler of ./train's evaluations; training's own forward, which keeps every activation for
+// the backward pass, is training/step.h, built of the same kernels.
+#ifndef ATTN_MODEL_FORWARD_H
+#define ATTN_MODEL_FORWARD_H
+
+#include <stdlib.h>
+#include <string.h>
+#include "attention.h"
+#include "file.h"
+#include "layers.h"
+#include "matmul.h"
+#include "threads.h"
+
+// The buffers of a forward pass: activations for up to max_batch rows at once, and the KV
+// cache for the whole context. q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim.
+typedef struct {
+    int max_batch, threads;  // threads: how many copies of xn there are; forward never runs more
+    float *x;                // (max_batch, dim) the residual stream
+    float *xn;               // (threads, max_batch, dim) each thread's normalised copy of x
+    float *q;                // (max_batch, q_dim) queries
+    float *attn_out;         // (max_batch, q_dim) attention's output, before wo
+    float *xb;               // (max_batch, dim) a sub-layer's output projection
+    float *hb, *hb2;         // (max_batch, hidden_dim) the feed-forward's w1 and w3 outputs
+    float *att;              // (max_batch, n_heads, seq_len) attention probabilities
+    float *rope_cos;         // (seq_len, rope_dims / 2)
+    float *rope_sin;         // (seq_len, rope_dims / 2)
+    float *key_cache;        // (n_layers, seq_len, kv_dim)
+    float *value_cache;      // (n_layers, seq_len, kv_dim)
+    float *wbuf;             // (threads, wbuf_floats) a Q8_0 model's dequantised rows
+    size_t wbuf_floats;
+    Barrier barrier;
+} RunState;
+
+static inline void state_free(RunState *s) {
+    float **bufs[] = {&s->x, &s->xn, &s->q, &s->attn_out, &s->xb, &s->hb, &s->hb2, &s->att,
+                      &s->rope_cos, &s->rope_sin, &s->key_cache, &s->value_cache, &s->wbuf};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) { free(*bufs[i]); *bufs[i] = NULL; }
+}
+
+static inline int state_init(RunState *s, const Config *c, int max_batch) {
+    memset(s, 0, sizeof *s);
+    size_t B = max_batch, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t half = c->rope_dims / 2;
+    s->max_batch = max_batch;
+    s->threads = max_threads();
+    s->x = calloc(B * c->dim, sizeof(float));
+    s->xn = calloc((size_t)s->threads * B * c->dim, sizeof(float));
+    s->q = calloc(B * qd, sizeof(float));
+    s->attn_out = calloc(B * qd, sizeof(float));
+    s->xb = calloc(B * c->dim, sizeof(float));
+    s->hb = calloc(B * c->hidden_dim, sizeof(float));
+    s->hb2 = calloc(B * c->hidden_dim, sizeof(float));
+    s->att = calloc(B * c->n_heads * (size_t)c->seq_len, sizeof(float));
+    s->rope_cos = calloc((size_t)c->seq_len * half + 1, sizeof(float));
+    s->rope_sin = calloc((size_t)c->seq_len * half + 1, sizeof(float));
+    s->key_cache = calloc((size_t)c->n_layers * c->seq_len * kvd, sizeof(float));
+    s->value_cache = calloc((size_t)c->n_layers * c->seq_len * kvd, sizeof(float));
+    if (c->weight_type == WEIGHTS_Q8_0 && max_batch > 1) {
+        size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+        widest = qd > widest ? qd : widest;
+        s->wbuf_floats = qchunk_floats((int)widest);
+        s->wbuf = malloc((size_t)s->threads * s->wbuf_floats * sizeof(float));
+    }
+    if (!s->x || !s->xn || !s->q || !s->attn_out || !s->xb || !s->hb || !s->hb2 || !s->att || !s->rope_cos ||
+        !s->rope_sin || !s->key_cache || !s->value_cache || (s->wbuf_floats && !s->wbuf)) {
+        state_free(s);
+        return -1;
+    }
+    if (c->pos_kind == POS_ROPE) rope_table(s->rope_cos, s->rope_sin, c->seq_len, c->rope_dims, c->rope_theta);
+    return 0;
+}
+
+// Multiply-adds of one layer's products for one token.
+static inline size_t layer_macs(const Config *c) {
+    size_t d = c->dim, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    return d * (qd + 2 * kvd) + qd * d + (c->ffn_kind == FFN_SWIGLU ? 3 : 2) * d * c->hidden_dim;
+}
+
+// This thread's copy of the sub-layer's input: the norm of every row of x in a pre-norm model
+// (each thread normalises all rows itself, which costs less than waiting for the others),
+// x itself in a post-norm one.
+static inline const float *sublayer_input(const Config *c, const float *x, float *xn, const float *norm_w,
+                                          const float *norm_b, int T) {
+    if (c->post_norm) return x;
+    norm_forward(c, xn, x, norm_w, norm_b, T);
+    return xn;
+}
+
+// A sub-layer's output projection of in [T, n_in] into xb, split across the region's threads
+// by features, each adding its features into x (the residual); then, in a post-norm model,
+// "Add & Norm"'s norm of this thread's rows [r0, r1). On return x is whole for every thread.
+static inline void add_sublayer(const Config *c, RunState *s, const float *in, const float *w, QMat qw,
+                                const float *b, const float *norm_w, const float *norm_b, int T, int n_in, int id,
+                                int nt, size_t r0, size_t r1) {
+    size_t d = c->dim, lo, hi;
+    Linear o = {.out = s->xb, .w = w, .b = b, .n_out = c->dim, .residual = s->x, .qw = qw,
+                .wbuf = s->wbuf ? s->wbuf + (size_t)id * s->wbuf_floats : NULL};
+    share(d, id, nt, &lo, &hi);
+    matmul_part(&o, in, T, n_in, lo, hi);
+    barrier_wait(&s->barrier, nt);
+    if (!c->post_norm) return;
+    if (r1 > r0) norm_forward(c, s->x + r0 * d, s->x + r0 * d, norm_w, norm_b, (int)(r1 - r0));
+    barrier_wait(&s->barrier, nt);
+}
+
+// Runs T tokens at positions pos0 .. pos0+T-1 (T ≤ max_batch, pos0 + T ≤ seq_len) through
+// the model, appending their keys and values to the cache. Logits are computed only for rows
+// logits_from .. T-1, into logits [T - logits_from, vocab_size]; the prompt asks for its last
+// row alone, perplexity for all.
+static inline void forward(const Config *c, const Weights *w, RunState *s, const int *tokens, int T, int pos0,
+                    float *logits, int logits_from) {
+    int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, hid = c->hidden_dim;
+    int swiglu = c->ffn_kind == FFN_SWIGLU, n_logits = logits && logits_from < T ? T - logits_from : 0;
+    int team = max_threads() < s->threads ? max_threads() : s->threads;
+    float *x = s->x;
+    // One parallel region for the whole pass: each product is split across the threads by
+    // output features, attention by head, embedding and post-norms by rows. A one-token step
+    // is a few milliseconds, and each meeting at s->barrier costs the earlier thread a wait
+    // of several microseconds, so the steps are arranged for few meetings: every thread
+    // normalises x itself, computes the queries, keys and values of its own heads, rotates
+    // and attends with them, and adds its features of the output projections into x.
+#pragma omp parallel num_threads(team) if ((size_t)T * layer_macs(c) >= 4 * PARALLEL_MIN_WORK)
+    {
+        int id = thread_num(), nt = team_size();
+        size_t r0, r1, lo, hi, h0, h1, g0, g1;
+        share((size_t)T, id, nt, &r0, &r1);
+        share((size_t)c->n_heads, id, nt, &h0, &h1);
+        share((size_t)c->n_kv_heads, id, nt, &g0, &g1);
+        // with whole groups of query heads per thread, its queries need only its own keys
+        // and values; otherwise every thread's must be there before attention
+        int own_kv = c->n_kv_heads % nt == 0;
+        float *xn = s->xn + (size_t)id * s->max_batch * d;
+        float *wbuf = s->wbuf ? s->wbuf + (size_t)id * s->wbuf_floats : NULL;
+        if (r1 > r0) embed_forward(c, w, x + r0 * d, tokens + r0, (int)(r1 - r0), pos0 + (int)r0);
+        barrier_wait(&s->barrier, nt);
+        for (int l = 0; l < c->n_layers; l++) {
+            const LayerWeights *L = &w->layers[l];
+            float *kc = s->key_cache + ((size_t)l * c->seq_len) * kvd, *vc = s->value_cache + ((size_t)l * c->seq_len) * kvd;
+            float *knew = kc + (size_t)pos0 * kvd;
+            // attention
+            const float *in = sublayer_input(c, x, xn, L->attn_norm_w, L->attn_norm_b, T);
+            Linear q = {.out = s->q, .w = L->wq, .b = L->bq, .n_out = qd, .qw = L->qwq, .wbuf = wbuf};
+            Linear k = {.out = knew, .w = L->wk, .b = L->bk, .n_out = kvd, .qw = L->qwk, .wbuf = wbuf};
+            Linear v = {.out = vc + (size_t)pos0 * kvd, .w = L->wv, .b = L->bv, .n_out = kvd, .qw = L->qwv, .wbuf = wbuf};
+            matmul_part(&q, in, T, d, h0 * hd, h1 * hd);
+            matmul_part(&k, in, T, d, g0 * hd, g1 * hd);
+            matmul_part(&v, in, T, d, g0 * hd, g1 * hd);
+            if (c->pos_kind == POS_ROPE) {
+                rope_forward(s->q + h0 * hd, qd, T, pos0, (int)(h1 - h0), hd, c->rope_dims, s->rope_cos, s->rope_sin);
+                rope_forward(knew + g0 * hd, kvd, T, pos0, (int)(g1 - g0), hd, c->rope_dims, s->rope_cos, s->rope_sin);
+            }
+            if (!own_kv) barrier_wait(&s->barrier, nt);
+            attention_pairs(s->attn_out, s->att, s->q, kc, vc, T, pos0, c->n_heads, c->n_kv_heads, hd, h0, h1);
+            barrier_wait(&s->barrier, nt);
+            add_sublayer(c, s, s->attn_out, L->wo, L->qwo, L->bo, L->attn_norm_w, L->attn_norm_b, T, qd, id, nt, r0, r1);
+            // feed-forward: w1 and w3 split alike, so that each thread's activations need only
+            // its own outputs
+            in = sublayer_input(c, x, xn, L->ffn_norm_w, L->ffn_norm_b, T);
+            Linear up[] = {{.out = s->hb, .w = L->w1, .b = L->b1, .n_out = hid, .qw = L->qw1, .wbuf = wbuf},
+                           {.out = s->hb2, .w = L->w3, .b = L->b3, .n_out = hid, .qw = L->qw3, .wbuf = wbuf}};
+            share((size_t)hid, id, nt, &lo, &hi);
+            matmul_part(&up[0], in, T, d, lo, hi);
+            if (swiglu) matmul_part(&up[1], in, T, d, lo, hi);
+            for (int t = 0; t < T && hi > lo; t++)
+                activation_forward(c->ffn_kind, s->hb + (size_t)t * hid + lo, s->hb + (size_t)t * hid + lo,
+                               s->hb2 + (size_t)t * hid + lo, hi - lo);
+            barrier_wait(&s->barrier, nt);
+            add_sublayer(c, s, s->hb, L->w2, L->qw2, L->b2, L->ffn_norm_w, L->ffn_norm_b, T, hid, id, nt, r0, r1);
+        }
+        if (n_logits) {
+            const float *last = x + (size_t)logits_from * d;
+            if (c->final_norm) {
+                norm_forward(c, xn, last, w->final_norm_w, w->final_norm_b, n_logits);
+                last = xn;
+            }
+            Linear cls = {.out = logits, .w = w->classifier, .n_out = c->vocab_size, .qw = w->qclassifier, .wbuf = wbuf};
+            share((size_t)c->vocab_size, id, nt, &lo, &hi);
+            matmul_part(&cls, last, n_logits, d, lo, hi);
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,114 @@
+// model/threads.h: how the model's loops share the cores. It owns the split of work across
+// OpenMP threads, the barrier that forward()'s threads meet at, and the wait policy the
+// programs start with. It knows no layer and no file.
+#ifndef ATTN_MODEL_THREADS_H
+#define ATTN_MODEL_THREADS_H
+
+#include <sched.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+// Below this many multiply-adds a second thread costs more to wake than it saves.
+#define PARALLEL_MIN_WORK (1 << 16)
+
+// This thread's number in its parallel region and the region's size (0 and 1 outside one,
+// or without OpenMP).
+static inline int thread_num(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+static inline int team_size(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+// The most threads a parallel region started here would have.
+static inline int max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+// This thread's share [*lo, *hi) of n items split evenly across nt threads.
+static inline void share(size_t n, int id, int nt, size_t *lo, size_t *hi) {
+    *lo = n * id / nt;
+    *hi = n * (id + 1) / nt;
+}
+
+// OpenMP threads that spin while they wait collapse when another process holds a core, while
+// sleeping waits cost a few percent on an idle machine (docs/KERNELS.md). libgomp reads
+// OMP_WAIT_POLICY only when it loads, so a program that wants passive waiting by default
+// sets it and starts itself again. A user's own OMP_WAIT_POLICY is left alone.
+static inline void prefer_passive_threads(char **argv) {
+    if (getenv("OMP_WAIT_POLICY")) return;
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv); // returns only on failure: then run on as we are
+}
+
+// The threads of forward's parallel region meet here between its steps. A waiting thread
+// spins for a while and only then sleeps on a futex, since waking a sleeper costs tens of
+// microseconds while long spins starve a busy machine (docs/KERNELS.md). So the spin adapts:
+// it grows while waits end within it (an idle machine) and halves each time a wait has to
+// sleep (a busy one).
+#define BARRIER_SPIN_MIN 512
+#define BARRIER_SPIN_MAX 16384
+typedef struct {
+    atomic_int arrived, phase, sleepers, spin_limit;
+} Barrier;
+
+static inline void barrier_wait(Barrier *b, int nt) {
+    if (nt < 2) return;
+    int phase = atomic_load(&b->phase);
+    if (atomic_fetch_add(&b->arrived, 1) == nt - 1) {
+        atomic_store(&b->arrived, 0);
+        atomic_store(&b->phase, phase + 1);
+#ifdef __linux__
+        if (atomic_load(&b->sleepers)) syscall(SYS_futex, &b->phase, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+#endif
+        return;
+    }
+    int limit = atomic_load_explicit(&b->spin_limit, memory_order_relaxed), slept = 0;
+    if (limit < BARRIER_SPIN_MIN) limit = BARRIER_SPIN_MIN;
+    for (int spins = 0; atomic_load(&b->phase) == phase; spins++) {
+        if (spins < limit) {
+#if defined(__x86_64__) || defined(__i386__)
+            __builtin_ia32_pause();
+#endif
+            continue;
+        }
+        slept = 1;
+#ifdef __linux__
+        // the futex sleeps only while the phase is still the old one, so a release between
+        // the check above and here is never missed
+        atomic_fetch_add(&b->sleepers, 1);
+        syscall(SYS_futex, &b->phase, FUTEX_WAIT_PRIVATE, phase, NULL, NULL, 0);
+        atomic_fetch_sub(&b->sleepers, 1);
+#else
+        sched_yield();
+#endif
+    }
+    limit = slept ? limit / 2 : limit + limit / 8 + 1;
+    limit = limit < BARRIER_SPIN_MIN ? BARRIER_SPIN_MIN : limit > BARRIER_SPIN_MAX ? BARRIER_SPIN_MAX : limit;
+    atomic_store_explicit(&b->spin_limit, limit, memory_order_relaxed);
+}
+
+#endif

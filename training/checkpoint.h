@@ -1,0 +1,281 @@
+// training/checkpoint.h: what a run leaves on disk and picks up again: the model file, the
+// resume state (MODEL.state) and the log (MODEL.csv). It builds the model a run starts from,
+// new, --init or --resume, and writes every file whole (io/files.h).
+#ifndef ATTN_TRAINING_CHECKPOINT_H
+#define ATTN_TRAINING_CHECKPOINT_H
+
+#include "options.h"
+#include "params.h"
+
+// The model being trained: what its file holds.
+typedef struct {
+    Config c;
+    void *tok_blob; // (tok_bytes) the tokenizer, as stored in the model file
+    size_t tok_bytes, param_bytes;
+    float *params; // (param_bytes / 4) the weights block, laid out as model/file.h carves it
+} ModelData;
+
+// The resume state: a copy of the weights (so that it never depends on which of the two files
+// a crash let through), both AdamW moments, the options and the step. The data order is a
+// function of (seed, step), so the step is all the data position there is. Config and
+// tokenizer come from the model file, which are the same at every checkpoint of a run; a
+// fingerprint of both makes sure of it.
+#define STATE_MAGIC "ATTNSTAT"
+#define STATE_VERSION 2 // 2: Opts gained dropout
+
+typedef struct {
+    char magic[8];
+    uint32_t version, opts_bytes;
+    uint64_t step, corpus_bytes, corpus_hash, model_hash, param_bytes;
+    Opts opts;
+} StateHeader;
+
+typedef struct {
+    const ModelData *md;
+    const float *m, *v;
+    StateHeader h;
+} StateData;
+
+static void write_state_cb(Sink *s, const void *ctx) {
+    const StateData *sd = ctx;
+    sink_write(s, &sd->h, sizeof sd->h);
+    sink_write(s, sd->md->params, sd->md->param_bytes);
+    sink_write(s, sd->m, sd->md->param_bytes);
+    sink_write(s, sd->v, sd->md->param_bytes);
+}
+
+static uint64_t fnv1a(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t model_hash(const ModelData *md) {
+    FileHeader h = header_from_config(&md->c);
+    return fnv1a(&h, sizeof h) ^ fnv1a(md->tok_blob, md->tok_bytes) * 31;
+}
+
+// Config and tokenizer of a model file to train on, and with its_params its weights, into md.
+// Float32 weights only (a Q8_0 file's are rounded for ./run). need: what the file is for.
+static void read_model(ModelData *md, const char *path, int its_params, const char *need) {
+    Model m;
+    char err[512];
+    if (model_open(&m, path, err, sizeof err)) die("%s%s", err, need);
+    if (m.config.weight_type != WEIGHTS_F32)
+        die("%s: its weights are quantised (Q8_0); training needs float32 weights: convert the original checkpoint "
+            "without --quantize",
+            path);
+    md->c = m.config;
+    md->tok_bytes = m.tok_bytes;
+    md->tok_blob = xcalloc(md->tok_bytes, 1, "the tokenizer");
+    memcpy(md->tok_blob, m.tok_blob, md->tok_bytes);
+    md->param_bytes = carve_weights(&md->c, NULL, NULL);
+    md->params = xcalloc(md->param_bytes, 1, "parameters");
+    if (its_params)
+        memcpy(md->params, (const char *)m.map + ((const FileHeader *)m.map)->weights_offset, md->param_bytes);
+    model_close(&m);
+}
+
+// What --resume continues: config and tokenizer from the model file, weights, moments, options
+// and step from MODEL.state, whose options replace the command line's.
+static void load_state(const char *out, const char *path, const char *corpus_path, size_t corpus_len,
+                       uint64_t corpus_hash, ModelData *md, float **m, float **v, Opts *o, int *step) {
+    read_model(md, out, 0, " (needed with --resume)");
+    size_t n;
+    char *buf = read_file(path, &n, "the resume state");
+    StateHeader sh;
+    if (n < sizeof sh) die("%s: too short for a resume state", path);
+    memcpy(&sh, buf, sizeof sh);
+    if (memcmp(sh.magic, STATE_MAGIC, 8) || sh.version != STATE_VERSION || sh.opts_bytes != sizeof(Opts))
+        die("%s: not a resume state of this build", path);
+    if (sh.param_bytes != md->param_bytes || sh.model_hash != model_hash(md))
+        die("%s: belongs to a different model than %s", path, out);
+    if (n != sizeof sh + 3 * sh.param_bytes)
+        die("%s: %zu bytes, its header implies %llu (truncated?)", path, n,
+            (unsigned long long)(sizeof sh + 3 * sh.param_bytes));
+    if (sh.corpus_bytes != corpus_len || sh.corpus_hash != corpus_hash)
+        die("%s: the run was trained on a different corpus than %s", path, corpus_path);
+    const char *p = buf + sizeof sh;
+    *m = xcalloc(md->param_bytes, 1, "AdamW moments");
+    *v = xcalloc(md->param_bytes, 1, "AdamW moments");
+    memcpy(md->params, p, md->param_bytes);
+    memcpy(*m, p + md->param_bytes, md->param_bytes);
+    memcpy(*v, p + 2 * md->param_bytes, md->param_bytes);
+    *o = sh.opts;
+    check_saved_opts(o, path);
+    if (sh.step > (uint64_t)o->max_iters)
+        die("%s: step %llu is past its run's end (damaged?)", path, (unsigned long long)sh.step);
+    *step = (int)sh.step;
+    free(buf);
+}
+
+// Both files of a checkpoint; the state first, as it holds its own copy of the weights.
+static void save_checkpoint(const char *out, const char *state_path, StateData *sd, int step) {
+    char err[512];
+    const ModelData *md = sd->md;
+    sd->h.step = (uint64_t)step;
+    if (write_atomic(state_path, write_state_cb, sd, err, sizeof err) ||
+        model_save(out, &md->c, md->tok_blob, md->tok_bytes, md->params, err, sizeof err))
+        die("%s; the previous checkpoint is intact", err);
+}
+
+// The log: a new one, or on resume the old one without the rows after the checkpoint.
+static FILE *open_log(const char *path, int resume, int start_step) {
+    size_t n = 0;
+    char *old = resume && access(path, F_OK) == 0 ? read_file(path, &n, "the log") : NULL;
+    FILE *csv = fopen(path, "w");
+    if (!csv) die("%s: cannot write the log: %s", path, strerror(errno));
+    if (!old) fprintf(csv, "step,train_loss,val_loss,lr,tokens_per_sec\n");
+    for (char *line = old, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        next = next ? next + 1 : line + strlen(line);
+        int step = 0;
+        if (!strncmp(line, "step,", 5) || (sscanf(line, "%d,", &step) == 1 && step <= start_step))
+            fwrite(line, 1, (size_t)(next - line), csv);
+    }
+    free(old);
+    fflush(csv);
+    return csv;
+}
+
+static void dump_grads(const char *prefix, const float *grads, const ParamTensor *pt, int npt) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s.grads", prefix);
+    FILE *f = fopen(p, "wb");
+    if (!f) die("%s: cannot write the dump", p);
+    for (int i = 0; i < npt; i++) {
+        uint64_t n = pt[i].n;
+        fwrite(pt[i].name, 1, sizeof pt[i].name, f);
+        fwrite(&n, sizeof n, 1, f);
+        fwrite(grads + pt[i].off, sizeof(float), n, f);
+    }
+    if (ferror(f) | fclose(f)) die("%s: cannot write the dump", p);
+}
+
+static Config config_from_opts(const Opts *o, int vocab_size) {
+    if (o->n_embd % o->n_head) die("--n-embd %d is not a multiple of --n-head %d", o->n_embd, o->n_head);
+    if (o->n_head % o->n_kv_head) die("--n-head %d is not a multiple of --n-kv-head %d", o->n_head, o->n_kv_head);
+    int hd = o->n_embd / o->n_head;
+    Config c = {
+        .dim = o->n_embd, .n_layers = o->n_layer, .n_heads = o->n_head, .n_kv_heads = o->n_kv_head, .head_dim = hd,
+        .vocab_size = vocab_size, .seq_len = o->block_size, .final_norm = 1, .tied_classifier = 1,
+        .embed_scale = 1.0f, .norm_eps = 1e-5f, .tok_kind = TOK_SENTENCEPIECE, .bos_id = -1, .eos_id = -1,
+        .rope_theta = 10000.0f, // FORMAT.md wants a valid theta even where it is ignored
+    };
+    if (o->arch == ARCH_GPT) {
+        c.hidden_dim = 4 * o->n_embd;
+        c.pos_kind = POS_LEARNED;
+        c.ffn_kind = FFN_GELU_TANH;
+        c.norm_kind = NORM_LAYER;
+        c.bias_flags = BIAS_ALL;
+    } else {
+        if (hd % 2) die("--arch llama: head size %d (n-embd / n-head) must be even for RoPE", hd);
+        // Llama's SwiGLU width: two thirds of 4 * dim, rounded up to a multiple of 32
+        c.hidden_dim = (2 * 4 * o->n_embd / 3 + 31) / 32 * 32;
+        c.pos_kind = POS_ROPE;
+        c.rope_dims = hd;
+        c.ffn_kind = FFN_SWIGLU;
+        c.norm_kind = NORM_RMS;
+    }
+    FileHeader h = header_from_config(&c);
+    char err[256];
+    if (config_from_header(&h, &c, err, sizeof err)) die("the model options give an invalid model: %s", err);
+    return c;
+}
+
+// The model a run starts from, into md: from the resume state (with its moments, options and
+// step), from --init's model file, or new from the options, with a vocabulary learned from
+// the corpus and parameters the caller initialises.
+static void build_model(const Args *args, Opts *o, const char *corpus, size_t corpus_len, uint64_t corpus_hash,
+                        const char *state_path, ModelData *md, float **m, float **v, int *start_step) {
+    char err[512];
+    *start_step = 0;
+    if (args->resume) {
+        load_state(args->out, state_path, args->data, corpus_len, corpus_hash, md, m, v, o, start_step);
+        // The run goes on with its own options; only its length may change (past the end of
+        // the decay it trains on at --min-lr).
+        if (args->max_iters_given) o->max_iters = args->o.max_iters;
+        if (o->max_iters < *start_step)
+            die("--max-iters %d: %s is already at step %d; give a larger --max-iters to go on", o->max_iters,
+                args->out, *start_step);
+        if (args->others_given)
+            fprintf(stderr,
+                    "%s: note: --resume continues with the options saved in %s; only -d, -o and --max-iters "
+                    "are taken from the command line\n",
+                    prog, state_path);
+    } else if (args->init) {
+        if (args->shape_given)
+            fprintf(stderr, "%s: note: --init keeps the architecture of %s; --arch and --n-* are ignored\n", prog,
+                    args->init);
+        read_model(md, args->init, 1, "");
+        if (!args->block_given) o->block_size = md->c.seq_len;
+        if (o->block_size > md->c.seq_len)
+            die("--block-size %d exceeds %s's context length %d", o->block_size, args->init, md->c.seq_len);
+    } else {
+        int rc = o->vocab_size ? tokenizer_learn_bpe(corpus, corpus_len, o->vocab_size, &md->tok_blob, &md->tok_bytes,
+                                                     err, sizeof err)
+                               : tokenizer_learn_chars(corpus, corpus_len, &md->tok_blob, &md->tok_bytes, err,
+                                                       sizeof err);
+        if (rc) die("%s: cannot learn a vocabulary: %s", args->data, err);
+        uint32_t n_pieces;
+        memcpy(&n_pieces, md->tok_blob, 4);
+        md->c = config_from_opts(o, (int)n_pieces);
+        md->param_bytes = carve_weights(&md->c, NULL, NULL);
+        md->params = xcalloc(md->param_bytes, 1, "parameters");
+    }
+    if (o->block_size > md->c.seq_len)
+        die("block size %d exceeds the model's context length %d", o->block_size, md->c.seq_len);
+}
+
+// The files a run writes: the model, its resume state and its log.
+typedef struct {
+    const char *model;
+    char *state, *csv;
+} RunFiles;
+
+// The run's file names from -o; none may be the corpus, which writing would destroy. (-o equal
+// to --init is allowed: the model is read whole before the first checkpoint.)
+static RunFiles run_files(const char *out, const char *corpus_path) {
+    size_t n = strlen(out) + sizeof ".state";
+    RunFiles f = {out, xcalloc(n, 1, "a file name"), xcalloc(n, 1, "a file name")};
+    snprintf(f.state, n, "%s.state", out);
+    snprintf(f.csv, n, "%s.csv", out);
+    const char *outputs[] = {f.model, f.state, f.csv};
+    for (int i = 0; i < 3; i++)
+        if (same_file(outputs[i], corpus_path)) die("%s is the corpus (-d): writing it would destroy it", outputs[i]);
+    return f;
+}
+
+static void run_files_free(RunFiles *f) {
+    free(f->state);
+    free(f->csv);
+}
+
+// What save_checkpoint writes into MODEL.state, set up once for the run.
+static StateData state_data(const ModelData *md, const float *m, const float *v, const Opts *o, size_t corpus_len,
+                            uint64_t corpus_hash) {
+    StateData sd = {.md = md, .m = m, .v = v};
+    memcpy(sd.h.magic, STATE_MAGIC, 8);
+    sd.h.version = STATE_VERSION;
+    sd.h.opts_bytes = sizeof(Opts);
+    sd.h.corpus_bytes = corpus_len;
+    sd.h.corpus_hash = corpus_hash;
+    sd.h.model_hash = model_hash(md);
+    sd.h.param_bytes = md->param_bytes;
+    sd.h.opts = *o;
+    return sd;
+}
+
+// Test hook (--dump PREFIX, docs/TRAINING.md): each micro-batch's tokens and targets appended
+// to PREFIX.batches, the file started anew with the run's first.
+static void dump_batch(const char *prefix, const Acts *a, int first) {
+    char path[4096];
+    size_t n = (size_t)a->B * a->T * sizeof(int);
+    snprintf(path, sizeof path, "%s.batches", prefix);
+    FILE *f = fopen(path, first ? "wb" : "ab");
+    if (!f || fwrite(a->tokens, 1, n, f) != n || fwrite(a->targets, 1, n, f) != n || fclose(f))
+        die("%s: cannot write the dump", path);
+}
+
+#endif

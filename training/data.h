@@ -1,0 +1,99 @@
+// training/data.h: the corpus as token ids split 90/10, the random batches nanoGPT draws,
+// and the losses an evaluation reports.
+#ifndef ATTN_TRAINING_DATA_H
+#define ATTN_TRAINING_DATA_H
+
+#include "acts.h"
+#include "random.h"
+#include "step.h"
+
+// Splits beyond this many tokens are scored on their start at the end of a run.
+#define FULL_LOSS_MAX_TOKENS ((size_t)1 << 20)
+
+// One split of the corpus: n token ids, not owned.
+typedef struct {
+    int *ids;
+    size_t n;
+} Split;
+
+// The corpus, whole, refused unless it is non-empty UTF-8 text.
+static char *read_corpus(const char *path, size_t *len) {
+    char *corpus = read_file(path, len, "the corpus"), why[64];
+    if (*len == 0) die("%s: the corpus is empty", path);
+    if (text_problem(corpus, *len, why, sizeof why)) die("%s: not UTF-8 text: %s (train on text files)", path, why);
+    return corpus;
+}
+
+// The corpus as tokens of the model's tokenizer (tok, initialised here), split 90/10 into
+// train and val, each of which must hold more than one block.
+static void encode_corpus(const Config *c, const void *tok_blob, size_t tok_bytes, const char *corpus,
+                          size_t corpus_len, const char *path, int block_size, Tokenizer *tok, int **ids, int *n_ids,
+                          Split *train, Split *val) {
+    char err[512];
+    if (tokenizer_init(tok, tok_blob, tok_bytes, c->tok_kind, c->tok_flags, c->bos_id, c->eos_id, err, sizeof err))
+        die("tokenizer: %s", err);
+    if (corpus_len > (size_t)INT32_MAX - 2) die("%s: corpora above 2 GiB are not supported", path);
+    *ids = xcalloc(corpus_len + 2, sizeof(int), "the encoded corpus");
+    *n_ids = tokenizer_encode(tok, corpus, corpus_len, 0, *ids, (int)corpus_len + 2, err, sizeof err);
+    if (*n_ids < 0) die("%s: cannot encode the corpus: %s", path, err);
+    *train = (Split){*ids, (size_t)(*n_ids * 0.9)};
+    *val = (Split){*ids + train->n, (size_t)*n_ids - train->n};
+    if (train->n < (size_t)block_size + 1 || val->n < (size_t)block_size + 1)
+        die("%s: %d tokens give %zu training and %zu validation tokens; each needs more than the block size %d "
+            "(use a longer corpus or a smaller --block-size)",
+            path, *n_ids, train->n, val->n, block_size);
+}
+
+// A batch of B random windows of the split, as nanoGPT draws them.
+static void fill_batch(Acts *a, const Split *s, int B, uint64_t rng) {
+    int T = a->T;
+    for (int b = 0; b < B; b++) {
+        size_t ix = splitmix64(&rng) % (s->n - T);
+        for (int t = 0; t < T; t++) {
+            a->tokens[(size_t)b * T + t] = s->ids[ix + t];
+            a->targets[(size_t)b * T + t] = s->ids[ix + t + 1];
+        }
+    }
+}
+
+// The mean loss over iters random batches of the split.
+static double estimate_loss(const Config *c, const Weights *w, Acts *a, const Split *s, int iters, uint64_t seed,
+                            int purpose) {
+    double sum = 0.0;
+    for (int i = 0; i < iters; i++) {
+        fill_batch(a, s, a->B, rng_for(seed, purpose, i));
+        sum += model_step(c, w, NULL, a, a->B, 0.0f, NULL);
+    }
+    return sum / iters;
+}
+
+// Every token of the split after the first is predicted once: consecutive windows of T
+// targets, each with the context from its window's start (the tail shorter than T is dropped).
+// Splits beyond FULL_LOSS_MAX_TOKENS are scored on their start. On a terminal a status line
+// counts the windows: for a large model this takes minutes.
+static double full_loss(const Config *c, const Weights *w, Acts *a, const Split *s, size_t *count, int tty) {
+    int T = a->T;
+    size_t n = s->n < FULL_LOSS_MAX_TOKENS + 1 ? s->n : FULL_LOSS_MAX_TOKENS + 1;
+    size_t windows = (n - 1) / T;
+    double sum = 0.0, shown = now_s();
+    for (size_t w0 = 0; w0 < windows; w0 += a->B) {
+        int B = windows - w0 < (size_t)a->B ? (int)(windows - w0) : a->B;
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                size_t ix = (w0 + b) * T + t;
+                a->tokens[(size_t)b * T + t] = s->ids[ix];
+                a->targets[(size_t)b * T + t] = s->ids[ix + 1];
+            }
+        sum += model_step(c, w, NULL, a, B, 0.0f, NULL) * B * T;
+        if (tty && now_s() - shown > 0.5) {
+            printf("\r\033[Kscoring the validation split: %zu of %zu windows", w0 + B, windows);
+            fflush(stdout);
+            shown = now_s();
+        }
+    }
+    if (tty) fputs("\r\033[K", stdout);
+    *count = windows * T;
+    return sum / (double)(windows * T);
+}
+
+#endif

@@ -1,0 +1,46 @@
+// training/optim.h: nanoGPT's learning-rate schedule, gradient clipping and PyTorch's AdamW.
+// It touches parameters, gradients and moments as flat arrays, nothing else.
+#ifndef ATTN_TRAINING_OPTIM_H
+#define ATTN_TRAINING_OPTIM_H
+
+#include <math.h>
+#include "options.h"
+#include "params.h"
+
+// Optimiser: nanoGPT's schedule and PyTorch's AdamW.
+
+static float get_lr(const Opts *o, int it) {
+    if (it < o->warmup_iters) return o->lr * (it + 1) / (o->warmup_iters + 1);
+    if (it > o->lr_decay_iters || o->lr_decay_iters <= o->warmup_iters) return o->min_lr;
+    double ratio = (double)(it - o->warmup_iters) / (o->lr_decay_iters - o->warmup_iters);
+    double coeff = 0.5 * (1.0 + cos(M_PI * ratio));
+    return (float)(o->min_lr + coeff * (o->lr - o->min_lr));
+}
+
+// PyTorch's AdamW step on every tensor, in one parallel region; gscale is the clipping factor.
+// The gradients are zeroed on the way, ready for the next step's accumulation.
+static void adamw_step(float *p, float *g, float *m, float *v, const ParamTensor *pt, int npt, float lr,
+                       float weight_decay, float b1, float b2, int t, float gscale) {
+    float bc1 = 1.0f - powf(b1, (float)t), bc2_sqrt = sqrtf(1.0f - powf(b2, (float)t));
+#pragma omp parallel
+    for (int k = 0; k < npt; k++) {
+        float decay = 1.0f - lr * (pt[k].decay ? weight_decay : 0.0f);
+        size_t lo = pt[k].off, hi = pt[k].off + pt[k].n;
+#pragma omp for simd schedule(static) nowait
+        for (size_t i = lo; i < hi; i++) {
+            float gi = g[i] * gscale;
+            g[i] = 0.0f;
+            m[i] += (1.0f - b1) * (gi - m[i]);
+            v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+            p[i] = p[i] * decay - (lr / bc1) * m[i] / (sqrtf(v[i]) / bc2_sqrt + 1e-8f);
+        }
+    }
+}
+
+// The factor that clips the gradients' global norm, sqrt(grad_sq), to max_norm (0: no clipping).
+static float clip_scale(double grad_sq, float max_norm) {
+    double norm = sqrt(grad_sq);
+    return max_norm > 0.0f && norm > max_norm ? (float)(max_norm / (norm + 1e-6)) : 1.0f;
+}
+
+#endif
