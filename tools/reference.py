@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import modelfile as mf  # noqa: E402
+import outfile  # noqa: E402
 
 
 class Block(nn.Module):
@@ -256,10 +257,14 @@ def main(argv):
     ap.add_argument("--greedy", type=int, help="new tokens to generate greedily after --tokens")
     ap.add_argument("--double", action="store_true", help="compute in float64")
     a = ap.parse_args(argv)
+    npy = a.logits and (a.logits if a.logits.endswith(".npy") else a.logits + ".npy")  # as np.save names it
     try:
+        if npy:
+            outfile.check(npy)  # before any work
         m = load(a.model, torch.float64 if a.double else torch.float32)
-        if a.logits:
-            np.save(a.logits, logits(m, parse_ids(a.tokens)))
+        if npy:
+            with outfile.replacing(npy) as f:
+                np.save(f, logits(m, parse_ids(a.tokens)))
         if a.ppl_tokens:
             print("perplexity: %.9g" % perplexity(m, parse_ids(a.ppl_tokens)))
         if a.greedy:
@@ -269,7 +274,8 @@ def main(argv):
             sys.stdout.flush()
             sys.stdout.buffer.write(decode(m.tok, out, prompt[-1] if prompt else -1) + b"\n")
     except (ValueError, OSError) as e:
-        sys.stderr.write("reference.py: %s: %s\n" % (a.model, e))
+        where = e.filename if isinstance(e, outfile.Refused) else a.model
+        sys.stderr.write("reference.py: %s: %s\n" % (where, e))
         return 1
     return 0
 
