@@ -1,0 +1,82 @@
+"""The case runner of tests/test_*.py: every case of a file, or with -k SUBSTRING the cases whose
+names contain it, each reported as 'ok    NAME' or 'FAIL  NAME: ...', then 'N passed, N failed'.
+
+  /usr/bin/python3 tests/test_X.py [-k SUBSTRING]
+
+A case that uses what another case wrote says so (needs=...): -k runs those first, and counts them.
+VERBOSE=1 prints a failing case's traceback.
+"""
+import os
+import subprocess
+import sys
+import traceback
+
+
+class Cases:
+    """A file's cases, in the order they were added: @cases, @cases(needs=[case, ...]) or add()."""
+
+    def __init__(self):
+        self.funcs, self.needs = {}, {}
+
+    def __call__(self, f=None, needs=()):
+        if f is None:
+            return lambda g: self(g, needs)
+        self.add(f.__name__, f, [n.__name__ for n in needs])
+        return f
+
+    def add(self, name, f, needs=()):
+        assert name not in self.funcs, "two cases named %s" % name
+        self.funcs[name], self.needs[name] = f, list(needs)
+
+    def selected(self, substring):
+        """The names to run, in file order: those containing substring and what they need."""
+        want = set()
+
+        def add(name):
+            if name not in want:
+                want.add(name)
+                for n in self.needs[name]:
+                    add(n)
+        for name in self.funcs:
+            if substring in name:
+                add(name)
+        return [n for n in self.funcs if n in want]
+
+    def run(self, argv, report=None):
+        """Run the cases argv selects; report(), if given, prints before the closing line. The exit status."""
+        if argv and (len(argv) != 2 or argv[0] != "-k"):
+            print("usage: %s [-k SUBSTRING]" % os.path.basename(sys.argv[0]), file=sys.stderr)
+            return 2
+        names = self.selected(argv[1] if argv else "")
+        if not names:
+            print("no case name contains %r (cases: %s)" % (argv[1], ", ".join(self.funcs)))
+            return 1
+        failed = set()
+        for name in names:
+            missing = [n for n in self.needs[name] if n in failed]
+            try:
+                if missing:
+                    raise AssertionError("needs %s, which failed" % ", ".join(missing))
+                self.funcs[name]()
+                print("ok    %s" % name)
+            except Exception as e:  # report the case and go on to the next
+                failed.add(name)
+                print("FAIL  %s: %s: %s" % (name, type(e).__name__, e))
+                if os.environ.get("VERBOSE"):
+                    traceback.print_exc()
+        if report:
+            report()
+        print("%d passed, %d failed" % (len(names) - len(failed), len(failed)))
+        return 1 if failed else 0
+
+
+def refused(cmd, needle, **kw):
+    """Run cmd (a list), which must refuse as the tools do: exit status 1 and exactly one line on
+    stderr, no traceback, holding needle. Returns that line."""
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    where = " ".join(os.path.basename(c) for c in cmd[1:])
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 1, "%s: exit %d, stderr %r" % (where, r.returncode, r.stderr)
+    assert len(lines) == 1 and "Traceback" not in r.stderr, "%s: stderr %r" % (where, r.stderr)
+    assert needle.lower() in lines[0].lower(), "%s: %r lacks %r" % (where, lines[0], needle)
+    return lines[0]
