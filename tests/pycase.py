@@ -70,10 +70,10 @@ class Cases:
         return 1 if failed else 0
 
 
-def refused(cmd, needle, **kw):
+def refused(cmd, needle, timeout=300):
     """Run cmd (a list), which must refuse as the tools do: exit status 1 and exactly one line on
-    stderr, no traceback, holding needle. Returns that line."""
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    stderr, no traceback, holding needle, within timeout seconds. Returns that line."""
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     where = " ".join(os.path.basename(c) for c in cmd[1:])
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 1, "%s: exit %d, stderr %r" % (where, r.returncode, r.stderr)

@@ -1,0 +1,111 @@
+"""tools/plot.py on the logs ./train writes (MODEL.csv), also while it is writing them: a
+last line cut short is left for later, NaN and Inf values are left out of their curves alone,
+and a file that is not a log is refused in one line. The PNGs come from matplotlib's Agg
+backend.
+
+Run from the repository root: /usr/bin/python3 tests/test_plot.py [-k SUBSTRING]
+"""
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import plot  # noqa: E402
+import pycase  # noqa: E402
+
+TMP = tempfile.mkdtemp(prefix="attn-test-plot-")
+PLOT = ["/usr/bin/python3", os.path.join(ROOT, "tools", "plot.py")]
+ENV = dict(os.environ, MPLBACKEND="Agg")
+HEADER = "step,train_loss,val_loss,lr,tokens_per_sec\n"
+case = pycase.Cases()
+
+
+def log(name, text):
+    path = os.path.join(TMP, name)
+    with open(path, "w" if isinstance(text, str) else "wb") as f:
+        f.write(text)
+    return path
+
+
+def rows(n, every=5):
+    """n steps of a falling loss, as ./train prints them, a validation loss every few steps."""
+    out = []
+    for s in range(n):
+        val = "%.9g" % (4.2 - 0.01 * s) if s % every == 0 else ""
+        out.append("%d,%.9g,%s,%.9g,%.1f\n" % (s, 4.5 - 0.01 * s, val, 1e-3, 1000.0))
+    return out
+
+
+def plotted(*logs):
+    """plot.py on logs: exit 0 and a PNG; returns stderr."""
+    png = os.path.join(TMP, "out.png")
+    if os.path.exists(png):
+        os.remove(png)
+    r = subprocess.run(PLOT + list(logs) + ["-o", png], capture_output=True, text=True, env=ENV, timeout=300)
+    assert r.returncode == 0, "plot.py exit %d: %s" % (r.returncode, r.stderr)
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "no PNG written"
+    return r.stderr
+
+
+@case
+def live_log_with_a_partial_last_line():
+    """./train flushes whole lines, but a reader can see one half written: it is not read yet."""
+    path = log("live.csv", HEADER + "".join(rows(20)) + "20,4.3")
+    assert plotted(path) == ""
+    train, val, lr, dropped = plot.read_log(path)
+    assert [s for s, _ in train] == list(range(20)) and len(val) == 4 and len(lr) == 20 and dropped == 0
+    # the header alone, or with only a partial first row: nothing to plot yet
+    for text in (HEADER, HEADER + "0,4.5,4.2,0.001"):
+        pycase.refused(PLOT + [log("empty.csv", text)], "empty.csv: the log has no steps yet")
+
+
+@case
+def nan_and_inf_values_left_out():
+    """One NaN training loss used to blank the smoothed curve from there on (the moving average
+    carries it); now it and an Inf are left out, the rest of every curve kept."""
+    lines = rows(30)
+    lines[7] = "7,nan,,0.001,1000.0\n"
+    lines[10] = "10,4.4,-nan,0.001,1000.0\n"  # glibc prints a negative NaN so
+    lines[12] = "12,inf,,0.001,1000.0\n"
+    lines[20] = "20,4.3,4.0,nan,1000.0\n"
+    path = log("nan.csv", HEADER + "".join(lines))
+    assert "plot.py: %s: left out 4 NaN or Inf values" % path in plotted(path)
+    train, val, lr, dropped = plot.read_log(path)
+    assert [s for s, _ in train] == [s for s in range(30) if s not in (7, 12)]
+    assert [s for s, _ in val] == [0, 5, 15, 20, 25] and len(lr) == 29 and dropped == 4
+    assert all(math.isfinite(v) for v in plot.moving_average([v for _, v in train], 20))
+    # every training loss NaN: nothing to draw, said so
+    pycase.refused(PLOT + [log("allnan.csv", HEADER + "0,nan,,0.001,1.0\n1,nan,,0.001,1.0\n")],
+                   "the log has no finite training loss yet")
+
+
+@case
+def binary_files_refused():
+    """A model file or random bytes given by mistake: one line, exit 1, no traceback."""
+    pycase.refused(PLOT + [log("model.bin", b"ATTN\x01\x00\x00\x00" + bytes(range(256)) * 4)],
+                   "model.bin: a binary file, not a ./train CSV log")
+    pycase.refused(PLOT + [log("nul.csv", HEADER.encode() + b"0,4.5,,0.001,1.0\n\x00\x00\x00\n")],
+                   "nul.csv: a binary file")
+    pycase.refused(PLOT + [log("text.txt", "just some text\n")], "text.txt: not a ./train log")
+    pycase.refused(PLOT + [log("bad_row.csv", HEADER + "0,4.5,,0.001,1.0\nhello\n1,4.4,,0.001,1.0\n")],
+                   "bad_row.csv: line 3 is not step,train_loss,val_loss,lr,tokens_per_sec: 'hello'")
+
+
+@case
+def several_logs_in_one_plot():
+    plotted(log("a.csv", HEADER + "".join(rows(40))), log("b.csv", HEADER + "".join(rows(25, every=3))))
+
+
+def main():
+    rc = case.run(sys.argv[1:])
+    shutil.rmtree(TMP, ignore_errors=True)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
