@@ -1,7 +1,7 @@
 """tools/tokenizer_blob.py: blobs from llama2.c, GPT-2 and Hugging Face vocabulary files, checked
 by reading the files independently and by encoding with tokenizer.c (through tests/bin/tok_cli).
 
-Run from the repository root: /usr/bin/python3 tests/test_tokenizer_blob.py
+Run from the repository root: /usr/bin/python3 tests/test_tokenizer_blob.py [-k SUBSTRING]
 """
 import json
 import os
@@ -13,16 +13,12 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+import pycase  # noqa: E402
 import tokenizer_blob as tb  # noqa: E402
 from test_tokenizer_gpt2 import ensure_cli, ensure_pkg, CLI, PKG, TMP  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared")
-TESTS = []
-
-
-def test(f):
-    TESTS.append(f)
-    return f
+case = pycase.Cases()
 
 
 def parse_blob(blob):
@@ -74,7 +70,7 @@ def llama_cases():
         return json.load(f)["cases"]
 
 
-@test
+@case
 def llama2c_tokenizer_bin():
     for name, V in (("tokenizer.bin", 32000), ("tok512.bin", 512)):
         path = os.path.join(SHARED, "models", name)
@@ -97,7 +93,7 @@ def llama2c_tokenizer_bin():
     expect_error(lambda: tb.from_llama2c(os.path.join(TMP, "no such file")), "no such file", "cannot read")
 
 
-@test
+@case
 def gpt2_files():
     tok = tb.from_gpt2(os.path.join(PKG, "encoder.json"), os.path.join(PKG, "vocab.bpe"))
     pieces, _, merges = parse_blob(tok[0])
@@ -134,7 +130,7 @@ def write_json(name, obj):
     return p
 
 
-@test
+@case
 def hf_byte_level_equals_gpt2_files():
     enc = json.load(open(os.path.join(PKG, "encoder.json"), encoding="utf-8"))
     merges = [ln for ln in open(os.path.join(PKG, "vocab.bpe"), encoding="utf-8").read().split("\n")[1:] if ln]
@@ -154,7 +150,7 @@ def hf_byte_level_equals_gpt2_files():
                  "wp.json", "WordPiece")
 
 
-@test
+@case
 def hf_sentencepiece_style_equals_llama2c():
     """A Llama-style tokenizer.json made from tokenizer.bin: vocabulary with U+2581 for spaces,
     merges ordered by the merged piece's score, Prepend normalizer, <s> template."""
@@ -193,17 +189,7 @@ def main():
     ensure_pkg()
     ensure_cli()
     os.makedirs(TMP, exist_ok=True)
-    passed = failed = 0
-    for t in TESTS:
-        try:
-            t()
-            print("ok    %s" % t.__name__)
-            passed += 1
-        except Exception as e:  # a failing check, reported with its test's name
-            print("FAIL  %s: %s: %s" % (t.__name__, type(e).__name__, e))
-            failed += 1
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return case.run(sys.argv[1:])
 
 
 if __name__ == "__main__":

