@@ -10,25 +10,29 @@ windows long (./run -m ppl) agrees to 1e-5 relative with a float64 computation; 
 A Q8_0 model is held to the same tolerances, the reference running on the weights
 read_model dequantises: ./run multiplies the same float32 weights (FORMAT.md).
 
-Run from the repository root after `make`: /usr/bin/python3 tests/test_parity.py
+Run from the repository root after `make`: /usr/bin/python3 tests/test_parity.py [-k SUBSTRING]
+(a case is a model; -k builds only the models it needs)
 """
+import contextlib
+import functools
+import io
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
-import shutil
 import time
-import contextlib
-import io
 
 import numpy as np
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 import convert  # noqa: E402
 import make_random as mr  # noqa: E402
 import modelfile as mf  # noqa: E402
+import pycase  # noqa: E402
 import reference as ref  # noqa: E402
 
 RUN = os.path.join(ROOT, "run")
@@ -165,38 +169,79 @@ def converted(src, out, *extra):
     return out
 
 
-def make_cases():
-    """(name, description, model file, perplexity text or None) for every model the test runs."""
-    cases = []
-    for i, (name, what, preset) in enumerate(COMBOS):
-        path = os.path.join(TMP, name + ".bin")
-        mr.make_model(path, mr.PRESETS[preset], seed=11 + i)
-        cases.append((name, what, path, ascii_text(1200)))
-    s260 = converted(os.path.join(SHARED, "models", "stories260K.bin"), os.path.join(TMP, "stories260K.bin"),
-                     "--tokenizer", os.path.join(SHARED, "models", "tok512.bin"))
-    cases.append(("stories260K", "real checkpoint (llama2.c legacy .bin), converted", s260,
-                  open(os.path.join(SHARED, "data", "tinystories_sample.txt"), encoding="utf-8").read()))
-    xs = converted(os.path.join(SHARED, "models", "llama2xs_ckpt.pt"), os.path.join(TMP, "llama2xs.bin"),
-                   "--tokenizer", os.path.join(SHARED, "models", "tok512.bin"))
-    cases.append(("llama2xs", "real checkpoint (llama2.c train.py .pt), converted", xs,
-                  open(os.path.join(SHARED, "data", "tinystories_sample.txt"), encoding="utf-8").read()))
+def tinystories():
+    return open(os.path.join(SHARED, "data", "tinystories_sample.txt"), encoding="utf-8").read()
+
+
+def hf_gpt2_bpe():
     d = os.path.join(TMP, "hf_gpt2")
     mr.write_hf_gpt2(d, dict(mr.PRESETS["gpt2"], dim=32, hidden_dim=128, vocab_size=50257), seed=5)
-    cases.append(("hf_gpt2_bpe", "Hugging Face GPT-2 directory, converted; byte-level BPE, vocab 50257",
-                  converted(d, os.path.join(TMP, "gpt2_bpe.bin")), None))
+    return converted(d, os.path.join(TMP, "gpt2_bpe.bin")), None
+
+
+def hf_qwen2():
     d = os.path.join(TMP, "hf_qwen2")
     mr.write_hf_llama(d, dict(mr.PRESETS["qkv_bias_qwen2"], tied_classifier=0), seed=6, shards=2, model_type="qwen2")
-    cases.append(("hf_qwen2", "Hugging Face Qwen2 directory (2 safetensors shards, QKV biases, untied), converted",
-                  converted(d, os.path.join(TMP, "qwen2.bin")), ascii_text(1200)))
-    sources = {c[0]: c for c in cases}
-    for name, what, src, extra in Q8_COMBOS:
-        q8 = converted(sources[src][2], os.path.join(TMP, name + ".bin"), "--quantize", "q8_0", *extra)
-        cases.append((name, what, q8, sources[src][3]))
-    q8 = converted(os.path.join(SHARED, "models", "stories260K_q80.bin"), os.path.join(TMP, "stories260K_q8.bin"),
-                   "--tokenizer", os.path.join(SHARED, "models", "tok512.bin"), "--quantize", "q8_0")
-    cases.append(("stories260K_q8", "llama2.c's Q8_0 export (groups across tensors), quantised again per row", q8,
-                  sources["stories260K"][3]))
-    return [(name, what + weights_note(path), path, text) for name, what, path, text in cases]
+    return converted(d, os.path.join(TMP, "qwen2.bin")), ascii_text(1200)
+
+
+def llama2c(src, name):
+    return lambda: (converted(os.path.join(SHARED, "models", src), os.path.join(TMP, name + ".bin"), "--tokenizer",
+                              os.path.join(SHARED, "models", "tok512.bin")), tinystories())
+
+
+def random_model(i, name, preset):
+    def make():
+        path = os.path.join(TMP, name + ".bin")
+        mr.make_model(path, mr.PRESETS[preset], seed=11 + i)
+        return path, ascii_text(1200)
+    return make
+
+
+def quantised(name, source, extra):
+    """A maker of a Q8_0 copy of what source() makes."""
+    def make():
+        path, text = source()
+        return converted(path, os.path.join(TMP, name + ".bin"), "--quantize", "q8_0", *extra), text
+    return make
+
+
+@functools.lru_cache(None)
+def built(name):
+    """(model file, perplexity text) of MODELS[name], made once; convert.py's notes are not shown."""
+    with contextlib.redirect_stderr(io.StringIO()):
+        return MODELS[name][1]()
+
+
+# name -> (description, a function making the model: (model file, perplexity text or None)), in the order run
+MODELS = {name: (what, random_model(i, name, preset)) for i, (name, what, preset) in enumerate(COMBOS)}
+MODELS.update({
+    "stories260K": ("real checkpoint (llama2.c legacy .bin), converted", llama2c("stories260K.bin", "stories260K")),
+    "llama2xs": ("real checkpoint (llama2.c train.py .pt), converted", llama2c("llama2xs_ckpt.pt", "llama2xs")),
+    "hf_gpt2_bpe": ("Hugging Face GPT-2 directory, converted; byte-level BPE, vocab 50257", hf_gpt2_bpe),
+    "hf_qwen2": ("Hugging Face Qwen2 directory (2 safetensors shards, QKV biases, untied), converted", hf_qwen2)})
+MODELS.update((name, (what, quantised(name, functools.partial(built, src), extra)))
+              for name, what, src, extra in Q8_COMBOS)
+MODELS["stories260K_q8"] = ("llama2.c's Q8_0 export (groups across tensors), quantised again per row",
+                            quantised("stories260K_q8", llama2c("stories260K_q80.bin", "stories260K_q80"), []))
+
+
+case = pycase.Cases()
+ROWS = []  # the README table's rows, as the cases run
+
+
+def model_case(name):
+    def run():
+        path, text = built(name)
+        what = MODELS[name][0] + weights_note(path)
+        dmax, rel, ppl_c, ppl_r, greedy_ok, fails = check(path, text)
+        ROWS.append((name, what, dmax, rel, ppl_r, abs(ppl_c - ppl_r) / ppl_r, greedy_ok))
+        assert not fails, "; ".join(fails)
+    case.add(name, run)
+
+
+for name in MODELS:
+    model_case(name)
 
 
 def weights_note(path):
@@ -205,36 +250,26 @@ def weights_note(path):
     return "; groups of %d" % h["group_size"] if h["weight_type"] == mf.WEIGHTS_Q8_0 else ""
 
 
+def table(t0):
+    print()
+    print("| combination | what it exercises | max abs dlogit | / max abs logit | perplexity (torch, f64) "
+          "| rel dppl | greedy %d |" % NEW_TOKENS)
+    print("|---|---|---:|---:|---:|---:|---|")
+    for name, what, dmax, rel, ppl, dppl, g in ROWS:
+        print("| %s | %s | %.2e | %.2e | %.6g | %.1e | %s |" % (name, what, dmax, rel, ppl, dppl,
+                                                             "identical" if g else "DIFFERS"))
+    print("\n(%.1f s; OMP_NUM_THREADS=%s)" % (time.time() - t0, ENV["OMP_NUM_THREADS"]))
+
+
 def main():
     if not os.access(RUN, os.X_OK):
         print("test_parity: %s is not built (make run first)" % RUN)
         print("0 passed, 1 failed")
         return 1
-    passed = failed = 0
     t0 = time.time()
-    with contextlib.redirect_stderr(io.StringIO()):
-        cases = make_cases()
-    rows = []
-    for name, what, path, text in cases:
-        dmax, rel, ppl_c, ppl_r, greedy_ok, fails = check(path, text)
-        rows.append((name, what, dmax, rel, ppl_r, abs(ppl_c - ppl_r) / ppl_r, greedy_ok))
-        if fails:
-            failed += 1
-            print("FAIL  %s: %s" % (name, "; ".join(fails)))
-        else:
-            passed += 1
-            print("ok    %s" % name)
-    print()
-    print("| combination | what it exercises | max abs dlogit | / max abs logit | perplexity (torch, f64) "
-          "| rel dppl | greedy %d |" % NEW_TOKENS)
-    print("|---|---|---:|---:|---:|---:|---|")
-    for name, what, dmax, rel, ppl, dppl, g in rows:
-        print("| %s | %s | %.2e | %.2e | %.6g | %.1e | %s |" % (name, what, dmax, rel, ppl, dppl,
-                                                             "identical" if g else "DIFFERS"))
-    print("\n(%.1f s; OMP_NUM_THREADS=%s)" % (time.time() - t0, ENV["OMP_NUM_THREADS"]))
+    rc = case.run(sys.argv[1:], report=lambda: table(t0))
     shutil.rmtree(TMP, ignore_errors=True)
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    return rc
 
 
 if __name__ == "__main__":

@@ -12,7 +12,12 @@ the closing whole-validation-split loss must be PyTorch's over the same windows.
 --dropout, PyTorch applies the masks docs/TRAINING.md defines (drawn here in numpy from
 train.c's documented hash), so the same checks prove ./train drops what it says, where
 nanoGPT does, and differentiates through it.
+
+Run from the repository root after `make`: /usr/bin/python3 tests/test_train_grad.py [-k SUBSTRING]
+Every case's configuration and weights are drawn from one generator in a fixed order, so a case
+run alone (-k) checks the model it checks in a full run.
 """
+import functools
 import math
 import os
 import shutil
@@ -24,7 +29,9 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 import modelfile as mf  # noqa: E402
+import pycase  # noqa: E402
 import reference  # noqa: E402
 
 # its own directory: another suite may run this test at the same time; removed when it passes
@@ -156,15 +163,14 @@ def read_losses(csv):
     return [float(r[1]) for r in rows]
 
 
-def setup(name, c, rng, text, wstd=0.3):
+def setup(name, c, t, text):
+    """The model file (config c with text's character vocabulary, tensors t) and the corpus."""
     os.makedirs(TMP, exist_ok=True)
     corpus = os.path.join(TMP, name + ".txt")
     with open(corpus, "w") as f:
         f.write(text)
-    blob, V = char_tokenizer(text)
-    c = dict(c, vocab_size=V)
     model = os.path.join(TMP, name + ".bin")
-    mf.write_model(model, c, (blob, mf.TOK_SENTENCEPIECE, 0, -1, -1), random_tensors(rng, c, wstd))
+    mf.write_model(model, c, (char_tokenizer(text)[0], mf.TOK_SENTENCEPIECE, 0, -1, -1), t)
     return model, corpus
 
 
@@ -173,10 +179,10 @@ def loss_of(m, x, y):
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
-def check_gradients(name, c, rng, text, dropout=0.0, B=3, wstd=0.3):
+def check_gradients(name, c, t, text, dropout=0.0, B=3):
     """B = 1 with 2 threads and a sequence of 1 GFLOP or more takes ./train's path where the
     threads share each product (model_step)."""
-    model, corpus = setup(name, c, rng, text, wstd)
+    model, corpus = setup(name, c, t, text)
     out = os.path.join(TMP, name + ".out.bin")
     T = c["seq_len"]
     run_train(model, corpus, out, ["--max-iters", "1", "--batch-size", str(B), "--block-size", str(T),
@@ -231,8 +237,8 @@ def get_lr(it, lr, min_lr, warmup, decay):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
-def check_adamw(name, c, rng, text, steps=20, dropout=0.0):
-    model, corpus = setup(name, c, rng, text)
+def check_adamw(name, c, t, text, steps=20, dropout=0.0):
+    model, corpus = setup(name, c, t, text)
     out = os.path.join(TMP, name + ".out.bin")
     B, T, accum = 2, c["seq_len"], 2
     lr, min_lr, warmup, wd, b1, b2, clip = 3e-3, 3e-4, 5, 0.1, 0.9, 0.95, 1.0
@@ -272,10 +278,10 @@ def check_adamw(name, c, rng, text, steps=20, dropout=0.0):
     return []
 
 
-def check_full_loss(name, c, rng, text):
+def check_full_loss(name, c, t, text):
     """The closing 'val loss over the whole validation split': every window, the last batch
     partly filled (the window count is not a multiple of the batch), against PyTorch."""
-    model, corpus = setup(name, c, rng, text)
+    model, corpus = setup(name, c, t, text)
     out = os.path.join(TMP, name + ".out.bin")
     pieces = sorted(set(text.encode()))
     ids = [pieces.index(b) for b in text.encode()]
@@ -306,49 +312,73 @@ def knobs(c):
     return " ".join("%s=%s" % (k.replace("_", "")[:6], c.get(k, "-")) for k in keys if k in c)
 
 
+def b1_sized(c, kind):
+    """One sequence large enough that 2 threads share each product."""
+    c.update(dim=256, n_layers=2, n_heads=4, n_kv_heads=4 if kind == "gpt" else 2, head_dim=64, seq_len=128,
+             hidden_dim=1024 if kind == "gpt" else 704, rope_dims=0 if kind == "gpt" else 64)
+
+
+# (name, configuration kind, change to the drawn configuration, check, its arguments, corpus
+# characters, weight scale), in the order their models are drawn
+PLAN = [(name, kind, None, check_gradients, {}, 3000, 0.3)
+        for name, kind in [("gpt", "gpt"), ("llama", "llama")] + [("rand%d" % i, "random") for i in range(8)]]
+PLAN += [  # with dropout
+    ("gpt_drop", "gpt", None, check_gradients, {"dropout": 0.1}, 3000, 0.3),
+    ("llama_drop", "llama", None, check_gradients, {"dropout": 0.3}, 3000, 0.3),
+    ("post_drop", "random", lambda c: c.update(post_norm=1), check_gradients, {"dropout": 0.2}, 3000, 0.3),
+    # head_dim past 16: the attention's vector columns, its scalar ones, key blocks cut short
+    ("gpt_hd20", "gpt", lambda c: c.update(head_dim=20, seq_len=37, rope_dims=0), check_gradients, {}, 3000, 0.3),
+    ("llama_hd32", "llama", lambda c: c.update(head_dim=32, seq_len=50, rope_dims=32), check_gradients,
+     {"dropout": 0.1}, 3000, 0.3)]
+PLAN += [(name, kind, functools.partial(b1_sized, kind=kind), check_gradients, {"dropout": 0.1, "B": 1}, 3000,
+          0.3 * math.sqrt(16 / 256)) for name, kind in [("gpt_b1", "gpt"), ("llama_b1", "llama")]]
+PLAN += [(name + "_adam", kind, None, check_adamw, {"dropout": p}, 3000, 0.3)
+         for name, kind, p in [("gpt", "gpt", 0.0), ("llama", "llama", 0.0), ("rand", "random", 0.0),
+                               ("drop", "gpt", 0.2)]]
+PLAN += [(name, kind, None, check_full_loss, {}, 2900, 0.3) for name, kind in [("gpt_full", "gpt"),
+                                                                              ("llama_full", "llama")]]
+
+
+@functools.lru_cache(None)
+def corpus(n):
+    return open(CORPUS, encoding="utf-8").read()[:n]
+
+
+@functools.lru_cache(None)
+def drawn():
+    """name -> (configuration, tensors), every case's drawn in PLAN's order from one generator."""
+    rng = np.random.default_rng(20261122)
+    out = {}
+    for name, kind, change, _, _, chars, wstd in PLAN:
+        c = random_config(rng, kind)
+        if change:
+            change(c)
+        c["vocab_size"] = char_tokenizer(corpus(chars))[1]
+        out[name] = c, random_tensors(rng, c, wstd)
+    return out
+
+
+case = pycase.Cases()
+
+
+def plan_case(name, check, kwargs, chars):
+    def run():
+        c, t = drawn()[name]
+        fails = check(name, c, t, corpus(chars), **kwargs)
+        assert not fails, "; ".join(fails)
+    case.add(name, run)
+
+
+for name, _, _, check, kwargs, chars, _ in PLAN:
+    plan_case(name, check, kwargs, chars)
+
+
 def main():
     if not os.path.exists(TRAIN):
         print("no ./train: build it first (make)")
         print("0 passed, 1 failed")
         return 1
-    text = open(CORPUS, encoding="utf-8").read()[:3000]
-    rng = np.random.default_rng(20261122)
-    results = []  # each check's list of failures
-
-    def record(fails):
-        for f in fails:
-            print("FAIL " + f)
-        results.append(fails)
-
-    print("gradients (one step, float64 PyTorch):")
-    for name, kind in [("gpt", "gpt"), ("llama", "llama")] + [("rand%d" % i, "random") for i in range(8)]:
-        record(check_gradients(name, random_config(rng, kind), rng, text))
-    print("gradients with dropout:")
-    for name, kind, p in [("gpt_drop", "gpt", 0.1), ("llama_drop", "llama", 0.3), ("post_drop", "random", 0.2)]:
-        c = random_config(rng, kind)
-        if name == "post_drop":
-            c["post_norm"] = 1
-        record(check_gradients(name, c, rng, text, p))
-    print("gradients with head_dim past 16 (the attention's vector columns, its scalar ones, key blocks cut short):")
-    for name, kind, hd, T, p in [("gpt_hd20", "gpt", 20, 37, 0.0), ("llama_hd32", "llama", 32, 50, 0.1)]:
-        c = random_config(rng, kind)
-        c.update(head_dim=hd, seq_len=T, rope_dims=0 if kind == "gpt" else hd)
-        record(check_gradients(name, c, rng, text, p))
-    print("gradients of one sequence large enough that 2 threads share each product (and dropout):")
-    for name, kind in [("gpt_b1", "gpt"), ("llama_b1", "llama")]:
-        c = random_config(rng, kind)
-        c.update(dim=256, n_layers=2, n_heads=4, n_kv_heads=4 if kind == "gpt" else 2, head_dim=64, seq_len=128,
-                 hidden_dim=1024 if kind == "gpt" else 704, rope_dims=0 if kind == "gpt" else 64)
-        record(check_gradients(name, c, rng, text, 0.1, B=1, wstd=0.3 * math.sqrt(16 / 256)))
-    print("20 AdamW steps:")
-    for name, kind, p in [("gpt", "gpt", 0.0), ("llama", "llama", 0.0), ("rand", "random", 0.0), ("drop", "gpt", 0.2)]:
-        record(check_adamw(name + "_adam", random_config(rng, kind), rng, text, dropout=p))
-    print("whole validation split:")
-    for name, kind in [("gpt_full", "gpt"), ("llama_full", "llama")]:
-        record(check_full_loss(name, random_config(rng, kind), rng, text[:2900]))
-    failed = sum(1 for fails in results if fails)
-    print("%d passed, %d failed" % (len(results) - failed, failed))
-    return 1 if failed else 0
+    return case.run(sys.argv[1:])
 
 
 if __name__ == "__main__":
