@@ -7,6 +7,7 @@ A case that uses what another case wrote says so (needs=...): -k runs those firs
 VERBOSE=1 prints a failing case's traceback.
 """
 import os
+import shutil
 import subprocess
 import sys
 import traceback
@@ -68,6 +69,12 @@ class Cases:
             report()
         print("%d passed, %d failed" % (len(names) - len(failed), len(failed)))
         return 1 if failed else 0
+
+    def main(self, tmp, report=None):
+        """run() on the command line's arguments, then remove tmp, the file's temporary directory."""
+        rc = self.run(sys.argv[1:], report)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return rc
 
 
 def refused(cmd, needle, timeout=300):

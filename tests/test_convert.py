@@ -993,11 +993,5 @@ def nanogpt_vocabulary_messages():
     assert not os.path.exists(tmp("o.bin"))
 
 
-def main():
-    rc = case.run(sys.argv[1:])
-    shutil.rmtree(TMP, ignore_errors=True)
-    return rc
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(case.main(TMP))

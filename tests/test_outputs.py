@@ -7,7 +7,6 @@ The nodes are made inside this test's own temporary directory; the character dev
 /dev/null's numbers. Run from the repository root: /usr/bin/python3 tests/test_outputs.py [-k SUBSTRING]
 """
 import os
-import shutil
 import socket
 import stat
 import subprocess
@@ -174,11 +173,5 @@ def replaced_whole_through_own_temporary_files():
     assert stat.S_ISFIFO(os.stat(pt + ".tmp").st_mode) and sorted(os.listdir(d)) == ["m.pt", "m.pt.tmp", "out.bin"]
 
 
-def main():
-    rc = case.run(sys.argv[1:])
-    shutil.rmtree(TMP, ignore_errors=True)
-    return rc
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(case.main(TMP))

@@ -17,7 +17,6 @@ import contextlib
 import functools
 import io
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -267,9 +266,7 @@ def main():
         print("0 passed, 1 failed")
         return 1
     t0 = time.time()
-    rc = case.run(sys.argv[1:], report=lambda: table(t0))
-    shutil.rmtree(TMP, ignore_errors=True)
-    return rc
+    return case.main(TMP, report=lambda: table(t0))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ Run from the repository root: /usr/bin/python3 tests/test_plot.py [-k SUBSTRING]
 """
 import math
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -101,11 +100,5 @@ def several_logs_in_one_plot():
     plotted(log("a.csv", HEADER + "".join(rows(40))), log("b.csv", HEADER + "".join(rows(25, every=3))))
 
 
-def main():
-    rc = case.run(sys.argv[1:])
-    shutil.rmtree(TMP, ignore_errors=True)
-    return rc
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(case.main(TMP))

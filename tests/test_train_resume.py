@@ -6,10 +6,14 @@ must be a complete, loadable model, and --resume must carry on so that every log
 (train and validation) and the final model file are bit-identical to the reference. SIGTERM
 must write a checkpoint and exit 0, and resuming from it must also reproduce the reference.
 Dropout is on, so its masks must follow the step too.
+
+Run from the repository root after `make`: /usr/bin/python3 tests/test_train_resume.py [-k SUBSTRING]
+The steps to interrupt at are drawn from TEST_SEED (default: the clock), each case's alone.
 """
+import functools
 import os
-import shutil
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,7 +21,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 import modelfile as mf  # noqa: E402
+import pycase  # noqa: E402
 
 # its own directory: another suite may run this test at the same time; removed when it passes
 TMP = os.path.join(ROOT, "tests", "tmp", "train_resume.%d" % os.getpid())
@@ -27,6 +33,7 @@ STEPS = 240
 OPTS = ["--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--block-size", "32", "--batch-size", "4",
         "--max-iters", str(STEPS), "--eval-interval", "20", "--eval-iters", "2", "--warmup-iters", "20",
         "--seed", "7", "--dropout", "0.1"]
+SEED = os.environ.get("TEST_SEED", repr(time.time()))
 
 
 def csv_rows(out):
@@ -45,15 +52,25 @@ def logged_steps(out):
         return 0
 
 
+@functools.lru_cache(None)
+def corpus_small():
+    """The first 200000 characters of Shakespeare, in TMP."""
+    os.makedirs(TMP, exist_ok=True)
+    path = os.path.join(TMP, "corpus.txt")
+    with open(CORPUS, encoding="utf-8") as f, open(path, "w", encoding="utf-8") as g:
+        g.write(f.read()[:200000])
+    return path
+
+
 def run(out, extra=(), arch="gpt"):
-    r = subprocess.run([TRAIN, "-d", CORPUS_SMALL, "-o", out, "--arch", arch] + OPTS + list(extra),
+    r = subprocess.run([TRAIN, "-d", corpus_small(), "-o", out, "--arch", arch] + OPTS + list(extra),
                        capture_output=True, text=True)
     return r
 
 
 def interrupt(out, at_step, sig, resume, arch):
     """Start (or resume) a run and send sig once the log shows at_step steps."""
-    cmd = [TRAIN, "-d", CORPUS_SMALL, "-o", out, "--arch", arch] + OPTS + (["--resume"] if resume else [])
+    cmd = [TRAIN, "-d", corpus_small(), "-o", out, "--arch", arch] + OPTS + (["--resume"] if resume else [])
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     while p.poll() is None and logged_steps(out) < at_step:
         time.sleep(0.002)
@@ -70,74 +87,84 @@ def check(name, cond, msg, fails):
         fails.append(name)
 
 
+@functools.lru_cache(None)
+def reference(arch):
+    """The uninterrupted run's logged rows and final model file."""
+    ref = os.path.join(TMP, "ref_%s.bin" % arch)
+    r = run(ref, arch=arch)
+    assert r.returncode == 0, "reference run failed: " + r.stderr.strip()
+    return csv_rows(ref), open(ref, "rb").read()
+
+
+def fresh(out):
+    for f in (out, out + ".state", out + ".csv"):
+        if os.path.exists(f):
+            os.remove(f)
+    return out
+
+
+def killed(arch):
+    """SIGKILL twice at random steps, resuming in between, then resume to the end."""
+    want, ref_bytes = reference(arch)
+    rng = random.Random("%s kill %s" % (SEED, arch))
+    out = fresh(os.path.join(TMP, "kill_%s.bin" % arch))
+    fails = []
+    k1 = rng.randrange(25, STEPS // 2)
+    k2 = rng.randrange(STEPS // 2 + 5, STEPS - 5)
+    rc, _, _ = interrupt(out, k1, signal.SIGKILL, False, arch)
+    loadable = True
+    try:
+        mf.read_model(out)
+    except (ValueError, OSError) as e:
+        loadable = str(e)
+    check("%s kill -9 at step %d" % (arch, k1), rc == -signal.SIGKILL and loadable is True,
+          "exit %s, model file loadable: %s" % (rc, loadable), fails)
+    rc, _, _ = interrupt(out, k2, signal.SIGKILL, True, arch)
+    check("%s kill -9 at step %d after --resume" % (arch, k2), rc == -signal.SIGKILL, "exit %s" % rc, fails)
+    r = run(out, ["--resume"], arch)
+    got = csv_rows(out)
+    diff = [s for s in sorted(set(want) | set(got)) if want.get(s) != got.get(s)]
+    check("%s resumed losses" % arch, r.returncode == 0 and not diff,
+          "exit %d, %d steps logged, %d differ from the uninterrupted run%s" % (
+              r.returncode, len(got), len(diff),
+              "" if not diff else " (first: step %d %s vs %s)" % (diff[0], got.get(diff[0]), want.get(diff[0]))),
+          fails)
+    check("%s final model" % arch, open(out, "rb").read() == ref_bytes,
+          "bit-identical to the uninterrupted run's", fails)
+    assert not fails, "failed: " + "; ".join(fails)
+
+
+def terminated(arch):
+    """SIGTERM: a clean stop with a checkpoint at that very step, then resume to the end."""
+    want, ref_bytes = reference(arch)
+    rng = random.Random("%s term %s" % (SEED, arch))
+    out = fresh(os.path.join(TMP, "term_%s.bin" % arch))
+    fails = []
+    k = rng.randrange(5, STEPS - 5)
+    rc, stdout, _ = interrupt(out, k, signal.SIGTERM, False, arch)
+    check("%s SIGTERM near step %d" % (arch, k), rc == 0 and "checkpoint written" in stdout,
+          "exit %d, %s" % (rc, stdout.strip().splitlines()[-1] if stdout.strip() else "no output"), fails)
+    r = run(out, ["--resume"], arch)
+    got = csv_rows(out)
+    same = got == want and open(out, "rb").read() == ref_bytes
+    check("%s resumed after SIGTERM" % arch, r.returncode == 0 and same,
+          "exit %d, losses and final model %s" % (r.returncode, "identical" if same else "differ"), fails)
+    assert not fails, "failed: " + "; ".join(fails)
+
+
+case = pycase.Cases()
+for arch in ("gpt", "llama"):
+    case.add(arch + "_killed", functools.partial(killed, arch))
+    case.add(arch + "_terminated", functools.partial(terminated, arch))
+
+
 def main():
     if not os.path.exists(TRAIN):
         print("no ./train: build it first (make)")
         print("0 passed, 1 failed")
         return 1
-    os.makedirs(TMP, exist_ok=True)
-    global CORPUS_SMALL
-    CORPUS_SMALL = os.path.join(TMP, "corpus.txt")
-    with open(CORPUS, encoding="utf-8") as f, open(CORPUS_SMALL, "w", encoding="utf-8") as g:
-        g.write(f.read()[:200000])
-    rng = random.Random(os.environ.get("TEST_SEED", time.time()))
-    fails = []
-    for arch in ("gpt", "llama"):
-        ref = os.path.join(TMP, "ref_%s.bin" % arch)
-        r = run(ref, arch=arch)
-        if r.returncode:
-            print("reference run failed: " + r.stderr.strip())
-            print("0 passed, 1 failed")
-            return 1
-        want = csv_rows(ref)
-        ref_bytes = open(ref, "rb").read()
-
-        # SIGKILL twice at random steps, resuming in between
-        out = os.path.join(TMP, "kill_%s.bin" % arch)
-        for f in (out, out + ".state", out + ".csv"):
-            if os.path.exists(f):
-                os.remove(f)
-        k1 = rng.randrange(25, STEPS // 2)
-        k2 = rng.randrange(STEPS // 2 + 5, STEPS - 5)
-        rc, _, _ = interrupt(out, k1, signal.SIGKILL, False, arch)
-        loadable = True
-        try:
-            mf.read_model(out)
-        except (ValueError, OSError) as e:
-            loadable = str(e)
-        check("%s kill -9 at step %d" % (arch, k1), rc == -signal.SIGKILL and loadable is True,
-              "exit %s, model file loadable: %s" % (rc, loadable), fails)
-        rc, _, _ = interrupt(out, k2, signal.SIGKILL, True, arch)
-        check("%s kill -9 at step %d after --resume" % (arch, k2), rc == -signal.SIGKILL, "exit %s" % rc, fails)
-        r = run(out, ["--resume"], arch)
-        got = csv_rows(out)
-        diff = [s for s in sorted(set(want) | set(got)) if want.get(s) != got.get(s)]
-        check("%s resumed losses" % arch, r.returncode == 0 and not diff,
-              "exit %d, %d steps logged, %d differ from the uninterrupted run%s" % (
-                  r.returncode, len(got), len(diff),
-                  "" if not diff else " (first: step %d %s vs %s)" % (diff[0], got.get(diff[0]), want.get(diff[0]))),
-              fails)
-        check("%s final model" % arch, open(out, "rb").read() == ref_bytes,
-              "bit-identical to the uninterrupted run's", fails)
-
-        # SIGTERM: a clean stop with a checkpoint at that very step
-        out = os.path.join(TMP, "term_%s.bin" % arch)
-        for f in (out, out + ".state", out + ".csv"):
-            if os.path.exists(f):
-                os.remove(f)
-        k = rng.randrange(5, STEPS - 5)
-        rc, stdout, _ = interrupt(out, k, signal.SIGTERM, False, arch)
-        check("%s SIGTERM near step %d" % (arch, k), rc == 0 and "checkpoint written" in stdout,
-              "exit %d, %s" % (rc, stdout.strip().splitlines()[-1] if stdout.strip() else "no output"), fails)
-        r = run(out, ["--resume"], arch)
-        got = csv_rows(out)
-        check("%s resumed after SIGTERM" % arch, r.returncode == 0 and got == want and open(out, "rb").read() == ref_bytes,
-              "exit %d, losses and final model %s" % (
-                  r.returncode, "identical" if got == want and open(out, "rb").read() == ref_bytes else "differ"),
-              fails)
-    n = 10
-    print("%d passed, %d failed" % (n - len(fails), len(fails)))
-    return 1 if fails else 0
+    print("TEST_SEED=%s" % SEED)
+    return case.run(sys.argv[1:])
 
 
 if __name__ == "__main__":
