@@ -1,16 +1,16 @@
-/* Tokenizer: text <-> token ids, given the tokenizer blob of docs/FORMAT.md.
- *
- * kind 0 (TOK_SENTENCEPIECE): llama2.c's algorithm. Optional dummy-prefix space, one piece per
- *   UTF-8 character, "<0xNN>" pieces for characters not in the vocabulary, then repeatedly the
- *   adjacent pair whose concatenation is the highest-scoring piece (leftmost on ties) is merged.
- * kind 1 (TOK_BYTE_BPE): GPT-2. The text is split by GPT-2's pre-tokenisation regex, each
- *   chunk starts as one piece per byte and merges apply by rank, all occurrences of the best
- *   pair at once as GPT-2 does. \p{L}, \p{N} and \s are JavaScript's (Unicode 17, from
- *   tools/gen_unicode_tables.py), so encodings equal the npm gpt-3-encoder's; bytes that are not
- *   well-formed UTF-8 count as punctuation for the split.
- *
- * Nothing here knows about models; errors come back as -1 with one line in err.
- */
+// Tokenizer: text <-> token ids, given the tokenizer blob of docs/FORMAT.md.
+//
+// kind 0 (TOK_SENTENCEPIECE): llama2.c's algorithm. Optional dummy-prefix space, one piece per
+//   UTF-8 character, "<0xNN>" pieces for characters not in the vocabulary, then repeatedly the
+//   adjacent pair whose concatenation is the highest-scoring piece (leftmost on ties) is merged.
+// kind 1 (TOK_BYTE_BPE): GPT-2. The text is split by GPT-2's pre-tokenisation regex, each
+//   chunk starts as one piece per byte and merges apply by rank, all occurrences of the best
+//   pair at once as GPT-2 does. \p{L}, \p{N} and \s are JavaScript's (Unicode 17, from
+//   tools/gen_unicode_tables.py), so encodings equal the npm gpt-3-encoder's; bytes that are not
+//   well-formed UTF-8 count as punctuation for the split.
+//
+// Nothing here knows about models; errors come back as -1 with one line in err. The code is
+// tokenizer.c, the entry point, and tokenizer/; docs/TOKENIZER.md says which file does what.
 #ifndef TOKENIZER_H
 #define TOKENIZER_H
 
@@ -23,69 +23,70 @@ enum { TOKF_DUMMY_PREFIX = 1, TOKF_ADD_BOS = 2, TOKF_BOS_STOPS = 4 };
 typedef struct {
     int kind;
     unsigned flags;
-    int bos_id, eos_id;         /* -1: none */
+    int bos_id, eos_id; // -1: none
     int n_pieces, n_merges, max_piece_len;
-    char *bytes;                /* every piece's bytes back to back (one allocation) */
-    uint32_t *offset, *len;     /* piece i is bytes + offset[i], len[i] bytes */
+    char *bytes;            // every piece's bytes back to back (one allocation)
+    uint32_t *offset, *len; // piece i is bytes + offset[i], len[i] bytes
     float *score;
-    int16_t *byte_of;           /* kind 0: the byte a "<0xNN>" piece decodes to, else -1 */
-    int byte_piece[256];        /* kind 0: id of "<0xNN>"; kind 1: id of the 1-byte piece; -1 */
-    uint32_t *piece_table;      /* open addressing on piece bytes: id + 1, 0 = empty */
+    int16_t *byte_of;      // kind 0: the byte a "<0xNN>" piece decodes to, else -1
+    int byte_piece[256];   // kind 0: id of "<0xNN>"; kind 1: id of the 1-byte piece; -1
+    uint32_t *piece_table; // open addressing on piece bytes: id + 1, 0 = empty
     uint32_t piece_mask;
-    uint64_t *merge_key;        /* kind 1: (left << 32 | right) + 1, 0 = empty */
+    uint64_t *merge_key; // kind 1: (left << 32 | right) + 1, 0 = empty
     uint32_t *merge_rank, *merge_result;
     uint32_t merge_mask;
 } Tokenizer;
 
-/* Validates the blob completely and copies what it needs (the blob may be unmapped after).
- * Returns 0, or -1 with a message in err. */
-int tokenizer_init(Tokenizer *t, const void *blob, size_t blob_bytes, int kind, unsigned flags,
-                   int bos_id, int eos_id, char *err, size_t errlen);
-/* The same from a llama2.c tokenizer.bin (int max_token_length, then per piece: float score,
- * int len, bytes) of exactly vocab_size pieces, with llama2.c's conventions: BOS = 1 prepended
- * and ending generation, EOS = 2, the dummy prefix if there is a " " piece. */
-int tokenizer_init_llama2c(Tokenizer *t, const void *file, size_t file_bytes, int vocab_size,
-                           char *err, size_t errlen);
+// Validates the blob completely and copies what it needs (the blob may be unmapped after).
+// Returns 0, or -1 with a message in err.
+int tokenizer_init(Tokenizer *t, const void *blob, size_t blob_bytes, int kind, unsigned flags, int bos_id, int eos_id,
+                   char *err, size_t errlen);
+// The same from a llama2.c tokenizer.bin (int max_token_length, then per piece: float score,
+// int len, bytes) of exactly vocab_size pieces, with llama2.c's conventions: BOS = 1 prepended
+// and ending generation, EOS = 2, the dummy prefix if there is a " " piece.
+int tokenizer_init_llama2c(Tokenizer *t, const void *file, size_t file_bytes, int vocab_size, char *err, size_t errlen);
 void tokenizer_free(Tokenizer *t);
 
-/* Encodes len bytes (any bytes: NUL and invalid UTF-8 included), prepending bos_id if add_bos.
- * At most len + 2 ids are produced. Returns the number of ids written to out, or -1 (more
- * than max_out ids, a byte with no piece to fall back to, out of memory). */
-int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_bos, int *out,
-                     int max_out, char *err, size_t errlen);
+// Encodes len bytes (any bytes: NUL and invalid UTF-8 included), prepending bos_id if add_bos.
+// At most len + 2 ids are produced. Returns the number of ids written to out, or -1 (more
+// than max_out ids, a byte with no piece to fall back to, out of memory).
+int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_bos, int *out, int max_out, char *err,
+                     size_t errlen);
 
-/* The bytes token stands for when it follows prev_token (-1 at the start): "<0xNN>" pieces
- * give their byte, bos/eos give nothing, and with the dummy prefix on, the space that starts
- * the token after bos is dropped (llama2.c). The result points into t; NULL if token is not
- * an id. The bytes are raw: pass them through tokenizer_sanitize before a terminal. */
+// The bytes token stands for when it follows prev_token (-1 at the start): "<0xNN>" pieces
+// give their byte, bos/eos give nothing, and with the dummy prefix on, the space that starts
+// the token after bos is dropped (llama2.c). The result points into t; NULL if token is not
+// an id. The bytes are raw: pass them through tokenizer_sanitize before a terminal.
 const char *tokenizer_decode(const Tokenizer *t, int prev_token, int token, size_t *len);
 
-/* Streaming filter that makes decoded bytes safe to print. A UTF-8 character split across
- * tokens is held back until complete; invalid UTF-8 becomes U+FFFD (one per maximal invalid
- * subpart, as the Unicode standard recommends); control characters (C0 other than \t \n \r,
- * DEL, C1) are dropped so that a model cannot drive the terminal. Needs out to hold
- * 3 * n + 12 bytes; returns the bytes written. flush = 1 ends the stream (pending bytes of an
- * unfinished character become U+FFFD). Zero-initialise the state. */
-typedef struct { unsigned char pending[4]; int n; } TokSanitizer;
+// Streaming filter that makes decoded bytes safe to print. A UTF-8 character split across
+// tokens is held back until complete; invalid UTF-8 becomes U+FFFD (one per maximal invalid
+// subpart, as the Unicode standard recommends); control characters (C0 other than \t \n \r,
+// DEL, C1) are dropped so that a model cannot drive the terminal. Needs out to hold
+// 3 * n + 12 bytes; returns the bytes written. flush = 1 ends the stream (pending bytes of an
+// unfinished character become U+FFFD). Zero-initialise the state.
+typedef struct {
+    unsigned char pending[4];
+    int n;
+} TokSanitizer;
 size_t tokenizer_sanitize(TokSanitizer *s, const char *in, size_t n, char *out, int flush);
 
-/* The offset of the first byte of text that is not well-formed UTF-8 (overlong forms,
- * surrogates and code points above U+10FFFF included) or is NUL; n if there is none. Prompts
- * and corpora are refused at that offset rather than guessed at. */
+// The offset of the first byte of text that is not well-formed UTF-8 (overlong forms,
+// surrogates and code points above U+10FFFF included) or is NUL; n if there is none. Prompts
+// and corpora are refused at that offset rather than guessed at.
 size_t tokenizer_first_non_text(const char *text, size_t n);
 
-/* Vocabulary learning for ./train. Both return a malloc'd kind-0 blob (FORMAT.md layout, no
- * merges list) in *blob / *blob_bytes, meant for tok_flags without the dummy prefix; 0 or -1.
- * learn_chars: one piece per distinct UTF-8 character of the text, in code point order (so ids
- *   match nanoGPT's sorted(set(text)) for valid UTF-8), plus "<0xNN>" pieces for the bytes of
- *   invalid UTF-8, so that the text itself always encodes.
- * learn_bpe: the 256 "<0xNN>" pieces (ids 0..255, so any bytes encode), then the text's
- *   distinct characters (the most frequent ones if they do not all fit), then pieces learned
- *   by merging the most frequent adjacent pair, scored so that kind-0 encoding applies them in
- *   the order learned. Stops early (fewer than vocab_size pieces) when no pair occurs twice. */
-int tokenizer_learn_chars(const char *text, size_t len, void **blob, size_t *blob_bytes,
-                          char *err, size_t errlen);
-int tokenizer_learn_bpe(const char *text, size_t len, int vocab_size, void **blob,
-                        size_t *blob_bytes, char *err, size_t errlen);
+// Vocabulary learning for ./train. Both return a malloc'd kind-0 blob (FORMAT.md layout, no
+// merges list) in *blob / *blob_bytes, meant for tok_flags without the dummy prefix; 0 or -1.
+// learn_chars: one piece per distinct UTF-8 character of the text, in code point order (so ids
+//   match nanoGPT's sorted(set(text)) for valid UTF-8), plus "<0xNN>" pieces for the bytes of
+//   invalid UTF-8, so that the text itself always encodes.
+// learn_bpe: the 256 "<0xNN>" pieces (ids 0..255, so any bytes encode), then the text's
+//   distinct characters (the most frequent ones if they do not all fit), then pieces learned
+//   by merging the most frequent adjacent pair, scored so that kind-0 encoding applies them in
+//   the order learned. Stops early (fewer than vocab_size pieces) when no pair occurs twice.
+int tokenizer_learn_chars(const char *text, size_t len, void **blob, size_t *blob_bytes, char *err, size_t errlen);
+int tokenizer_learn_bpe(const char *text, size_t len, int vocab_size, void **blob, size_t *blob_bytes, char *err,
+                        size_t errlen);
 
 #endif
