@@ -17,8 +17,9 @@ static const char *prog = "run";
 typedef struct {
     const char *model_path, *prompt, *mode, *text_path, *tokenizer_path, *out_path;
     float temperature, topp, minp, repeat_penalty;
-    int topk, steps, threads, repeat_window;
+    int topk, steps, threads, repeat_window, context;
     uint64_t seed;
+    const char *sampling_flag; // the first sampling flag given, refused outside generate
 } Options;
 
 static void usage(FILE *f) {
@@ -35,12 +36,15 @@ static void usage(FILE *f) {
             "  --repeat-window N  positions the penalty looks back over; 0 = all (default 64)\n"
             "  -s SEED      random seed; 0 = from the clock and process id (default 0)\n"
             "  -m MODE      generate | ppl | logits (default generate)\n"
-            "  -f FILE      -m ppl: the text to score; otherwise the prompt, read from FILE as it is\n"
+            "  -f FILE      -m ppl: the text to score; otherwise the prompt, read from FILE as it is;\n"
+            "               - reads standard input\n"
+            "  -c N         context length: at most N positions instead of the model's full context\n"
             "  -o FILE      where -m logits writes the prompt's logits (int32 T, int32 vocab, int32 tokens[T],\n"
             "               float32 logits[T][vocab])\n"
             "  -z FILE      use this llama2.c tokenizer.bin instead of the model's own tokenizer\n"
             "  -j N         threads (default: OMP_NUM_THREADS, else every core)\n"
             "  -h, --help   this text\n"
+            "-n -t -p -k --min-p -r --repeat-window and -s shape generation; -m ppl and -m logits refuse them.\n"
             "Text goes to stdout (exactly the prompt, then the continuation); timings go to stderr.\n");
 }
 
@@ -101,7 +105,8 @@ static Options parse_options(int argc, char **argv) {
         if (!strcmp(a, "-i")) {
             o.prompt = value(a, v);
             prompt_given = 1;
-        } else if (!strcmp(a, "-n")) o.steps = parse_int(a, v, 0, 1 << 20);
+        } else if (!strcmp(a, "-c")) o.context = parse_int(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "-n")) o.steps = parse_int(a, v, 0, 1 << 20);
         else if (!strcmp(a, "-t")) o.temperature = parse_num(a, v, 0, 100);
         else if (!strcmp(a, "-p")) o.topp = parse_num(a, v, 0, 1);
         else if (!strcmp(a, "-k")) o.topk = parse_int(a, v, 0, 1 << 24);
@@ -115,6 +120,9 @@ static Options parse_options(int argc, char **argv) {
         else if (!strcmp(a, "-z")) o.tokenizer_path = value(a, v);
         else if (!strcmp(a, "-j")) o.threads = parse_int(a, v, 1, 1024);
         else die("unknown option %s (see --help)", a);
+        const char *sampling[] = {"-n", "-t", "-p", "-k", "--min-p", "-r", "--repeat-window", "-s"};
+        for (size_t k = 0; k < sizeof sampling / sizeof *sampling && !o.sampling_flag; k++)
+            if (!strcmp(a, sampling[k])) o.sampling_flag = sampling[k];
     }
     if (!o.model_path) { usage(stderr); exit(1); }
     if (strcmp(o.mode, "generate") && strcmp(o.mode, "ppl") && strcmp(o.mode, "logits"))
@@ -126,6 +134,8 @@ static Options parse_options(int argc, char **argv) {
     if (!ppl && prompt_given && o.text_path) die("give the prompt with -i or with -f, not both");
     if (logits && !o.out_path) die("-m logits needs an output file: -o FILE");
     if (!logits && o.out_path) die("-o is where -m logits writes; -m %s writes to stdout", o.mode);
+    if ((ppl || logits) && o.sampling_flag)
+        die("%s shapes generation; -m %s does not generate and would ignore it", o.sampling_flag, o.mode);
     return o;
 }
 
@@ -140,6 +150,8 @@ static void load_tokenizer(Tokenizer *tok, const Model *m, const char *model_pat
     if (override_path) {
         size_t bytes;
         char *file = read_file(override_path, &bytes, NULL);
+        if (bytes >= 4 && !memcmp(file, MODEL_MAGIC, 4))
+            die("%s: is an attn.c model, not a tokenizer; -z takes a llama2.c tokenizer.bin", override_path);
         if (tokenizer_init_llama2c(tok, file, bytes, c->vocab_size, err, sizeof err)) die("%s: %s", override_path, err);
         free(file);
         return;
@@ -185,18 +197,41 @@ static void guard_mapping(const Model *m, const char *path) {
 
 typedef void (*RowLogits)(void *ctx, int row, const float *logits);
 
-static void forward_tokens(const Model *m, RunState *s, const int *tokens, int n, int pos0, float *logits,
-                           RowLogits each_row, void *ctx) {
+static int all_finite(const float *x, int n) {
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) sum += x[i] * 0.0f; // NaN, and Inf times 0, turn the sum NaN
+    return sum == 0.0f;
+}
+
+// Returns -1, or the position whose logits are not finite (the weights hold NaN or Inf, or
+// overflow), where it stopped: no garbage is sampled, scored or written past it.
+static int forward_tokens(const Model *m, RunState *s, const int *tokens, int n, int pos0, float *logits,
+                          RowLogits each_row, void *ctx) {
     const Config *c = &m->config;
     for (int done = 0; done < n;) {
         int T = n - done < s->max_batch ? n - done : s->max_batch;
         int last_chunk = done + T == n;
         int from = each_row ? 0 : last_chunk ? T - 1 : T;
         forward(c, &m->weights, s, tokens + done, T, pos0 + done, logits, from);
-        if (each_row)
-            for (int t = 0; t < T; t++) each_row(ctx, done + t, logits + (size_t)t * c->vocab_size);
+        for (int t = from; t < T; t++) {
+            const float *row = logits + (size_t)(t - from) * c->vocab_size;
+            if (!all_finite(row, c->vocab_size)) return pos0 + done + t;
+            if (each_row) each_row(ctx, done + t, row);
+        }
         done += T;
     }
+    return -1;
+}
+
+static void die_not_finite(int pos) {
+    die("%s: the logits at position %d are not finite: the weights hold NaN or Inf, or overflow", mapped_path, pos);
+}
+
+// forward_tokens for the callers that stop at a non-finite logit.
+static void forward_or_die(const Model *m, RunState *s, const int *tokens, int n, int pos0, float *logits,
+                           RowLogits each_row, void *ctx) {
+    int bad = forward_tokens(m, s, tokens, n, pos0, logits, each_row, ctx);
+    if (bad >= 0) die_not_finite(bad);
 }
 
 // Encodes text into tokens (at most cap); a model with no BOS still needs a first token.
@@ -244,7 +279,7 @@ static int shift_window(const Model *m, RunState *s, const int *history, int n, 
     int keep = c->seq_len / 2 > 1 ? c->seq_len / 2 : 1, k = 0;
     if (keep > 1 && c->bos_id >= 0 && history[0] == c->bos_id) window[k++] = c->bos_id;
     memcpy(window + k, history + n - (keep - k), sizeof(int) * (keep - k));
-    forward_tokens(m, s, window, keep, 0, logits, NULL, NULL);
+    forward_or_die(m, s, window, keep, 0, logits, NULL, NULL);
     return keep;
 }
 
@@ -268,7 +303,7 @@ static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler 
     print_piece(&san, o->prompt, plen, 0);
 
     double t0 = now_s();
-    forward_tokens(m, s, tokens, n_prompt, 0, logits, NULL, NULL);
+    forward_or_die(m, s, tokens, n_prompt, 0, logits, NULL, NULL);
     double t1 = now_s();
     int n = n_prompt, pos = n_prompt, shifts = 0; // tokens so far; of them in the KV cache
     while (n < n_prompt + n_new) {
@@ -280,7 +315,7 @@ static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler 
         tokens[n++] = next;
         if (n == n_prompt + n_new) break;
         if (pos < c->seq_len) {
-            forward(c, &m->weights, s, &next, 1, pos++, logits, 0);
+            forward_or_die(m, s, &next, 1, pos++, logits, NULL, NULL);
         } else {
             pos = shift_window(m, s, tokens, n, window, logits);
             shifts++;
@@ -291,7 +326,7 @@ static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler 
     int generated = n - n_prompt;
     fprintf(stderr, "\nprompt: %d tokens in %.3f s (%.1f tok/s); generated: %d tokens in %.3f s (%.1f tok/s)",
             n_prompt, t1 - t0, n_prompt / (t1 - t0), generated, t2 - t1, generated > 0 ? generated / (t2 - t1) : 0.0);
-    if (shifts) fprintf(stderr, "; the full context moved on by half %d time%s", shifts, shifts > 1 ? "s" : "");
+    if (shifts) fprintf(stderr, "; the full context moved on by half %d time%s", shifts, plural(shifts));
     fprintf(stderr, "\n");
     free(tokens);
     free(window);
@@ -321,61 +356,76 @@ static void perplexity(const Model *m, const Tokenizer *tok, RunState *s, const 
     const Config *c = &m->config;
     if (c->seq_len < 2) die("%s: a context of %d token cannot predict anything", o->model_path, c->seq_len);
     size_t len;
-    char *text = read_file(o->text_path, &len, NULL);
-    if (len > (size_t)INT32_MAX / 2) die("%s: too large to score (%zu bytes)", o->text_path, len);
-    check_utf8(o->text_path, text, len);
+    const char *name = input_name(o->text_path);
+    char *text = read_input(o->text_path, &len, NULL, 1);
+    if (len > (size_t)INT32_MAX / 2) die("%s: too large to score (%zu bytes)", name, len);
+    check_utf8(name, text, len);
     int *tokens = malloc(sizeof(int) * (len + 3));
     float *logits = malloc(sizeof(float) * (size_t)s->max_batch * c->vocab_size);
     if (!tokens || !logits) die("out of memory");
-    int n = encode_prompt(tok, c, o->text_path, text, len, tokens, (int)len + 3);
-    if (n < 2) die("%s: %d token; perplexity needs at least 2", o->text_path, n);
+    int n = encode_prompt(tok, c, name, text, len, tokens, (int)len + 3);
+    if (n < 2) die("%s: %d token%s; perplexity needs at least 2", name, n, plural(n));
     PplAcc acc = {.vocab = c->vocab_size};
-    double t0 = now_s();
-    for (int start = 0; start < n - 1; start += c->seq_len - 1) {
+    int windows = (n - 2) / (c->seq_len - 1) + 1;
+    Progress progress = progress_start();
+    for (int w = 0, start = 0; start < n - 1; w++, start += c->seq_len - 1) {
         acc.window = tokens + start;
         acc.len = n - start < c->seq_len ? n - start : c->seq_len;
-        forward_tokens(m, s, acc.window, acc.len, 0, logits, ppl_row, &acc);
+        forward_or_die(m, s, acc.window, acc.len, 0, logits, ppl_row, &acc);
+        progress_show(&progress, "scoring", w + 1, windows, "windows", start + acc.len, "tok");
     }
-    double t1 = now_s();
-    fprintf(stderr, "scored %ld tokens in %.2f s (%.1f tok/s)\n", acc.scored, t1 - t0, n / (t1 - t0));
+    double secs = progress_end(&progress);
+    fprintf(stderr, "scored %ld tokens in %.2f s (%.1f tok/s)\n", acc.scored, secs, n / secs);
     printf("tokens: %d\nperplexity: %.9g\n", n, exp(acc.nll / acc.scored));
     free(text);
     free(tokens);
     free(logits);
 }
 
-// Logits at every prompt position, through the batched path: the parity tests' view.
+// Logits at every prompt position, through the batched path: the parity tests' view. The file
+// is written whole or not at all: a failure leaves whatever was at -o as it was.
 typedef struct {
-    FILE *f;
-    int vocab;
-} LogitsOut;
+    const Model *m;
+    RunState *s;
+    const int *tokens;
+    int n, bad; // bad: the first non-finite position, or -1
+    float *logits;
+    Sink *sink;
+} LogitsFile;
 
 static void logits_row(void *ctx, int row, const float *logits) {
     (void)row;
-    LogitsOut *out = ctx;
-    fwrite(logits, sizeof(float), out->vocab, out->f);
+    LogitsFile *f = ctx;
+    sink_write(f->sink, logits, sizeof(float) * f->m->config.vocab_size);
+}
+
+static void write_logits(Sink *sink, const void *ctx) {
+    LogitsFile *f = (LogitsFile *)ctx;
+    int32_t head[2] = {f->n, f->m->config.vocab_size};
+    f->sink = sink;
+    sink_write(sink, head, sizeof head);
+    sink_write(sink, f->tokens, sizeof(int) * f->n);
+    f->bad = forward_tokens(f->m, f->s, f->tokens, f->n, 0, f->logits, logits_row, f);
+    if (f->bad >= 0) sink->err = -1; // abandoned: write_atomic removes the temporary file
 }
 
 static void dump_logits(const Model *m, const Tokenizer *tok, RunState *s, const Options *o) {
     const Config *c = &m->config;
     size_t plen = strlen(o->prompt);
     check_utf8("prompt", o->prompt, plen);
-    // The file is opened before the buffers exist and they are freed before the write is
-    // checked, so that these exits leave nothing for LeakSanitizer (make test-asan).
-    LogitsOut out = {fopen(o->out_path, "wb"), c->vocab_size};
-    if (!out.f) die("%s: cannot create: %s", o->out_path, strerror(errno));
     int *tokens = malloc(sizeof(int) * (plen + 3));
     float *logits = malloc(sizeof(float) * (size_t)s->max_batch * c->vocab_size);
     if (!tokens || !logits) die("out of memory");
     int n = encode_prompt(tok, c, "prompt", o->prompt, plen, tokens, (int)plen + 3);
     if (n > c->seq_len) die("prompt: %d tokens, longer than the model's context of %d", n, c->seq_len);
-    int32_t head[2] = {n, c->vocab_size};
-    fwrite(head, sizeof head, 1, out.f);
-    fwrite(tokens, sizeof(int), n, out.f);
-    forward_tokens(m, s, tokens, n, 0, logits, logits_row, &out);
+    LogitsFile f = {.m = m, .s = s, .tokens = tokens, .n = n, .bad = -1, .logits = logits};
+    char err[512] = "";
+    int rc = write_atomic(o->out_path, write_logits, &f, err, sizeof err);
+    // freed before any exit, so that these leave nothing for LeakSanitizer (make test-asan)
     free(tokens);
     free(logits);
-    if (ferror(out.f) | fclose(out.f)) die("%s: write error", o->out_path);
+    if (f.bad >= 0) die_not_finite(f.bad);
+    if (rc) die("%s", err);
 }
 
 // ----------------------------------------------------------------------------
@@ -387,23 +437,24 @@ int main(int argc, char **argv) {
         same_file(o.out_path, o.tokenizer_path))
         die("-o %s is also an input: writing it would destroy it", o.out_path);
     signal(SIGXFSZ, SIG_IGN); // past `ulimit -f` a write fails (and is reported) instead of killing run
-    if (o.threads) {
-#ifdef _OPENMP
-        omp_set_num_threads(o.threads);
-#endif
-        openblas_set_num_threads(o.threads);
-    }
+    char err[512];
+    if (o.out_path && check_output(o.out_path, err, sizeof err)) die("%s", err);
+    choose_threads(o.threads);
     double t0 = now_s();
     Model m;
-    char err[512];
     if (model_open(&m, o.model_path, err, sizeof err)) die("%s", err);
     guard_mapping(&m, o.model_path);
+    if (o.context > m.config.seq_len)
+        die("-c %d: %s's context is %d positions; -c can only shorten it", o.context, o.model_path, m.config.seq_len);
+    if (o.context) m.config.seq_len = o.context;
     const Config *c = &m.config;
     Tokenizer tok;
     load_tokenizer(&tok, &m, o.model_path, o.tokenizer_path);
     RunState s;
     int batch = c->seq_len < 256 ? c->seq_len : 256;
-    if (state_init(&s, c, batch)) die("%s: out of memory for the run state", o.model_path);
+    if (state_init(&s, c, batch))
+        die("%s: out of memory for the run state: it needs %.0f MiB at a context of %d; a shorter one (-c N) needs less",
+            o.model_path, s.bytes / 1048576.0, c->seq_len);
     Sampler sampler;
     if (sampler_init(&sampler, c->vocab_size, o.temperature, o.seed ? o.seed : clock_seed())) die("out of memory");
     sampler.topp = o.topp;
@@ -415,8 +466,8 @@ int main(int argc, char **argv) {
     char *prompt_file = NULL; // -f outside -m ppl: the prompt, NUL refused so that it is a C string
     if (o.text_path && strcmp(o.mode, "ppl")) {
         size_t len;
-        prompt_file = read_file(o.text_path, &len, NULL);
-        check_utf8(o.text_path, prompt_file, len);
+        prompt_file = read_input(o.text_path, &len, NULL, 1);
+        check_utf8(input_name(o.text_path), prompt_file, len);
         o.prompt = prompt_file;
     }
 
@@ -427,8 +478,8 @@ int main(int argc, char **argv) {
     int threads = max_threads();
     char weights[48] = "float32";
     if (c->weight_type == WEIGHTS_Q8_0) snprintf(weights, sizeof weights, "Q8_0, groups of %d", c->group_size);
-    fprintf(stderr, "%s: %d layers, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d threads\n",
-            o.model_path, c->n_layers, c->dim, c->vocab_size, c->seq_len, weights, load_ms, threads);
+    fprintf(stderr, "%s: %d layers, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d thread%s\n",
+            o.model_path, c->n_layers, c->dim, c->vocab_size, c->seq_len, weights, load_ms, threads, plural(threads));
     free(prompt_file);
     sampler_free(&sampler);
     state_free(&s);

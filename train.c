@@ -50,10 +50,31 @@ typedef struct {
 static volatile sig_atomic_t stop_signal = 0;
 static void on_signal(int sig) { stop_signal = sig; }
 
+// Ctrl-C, kill and a closed terminal (an ssh drop) end the run at the next step boundary with a
+// checkpoint; a second one stops at once. A closed stdout (`./train | head`) is not a signal
+// but a failed write, seen at the end of each step.
+static void catch_stop_signals(void) {
+    struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESETHAND};
+    int signals[] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) sigaction(signals[i], &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+// Refuses to start from parameters that are not finite, naming the first such tensor.
+static void check_finite_params(const Trainer *t, const char *source) {
+    for (int i = 0; i < t->npt; i++) {
+        const float *p = t->md.params + t->pt[i].off;
+        for (size_t j = 0; j < t->pt[i].n; j++)
+            if (!isfinite(p[j]))
+                die("%s: the initial weights are not finite: %s[%zu] is %g; training cannot start from them", source,
+                    t->pt[i].name, j, p[j]);
+    }
+}
+
 // Parameters, gradients and moments: one block each, carved the same way; the gradients' block
 // holds a copy per thread (model_step), the first of which the optimiser reads. m and v share
 // the parameters' tensor offsets.
-static void trainer_init(Trainer *t, const Args *args, int fresh) {
+static void trainer_init(Trainer *t, const Args *args, int fresh, const char *state_path) {
     Config *c = &t->md.c;
     t->threads = max_threads();
     t->n_floats = t->md.param_bytes / sizeof(float);
@@ -67,6 +88,7 @@ static void trainer_init(Trainer *t, const Args *args, int fresh) {
     t->pt = xcalloc(max_params(c), sizeof *t->pt, "the tensor list");
     t->npt = list_params(c, &t->w, t->md.params, t->pt);
     if (fresh) init_params(c, t->md.params, t->pt, t->npt, (uint64_t)t->o.seed);
+    else check_finite_params(t, args->resume ? state_path : args->init);
     // A p below 2^-25 rounds to a threshold of 0: no dropout, and no buffer for it.
     t->drop = dropout_init(t->o.dropout, (uint64_t)t->o.seed);
     acts_init(&t->acts, c, t->o.batch_size, t->o.block_size, t->drop.threshold != 0);
@@ -170,7 +192,9 @@ static void log_step(FILE *csv, const Opts *o, int step, double loss, float lr, 
         printf("\rstep %d/%d  loss %.4f  lr %.2e  %.0f tok/s  ETA %d:%02d   ", step, o->max_iters, loss, lr, tps_avg,
                eta / 60, eta % 60);
     } else if (step % 10 == 0 || step == o->max_iters) {
-        printf("iter %d: loss %.4f, lr %.2e, %.0f tok/s\n", step, loss, lr, tps);
+        int eta = (int)((o->max_iters - step) * tokens_per_step / tps_avg);
+        printf("iter %d/%d: loss %.4f, lr %.2e, %.0f tok/s, ETA %d:%02d\n", step, o->max_iters, loss, lr, tps,
+               eta / 60, eta % 60);
     }
 }
 
@@ -181,15 +205,21 @@ static void print_summary(const Trainer *t, const char *corpus_path) {
     printf("model: %s, %d layers, %d heads (%d kv), dim %d, hidden %d, vocab %d, context %d: %.2fM parameters\n",
            c->norm_kind == NORM_LAYER ? "LayerNorm" : "RMSNorm", c->n_layers, c->n_heads, c->n_kv_heads, c->dim,
            c->hidden_dim, c->vocab_size, c->seq_len, nparams / 1e6);
-    printf("data: %s, %d tokens (%zu train, %zu val); batch %d x %d x %d accum; %d threads\n", corpus_path, t->n_ids,
-           t->train.n, t->val.n, t->o.batch_size, t->o.block_size, t->o.grad_accum, t->threads);
+    printf("data: %s, %d tokens (%zu train, %zu val); batch %d x %d x %d accum; %d thread%s\n",
+           input_name(corpus_path), t->n_ids, t->train.n, t->val.n, t->o.batch_size, t->o.block_size,
+           t->o.grad_accum, t->threads, plural(t->threads));
+    char err[64];
+    int newline;
+    if (c->bos_id < 0 && c->eos_id < 0 && tokenizer_encode(&t->tok, "\n", 1, 0, &newline, 1, err, sizeof err) != 1)
+        printf("note: the vocabulary has no newline and no BOS token to start from: ./run needs a prompt (-i)\n");
 }
 
 int main(int argc, char **argv) {
     prefer_passive_threads(argv);
     Args args;
     parse_args(&args, argc, argv);
-    RunFiles files = run_files(args.out, args.data);
+    choose_threads(args.threads);
+    RunFiles files = claim_outputs(&args);
     signal(SIGXFSZ, SIG_IGN); // a full disk under `ulimit -f` must fail the write, not kill the process
 
     // corpus and t are static so that a die() on a bad input, which exits while they are live,
@@ -202,24 +232,24 @@ int main(int argc, char **argv) {
     int start_step;
     t.o = args.o;
     build_model(&args, &t.o, corpus, corpus_len, corpus_hash, files.state, &t.md, &t.m, &t.v, &start_step);
-    encode_corpus(&t.md.c, t.md.tok_blob, t.md.tok_bytes, corpus, corpus_len, args.data, t.o.block_size, &t.tok,
-                  &t.ids, &t.n_ids, &t.train, &t.val);
+    encode_corpus(&t.md.c, t.md.tok_blob, t.md.tok_bytes, corpus, corpus_len, input_name(args.data), t.o.block_size,
+                  &t.tok, &t.ids, &t.n_ids, &t.train, &t.val);
     free(corpus);
-    trainer_init(&t, &args, !args.resume && !args.init);
+    trainer_init(&t, &args, !args.resume && !args.init, files.state);
     print_summary(&t, args.data);
     if (start_step) printf("resuming at step %d of %d\n", start_step, t.o.max_iters);
     fflush(stdout);
 
     FILE *csv = open_log(files.csv, args.resume, start_step);
-    struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESETHAND}; // a second Ctrl-C stops at once
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    catch_stop_signals();
     StateData sd = state_data(&t.md, t.m, t.v, &t.o, corpus_len, corpus_hash);
+    sd.ours = args.resume;
+    sd.prior = access(args.out, F_OK) == 0 && access(files.state, F_OK) == 0;
 
-    int tty = isatty(STDOUT_FILENO), step = start_step;
+    int tty = isatty(STDOUT_FILENO), step = start_step, stdout_error = 0;
     size_t tokens_per_step = (size_t)t.o.batch_size * t.o.block_size * t.o.grad_accum;
     double train_time = 0.0, t_start = now_s(), tps_avg = 0.0;
-    while (step < t.o.max_iters && !stop_signal) {
+    while (step < t.o.max_iters && !stop_signal && !stdout_error) {
         double t0 = now_s(), train_loss = 0.0, val_loss = 0.0;
         float lr = get_lr(&t.o, step);
         double loss = train_step(&t, step, &args, start_step, tty);
@@ -231,14 +261,17 @@ int main(int argc, char **argv) {
         if (eval) evaluate(&t, &train_loss, &val_loss);
         log_step(csv, &t.o, step, loss, lr, tps, tps_avg, tokens_per_step, tty, eval, val_loss);
         if (eval) report_evaluation(&t, step, tty, train_loss, val_loss, args.out);
-        fflush(stdout);
-        if (eval || stop_signal) save_checkpoint(args.out, files.state, &sd, step);
+        if (fflush(stdout) || ferror(stdout)) stdout_error = errno ? errno : EIO;
+        if (eval || stop_signal || stdout_error) save_checkpoint(args.out, files.state, &sd, step);
     }
-    if (tty) putchar('\n');
-    if (stop_signal) {
-        printf("stopped by signal %d at step %d; checkpoint written to %s (continue with --resume)\n", (int)stop_signal,
-               step, args.out);
+    if (stdout_error) {
+        fprintf(stderr, "%s: stdout: cannot write: %s; checkpoint of step %d written to %s (continue with --resume)\n",
+                prog, strerror(stdout_error), step, args.out);
+    } else if (stop_signal) {
+        printf("%sstopped by signal %d at step %d; checkpoint written to %s (continue with --resume)\n",
+               tty ? "\n" : "", (int)stop_signal, step, args.out);
     } else {
+        if (tty) putchar('\n');
         if (step == start_step) save_checkpoint(args.out, files.state, &sd, step); // --max-iters 0: the initial model
         size_t counted;
         double full = full_loss(&t.md.c, &t.w, &t.acts, &t.val, &counted, tty);
@@ -249,6 +282,6 @@ int main(int argc, char **argv) {
     }
     fclose(csv);
     trainer_free(&t);
-    run_files_free(&files);
-    return 0;
+    release_outputs(&files);
+    return stdout_error ? 1 : 0;
 }

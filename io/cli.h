@@ -15,6 +15,10 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "../tokenizer.h"
 
 static void die(const char *fmt, ...) {
@@ -33,10 +37,33 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+// Standard input read to its end, NUL-terminated: the text of an input named "-".
+static char *read_stdin(size_t *len) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (ssize_t r; buf; n += (size_t)r) {
+        if (n + 1 == cap) {
+            char *bigger = realloc(buf, cap *= 2);
+            if (!bigger) free(buf);
+            buf = bigger;
+            if (!buf) break;
+        }
+        r = read(STDIN_FILENO, buf + n, cap - 1 - n);
+        if (r < 0 && errno == EINTR) r = 0;
+        else if (r < 0) die("standard input: read error: %s", strerror(errno));
+        else if (r == 0) break;
+    }
+    if (!buf) die("standard input: out of memory after %zu bytes", n);
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
 // A whole regular file, NUL-terminated, or a one-line death naming it and, if given, what it
-// was for ("the corpus"). O_NONBLOCK: a FIFO nobody writes to must not hang the open; it is
-// then refused as not a regular file.
-static char *read_file(const char *path, size_t *len, const char *what) {
+// was for ("the corpus"); "-" (with allow_stdin) is standard input. O_NONBLOCK: a FIFO nobody
+// writes to must not hang the open; it is then refused as not a regular file.
+static char *read_input(const char *path, size_t *len, const char *what, int allow_stdin) {
+    if (allow_stdin && !strcmp(path, "-")) return read_stdin(len);
     const char *w = what ? what : "";
     int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) die("%s: cannot open%s%s: %s", path, what ? " " : "", w, strerror(errno));
@@ -57,6 +84,11 @@ static char *read_file(const char *path, size_t *len, const char *what) {
     return buf;
 }
 
+static char *read_file(const char *path, size_t *len, const char *what) { return read_input(path, len, what, 0); }
+
+// How an input is named in messages: "-" is standard input.
+static inline const char *input_name(const char *path) { return strcmp(path, "-") ? path : "standard input"; }
+
 // NULL when s[0, n) is UTF-8 text without NUL bytes; else what is wrong and where, in buf
 // ("invalid UTF-8 at byte 3"). Prompts, texts to score and corpora all pass this one check.
 static inline const char *text_problem(const char *s, size_t n, char *buf, size_t buf_len) {
@@ -68,5 +100,55 @@ static inline const char *text_problem(const char *s, size_t n, char *buf, size_
 
 // "1 token", "2 tokens": counts in messages read as English.
 static inline const char *plural(long n) { return n == 1 ? "" : "s"; }
+
+// A status line on stderr for long work: what is done of the total, the rate and the time left.
+// On a terminal it is rewritten in place twice a second; otherwise a line is added every
+// PROGRESS_LINE_SECONDS, so that a short job prints none.
+#define PROGRESS_LINE_SECONDS 10.0
+typedef struct {
+    double start, shown;
+    int tty;
+} Progress;
+
+static inline Progress progress_start(void) {
+    double t = now_s();
+    return (Progress){.start = t, .shown = t, .tty = isatty(STDERR_FILENO)};
+}
+
+// done of total units; work: a count, in work_unit, whose rate is shown ("tok").
+static inline void progress_show(Progress *p, const char *what, double done, double total, const char *unit,
+                                 double work, const char *work_unit) {
+    double t = now_s();
+    if (t - p->shown < (p->tty ? 0.5 : PROGRESS_LINE_SECONDS) || done <= 0) return;
+    p->shown = t;
+    int eta = (int)((t - p->start) * (total - done) / done + 0.5);
+    fprintf(stderr, "%s%s: %.0f of %.0f %s, %.0f %s/s, ETA %d:%02d%s", p->tty ? "\r\033[K" : "", what, done, total,
+            unit, work / (t - p->start), work_unit, eta / 60, eta % 60, p->tty ? "" : "\n");
+}
+
+// Clears a terminal's status line; returns the seconds since progress_start.
+static inline double progress_end(Progress *p) {
+    if (p->tty && p->shown > p->start) fputs("\r\033[K", stderr);
+    return now_s() - p->start;
+}
+
+// Sets the thread count from -j (requested > 0), else leaves OMP_NUM_THREADS's or every
+// core's; more threads than cores are capped with a note, since on a CPU they only take turns
+// (and spinning ones halve the speed).
+static void choose_threads(int requested) {
+#ifdef _OPENMP
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int want = requested ? requested : omp_get_max_threads(), use = cores > 0 && want > cores ? (int)cores : want;
+    if (use < want)
+        fprintf(stderr, "%s: note: %d threads asked for (%s) but this machine has %d core%s; using %d\n", prog, want,
+                requested ? "-j" : "OMP_NUM_THREADS", use, plural(use), use);
+    if (use != omp_get_max_threads() || requested) {
+        omp_set_num_threads(use);
+        openblas_set_num_threads(use);
+    }
+#else
+    (void)requested;
+#endif
+}
 
 #endif

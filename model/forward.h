@@ -30,44 +30,61 @@ typedef struct {
     float *value_cache;      // (n_layers, seq_len, kv_dim)
     float *wbuf;             // (threads, wbuf_floats) a Q8_0 model's dequantised rows
     size_t wbuf_floats;
+    size_t bytes; // all of the above together
     Barrier barrier;
 } RunState;
+
+#define STATE_BUFFERS 13
+
+// Each buffer of the state with its size in floats, for max_batch rows (wbuf's is 0 unless
+// the model is Q8_0 and prompts run batched).
+static inline void state_buffers(RunState *s, const Config *c, float **bufs[STATE_BUFFERS],
+                                 size_t floats[STATE_BUFFERS]) {
+    size_t B = s->max_batch, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t half = c->rope_dims / 2, cache = (size_t)c->n_layers * c->seq_len * kvd;
+    size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+    widest = qd > widest ? qd : widest;
+    s->wbuf_floats = c->weight_type == WEIGHTS_Q8_0 && B > 1 ? qchunk_floats((int)widest) : 0;
+    struct {
+        float **buf;
+        size_t floats;
+    } t[STATE_BUFFERS] = {
+        {&s->x, B * c->dim},           {&s->xn, s->threads * B * c->dim}, {&s->q, B * qd},
+        {&s->attn_out, B * qd},        {&s->xb, B * c->dim},              {&s->hb, B * c->hidden_dim},
+        {&s->hb2, B * c->hidden_dim},  {&s->att, B * c->n_heads * (size_t)c->seq_len},
+        {&s->rope_cos, c->seq_len * half + 1}, {&s->rope_sin, c->seq_len * half + 1},
+        {&s->key_cache, cache},        {&s->value_cache, cache},          {&s->wbuf, s->threads * s->wbuf_floats},
+    };
+    for (int i = 0; i < STATE_BUFFERS; i++) {
+        bufs[i] = t[i].buf;
+        floats[i] = t[i].floats;
+    }
+}
 
 static inline void state_free(RunState *s) {
     float **bufs[] = {&s->x, &s->xn, &s->q, &s->attn_out, &s->xb, &s->hb, &s->hb2, &s->att,
                       &s->rope_cos, &s->rope_sin, &s->key_cache, &s->value_cache, &s->wbuf};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) { free(*bufs[i]); *bufs[i] = NULL; }
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        free(*bufs[i]);
+        *bufs[i] = NULL;
+    }
 }
 
+// Allocates the state for up to max_batch rows at once. Returns 0, or -1 when out of memory,
+// with s->bytes saying how much it needed.
 static inline int state_init(RunState *s, const Config *c, int max_batch) {
     memset(s, 0, sizeof *s);
-    size_t B = max_batch, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
-    size_t half = c->rope_dims / 2;
     s->max_batch = max_batch;
     s->threads = max_threads();
-    s->x = calloc(B * c->dim, sizeof(float));
-    s->xn = calloc((size_t)s->threads * B * c->dim, sizeof(float));
-    s->q = calloc(B * qd, sizeof(float));
-    s->attn_out = calloc(B * qd, sizeof(float));
-    s->xb = calloc(B * c->dim, sizeof(float));
-    s->hb = calloc(B * c->hidden_dim, sizeof(float));
-    s->hb2 = calloc(B * c->hidden_dim, sizeof(float));
-    s->att = calloc(B * c->n_heads * (size_t)c->seq_len, sizeof(float));
-    s->rope_cos = calloc((size_t)c->seq_len * half + 1, sizeof(float));
-    s->rope_sin = calloc((size_t)c->seq_len * half + 1, sizeof(float));
-    s->key_cache = calloc((size_t)c->n_layers * c->seq_len * kvd, sizeof(float));
-    s->value_cache = calloc((size_t)c->n_layers * c->seq_len * kvd, sizeof(float));
-    if (c->weight_type == WEIGHTS_Q8_0 && max_batch > 1) {
-        size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
-        widest = qd > widest ? qd : widest;
-        s->wbuf_floats = qchunk_floats((int)widest);
-        s->wbuf = malloc((size_t)s->threads * s->wbuf_floats * sizeof(float));
-    }
-    if (!s->x || !s->xn || !s->q || !s->attn_out || !s->xb || !s->hb || !s->hb2 || !s->att || !s->rope_cos ||
-        !s->rope_sin || !s->key_cache || !s->value_cache || (s->wbuf_floats && !s->wbuf)) {
-        state_free(s);
-        return -1;
-    }
+    float **bufs[STATE_BUFFERS];
+    size_t floats[STATE_BUFFERS];
+    state_buffers(s, c, bufs, floats);
+    for (int i = 0; i < STATE_BUFFERS; i++) s->bytes += floats[i] * sizeof(float);
+    for (int i = 0; i < STATE_BUFFERS; i++)
+        if (floats[i] && !(*bufs[i] = calloc(floats[i], sizeof(float)))) {
+            state_free(s);
+            return -1;
+        }
     if (c->pos_kind == POS_ROPE) rope_table(s->rope_cos, s->rope_sin, c->seq_len, c->rope_dims, c->rope_theta);
     return 0;
 }

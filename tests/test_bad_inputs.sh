@@ -136,15 +136,17 @@ row run "an embedded tokenizer with a wrong max_piece_len" "tokenizer max_piece_
 { cat $model; printf 'x'; } >$tmp/padded.bin
 row run "a model with a byte appended" "truncated or padded" ./run $tmp/padded.bin
 
-# A model file that shrinks while run has it mapped: -m logits -o FIFO blocks in opening the
-# FIFO after the model is mapped and before any weight is read, so the cut lands in between.
+# A model file that shrinks while run has it mapped: with the prompt from standard input (-f -),
+# run blocks reading it after the model is mapped and before any weight is read, so the cut
+# lands in between.
 cp $model $tmp/shrink.bin
-mkfifo $tmp/fifo
-./run $tmp/shrink.bin -m logits -i "Once upon a time" -o $tmp/fifo >/dev/null 2>$tmp/shrink_err.txt &
+mkfifo $tmp/go
+{ read -r _ <$tmp/go; printf 'Once upon a time'; } |
+  ./run $tmp/shrink.bin -m logits -f - -o $tmp/shrink_logits.bin >/dev/null 2>$tmp/shrink_err.txt &
 pid=$!
 for _ in $(seq 200); do grep -q shrink.bin /proc/$pid/maps 2>/dev/null && break; sleep 0.05; done
 truncate -s 4096 $tmp/shrink.bin
-cat $tmp/fifo >/dev/null
+echo go >$tmp/go
 wait $pid
 rc=$?
 if [ $rc -eq 1 ] && grep -qF "shrink.bin: the model file changed while in use" $tmp/shrink_err.txt && [ "$(wc -l <$tmp/shrink_err.txt)" -eq 1 ]; then
@@ -200,7 +202,7 @@ if [ -w /dev/full ]; then # writes to /dev/full fail with ENOSPC, as on a full d
     sh -c './run "$1" -i "Once upon a time" -n 20 >/dev/full' sh $model
 fi
 limited=(bash -c 'ulimit -f 8 && exec "$@"' limited) # files up to 8 KiB
-row run "-m logits -o past ulimit -f" "$tmp/logits.bin: write error" "${limited[@]}" ./run $model -m logits -i "Once upon a time" -o $tmp/logits.bin
+row run "-m logits -o past ulimit -f" "$tmp/logits.bin: cannot write: File too large" "${limited[@]}" ./run $model -m logits -i "Once upon a time" -o $tmp/logits.bin
 
 # ---- ./train
 head -c 3000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus.txt
@@ -225,11 +227,11 @@ row train "--n-head 3 with --n-embd 128" "--n-embd 128 is not a multiple of --n-
 row train "--n-embd 65536 --n-head 4" "head_dim is 16384, outside [1, 4096]" ./train -d $tmp/corpus.txt -o $tmp/m.bin --n-embd 65536
 row train "--block-size 100000 on a 3000-byte corpus" "each needs more than the block size 100000" \
   ./train -d $tmp/corpus.txt -o $tmp/m.bin --block-size 100000
-row train "--vocab-size 100" "vocab_size 100: a byte-fallback BPE vocabulary needs 256" ./train -d $tmp/corpus.txt -o $tmp/m.bin --vocab-size 100
+row train "--vocab-size 100" "--vocab-size 100: a BPE vocabulary needs 256 to 1048576 pieces" ./train -d $tmp/corpus.txt -o $tmp/m.bin --vocab-size 100
 row train "no -o" "no output: give -o FILE" ./train -d $tmp/corpus.txt
 row train "an unknown flag" "unknown option '--frobnicate'" ./train -d $tmp/corpus.txt -o $tmp/m.bin --frobnicate 1
 row train "an unknown flag last, with no value" "unknown option '--frobnicate'" ./train -d $tmp/corpus.txt -o $tmp/m.bin --frobnicate
-row train "-o into a missing directory" "$tmp/no/m.bin.csv: cannot write the log" ./train -d $tmp/corpus.txt -o $tmp/no/m.bin "${small[@]}"
+row train "-o into a missing directory" "$tmp/no/m.bin: cannot write there: No such file or directory" ./train -d $tmp/corpus.txt -o $tmp/no/m.bin "${small[@]}"
 row train "-o the corpus itself" "$tmp/corpus.txt is the corpus (-d): writing it would destroy it" ./train -d $tmp/corpus.txt -o $tmp/corpus.txt
 row train "--init a missing model" "$tmp/nope.bin: cannot open" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/nope.bin
 row train "--init a truncated model" "$tmp/cut1000.bin: truncated" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/cut1000.bin

@@ -33,14 +33,14 @@ loads() { ./run "$1" -i "The " -n 2 -t 0 >/dev/null 2>&1; }
 # ---- SIGINT, then SIGTERM on the resumed run
 ./train -d $tmp/corpus.txt -o $tmp/sig.bin "${tiny[@]}" --max-iters 1000000 --eval-interval 100000 >$tmp/sig.out 2>$tmp/sig.err &
 pid=$!
-if wait_for $tmp/sig.out '^iter 20:' $pid; then
+if wait_for $tmp/sig.out '^iter 20/' $pid; then
   kill -INT $pid; wait $pid; rc=$?
   step=$(sed -n 's/^stopped by signal 2 at step \([0-9]*\); checkpoint written.*/\1/p' $tmp/sig.out)
   if [ $rc -eq 0 ] && [ -n "$step" ] && loads $tmp/sig.bin; then ok "SIGINT at step $step: exit 0, checkpoint written and loadable"
   else bad "SIGINT: exit $rc, step '$step', stderr: $(head -c 200 $tmp/sig.err)"; fi
   ./train -d $tmp/corpus.txt -o $tmp/sig.bin --resume >$tmp/sig2.out 2>$tmp/sig2.err &
   pid=$!
-  if wait_for $tmp/sig2.out "^resuming at step $step of" $pid && wait_for $tmp/sig2.out '^iter [0-9]*0:' $pid; then
+  if wait_for $tmp/sig2.out "^resuming at step $step of" $pid && wait_for $tmp/sig2.out '^iter [0-9]*0/' $pid; then
     kill -TERM $pid; wait $pid; rc=$?
     step2=$(sed -n 's/^stopped by signal 15 at step \([0-9]*\); checkpoint written.*/\1/p' $tmp/sig2.out)
     if [ $rc -eq 0 ] && [ -n "$step2" ] && [ "$step2" -gt "$step" ] && loads $tmp/sig.bin; then
@@ -59,19 +59,19 @@ k9=("${tiny[@]}" --n-embd 128 --n-layer 2 --eval-interval 1)
 ./train -d $tmp/corpus.txt -o $tmp/k9.bin "${k9[@]}" --max-iters 1 >/dev/null 2>&1 || bad "the first checkpoint"
 kills=12 whole=0 absent=0 mid_write=0
 for i in $(seq $kills); do
-  rm -f $tmp/k9.bin.tmp $tmp/k9.bin.state.tmp
-  ./train -d $tmp/corpus.txt -o $tmp/k9.bin "${k9[@]}" --max-iters 1000000 >$tmp/k9.out 2>&1 &
+  rm -f $tmp/k9.bin.tmp.* $tmp/k9.bin.state.tmp.*
+  ./train -d $tmp/corpus.txt -o $tmp/k9.bin "${k9[@]}" --max-iters 1000000 --force >$tmp/k9.out 2>&1 &
   pid=$!
   if ((i % 2 == 0)); then # aimed: the moment a temporary file appears, i.e. inside a write
-    target=$tmp/k9.bin.tmp
-    ((i % 4)) && target=$tmp/k9.bin.state.tmp
-    for _ in $(seq 100000); do [ -e $target ] && break; kill -0 $pid 2>/dev/null || break; done
+    target="$tmp/k9.bin.tmp.*"
+    ((i % 4)) && target="$tmp/k9.bin.state.tmp.*"
+    for _ in $(seq 100000); do compgen -G "$target" >/dev/null && break; kill -0 $pid 2>/dev/null || break; done
   else
     sleep "$((RANDOM % 2)).$(printf %03d $((RANDOM % 1000)))"
   fi
   kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
   # a temporary file left behind: the kill came while a checkpoint was being written
-  [ -e $tmp/k9.bin.tmp ] || [ -e $tmp/k9.bin.state.tmp ] && mid_write=$((mid_write + 1))
+  compgen -G "$tmp/k9.bin*.tmp.*" >/dev/null && mid_write=$((mid_write + 1))
   if [ ! -e $tmp/k9.bin ]; then absent=$((absent + 1))
   elif loads $tmp/k9.bin; then whole=$((whole + 1))
   else cp $tmp/k9.bin $tmp/k9_partial_$i.bin; fi
@@ -94,10 +94,10 @@ kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
 # first a checkpoint, then a run that must fail to write the next one
 disk_full() { # what, directory, command prefix...
   local what=$1 dir=$2; shift 2
-  ./train -d $tmp/corpus.txt -o $dir/full.bin "${tiny[@]}" --max-iters 2 --eval-interval 2 >/dev/null 2>&1 ||
+  ./train -d $tmp/corpus.txt -o $dir/full.bin "${tiny[@]}" --max-iters 2 --eval-interval 2 --force >/dev/null 2>&1 ||
     { bad "$what: the first checkpoint could not be written"; return; }
   cp $dir/full.bin $tmp/full_before.bin && cp $dir/full.bin.state $tmp/full_before.state
-  "$@" ./train -d $tmp/corpus.txt -o $dir/full.bin "${tiny[@]}" --n-embd 32 --max-iters 4 --eval-interval 2 --seed 7 \
+  "$@" ./train -d $tmp/corpus.txt -o $dir/full.bin "${tiny[@]}" --n-embd 32 --max-iters 4 --eval-interval 2 --seed 7 --force \
     >$tmp/full.out 2>$tmp/full.err
   local rc=$?
   if [ $rc -eq 1 ] && [ "$(wc -l <$tmp/full.err)" -eq 1 ] && grep -q "cannot write: .*the previous checkpoint is intact" $tmp/full.err &&
@@ -122,7 +122,7 @@ fi
 # -999 a step; training must stop before writing anything over the good checkpoint.
 ./train -d $tmp/corpus.txt -o $tmp/nan.bin "${tiny[@]}" --max-iters 3 --eval-interval 3 >/dev/null 2>&1
 cp $tmp/nan.bin $tmp/nan_before.bin && cp $tmp/nan.bin.state $tmp/nan_before.state
-./train -d $tmp/corpus.txt --init $tmp/nan.bin -o $tmp/nan.bin "${tiny[@]}" --lr 10 --min-lr 10 --weight-decay 100 \
+./train -d $tmp/corpus.txt --init $tmp/nan.bin -o $tmp/nan.bin --force "${tiny[@]}" --lr 10 --min-lr 10 --weight-decay 100 \
   --warmup-iters 0 --max-iters 1000 --eval-interval 500 >$tmp/nan.out 2>$tmp/nan.err
 rc=$?
 if [ $rc -eq 1 ] && grep -qE "loss is (inf|-inf|nan|-nan) at step [0-9]+: training diverged; stopping without overwriting" $tmp/nan.err &&

@@ -4,6 +4,7 @@
 #ifndef ATTN_TRAINING_CHECKPOINT_H
 #define ATTN_TRAINING_CHECKPOINT_H
 
+#include <sys/file.h>
 #include "options.h"
 #include "params.h"
 
@@ -34,6 +35,8 @@ typedef struct {
     const ModelData *md;
     const float *m, *v;
     StateHeader h;
+    int ours;  // a whole checkpoint of this run is on disk (resumed from, or written)
+    int prior; // a model and state were there before the run (another run's, with --force)
 } StateData;
 
 static void write_state_cb(Sink *s, const void *ctx) {
@@ -111,13 +114,20 @@ static void load_state(const char *out, const char *path, const char *corpus_pat
 }
 
 // Both files of a checkpoint; the state first, as it holds its own copy of the weights.
+// A failure says what is left on disk: the previous checkpoint, or none yet. (When the state
+// is written and the model is not, the state holds the weights, and --resume goes on from it.)
 static void save_checkpoint(const char *out, const char *state_path, StateData *sd, int step) {
     char err[512];
     const ModelData *md = sd->md;
+    const char *none = "no checkpoint has been written yet";
     sd->h.step = (uint64_t)step;
-    if (write_atomic(state_path, write_state_cb, sd, err, sizeof err) ||
-        model_save(out, &md->c, md->tok_blob, md->tok_bytes, md->params, err, sizeof err))
-        die("%s; the previous checkpoint is intact", err);
+    if (write_atomic(state_path, write_state_cb, sd, err, sizeof err))
+        die("%s; %s", err, sd->ours || sd->prior ? "the previous checkpoint is intact" : none);
+    if (model_save(out, &md->c, md->tok_blob, md->tok_bytes, md->params, err, sizeof err)) {
+        if (sd->ours) die("%s; %s holds step %d, and --resume goes on from there", err, state_path, step);
+        die("%s; %s", err, sd->prior ? "the previous model file is intact" : none);
+    }
+    sd->ours = 1;
 }
 
 // The log: a new one, or on resume the old one without the rows after the checkpoint.
@@ -193,23 +203,20 @@ static void build_model(const Args *args, Opts *o, const char *corpus, size_t co
     *start_step = 0;
     if (args->resume) {
         load_state(args->out, state_path, args->data, corpus_len, corpus_hash, md, m, v, o, start_step);
-        // The run goes on with its own options; only its length may change (past the end of
-        // the decay it trains on at --min-lr).
-        if (args->max_iters_given) o->max_iters = args->o.max_iters;
+        // The run goes on with its own options; past the end of a longer run's decay it trains
+        // on at --min-lr.
+        check_resume_flags(args, o, state_path);
         if (o->max_iters < *start_step)
             die("--max-iters %d: %s is already at step %d; give a larger --max-iters to go on", o->max_iters,
                 args->out, *start_step);
-        if (args->others_given)
-            fprintf(stderr,
-                    "%s: note: --resume continues with the options saved in %s; only -d, -o and --max-iters "
-                    "are taken from the command line\n",
-                    prog, state_path);
     } else if (args->init) {
-        if (args->shape_given)
+        int shape_given = args->arch_given || flag_given(args, "n-layer") || flag_given(args, "n-head") ||
+                          flag_given(args, "n-kv-head") || flag_given(args, "n-embd");
+        if (shape_given)
             fprintf(stderr, "%s: note: --init keeps the architecture of %s; --arch and --n-* are ignored\n", prog,
                     args->init);
         read_model(md, args->init, 1, "");
-        if (!args->block_given) o->block_size = md->c.seq_len;
+        if (!flag_given(args, "block-size")) o->block_size = md->c.seq_len;
         if (o->block_size > md->c.seq_len)
             die("--block-size %d exceeds %s's context length %d", o->block_size, args->init, md->c.seq_len);
     } else {
@@ -228,28 +235,112 @@ static void build_model(const Args *args, Opts *o, const char *corpus, size_t co
         die("block size %d exceeds the model's context length %d", o->block_size, md->c.seq_len);
 }
 
-// The files a run writes: the model, its resume state and its log.
+// The files a run writes: the model, its resume state and its log; and the lock that keeps a
+// second ./train off them.
 typedef struct {
     const char *model;
-    char *state, *csv;
+    char *state, *csv, *lock;
+    int lock_fd;
 } RunFiles;
 
-// The run's file names from -o; none may be the corpus, which writing would destroy. (-o equal
-// to --init is allowed: the model is read whole before the first checkpoint.)
-static RunFiles run_files(const char *out, const char *corpus_path) {
-    size_t n = strlen(out) + sizeof ".state";
-    RunFiles f = {out, xcalloc(n, 1, "a file name"), xcalloc(n, 1, "a file name")};
-    snprintf(f.state, n, "%s.state", out);
-    snprintf(f.csv, n, "%s.csv", out);
-    const char *outputs[] = {f.model, f.state, f.csv};
-    for (int i = 0; i < 3; i++)
-        if (same_file(outputs[i], corpus_path)) die("%s is the corpus (-d): writing it would destroy it", outputs[i]);
+static const char *held_lock; // the lock file this process holds, removed at exit
+
+static void remove_held_lock(void) {
+    if (held_lock) unlink(held_lock);
+}
+
+// Takes MODEL.lock for this process, or dies naming the process that holds it. The lock is
+// an flock, which ends with the process however it ends, and the holder removes the file at
+// exit; so the file is checked to be the one at the path after the lock is taken.
+static void lock_outputs(RunFiles *f) {
+    for (;;) {
+        f->lock_fd = open(f->lock, O_RDWR | O_CREAT, 0644);
+        if (f->lock_fd < 0) die("%s: cannot write there: %s", f->model, strerror(errno));
+        if (flock(f->lock_fd, LOCK_EX | LOCK_NB)) {
+            char pid[32] = "";
+            ssize_t n = pread(f->lock_fd, pid, sizeof pid - 1, 0);
+            pid[n > 0 ? n : 0] = 0;
+            die("%s is being written by another ./train (pid %d); wait for it to finish, or choose another -o",
+                f->model, atoi(pid));
+        }
+        struct stat held, now;
+        if (!fstat(f->lock_fd, &held) && !stat(f->lock, &now) && held.st_ino == now.st_ino &&
+            held.st_dev == now.st_dev)
+            break;
+        close(f->lock_fd); // removed by the holder in between: take the new one
+    }
+    held_lock = f->lock;
+    atexit(remove_held_lock);
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+    if (ftruncate(f->lock_fd, 0) || pwrite(f->lock_fd, pid, (size_t)n, 0) != n)
+        die("%s: cannot write the lock file: %s", f->lock, strerror(errno));
+}
+
+// The step an existing MODEL.state says its run reached, or -1 without a readable one.
+static long saved_step(const char *state_path) {
+    StateHeader h;
+    int fd = open(state_path, O_RDONLY | O_NONBLOCK);
+    ssize_t n = fd < 0 ? -1 : read(fd, &h, sizeof h);
+    if (fd >= 0) close(fd);
+    return n == (ssize_t)sizeof h && !memcmp(h.magic, STATE_MAGIC, 8) ? (long)h.step : -1;
+}
+
+// A run must not destroy what is already there: an existing model is continued (--resume) or
+// replaced only when asked (--force), and only if it is an attn.c model.
+static void check_existing_model(const RunFiles *f, const Args *a) {
+    char magic[4] = {0};
+    int fd = open(f->model, O_RDONLY | O_NONBLOCK);
+    if (fd < 0 || a->resume) {
+        if (fd >= 0) close(fd);
+        return;
+    }
+    ssize_t n = read(fd, magic, 4);
+    close(fd);
+    if (n != 4 || memcmp(magic, MODEL_MAGIC, 4))
+        die("%s exists and is not an attn.c model; refusing to replace it (choose another -o)", f->model);
+    if (a->force) return;
+    if (a->init && same_file(a->init, f->model))
+        die("%s is also --init: training would write over it; give --force to train it in place, or another -o",
+            f->model);
+    long step = saved_step(f->state);
+    if (step >= 0)
+        die("%s exists: %ld step%s of training; use --resume to continue, or --force to start over", f->model, step,
+            plural(step));
+    die("%s exists; use --init %s to train from it, or --force to start over", f->model, f->model);
+}
+
+// The run's files from -o, checked and locked before anything is read or written: none may be
+// the corpus, which writing would destroy. (-o may equal --init with --force: the model is
+// read whole before the first checkpoint.)
+static RunFiles claim_outputs(const Args *a) {
+    size_t n = strlen(a->out) + sizeof ".state";
+    RunFiles f = {.model = a->out};
+    f.state = xcalloc(n, 1, "a file name");
+    f.csv = xcalloc(n, 1, "a file name");
+    f.lock = xcalloc(n, 1, "a file name");
+    snprintf(f.state, n, "%s.state", a->out);
+    snprintf(f.csv, n, "%s.csv", a->out);
+    snprintf(f.lock, n, "%s.lock", a->out);
+    const char *outputs[] = {f.model, f.state, f.csv, f.lock};
+    char err[512];
+    for (int i = 0; i < 4; i++) {
+        if (same_file(outputs[i], a->data)) die("%s is the corpus (-d): writing it would destroy it", outputs[i]);
+        if (check_output(outputs[i], err, sizeof err)) die("%s", err);
+    }
+    lock_outputs(&f);
+    check_existing_model(&f, a);
     return f;
 }
 
-static void run_files_free(RunFiles *f) {
+// At the end of a run: the lock is let go and its file removed.
+static void release_outputs(RunFiles *f) {
+    remove_held_lock();
+    held_lock = NULL;
+    close(f->lock_fd);
     free(f->state);
     free(f->csv);
+    free(f->lock);
 }
 
 // What save_checkpoint writes into MODEL.state, set up once for the run.

@@ -18,9 +18,10 @@ typedef struct {
 
 // The corpus, whole, refused unless it is non-empty UTF-8 text.
 static char *read_corpus(const char *path, size_t *len) {
-    char *corpus = read_file(path, len, "the corpus"), why[64];
-    if (*len == 0) die("%s: the corpus is empty", path);
-    if (text_problem(corpus, *len, why, sizeof why)) die("%s: not UTF-8 text: %s (train on text files)", path, why);
+    char *corpus = read_input(path, len, "the corpus", 1), why[64];
+    if (*len == 0) die("%s: the corpus is empty", input_name(path));
+    if (text_problem(corpus, *len, why, sizeof why))
+        die("%s: not UTF-8 text: %s (train on text files)", input_name(path), why);
     return corpus;
 }
 

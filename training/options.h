@@ -43,7 +43,11 @@ static void usage(FILE *f, const Flag *flags, int n) {
             "  --arch gpt|llama       gpt: LayerNorm, learned positions, GELU, biases (default)\n"
             "                         llama: RMSNorm, RoPE, SwiGLU, grouped-query attention\n"
             "  --init MODEL           start from an existing model file (its config and tokenizer)\n"
-            "  --resume               continue from MODEL and MODEL.state exactly where they stopped\n");
+            "  --resume               continue from MODEL and MODEL.state exactly where they stopped; of\n"
+            "                         the options below only --max-iters, --eval-interval and --eval-iters\n"
+            "                         may differ from the saved run's\n"
+            "  --force                replace an existing MODEL (and its .state and .csv) instead of refusing\n"
+            "  -j, --threads N        threads (default: OMP_NUM_THREADS, else every core)\n");
     for (int i = 0; i < n; i++) {
         char name[40];
         snprintf(name, sizeof name, "%s %s", flags[i].name, flags[i].type == 'f' ? "X" : "N");
@@ -68,13 +72,25 @@ static void parse_number(const Flag *f, const char *s) {
     else *(int *)f->ptr = (int)v;
 }
 
+#define N_FLAGS 21
+
+// The command line: the options, and which numeric flags it gave (for --init and --resume).
 typedef struct {
     Opts o;
     const char *data, *out, *init, *dump;
-    int resume, block_given, max_iters_given, others_given, shape_given; // flags seen, for --init and --resume
+    int resume, force, threads, arch_given;
+    char given[N_FLAGS];
 } Args;
 
-#define N_FLAGS 21
+// The numeric flags a resumed run may change: they change when it stops and what it reports,
+// not what it computes.
+static int changes_on_resume(const char *name) {
+    return !strcmp(name, "max-iters") || !strcmp(name, "eval-interval") || !strcmp(name, "eval-iters");
+}
+
+static double flag_value(const Flag *f) {
+    return f->type == 'f' ? *(float *)f->ptr : f->type == 'l' ? (double)*(int64_t *)f->ptr : *(int *)f->ptr;
+}
 
 // The numeric options with their ranges, pointing into o.
 static void flag_table(Opts *o, Flag flags[N_FLAGS]) {
@@ -83,7 +99,7 @@ static void flag_table(Opts *o, Flag flags[N_FLAGS]) {
         {"n-head", 'i', &o->n_head, 1, 1024, "attention heads (4)"},
         {"n-kv-head", 'i', &o->n_kv_head, 0, 1024, "key/value heads, dividing n-head (0: n-head)"},
         {"n-embd", 'i', &o->n_embd, 1, 65536, "model width (128)"},
-        {"block-size", 'i', &o->block_size, 1, 1 << 20, "context length (64)"},
+        {"block-size", 'i', &o->block_size, 2, 1 << 20, "context length, at least 2 (64)"},
         {"batch-size", 'i', &o->batch_size, 1, 1 << 20, "sequences per micro-batch (12)"},
         {"grad-accum", 'i', &o->grad_accum, 1, 1 << 20, "micro-batches per step (1)"},
         {"max-iters", 'i', &o->max_iters, 0, 1e9, "optimiser steps (2000)"},
@@ -99,7 +115,7 @@ static void flag_table(Opts *o, Flag flags[N_FLAGS]) {
         {"eval-interval", 'i', &o->eval_interval, 1, 1e9, "steps between evaluations and checkpoints (250)"},
         {"eval-iters", 'i', &o->eval_iters, 1, 1e9, "batches per split in an evaluation (20)"},
         {"seed", 'l', &o->seed, 0, 9.2e18, "seed for initialisation, data order and samples (1337)"},
-        {"vocab-size", 'i', &o->vocab_size, 0, 1 << 20, "learn a BPE vocabulary of this size (0: characters)"},
+        {"vocab-size", 'i', &o->vocab_size, 0, 1 << 20, "learn a BPE vocabulary of 256 to 1048576 pieces (0: characters)"},
     };
     memcpy(flags, t, sizeof t);
 }
@@ -110,7 +126,7 @@ static void check_saved_opts(Opts *o, const char *path) {
     flag_table(o, flags);
     for (int i = 0; i < N_FLAGS; i++) {
         const Flag *f = &flags[i];
-        double v = f->type == 'f' ? *(float *)f->ptr : f->type == 'l' ? (double)*(int64_t *)f->ptr : *(int *)f->ptr;
+        double v = flag_value(f);
         if (!(v >= f->lo && v <= f->hi))
             die("%s: saved option --%s is %g, outside [%g, %g] (damaged?)", path, f->name, v, f->lo, f->hi);
     }
@@ -118,59 +134,119 @@ static void check_saved_opts(Opts *o, const char *path) {
         die("%s: saved options are inconsistent (damaged?)", path);
 }
 
+// The flags that take a text value (-d, -o, -j are spelled --data, --out, --threads).
+static const char *const text_flags[] = {"data", "out", "init", "arch", "threads", "dump"}; // dump: a test hook
+
+
+static int known_flag(const Flag flags[N_FLAGS], const char *name) {
+    for (size_t t = 0; t < sizeof text_flags / sizeof *text_flags; t++)
+        if (!strcmp(text_flags[t], name)) return 1;
+    for (int k = 0; k < N_FLAGS; k++)
+        if (!strcmp(flags[k].name, name)) return 1;
+    return 0;
+}
+
+// Sets the flag called name (without its dashes) to val: a numeric one, or a text one.
+static void set_flag(Args *a, Flag flags[N_FLAGS], const char *name, const char *val) {
+    const char *arch = NULL, *threads = NULL;
+    const char **texts[] = {&a->data, &a->out, &a->init, &arch, &threads, &a->dump}; // text_flags' order
+    for (size_t t = 0; t < sizeof texts / sizeof *texts; t++)
+        if (!strcmp(text_flags[t], name)) *texts[t] = val;
+    for (int k = 0; k < N_FLAGS; k++)
+        if (!strcmp(flags[k].name, name)) {
+            parse_number(&flags[k], val);
+            a->given[k] = 1;
+        }
+    if (threads) {
+        Flag j = {"threads", 'i', &a->threads, 1, 1 << 20, ""};
+        parse_number(&j, threads);
+    }
+    if (arch) {
+        if (!strcmp(arch, "gpt")) a->o.arch = ARCH_GPT;
+        else if (!strcmp(arch, "llama")) a->o.arch = ARCH_LLAMA;
+        else die("--arch: '%s' is not gpt or llama", arch);
+        a->arch_given = 1;
+    }
+}
+
 static void parse_args(Args *a, int argc, char **argv) {
+    *a = (Args){.o = default_opts};
     Opts *o = &a->o;
-    *o = default_opts;
     Flag flags[N_FLAGS];
     flag_table(o, flags);
-    int nflags = N_FLAGS;
-    a->data = a->out = a->init = a->dump = NULL;
-    a->resume = a->block_given = a->max_iters_given = a->others_given = a->shape_given = 0;
     for (int i = 1; i < argc; i++) {
-        char *arg = argv[i], *val = NULL, name[64];
-        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) { usage(stdout, flags, nflags); exit(0); }
-        if (!strcmp(arg, "--resume")) { a->resume = 1; continue; }
-        if (!strcmp(arg, "-d")) arg = "--data";
-        else if (!strcmp(arg, "-o")) arg = "--out";
+        const char *arg = argv[i];
+        char name[64];
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+            usage(stdout, flags, N_FLAGS);
+            exit(0);
+        }
+        if (!strcmp(arg, "--resume") || !strcmp(arg, "--force")) {
+            *(arg[2] == 'r' ? &a->resume : &a->force) = 1;
+            continue;
+        }
+        const char *shorts[][2] = {{"-d", "--data"}, {"-o", "--out"}, {"-j", "--threads"}};
+        for (int k = 0; k < 3; k++)
+            if (!strcmp(arg, shorts[k][0])) arg = shorts[k][1];
         if (strncmp(arg, "--", 2)) die("unexpected argument '%s' (see --help)", argv[i]);
         snprintf(name, sizeof name, "%s", arg + 2);
         char *eq = strchr(name, '=');
         if (eq) *eq = 0;
-        const char *arch = NULL, **text = NULL;
-        const struct { const char *name, **ptr; } texts[] = {
-            {"data", &a->data}, {"out", &a->out}, {"init", &a->init}, {"arch", &arch},
-            {"dump", &a->dump}, // test hook, see docs/TRAINING.md
-        };
-        for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++)
-            if (!strcmp(texts[t].name, name)) text = texts[t].ptr;
-        int k = 0; // the numeric flag's index, nflags for the others
-        while (k < nflags && strcmp(flags[k].name, name)) k++;
-        if (k == nflags && !text) die("unknown option '--%s' (see --help)", name);
-        if (eq) val = strchr(arg, '=') + 1;
-        else if (i + 1 < argc) val = argv[++i];
+        if (!known_flag(flags, name)) die("unknown option '--%s' (see --help)", name);
+        if (eq) set_flag(a, flags, name, strchr(arg, '=') + 1);
+        else if (i + 1 < argc) set_flag(a, flags, name, argv[++i]);
         else die("%s needs a value (see --help)", arg);
-        if (text) *text = val;
-        else {
-            parse_number(&flags[k], val);
-            if (!strcmp(name, "block-size")) a->block_given = 1;
-            if (!strncmp(name, "n-", 2)) a->shape_given = 1;
-            if (!strcmp(name, "max-iters")) a->max_iters_given = 1;
-            else a->others_given = 1;
-        }
-        if (arch) {
-            if (!strcmp(arch, "gpt")) o->arch = ARCH_GPT;
-            else if (!strcmp(arch, "llama")) o->arch = ARCH_LLAMA;
-            else die("--arch: '%s' is not gpt or llama", arch);
-            a->others_given = a->shape_given = 1;
-        }
     }
     if (!a->data) die("no corpus: give -d FILE (see --help)");
     if (!a->out) die("no output: give -o FILE (see --help)");
     if (a->resume && a->init) die("--resume and --init exclude each other");
+    if (a->resume && a->force) die("--resume and --force exclude each other: --force starts over");
     if (a->init && o->vocab_size) die("--vocab-size cannot be used with --init, which keeps its model's tokenizer");
+    if (o->vocab_size && o->vocab_size < 256)
+        die("--vocab-size %d: a BPE vocabulary needs 256 to %d pieces (one for each byte, then merges); 0 learns "
+            "characters",
+            o->vocab_size, 1 << 20);
     if (o->n_kv_head == 0) o->n_kv_head = o->n_head;
     if (o->lr_decay_iters == 0) o->lr_decay_iters = o->max_iters;
     if (o->min_lr > o->lr) die("--min-lr %g is above --lr %g", o->min_lr, o->lr);
+}
+
+// Whether the command line gave the flag called name.
+static int flag_given(const Args *a, const char *name) {
+    Opts scratch;
+    Flag flags[N_FLAGS];
+    flag_table(&scratch, flags);
+    for (int k = 0; k < N_FLAGS; k++)
+        if (!strcmp(flags[k].name, name)) return a->given[k];
+    return 0;
+}
+
+// --resume goes on with the saved run's options, saved; a flag given with another value than
+// the saved one is refused, naming each, unless it is one that may change.
+static void check_resume_flags(const Args *a, Opts *saved, const char *state_path) {
+    Opts given = a->o;
+    Flag now[N_FLAGS], then[N_FLAGS];
+    flag_table(&given, now);
+    flag_table(saved, then);
+    char diff[1024] = "";
+    size_t len = 0;
+    for (int k = 0; k < N_FLAGS; k++) {
+        if (!a->given[k] || flag_value(&now[k]) == flag_value(&then[k])) continue;
+        if (changes_on_resume(now[k].name)) {
+            *(int *)then[k].ptr = *(int *)now[k].ptr;
+            continue;
+        }
+        len += snprintf(diff + len, len < sizeof diff ? sizeof diff - len : 0, "%s--%s %g (saved: %g)",
+                        len ? ", " : "", now[k].name, flag_value(&now[k]), flag_value(&then[k]));
+    }
+    if (a->arch_given && given.arch != saved->arch)
+        len += snprintf(diff + len, len < sizeof diff ? sizeof diff - len : 0, "%s--arch %s (saved: %s)",
+                        len ? ", " : "", given.arch == ARCH_GPT ? "gpt" : "llama",
+                        saved->arch == ARCH_GPT ? "gpt" : "llama");
+    if (len)
+        die("--resume continues the run saved in %s, and these options differ from it: %s; only --max-iters, "
+            "--eval-interval and --eval-iters may change (start over with --force)",
+            state_path, diff);
 }
 
 #endif
