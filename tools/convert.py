@@ -69,6 +69,7 @@ def listing(names, most=4):
 
 
 def check_finite(path, name, a):
+    """Bad naming tensor name if a holds NaN or Inf, and where the first one is."""
     bad = ~np.isfinite(a)
     if bad.any():
         first = np.unravel_index(np.argmax(bad), a.shape)
@@ -93,8 +94,8 @@ class Tensors:
             pattern = re.compile(re.escape(prefix).replace("%d", r"(\d+)"))
             held = sorted({int(m.group(1)) for m in map(pattern.match, sd) if m})
             if held != list(range(n)):
-                held = "layers " + listing(held, 8) if held else "no layers"
-                raise Bad(path, "%s, but the weights hold %s" % (field, held))
+                raise Bad(path, "%s, but the weights hold %s" % (field, "layers " + listing(held, 8) if held else
+                                                                  "no layers"))
 
     def shape(self, name):
         """A tensor's shape, without taking it."""
@@ -129,9 +130,8 @@ class Tensors:
 
 def classifier(tn, name, t, tie=None):
     """Whether the logits use the embedding; if not, t["classifier"] is tensor name. tie None:
-    decided by name's values (absent or equal to the embedding: tied), as llama2.c and nanoGPT,
-    which always tie, save it; True or False: config.json's tie_word_embeddings, which the
-    weights must bear out."""
+    absent or equal to the embedding means tied, as llama2.c and nanoGPT save a tied classifier
+    as a copy; True or False: config.json's tie_word_embeddings, which the weights must bear out."""
     head = tn.take(name, "Vd") if name in tn.sd else None
     if tie is None:
         tie = head is None or np.array_equal(head, t["tok_embedding"])
