@@ -9,8 +9,13 @@ either way. The script writes the whole header; tokenizer/byte_level.c includes 
 usage: /usr/bin/python3 tools/gen_unicode_tables.py [--source node|python] [tokenizer/unicode_tables.h]
 """
 import argparse
+import os
 import subprocess
+import sys
 import unicodedata
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import outfile  # noqa: E402
 
 CLS_L, CLS_N, CLS_S = 1, 2, 3
 HEADER = """\
@@ -79,6 +84,10 @@ def main():
     ap.add_argument("--source", choices=["node", "python"], default="node")
     ap.add_argument("file", nargs="?", default="tokenizer/unicode_tables.h")
     a = ap.parse_args()
+    try:  # before the work: a device or FIFO there would be replaced by a regular file in the end
+        outfile.check(a.file)
+    except OSError as e:
+        sys.exit("gen_unicode_tables.py: %s: %s" % (a.file, e))
     cls, origin = classes_node() if a.source == "node" else classes_python()
     runs = ranges(cls)
     lines = [HEADER % (origin, len(runs))]
@@ -91,8 +100,10 @@ def main():
     if row:
         lines.append("    " + "".join(row))
     lines.append(FOOTER)
-    with open(a.file, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
+    try:
+        outfile.write(a.file, ("\n".join(lines) + "\n").encode("utf-8"))
+    except OSError as e:
+        sys.exit("gen_unicode_tables.py: %s: cannot write: %s" % (a.file, e))
     print("%s: %d ranges from the %s" % (a.file, len(runs), origin))
 
 
