@@ -125,6 +125,11 @@ def reference_refuses_special_outputs():
 
 
 @case
+def gen_unicode_tables_refuses_special_outputs():
+    refuses_each("gen_unicode_tables", lambda out: [PY, tool("gen_unicode_tables.py"), "--source", "python", out])
+
+
+@case
 def write_model_refuses_special_outputs():
     """modelfile.write_model, which convert.py, make_random.py and the tests write with."""
     c, tok, t = mf.read_model(model())
