@@ -1,6 +1,6 @@
-/* tokenizer.c against llama2.c's expected encodings, a naive llama2.c-style encoder, a naive
- * GPT-2 merge loop, round trips, learned vocabularies and hostile blobs.
- * Run from the repository root (shared data is at ../shared). */
+// tokenizer.c against llama2.c's expected encodings, a naive llama2.c-style encoder, a naive
+// GPT-2 merge loop, round trips, learned vocabularies and hostile blobs.
+// Run from the repository root (shared data is at ../shared).
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,18 +33,20 @@ static char *read_file(const char *path, size_t *len) {
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
 static uint32_t rnd(void) {
-    rng_state ^= rng_state >> 12; rng_state ^= rng_state << 25; rng_state ^= rng_state >> 27;
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
     return (uint32_t)((rng_state * 0x2545F4914F6CDD1DULL) >> 32);
 }
 
-/* ---- a vocabulary read independently of tokenizer.c, and blobs built from it ---- */
+// ---- a vocabulary read independently of tokenizer.c, and blobs built from it ----
 
 typedef struct {
     int n;
     char **str;
     uint32_t *len;
     float *score;
-    int *sorted; /* ids by (bytes, length), for bsearch as llama2.c does */
+    int *sorted; // ids by (bytes, length), for bsearch as llama2.c does
 } Vocab;
 
 static const Vocab *cmp_vocab;
@@ -71,8 +73,10 @@ static int ref_lookup(const Vocab *v, const char *s, uint32_t n) {
         int mid = (lo + hi) / 2, id = v->sorted[mid];
         int c = cmp_piece(s, n, v->str[id], v->len[id]);
         if (!c) return id;
-        if (c < 0) hi = mid - 1;
-        else lo = mid + 1;
+        if (c < 0)
+            hi = mid - 1;
+        else
+            lo = mid + 1;
     }
     return -1;
 }
@@ -130,14 +134,20 @@ static Vocab vocab_from_blob(const unsigned char *b) {
 
 static void vocab_free(Vocab *v) {
     for (int i = 0; i < v->n; i++) free(v->str[i]);
-    free(v->str); free(v->len); free(v->score); free(v->sorted);
+    free(v->str);
+    free(v->len);
+    free(v->score);
+    free(v->sorted);
 }
 
 static void put32(unsigned char *p, uint32_t x) {
-    p[0] = (unsigned char)x; p[1] = (unsigned char)(x >> 8); p[2] = (unsigned char)(x >> 16); p[3] = (unsigned char)(x >> 24);
+    p[0] = (unsigned char)x;
+    p[1] = (unsigned char)(x >> 8);
+    p[2] = (unsigned char)(x >> 16);
+    p[3] = (unsigned char)(x >> 24);
 }
 
-/* FORMAT.md blob from pieces (and optional merges). */
+// FORMAT.md blob from pieces (and optional merges).
 static unsigned char *make_blob(const Vocab *v, const uint32_t (*merges)[2], int n_merges, size_t *bytes) {
     size_t total = 16 + 8 * (size_t)n_merges;
     uint32_t maxlen = 0;
@@ -146,7 +156,10 @@ static unsigned char *make_blob(const Vocab *v, const uint32_t (*merges)[2], int
         if (v->len[i] > maxlen) maxlen = v->len[i];
     }
     unsigned char *b = malloc(total), *p = b + 16;
-    put32(b, (uint32_t)v->n); put32(b + 4, (uint32_t)n_merges); put32(b + 8, maxlen); put32(b + 12, 0);
+    put32(b, (uint32_t)v->n);
+    put32(b + 4, (uint32_t)n_merges);
+    put32(b + 8, maxlen);
+    put32(b + 12, 0);
     for (int i = 0; i < v->n; i++) {
         uint32_t u;
         memcpy(&u, &v->score[i], 4);
@@ -160,7 +173,7 @@ static unsigned char *make_blob(const Vocab *v, const uint32_t (*merges)[2], int
     return b;
 }
 
-/* ---- naive llama2.c encoder: rescan every pair after each merge ---- */
+// ---- naive llama2.c encoder: rescan every pair after each merge ----
 
 static int ref_encode(const Vocab *v, const unsigned char *s, size_t len, int dummy, int bos, int *out) {
     int n = 0;
@@ -171,7 +184,8 @@ static int ref_encode(const Vocab *v, const unsigned char *s, size_t len, int du
         size_t j = i + 1;
         while (j < len && j - i < 4 && (s[j] & 0xC0) == 0x80) j++;
         int id = ref_lookup(v, (const char *)s + i, (uint32_t)(j - i));
-        if (id >= 0) out[n++] = id;
+        if (id >= 0)
+            out[n++] = id;
         else
             for (size_t k = i; k < j; k++) {
                 char name[8];
@@ -209,14 +223,17 @@ static void check_same(const Tokenizer *t, const Vocab *v, const unsigned char *
         print_error("%s: %zu bytes, tokenizer.c gives %d ids (%s), naive gives %d\n", what, len, na, na < 0 ? err : "",
                     nb);
         for (int i = 0; i < na && i < nb; i++)
-            if (a[i] != b[i]) { print_error("  first difference at %d: %d vs %d\n", i, a[i], b[i]); break; }
+            if (a[i] != b[i]) {
+                print_error("  first difference at %d: %d vs %d\n", i, a[i], b[i]);
+                break;
+            }
         fail();
     }
     free(a);
     free(b);
 }
 
-/* decode(encode(s)) == s: concatenating the decoded pieces gives the text back. */
+// decode(encode(s)) == s: concatenating the decoded pieces gives the text back.
 static void check_round_trip(const Tokenizer *t, const char *s, size_t len, const char *what) {
     int *ids = malloc(sizeof(int) * (len + 3));
     char err[256], *back = malloc(len + 64);
@@ -231,12 +248,13 @@ static void check_round_trip(const Tokenizer *t, const char *s, size_t len, cons
         memcpy(back + at, p, pl);
         at += pl;
     }
-    if (at != len || memcmp(back, s, len)) fail_msg("%s: decode(encode(text)) differs from the %zu-byte text", what, len);
+    if (at != len || memcmp(back, s, len))
+        fail_msg("%s: decode(encode(text)) differs from the %zu-byte text", what, len);
     free(ids);
     free(back);
 }
 
-/* ---- fixtures ---- */
+// ---- fixtures ----
 
 static Vocab llama_vocab, tok512_vocab;
 static Tokenizer llama_tok, tok512_tok;
@@ -266,14 +284,17 @@ static int teardown(void **state) {
     return 0;
 }
 
-/* ---- llama2.c's own cases ---- */
+// ---- llama2.c's own cases ----
 
-/* The prompts and ids of ../shared/expected/tokenizer_bin_encode_cases.json, read with just
- * enough JSON for that file: strings with escapes, arrays of integers. */
+// The prompts and ids of ../shared/expected/tokenizer_bin_encode_cases.json, read with just
+// enough JSON for that file: strings with escapes, arrays of integers.
 static const char *json_string(const char *p, char *out, size_t *len) {
     *len = 0;
     for (p++; *p != '"'; p++) {
-        if (*p != '\\') { out[(*len)++] = *p; continue; }
+        if (*p != '\\') {
+            out[(*len)++] = *p;
+            continue;
+        }
         p++;
         unsigned cp = 0;
         switch (*p) {
@@ -283,8 +304,10 @@ static const char *json_string(const char *p, char *out, size_t *len) {
         case 'u':
             sscanf(p + 1, "%4x", &cp);
             p += 4;
-            if (cp < 0x80) out[(*len)++] = (char)cp;
-            else if (cp < 0x800) out[(*len)++] = (char)(0xC0 | cp >> 6), out[(*len)++] = (char)(0x80 | (cp & 63));
+            if (cp < 0x80)
+                out[(*len)++] = (char)cp;
+            else if (cp < 0x800)
+                out[(*len)++] = (char)(0xC0 | cp >> 6), out[(*len)++] = (char)(0x80 | (cp & 63));
             else {
                 out[(*len)++] = (char)(0xE0 | cp >> 12);
                 out[(*len)++] = (char)(0x80 | (cp >> 6 & 63));
@@ -307,13 +330,16 @@ static void test_llama2c_cases(void **state) {
         size_t plen;
         p = json_string(strchr(p + 8, '"'), prompt, &plen);
         const char *bos = strstr(p, "\"bos\"");
-        assert_true(bos && !strncmp(bos, "\"bos\": true", 11)); /* every case starts with BOS */
+        assert_true(bos && !strncmp(bos, "\"bos\": true", 11)); // every case starts with BOS
         const char *a = strchr(strstr(p, "\"expected_tokens\""), '[') + 1;
         int want[1024], nw = 0, got[1024];
         while (*a != ']') {
             char *e;
             long x = strtol(a, &e, 10);
-            if (e == a) { a++; continue; }
+            if (e == a) {
+                a++;
+                continue;
+            }
             want[nw++] = (int)x;
             a = e;
         }
@@ -328,15 +354,36 @@ static void test_llama2c_cases(void **state) {
     free(json);
 }
 
-/* ---- tricky and random strings against the naive encoder ---- */
+// ---- tricky and random strings against the naive encoder ----
 
 static const char *tricky[] = {
-    "", " ", "  ", "   x", "x   ", "\n", "\n\n\n", "\t\t tabs \t", "Hello world", "hello, World!  ",
-    "naïve café résumé Ångström façade jalapeño Straße", "e\xCC\x81 a\xCC\x88", "日本語のテキスト、中文文本，한국어",
-    "emoji 😀👍🏽👨‍👩‍👧‍👦🇫🇷❤️", "1234567890 3.14159 -42 1,000,000 0x1F", "        indented\n        code();",
-    "<0x41> <s> </s> <unk>", "a\xff" "b\x80\x80\x80\x80\x80" "c\xC3", "\xC3\x28 \xE2\x82 \xF0\x9F\x98",
-    "\xF4\x90\x80\x80 \xED\xA0\x80 \xC0\xAF", "A\x80", "\x80", "\xF0\x9F\x98\x80\x80",
-    "Once upon a time, there was a little girl named Lily.", "I'm sure they'll say it's what we've done.",
+    "",
+    " ",
+    "  ",
+    "   x",
+    "x   ",
+    "\n",
+    "\n\n\n",
+    "\t\t tabs \t",
+    "Hello world",
+    "hello, World!  ",
+    "naïve café résumé Ångström façade jalapeño Straße",
+    "e\xCC\x81 a\xCC\x88",
+    "日本語のテキスト、中文文本，한국어",
+    "emoji 😀👍🏽👨‍👩‍👧‍👦🇫🇷❤️",
+    "1234567890 3.14159 -42 1,000,000 0x1F",
+    "        indented\n        code();",
+    "<0x41> <s> </s> <unk>",
+    "a\xff"
+    "b\x80\x80\x80\x80\x80"
+    "c\xC3",
+    "\xC3\x28 \xE2\x82 \xF0\x9F\x98",
+    "\xF4\x90\x80\x80 \xED\xA0\x80 \xC0\xAF",
+    "A\x80",
+    "\x80",
+    "\xF0\x9F\x98\x80\x80",
+    "Once upon a time, there was a little girl named Lily.",
+    "I'm sure they'll say it's what we've done.",
 };
 
 static void test_tricky_strings(void **state) {
@@ -348,16 +395,16 @@ static void test_tricky_strings(void **state) {
         check_round_trip(&llama_tok, tricky[i], len, tricky[i]);
         check_round_trip(&tok512_tok, tricky[i], len, tricky[i]);
     }
-    /* NUL bytes count when the length says so. */
+    // NUL bytes count when the length says so.
     const char nul[] = "a\0b\0\0 c";
     check_same(&llama_tok, &llama_vocab, (const unsigned char *)nul, sizeof nul - 1, "NUL bytes");
     check_round_trip(&llama_tok, nul, sizeof nul - 1, "NUL bytes");
 }
 
-/* Random text from a pool: UTF-8 characters of several lengths, spaces, digits, bytes. */
+// Random text from a pool: UTF-8 characters of several lengths, spaces, digits, bytes.
 static size_t random_text(unsigned char *s, size_t max, int mode) {
-    static const char *pool[] = {"a", "b", "e", "t", "h", " ", " ", "  ", "\n", "th", "he", "in", "1", "9", ".",
-                                 ",", "'", "é", "ü", "ß", "日", "本", "😀", "€", "\t", "A", "Z", "x", "q"};
+    static const char *pool[] = {"a", "b", "e", "t", "h", " ",  " ",  "  ", "\n", "th", "he", "in", "1", "9", ".",
+                                 ",", "'", "é", "ü", "ß", "日", "本", "😀",  "€",  "\t", "A",  "Z",  "x", "q"};
     size_t n = 0, want = rnd() % max;
     while (n < want) {
         if (mode == 1) {
@@ -389,7 +436,7 @@ static void test_random_against_naive(void **state) {
     }
 }
 
-/* A few KB of real text: long enough for the heap to matter, short enough for the naive loop. */
+// A few KB of real text: long enough for the heap to matter, short enough for the naive loop.
 static void test_long_text_against_naive(void **state) {
     (void)state;
     size_t n;
@@ -402,8 +449,8 @@ static void test_long_text_against_naive(void **state) {
     free(text);
 }
 
-/* Not a test of speed (nothing here depends on time): a 1 MB prompt must finish, and the
- * time is printed for the record. */
+// Not a test of speed (nothing here depends on time): a 1 MB prompt must finish, and the
+// time is printed for the record.
 static void test_long_prompt(void **state) {
     (void)state;
     size_t n;
@@ -422,10 +469,10 @@ static void test_long_prompt(void **state) {
 static void test_decode(void **state) {
     (void)state;
     size_t len;
-    const char *p = tokenizer_decode(&llama_tok, 1, 13, &len); /* <0x0A> */
+    const char *p = tokenizer_decode(&llama_tok, 1, 13, &len); // <0x0A>
     assert_int_equal(len, 1);
     assert_int_equal(p[0], '\n');
-    p = tokenizer_decode(&llama_tok, 1, 306, &len); /* " I" after BOS loses its space */
+    p = tokenizer_decode(&llama_tok, 1, 306, &len); // " I" after BOS loses its space
     assert_int_equal(len, 1);
     assert_memory_equal(p, "I", 1);
     p = tokenizer_decode(&llama_tok, 306, 306, &len);
@@ -443,7 +490,7 @@ static void test_decode(void **state) {
     assert_non_null(strstr(err, "more than 2 tokens"));
 }
 
-/* llama2.c compares scores as floats, so -0 and +0 tie and the leftmost pair wins. */
+// llama2.c compares scores as floats, so -0 and +0 tie and the leftmost pair wins.
 static void test_signed_zero_scores(void **state) {
     (void)state;
     char *str[] = {"a", "b", "ab", "ba"};
@@ -463,19 +510,24 @@ static void test_signed_zero_scores(void **state) {
     free(blob);
 }
 
-/* ---- safe printing ---- */
+// ---- safe printing ----
 
-/* Independent check: well-formed UTF-8 with no control characters but \t \n \r. */
+// Independent check: well-formed UTF-8 with no control characters but \t \n \r.
 static int printable_utf8(const unsigned char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         unsigned c = s[i];
         uint32_t cp;
         size_t k;
-        if (c < 0x80) cp = c, k = 1;
-        else if ((c & 0xE0) == 0xC0) cp = c & 0x1F, k = 2;
-        else if ((c & 0xF0) == 0xE0) cp = c & 0x0F, k = 3;
-        else if ((c & 0xF8) == 0xF0) cp = c & 0x07, k = 4;
-        else return 0;
+        if (c < 0x80)
+            cp = c, k = 1;
+        else if ((c & 0xE0) == 0xC0)
+            cp = c & 0x1F, k = 2;
+        else if ((c & 0xF0) == 0xE0)
+            cp = c & 0x0F, k = 3;
+        else if ((c & 0xF8) == 0xF0)
+            cp = c & 0x07, k = 4;
+        else
+            return 0;
         if (i + k > n) return 0;
         for (size_t j = 1; j < k; j++) {
             if ((s[i + j] & 0xC0) != 0x80) return 0;
@@ -514,24 +566,30 @@ static void test_sanitize(void **state) {
         int clean = printable_utf8(s, n);
         if (clean && (na != n || memcmp(a, s, n))) fail_msg("sanitize changed printable UTF-8");
     }
-    const char *in = "a\x1b[31mb\x07\xC2\x9B" "c\xE2\x82\xAC\xFF\xE2\x82" "d";
+    const char *in = "a\x1b[31mb\x07\xC2\x9B"
+                     "c\xE2\x82\xAC\xFF\xE2\x82"
+                     "d";
     size_t n = tokenizer_sanitize(&(TokSanitizer){0}, in, strlen(in), a, 1);
-    const char *want = "a[31mbc\xE2\x82\xAC\xEF\xBF\xBD\xEF\xBF\xBD" "d";
+    const char *want = "a[31mbc\xE2\x82\xAC\xEF\xBF\xBD\xEF\xBF\xBD"
+                       "d";
     assert_int_equal(n, strlen(want));
     assert_memory_equal(a, want, n);
 }
 
-/* ---- GPT-2 merge semantics on a made-up vocabulary ---- */
+// ---- GPT-2 merge semantics on a made-up vocabulary ----
 
-/* GPT-2's bpe(): find the lowest-ranked pair present, merge all its occurrences left to right. */
+// GPT-2's bpe(): find the lowest-ranked pair present, merge all its occurrences left to right.
 static int ref_gpt2(const Vocab *v, const uint32_t (*merges)[2], int nm, const unsigned char *s, size_t len, int *w) {
     int n = 0;
-    for (size_t i = 0; i < len; i++) w[n++] = s[i]; /* piece i is the byte i */
+    for (size_t i = 0; i < len; i++) w[n++] = s[i]; // piece i is the byte i
     for (;;) {
         int best = -1;
         for (int i = 0; i + 1 < n; i++)
             for (int r = 0; r < (best < 0 ? nm : best); r++)
-                if (merges[r][0] == (uint32_t)w[i] && merges[r][1] == (uint32_t)w[i + 1]) { best = r; break; }
+                if (merges[r][0] == (uint32_t)w[i] && merges[r][1] == (uint32_t)w[i + 1]) {
+                    best = r;
+                    break;
+                }
         if (best < 0) return n;
         char buf[64];
         uint32_t la = v->len[merges[best][0]], lb = v->len[merges[best][1]];
@@ -539,8 +597,10 @@ static int ref_gpt2(const Vocab *v, const uint32_t (*merges)[2], int nm, const u
         memcpy(buf + la, v->str[merges[best][1]], lb);
         int res = ref_lookup(v, buf, la + lb), m = 0;
         for (int i = 0; i < n;) {
-            if (i + 1 < n && w[i] == (int)merges[best][0] && w[i + 1] == (int)merges[best][1]) w[m++] = res, i += 2;
-            else w[m++] = w[i++];
+            if (i + 1 < n && w[i] == (int)merges[best][0] && w[i + 1] == (int)merges[best][1])
+                w[m++] = res, i += 2;
+            else
+                w[m++] = w[i++];
         }
         n = m;
     }
@@ -548,8 +608,8 @@ static int ref_gpt2(const Vocab *v, const uint32_t (*merges)[2], int nm, const u
 
 static void test_gpt2_merge_order(void **state) {
     (void)state;
-    /* Pieces: the 256 bytes, then random merges over "abc" in a random order, so that ranks do
-     * not follow piece lengths (a merge may make a pair of lower rank than its own). */
+    // Pieces: the 256 bytes, then random merges over "abc" in a random order, so that ranks do
+    // not follow piece lengths (a merge may make a pair of lower rank than its own).
     for (int trial = 0; trial < 20; trial++) {
         Vocab v = {0};
         int cap = 256 + 64;
@@ -582,7 +642,7 @@ static void test_gpt2_merge_order(void **state) {
                 free(v.sorted);
                 vocab_index(&v);
             }
-            /* Insert at a random rank: ranks unrelated to creation order. */
+            // Insert at a random rank: ranks unrelated to creation order.
             int at = (int)(rnd() % (uint32_t)(nm + 1));
             memmove(merges[at + 1], merges[at], sizeof merges[0] * (size_t)(nm - at));
             merges[at][0] = a, merges[at][1] = b;
@@ -609,9 +669,10 @@ static void test_gpt2_merge_order(void **state) {
     }
 }
 
-/* ---- learned vocabularies ---- */
+// ---- learned vocabularies ----
 
-static void learned_round_trip(const void *blob, size_t bytes, const char *text, size_t n, const char *what, int *ntok) {
+static void learned_round_trip(const void *blob, size_t bytes, const char *text, size_t n, const char *what,
+                               int *ntok) {
     Tokenizer t;
     char err[256];
     if (tokenizer_init(&t, blob, bytes, TOK_SENTENCEPIECE, 0, -1, -1, err, sizeof err)) fail_msg("%s: %s", what, err);
@@ -619,7 +680,7 @@ static void learned_round_trip(const void *blob, size_t bytes, const char *text,
     *ntok = tokenizer_encode(&t, text, n, 0, ids, (int)n + 3, err, sizeof err);
     if (*ntok < 0) fail_msg("%s: %s", what, err);
     check_round_trip(&t, text, n, what);
-    /* The fast encoder and the naive one agree on the learned vocabulary too. */
+    // The fast encoder and the naive one agree on the learned vocabulary too.
     Vocab v = vocab_from_blob(blob);
     check_same(&t, &v, (const unsigned char *)text, n < 1500 ? n : 1500, what);
     vocab_free(&v);
@@ -634,7 +695,7 @@ static void test_learn_chars(void **state) {
     void *blob;
     if (tokenizer_learn_chars(text, n, &blob, &bytes, err, sizeof err)) fail_msg("%s", err);
     Vocab v = vocab_from_blob(blob);
-    assert_int_equal(v.n, 65); /* as the README of ../shared says */
+    assert_int_equal(v.n, 65); // as the README of ../shared says
     for (int i = 1; i < v.n; i++) assert_true((unsigned char)v.str[i - 1][0] < (unsigned char)v.str[i][0]);
     assert_int_equal(v.str[0][0], '\n');
     vocab_free(&v);
@@ -642,7 +703,7 @@ static void test_learn_chars(void **state) {
     learned_round_trip(blob, bytes, text, n, "chars of tinyshakespeare", &k);
     assert_int_equal(k, (int)n);
     free(blob);
-    /* Multi-byte characters, invalid bytes and NULs all become pieces. */
+    // Multi-byte characters, invalid bytes and NULs all become pieces.
     unsigned char s[3000];
     for (int trial = 0; trial < 20; trial++) {
         size_t m = random_text(s, sizeof s, trial % 3);
@@ -672,15 +733,16 @@ static void test_learn_bpe(void **state) {
     }
     for (int i = 0; i < v.n; i++)
         for (int j = 0; j < i; j++)
-            if (v.len[i] == v.len[j] && !memcmp(v.str[i], v.str[j], v.len[i])) fail_msg("pieces %d and %d repeat", j, i);
+            if (v.len[i] == v.len[j] && !memcmp(v.str[i], v.str[j], v.len[i]))
+                fail_msg("pieces %d and %d repeat", j, i);
     vocab_free(&v);
     int k;
     learned_round_trip(blob, bytes, text, n, "BPE of tinyshakespeare", &k);
     print_message("learn_bpe: tinyshakespeare -> 1024 pieces in %.2f s CPU; %zu bytes encode to %d tokens\n", dt, n, k);
-    assert_true(k < (int)n / 2); /* a learned vocabulary compresses its own text */
+    assert_true(k < (int)n / 2); // a learned vocabulary compresses its own text
     free(blob);
-    /* Random bytes (mostly invalid UTF-8), and text with many distinct characters: more
-     * than fit, so the rarest fall back to bytes. */
+    // Random bytes (mostly invalid UTF-8), and text with many distinct characters: more
+    // than fit, so the rarest fall back to bytes.
     unsigned char s[20000];
     for (int trial = 0; trial < 6; trial++) {
         size_t m = random_text(s, sizeof s, trial % 3);
@@ -690,7 +752,7 @@ static void test_learn_bpe(void **state) {
         assert_true(get32(blob) <= (uint32_t)vs);
         free(blob);
     }
-    /* Text spelling a byte piece must not learn a piece that decodes as a byte. */
+    // Text spelling a byte piece must not learn a piece that decodes as a byte.
     const char *tricky_text = "<0x41><0x41><0x41><0x41> <0x41><0x41>";
     if (tokenizer_learn_bpe(tricky_text, strlen(tricky_text), 400, &blob, &bytes, err, sizeof err)) fail_msg("%s", err);
     learned_round_trip(blob, bytes, tricky_text, strlen(tricky_text), "BPE of byte-piece names", &k);
@@ -699,7 +761,7 @@ static void test_learn_bpe(void **state) {
     free(text);
 }
 
-/* ---- hostile blobs ---- */
+// ---- hostile blobs ----
 
 static void expect_refused(const void *blob, size_t n, int kind, const char *want) {
     Tokenizer t;
@@ -742,7 +804,7 @@ static void test_hostile_blobs(void **state) {
     assert_int_equal(tokenizer_init(&t, b, n, 0, 8, -1, -1, err, sizeof err), -1);
     assert_int_equal(tokenizer_init(&t, b, n, 0, 0, 512, -1, err, sizeof err), -1);
     assert_int_equal(tokenizer_init(&t, b, n, 0, 0, -1, -2, err, sizeof err), -1);
-    /* Random corruption: refused or usable, never a crash (ASan/UBSan builds catch the rest). */
+    // Random corruption: refused or usable, never a crash (ASan/UBSan builds catch the rest).
     for (int k = 0; k < 3000; k++) {
         memcpy(b, blob, n);
         for (int j = 0; j < 1 + (int)(rnd() % 4); j++) b[rnd() % (uint32_t)(k % 2 ? 64 : n)] = (unsigned char)rnd();
@@ -758,12 +820,12 @@ static void test_hostile_blobs(void **state) {
     free(big);
     free(blob);
 
-    /* The 32000-piece blob cut at random places. */
+    // The 32000-piece blob cut at random places.
     blob = make_blob(&llama_vocab, NULL, 0, &n);
     for (int k = 0; k < 200; k++) expect_refused(blob, rnd() % n, 0, NULL);
     free(blob);
 
-    /* Kind 1 merges must stay inside the vocabulary and make pieces that exist. */
+    // Kind 1 merges must stay inside the vocabulary and make pieces that exist.
     Vocab v = {0};
     v.n = 257;
     v.str = malloc(sizeof(char *) * 257);
@@ -788,7 +850,7 @@ static void test_hostile_blobs(void **state) {
     free(blob);
     vocab_free(&v);
 
-    /* A llama2.c file shorter than the model's vocabulary. */
+    // A llama2.c file shorter than the model's vocabulary.
     char *f = read_file(SHARED "models/tok512.bin", &n);
     for (size_t cut = 0; cut < n; cut += 7)
         assert_int_equal(tokenizer_init_llama2c(&t, f, cut, 512, err, sizeof err), -1);
@@ -798,7 +860,7 @@ static void test_hostile_blobs(void **state) {
     free(f);
 }
 
-/* Without a byte fallback piece, an unknown character is an error, not a crash. */
+// Without a byte fallback piece, an unknown character is an error, not a crash.
 static void test_missing_byte_piece(void **state) {
     (void)state;
     char err[256], *text = "ab\xC3\xA9";
@@ -810,7 +872,7 @@ static void test_missing_byte_piece(void **state) {
     int ids[8];
     assert_int_equal(tokenizer_encode(&t, text, 4, 0, ids, 8, err, sizeof err), -1);
     assert_non_null(strstr(err, "0xC3"));
-    assert_int_equal(tokenizer_encode(&t, text, 4, 1, ids, 8, err, sizeof err), -1); /* no BOS */
+    assert_int_equal(tokenizer_encode(&t, text, 4, 1, ids, 8, err, sizeof err), -1); // no BOS
     assert_int_equal(tokenizer_encode(&t, text, 2, 0, ids, 8, err, sizeof err), 2);
     tokenizer_free(&t);
     assert_int_equal(tokenizer_init(&t, blob, bytes, 0, TOKF_DUMMY_PREFIX, -1, -1, err, sizeof err), -1);

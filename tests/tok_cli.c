@@ -1,6 +1,6 @@
-/* Test helper: encodes each input line (hex of the text's bytes) with a tokenizer blob and prints
- * the ids, a tab, and the hex of the concatenated decoded pieces.
- * usage: tok_cli BLOB KIND FLAGS BOS EOS < lines */
+// Test helper: encodes each input line (hex of the text's bytes) with a tokenizer blob and prints
+// the ids, a tab, and the hex of the concatenated decoded pieces.
+// usage: tok_cli BLOB KIND FLAGS BOS EOS < lines
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +8,10 @@
 #include "../tokenizer.h"
 
 static int hexval(int c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
 }
 
 int main(int argc, char **argv) {
@@ -17,12 +20,18 @@ int main(int argc, char **argv) {
         return 2;
     }
     FILE *f = fopen(argv[1], "rb");
-    if (!f) { perror(argv[1]); return 1; }
+    if (!f) {
+        perror(argv[1]);
+        return 1;
+    }
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
     char *blob = malloc((size_t)n + 1), err[256];
-    if (!blob || fread(blob, 1, (size_t)n, f) != (size_t)n) { fprintf(stderr, "%s: read error\n", argv[1]); return 1; }
+    if (!blob || fread(blob, 1, (size_t)n, f) != (size_t)n) {
+        fprintf(stderr, "%s: read error\n", argv[1]);
+        return 1;
+    }
     fclose(f);
     Tokenizer t;
     if (tokenizer_init(&t, blob, (size_t)n, atoi(argv[2]), (unsigned)atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), err,
@@ -36,7 +45,8 @@ int main(int argc, char **argv) {
     int *ids = malloc(sizeof(int) * (cap + 2));
     while (fgets(line, (int)cap, stdin)) {
         size_t len = 0;
-        for (char *p = line; hexval(p[0]) >= 0 && hexval(p[1]) >= 0; p += 2) text[len++] = (char)(hexval(p[0]) * 16 + hexval(p[1]));
+        for (char *p = line; hexval(p[0]) >= 0 && hexval(p[1]) >= 0; p += 2)
+            text[len++] = (char)(hexval(p[0]) * 16 + hexval(p[1]));
         int k = tokenizer_encode(&t, text, len, 0, ids, (int)cap + 2, err, sizeof err);
         if (k < 0) {
             printf("error: %s\n", err);
@@ -52,6 +62,8 @@ int main(int argc, char **argv) {
         putchar('\n');
     }
     tokenizer_free(&t);
-    free(line); free(text); free(ids);
+    free(line);
+    free(text);
+    free(ids);
     return 0;
 }

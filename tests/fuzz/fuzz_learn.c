@@ -18,7 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                  : tokenizer_learn_chars(text, len, &blob, &blob_bytes, err, sizeof err);
     if (rc) {
         fuzz_check_message(err);
-        FUZZ_ASSERT(len == 0 || (bpe && vocab_size < 256), "learning failed on a valid request"); // train refuses an empty corpus first
+        FUZZ_ASSERT(len == 0 || (bpe && vocab_size < 256),
+                    "learning failed on a valid request"); // train refuses an empty corpus first
         return 0;
     }
     uint32_t n_pieces;
@@ -46,10 +47,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 }
 
 #ifdef MAKE_SEEDS
+// clang-format off
+#define TEXT(s) {s, sizeof s - 1}
+// clang-format on
 int main(int argc, char **argv) {
     if (argc != 2) return 2;
-#define TEXT(s) {s, sizeof s - 1}
-    static const struct { const char *s; size_t n; } texts[] = {
+    static const struct {
+        const char *s;
+        size_t n;
+    } texts[] = {
         TEXT("First Citizen:\nBefore we proceed any further, hear me speak.\n\nAll:\nSpeak, speak.\n"),
         TEXT("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"),
         TEXT("abababababababab abab abab"),

@@ -27,12 +27,17 @@ static const char *sample_text =
 // A byte-level vocabulary: the 256 single bytes, then one merge per extra byte of each word,
 // built left to right ("t"+"h", "th"+"e", ...).
 static void *byte_level_blob(size_t *bytes) {
-    static const char *words[] = {" the", "the", " and", "ing", " a", "er", "in", " to", "ed", "\n\n", "  ",
-                                  " speak", "Citizen", "\xc3\xa9", " caf\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac", "12"};
+    static const char *words[] = {
+        " the", "the",  " and", "ing",    " a",      "er",       "in",           " to",
+        "ed",   "\n\n", "  ",   " speak", "Citizen", "\xc3\xa9", " caf\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac",
+        "12"};
     char piece[512][16];
     uint32_t len[512], merge[512][2];
     int n = 0, m = 0;
-    for (int i = 0; i < 256; i++) { piece[n][0] = (char)i; len[n++] = 1; }
+    for (int i = 0; i < 256; i++) {
+        piece[n][0] = (char)i;
+        len[n++] = 1;
+    }
     for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
         const char *s = words[w];
         int cur = (unsigned char)s[0];
@@ -52,7 +57,10 @@ static void *byte_level_blob(size_t *bytes) {
     }
     uint32_t maxlen = 0;
     size_t total = 16 + 8 * (size_t)m;
-    for (int i = 0; i < n; i++) { total += 8 + len[i]; if (len[i] > maxlen) maxlen = len[i]; }
+    for (int i = 0; i < n; i++) {
+        total += 8 + len[i];
+        if (len[i] > maxlen) maxlen = len[i];
+    }
     unsigned char *b = malloc(total), *p = b + 16;
     uint32_t h[4] = {(uint32_t)n, (uint32_t)m, maxlen, 0};
     memcpy(b, h, 16);
@@ -139,9 +147,12 @@ static void roundtrip(const Tokenizer *t, const char *text, size_t len, int add_
         return;
     }
     FUZZ_ASSERT(n >= 0, "a vocabulary with byte fallback failed to encode");
-    for (int i = 0; i < n; i++) FUZZ_ASSERT(ids[i] >= 0 && ids[i] < t->n_pieces, "encode produced an id outside the vocabulary");
+    for (int i = 0; i < n; i++)
+        FUZZ_ASSERT(ids[i] >= 0 && ids[i] < t->n_pieces, "encode produced an id outside the vocabulary");
     // with too little room it must refuse, not overflow
-    if (n > 1) FUZZ_ASSERT(tokenizer_encode(t, text, len, add_bos, ids, n - 1, err, sizeof err) == -1, "encode overflowed max_out");
+    if (n > 1)
+        FUZZ_ASSERT(tokenizer_encode(t, text, len, add_bos, ids, n - 1, err, sizeof err) == -1,
+                    "encode overflowed max_out");
     size_t got;
     char *back = decode_all(t, ids, n, &got);
     int prefix = t->kind == TOK_SENTENCEPIECE && (t->flags & TOKF_DUMMY_PREFIX) && !add_bos && len;
@@ -157,7 +168,11 @@ static void roundtrip(const Tokenizer *t, const char *text, size_t len, int add_
 static size_t first_refused(const unsigned char *s, size_t n, int controls) {
     for (size_t i = 0; i < n;) {
         unsigned c = s[i];
-        size_t k = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        size_t k = c < 0x80                 ? 1
+                   : c >= 0xC2 && c <= 0xDF ? 2
+                   : c >= 0xE0 && c <= 0xEF ? 3
+                   : c >= 0xF0 && c <= 0xF4 ? 4
+                                            : 0;
         if (!k || i + k > n) return i;
         uint32_t cp = k == 1 ? c : c & (0x7F >> k);
         for (size_t j = 1; j < k; j++) {
@@ -192,7 +207,8 @@ static void sanitize_check(const uint8_t *data, size_t size) {
     }
     o += tokenizer_sanitize(&st, "", 0, out + o, 1);
     FUZZ_ASSERT(valid_utf8_no_controls((unsigned char *)out, o), "sanitized output is not clean UTF-8");
-    if (valid_utf8_no_controls(data, size)) FUZZ_ASSERT(o == size && !memcmp(out, data, size), "sanitize changed clean text");
+    if (valid_utf8_no_controls(data, size))
+        FUZZ_ASSERT(o == size && !memcmp(out, data, size), "sanitize changed clean text");
     FUZZ_ASSERT(tokenizer_first_non_text((const char *)data, size) == first_refused(data, size, 0),
                 "tokenizer_first_non_text disagrees with the UTF-8 definition");
     free(out);
@@ -205,7 +221,8 @@ static void exercise(Tokenizer *t) {
     int ids[64];
     int n = tokenizer_encode(t, sample_text, 60, (t->flags & TOKF_ADD_BOS) && t->bos_id >= 0, ids, 64, err, sizeof err);
     if (n < 0) fuzz_check_message(err);
-    for (int i = 0; i < n; i++) FUZZ_ASSERT(ids[i] >= 0 && ids[i] < t->n_pieces, "encode produced an id outside the vocabulary");
+    for (int i = 0; i < n; i++)
+        FUZZ_ASSERT(ids[i] >= 0 && ids[i] < t->n_pieces, "encode produced an id outside the vocabulary");
     for (int i = 0; i < t->n_pieces && i < 4096; i++) {
         size_t k;
         const char *p = tokenizer_decode(t, i - 1, i, &k);
@@ -221,7 +238,10 @@ static void exercise(Tokenizer *t) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static int ready;
-    if (!ready) { setup(); ready = 1; }
+    if (!ready) {
+        setup();
+        ready = 1;
+    }
     if (size < 2) return 0;
     int mode = data[0] % 5;
     const char *text = (const char *)data + 2;
@@ -261,8 +281,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #ifdef MAKE_SEEDS
 int main(int argc, char **argv) {
     if (argc != 2) return 2;
-#define TEXT(s) {s, sizeof s - 1}
-    static const struct { const char *s; size_t n; } texts[] = {
+#define TEXT(s)                                                                                                        \
+    { s, sizeof s - 1 }
+    static const struct {
+        const char *s;
+        size_t n;
+    } texts[] = {
         TEXT("Once upon a time"),
         TEXT(""),
         TEXT(" "),
