@@ -102,7 +102,7 @@ static inline const char *text_problem(const char *s, size_t n, char *buf, size_
 static inline const char *plural(long n) { return n == 1 ? "" : "s"; }
 
 // A status line on stderr for long work: what is done of the total, the rate and the time left.
-// On a terminal it is rewritten in place twice a second; otherwise a line is added every
+// On a terminal it is rewritten in place at most twice a second; otherwise a line is added every
 // PROGRESS_LINE_SECONDS, so that a short job prints none.
 #define PROGRESS_LINE_SECONDS 10.0
 typedef struct {
@@ -112,7 +112,8 @@ typedef struct {
 
 static inline Progress progress_start(void) {
     double t = now_s();
-    return (Progress){.start = t, .shown = t, .tty = isatty(STDERR_FILENO)};
+    int tty = isatty(STDERR_FILENO);
+    return (Progress){.start = t, .shown = tty ? 0.0 : t, .tty = tty}; // a terminal sees the first update at once
 }
 
 // done of total units; work: a count, in work_unit, whose rate is shown ("tok").

@@ -51,6 +51,7 @@ model=$tmp/stories260K.bin
 "$PYTHON" tools/convert.py $SHARED/models/stories260K.bin $model --tokenizer $SHARED/models/tok512.bin 2>/dev/null ||
   { echo "FAIL: convert stories260K"; echo "0 passed, 1 failed"; exit 1; }
 size=$(stat -c %s $model)
+head -c 2000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus_seed.txt
 
 # Files made from the good model: cut at an offset, or with header fields overwritten.
 cut_at() { head -c "$2" $model >"$1"; }
@@ -197,6 +198,37 @@ row run "-m logits -o the model itself" "-o $tmp/self.bin is also an input" ./ru
 row run "-o without -m logits (it would be ignored)" "-o is where -m logits writes" ./run $model -i hi -o $tmp/o.bin
 row run "-m logits -o into a missing directory" "$tmp/no/dir: cannot create" ./run $model -m logits -i hi -o $tmp/no/dir
 
+# Flags a mode would ignore, outputs that are not files, contexts, non-finite weights.
+row run "-t with -m ppl (it would be ignored)" "-t shapes generation; -m ppl does not generate" ./run $model -m ppl -f $tmp/corpus_seed.txt -t 0.5
+row run "-n with -m ppl" "-n shapes generation; -m ppl does not generate" ./run $model -m ppl -f $tmp/corpus_seed.txt -n 5
+row run "-s with -m logits" "-s shapes generation; -m logits does not generate" ./run $model -m logits -i hi -o $tmp/l.bin -s 3
+row run "-k with -m logits" "-k shapes generation; -m logits does not generate" ./run $model -m logits -i hi -o $tmp/l.bin -k 3
+row run "-p with -m ppl" "-p shapes generation" ./run $model -m ppl -f $tmp/corpus_seed.txt -p 0.5
+row run "-m logits without -o" "-m logits needs an output file: -o FILE" ./run $model -m logits -i hi
+mkfifo $tmp/out_fifo
+row run "-m logits -o a FIFO" "$tmp/out_fifo: is a FIFO, not a regular file" ./run $model -m logits -i hi -o $tmp/out_fifo
+rm -f $tmp/out_fifo
+row run "-m logits -o a directory" "$tmp: is a directory, not a regular file" ./run $model -m logits -i hi -o $tmp
+row run "-z a model file instead of a tokenizer" "$model: is an attn.c model, not a tokenizer" ./run $model -z $model
+row run "-c 0" "-c 0: expected a whole number in [1, 1048576]" ./run $model -c 0
+row run "-c above the model's context" "-c 4096: $model's context is 512 positions; -c can only shorten it" ./run $model -c 4096
+"$PYTHON" tools/make_random.py --set seq_len=1048576 --set n_layers=2 --set dim=2 --set n_heads=1 --set n_kv_heads=1 \
+  --set head_dim=4096 --set rope_dims=2 --set hidden_dim=2 $tmp/huge_context.bin >/dev/null 2>&1
+row run "a context whose KV cache does not fit in memory (ulimit -v 4 GB)" \
+  "$tmp/huge_context.bin: out of memory for the run state: it needs 66576 MiB at a context of 1048576; a shorter one (-c N) needs less" \
+  bash -c 'ulimit -v 4000000 && exec "$@"' limited ./run $tmp/huge_context.bin -n 2
+"$PYTHON" - $model $tmp/nan_weights.bin <<'PY'
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+off = struct.unpack_from("<Q", d, 120)[0]  # weights_offset: tok_embedding[0][0] is the first float
+for i in range(64 * 512):  # every token's embedding, so that any prompt meets a NaN
+    struct.pack_into("<f", d, off + 4 * i, float("nan"))
+open(sys.argv[2], "wb").write(d)
+PY
+row run "a model with NaN weights, generating" "$tmp/nan_weights.bin: the logits at position 2 are not finite" ./run $tmp/nan_weights.bin -i "Once upon"
+row run "a model with NaN weights, -m ppl" "$tmp/nan_weights.bin: the logits at position 0 are not finite" ./run $tmp/nan_weights.bin -m ppl -f $tmp/corpus_seed.txt
+row run "a model with NaN weights, -m logits" "$tmp/nan_weights.bin: the logits at position 0 are not finite" ./run $tmp/nan_weights.bin -m logits -i hi -o $tmp/l.bin
+
 if [ -w /dev/full ]; then # writes to /dev/full fail with ENOSPC, as on a full disk
   row run "stdout on a full disk (/dev/full)" "run: stdout: cannot write: No space left on device" \
     sh -c './run "$1" -i "Once upon a time" -n 20 >/dev/full' sh $model
@@ -233,11 +265,39 @@ row train "an unknown flag" "unknown option '--frobnicate'" ./train -d $tmp/corp
 row train "an unknown flag last, with no value" "unknown option '--frobnicate'" ./train -d $tmp/corpus.txt -o $tmp/m.bin --frobnicate
 row train "-o into a missing directory" "$tmp/no/m.bin: cannot write there: No such file or directory" ./train -d $tmp/corpus.txt -o $tmp/no/m.bin "${small[@]}"
 row train "-o the corpus itself" "$tmp/corpus.txt is the corpus (-d): writing it would destroy it" ./train -d $tmp/corpus.txt -o $tmp/corpus.txt
+row train "--block-size 1 (./run cannot score or extend a 1-token context)" "--block-size: 1 is outside [2, 1048576]" \
+  ./train -d $tmp/corpus.txt -o $tmp/m.bin --block-size 1
+row train "-j 0" "--threads: 0 is outside [1, 1048576]" ./train -d $tmp/corpus.txt -o $tmp/m.bin -j 0
+: | LIMIT=10 row train "-d - with nothing on standard input" "standard input: the corpus is empty" ./train -d - -o $tmp/m.bin
+echo "notes" >$tmp/notes.txt
+row train "-o a file that is not a model, even with --force" "$tmp/notes.txt exists and is not an attn.c model; refusing to replace it" \
+  ./train -d $tmp/corpus.txt -o $tmp/notes.txt --force "${small[@]}"
+mknod $tmp/chardev c 1 3 2>/dev/null && row train "-o a character device (mknod in the test's directory)" \
+  "$tmp/chardev: is a character device, not a regular file; refusing to replace it" ./train -d $tmp/corpus.txt -o $tmp/chardev "${small[@]}"
+mkdir -p $tmp/outdir
+row train "-o a directory" "$tmp/outdir: is a directory, not a regular file" ./train -d $tmp/corpus.txt -o $tmp/outdir "${small[@]}"
 row train "--init a missing model" "$tmp/nope.bin: cannot open" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/nope.bin
 row train "--init a truncated model" "$tmp/cut1000.bin: truncated" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/cut1000.bin
 "$PYTHON" tools/convert.py $model $tmp/q8.bin --quantize q8_0 2>/dev/null
 row train "--init a Q8_0 model" "$tmp/q8.bin: its weights are quantised (Q8_0); training needs float32 weights" \
   ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/q8.bin
+./train -d $tmp/corpus.txt -o $tmp/done.bin "${small[@]}" >/dev/null 2>&1
+row train "-o an existing model without --resume or --force" "$tmp/done.bin exists: 2 steps of training; use --resume to continue, or --force to start over" \
+  ./train -d $tmp/corpus.txt -o $tmp/done.bin "${small[@]}"
+row train "-o the --init model without --force" "$tmp/done.bin is also --init: training would write over it" \
+  ./train -d $tmp/corpus.txt -o $tmp/done.bin --init $tmp/done.bin
+row train "--resume with other model options" \
+  "these options differ from it: --n-layer 2 (saved: 1), --lr 0.005 (saved: 0.001); only --max-iters, --eval-interval and --eval-iters may change" \
+  ./train -d $tmp/corpus.txt -o $tmp/done.bin --resume --n-layer 2 --lr 5e-3 --max-iters 4
+row train "--resume and --force" "--resume and --force exclude each other" ./train -d $tmp/corpus.txt -o $tmp/done.bin --resume --force
+"$PYTHON" - $tmp/done.bin $tmp/nan_init.bin <<'PY'
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+struct.pack_into("<f", d, struct.unpack_from("<Q", d, 120)[0] + 4 * 5, float("inf"))
+open(sys.argv[2], "wb").write(d)
+PY
+row train "--init a model with an Inf weight" "$tmp/nan_init.bin: the initial weights are not finite: tok_embedding[5] is inf" \
+  ./train -d $tmp/corpus.txt -o $tmp/m2.bin --init $tmp/nan_init.bin --max-iters 2
 row train "--resume with no state file" "$tmp/fresh.bin&&cannot open" ./train -d $tmp/corpus.txt -o $tmp/fresh.bin --resume
 ./train -d $tmp/corpus.txt -o $tmp/m.bin "${small[@]}" >/dev/null 2>&1
 head -c 1000 $tmp/m.bin.state >$tmp/cut.bin.state

@@ -132,5 +132,116 @@ else
   bad "diverging loss: exit $rc, stderr: $(head -c 300 $tmp/nan.err)"
 fi
 
+# ---- what a new user broke in one afternoon (docs/ROBUSTNESS.md has the list)
+# An existing model is refused without --resume or --force, byte for byte unchanged; --force replaces it.
+./train -d $tmp/corpus.txt -o $tmp/keep.bin "${tiny[@]}" --max-iters 4 --eval-interval 4 >/dev/null 2>&1
+cp $tmp/keep.bin $tmp/keep_before.bin
+./train -d $tmp/corpus.txt -o $tmp/keep.bin "${tiny[@]}" --max-iters 4 >/dev/null 2>$tmp/keep.err
+rc=$?
+if [ $rc -eq 1 ] && grep -q "keep.bin exists: 4 steps of training; use --resume" $tmp/keep.err && cmp -s $tmp/keep.bin $tmp/keep_before.bin &&
+   ./train -d $tmp/corpus.txt -o $tmp/keep.bin "${tiny[@]}" --max-iters 2 --eval-interval 2 --force >/dev/null 2>&1 &&
+   ! cmp -s $tmp/keep.bin $tmp/keep_before.bin && loads $tmp/keep.bin; then
+  ok "an existing model: refused and unchanged without --force ('$(cat $tmp/keep.err)'); replaced with --force"
+else bad "an existing model: exit $rc, $(head -c 300 $tmp/keep.err)"; fi
+
+# Outputs that are not regular files stay what they were: a character device made with mknod in
+# this test's own directory, for ./train and tools/convert.py.
+if mknod $tmp/dev c 1 3 2>/dev/null; then
+  ./train -d $tmp/corpus.txt -o $tmp/dev "${tiny[@]}" --max-iters 2 >/dev/null 2>$tmp/dev.err; rc1=$?
+  "${PYTHON:-/usr/bin/python3}" tools/convert.py $tmp/keep.bin $tmp/dev >/dev/null 2>$tmp/dev2.err; rc2=$?
+  if [ $rc1 -eq 1 ] && [ $rc2 -eq 1 ] && [ -c $tmp/dev ] && grep -q "is a character device" $tmp/dev.err &&
+     ! compgen -G "$tmp/dev*.tmp*" >/dev/null && ! compgen -G "$tmp/.tmp*" >/dev/null; then
+    ok "-o a character device: train and convert.py refuse, the node is still a device ('$(cat $tmp/dev.err)')"
+  else bad "-o a character device: exits $rc1 $rc2, $(ls -l $tmp/dev): $(cat $tmp/dev.err $tmp/dev2.err | head -c 300)"; fi
+fi
+
+# Two trainers on one output: the second refuses, naming the first's pid; the first is unharmed.
+./train -d $tmp/corpus.txt -o $tmp/two.bin "${tiny[@]}" --max-iters 1000000 --eval-interval 50 >$tmp/two1.out 2>&1 &
+pid=$!
+if wait_for $tmp/two1.out '^iter 10/' $pid; then
+  ./train -d $tmp/corpus.txt -o $tmp/two.bin "${tiny[@]}" --force >/dev/null 2>$tmp/two2.err; rc=$?
+  kill -INT $pid; wait $pid; rc1=$?
+  if [ $rc -eq 1 ] && grep -q "two.bin is being written by another ./train (pid $pid)" $tmp/two2.err && [ $rc1 -eq 0 ] &&
+     grep -q '^stopped by signal 2' $tmp/two1.out && loads $tmp/two.bin && [ ! -e $tmp/two.bin.lock ]; then
+    ok "two trainers on one -o: '$(cat $tmp/two2.err)'; the first ran on and stopped cleanly"
+  else bad "two trainers: second exit $rc, first exit $rc1: $(head -c 300 $tmp/two2.err)"; fi
+else kill -9 $pid 2>/dev/null; bad "two trainers: the first did not start"; fi
+
+# SIGHUP (a closed terminal) checkpoints like SIGINT; a closed stdout (| head) checkpoints, says
+# so on stderr and exits non-zero.
+./train -d $tmp/corpus.txt -o $tmp/hup.bin "${tiny[@]}" --max-iters 1000000 --eval-interval 100000 >$tmp/hup.out 2>&1 &
+pid=$!
+if wait_for $tmp/hup.out '^iter 20/' $pid; then
+  kill -HUP $pid; wait $pid; rc=$?
+  if [ $rc -eq 0 ] && grep -q '^stopped by signal 1 at step' $tmp/hup.out && loads $tmp/hup.bin; then
+    ok "SIGHUP: $(grep '^stopped' $tmp/hup.out)"
+  else bad "SIGHUP: exit $rc: $(tail -c 300 $tmp/hup.out)"; fi
+else kill -9 $pid 2>/dev/null; bad "SIGHUP: training did not start"; fi
+./train -d $tmp/corpus.txt -o $tmp/pipe.bin "${tiny[@]}" --max-iters 1000000 --eval-interval 100000 2>$tmp/pipe.err | head -n 3 >/dev/null
+rc=${PIPESTATUS[0]}
+if [ $rc -eq 1 ] && [ "$(wc -l <$tmp/pipe.err)" -eq 1 ] &&
+   grep -qE "stdout: cannot write: Broken pipe; checkpoint of step [0-9]+ written to .*pipe.bin" $tmp/pipe.err && loads $tmp/pipe.bin; then
+  ok "train | head: '$(cat $tmp/pipe.err)'"
+else bad "train | head: exit $rc: $(head -c 300 $tmp/pipe.err)"; fi
+
+# A full disk at the very first checkpoint does not claim a previous one.
+(ulimit -f 4 && ./train -d $tmp/corpus.txt -o $tmp/first.bin "${tiny[@]}" --n-embd 64 --max-iters 2 --eval-interval 1 >/dev/null 2>$tmp/first.err)
+rc=$?
+if [ $rc -eq 1 ] && grep -q "cannot write: File too large; no checkpoint has been written yet" $tmp/first.err && [ ! -e $tmp/first.bin ]; then
+  ok "a full disk at the first checkpoint: '$(cat $tmp/first.err)'"
+else bad "a full disk at the first checkpoint: exit $rc: $(head -c 300 $tmp/first.err)"; fi
+
+# A failed -m logits leaves the previous -o file as it was: a prompt longer than the context,
+# and a byte the vocabulary lacks.
+./run $tmp/keep.bin -m logits -i "To be" -o $tmp/logits.bin 2>/dev/null
+cp $tmp/logits.bin $tmp/logits_before.bin
+long=$(head -c 600 $tmp/corpus.txt)
+./run $tmp/keep.bin -m logits -i "$long" -o $tmp/logits.bin 2>$tmp/l1.err; rc1=$?
+./run $tmp/keep.bin -m logits -i "naïve ☃" -o $tmp/logits.bin 2>$tmp/l2.err; rc2=$?
+if [ $rc1 -eq 1 ] && [ $rc2 -eq 1 ] && grep -q "longer than the model's context" $tmp/l1.err && cmp -s $tmp/logits.bin $tmp/logits_before.bin &&
+   ! compgen -G "$tmp/logits.bin.tmp*" >/dev/null; then
+  ok "a failed -m logits keeps the old -o ('$(cat $tmp/l1.err)'; '$(cat $tmp/l2.err)')"
+else bad "a failed -m logits: exits $rc1 $rc2, $(cat $tmp/l1.err $tmp/l2.err | head -c 300)"; fi
+
+# Standard input: -f - scores the same text as the file; -d - trains exactly as the file does.
+./run $tmp/keep.bin -m ppl -f $tmp/corpus.txt >$tmp/ppl_file.out 2>/dev/null
+./run $tmp/keep.bin -m ppl -f - <$tmp/corpus.txt >$tmp/ppl_stdin.out 2>/dev/null
+./train -d $tmp/corpus.txt -o $tmp/in_file.bin "${tiny[@]}" --max-iters 3 --eval-interval 3 >/dev/null 2>&1
+./train -d - -o $tmp/in_stdin.bin "${tiny[@]}" --max-iters 3 --eval-interval 3 <$tmp/corpus.txt >$tmp/in_stdin.out 2>&1
+if cmp -s $tmp/ppl_file.out $tmp/ppl_stdin.out && grep -q perplexity $tmp/ppl_stdin.out && cmp -s $tmp/in_file.bin $tmp/in_stdin.bin &&
+   grep -q '^data: standard input' $tmp/in_stdin.out; then
+  ok "standard input: -m ppl -f - and ./train -d - equal their file runs ($(grep perplexity $tmp/ppl_stdin.out))"
+else bad "standard input: $(head -c 300 $tmp/in_stdin.out)"; fi
+
+# Threads beyond the cores are capped with a note.
+cores=$(nproc)
+./train -d $tmp/corpus.txt -o $tmp/j.bin "${tiny[@]}" --max-iters 2 -j 1024 >$tmp/j.out 2>$tmp/j.err
+./run $tmp/j.bin -n 2 -j 1024 >/dev/null 2>$tmp/j2.err
+if grep -q "note: 1024 threads asked for (-j) but this machine has $cores cores\?; using $cores" $tmp/j.err &&
+   grep -q "batch 2 x 16 x 1 accum; $cores thread" $tmp/j.out && grep -q "note: 1024 threads asked for (-j)" $tmp/j2.err; then
+  ok "-j 1024: '$(cat $tmp/j.err)'"
+else bad "-j 1024: $(cat $tmp/j.err $tmp/j2.err | head -c 300)"; fi
+
+# Long work shows progress: -m ppl on a terminal (script gives it one) writes its status at once;
+# training's plain status line has the total and the ETA.
+if command -v script >/dev/null; then
+  script -qec "./run $tmp/keep.bin -m ppl -f $tmp/corpus.txt -c 16" /dev/null >$tmp/tty.out 2>&1
+  if grep -qE "scoring: [0-9]+ of [0-9]+ windows, [0-9]+ tok/s, ETA [0-9]+:[0-9]{2}" $tmp/tty.out; then
+    ok "-m ppl on a terminal shows progress: $(grep -oE 'scoring: [^E]*ETA [0-9:]+' $tmp/tty.out | tail -1)"
+  else bad "-m ppl progress: $(tr '\r' '\n' <$tmp/tty.out | head -c 300)"; fi
+fi
+if grep -qE '^iter 10/3: |^iter 3/3: loss [0-9.]+, lr [0-9.e+-]+, [0-9]+ tok/s, ETA 0:00$' $tmp/in_stdin.out; then
+  ok "training's plain status line: $(grep -m1 '^iter' $tmp/in_stdin.out)"
+else bad "training's plain status line: $(grep -m1 '^iter' $tmp/in_stdin.out)"; fi
+
+# A character vocabulary with no newline and no BOS: train says that ./run needs a prompt.
+printf 'abcdefghij%.0s' $(seq 400) >$tmp/no_newline.txt
+./train -d $tmp/no_newline.txt -o $tmp/nonl.bin "${tiny[@]}" --max-iters 1 >$tmp/nonl.out 2>&1
+./run $tmp/nonl.bin -n 2 >/dev/null 2>$tmp/nonl.err; rc=$?
+if grep -q "note: the vocabulary has no newline and no BOS token to start from: ./run needs a prompt (-i)" $tmp/nonl.out &&
+   [ $rc -eq 1 ] && ./run $tmp/nonl.bin -i abc -n 2 >/dev/null 2>&1; then
+  ok "no newline, no BOS: train's note, and ./run: '$(cat $tmp/nonl.err)'"
+else bad "no newline, no BOS: $(cat $tmp/nonl.out | head -c 300)"; fi
+
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
