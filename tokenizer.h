@@ -86,7 +86,13 @@ size_t tokenizer_first_non_text(const char *text, size_t n);
 //   by merging the most frequent adjacent pair, scored so that kind-0 encoding applies them in
 //   the order learned. Stops early (fewer than vocab_size pieces) when no pair occurs twice.
 int tokenizer_learn_chars(const char *text, size_t len, void **blob, size_t *blob_bytes, char *err, size_t errlen);
-int tokenizer_learn_bpe(const char *text, size_t len, int vocab_size, void **blob, size_t *blob_bytes, char *err,
-                        size_t errlen);
+// Learning a large vocabulary takes minutes: with progress not NULL, learn_bpe reports each
+// piece it adds as progress->fn(progress->ctx, pieces so far, vocab_size).
+typedef struct {
+    void (*fn)(void *ctx, int pieces, int vocab_size);
+    void *ctx;
+} TokProgress;
+int tokenizer_learn_bpe(const char *text, size_t len, int vocab_size, const TokProgress *progress, void **blob,
+                        size_t *blob_bytes, char *err, size_t errlen);
 
 #endif

@@ -229,6 +229,10 @@ if command -v script >/dev/null; then
   if grep -qE "scoring: [0-9]+ of [0-9]+ windows, [0-9]+ tok/s, ETA [0-9]+:[0-9]{2}" $tmp/tty.out; then
     ok "-m ppl on a terminal shows progress: $(grep -oE 'scoring: [^E]*ETA [0-9:]+' $tmp/tty.out | tail -1)"
   else bad "-m ppl progress: $(tr '\r' '\n' <$tmp/tty.out | head -c 300)"; fi
+  script -qec "./train -d $tmp/corpus.txt -o $tmp/bpe.bin ${tiny[*]} --vocab-size 400 --max-iters 1" /dev/null >$tmp/tty2.out 2>&1
+  if grep -qaE "learning the vocabulary: [0-9]+ of 400 pieces, [0-9]+ pieces/s, ETA [0-9]+:[0-9]{2}" $tmp/tty2.out; then
+    ok "vocabulary learning on a terminal shows progress: $(grep -aoE 'learning the vocabulary: [^E]*ETA [0-9:]+' $tmp/tty2.out | tail -1)"
+  else bad "vocabulary learning progress: $(tr '\r' '\n' <$tmp/tty2.out | head -c 300)"; fi
 fi
 if grep -qE '^iter 10/3: |^iter 3/3: loss [0-9.]+, lr [0-9.e+-]+, [0-9]+ tok/s, ETA 0:00$' $tmp/in_stdin.out; then
   ok "training's plain status line: $(grep -m1 '^iter' $tmp/in_stdin.out)"

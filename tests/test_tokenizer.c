@@ -721,7 +721,7 @@ static void test_learn_bpe(void **state) {
     char *text = read_file(SHARED "data/tinyshakespeare.txt", &n), err[256];
     void *blob;
     clock_t c0 = clock();
-    if (tokenizer_learn_bpe(text, n, 1024, &blob, &bytes, err, sizeof err)) fail_msg("%s", err);
+    if (tokenizer_learn_bpe(text, n, 1024, NULL, &blob, &bytes, err, sizeof err)) fail_msg("%s", err);
     double dt = (double)(clock() - c0) / CLOCKS_PER_SEC;
     Vocab v = vocab_from_blob(blob);
     assert_int_equal(v.n, 1024);
@@ -747,17 +747,17 @@ static void test_learn_bpe(void **state) {
     for (int trial = 0; trial < 6; trial++) {
         size_t m = random_text(s, sizeof s, trial % 3);
         int vs = trial < 3 ? 300 : 256 + 8;
-        if (tokenizer_learn_bpe((char *)s, m, vs, &blob, &bytes, err, sizeof err)) fail_msg("%s", err);
+        if (tokenizer_learn_bpe((char *)s, m, vs, NULL, &blob, &bytes, err, sizeof err)) fail_msg("%s", err);
         learned_round_trip(blob, bytes, (char *)s, m, "BPE of random text", &k);
         assert_true(get32(blob) <= (uint32_t)vs);
         free(blob);
     }
     // Text spelling a byte piece must not learn a piece that decodes as a byte.
     const char *tricky_text = "<0x41><0x41><0x41><0x41> <0x41><0x41>";
-    if (tokenizer_learn_bpe(tricky_text, strlen(tricky_text), 400, &blob, &bytes, err, sizeof err)) fail_msg("%s", err);
+    if (tokenizer_learn_bpe(tricky_text, strlen(tricky_text), 400, NULL, &blob, &bytes, err, sizeof err)) fail_msg("%s", err);
     learned_round_trip(blob, bytes, tricky_text, strlen(tricky_text), "BPE of byte-piece names", &k);
     free(blob);
-    assert_int_equal(tokenizer_learn_bpe(text, n, 100, &blob, &bytes, err, sizeof err), -1);
+    assert_int_equal(tokenizer_learn_bpe(text, n, 100, NULL, &blob, &bytes, err, sizeof err), -1);
     free(text);
 }
 

@@ -376,8 +376,8 @@ static int learn_next_merge(Learner *L) {
     return m < 0 ? -1 : merge_everywhere(L, pi, m);
 }
 
-int tokenizer_learn_bpe(const char *text, size_t len, int vocab_size, void **blob, size_t *blob_bytes, char *err,
-                        size_t errlen) {
+int tokenizer_learn_bpe(const char *text, size_t len, int vocab_size, const TokProgress *progress, void **blob,
+                        size_t *blob_bytes, char *err, size_t errlen) {
     const unsigned char *s = (const unsigned char *)text;
     if (vocab_size < N_BYTES || (uint32_t)vocab_size > MAX_PIECES)
         return fail(err, errlen, "vocab_size %d: a byte-fallback BPE vocabulary needs 256..%u pieces", vocab_size,
@@ -394,7 +394,10 @@ int tokenizer_learn_bpe(const char *text, size_t len, int vocab_size, void **blo
     int rc = learner_init(&L, vocab_size, len);
     if (!rc) rc = add_base_pieces(&L, chars, keep);
     if (!rc) rc = text_to_symbols(&L, s, len);
-    while (rc == MERGE_NEXT && L.v.n < vocab_size && L.pt.nheap) rc = learn_next_merge(&L);
+    while (rc == MERGE_NEXT && L.v.n < vocab_size && L.pt.nheap) {
+        rc = learn_next_merge(&L);
+        if (progress) progress->fn(progress->ctx, L.v.n, vocab_size);
+    }
     if (rc == MERGE_NONE_LEFT) rc = 0;
     if (!rc) rc = vocab_pack(&L.v, blob, blob_bytes);
     if (rc) fail(err, errlen, "out of memory learning a %d-piece vocabulary from %zu bytes", vocab_size, len);

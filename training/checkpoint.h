@@ -194,6 +194,10 @@ static Config config_from_opts(const Opts *o, int vocab_size) {
     return c;
 }
 
+static void show_learning(void *ctx, int pieces, int vocab_size) {
+    progress_show(ctx, "learning the vocabulary", pieces, vocab_size, "pieces", pieces, "pieces");
+}
+
 // The model a run starts from, into md: from the resume state (with its moments, options and
 // step), from --init's model file, or new from the options, with a vocabulary learned from
 // the corpus and parameters the caller initialises.
@@ -220,10 +224,13 @@ static void build_model(const Args *args, Opts *o, const char *corpus, size_t co
         if (o->block_size > md->c.seq_len)
             die("--block-size %d exceeds %s's context length %d", o->block_size, args->init, md->c.seq_len);
     } else {
-        int rc = o->vocab_size ? tokenizer_learn_bpe(corpus, corpus_len, o->vocab_size, &md->tok_blob, &md->tok_bytes,
-                                                     err, sizeof err)
+        Progress progress = progress_start();
+        TokProgress report = {show_learning, &progress};
+        int rc = o->vocab_size ? tokenizer_learn_bpe(corpus, corpus_len, o->vocab_size, &report, &md->tok_blob,
+                                                     &md->tok_bytes, err, sizeof err)
                                : tokenizer_learn_chars(corpus, corpus_len, &md->tok_blob, &md->tok_bytes, err,
                                                        sizeof err);
+        progress_end(&progress);
         if (rc) die("%s: cannot learn a vocabulary: %s", args->data, err);
         uint32_t n_pieces;
         memcpy(&n_pieces, md->tok_blob, 4);

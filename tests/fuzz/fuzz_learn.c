@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     void *blob = NULL;
     size_t blob_bytes = 0;
     char err[256];
-    int rc = bpe ? tokenizer_learn_bpe(text, len, vocab_size, &blob, &blob_bytes, err, sizeof err)
+    int rc = bpe ? tokenizer_learn_bpe(text, len, vocab_size, NULL, &blob, &blob_bytes, err, sizeof err)
                  : tokenizer_learn_chars(text, len, &blob, &blob_bytes, err, sizeof err);
     if (rc) {
         fuzz_check_message(err);

@@ -96,7 +96,7 @@ static void setup(void) {
     void *file = read_all(SHARED_DIR "/models/tok512.bin", &n);
     if (file && !tokenizer_init_llama2c(&sp_vocabs[n_sp_vocabs], file, n, 512, err, sizeof err)) n_sp_vocabs++;
     free(file);
-    if (tokenizer_learn_bpe(sample_text, strlen(sample_text), 300, &blob, &n, err, sizeof err) ||
+    if (tokenizer_learn_bpe(sample_text, strlen(sample_text), 300, NULL, &blob, &n, err, sizeof err) ||
         tokenizer_init(&sp_vocabs[n_sp_vocabs++], blob, n, TOK_SENTENCEPIECE, 0, -1, -1, err, sizeof err)) {
         fprintf(stderr, "learned vocabulary: %s\n", err);
         exit(1);
@@ -314,7 +314,7 @@ int main(int argc, char **argv) {
     void *blobs[3];
     size_t sizes[3];
     tokenizer_learn_chars(sample_text, strlen(sample_text), &blobs[0], &sizes[0], err, sizeof err);
-    tokenizer_learn_bpe(sample_text, strlen(sample_text), 280, &blobs[1], &sizes[1], err, sizeof err);
+    tokenizer_learn_bpe(sample_text, strlen(sample_text), 280, NULL, &blobs[1], &sizes[1], err, sizeof err);
     blobs[2] = byte_level_blob(&sizes[2]);
     for (int i = 0; i < 3; i++) {
         unsigned char *in = malloc(sizes[i] + 4);
