@@ -23,29 +23,28 @@ typedef struct {
 } Options;
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: run MODEL [options]\n"
-            "  -i TEXT      prompt (default: empty: the model starts from BOS, else EOS, else a newline)\n"
-            "  -n N         new tokens to generate (default 256); past a full context the window moves\n"
-            "               on by half; 0 = until end-of-sequence or the context is full\n"
-            "  -t T         temperature; 0 = greedy (default 1.0)\n"
-            "  -p P         top-p (nucleus) in [0, 1]; 0 or 1 = off (default 0.9)\n"
-            "  -k K         top-k; 0 = off (default 0)\n"
-            "  --min-p P    drop tokens below P x the most likely one's probability; 0 = off (default 0)\n"
-            "  -r R         repetition penalty, CTRL-style; 1 = off (default 1)\n"
-            "  --repeat-window N  positions the penalty looks back over; 0 = all (default 64)\n"
-            "  -s SEED      random seed; 0 = from the clock and process id (default 0)\n"
-            "  -m MODE      generate | ppl | logits (default generate)\n"
-            "  -f FILE      -m ppl: the text to score; otherwise the prompt, read from FILE as it is;\n"
-            "               - reads standard input\n"
-            "  -c N         context length: at most N positions instead of the model's full context\n"
-            "  -o FILE      where -m logits writes the prompt's logits (int32 T, int32 vocab, int32 tokens[T],\n"
-            "               float32 logits[T][vocab])\n"
-            "  -z FILE      use this llama2.c tokenizer.bin instead of the model's own tokenizer\n"
-            "  -j N         threads (default: OMP_NUM_THREADS, else every core)\n"
-            "  -h, --help   this text\n"
-            "-n -t -p -k --min-p -r --repeat-window and -s shape generation; -m ppl and -m logits refuse them.\n"
-            "Text goes to stdout (exactly the prompt, then the continuation); timings go to stderr.\n");
+    fprintf(f, "usage: run MODEL [options]\n"
+               "  -i TEXT      prompt (default: empty: the model starts from BOS, else EOS, else a newline)\n"
+               "  -n N         new tokens to generate (default 256); past a full context the window moves\n"
+               "               on by half; 0 = until end-of-sequence or the context is full\n"
+               "  -t T         temperature; 0 = greedy (default 1.0)\n"
+               "  -p P         top-p (nucleus) in [0, 1]; 0 or 1 = off (default 0.9)\n"
+               "  -k K         top-k; 0 = off (default 0)\n"
+               "  --min-p P    drop tokens below P x the most likely one's probability; 0 = off (default 0)\n"
+               "  -r R         repetition penalty, CTRL-style; 1 = off (default 1)\n"
+               "  --repeat-window N  positions the penalty looks back over; 0 = all (default 64)\n"
+               "  -s SEED      random seed; 0 = from the clock and process id (default 0)\n"
+               "  -m MODE      generate | ppl | logits (default generate)\n"
+               "  -f FILE      -m ppl: the text to score; otherwise the prompt, read from FILE as it is;\n"
+               "               - reads standard input\n"
+               "  -c N         context length: at most N positions instead of the model's full context\n"
+               "  -o FILE      where -m logits writes the prompt's logits (int32 T, int32 vocab, int32 tokens[T],\n"
+               "               float32 logits[T][vocab])\n"
+               "  -z FILE      use this llama2.c tokenizer.bin instead of the model's own tokenizer\n"
+               "  -j N         threads (default: OMP_NUM_THREADS, else every core)\n"
+               "  -h, --help   this text\n"
+               "-n -t -p -k --min-p -r --repeat-window and -s shape generation; -m ppl and -m logits refuse them.\n"
+               "Text goes to stdout (exactly the prompt, then the continuation); timings go to stderr.\n");
 }
 
 // The value after a flag, or a one-line error when the flag came last.
@@ -89,12 +88,20 @@ static uint64_t clock_seed(void) {
 }
 
 static Options parse_options(int argc, char **argv) {
-    Options o = {.mode = "generate", .prompt = "", .temperature = 1.0f, .topp = 0.9f, .repeat_penalty = 1.0f,
-                 .steps = -1, .repeat_window = 64}; // steps -1: the default, see generate
+    Options o = {.mode = "generate",
+                 .prompt = "",
+                 .temperature = 1.0f,
+                 .topp = 0.9f,
+                 .repeat_penalty = 1.0f,
+                 .steps = -1,
+                 .repeat_window = 64}; // steps -1: the default, see generate
     int prompt_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); exit(0); }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            exit(0);
+        }
         if (a[0] != '-' || !a[1]) {
             if (o.model_path) die("unexpected argument '%s' (the model is %s)", a, o.model_path);
             o.model_path = a;
@@ -124,7 +131,10 @@ static Options parse_options(int argc, char **argv) {
         for (size_t k = 0; k < sizeof sampling / sizeof *sampling && !o.sampling_flag; k++)
             if (!strcmp(a, sampling[k])) o.sampling_flag = sampling[k];
     }
-    if (!o.model_path) { usage(stderr); exit(1); }
+    if (!o.model_path) {
+        usage(stderr);
+        exit(1);
+    }
     if (strcmp(o.mode, "generate") && strcmp(o.mode, "ppl") && strcmp(o.mode, "logits"))
         die("-m %s: the modes are generate, ppl and logits", o.mode);
     // A flag the mode would ignore is refused: the user meant something by it.
@@ -291,8 +301,7 @@ static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler 
     if (!tokens || !window || !logits) die("out of memory");
     check_utf8("prompt", o->prompt, plen);
     int n_prompt = encode_prompt(tok, c, "prompt", o->prompt, plen, tokens, (int)plen + 3);
-    if (n_prompt > c->seq_len)
-        die("prompt: %d tokens, longer than the model's context of %d", n_prompt, c->seq_len);
+    if (n_prompt > c->seq_len) die("prompt: %d tokens, longer than the model's context of %d", n_prompt, c->seq_len);
     // -n 0 stops where the context is full; any other count, 256 by default, runs on past it.
     // tokens then grows to hold the whole history, which the repetition penalty looks back on.
     int n_new = o->steps > 0 ? o->steps : o->steps < 0 ? 256 : c->seq_len - n_prompt;
@@ -324,8 +333,8 @@ static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler 
     print_piece(&san, "", 0, 1);
     double t2 = now_s();
     int generated = n - n_prompt;
-    fprintf(stderr, "\nprompt: %d tokens in %.3f s (%.1f tok/s); generated: %d tokens in %.3f s (%.1f tok/s)",
-            n_prompt, t1 - t0, n_prompt / (t1 - t0), generated, t2 - t1, generated > 0 ? generated / (t2 - t1) : 0.0);
+    fprintf(stderr, "\nprompt: %d tokens in %.3f s (%.1f tok/s); generated: %d tokens in %.3f s (%.1f tok/s)", n_prompt,
+            t1 - t0, n_prompt / (t1 - t0), generated, t2 - t1, generated > 0 ? generated / (t2 - t1) : 0.0);
     if (shifts) fprintf(stderr, "; the full context moved on by half %d time%s", shifts, plural(shifts));
     fprintf(stderr, "\n");
     free(tokens);
@@ -453,7 +462,8 @@ int main(int argc, char **argv) {
     RunState s;
     int batch = c->seq_len < 256 ? c->seq_len : 256;
     if (state_init(&s, c, batch))
-        die("%s: out of memory for the run state: it needs %.0f MiB at a context of %d; a shorter one (-c N) needs less",
+        die("%s: out of memory for the run state: it needs %.0f MiB at a context of %d; a shorter one (-c N) needs "
+            "less",
             o.model_path, s.bytes / 1048576.0, c->seq_len);
     Sampler sampler;
     if (sampler_init(&sampler, c->vocab_size, o.temperature, o.seed ? o.seed : clock_seed())) die("out of memory");

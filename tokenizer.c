@@ -259,12 +259,10 @@ int tokenizer_init(Tokenizer *t, const void *blob, size_t blob_bytes, int kind, 
     char *cat = NULL;
     int rc = copy_pieces(t, b, lay.total);
     if (!rc && lay.m) rc = alloc_merges(t, &cat);
-    if (rc)
-        rc = fail(err, errlen, "out of memory for a %u-piece tokenizer", lay.n);
+    if (rc) rc = fail(err, errlen, "out of memory for a %u-piece tokenizer", lay.n);
     else if (kind == TOK_SENTENCEPIECE && (flags & TOKF_DUMMY_PREFIX) && piece_lookup(t, " ", 1) < 0)
         rc = fail(err, errlen, "tokenizer has the dummy-prefix flag but no \" \" piece");
-    else if (lay.m)
-        rc = read_merges(t, b + lay.merges_at, cat, err, errlen);
+    else if (lay.m) rc = read_merges(t, b + lay.merges_at, cat, err, errlen);
     free(cat);
     if (rc) tokenizer_free(t);
     return rc;
@@ -342,8 +340,7 @@ int tokenizer_init_llama2c(Tokenizer *t, const void *file, size_t file_bytes, in
     uint32_t *len = malloc(sizeof(uint32_t) * (size_t)vocab_size);
     float *score = malloc(sizeof(float) * (size_t)vocab_size);
     int rc = -1;
-    if (!piece || !len || !score)
-        fail(err, errlen, "out of memory");
+    if (!piece || !len || !score) fail(err, errlen, "out of memory");
     else if (!read_llama2c(file, file_bytes, vocab_size, piece, len, score, err, errlen))
         rc = init_llama2c_pieces(t, vocab_size, piece, len, score, err, errlen);
     free(piece);

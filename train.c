@@ -28,18 +28,18 @@ static const char *prog = "train";
 // Everything a run holds while it trains.
 typedef struct {
     Opts o;
-    ModelData md;         // config, tokenizer and parameters (md.params)
-    Weights w;            // views into md.params
-    Weights *grads;       // (threads) views into grad_mem, one copy per thread
-    float *grad_mem;      // (threads, n_floats) gradients; the first copy is the sum
-    float *m, *v;         // (n_floats) AdamW moments
-    size_t n_floats;      // floats in the parameter block, padding included
-    ParamTensor *pt;      // (npt) named parameter tensors
+    ModelData md;    // config, tokenizer and parameters (md.params)
+    Weights w;       // views into md.params
+    Weights *grads;  // (threads) views into grad_mem, one copy per thread
+    float *grad_mem; // (threads, n_floats) gradients; the first copy is the sum
+    float *m, *v;    // (n_floats) AdamW moments
+    size_t n_floats; // floats in the parameter block, padding included
+    ParamTensor *pt; // (npt) named parameter tensors
     int npt, threads;
-    Acts acts;            // activations for batch_size sequences of block_size tokens
+    Acts acts; // activations for batch_size sequences of block_size tokens
     Dropout drop;
     Tokenizer tok;
-    int *ids;             // (n_ids) the corpus as tokens; train and val point into it
+    int *ids; // (n_ids) the corpus as tokens; train and val point into it
     int n_ids;
     Split train, val;
     RunState rs;          // ./run's forward state, for the samples
@@ -193,8 +193,8 @@ static void log_step(FILE *csv, const Opts *o, int step, double loss, float lr, 
                eta / 60, eta % 60);
     } else if (step % 10 == 0 || step == o->max_iters) {
         int eta = (int)((o->max_iters - step) * tokens_per_step / tps_avg);
-        printf("iter %d/%d: loss %.4f, lr %.2e, %.0f tok/s, ETA %d:%02d\n", step, o->max_iters, loss, lr, tps,
-               eta / 60, eta % 60);
+        printf("iter %d/%d: loss %.4f, lr %.2e, %.0f tok/s, ETA %d:%02d\n", step, o->max_iters, loss, lr, tps, eta / 60,
+               eta % 60);
     }
 }
 
@@ -205,9 +205,9 @@ static void print_summary(const Trainer *t, const char *corpus_path) {
     printf("model: %s, %d layers, %d heads (%d kv), dim %d, hidden %d, vocab %d, context %d: %.2fM parameters\n",
            c->norm_kind == NORM_LAYER ? "LayerNorm" : "RMSNorm", c->n_layers, c->n_heads, c->n_kv_heads, c->dim,
            c->hidden_dim, c->vocab_size, c->seq_len, nparams / 1e6);
-    printf("data: %s, %d tokens (%zu train, %zu val); batch %d x %d x %d accum; %d thread%s\n",
-           input_name(corpus_path), t->n_ids, t->train.n, t->val.n, t->o.batch_size, t->o.block_size,
-           t->o.grad_accum, t->threads, plural(t->threads));
+    printf("data: %s, %d tokens (%zu train, %zu val); batch %d x %d x %d accum; %d thread%s\n", input_name(corpus_path),
+           t->n_ids, t->train.n, t->val.n, t->o.batch_size, t->o.block_size, t->o.grad_accum, t->threads,
+           plural(t->threads));
     char err[64];
     int newline;
     if (c->bos_id < 0 && c->eos_id < 0 && tokenizer_encode(&t->tok, "\n", 1, 0, &newline, 1, err, sizeof err) != 1)

@@ -8,7 +8,10 @@
 #include "model.h"
 #include "bench.h"
 
-typedef struct { const char *name; int B, T, P, H, hd; } Shape;
+typedef struct {
+    const char *name;
+    int B, T, P, H, hd;
+} Shape;
 
 // Scores, softmax and weighted values, as sgemm or as model.h's attention_pairs.
 static void attend(int sgemm, float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
@@ -44,9 +47,12 @@ static void attend_backward(int sgemm, float *dq, float *dk, float *dv, float *d
             size_t o = (size_t)b * T * d + h * hd;
             const float *pb = p + ((size_t)b * H + h) * T * T;
             if (sgemm) {
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, pb, T, dout + o, d, 0.0f, dv + o, d);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, dout + o, d, v + o, d, 0.0f, ds, T);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, pb, T, k + o, d, 0.0f, dq + o, d);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, pb, T, dout + o, d, 0.0f, dv + o,
+                            d);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hd, 1.0f, dout + o, d, v + o, d, 0.0f, ds,
+                            T);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hd, T, 1.0f, pb, T, k + o, d, 0.0f, dq + o,
+                            d);
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, pb, T, q + o, d, 0.0f, dk + o, d);
             } else {
                 causal_product(dv + o, d, pb, T, 1, dout + o, d, T, hd, T, CAUSAL_ABOVE, 0, 1.0f, 0);
@@ -68,19 +74,22 @@ int main(int argc, char **argv) {
     if (reps < 1 || reps > 64) reps = 7;
     printf("threads %d\n", bench_threads(argc, argv)); // run.sh asks for 1: the time of one pair
     double t[2][64];
-    Shape shapes[] = {{"baby", 12, 64, 0, 4, 32},
-                      {"train_b", 8, 256, 0, 6, 64},
-                      {"token_at_1000", 1, 1, 1000, 12, 64}};
+    Shape shapes[] = {{"baby", 12, 64, 0, 4, 32}, {"train_b", 8, 256, 0, 6, 64}, {"token_at_1000", 1, 1, 1000, 12, 64}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         Shape sh = shapes[s];
         int L = sh.P + sh.T, d = sh.H * sh.hd;
         size_t nq = (size_t)sh.B * sh.T * d, nk = (size_t)sh.B * L * d, na = (size_t)sh.B * sh.H * sh.T * L;
         float *buf = malloc((9 * nq + 2 * nk + 2 * na + (size_t)sh.T * sh.T) * sizeof(float));
-        if (!buf) { fprintf(stderr, "attention: out of memory\n"); return 1; }
-        float *q = buf, *k = q + nq, *v = k + nk, *out[2] = {v + nk, v + nk + nq}, *att[2] = {out[1] + nq, out[1] + nq + na};
+        if (!buf) {
+            fprintf(stderr, "attention: out of memory\n");
+            return 1;
+        }
+        float *q = buf, *k = q + nq, *v = k + nk, *out[2] = {v + nk, v + nk + nq},
+              *att[2] = {out[1] + nq, out[1] + nq + na};
         float *dq = att[1] + na, *dk = dq + nq, *dv = dk + nq, *ds = dv + nq, *grads = ds + (size_t)sh.T * sh.T;
         uint32_t r = 42;
-        for (size_t i = 0; i < nq + 2 * nk; i++) q[i] = (float)((r = r * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+        for (size_t i = 0; i < nq + 2 * nk; i++)
+            q[i] = (float)((r = r * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
         // Side 0 is sgemm, 1 model.h; the sides must agree before they are timed. The backward
         // (not for a decoding step) takes q as dout: any values do.
         double pairs = (double)sh.B * sh.H;

@@ -46,14 +46,21 @@ int main(int argc, char **argv) {
     if (R < 1 || R > 64) R = 5;
     Model m;
     char err[512];
-    if (model_open(&m, argv[1], err, sizeof err)) { fprintf(stderr, "bench_forward: %s\n", err); return 1; }
+    if (model_open(&m, argv[1], err, sizeof err)) {
+        fprintf(stderr, "bench_forward: %s\n", err);
+        return 1;
+    }
     const Config *c = &m.config;
     if (P < 1 || P > c->seq_len || (pos0 != 0 && pos0 != P) || pos0 + N > c->seq_len || N < 1) {
-        fprintf(stderr, "bench_forward: -p %d / --pos0 %d -n %d do not fit the context of %d\n", P, pos0, N, c->seq_len);
+        fprintf(stderr, "bench_forward: -p %d / --pos0 %d -n %d do not fit the context of %d\n", P, pos0, N,
+                c->seq_len);
         return 1;
     }
     RunState s;
-    if (state_init(&s, c, P) ) { fprintf(stderr, "bench_forward: out of memory\n"); return 1; }
+    if (state_init(&s, c, P)) {
+        fprintf(stderr, "bench_forward: out of memory\n");
+        return 1;
+    }
     int *tokens = malloc(sizeof(int) * (size_t)P);
     float *logits = malloc(sizeof(float) * c->vocab_size);
     uint64_t rng = 42;

@@ -17,7 +17,9 @@ static void matvec_sgemv(float *out, const float *x, const float *w, int n_in, i
     cblas_sgemv(CblasRowMajor, CblasNoTrans, n_out, n_in, 1.0f, w, n_in, x, 1, 0.0f, out, 1);
 }
 
-typedef struct { int n_out, n_in; } Shape;
+typedef struct {
+    int n_out, n_in;
+} Shape;
 
 // One pass over the products in list, each reading its own weights from w; seconds.
 static double pass(MatvecFn f, const Shape *list, int n, const float *w, const float *x, float *out) {
@@ -32,7 +34,10 @@ static double pass(MatvecFn f, const Shape *list, int n, const float *w, const f
 
 int main(int argc, char **argv) {
     int threads = bench_threads(argc, argv), reps = atoi(bench_arg(argc, argv, "-r", "7"));
-    struct { const char *name; MatvecFn f; } fns[] = {{"matvec", matvec_model}, {"sgemv", matvec_sgemv}};
+    struct {
+        const char *name;
+        MatvecFn f;
+    } fns[] = {{"matvec", matvec_model}, {"sgemv", matvec_sgemv}};
     Shape shapes[] = {{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}};
     Shape token[12 * 7 + 1];
     int nt = 0;
@@ -44,8 +49,12 @@ int main(int argc, char **argv) {
     size_t cap = (size_t)512 << 20, token_floats = 0;
     for (int i = 0; i < nt; i++) token_floats += (size_t)token[i].n_out * token[i].n_in;
     size_t n_floats = cap / sizeof(float) > token_floats ? cap / sizeof(float) : token_floats;
-    float *w = malloc(n_floats * sizeof(float)), *x = malloc(2048 * sizeof(float)), *out = malloc(32000 * sizeof(float));
-    if (!w || !x || !out) { fprintf(stderr, "matvec: out of memory\n"); return 1; }
+    float *w = malloc(n_floats * sizeof(float)), *x = malloc(2048 * sizeof(float)),
+          *out = malloc(32000 * sizeof(float));
+    if (!w || !x || !out) {
+        fprintf(stderr, "matvec: out of memory\n");
+        return 1;
+    }
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n_floats; i++) w[i] = (float)((i * 2654435761u) >> 16 & 1023) / 1024.0f - 0.5f;
     for (int i = 0; i < 2048; i++) x[i] = (float)(i % 17) / 17.0f;
@@ -72,13 +81,14 @@ int main(int argc, char **argv) {
             double best = t[0];
             for (int r = 1; r < reps; r++) best = t[r] < best ? t[r] : best;
             double med = median(t, reps);
-            if (is_token)
-                printf("%s_token_GBps %.2f %.2f\n", fns[k].name, bytes / med * 1e-9, bytes / best * 1e-9);
+            if (is_token) printf("%s_token_GBps %.2f %.2f\n", fns[k].name, bytes / med * 1e-9, bytes / best * 1e-9);
             else
                 printf("%s_%dx%d_GBps %.2f %.2f\n", fns[k].name, shapes[s].n_out, shapes[s].n_in, bytes / med * 1e-9,
                        bytes / best * 1e-9);
         }
     }
-    free(w); free(x); free(out);
+    free(w);
+    free(x);
+    free(out);
     return 0;
 }

@@ -21,7 +21,10 @@ int main(int argc, char **argv) {
     int huge = atoi(bench_arg(argc, argv, "--huge", "1"));
     size_t bytes = (size_t)1 << 30, n = bytes / sizeof(float);
     float *buf = aligned_alloc(2 << 20, bytes);
-    if (!buf) { fprintf(stderr, "membw: cannot allocate 1 GiB\n"); return 1; }
+    if (!buf) {
+        fprintf(stderr, "membw: cannot allocate 1 GiB\n");
+        return 1;
+    }
     // Mapped files get 4 KiB pages; huge pages would flatter the bound, so they are opt-in.
     madvise(buf, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 #pragma omp parallel for schedule(static)

@@ -14,7 +14,10 @@ int main(int argc, char **argv) {
     }
     float *a = malloc((size_t)M * K * sizeof(float)), *b = malloc((size_t)N * K * sizeof(float));
     float *c = malloc((size_t)M * N * sizeof(float));
-    if (!a || !b || !c) { fprintf(stderr, "sgemm: out of memory\n"); return 1; }
+    if (!a || !b || !c) {
+        fprintf(stderr, "sgemm: out of memory\n");
+        return 1;
+    }
     for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)((i * 7) % 13) / 13.0f - 0.5f;
     for (size_t i = 0; i < (size_t)N * K; i++) b[i] = (float)((i * 11) % 17) / 17.0f - 0.5f;
     double t[64];
@@ -31,6 +34,8 @@ int main(int argc, char **argv) {
     printf("shape %dx%dx%d\n", M, N, K);
     printf("sgemm_best_GFLOPs %.1f\n", flops / best * 1e-9);
     printf("sgemm_median_GFLOPs %.1f\n", flops / med * 1e-9);
-    free(a); free(b); free(c);
+    free(a);
+    free(b);
+    free(c);
     return 0;
 }

@@ -92,9 +92,9 @@ static inline int write_atomic(const char *path, SinkWriter fn, const void *ctx,
     if (fchmod(s.fd, 0666 & ~mask)) s.err = errno;
     fn(&s, ctx);
     if (!s.err && fsync(s.fd)) s.err = errno;
-    // Written pages sit in the page cache in small folios, and ./run would map the model with
-    // 4 KiB pages for as long as they stay; dropped once on disk, the file is read back by
-    // ./run's mapping in 2 MiB ones (model_open).
+        // Written pages sit in the page cache in small folios, and ./run would map the model with
+        // 4 KiB pages for as long as they stay; dropped once on disk, the file is read back by
+        // ./run's mapping in 2 MiB ones (model_open).
 #ifdef POSIX_FADV_DONTNEED
     if (!s.err) posix_fadvise(s.fd, 0, 0, POSIX_FADV_DONTNEED);
 #endif

@@ -68,8 +68,8 @@ static inline void causal_range(int mask, int P, int K, int i, int R, int *k0, i
     *k1 = mask == CAUSAL_BELOW && P + i + R < K ? P + i + R : K;
 }
 
-static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int a_trans, const float *B,
-                           size_t ldb, int M, int N, int K, int mask, int P, float alpha, int accumulate) {
+static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int a_trans, const float *B, size_t ldb,
+                           int M, int N, int K, int mask, int P, float alpha, int accumulate) {
     int c = 0;
     for (int nv = 4; nv >= 1; nv /= 2)
         for (; c + nv * VEC <= N; c += nv * VEC)
@@ -80,8 +80,8 @@ static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int
                 float *Ct = C + i * ldc + c;
                 const float *At = a_trans ? A + i : A + i * lda, *Bt = B + c;
                 // A's strides as constants in each inlined tile
-#define TILE(R, NV)                                                                                   \
-    (a_trans ? product_tile(Ct, ldc, At, 1, lda, Bt, ldb, k0, k1, R, NV, alpha, accumulate)            \
+#define TILE(R, NV)                                                                                                    \
+    (a_trans ? product_tile(Ct, ldc, At, 1, lda, Bt, ldb, k0, k1, R, NV, alpha, accumulate)                            \
              : product_tile(Ct, ldc, At, lda, 1, Bt, ldb, k0, k1, R, NV, alpha, accumulate))
                 if (R == 4) nv == 4 ? TILE(4, 4) : nv == 2 ? TILE(4, 2) : TILE(4, 1);
                 else nv == 4 ? TILE(1, 4) : nv == 2 ? TILE(1, 2) : TILE(1, 1);
@@ -102,16 +102,16 @@ static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int
 // Lane j of the half h (0 or 1) of a stage that swaps blocks of w lanes between registers
 // i and i + w: lanes of a from even blocks, of b (16 + ...) from odd ones.
 #define SWAP_LANE(j, w, h) ((j) / (2 * (w)) * 2 * (w) + ((j) / (w) % 2 ? VEC : 0) + (j) % (w) + (h) * (w))
-#define SWAP_LANES(w, h)                                                                                      \
-    SWAP_LANE(0, w, h), SWAP_LANE(1, w, h), SWAP_LANE(2, w, h), SWAP_LANE(3, w, h), SWAP_LANE(4, w, h),       \
-        SWAP_LANE(5, w, h), SWAP_LANE(6, w, h), SWAP_LANE(7, w, h), SWAP_LANE(8, w, h), SWAP_LANE(9, w, h),   \
-        SWAP_LANE(10, w, h), SWAP_LANE(11, w, h), SWAP_LANE(12, w, h), SWAP_LANE(13, w, h),                   \
-        SWAP_LANE(14, w, h), SWAP_LANE(15, w, h)
-#define TRANSPOSE_STAGE(dst, src, w)                                                                          \
-    for (int i = 0; i < VEC; i++)                                                                             \
-        if (!(i & (w))) {                                                                                     \
-            dst[i] = SHUFFLE16(src[i], src[i + (w)], SWAP_LANES(w, 0));                                       \
-            dst[i + (w)] = SHUFFLE16(src[i], src[i + (w)], SWAP_LANES(w, 1));                                 \
+#define SWAP_LANES(w, h)                                                                                               \
+    SWAP_LANE(0, w, h), SWAP_LANE(1, w, h), SWAP_LANE(2, w, h), SWAP_LANE(3, w, h), SWAP_LANE(4, w, h),                \
+        SWAP_LANE(5, w, h), SWAP_LANE(6, w, h), SWAP_LANE(7, w, h), SWAP_LANE(8, w, h), SWAP_LANE(9, w, h),            \
+        SWAP_LANE(10, w, h), SWAP_LANE(11, w, h), SWAP_LANE(12, w, h), SWAP_LANE(13, w, h), SWAP_LANE(14, w, h),       \
+        SWAP_LANE(15, w, h)
+#define TRANSPOSE_STAGE(dst, src, w)                                                                                   \
+    for (int i = 0; i < VEC; i++)                                                                                      \
+        if (!(i & (w))) {                                                                                              \
+            dst[i] = SHUFFLE16(src[i], src[i + (w)], SWAP_LANES(w, 0));                                                \
+            dst[i + (w)] = SHUFFLE16(src[i], src[i + (w)], SWAP_LANES(w, 1));                                          \
         }
 
 // dst[d, i] = src[i, d] for the first n of 16 rows i (0 for the others), d < D;
@@ -151,7 +151,7 @@ static void causal_scores(float *S, const float *q, size_t lq, const float *k, s
     if (T < 3) {
         for (int t = 0; t < T; t++)
             for (int j = 0, m = causal_width(P + t + 1, (int)L); j < m; j++) {
-                // keys lie a row of the cache apart: asking ahead read them 15 % faster here
+                // keys lie a row of the cache apart, too far for the hardware to guess
                 for (int x = 0; x < hd && j + 6 < m; x += 16) __builtin_prefetch(k + (j + 6) * lk + x);
                 S[t * L + j] = alpha * dot(q + t * lq, k + j * lk, hd);
             }
@@ -187,8 +187,8 @@ static inline void causal_softmax_row(float *row, int n, int L) {
 // att receives the probabilities [B, n_heads, T, P + T] (zero where masked) so that training
 // can keep them for the backward pass. Parallel across (sequence, head).
 // attention_pairs does the (sequence, head) pairs [lo, hi) of B × n_heads, a thread's share.
-static inline void attention_pairs(float *out, float *att, const float *q, const float *k, const float *v, int T,
-                                   int P, int n_heads, int n_kv_heads, int head_dim, size_t lo, size_t hi) {
+static inline void attention_pairs(float *out, float *att, const float *q, const float *k, const float *v, int T, int P,
+                                   int n_heads, int n_kv_heads, int head_dim, size_t lo, size_t hi) {
     int L = P + T, qd = n_heads * head_dim, kvd = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
     float scale = 1.0f / sqrtf((float)head_dim);
     for (size_t i = lo; i < hi; i++) {
@@ -203,8 +203,8 @@ static inline void attention_pairs(float *out, float *att, const float *q, const
     }
 }
 
-static inline void attention_forward(float *out, float *att, const float *q, const float *k, const float *v, int B, int T,
-                             int P, int n_heads, int n_kv_heads, int head_dim) {
+static inline void attention_forward(float *out, float *att, const float *q, const float *k, const float *v, int B,
+                                     int T, int P, int n_heads, int n_kv_heads, int head_dim) {
     size_t pairs = (size_t)B * n_heads;
 #pragma omp parallel if (pairs * T * (P + T) * head_dim >= PARALLEL_MIN_WORK)
     {

@@ -71,16 +71,29 @@ static inline int check_range(const char *name, int64_t v, int64_t lo, int64_t h
 }
 
 static inline int config_from_header(const FileHeader *h, Config *c, char *err, size_t n) {
-    struct { const char *name; uint32_t v; int64_t lo, hi; } f[] = {
-        {"dim", h->dim, 1, 65536},           {"hidden_dim", h->hidden_dim, 1, 262144},
-        {"n_layers", h->n_layers, 1, 1024},  {"n_heads", h->n_heads, 1, 1024},
-        {"n_kv_heads", h->n_kv_heads, 1, 1024}, {"head_dim", h->head_dim, 1, 4096},
-        {"vocab_size", h->vocab_size, 1, 1 << 24}, {"seq_len", h->seq_len, 1, 1 << 20},
-        {"pos_kind", h->pos_kind, 0, POS_KINDS - 1}, {"ffn_kind", h->ffn_kind, 0, FFN_KINDS - 1},
-        {"norm_kind", h->norm_kind, 0, NORM_KINDS - 1}, {"post_norm", h->post_norm, 0, 1},
-        {"final_norm", h->final_norm, 0, 1}, {"bias_flags", h->bias_flags, 0, BIAS_ALL},
-        {"tied_classifier", h->tied_classifier, 0, 1}, {"rope_dims", h->rope_dims, 0, h->head_dim},
-        {"tok_kind", h->tok_kind, 0, TOK_BYTE_BPE}, {"tok_flags", h->tok_flags, 0, TOKF_ALL},
+    struct {
+        const char *name;
+        uint32_t v;
+        int64_t lo, hi;
+    } f[] = {
+        {"dim", h->dim, 1, 65536},
+        {"hidden_dim", h->hidden_dim, 1, 262144},
+        {"n_layers", h->n_layers, 1, 1024},
+        {"n_heads", h->n_heads, 1, 1024},
+        {"n_kv_heads", h->n_kv_heads, 1, 1024},
+        {"head_dim", h->head_dim, 1, 4096},
+        {"vocab_size", h->vocab_size, 1, 1 << 24},
+        {"seq_len", h->seq_len, 1, 1 << 20},
+        {"pos_kind", h->pos_kind, 0, POS_KINDS - 1},
+        {"ffn_kind", h->ffn_kind, 0, FFN_KINDS - 1},
+        {"norm_kind", h->norm_kind, 0, NORM_KINDS - 1},
+        {"post_norm", h->post_norm, 0, 1},
+        {"final_norm", h->final_norm, 0, 1},
+        {"bias_flags", h->bias_flags, 0, BIAS_ALL},
+        {"tied_classifier", h->tied_classifier, 0, 1},
+        {"rope_dims", h->rope_dims, 0, h->head_dim},
+        {"tok_kind", h->tok_kind, 0, TOK_BYTE_BPE},
+        {"tok_flags", h->tok_flags, 0, TOKF_ALL},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (check_range(f[i].name, f[i].v, f[i].lo, f[i].hi, err, n)) return -1;
@@ -96,12 +109,18 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
         snprintf(err, n, "dim is %u; sinusoidal positions need an even dim", h->dim);
         return -1;
     }
-    if (!(h->norm_eps > 0 && h->norm_eps < 1)) { snprintf(err, n, "norm_eps %g is not in (0, 1)", h->norm_eps); return -1; }
+    if (!(h->norm_eps > 0 && h->norm_eps < 1)) {
+        snprintf(err, n, "norm_eps %g is not in (0, 1)", h->norm_eps);
+        return -1;
+    }
     if (h->pos_kind == POS_ROPE && !(isfinite(h->rope_theta) && h->rope_theta > 0)) {
         snprintf(err, n, "rope_theta %g is not a positive number", h->rope_theta);
         return -1;
     }
-    if (!isfinite(h->embed_scale)) { snprintf(err, n, "embed_scale is not finite"); return -1; }
+    if (!isfinite(h->embed_scale)) {
+        snprintf(err, n, "embed_scale is not finite");
+        return -1;
+    }
     if (check_range("bos_id", h->bos_id, -1, (int64_t)h->vocab_size - 1, err, n)) return -1;
     if (check_range("eos_id", h->eos_id, -1, (int64_t)h->vocab_size - 1, err, n)) return -1;
     if (h->version < 2 && (h->weight_type || h->group_size)) {
@@ -109,8 +128,8 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
         return -1;
     }
     if (check_range("weight_type", h->weight_type, 0, WEIGHT_TYPES - 1, err, n)) return -1;
-    if (check_range("group_size", h->group_size, h->weight_type != WEIGHTS_F32, h->weight_type == WEIGHTS_F32 ? 0 : 65536,
-                    err, n))
+    if (check_range("group_size", h->group_size, h->weight_type != WEIGHTS_F32,
+                    h->weight_type == WEIGHTS_F32 ? 0 : 65536, err, n))
         return -1;
     // a group never crosses a row, so it divides the width of every quantised matrix's rows
     uint32_t widths[] = {h->dim, h->n_heads * h->head_dim, h->hidden_dim};
@@ -119,32 +138,51 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
             snprintf(err, n, "group_size %u does not divide the rows of width %u", h->group_size, widths[i]);
             return -1;
         }
+    // packed by hand: a field per line would fill the screen
+    // clang-format off
     *c = (Config){
         .dim = h->dim, .hidden_dim = h->hidden_dim, .n_layers = h->n_layers, .n_heads = h->n_heads,
         .n_kv_heads = h->n_kv_heads, .head_dim = h->head_dim, .vocab_size = h->vocab_size,
-        .seq_len = h->seq_len, .pos_kind = h->pos_kind, .ffn_kind = h->ffn_kind,
-        .norm_kind = h->norm_kind, .post_norm = h->post_norm, .final_norm = h->final_norm,
-        .bias_flags = h->bias_flags, .tied_classifier = h->tied_classifier, .rope_dims = h->rope_dims,
-        .tok_kind = h->tok_kind, .tok_flags = h->tok_flags, .bos_id = h->bos_id, .eos_id = h->eos_id,
-        .weight_type = h->weight_type, .group_size = h->group_size,
-        .rope_theta = h->rope_theta, .norm_eps = h->norm_eps, .embed_scale = h->embed_scale,
+        .seq_len = h->seq_len, .pos_kind = h->pos_kind, .ffn_kind = h->ffn_kind, .norm_kind = h->norm_kind,
+        .post_norm = h->post_norm, .final_norm = h->final_norm, .bias_flags = h->bias_flags,
+        .tied_classifier = h->tied_classifier, .rope_dims = h->rope_dims, .tok_kind = h->tok_kind,
+        .tok_flags = h->tok_flags, .bos_id = h->bos_id, .eos_id = h->eos_id, .weight_type = h->weight_type,
+        .group_size = h->group_size, .rope_theta = h->rope_theta, .norm_eps = h->norm_eps,
+        .embed_scale = h->embed_scale,
     };
+    // clang-format on
     return 0;
 }
 
 // The header that describes c; the caller fills in the tokenizer's and weights' offsets.
 static inline FileHeader header_from_config(const Config *c) {
-    FileHeader h = {
-        .version = c->weight_type == WEIGHTS_F32 ? 1 : 2, .header_size = MODEL_HEADER_SIZE, // readable by older builds
-        .weight_type = c->weight_type, .group_size = c->group_size,
-        .dim = c->dim, .hidden_dim = c->hidden_dim, .n_layers = c->n_layers, .n_heads = c->n_heads,
-        .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim, .vocab_size = c->vocab_size,
-        .seq_len = c->seq_len, .pos_kind = c->pos_kind, .rope_theta = c->rope_theta,
-        .ffn_kind = c->ffn_kind, .norm_kind = c->norm_kind, .norm_eps = c->norm_eps,
-        .post_norm = c->post_norm, .final_norm = c->final_norm, .bias_flags = c->bias_flags,
-        .tied_classifier = c->tied_classifier, .embed_scale = c->embed_scale, .rope_dims = c->rope_dims,
-        .tok_kind = c->tok_kind, .tok_flags = c->tok_flags, .bos_id = c->bos_id, .eos_id = c->eos_id,
-    };
+    FileHeader h = {.version = c->weight_type == WEIGHTS_F32 ? 1 : 2,
+                    .header_size = MODEL_HEADER_SIZE, // readable by older builds
+                    .weight_type = c->weight_type,
+                    .group_size = c->group_size,
+                    .dim = c->dim,
+                    .hidden_dim = c->hidden_dim,
+                    .n_layers = c->n_layers,
+                    .n_heads = c->n_heads,
+                    .n_kv_heads = c->n_kv_heads,
+                    .head_dim = c->head_dim,
+                    .vocab_size = c->vocab_size,
+                    .seq_len = c->seq_len,
+                    .pos_kind = c->pos_kind,
+                    .rope_theta = c->rope_theta,
+                    .ffn_kind = c->ffn_kind,
+                    .norm_kind = c->norm_kind,
+                    .norm_eps = c->norm_eps,
+                    .post_norm = c->post_norm,
+                    .final_norm = c->final_norm,
+                    .bias_flags = c->bias_flags,
+                    .tied_classifier = c->tied_classifier,
+                    .embed_scale = c->embed_scale,
+                    .rope_dims = c->rope_dims,
+                    .tok_kind = c->tok_kind,
+                    .tok_flags = c->tok_flags,
+                    .bos_id = c->bos_id,
+                    .eos_id = c->eos_id};
     memcpy(h.magic, MODEL_MAGIC, 4);
     return h;
 }
@@ -179,10 +217,10 @@ typedef struct {
 } LayerWeights;
 
 typedef struct {
-    float *tok_embedding;              // (vocab_size, dim)
-    float *pos_embedding;              // (seq_len, dim): learned positions only
+    float *tok_embedding;               // (vocab_size, dim)
+    float *pos_embedding;               // (seq_len, dim): learned positions only
     float *final_norm_w, *final_norm_b; // (dim)
-    float *classifier;                 // (vocab_size, dim): tok_embedding when tied
+    float *classifier;                  // (vocab_size, dim): tok_embedding when tied
     QMat qtok_embedding, qclassifier;
     LayerWeights *layers; // n_layers of them, owned by the Weights
 } Weights;
@@ -197,24 +235,26 @@ static inline size_t carve_weights(const Config *c, float *base, Weights *w) {
     Weights scratch;
     LayerWeights scratch_layer;
     Weights *W = w ? w : &scratch;
-#define TENSOR(field, present, rows, cols) do { \
-        size_t bytes_ = (present) ? (size_t)(rows) * (size_t)(cols) * sizeof(float) : 0; \
-        (field) = (present) && base ? (float *)((char *)base + off) : NULL; \
-        off += align_up(bytes_); \
+#define TENSOR(field, present, rows, cols)                                                                             \
+    do {                                                                                                               \
+        size_t bytes_ = (present) ? (size_t)(rows) * (size_t)(cols) * sizeof(float) : 0;                               \
+        (field) = (present) && base ? (float *)((char *)base + off) : NULL;                                            \
+        off += align_up(bytes_);                                                                                       \
     } while (0)
     // a matrix: float32, or in a Q8_0 file its int8 values, then its scales
-#define MATRIX(field, qfield, present, rows, cols) do { \
-        if (c->weight_type == WEIGHTS_Q8_0) { \
-            size_t n_ = (present) ? (size_t)(rows) * (size_t)(cols) : 0; \
-            (qfield).q = (present) && base ? (const int8_t *)((char *)base + off) : NULL; \
-            off += align_up(n_); \
-            (qfield).s = (present) && base ? (const float *)((char *)base + off) : NULL; \
-            off += align_up(n_ / c->group_size * sizeof(float)); \
-            (qfield).gs = c->group_size; \
-            (field) = NULL; \
-        } else { \
-            TENSOR(field, present, rows, cols); \
-        } \
+#define MATRIX(field, qfield, present, rows, cols)                                                                     \
+    do {                                                                                                               \
+        if (c->weight_type == WEIGHTS_Q8_0) {                                                                          \
+            size_t n_ = (present) ? (size_t)(rows) * (size_t)(cols) : 0;                                               \
+            (qfield).q = (present) && base ? (const int8_t *)((char *)base + off) : NULL;                              \
+            off += align_up(n_);                                                                                       \
+            (qfield).s = (present) && base ? (const float *)((char *)base + off) : NULL;                               \
+            off += align_up(n_ / c->group_size * sizeof(float));                                                       \
+            (qfield).gs = c->group_size;                                                                               \
+            (field) = NULL;                                                                                            \
+        } else {                                                                                                       \
+            TENSOR(field, present, rows, cols);                                                                        \
+        }                                                                                                              \
     } while (0)
     MATRIX(W->tok_embedding, W->qtok_embedding, 1, c->vocab_size, c->dim);
     TENSOR(W->pos_embedding, c->pos_kind == POS_LEARNED, c->seq_len, c->dim);
@@ -259,7 +299,10 @@ static inline int weights_init(Weights *w, const Config *c, float *base) {
     return 0;
 }
 
-static inline void weights_free(Weights *w) { free(w->layers); w->layers = NULL; }
+static inline void weights_free(Weights *w) {
+    free(w->layers);
+    w->layers = NULL;
+}
 
 // ----------------------------------------------------------------------------
 // Opening a model file: map it read-only, check everything, then point into it.
@@ -289,14 +332,18 @@ static inline int model_check_layout(const void *data, size_t size, Config *c, c
         snprintf(err, n, "format version %u is newer than this build reads (%d)", h.version, MODEL_VERSION);
         return -1;
     }
-    if (h.version < 1) { snprintf(err, n, "format version %u is unknown", h.version); return -1; }
+    if (h.version < 1) {
+        snprintf(err, n, "format version %u is unknown", h.version);
+        return -1;
+    }
     if (h.header_size != MODEL_HEADER_SIZE) {
         snprintf(err, n, "header_size is %u, expected %d", h.header_size, MODEL_HEADER_SIZE);
         return -1;
     }
     for (size_t i = 0; i < sizeof h.reserved; i++)
         if (h.reserved[i]) {
-            snprintf(err, n, "reserved header byte %zu is not zero (a newer format?)", offsetof(FileHeader, reserved) + i);
+            snprintf(err, n, "reserved header byte %zu is not zero (a newer format?)",
+                     offsetof(FileHeader, reserved) + i);
             return -1;
         }
     if (config_from_header(&h, c, err, n)) return -1;
@@ -305,11 +352,13 @@ static inline int model_check_layout(const void *data, size_t size, Config *c, c
         return -1;
     }
     if (h.tok_bytes > size - MODEL_HEADER_SIZE) {
-        snprintf(err, n, "truncated: tok_bytes (%llu) runs past the end of the %zu-byte file", (unsigned long long)h.tok_bytes, size);
+        snprintf(err, n, "truncated: tok_bytes (%llu) runs past the end of the %zu-byte file",
+                 (unsigned long long)h.tok_bytes, size);
         return -1;
     }
     if (h.weights_offset % MODEL_ALIGN || h.weights_offset < h.tok_offset + h.tok_bytes || h.weights_offset > size) {
-        snprintf(err, n, "weights_offset %llu is not a multiple of %d after the tokenizer and inside the file (truncated?)",
+        snprintf(err, n,
+                 "weights_offset %llu is not a multiple of %d after the tokenizer and inside the file (truncated?)",
                  (unsigned long long)h.weights_offset, MODEL_ALIGN);
         return -1;
     }
@@ -329,7 +378,10 @@ static inline int model_check_layout(const void *data, size_t size, Config *c, c
 static inline int model_open(Model *m, const char *path, char *err, size_t n) {
     memset(m, 0, sizeof *m);
     int fd = open(path, O_RDONLY | O_NONBLOCK); // a FIFO with no writer must not hang the open
-    if (fd < 0) { snprintf(err, n, "%s: cannot open: %s", path, strerror(errno)); return -1; }
+    if (fd < 0) {
+        snprintf(err, n, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
     struct stat st;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         snprintf(err, n, "%s: not a regular file", path);
@@ -346,7 +398,10 @@ static inline int model_open(Model *m, const char *path, char *err, size_t n) {
     }
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (map == MAP_FAILED) { snprintf(err, n, "%s: cannot map: %s", path, strerror(errno)); return -1; }
+    if (map == MAP_FAILED) {
+        snprintf(err, n, "%s: cannot map: %s", path, strerror(errno));
+        return -1;
+    }
     // Asks for 2 MiB pages, and so fewer TLB misses in every step (docs/KERNELS.md); only a
     // hint, which a file already in the page cache ignores.
 #ifdef MADV_HUGEPAGE

@@ -16,19 +16,19 @@
 // The buffers of a forward pass: activations for up to max_batch rows at once, and the KV
 // cache for the whole context. q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim.
 typedef struct {
-    int max_batch, threads;  // threads: how many copies of xn there are; forward never runs more
-    float *x;                // (max_batch, dim) the residual stream
-    float *xn;               // (threads, max_batch, dim) each thread's normalised copy of x
-    float *q;                // (max_batch, q_dim) queries
-    float *attn_out;         // (max_batch, q_dim) attention's output, before wo
-    float *xb;               // (max_batch, dim) a sub-layer's output projection
-    float *hb, *hb2;         // (max_batch, hidden_dim) the feed-forward's w1 and w3 outputs
-    float *att;              // (max_batch, n_heads, seq_len) attention probabilities
-    float *rope_cos;         // (seq_len, rope_dims / 2)
-    float *rope_sin;         // (seq_len, rope_dims / 2)
-    float *key_cache;        // (n_layers, seq_len, kv_dim)
-    float *value_cache;      // (n_layers, seq_len, kv_dim)
-    float *wbuf;             // (threads, wbuf_floats) a Q8_0 model's dequantised rows
+    int max_batch, threads; // threads: how many copies of xn there are; forward never runs more
+    float *x;               // (max_batch, dim) the residual stream
+    float *xn;              // (threads, max_batch, dim) each thread's normalised copy of x
+    float *q;               // (max_batch, q_dim) queries
+    float *attn_out;        // (max_batch, q_dim) attention's output, before wo
+    float *xb;              // (max_batch, dim) a sub-layer's output projection
+    float *hb, *hb2;        // (max_batch, hidden_dim) the feed-forward's w1 and w3 outputs
+    float *att;             // (max_batch, n_heads, seq_len) attention probabilities
+    float *rope_cos;        // (seq_len, rope_dims / 2)
+    float *rope_sin;        // (seq_len, rope_dims / 2)
+    float *key_cache;       // (n_layers, seq_len, kv_dim)
+    float *value_cache;     // (n_layers, seq_len, kv_dim)
+    float *wbuf;            // (threads, wbuf_floats) a Q8_0 model's dequantised rows
     size_t wbuf_floats;
     size_t bytes; // all of the above together
     Barrier barrier;
@@ -49,11 +49,19 @@ static inline void state_buffers(RunState *s, const Config *c, float **bufs[STAT
         float **buf;
         size_t floats;
     } t[STATE_BUFFERS] = {
-        {&s->x, B * c->dim},           {&s->xn, s->threads * B * c->dim}, {&s->q, B * qd},
-        {&s->attn_out, B * qd},        {&s->xb, B * c->dim},              {&s->hb, B * c->hidden_dim},
-        {&s->hb2, B * c->hidden_dim},  {&s->att, B * c->n_heads * (size_t)c->seq_len},
-        {&s->rope_cos, c->seq_len * half + 1}, {&s->rope_sin, c->seq_len * half + 1},
-        {&s->key_cache, cache},        {&s->value_cache, cache},          {&s->wbuf, s->threads * s->wbuf_floats},
+        {&s->x, B * c->dim},
+        {&s->xn, s->threads * B * c->dim},
+        {&s->q, B * qd},
+        {&s->attn_out, B * qd},
+        {&s->xb, B * c->dim},
+        {&s->hb, B * c->hidden_dim},
+        {&s->hb2, B * c->hidden_dim},
+        {&s->att, B * c->n_heads * (size_t)c->seq_len},
+        {&s->rope_cos, c->seq_len * half + 1},
+        {&s->rope_sin, c->seq_len * half + 1},
+        {&s->key_cache, cache},
+        {&s->value_cache, cache},
+        {&s->wbuf, s->threads * s->wbuf_floats},
     };
     for (int i = 0; i < STATE_BUFFERS; i++) {
         bufs[i] = t[i].buf;
@@ -62,8 +70,8 @@ static inline void state_buffers(RunState *s, const Config *c, float **bufs[STAT
 }
 
 static inline void state_free(RunState *s) {
-    float **bufs[] = {&s->x, &s->xn, &s->q, &s->attn_out, &s->xb, &s->hb, &s->hb2, &s->att,
-                      &s->rope_cos, &s->rope_sin, &s->key_cache, &s->value_cache, &s->wbuf};
+    float **bufs[] = {&s->x,   &s->xn,       &s->q,        &s->attn_out,  &s->xb,          &s->hb,  &s->hb2,
+                      &s->att, &s->rope_cos, &s->rope_sin, &s->key_cache, &s->value_cache, &s->wbuf};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         free(*bufs[i]);
         *bufs[i] = NULL;
@@ -108,11 +116,16 @@ static inline const float *sublayer_input(const Config *c, const float *x, float
 // A sub-layer's output projection of in [T, n_in] into xb, split across the region's threads
 // by features, each adding its features into x (the residual); then, in a post-norm model,
 // "Add & Norm"'s norm of this thread's rows [r0, r1). On return x is whole for every thread.
-static inline void add_sublayer(const Config *c, RunState *s, const float *in, const float *w, QMat qw,
-                                const float *b, const float *norm_w, const float *norm_b, int T, int n_in, int id,
-                                int nt, size_t r0, size_t r1) {
+static inline void add_sublayer(const Config *c, RunState *s, const float *in, const float *w, QMat qw, const float *b,
+                                const float *norm_w, const float *norm_b, int T, int n_in, int id, int nt, size_t r0,
+                                size_t r1) {
     size_t d = c->dim, lo, hi;
-    Linear o = {.out = s->xb, .w = w, .b = b, .n_out = c->dim, .residual = s->x, .qw = qw,
+    Linear o = {.out = s->xb,
+                .w = w,
+                .b = b,
+                .n_out = c->dim,
+                .residual = s->x,
+                .qw = qw,
                 .wbuf = s->wbuf ? s->wbuf + (size_t)id * s->wbuf_floats : NULL};
     share(d, id, nt, &lo, &hi);
     matmul_part(&o, in, T, n_in, lo, hi);
@@ -127,7 +140,7 @@ static inline void add_sublayer(const Config *c, RunState *s, const float *in, c
 // logits_from .. T-1, into logits [T - logits_from, vocab_size]; the prompt asks for its last
 // row alone, perplexity for all.
 static inline void forward(const Config *c, const Weights *w, RunState *s, const int *tokens, int T, int pos0,
-                    float *logits, int logits_from) {
+                           float *logits, int logits_from) {
     int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, hid = c->hidden_dim;
     int swiglu = c->ffn_kind == FFN_SWIGLU, n_logits = logits && logits_from < T ? T - logits_from : 0;
     int team = max_threads() < s->threads ? max_threads() : s->threads;
@@ -154,13 +167,15 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
         barrier_wait(&s->barrier, nt);
         for (int l = 0; l < c->n_layers; l++) {
             const LayerWeights *L = &w->layers[l];
-            float *kc = s->key_cache + ((size_t)l * c->seq_len) * kvd, *vc = s->value_cache + ((size_t)l * c->seq_len) * kvd;
+            float *kc = s->key_cache + ((size_t)l * c->seq_len) * kvd,
+                  *vc = s->value_cache + ((size_t)l * c->seq_len) * kvd;
             float *knew = kc + (size_t)pos0 * kvd;
             // attention
             const float *in = sublayer_input(c, x, xn, L->attn_norm_w, L->attn_norm_b, T);
             Linear q = {.out = s->q, .w = L->wq, .b = L->bq, .n_out = qd, .qw = L->qwq, .wbuf = wbuf};
             Linear k = {.out = knew, .w = L->wk, .b = L->bk, .n_out = kvd, .qw = L->qwk, .wbuf = wbuf};
-            Linear v = {.out = vc + (size_t)pos0 * kvd, .w = L->wv, .b = L->bv, .n_out = kvd, .qw = L->qwv, .wbuf = wbuf};
+            Linear v = {
+                .out = vc + (size_t)pos0 * kvd, .w = L->wv, .b = L->bv, .n_out = kvd, .qw = L->qwv, .wbuf = wbuf};
             matmul_part(&q, in, T, d, h0 * hd, h1 * hd);
             matmul_part(&k, in, T, d, g0 * hd, g1 * hd);
             matmul_part(&v, in, T, d, g0 * hd, g1 * hd);
@@ -171,7 +186,8 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             if (!own_kv) barrier_wait(&s->barrier, nt);
             attention_pairs(s->attn_out, s->att, s->q, kc, vc, T, pos0, c->n_heads, c->n_kv_heads, hd, h0, h1);
             barrier_wait(&s->barrier, nt);
-            add_sublayer(c, s, s->attn_out, L->wo, L->qwo, L->bo, L->attn_norm_w, L->attn_norm_b, T, qd, id, nt, r0, r1);
+            add_sublayer(c, s, s->attn_out, L->wo, L->qwo, L->bo, L->attn_norm_w, L->attn_norm_b, T, qd, id, nt, r0,
+                         r1);
             // feed-forward: w1 and w3 split alike, so that each thread's activations need only
             // its own outputs
             in = sublayer_input(c, x, xn, L->ffn_norm_w, L->ffn_norm_b, T);
@@ -182,7 +198,7 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             if (swiglu) matmul_part(&up[1], in, T, d, lo, hi);
             for (int t = 0; t < T && hi > lo; t++)
                 activation_forward(c->ffn_kind, s->hb + (size_t)t * hid + lo, s->hb + (size_t)t * hid + lo,
-                               s->hb2 + (size_t)t * hid + lo, hi - lo);
+                                   s->hb2 + (size_t)t * hid + lo, hi - lo);
             barrier_wait(&s->barrier, nt);
             add_sublayer(c, s, s->hb, L->w2, L->qw2, L->b2, L->ffn_norm_w, L->ffn_norm_b, T, hid, id, nt, r0, r1);
         }
@@ -192,7 +208,8 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
                 norm_forward(c, xn, last, w->final_norm_w, w->final_norm_b, n_logits);
                 last = xn;
             }
-            Linear cls = {.out = logits, .w = w->classifier, .n_out = c->vocab_size, .qw = w->qclassifier, .wbuf = wbuf};
+            Linear cls = {
+                .out = logits, .w = w->classifier, .n_out = c->vocab_size, .qw = w->qclassifier, .wbuf = wbuf};
             share((size_t)c->vocab_size, id, nt, &lo, &hi);
             matmul_part(&cls, last, n_logits, d, lo, hi);
         }

@@ -16,8 +16,8 @@
 // exp and softmax
 
 // expf by range reduction and a degree-6 polynomial (max relative error 8e-8): unlike libm's
-// expf and tanhf it vectorises, and the activations were the largest cost after the matrix
-// products in a training profile (tanhf alone 38%).
+// expf and tanhf it vectorises, and the activations cost most after the products
+// (docs/KERNELS.md).
 static inline float exp_vec(float x) {
     float in = x;
     x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
@@ -33,25 +33,27 @@ static inline float exp_vec(float x) {
     p = p * r * r + r + 1.0f;
     // NaN must not reach the int conversion (undefined behaviour); p is NaN then and keeps it
     float nc = n == n ? n : 0.0f;
-    union { int32_t i; float f; } scale = {.i = ((int32_t)nc + 127) << 23};
+    union {
+        int32_t i;
+        float f;
+    } scale = {.i = ((int32_t)nc + 127) << 23};
     // below the clamp the result is 0, as expf's (softmax must give masked scores exactly 0)
     return in < -87.0f ? 0.0f : p * scale.f;
 }
 
-// Vectorised (exp_vec, SIMD reductions): attention runs it on every score row, and with
-// libm's expf it was attention's largest cost in a training profile.
+// Vectorised (exp_vec, SIMD reductions), since attention runs it on every score row.
 static inline void softmax(float *x, int n) {
     float max = x[0];
 #pragma omp simd reduction(max : max)
     for (int i = 1; i < n; i++) max = x[i] > max ? x[i] : max;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-    for (int i = 0; i < n; i++) { x[i] = exp_vec(x[i] - max); sum += x[i]; }
+    for (int i = 0; i < n; i++) {
+        x[i] = exp_vec(x[i] - max);
+        sum += x[i];
+    }
     for (int i = 0; i < n; i++) x[i] /= sum;
 }
-
-// One row of W times x. The prompt path uses sgemm; a single token is bound by reading W
-// once from memory, and this loop, split across threads by rows, streams it faster than
 
 // ----------------------------------------------------------------------------
 // Normalisation: LayerNorm or RMSNorm over each row of dim features
@@ -84,10 +86,8 @@ static inline void layernorm(float *out, const float *x, const float *w, const f
 }
 
 static inline void norm_forward(const Config *c, float *out, const float *x, const float *w, const float *b, int T) {
-    if (c->norm_kind == NORM_LAYER)
-        layernorm(out, x, w, b, T, c->dim, c->norm_eps);
-    else
-        rmsnorm(out, x, w, T, c->dim, c->norm_eps);
+    if (c->norm_kind == NORM_LAYER) layernorm(out, x, w, b, T, c->dim, c->norm_eps);
+    else rmsnorm(out, x, w, T, c->dim, c->norm_eps);
 }
 
 // dx (=, or += with acc) from dout through LayerNorm / RMSNorm of x; dw, db accumulate.
@@ -282,8 +282,7 @@ static inline void embed_backward(const Config *c, Weights *g, const float *dx, 
 // Softmax and cross-entropy over T rows of logits (T, V), fused with their backward as llm.c
 // does: logits become probabilities and losses[t] = -log p[targets[t]]; with dscale != 0,
 // logits become dloss/dlogits = (p - onehot) * dscale.
-static inline void crossentropy_forward(float *logits, float *losses, const int *targets, int T, int V,
-                                        float dscale) {
+static inline void crossentropy_forward(float *logits, float *losses, const int *targets, int T, int V, float dscale) {
     for (int t = 0; t < T; t++) {
         float *row = logits + (size_t)t * V;
         softmax(row, V);

@@ -57,19 +57,21 @@ static inline float dot_q8(const int8_t *restrict q, const float *restrict scale
         for (; g < n; g += gs) {
             __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();
             int i = g;
-            // This loop converts more than it loads, and keeps fewer reads in flight than the
-            // float one; asking 2 KiB ahead read 16 against 18 GB/s on one core here.
+            // This loop converts more than it loads and keeps fewer reads in flight than the
+            // float one, so it asks for the weights 2 KiB ahead (docs/KERNELS.md).
             _mm_prefetch((const char *)(q + g + 2048), _MM_HINT_T0);
             for (; i + 32 <= g + gs; i += 32) {
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i)))),
-                                     _mm512_loadu_ps(x + i), p0);
+                p0 =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i)))),
+                                    _mm512_loadu_ps(x + i), p0);
                 p1 = _mm512_fmadd_ps(
                     _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i + 16)))),
                     _mm512_loadu_ps(x + i + 16), p1);
             }
             if (i < g + gs)
-                p0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i)))),
-                                     _mm512_loadu_ps(x + i), p0);
+                p0 =
+                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i)))),
+                                    _mm512_loadu_ps(x + i), p0);
             acc = _mm512_fmadd_ps(_mm512_add_ps(p0, p1), _mm512_set1_ps(scale[g / gs]), acc);
         }
         s = _mm512_reduce_add_ps(acc);
@@ -122,9 +124,9 @@ static inline size_t qchunk_floats(int n_in) { return (size_t)n_in > QCHUNK_FLOA
 // whole product, as the reference rounds x + (W·in + b), not as sgemm's beta = 1 would.
 // A Q8_0 matrix (qw.q set, w NULL) meets many rows a chunk at a time, dequantised into wbuf.
 typedef struct {
-    float *out;      // (T, n_out)
-    const float *w;  // (n_out, n_in), or NULL for a Q8_0 matrix
-    const float *b;  // (n_out) or NULL
+    float *out;     // (T, n_out)
+    const float *w; // (n_out, n_in), or NULL for a Q8_0 matrix
+    const float *b; // (n_out) or NULL
     int n_out;
     float *residual; // (T, n_out) or NULL
     QMat qw;

@@ -81,7 +81,10 @@ static inline int sample_filtered(const Sampler *s, const float *probs, float co
     int last = kept - 1;
     for (int i = 0; i < kept; i++) {
         cum += s->probindex[i].prob;
-        if (cum > limit) { last = i; break; }
+        if (cum > limit) {
+            last = i;
+            break;
+        }
     }
     float r = coin * cum, cdf = 0.0f;
     for (int i = 0; i <= last; i++) {
@@ -122,8 +125,11 @@ static inline int sample(Sampler *s, float *logits, const int *history, int n_hi
 // A sampler over vocab_size tokens with no filter, no penalty and the given temperature and
 // seed; the caller sets the other knobs. Returns -1 when out of memory.
 static inline int sampler_init(Sampler *s, int vocab_size, float temperature, uint64_t seed) {
-    *s = (Sampler){.vocab_size = vocab_size, .temperature = temperature, .repeat_penalty = 1.0f,
-                   .rng_state = seed ? seed : 1, .probindex = malloc(sizeof(ProbIndex) * vocab_size)};
+    *s = (Sampler){.vocab_size = vocab_size,
+                   .temperature = temperature,
+                   .repeat_penalty = 1.0f,
+                   .rng_state = seed ? seed : 1,
+                   .probindex = malloc(sizeof(ProbIndex) * vocab_size)};
     return s->probindex ? 0 : -1;
 }
 

@@ -12,6 +12,9 @@ import subprocess
 import sys
 import traceback
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))  # the tools the tests import
+
 
 class Cases:
     """A file's cases, in the order they were added: @cases, @cases(needs=[case, ...]) or add()."""

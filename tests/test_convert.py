@@ -18,9 +18,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+from pycase import ROOT  # puts tools/ on the path too
 import convert  # noqa: E402
 import make_random as mr  # noqa: E402
 import modelfile as mf  # noqa: E402

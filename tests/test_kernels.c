@@ -7,7 +7,9 @@
 
 static uint64_t rng = 88172645463325252ull;
 static float frand(void) { // uniform in [-1, 1)
-    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
     return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
 }
 static float *rand_vec(size_t n, float scale) {
@@ -20,7 +22,9 @@ static float *rand_vec(size_t n, float scale) {
 static void assert_close_at(const float *got, const double *want, size_t n, double tol, int line) {
     for (size_t i = 0; i < n; i++) {
         double err = fabs(got[i] - want[i]), lim = tol * (1.0 + fabs(want[i]));
-        if (!(err <= lim)) fail_msg("line %d, element %zu: got %.9g, want %.9g (|err| %.3g > %.3g)", line, i, got[i], want[i], err, lim);
+        if (!(err <= lim))
+            fail_msg("line %d, element %zu: got %.9g, want %.9g (|err| %.3g > %.3g)", line, i, got[i], want[i], err,
+                     lim);
     }
 }
 
@@ -34,7 +38,8 @@ static void test_softmax(void **state) {
         for (int i = 0; i < n; i++) want[i] = exp(x[i] - max) / sum;
         softmax(x, n);
         assert_close(x, want, n, 1e-6);
-        free(x); free(want);
+        free(x);
+        free(want);
     }
     float big[3] = {1000.0f, 1000.0f, -1000.0f}; // no overflow to inf/nan
     softmax(big, 3);
@@ -51,13 +56,16 @@ static void test_norms(void **state) {
         for (int t = 0; t < T; t++) {
             const float *xt = x + t * C;
             double mean = 0, var = 0, ss = 0;
-            for (int i = 0; i < C; i++) { mean += xt[i]; ss += (double)xt[i] * xt[i]; }
+            for (int i = 0; i < C; i++) {
+                mean += xt[i];
+                ss += (double)xt[i] * xt[i];
+            }
             mean /= C;
             for (int i = 0; i < C; i++) var += (xt[i] - mean) * (xt[i] - mean);
             var /= C;
             for (int i = 0; i < C; i++)
-                want[t * C + i] = kind == 0 ? xt[i] / sqrt(ss / C + 1e-5) * w[i]
-                                            : (xt[i] - mean) / sqrt(var + 1e-5) * w[i] + b[i];
+                want[t * C + i] =
+                    kind == 0 ? xt[i] / sqrt(ss / C + 1e-5) * w[i] : (xt[i] - mean) / sqrt(var + 1e-5) * w[i] + b[i];
         }
         if (kind == 0) rmsnorm(out, x, w, T, C, 1e-5f);
         else layernorm(out, x, w, b, T, C, 1e-5f);
@@ -70,7 +78,11 @@ static void test_norms(void **state) {
         assert_memory_equal(inplace, out, sizeof(float) * T * C);
         free(inplace);
     }
-    free(x); free(w); free(b); free(out); free(want);
+    free(x);
+    free(w);
+    free(b);
+    free(out);
+    free(want);
 }
 
 static void test_matmul(void **state) {
@@ -91,7 +103,11 @@ static void test_matmul(void **state) {
             matmul_forward(out, x, w, with_bias ? b : NULL, T, n_in, n_out);
             assert_close(out, want, (size_t)T * n_out, 1e-4);
         }
-        free(x); free(w); free(b); free(out); free(want);
+        free(x);
+        free(w);
+        free(b);
+        free(out);
+        free(want);
     }
 }
 
@@ -109,7 +125,10 @@ static void test_rope(void **state) {
                 for (int i = 0; i < head_dim; i++) {
                     const float *v = x + (t * n_heads + h) * head_dim;
                     double *o = want + (t * n_heads + h) * head_dim;
-                    if (i >= rope_dims) { o[i] = v[i]; continue; }
+                    if (i >= rope_dims) {
+                        o[i] = v[i];
+                        continue;
+                    }
                     int p = i / 2;
                     double a = (pos0 + t) * pow(10000.0, -2.0 * p / rope_dims);
                     o[i] = i % 2 == 0 ? v[i] * cos(a) - v[i + 1] * sin(a) : v[i - 1] * sin(a) + v[i] * cos(a);
@@ -120,9 +139,14 @@ static void test_rope(void **state) {
         assert_close(x, want, (size_t)T * n_heads * head_dim, 1e-5);
         // head by head, as forward's threads rotate their own heads: the same numbers
         for (int h = 0; h < n_heads; h++)
-            rope_forward(parts + h * head_dim, (size_t)n_heads * head_dim, T, pos0, 1, head_dim, rope_dims, cos_t, sin_t);
+            rope_forward(parts + h * head_dim, (size_t)n_heads * head_dim, T, pos0, 1, head_dim, rope_dims, cos_t,
+                         sin_t);
         assert_memory_equal(parts, x, sizeof(float) * T * n_heads * head_dim);
-        free(cos_t); free(sin_t); free(x); free(want); free(parts);
+        free(cos_t);
+        free(sin_t);
+        free(x);
+        free(want);
+        free(parts);
     }
 }
 
@@ -132,7 +156,7 @@ static void test_rope(void **state) {
 // columns, then scalar ones).
 static void test_attention(void **state) {
     (void)state;
-    int shapes[][6] = {{2, 5, 3, 6, 2, 7},  {2, 3, 37, 4, 2, 32}, {1, 70, 0, 2, 1, 48},
+    int shapes[][6] = {{2, 5, 3, 6, 2, 7},    {2, 3, 37, 4, 2, 32}, {1, 70, 0, 2, 1, 48},
                        {1, 40, 29, 2, 2, 64}, {1, 9, 0, 1, 1, 136}, {2, 33, 0, 2, 1, 20}};
     for (size_t n = 0; n < sizeof shapes / sizeof shapes[0]; n++) {
         int B = shapes[n][0], T = shapes[n][1], P = shapes[n][2], n_heads = shapes[n][3], n_kv = shapes[n][4];
@@ -140,7 +164,8 @@ static void test_attention(void **state) {
         float *q = rand_vec((size_t)B * T * qd, 1.0f), *k = rand_vec((size_t)B * L * kvd, 1.0f);
         float *v = rand_vec((size_t)B * L * kvd, 1.0f), *out = malloc(sizeof(float) * B * T * qd);
         float *att = malloc(sizeof(float) * B * n_heads * T * L);
-        double *want = calloc((size_t)B * T * qd, sizeof(double)), *want_att = calloc((size_t)B * n_heads * T * L, sizeof(double));
+        double *want = calloc((size_t)B * T * qd, sizeof(double)),
+               *want_att = calloc((size_t)B * n_heads * T * L, sizeof(double));
         double *s = malloc(sizeof(double) * L);
         for (int b = 0; b < B; b++)
             for (int h = 0; h < n_heads; h++)
@@ -149,7 +174,8 @@ static void test_attention(void **state) {
                     double max = -INFINITY, sum = 0;
                     for (int j = 0; j <= P + t; j++) {
                         double d = 0;
-                        for (int i = 0; i < hd; i++) d += (double)q[(b * T + t) * qd + h * hd + i] * k[(b * L + j) * kvd + kvh * hd + i];
+                        for (int i = 0; i < hd; i++)
+                            d += (double)q[(b * T + t) * qd + h * hd + i] * k[(b * L + j) * kvd + kvh * hd + i];
                         s[j] = d / sqrt(hd);
                         max = fmax(max, s[j]);
                     }
@@ -157,13 +183,21 @@ static void test_attention(void **state) {
                     for (int j = 0; j <= P + t; j++) {
                         double p = exp(s[j] - max) / sum;
                         want_att[((b * n_heads + h) * T + t) * L + j] = p;
-                        for (int i = 0; i < hd; i++) want[(b * T + t) * qd + h * hd + i] += p * v[(b * L + j) * kvd + kvh * hd + i];
+                        for (int i = 0; i < hd; i++)
+                            want[(b * T + t) * qd + h * hd + i] += p * v[(b * L + j) * kvd + kvh * hd + i];
                     }
                 }
         attention_forward(out, att, q, k, v, B, T, P, n_heads, n_kv, hd);
         assert_close(out, want, (size_t)B * T * qd, 1e-5);
         assert_close(att, want_att, (size_t)B * n_heads * T * L, 1e-6); // masked entries exactly 0
-        free(q); free(k); free(v); free(out); free(att); free(want); free(want_att); free(s);
+        free(q);
+        free(k);
+        free(v);
+        free(out);
+        free(att);
+        free(want);
+        free(want_att);
+        free(s);
     }
 }
 
@@ -178,9 +212,10 @@ static void test_activations(void **state) {
         for (int i = 0; i < 4; i++) {
             assert_true(x[i] == y[i]);
             double a = h[i], want = kind == FFN_SWIGLU ? a / (1 + exp(-a)) * g[i]
-                                  : kind == FFN_GELU_TANH ? 0.5 * a * (1 + tanh(sqrt(2 / 3.141592653589793) * (a + 0.044715 * a * a * a)))
-                                  : kind == FFN_GELU_ERF ? 0.5 * a * (1 + erf(a / sqrt(2)))
-                                  : fmax(a, 0);
+                                    : kind == FFN_GELU_TANH
+                                        ? 0.5 * a * (1 + tanh(sqrt(2 / 3.141592653589793) * (a + 0.044715 * a * a * a)))
+                                    : kind == FFN_GELU_ERF ? 0.5 * a * (1 + erf(a / sqrt(2)))
+                                                           : fmax(a, 0);
             assert_true(fabs(x[i] - want) < 1e-6);
         }
     }
@@ -201,12 +236,14 @@ static QMat random_q8(size_t rows, int n_in, int gs) {
 // many-row path work in several chunks, and in chunks of one row.
 static void test_matmul_q8(void **state) {
     (void)state;
-    int sizes[][4] = {{1, 768, 13, 64}, {1, 48, 7, 48}, {1, 40, 5, 4},      {1, 24, 3, 24},      {7, 64, 9, 16},
-                      {5, 40, 11, 8},   {1, 96, 5, 96}, {2, 1 << 17, 5, 64}, {3, (1 << 18) + 64, 3, 32}};
+    int sizes[][4] = {{1, 768, 13, 64}, {1, 48, 7, 48},      {1, 40, 5, 4},
+                      {1, 24, 3, 24},   {7, 64, 9, 16},      {5, 40, 11, 8},
+                      {1, 96, 5, 96},   {2, 1 << 17, 5, 64}, {3, (1 << 18) + 64, 3, 32}};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         int T = sizes[k][0], n_in = sizes[k][1], n_out = sizes[k][2], gs = sizes[k][3];
         QMat m = random_q8(n_out, n_in, gs);
-        float *x = rand_vec((size_t)T * n_in, 1.0f), *b = rand_vec(n_out, 1.0f), *out = malloc(sizeof(float) * T * n_out);
+        float *x = rand_vec((size_t)T * n_in, 1.0f), *b = rand_vec(n_out, 1.0f),
+              *out = malloc(sizeof(float) * T * n_out);
         float *w = malloc(sizeof(float) * n_out * n_in);
         float *wbuf = malloc(sizeof(float) * qchunk_floats(n_in));
         double *want = malloc(sizeof(double) * T * n_out);
@@ -222,7 +259,14 @@ static void test_matmul_q8(void **state) {
         Linear l = {.out = out, .b = b, .n_out = n_out, .qw = m, .wbuf = wbuf};
         matmul_part(&l, x, T, n_in, 0, n_out);
         assert_close(out, want, (size_t)T * n_out, 1e-4);
-        free((void *)m.q); free((void *)m.s); free(x); free(b); free(out); free(w); free(wbuf); free(want);
+        free((void *)m.q);
+        free((void *)m.s);
+        free(x);
+        free(b);
+        free(out);
+        free(w);
+        free(wbuf);
+        free(want);
     }
 }
 
@@ -261,21 +305,38 @@ static TestModel random_model(Config c) {
 }
 
 static Config knobs(int variant) {
-    Config c = {.dim = 24, .hidden_dim = 40, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 6,
-                .vocab_size = 37, .seq_len = 20, .rope_dims = 6, .rope_theta = 10000.0f, .norm_eps = 1e-5f,
-                .embed_scale = 1.0f, .final_norm = 1, .tied_classifier = 1, .bos_id = -1, .eos_id = -1};
+    // packed by hand: a field per line would fill the screen
+    // clang-format off
+    Config c = {
+        .dim = 24, .hidden_dim = 40, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 6,
+        .vocab_size = 37, .seq_len = 20, .rope_dims = 6, .rope_theta = 10000.0f, .norm_eps = 1e-5f,
+        .embed_scale = 1.0f, .final_norm = 1, .tied_classifier = 1, .bos_id = -1, .eos_id = -1,
+    };
+    // clang-format on
     switch (variant) {
     case 1: // GPT-2
-        c.pos_kind = POS_LEARNED; c.ffn_kind = FFN_GELU_TANH; c.norm_kind = NORM_LAYER; c.bias_flags = BIAS_ALL;
+        c.pos_kind = POS_LEARNED;
+        c.ffn_kind = FFN_GELU_TANH;
+        c.norm_kind = NORM_LAYER;
+        c.bias_flags = BIAS_ALL;
         c.n_kv_heads = 4;
         break;
     case 2: // the original decoder: post-norm, sinusoid, ReLU, scaled embedding, untied
-        c.pos_kind = POS_SINUSOIDAL; c.ffn_kind = FFN_RELU; c.norm_kind = NORM_LAYER; c.post_norm = 1;
-        c.final_norm = 0; c.tied_classifier = 0; c.embed_scale = sqrtf(24.0f); c.n_kv_heads = 1; c.head_dim = 5;
+        c.pos_kind = POS_SINUSOIDAL;
+        c.ffn_kind = FFN_RELU;
+        c.norm_kind = NORM_LAYER;
+        c.post_norm = 1;
+        c.final_norm = 0;
+        c.tied_classifier = 0;
+        c.embed_scale = sqrtf(24.0f);
+        c.n_kv_heads = 1;
+        c.head_dim = 5;
         c.rope_dims = 0;
         break;
     case 3: // partial RoPE, qkv biases only, GELU erf
-        c.rope_dims = 4; c.bias_flags = BIAS_QKV; c.ffn_kind = FFN_GELU_ERF;
+        c.rope_dims = 4;
+        c.bias_flags = BIAS_QKV;
+        c.ffn_kind = FFN_GELU_ERF;
         break;
     }
     return c;
@@ -339,16 +400,21 @@ static void test_batched_equals_one_token(void **state) {
         forward(&m.c, &m.w, &s, tokens, 3, 0, last, 2);
         assert_close(last, want + 2 * V, V, 1e-4);
         state_free(&s);
-        free(all); free(one); free(want); free(last); free(m.block); weights_free(&m.w);
+        free(all);
+        free(one);
+        free(want);
+        free(last);
+        free(m.block);
+        weights_free(&m.w);
     }
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_softmax),   cmocka_unit_test(test_norms),     cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_matmul_q8),
-        cmocka_unit_test(test_rope),      cmocka_unit_test(test_attention), cmocka_unit_test(test_activations),
-        cmocka_unit_test(test_batched_equals_one_token),
+        cmocka_unit_test(test_softmax),     cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_matmul),      cmocka_unit_test(test_matmul_q8),
+        cmocka_unit_test(test_rope),        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_activations), cmocka_unit_test(test_batched_equals_one_token),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

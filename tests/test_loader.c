@@ -12,10 +12,15 @@ static unsigned char *good, *good_q8;
 static size_t good_size, good_q8_size;
 
 static Config small_config(void) {
-    return (Config){.dim = 16, .hidden_dim = 24, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 4,
-                    .vocab_size = 10, .seq_len = 8, .pos_kind = POS_LEARNED, .ffn_kind = FFN_GELU_TANH,
-                    .norm_kind = NORM_LAYER, .bias_flags = BIAS_ALL, .final_norm = 1, .tied_classifier = 0,
-                    .rope_theta = 10000.0f, .norm_eps = 1e-5f, .embed_scale = 1.0f, .bos_id = 0, .eos_id = 1};
+    // packed by hand: a field per line would fill the screen
+    // clang-format off
+    return (Config){
+        .dim = 16, .hidden_dim = 24, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .head_dim = 4,
+        .vocab_size = 10, .seq_len = 8, .pos_kind = POS_LEARNED, .ffn_kind = FFN_GELU_TANH,
+        .norm_kind = NORM_LAYER, .bias_flags = BIAS_ALL, .final_norm = 1, .tied_classifier = 0,
+        .rope_theta = 10000.0f, .norm_eps = 1e-5f, .embed_scale = 1.0f, .bos_id = 0, .eos_id = 1,
+    };
+    // clang-format on
 }
 
 // Writes a model of config c (zero weights) to path and reads the file's bytes back.
@@ -24,7 +29,10 @@ static int save_model(const char *path, Config c, unsigned char **data, size_t *
     float *w = calloc(1, bytes);
     const char blob[] = "not parsed by the loader";
     char err[256];
-    if (model_save(path, &c, blob, sizeof blob, w, err, sizeof err)) { fprintf(stderr, "%s\n", err); return -1; }
+    if (model_save(path, &c, blob, sizeof blob, w, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
     free(w);
     FILE *f = fopen(path, "rb");
     fseek(f, 0, SEEK_END);
@@ -75,7 +83,10 @@ static void expect_refused(const char *want) {
     Model m;
     char err[512];
     int rc = model_open(&m, bad_path, err, sizeof err);
-    if (rc == 0) { model_close(&m); fail_msg("accepted a bad file (expected: %s)", want); }
+    if (rc == 0) {
+        model_close(&m);
+        fail_msg("accepted a bad file (expected: %s)", want);
+    }
     if (!strstr(err, bad_path) || !strstr(err, want)) fail_msg("message '%s' does not say '%s'", err, want);
     assert_null(strchr(err, '\n'));
 }
@@ -201,7 +212,7 @@ static void test_bad_fields(void **state) {
         {140, 65537, "group_size is 65537"},
         {140, 3, "group_size 3 does not divide the rows of width 16"},
         {140, 16, "group_size 16 does not divide the rows of width 24"},
-        {140, 4, "weights_bytes"},       // a valid group size, but another layout
+        {140, 4, "weights_bytes"},                   // a valid group size, but another layout
         {136, 0, "group_size is 8, outside [0, 0]"}, // float32 with a group size
         {4, 1, "version 1 file has no weight_type"},
         {144, 1, "reserved header byte 144"},
@@ -215,8 +226,8 @@ static void test_huge_dimensions(void **state) {
     (void)state;
     unsigned char *bad = malloc(good_size);
     memcpy(bad, good, good_size);
-    uint32_t limits[][2] = {{12, 65536}, {16, 262144}, {20, 1024}, {24, 1024}, {28, 1024}, {32, 4096},
-                            {36, 1u << 24}, {40, 1u << 20}};
+    uint32_t limits[][2] = {{12, 65536}, {16, 262144}, {20, 1024},     {24, 1024},
+                            {28, 1024},  {32, 4096},   {36, 1u << 24}, {40, 1u << 20}};
     for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) set_u32(bad, limits[i][0], limits[i][1]);
     write_bad(bad, good_size);
     expect_refused("weights_bytes");
@@ -235,10 +246,9 @@ static void test_not_a_file(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_good_file_opens), cmocka_unit_test(test_good_q8_file_opens),
-        cmocka_unit_test(test_truncated_everywhere),
-        cmocka_unit_test(test_bad_fields),      cmocka_unit_test(test_huge_dimensions),
-        cmocka_unit_test(test_not_a_file),
+        cmocka_unit_test(test_good_file_opens),      cmocka_unit_test(test_good_q8_file_opens),
+        cmocka_unit_test(test_truncated_everywhere), cmocka_unit_test(test_bad_fields),
+        cmocka_unit_test(test_huge_dimensions),      cmocka_unit_test(test_not_a_file),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -13,9 +13,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+from pycase import ROOT  # puts tools/ on the path too
 import make_random as mr  # noqa: E402
 import modelfile as mf  # noqa: E402
 import outfile  # noqa: E402

@@ -12,8 +12,13 @@ static const float base_logits[V] = {2.0f, 1.0f, 0.5f, 0.0f, -1.0f, -3.0f};
 
 static Sampler make_sampler(float temperature, float topp, int topk, float minp, float penalty) {
     static ProbIndex scratch[V];
-    return (Sampler){.vocab_size = V, .temperature = temperature, .topp = topp, .topk = topk, .minp = minp,
-                     .repeat_penalty = penalty, .repeat_window = 64, .rng_state = 1234, .probindex = scratch};
+    // packed by hand: a field per line would fill the screen
+    // clang-format off
+    return (Sampler){
+        .vocab_size = V, .temperature = temperature, .topp = topp, .topk = topk, .minp = minp,
+        .repeat_penalty = penalty, .repeat_window = 64, .rng_state = 1234, .probindex = scratch,
+    };
+    // clang-format on
 }
 
 static void expected_probs(float temperature, double *p) {
@@ -127,7 +132,9 @@ static void test_seed_determinism(void **state) {
     sc.rng_state = 99;
     for (int i = 0; i < 100; i++) {
         float la[V], lb[V], lc[V];
-        memcpy(la, base_logits, sizeof la); memcpy(lb, base_logits, sizeof lb); memcpy(lc, base_logits, sizeof lc);
+        memcpy(la, base_logits, sizeof la);
+        memcpy(lb, base_logits, sizeof lb);
+        memcpy(lc, base_logits, sizeof lc);
         a[i] = sample(&sa, la, NULL, 0);
         b[i] = sample(&sb, lb, NULL, 0);
         c[i] = sample(&sc, lc, NULL, 0);
@@ -154,10 +161,14 @@ static void test_random_f32(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_temperature), cmocka_unit_test(test_greedy),
-        cmocka_unit_test(test_topk),        cmocka_unit_test(test_topp),
-        cmocka_unit_test(test_minp),        cmocka_unit_test(test_repeat_penalty),
-        cmocka_unit_test(test_seed_determinism), cmocka_unit_test(test_random_f32),
+        cmocka_unit_test(test_temperature),
+        cmocka_unit_test(test_greedy),
+        cmocka_unit_test(test_topk),
+        cmocka_unit_test(test_topp),
+        cmocka_unit_test(test_minp),
+        cmocka_unit_test(test_repeat_penalty),
+        cmocka_unit_test(test_seed_determinism),
+        cmocka_unit_test(test_random_f32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -73,10 +73,8 @@ static int ref_lookup(const Vocab *v, const char *s, uint32_t n) {
         int mid = (lo + hi) / 2, id = v->sorted[mid];
         int c = cmp_piece(s, n, v->str[id], v->len[id]);
         if (!c) return id;
-        if (c < 0)
-            hi = mid - 1;
-        else
-            lo = mid + 1;
+        if (c < 0) hi = mid - 1;
+        else lo = mid + 1;
     }
     return -1;
 }
@@ -184,8 +182,7 @@ static int ref_encode(const Vocab *v, const unsigned char *s, size_t len, int du
         size_t j = i + 1;
         while (j < len && j - i < 4 && (s[j] & 0xC0) == 0x80) j++;
         int id = ref_lookup(v, (const char *)s + i, (uint32_t)(j - i));
-        if (id >= 0)
-            out[n++] = id;
+        if (id >= 0) out[n++] = id;
         else
             for (size_t k = i; k < j; k++) {
                 char name[8];
@@ -304,10 +301,8 @@ static const char *json_string(const char *p, char *out, size_t *len) {
         case 'u':
             sscanf(p + 1, "%4x", &cp);
             p += 4;
-            if (cp < 0x80)
-                out[(*len)++] = (char)cp;
-            else if (cp < 0x800)
-                out[(*len)++] = (char)(0xC0 | cp >> 6), out[(*len)++] = (char)(0x80 | (cp & 63));
+            if (cp < 0x80) out[(*len)++] = (char)cp;
+            else if (cp < 0x800) out[(*len)++] = (char)(0xC0 | cp >> 6), out[(*len)++] = (char)(0x80 | (cp & 63));
             else {
                 out[(*len)++] = (char)(0xE0 | cp >> 12);
                 out[(*len)++] = (char)(0x80 | (cp >> 6 & 63));
@@ -518,16 +513,11 @@ static int printable_utf8(const unsigned char *s, size_t n) {
         unsigned c = s[i];
         uint32_t cp;
         size_t k;
-        if (c < 0x80)
-            cp = c, k = 1;
-        else if ((c & 0xE0) == 0xC0)
-            cp = c & 0x1F, k = 2;
-        else if ((c & 0xF0) == 0xE0)
-            cp = c & 0x0F, k = 3;
-        else if ((c & 0xF8) == 0xF0)
-            cp = c & 0x07, k = 4;
-        else
-            return 0;
+        if (c < 0x80) cp = c, k = 1;
+        else if ((c & 0xE0) == 0xC0) cp = c & 0x1F, k = 2;
+        else if ((c & 0xF0) == 0xE0) cp = c & 0x0F, k = 3;
+        else if ((c & 0xF8) == 0xF0) cp = c & 0x07, k = 4;
+        else return 0;
         if (i + k > n) return 0;
         for (size_t j = 1; j < k; j++) {
             if ((s[i + j] & 0xC0) != 0x80) return 0;
@@ -597,10 +587,8 @@ static int ref_gpt2(const Vocab *v, const uint32_t (*merges)[2], int nm, const u
         memcpy(buf + la, v->str[merges[best][1]], lb);
         int res = ref_lookup(v, buf, la + lb), m = 0;
         for (int i = 0; i < n;) {
-            if (i + 1 < n && w[i] == (int)merges[best][0] && w[i + 1] == (int)merges[best][1])
-                w[m++] = res, i += 2;
-            else
-                w[m++] = w[i++];
+            if (i + 1 < n && w[i] == (int)merges[best][0] && w[i + 1] == (int)merges[best][1]) w[m++] = res, i += 2;
+            else w[m++] = w[i++];
         }
         n = m;
     }
@@ -754,7 +742,8 @@ static void test_learn_bpe(void **state) {
     }
     // Text spelling a byte piece must not learn a piece that decodes as a byte.
     const char *tricky_text = "<0x41><0x41><0x41><0x41> <0x41><0x41>";
-    if (tokenizer_learn_bpe(tricky_text, strlen(tricky_text), 400, NULL, &blob, &bytes, err, sizeof err)) fail_msg("%s", err);
+    if (tokenizer_learn_bpe(tricky_text, strlen(tricky_text), 400, NULL, &blob, &bytes, err, sizeof err))
+        fail_msg("%s", err);
     learned_round_trip(blob, bytes, tricky_text, strlen(tricky_text), "BPE of byte-piece names", &k);
     free(blob);
     assert_int_equal(tokenizer_learn_bpe(text, n, 100, NULL, &blob, &bytes, err, sizeof err), -1);

@@ -10,9 +10,7 @@ import struct
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+from pycase import ROOT  # puts tools/ on the path too
 import pycase  # noqa: E402
 import tokenizer_blob as tb  # noqa: E402
 from test_tokenizer_gpt2 import ensure_cli, ensure_pkg, CLI, PKG, TMP  # noqa: E402

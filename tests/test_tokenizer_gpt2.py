@@ -13,9 +13,7 @@ import subprocess
 import sys
 import unicodedata
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+from pycase import ROOT  # puts tools/ on the path too
 import pycase  # noqa: E402
 import tokenizer_blob  # noqa: E402
 

@@ -19,9 +19,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+from pycase import ROOT  # puts tools/ on the path too
 import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 

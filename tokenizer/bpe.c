@@ -34,10 +34,8 @@ int encoding_init(Encoding *e, const Tokenizer *t, size_t len, int *out, int n_o
     e->ver = calloc(cap, sizeof(uint32_t));
     e->heap_mem = aligned_alloc(CACHE_LINE, heap_bytes);
     e->heap = e->heap_mem ? e->heap_mem + HEAP_PAD : NULL;
-    if (byte_level)
-        e->batch = malloc(sizeof(Cand) * cap);
-    else
-        e->cat = malloc((size_t)t->max_piece_len + 1);
+    if (byte_level) e->batch = malloc(sizeof(Cand) * cap);
+    else e->cat = malloc((size_t)t->max_piece_len + 1);
     if (e->id && e->ver && e->heap && (byte_level ? e->batch != NULL : e->cat != NULL)) return 0;
     encoding_free(e);
     return fail(err, errlen, "out of memory");
@@ -151,10 +149,8 @@ static void merge_all(Encoding *e, int first, int n) {
     while (e->nheap) {
         Cand c = heap_pop(e);
         if (!cand_valid(e, &c)) continue;
-        if (e->t->kind == TOK_SENTENCEPIECE)
-            apply(e, &c);
-        else
-            apply_rank(e, c);
+        if (e->t->kind == TOK_SENTENCEPIECE) apply(e, &c);
+        else apply_rank(e, c);
     }
 }
 

@@ -39,12 +39,9 @@ static int uni_class(uint32_t cp) {
     int lo = 0, hi = (int)(sizeof uni_class_table / sizeof uni_class_table[0]) - 1;
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
-        if (cp < uni_class_table[mid][0])
-            hi = mid - 1;
-        else if (cp > uni_class_table[mid][1])
-            lo = mid + 1;
-        else
-            return (int)uni_class_table[mid][2];
+        if (cp < uni_class_table[mid][0]) hi = mid - 1;
+        else if (cp > uni_class_table[mid][1]) lo = mid + 1;
+        else return (int)uni_class_table[mid][2];
     }
     return CLS_OTHER;
 }

@@ -30,15 +30,15 @@ typedef struct {
     float *logits; // (N, vocab_size) logits, then probabilities or their gradient
     float *losses; // (N)
     // backward scratch, shared by the layers
-    float *dres, *g1, *g2;            // (N, dim)
-    float *dh, *dh3;                  // (N, hidden_dim)
-    float *dq, *datty;                // (N, q_dim)
-    float *dk, *dv;                   // (N, kv_dim)
-    float *att_scratch;               // (threads, T, T)
-    float *rope_cos, *rope_sin;       // (T, rope_dims / 2)
-    float *rope_nsin;                 // (T, rope_dims / 2) the sines negated, for RoPE's backward
-    int *tokens, *targets;            // (N)
-    float *mem;                       // the one allocation the float tensors are carved from
+    float *dres, *g1, *g2;      // (N, dim)
+    float *dh, *dh3;            // (N, hidden_dim)
+    float *dq, *datty;          // (N, q_dim)
+    float *dk, *dv;             // (N, kv_dim)
+    float *att_scratch;         // (threads, T, T)
+    float *rope_cos, *rope_sin; // (T, rope_dims / 2)
+    float *rope_nsin;           // (T, rope_dims / 2) the sines negated, for RoPE's backward
+    int *tokens, *targets;      // (N)
+    float *mem;                 // the one allocation the float tensors are carved from
 } Acts;
 
 static size_t carve_acts(const Config *c, int B, int T, int dropout, Acts *a, float *base) {
@@ -46,7 +46,11 @@ static size_t carve_acts(const Config *c, int B, int T, int dropout, Acts *a, fl
     size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
     size_t off = 0, half = c->pos_kind == POS_ROPE ? c->rope_dims / 2 : 0;
     int pre = !c->post_norm, swiglu = c->ffn_kind == FFN_SWIGLU;
-#define ACT(field, count) do { (field) = base && (count) != 0 ? base + off : NULL; off += ((count) + 15) & ~(size_t)15; } while (0)
+#define ACT(field, count)                                                                                              \
+    do {                                                                                                               \
+        (field) = base && (count) != 0 ? base + off : NULL;                                                            \
+        off += ((count) + 15) & ~(size_t)15;                                                                           \
+    } while (0)
     ACT(a->resid, (L + 1) * N * d);
     ACT(a->ln1, pre ? L * N * d : 0);
     ACT(a->q, L * N * qd);
@@ -113,11 +117,17 @@ static LayerActs layer_acts(const Config *c, const Acts *a, int l) {
     size_t N = (size_t)a->B * a->T, d = c->dim, hid = c->hidden_dim;
     size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
     LayerActs r = {
-        .in = a->resid + l * N * d, .out = a->resid + (l + 1) * N * d,
-        .q = a->q + l * N * qd, .k = a->k + l * N * kvd, .v = a->v + l * N * kvd,
-        .att = a->att + l * (size_t)a->B * c->n_heads * a->T * a->T, .atty = a->atty + l * N * qd,
+        .in = a->resid + l * N * d,
+        .out = a->resid + (l + 1) * N * d,
+        .q = a->q + l * N * qd,
+        .k = a->k + l * N * kvd,
+        .v = a->v + l * N * kvd,
+        .att = a->att + l * (size_t)a->B * c->n_heads * a->T * a->T,
+        .atty = a->atty + l * N * qd,
         .attd = (a->attd ? a->attd : a->att) + l * (size_t)a->B * c->n_heads * a->T * a->T,
-        .res1 = a->res1 + l * N * d, .h1 = a->h1 + l * N * hid, .h3 = a->h3 ? a->h3 + l * N * hid : NULL,
+        .res1 = a->res1 + l * N * d,
+        .h1 = a->h1 + l * N * hid,
+        .h3 = a->h3 ? a->h3 + l * N * hid : NULL,
         .hact = a->hact + l * N * hid,
     };
     if (c->post_norm) {

@@ -168,9 +168,20 @@ static Config config_from_opts(const Opts *o, int vocab_size) {
     if (o->n_head % o->n_kv_head) die("--n-head %d is not a multiple of --n-kv-head %d", o->n_head, o->n_kv_head);
     int hd = o->n_embd / o->n_head;
     Config c = {
-        .dim = o->n_embd, .n_layers = o->n_layer, .n_heads = o->n_head, .n_kv_heads = o->n_kv_head, .head_dim = hd,
-        .vocab_size = vocab_size, .seq_len = o->block_size, .final_norm = 1, .tied_classifier = 1,
-        .embed_scale = 1.0f, .norm_eps = 1e-5f, .tok_kind = TOK_SENTENCEPIECE, .bos_id = -1, .eos_id = -1,
+        .dim = o->n_embd,
+        .n_layers = o->n_layer,
+        .n_heads = o->n_head,
+        .n_kv_heads = o->n_kv_head,
+        .head_dim = hd,
+        .vocab_size = vocab_size,
+        .seq_len = o->block_size,
+        .final_norm = 1,
+        .tied_classifier = 1,
+        .embed_scale = 1.0f,
+        .norm_eps = 1e-5f,
+        .tok_kind = TOK_SENTENCEPIECE,
+        .bos_id = -1,
+        .eos_id = -1,
         .rope_theta = 10000.0f, // FORMAT.md wants a valid theta even where it is ignored
     };
     if (o->arch == ARCH_GPT) {
@@ -211,8 +222,8 @@ static void build_model(const Args *args, Opts *o, const char *corpus, size_t co
         // on at --min-lr.
         check_resume_flags(args, o, state_path);
         if (o->max_iters < *start_step)
-            die("--max-iters %d: %s is already at step %d; give a larger --max-iters to go on", o->max_iters,
-                args->out, *start_step);
+            die("--max-iters %d: %s is already at step %d; give a larger --max-iters to go on", o->max_iters, args->out,
+                *start_step);
     } else if (args->init) {
         int shape_given = args->arch_given || flag_given(args, "n-layer") || flag_given(args, "n-head") ||
                           flag_given(args, "n-kv-head") || flag_given(args, "n-embd");
@@ -226,10 +237,10 @@ static void build_model(const Args *args, Opts *o, const char *corpus, size_t co
     } else {
         Progress progress = progress_start();
         TokProgress report = {show_learning, &progress};
-        int rc = o->vocab_size ? tokenizer_learn_bpe(corpus, corpus_len, o->vocab_size, &report, &md->tok_blob,
-                                                     &md->tok_bytes, err, sizeof err)
-                               : tokenizer_learn_chars(corpus, corpus_len, &md->tok_blob, &md->tok_bytes, err,
-                                                       sizeof err);
+        int rc = o->vocab_size
+                     ? tokenizer_learn_bpe(corpus, corpus_len, o->vocab_size, &report, &md->tok_blob, &md->tok_bytes,
+                                           err, sizeof err)
+                     : tokenizer_learn_chars(corpus, corpus_len, &md->tok_blob, &md->tok_bytes, err, sizeof err);
         progress_end(&progress);
         if (rc) die("%s: cannot learn a vocabulary: %s", args->data, err);
         uint32_t n_pieces;
@@ -271,8 +282,7 @@ static void lock_outputs(RunFiles *f) {
                 f->model, atoi(pid));
         }
         struct stat held, now;
-        if (!fstat(f->lock_fd, &held) && !stat(f->lock, &now) && held.st_ino == now.st_ino &&
-            held.st_dev == now.st_dev)
+        if (!fstat(f->lock_fd, &held) && !stat(f->lock, &now) && held.st_ino == now.st_ino && held.st_dev == now.st_dev)
             break;
         close(f->lock_fd); // removed by the holder in between: take the new one
     }

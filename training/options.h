@@ -17,12 +17,15 @@ typedef struct {
 } Opts;
 _Static_assert(offsetof(Opts, seed) == offsetof(Opts, unused) + sizeof(int32_t), "Opts has padding");
 
+// packed by hand: a field per line would fill the screen
+// clang-format off
 static const Opts default_opts = {
     .n_layer = 4, .n_head = 4, .n_kv_head = 0, .n_embd = 128, .block_size = 64, .batch_size = 12,
     .grad_accum = 1, .max_iters = 2000, .warmup_iters = 100, .lr_decay_iters = 0, .eval_interval = 250,
     .eval_iters = 20, .vocab_size = 0, .arch = ARCH_GPT, .lr = 1e-3f, .min_lr = 1e-4f, .weight_decay = 0.1f,
     .beta1 = 0.9f, .beta2 = 0.99f, .grad_clip = 1.0f, .dropout = 0.0f, .seed = 1337,
 };
+// clang-format on
 
 typedef struct {
     const char *name;
@@ -33,21 +36,20 @@ typedef struct {
 } Flag;
 
 static void usage(FILE *f, const Flag *flags, int n) {
-    fprintf(f,
-            "usage: train -d CORPUS -o MODEL [options]\n"
-            "Trains a decoder-only transformer on a UTF-8 text file and writes MODEL (the format ./run\n"
-            "reads) at every evaluation and on Ctrl-C, with its optimiser state in MODEL.state and a\n"
-            "log in MODEL.csv.\n\n"
-            "  -d, --data FILE        training text (90%% train, 10%% validation)\n"
-            "  -o, --out FILE         model file to write\n"
-            "  --arch gpt|llama       gpt: LayerNorm, learned positions, GELU, biases (default)\n"
-            "                         llama: RMSNorm, RoPE, SwiGLU, grouped-query attention\n"
-            "  --init MODEL           start from an existing model file (its config and tokenizer)\n"
-            "  --resume               continue from MODEL and MODEL.state exactly where they stopped; of\n"
-            "                         the options below only --max-iters, --eval-interval and --eval-iters\n"
-            "                         may differ from the saved run's\n"
-            "  --force                replace an existing MODEL (and its .state and .csv) instead of refusing\n"
-            "  -j, --threads N        threads (default: OMP_NUM_THREADS, else every core)\n");
+    fprintf(f, "usage: train -d CORPUS -o MODEL [options]\n"
+               "Trains a decoder-only transformer on a UTF-8 text file and writes MODEL (the format ./run\n"
+               "reads) at every evaluation and on Ctrl-C, SIGTERM or SIGHUP, with its optimiser state in\n"
+               "MODEL.state and a log in MODEL.csv.\n\n"
+               "  -d, --data FILE        training text (90%% train, 10%% validation); - reads standard input\n"
+               "  -o, --out FILE         model file to write\n"
+               "  --arch gpt|llama       gpt: LayerNorm, learned positions, GELU, biases (default)\n"
+               "                         llama: RMSNorm, RoPE, SwiGLU, grouped-query attention\n"
+               "  --init MODEL           start from an existing model file (its config and tokenizer)\n"
+               "  --resume               continue from MODEL and MODEL.state exactly where they stopped; of\n"
+               "                         the options below only --max-iters, --eval-interval and --eval-iters\n"
+               "                         may differ from the saved run's\n"
+               "  --force                replace an existing MODEL (and its .state and .csv) instead of refusing\n"
+               "  -j, --threads N        threads (default: OMP_NUM_THREADS, else every core)\n");
     for (int i = 0; i < n; i++) {
         char name[40];
         snprintf(name, sizeof name, "%s %s", flags[i].name, flags[i].type == 'f' ? "X" : "N");
@@ -115,7 +117,8 @@ static void flag_table(Opts *o, Flag flags[N_FLAGS]) {
         {"eval-interval", 'i', &o->eval_interval, 1, 1e9, "steps between evaluations and checkpoints (250)"},
         {"eval-iters", 'i', &o->eval_iters, 1, 1e9, "batches per split in an evaluation (20)"},
         {"seed", 'l', &o->seed, 0, 9.2e18, "seed for initialisation, data order and samples (1337)"},
-        {"vocab-size", 'i', &o->vocab_size, 0, 1 << 20, "learn a BPE vocabulary of 256 to 1048576 pieces (0: characters)"},
+        {"vocab-size", 'i', &o->vocab_size, 0, 1 << 20,
+         "learn a BPE vocabulary of 256 to 1048576 pieces (0: characters)"},
     };
     memcpy(flags, t, sizeof t);
 }
@@ -136,7 +139,6 @@ static void check_saved_opts(Opts *o, const char *path) {
 
 // The flags that take a text value (-d, -o, -j are spelled --data, --out, --threads).
 static const char *const text_flags[] = {"data", "out", "init", "arch", "threads", "dump"}; // dump: a test hook
-
 
 static int known_flag(const Flag flags[N_FLAGS], const char *name) {
     for (size_t t = 0; t < sizeof text_flags / sizeof *text_flags; t++)
@@ -236,13 +238,13 @@ static void check_resume_flags(const Args *a, Opts *saved, const char *state_pat
             *(int *)then[k].ptr = *(int *)now[k].ptr;
             continue;
         }
-        len += snprintf(diff + len, len < sizeof diff ? sizeof diff - len : 0, "%s--%s %g (saved: %g)",
-                        len ? ", " : "", now[k].name, flag_value(&now[k]), flag_value(&then[k]));
+        len += snprintf(diff + len, len < sizeof diff ? sizeof diff - len : 0, "%s--%s %g (saved: %g)", len ? ", " : "",
+                        now[k].name, flag_value(&now[k]), flag_value(&then[k]));
     }
     if (a->arch_given && given.arch != saved->arch)
-        len += snprintf(diff + len, len < sizeof diff ? sizeof diff - len : 0, "%s--arch %s (saved: %s)",
-                        len ? ", " : "", given.arch == ARCH_GPT ? "gpt" : "llama",
-                        saved->arch == ARCH_GPT ? "gpt" : "llama");
+        len +=
+            snprintf(diff + len, len < sizeof diff ? sizeof diff - len : 0, "%s--arch %s (saved: %s)", len ? ", " : "",
+                     given.arch == ARCH_GPT ? "gpt" : "llama", saved->arch == ARCH_GPT ? "gpt" : "llama");
     if (len)
         die("--resume continues the run saved in %s, and these options differ from it: %s; only --max-iters, "
             "--eval-interval and --eval-iters may change (start over with --force)",

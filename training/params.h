@@ -6,7 +6,7 @@
 
 // Blocks of 2 MiB and more (parameters, gradients, moments, activations) are 2 MiB aligned
 // and asked for as transparent huge pages: sgemm's packing then misses the TLB far less
-// (measured +7 % tokens/s on the baby configuration).
+// (docs/KERNELS.md).
 #define HUGE_PAGE ((size_t)2 << 20)
 static void *xcalloc(size_t n, size_t size, const char *what) {
     size_t bytes;
@@ -36,11 +36,15 @@ typedef struct {
 
 static int list_params(const Config *c, const Weights *w, const float *base, ParamTensor *out) {
     int n = 0, q = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim, d = c->dim, h = c->hidden_dim;
-#define P(ptr, count, dec, ...) do { \
-        if (ptr) { \
-            snprintf(out[n].name, sizeof out[n].name, __VA_ARGS__); \
-            out[n].off = (size_t)((ptr) - base); out[n].n = (size_t)(count); out[n].decay = (dec); n++; \
-        } \
+#define P(ptr, count, dec, ...)                                                                                        \
+    do {                                                                                                               \
+        if (ptr) {                                                                                                     \
+            snprintf(out[n].name, sizeof out[n].name, __VA_ARGS__);                                                    \
+            out[n].off = (size_t)((ptr)-base);                                                                         \
+            out[n].n = (size_t)(count);                                                                                \
+            out[n].decay = (dec);                                                                                      \
+            n++;                                                                                                       \
+        }                                                                                                              \
     } while (0)
     P(w->tok_embedding, (size_t)c->vocab_size * d, 1, "tok_embedding");
     P(w->pos_embedding, (size_t)c->seq_len * d, 1, "pos_embedding");

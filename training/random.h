@@ -44,8 +44,8 @@ enum { RNG_INIT = 1, RNG_BATCH, RNG_EVAL_TRAIN, RNG_EVAL_VAL, RNG_SAMPLE, RNG_DR
 // sites + site). So masks take no memory, the backward pass draws them again, they do not
 // depend on the thread count, and tests/test_train_grad.py draws the same ones for PyTorch.
 typedef struct {
-    uint64_t seed, draw;  // draw: (step * grad_accum + micro) * sites, set before each micro-batch
-    uint32_t threshold;   // 0: off
+    uint64_t seed, draw; // draw: (step * grad_accum + micro) * sites, set before each micro-batch
+    uint32_t threshold;  // 0: off
     float scale;
 } Dropout;
 

@@ -4,7 +4,6 @@
 #ifndef ATTN_TRAINING_STEP_H
 #define ATTN_TRAINING_STEP_H
 
-
 #include "acts.h"
 #include "random.h"
 
@@ -57,8 +56,7 @@ static void rope_rows(const Config *c, float *x, int n_heads, int backward, cons
         float *xr = x + (size_t)r * width;
         if (backward)
             rope_backward(xr, (size_t)width, n, t, n_heads, c->head_dim, c->rope_dims, a->rope_cos, a->rope_nsin);
-        else
-            rope_forward(xr, (size_t)width, n, t, n_heads, c->head_dim, c->rope_dims, a->rope_cos, a->rope_sin);
+        else rope_forward(xr, (size_t)width, n, t, n_heads, c->head_dim, c->rope_dims, a->rope_cos, a->rope_sin);
     }
 }
 
@@ -82,8 +80,7 @@ static void layer_head_rows(const Config *c, const Weights *w, Acts *a, int l, i
 // Dropout on layer l's attention probabilities: attd = att ∘ mask for sequences [b0, b1), and
 // their outputs computed again from attd (attention_forward, which ./run shares, knows no
 // dropout). Only the causal entries are drawn; attd's others stay 0 from its allocation.
-static void attention_dropout(const Config *c, const Dropout *drop, const LayerActs *la, int l, int b0, int b1,
-                              int T) {
+static void attention_dropout(const Config *c, const Dropout *drop, const LayerActs *la, int l, int b0, int b1, int T) {
     int H = c->n_heads, hd = c->head_dim, group = c->n_heads / c->n_kv_heads;
     size_t qd = (size_t)H * hd, kvd = (size_t)c->n_kv_heads * hd;
     for (int b = b0; b < b1; b++)
@@ -93,8 +90,8 @@ static void attention_dropout(const Config *c, const Dropout *drop, const LayerA
                 dropout_apply(drop, 3 * l + 1, la->attd + o + (size_t)t * T, la->att + o + (size_t)t * T,
                               o + (size_t)t * T, (size_t)t + 1);
             causal_product(la->atty + (size_t)b * T * qd + (size_t)h * hd, qd, la->attd + o, T, 0,
-                           la->v + (size_t)b * T * kvd + (size_t)(h / group) * hd, kvd, T, hd, T, CAUSAL_BELOW, 0,
-                           1.0f, 0);
+                           la->v + (size_t)b * T * kvd + (size_t)(h / group) * hd, kvd, T, hd, T, CAUSAL_BELOW, 0, 1.0f,
+                           0);
         }
 }
 
@@ -148,7 +145,7 @@ static void forward_seqs(const Config *c, const Weights *w, Acts *a, int b0, int
         LayerActs la = layer_acts(c, a, l);
         layer_head_rows(c, w, a, l, lo, hi);
         attention_forward(la.atty + lo * qd, la.att + (size_t)b0 * c->n_heads * T * T, la.q + lo * qd, la.k + lo * kvd,
-                  la.v + lo * kvd, b1 - b0, T, 0, c->n_heads, c->n_kv_heads, c->head_dim);
+                          la.v + lo * kvd, b1 - b0, T, 0, c->n_heads, c->n_kv_heads, c->head_dim);
         if (drop) attention_dropout(c, drop, &la, l, b0, b1, T);
         layer_tail_rows(c, w, a, l, lo, hi, drop);
     }
@@ -218,10 +215,8 @@ static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a
         matmul_backward(g2, 0, G->wq, G->bq, dq, ROWS(la.ain, d), L->wq, n, d, qd);
         matmul_backward(g2, 1, G->wk, G->bk, dk, ROWS(la.ain, d), L->wk, n, d, kvd);
         matmul_backward(g2, 1, G->wv, G->bv, dv, ROWS(la.ain, d), L->wv, n, d, kvd);
-        if (c->post_norm)
-            add_inplace(dres, g2, (size_t)n * d);
-        else
-            norm_backward(c, dres, 1, G->attn_norm_w, G->attn_norm_b, g2, ROWS(la.in, d), L->attn_norm_w, n);
+        if (c->post_norm) add_inplace(dres, g2, (size_t)n * d);
+        else norm_backward(c, dres, 1, G->attn_norm_w, G->attn_norm_b, g2, ROWS(la.in, d), L->attn_norm_w, n);
     }
 #undef ROWS
     if (drop) dropout_apply(drop, 0, dres, dres, (size_t)lo * d, (size_t)n * d);
@@ -230,16 +225,14 @@ static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a
 
 // One fork of the thread pool per batch: each thread takes an equal number of whole sequences
 // through forward and, with grads (one Weights per thread), backward into its own gradients,
-// so no thread waits for another until the end (reduce_grads adds the copies). Measured on
-// the baby configuration: +15 % over forking per kernel with passive waits. Returns the
+// so no thread waits for another until the end (reduce_grads adds the copies). Returns the
 // mean loss, added in row order whatever the thread count. drop: dropout, or NULL.
 static double model_step(const Config *c, const Weights *w, Weights *grads, Acts *a, int B, float dscale,
                          const Dropout *drop) {
     // Sequences left over after an equal number per thread (all of them when there are fewer
     // than threads: nanoGPT fine-tunes with batch 1) go through with the threads sharing each
-    // product instead, when a sequence is large enough to pay for a fork per kernel. Measured
-    // with 2 threads and batch 1 (forward + backward per sequence): 0.3 GFLOP (the baby), 15 %
-    // slower than one thread alone; 2.5 GFLOP, 20 % faster; 16, 50 %; 130 (85M, block 256), 60 %.
+    // product instead, when a sequence is large enough to pay for a fork per kernel
+    // (docs/KERNELS.md has the measurements).
     double seq_flops = 6.0 * a->T * ((double)c->n_layers * layer_macs(c) + (double)c->vocab_size * c->dim);
     int even = seq_flops >= 1e9 ? B / max_threads() * max_threads() : B;
     if (even) {

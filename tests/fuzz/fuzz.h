@@ -9,8 +9,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define FUZZ_ASSERT(cond, what) do { \
-        if (!(cond)) { fprintf(stderr, "fuzz check failed: %s (%s:%d)\n", what, __FILE__, __LINE__); abort(); } \
+#define FUZZ_ASSERT(cond, what)                                                                                        \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "fuzz check failed: %s (%s:%d)\n", what, __FILE__, __LINE__);                              \
+            abort();                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 // Error messages are one non-empty line.
@@ -22,6 +26,9 @@ static inline void fuzz_write_seed(const char *dir, const char *name, const void
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, n, f) != n || fclose(f)) { fprintf(stderr, "%s: cannot write\n", path); exit(1); }
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f)) {
+        fprintf(stderr, "%s: cannot write\n", path);
+        exit(1);
+    }
 }
 #endif

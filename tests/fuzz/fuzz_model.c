@@ -42,7 +42,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (fd < 0) return 0;
     for (size_t done = 0; done < size;) {
         ssize_t k = write(fd, data + done, size - done);
-        if (k <= 0) { close(fd); return 0; }
+        if (k <= 0) {
+            close(fd);
+            return 0;
+        }
         done += (size_t)k;
     }
     char path[64];
@@ -72,7 +75,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (small_enough(&c)) {
         int tokens[8] = {0, c.vocab_size - 1, c.vocab_size / 2}, n = 3;
         if (tok_ok && tok.n_pieces == c.vocab_size) {
-            int k = tokenizer_encode(&tok, "Once", 4, (c.tok_flags & TOKF_ADD_BOS) != 0, tokens + 3, 5, err, sizeof err);
+            int k =
+                tokenizer_encode(&tok, "Once", 4, (c.tok_flags & TOKF_ADD_BOS) != 0, tokens + 3, 5, err, sizeof err);
             if (k > 0) n += k;
         }
         run_forward(&c, copy, tokens, n);
@@ -90,22 +94,43 @@ int main(int argc, char **argv) {
     void *blob;
     size_t blob_bytes;
     char err[256];
-    if (tokenizer_learn_chars(text, strlen(text), &blob, &blob_bytes, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+    if (tokenizer_learn_chars(text, strlen(text), &blob, &blob_bytes, err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
     uint32_t n_pieces;
     memcpy(&n_pieces, blob, 4);
-    Config base = {.dim = 8, .hidden_dim = 12, .n_layers = 1, .n_heads = 2, .n_kv_heads = 1, .head_dim = 4,
-                   .vocab_size = (int)n_pieces, .seq_len = 6, .pos_kind = POS_ROPE, .ffn_kind = FFN_SWIGLU,
-                   .norm_kind = NORM_RMS, .final_norm = 1, .tied_classifier = 1, .rope_dims = 4,
-                   .rope_theta = 10000.0f, .norm_eps = 1e-5f, .embed_scale = 1.0f, .bos_id = -1, .eos_id = -1};
+    // packed by hand: a field per line would fill the screen
+    // clang-format off
+    Config base = {
+        .dim = 8, .hidden_dim = 12, .n_layers = 1, .n_heads = 2, .n_kv_heads = 1, .head_dim = 4,
+        .vocab_size = (int)n_pieces, .seq_len = 6, .pos_kind = POS_ROPE, .ffn_kind = FFN_SWIGLU,
+        .norm_kind = NORM_RMS, .final_norm = 1, .tied_classifier = 1, .rope_dims = 4, .rope_theta = 10000.0f,
+        .norm_eps = 1e-5f, .embed_scale = 1.0f, .bos_id = -1, .eos_id = -1,
+    };
+    // clang-format on
     Config gpt = base;
-    gpt.pos_kind = POS_LEARNED; gpt.ffn_kind = FFN_GELU_TANH; gpt.norm_kind = NORM_LAYER; gpt.bias_flags = BIAS_ALL;
-    gpt.rope_dims = 0; gpt.n_kv_heads = 2;
+    gpt.pos_kind = POS_LEARNED;
+    gpt.ffn_kind = FFN_GELU_TANH;
+    gpt.norm_kind = NORM_LAYER;
+    gpt.bias_flags = BIAS_ALL;
+    gpt.rope_dims = 0;
+    gpt.n_kv_heads = 2;
     Config post = gpt;
-    post.pos_kind = POS_SINUSOIDAL; post.post_norm = 1; post.final_norm = 0; post.ffn_kind = FFN_RELU;
-    post.tied_classifier = 0; post.embed_scale = 2.0f; post.bias_flags = BIAS_QKV | BIAS_FFN;
+    post.pos_kind = POS_SINUSOIDAL;
+    post.post_norm = 1;
+    post.final_norm = 0;
+    post.ffn_kind = FFN_RELU;
+    post.tied_classifier = 0;
+    post.embed_scale = 2.0f;
+    post.bias_flags = BIAS_QKV | BIAS_FFN;
     Config deep = base;
-    deep.n_layers = 2; deep.ffn_kind = FFN_GELU_ERF; deep.rope_dims = 2; deep.tok_flags = TOKF_ADD_BOS | TOKF_BOS_STOPS;
-    deep.bos_id = 0; deep.eos_id = 1;
+    deep.n_layers = 2;
+    deep.ffn_kind = FFN_GELU_ERF;
+    deep.rope_dims = 2;
+    deep.tok_flags = TOKF_ADD_BOS | TOKF_BOS_STOPS;
+    deep.bos_id = 0;
+    deep.eos_id = 1;
     Config q8 = base, q8_gpt = gpt; // Q8_0: dim 8, hidden 12
     q8.weight_type = q8_gpt.weight_type = WEIGHTS_Q8_0;
     q8.group_size = 4, q8_gpt.group_size = 2;
@@ -116,7 +141,10 @@ int main(int argc, char **argv) {
         for (size_t k = 0; k < bytes / sizeof(float); k++) w[k] = (float)((k * 37 % 101) - 50) / 100.0f;
         char path[4096];
         snprintf(path, sizeof path, "%s/small%zu.bin", argv[1], i);
-        if (model_save(path, &configs[i], blob, blob_bytes, w, err, sizeof err)) { fprintf(stderr, "%s\n", err); return 1; }
+        if (model_save(path, &configs[i], blob, blob_bytes, w, err, sizeof err)) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
         free(w);
     }
     free(blob);

@@ -7,7 +7,10 @@
 
 #define MAX_VOCAB 64
 
-typedef struct { const uint8_t *p; size_t n; } Bytes;
+typedef struct {
+    const uint8_t *p;
+    size_t n;
+} Bytes;
 
 static uint32_t take_u32(Bytes *b) {
     uint32_t v = 0;
@@ -67,7 +70,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!finite) return 0;
     if (s.temperature == 0.0f) {
         // greedy: the first of the largest penalised logits
-        for (int i = 0; i < n; i++) FUZZ_ASSERT(!(logits[i] > logits[t]) && !(i < t && logits[i] == logits[t]), "greedy is not the argmax");
+        for (int i = 0; i < n; i++)
+            FUZZ_ASSERT(!(logits[i] > logits[t]) && !(i < t && logits[i] == logits[t]), "greedy is not the argmax");
         return 0;
     }
     // logits now hold the probabilities the draw was made from
@@ -91,10 +95,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #ifdef MAKE_SEEDS
 int main(int argc, char **argv) {
     if (argc != 2) return 2;
-    struct { uint32_t head; uint8_t s1; float t; uint8_t s2; float p; uint8_t s3; float minp; uint8_t s4; float r;
-             uint32_t k, window, lo, hi; float logits[8]; } __attribute__((packed)) seed = {
-        .head = 7 | 1u << 16, .t = 0.8f, .p = 0.9f, .minp = 0.05f, .r = 1.3f, .k = 5 << 2 | 1, .window = 64,
-        .lo = 42, .logits = {2, 1, 0.5f, 0, -1, -3, 4, 1}};
+    struct {
+        uint32_t head;
+        uint8_t s1;
+        float t;
+        uint8_t s2;
+        float p;
+        uint8_t s3;
+        float minp;
+        uint8_t s4;
+        float r;
+        uint32_t k, window, lo, hi;
+        float logits[8];
+    } __attribute__((packed)) seed = {.head = 7 | 1u << 16,
+                                      .t = 0.8f,
+                                      .p = 0.9f,
+                                      .minp = 0.05f,
+                                      .r = 1.3f,
+                                      .k = 5 << 2 | 1,
+                                      .window = 64,
+                                      .lo = 42,
+                                      .logits = {2, 1, 0.5f, 0, -1, -3, 4, 1}};
     fuzz_write_seed(argv[1], "mixed", &seed, sizeof seed);
     seed.head = 7 | 2u << 16 | 1u << 18 | 1u << 19;
     seed.t = 1.0f;
