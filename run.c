@@ -11,6 +11,13 @@
 static const char *prog = "run";
 #include "io/cli.h"
 
+// New tokens when -n is not given, as llama2.c's default length.
+#define DEFAULT_NEW_TOKENS 256
+// Rows a prompt runs through the model at once: enough for sgemm to run at speed.
+#define PROMPT_BATCH 256
+// Bytes of a decoded piece sanitized at a time (a piece may be a long added token).
+#define PRINT_CHUNK 256
+
 // ----------------------------------------------------------------------------
 // Options
 
@@ -262,9 +269,9 @@ static int encode_prompt(const Tokenizer *tok, const Config *c, const char *what
 // Streams decoded bytes to stdout whole characters at a time, with control bytes dropped
 // and invalid UTF-8 shown as U+FFFD, so that no model output can drive the terminal.
 static void print_piece(TokSanitizer *san, const char *piece, size_t len, int flush) {
-    char buf[3 * 256 + 12];
+    char buf[3 * PRINT_CHUNK + 12]; // each byte may become a 3-byte U+FFFD, plus a held-back character
     do {
-        size_t n = len < 256 ? len : 256;
+        size_t n = len < PRINT_CHUNK ? len : PRINT_CHUNK;
         fwrite(buf, 1, tokenizer_sanitize(san, piece, n, buf, flush && n == len), stdout);
         piece += n;
         len -= n;
@@ -304,7 +311,7 @@ static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler 
     if (n_prompt > c->seq_len) die("prompt: %d tokens, longer than the model's context of %d", n_prompt, c->seq_len);
     // -n 0 stops where the context is full; any other count, 256 by default, runs on past it.
     // tokens then grows to hold the whole history, which the repetition penalty looks back on.
-    int n_new = o->steps > 0 ? o->steps : o->steps < 0 ? 256 : c->seq_len - n_prompt;
+    int n_new = o->steps > 0 ? o->steps : o->steps < 0 ? DEFAULT_NEW_TOKENS : c->seq_len - n_prompt;
     int *history = realloc(tokens, sizeof(int) * ((size_t)n_prompt + n_new));
     if (!history) die("out of memory");
     tokens = history;
@@ -373,7 +380,12 @@ static void perplexity(const Model *m, const Tokenizer *tok, RunState *s, const 
     float *logits = malloc(sizeof(float) * (size_t)s->max_batch * c->vocab_size);
     if (!tokens || !logits) die("out of memory");
     int n = encode_prompt(tok, c, name, text, len, tokens, (int)len + 3);
-    if (n < 2) die("%s: %d token%s; perplexity needs at least 2", name, n, plural(n));
+    free(text);
+    if (n < 2) {
+        free(tokens);
+        free(logits);
+        die("%s: %d token%s; perplexity needs at least 2", name, n, plural(n));
+    }
     PplAcc acc = {.vocab = c->vocab_size};
     int windows = (n - 2) / (c->seq_len - 1) + 1;
     Progress progress = progress_start();
@@ -386,7 +398,6 @@ static void perplexity(const Model *m, const Tokenizer *tok, RunState *s, const 
     double secs = progress_end(&progress);
     fprintf(stderr, "scored %ld tokens in %.2f s (%.1f tok/s)\n", acc.scored, secs, n / secs);
     printf("tokens: %d\nperplexity: %.9g\n", n, exp(acc.nll / acc.scored));
-    free(text);
     free(tokens);
     free(logits);
 }
@@ -460,7 +471,7 @@ int main(int argc, char **argv) {
     Tokenizer tok;
     load_tokenizer(&tok, &m, o.model_path, o.tokenizer_path);
     RunState s;
-    int batch = c->seq_len < 256 ? c->seq_len : 256;
+    int batch = c->seq_len < PROMPT_BATCH ? c->seq_len : PROMPT_BATCH;
     if (state_init(&s, c, batch))
         die("%s: out of memory for the run state: it needs %.0f MiB at a context of %d; a shorter one (-c N) needs "
             "less",

@@ -2,7 +2,7 @@
 // OpenBLAS sgemm on the same strided head columns, one thread, microseconds per pair.
 // Forward: scores, softmax, weighted values (model.h's attention_pairs; the sgemm side is the
 // same three steps with the two products as sgemm). Backward: the four products of
-// train.c's attention_backward (dV, dP, dQ, dK; the softmax's backward between them is the
+// model/attention.h's attention_backward (dV, dP, dQ, dK; the softmax's backward between them is the
 // same on both sides and left out). Shapes: the baby and (b) training configurations (the
 // latter's pair is also a 256-token prompt's on the 110M models), one token after 1000.
 #include "model.h"

@@ -68,7 +68,7 @@ EOF
 CC=$(mkvar CC) CFLAGS=$(mkvar ALL_CFLAGS) LDLIBS=$(mkvar LDLIBS)
 [ -n "$LDLIBS" ] || die "cannot read LDLIBS from the Makefile"
 for p in membw sgemm matvec attention bench_forward; do
-    if [ ! -x $BIN/$p ] || [ bench/$p.c -nt $BIN/$p ] || [ model.h -nt $BIN/$p ] || [ bench/bench.h -nt $BIN/$p ]; then
+    if [ ! -x $BIN/$p ] || [ bench/$p.c -nt $BIN/$p ] || [ -n "$(find model.h model io -newer $BIN/$p)" ] || [ bench/bench.h -nt $BIN/$p ]; then
         $CC $CFLAGS -I. -o $BIN/$p bench/$p.c $LDLIBS || die "cannot build bench/$p.c"
     fi
 done

@@ -21,7 +21,7 @@
 #endif
 #include "../tokenizer.h"
 
-static void die(const char *fmt, ...) {
+_Noreturn static void die(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "%s: ", prog);

@@ -70,7 +70,8 @@ static inline int check_range(const char *name, int64_t v, int64_t lo, int64_t h
     return -1;
 }
 
-static inline int config_from_header(const FileHeader *h, Config *c, char *err, size_t n) {
+// The fields' ranges, one by one.
+static inline int check_field_ranges(const FileHeader *h, char *err, size_t n) {
     struct {
         const char *name;
         uint32_t v;
@@ -97,6 +98,12 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (check_range(f[i].name, f[i].v, f[i].lo, f[i].hi, err, n)) return -1;
+    return 0;
+}
+
+// Checks every header field, alone and against the others; then c is the config it describes.
+static inline int config_from_header(const FileHeader *h, Config *c, char *err, size_t n) {
+    if (check_field_ranges(h, err, n)) return -1;
     if (h->n_heads % h->n_kv_heads) {
         snprintf(err, n, "n_heads (%u) is not a multiple of n_kv_heads (%u)", h->n_heads, h->n_kv_heads);
         return -1;

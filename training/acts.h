@@ -41,6 +41,9 @@ typedef struct {
     float *mem;                 // the one allocation the float tensors are carved from
 } Acts;
 
+// Every tensor starts on a multiple of 16 floats (64 bytes), a cache line and a vector.
+#define ACT_ALIGN 16
+
 static size_t carve_acts(const Config *c, int B, int T, int dropout, Acts *a, float *base) {
     size_t N = (size_t)B * T, L = c->n_layers, d = c->dim, hid = c->hidden_dim, V = c->vocab_size;
     size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
@@ -49,7 +52,7 @@ static size_t carve_acts(const Config *c, int B, int T, int dropout, Acts *a, fl
 #define ACT(field, count)                                                                                              \
     do {                                                                                                               \
         (field) = base && (count) != 0 ? base + off : NULL;                                                            \
-        off += ((count) + 15) & ~(size_t)15;                                                                           \
+        off += ((count) + ACT_ALIGN - 1) & ~(size_t)(ACT_ALIGN - 1);                                                   \
     } while (0)
     ACT(a->resid, (L + 1) * N * d);
     ACT(a->ln1, pre ? L * N * d : 0);
