@@ -340,8 +340,9 @@ static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler 
     print_piece(&san, "", 0, 1);
     double t2 = now_s();
     int generated = n - n_prompt;
-    fprintf(stderr, "\nprompt: %d tokens in %.3f s (%.1f tok/s); generated: %d tokens in %.3f s (%.1f tok/s)", n_prompt,
-            t1 - t0, n_prompt / (t1 - t0), generated, t2 - t1, generated > 0 ? generated / (t2 - t1) : 0.0);
+    fprintf(stderr, "\nprompt: %d token%s in %.3f s (%.1f tok/s); generated: %d token%s in %.3f s (%.1f tok/s)",
+            n_prompt, plural(n_prompt), t1 - t0, n_prompt / (t1 - t0), generated, plural(generated), t2 - t1,
+            generated > 0 ? generated / (t2 - t1) : 0.0);
     if (shifts) fprintf(stderr, "; the full context moved on by half %d time%s", shifts, plural(shifts));
     fprintf(stderr, "\n");
     free(tokens);
@@ -499,8 +500,9 @@ int main(int argc, char **argv) {
     int threads = max_threads();
     char weights[48] = "float32";
     if (c->weight_type == WEIGHTS_Q8_0) snprintf(weights, sizeof weights, "Q8_0, groups of %d", c->group_size);
-    fprintf(stderr, "%s: %d layers, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d thread%s\n",
-            o.model_path, c->n_layers, c->dim, c->vocab_size, c->seq_len, weights, load_ms, threads, plural(threads));
+    fprintf(stderr, "%s: %d layer%s, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d thread%s\n",
+            o.model_path, c->n_layers, plural(c->n_layers), c->dim, c->vocab_size, c->seq_len, weights, load_ms,
+            threads, plural(threads));
     free(prompt_file);
     sampler_free(&sampler);
     state_free(&s);

@@ -202,9 +202,9 @@ static void print_summary(const Trainer *t, const char *corpus_path) {
     const Config *c = &t->md.c;
     size_t nparams = 0;
     for (int i = 0; i < t->npt; i++) nparams += t->pt[i].n;
-    printf("model: %s, %d layers, %d heads (%d kv), dim %d, hidden %d, vocab %d, context %d: %.2fM parameters\n",
-           c->norm_kind == NORM_LAYER ? "LayerNorm" : "RMSNorm", c->n_layers, c->n_heads, c->n_kv_heads, c->dim,
-           c->hidden_dim, c->vocab_size, c->seq_len, nparams / 1e6);
+    printf("model: %s, %d layer%s, %d head%s (%d kv), dim %d, hidden %d, vocab %d, context %d: %.2fM parameters\n",
+           c->norm_kind == NORM_LAYER ? "LayerNorm" : "RMSNorm", c->n_layers, plural(c->n_layers), c->n_heads,
+           plural(c->n_heads), c->n_kv_heads, c->dim, c->hidden_dim, c->vocab_size, c->seq_len, nparams / 1e6);
     printf("data: %s, %d tokens (%zu train, %zu val); batch %d x %d x %d accum; %d thread%s\n", input_name(corpus_path),
            t->n_ids, t->train.n, t->val.n, t->o.batch_size, t->o.block_size, t->o.grad_accum, t->threads,
            plural(t->threads));

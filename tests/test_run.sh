@@ -19,7 +19,7 @@ model=$tmp/stories260K.bin
 expect_llama2c() { # name, llama2c_steps, prompt, run flags...
   local name=$1 steps=$2 prompt=$3; shift 3
   local n_prompt
-  n_prompt=$(./run $model -i "$prompt" -n 1 -t 0 2>&1 >/dev/null | sed -n 's/^prompt: \([0-9]*\) tokens.*/\1/p')
+  n_prompt=$(./run $model -i "$prompt" -n 1 -t 0 2>&1 >/dev/null | sed -n 's/^prompt: \([0-9]*\) tokens\?\( .*\)\?$/\1/p')
   ./run $model -i "$prompt" -n $((steps - n_prompt + 1)) "$@" >$tmp/out.txt 2>$tmp/err.txt
   if cmp -s $tmp/out.txt $SHARED/expected/$name; then ok "$name"; else bad "$name differs: $(head -c 200 $tmp/out.txt)"; fi
 }
