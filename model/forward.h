@@ -30,17 +30,28 @@ typedef struct {
     float *value_cache;     // (n_layers, seq_len, kv_dim)
     float *wbuf;            // (threads, wbuf_floats) a Q8_0 model's dequantised rows
     size_t wbuf_floats;
-    size_t bytes; // all of the above together
+    float *mem;   // the one allocation the buffers above are carved from
+    size_t bytes; // its size
     Barrier barrier;
 } RunState;
 
-#define STATE_BUFFERS 13
+#define STATE_ALIGN 16 // floats: every buffer starts on a 64-byte line
 
-// Each buffer of the state with its size in floats, for max_batch rows (wbuf's is 0 unless
-// the model is Q8_0 and prompts run batched).
-static inline void state_buffers(RunState *s, const Config *c, float **bufs[STATE_BUFFERS],
-                                 size_t floats[STATE_BUFFERS]) {
-    size_t B = s->max_batch, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+static inline size_t state_align(size_t floats) { return (floats + STATE_ALIGN - 1) & ~(size_t)(STATE_ALIGN - 1); }
+
+static inline void state_free(RunState *s) {
+    free(s->mem);
+    *s = (RunState){0};
+}
+
+// Allocates the state for up to max_batch rows at once, every buffer carved from one block
+// (wbuf only for a Q8_0 model's batched prompts). Returns 0, or -1 when out of memory, with
+// s->bytes saying how much it needed.
+static inline int state_init(RunState *s, const Config *c, int max_batch) {
+    memset(s, 0, sizeof *s);
+    s->max_batch = max_batch;
+    s->threads = max_threads();
+    size_t B = max_batch, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
     size_t half = c->rope_dims / 2, cache = (size_t)c->n_layers * c->seq_len * kvd;
     size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
     widest = qd > widest ? qd : widest;
@@ -48,7 +59,7 @@ static inline void state_buffers(RunState *s, const Config *c, float **bufs[STAT
     struct {
         float **buf;
         size_t floats;
-    } t[STATE_BUFFERS] = {
+    } t[] = {
         {&s->x, B * c->dim},
         {&s->xn, s->threads * B * c->dim},
         {&s->q, B * qd},
@@ -57,42 +68,21 @@ static inline void state_buffers(RunState *s, const Config *c, float **bufs[STAT
         {&s->hb, B * c->hidden_dim},
         {&s->hb2, B * c->hidden_dim},
         {&s->att, B * c->n_heads * (size_t)c->seq_len},
-        {&s->rope_cos, c->seq_len * half + 1},
-        {&s->rope_sin, c->seq_len * half + 1},
+        {&s->rope_cos, c->seq_len * half},
+        {&s->rope_sin, c->seq_len * half},
         {&s->key_cache, cache},
         {&s->value_cache, cache},
         {&s->wbuf, s->threads * s->wbuf_floats},
     };
-    for (int i = 0; i < STATE_BUFFERS; i++) {
-        bufs[i] = t[i].buf;
-        floats[i] = t[i].floats;
+    size_t n = sizeof t / sizeof t[0], total = 0;
+    for (size_t i = 0; i < n; i++) total += state_align(t[i].floats);
+    s->bytes = total * sizeof(float);
+    if (!(s->mem = calloc(total, sizeof(float)))) return -1;
+    float *next = s->mem;
+    for (size_t i = 0; i < n; i++) {
+        *t[i].buf = t[i].floats ? next : NULL;
+        next += state_align(t[i].floats);
     }
-}
-
-static inline void state_free(RunState *s) {
-    float **bufs[] = {&s->x,   &s->xn,       &s->q,        &s->attn_out,  &s->xb,          &s->hb,  &s->hb2,
-                      &s->att, &s->rope_cos, &s->rope_sin, &s->key_cache, &s->value_cache, &s->wbuf};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        free(*bufs[i]);
-        *bufs[i] = NULL;
-    }
-}
-
-// Allocates the state for up to max_batch rows at once. Returns 0, or -1 when out of memory,
-// with s->bytes saying how much it needed.
-static inline int state_init(RunState *s, const Config *c, int max_batch) {
-    memset(s, 0, sizeof *s);
-    s->max_batch = max_batch;
-    s->threads = max_threads();
-    float **bufs[STATE_BUFFERS];
-    size_t floats[STATE_BUFFERS];
-    state_buffers(s, c, bufs, floats);
-    for (int i = 0; i < STATE_BUFFERS; i++) s->bytes += floats[i] * sizeof(float);
-    for (int i = 0; i < STATE_BUFFERS; i++)
-        if (floats[i] && !(*bufs[i] = calloc(floats[i], sizeof(float)))) {
-            state_free(s);
-            return -1;
-        }
     if (c->pos_kind == POS_ROPE) rope_table(s->rope_cos, s->rope_sin, c->seq_len, c->rope_dims, c->rope_theta);
     return 0;
 }

@@ -220,7 +220,7 @@ static void build_model(const Args *args, Opts *o, const char *corpus, size_t co
         load_state(args->out, state_path, args->data, corpus_len, corpus_hash, md, m, v, o, start_step);
         // The run goes on with its own options; past the end of a longer run's decay it trains
         // on at --min-lr.
-        check_resume_flags(args, o, state_path);
+        take_resume_flags(args, o, state_path);
         if (o->max_iters < *start_step)
             die("--max-iters %d: %s is already at step %d; give a larger --max-iters to go on", o->max_iters, args->out,
                 *start_step);

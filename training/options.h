@@ -140,33 +140,44 @@ static void check_saved_opts(Opts *o, const char *path) {
 // The flags that take a text value (-d, -o, -j are spelled --data, --out, --threads).
 static const char *const text_flags[] = {"data", "out", "init", "arch", "threads", "dump"}; // dump: a test hook
 
-static int known_flag(const Flag flags[N_FLAGS], const char *name) {
-    for (size_t t = 0; t < sizeof text_flags / sizeof *text_flags; t++)
-        if (!strcmp(text_flags[t], name)) return 1;
-    for (int k = 0; k < N_FLAGS; k++)
-        if (!strcmp(flags[k].name, name)) return 1;
-    return 0;
+#define N_TEXT_FLAGS (int)(sizeof text_flags / sizeof *text_flags)
+
+// --arch's values, in ARCH_* order.
+static const char *const arch_names[] = {"gpt", "llama"};
+
+// The index of name among n names, or -1.
+static int name_index(const char *const *names, int n, const char *name) {
+    for (int k = 0; k < n; k++)
+        if (!strcmp(names[k], name)) return k;
+    return -1;
 }
+
+// The index of the numeric flag called name, or -1.
+static int numeric_flag(const Flag flags[N_FLAGS], const char *name) {
+    for (int k = 0; k < N_FLAGS; k++)
+        if (!strcmp(flags[k].name, name)) return k;
+    return -1;
+}
+
+static int text_flag(const char *name) { return name_index(text_flags, N_TEXT_FLAGS, name); }
 
 // Sets the flag called name (without its dashes) to val: a numeric one, or a text one.
 static void set_flag(Args *a, Flag flags[N_FLAGS], const char *name, const char *val) {
     const char *arch = NULL, *threads = NULL;
-    const char **texts[] = {&a->data, &a->out, &a->init, &arch, &threads, &a->dump}; // text_flags' order
-    for (size_t t = 0; t < sizeof texts / sizeof *texts; t++)
-        if (!strcmp(text_flags[t], name)) *texts[t] = val;
-    for (int k = 0; k < N_FLAGS; k++)
-        if (!strcmp(flags[k].name, name)) {
-            parse_number(&flags[k], val);
-            a->given[k] = 1;
-        }
+    const char **texts[N_TEXT_FLAGS] = {&a->data, &a->out, &a->init, &arch, &threads, &a->dump}; // text_flags' order
+    int k = numeric_flag(flags, name), t = text_flag(name);
+    if (t >= 0) *texts[t] = val;
+    if (k >= 0) {
+        parse_number(&flags[k], val);
+        a->given[k] = 1;
+    }
     if (threads) {
         Flag j = {"threads", 'i', &a->threads, 1, 1 << 20, ""};
         parse_number(&j, threads);
     }
     if (arch) {
-        if (!strcmp(arch, "gpt")) a->o.arch = ARCH_GPT;
-        else if (!strcmp(arch, "llama")) a->o.arch = ARCH_LLAMA;
-        else die("--arch: '%s' is not gpt or llama", arch);
+        a->o.arch = name_index(arch_names, 2, arch);
+        if (a->o.arch < 0) die("--arch: '%s' is not gpt or llama", arch);
         a->arch_given = 1;
     }
 }
@@ -194,7 +205,7 @@ static void parse_args(Args *a, int argc, char **argv) {
         snprintf(name, sizeof name, "%s", arg + 2);
         char *eq = strchr(name, '=');
         if (eq) *eq = 0;
-        if (!known_flag(flags, name)) die("unknown option '--%s' (see --help)", name);
+        if (numeric_flag(flags, name) < 0 && text_flag(name) < 0) die("unknown option '--%s' (see --help)", name);
         if (eq) set_flag(a, flags, name, strchr(arg, '=') + 1);
         else if (i + 1 < argc) set_flag(a, flags, name, argv[++i]);
         else die("%s needs a value (see --help)", arg);
@@ -213,39 +224,42 @@ static void parse_args(Args *a, int argc, char **argv) {
     if (o->min_lr > o->lr) die("--min-lr %g is above --lr %g", o->min_lr, o->lr);
 }
 
-// Whether the command line gave the flag called name.
+// Whether the command line gave the numeric flag called name.
 static int flag_given(const Args *a, const char *name) {
     Opts scratch;
     Flag flags[N_FLAGS];
     flag_table(&scratch, flags);
-    for (int k = 0; k < N_FLAGS; k++)
-        if (!strcmp(flags[k].name, name)) return a->given[k];
-    return 0;
+    int k = numeric_flag(flags, name);
+    return k >= 0 && a->given[k];
 }
 
-// --resume goes on with the saved run's options, saved; a flag given with another value than
-// the saved one is refused, naming each, unless it is one that may change.
-static void check_resume_flags(const Args *a, Opts *saved, const char *state_path) {
+// Appends ", --name now (saved: then)" to the list of differing options in diff.
+static void add_difference(char *diff, size_t size, const char *name, const char *now, const char *then) {
+    size_t len = strlen(diff);
+    snprintf(diff + len, size - len, "%s--%s %s (saved: %s)", len ? ", " : "", name, now, then);
+}
+
+// --resume goes on with the saved run's options: the command line's values of the flags that
+// may change are taken into saved; any other flag given with another value is refused, naming each.
+static void take_resume_flags(const Args *a, Opts *saved, const char *state_path) {
     Opts given = a->o;
     Flag now[N_FLAGS], then[N_FLAGS];
     flag_table(&given, now);
     flag_table(saved, then);
-    char diff[1024] = "";
-    size_t len = 0;
+    char diff[2048] = "", v_now[32], v_then[32];
     for (int k = 0; k < N_FLAGS; k++) {
         if (!a->given[k] || flag_value(&now[k]) == flag_value(&then[k])) continue;
         if (changes_on_resume(now[k].name)) {
             *(int *)then[k].ptr = *(int *)now[k].ptr;
             continue;
         }
-        len += snprintf(diff + len, len < sizeof diff ? sizeof diff - len : 0, "%s--%s %g (saved: %g)", len ? ", " : "",
-                        now[k].name, flag_value(&now[k]), flag_value(&then[k]));
+        snprintf(v_now, sizeof v_now, "%g", flag_value(&now[k]));
+        snprintf(v_then, sizeof v_then, "%g", flag_value(&then[k]));
+        add_difference(diff, sizeof diff, now[k].name, v_now, v_then);
     }
     if (a->arch_given && given.arch != saved->arch)
-        len +=
-            snprintf(diff + len, len < sizeof diff ? sizeof diff - len : 0, "%s--arch %s (saved: %s)", len ? ", " : "",
-                     given.arch == ARCH_GPT ? "gpt" : "llama", saved->arch == ARCH_GPT ? "gpt" : "llama");
-    if (len)
+        add_difference(diff, sizeof diff, "arch", arch_names[given.arch], arch_names[saved->arch]);
+    if (*diff)
         die("--resume continues the run saved in %s, and these options differ from it: %s; only --max-iters, "
             "--eval-interval and --eval-iters may change (start over with --force)",
             state_path, diff);
