@@ -18,7 +18,22 @@
 #include <stdint.h>
 
 enum { TOK_SENTENCEPIECE = 0, TOK_BYTE_BPE = 1 };
-enum { TOKF_DUMMY_PREFIX = 1, TOKF_ADD_BOS = 2, TOKF_BOS_STOPS = 4 };
+// tok_flags. NFC: the text is put in Unicode Normalization Form C first (Qwen). IGNORE_MERGES:
+// a pre-tokenised chunk that is itself a piece is taken whole (Llama 3). Bits 8..11 name kind
+// 1's pre-tokenisation split, TOK_PRE_*.
+enum { TOKF_DUMMY_PREFIX = 1, TOKF_ADD_BOS = 2, TOKF_BOS_STOPS = 4, TOKF_NFC = 8, TOKF_IGNORE_MERGES = 16 };
+#define TOKF_PRE_SHIFT 8
+#define TOKF_PRE_MASK (15u << TOKF_PRE_SHIFT)
+// GPT-2's regex; Llama 3's; Qwen2's (Llama 3's with single digits); each digit alone, then
+// GPT-2's regex (SmolLM2, StarCoder).
+enum { TOK_PRE_GPT2, TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_DIGITS_GPT2, TOK_PRE_KINDS };
+// An added token's attributes in the blob's added-token table (FORMAT.md). SPECIAL: matched in
+// text only when the caller asks (TOKE_SPECIAL), and decodes to nothing; without it the
+// token is matched in any text, as Hugging Face does. STOP: ends generation (end of turn).
+enum { TOKA_SPECIAL = 1, TOKA_STOP = 2 };
+// tokenizer_encode's options: prepend bos_id; let the text's spelling of special tokens
+// become them.
+enum { TOKE_ADD_BOS = 1, TOKE_SPECIAL = 2 };
 
 typedef struct {
     int kind;

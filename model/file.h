@@ -20,17 +20,22 @@
 // The file header (docs/FORMAT.md)
 
 #define MODEL_MAGIC "ATTN"
-#define MODEL_VERSION 2 // 1: float32 only; 2 adds weight_type and group_size
+#define MODEL_VERSION 3 // 1: float32 only; 2 adds weight_type and group_size; 3 the knobs of today's families
 #define MODEL_HEADER_SIZE 256
 #define MODEL_ALIGN 64
 
 enum { POS_ROPE, POS_LEARNED, POS_SINUSOIDAL, POS_KINDS };
-enum { FFN_SWIGLU, FFN_GELU_TANH, FFN_GELU_ERF, FFN_RELU, FFN_KINDS };
+enum { FFN_SWIGLU, FFN_GELU_TANH, FFN_GELU_ERF, FFN_RELU, FFN_GEGLU_TANH, FFN_KINDS };
 enum { NORM_RMS, NORM_LAYER, NORM_KINDS };
 enum { BIAS_QKV = 1, BIAS_ATTN_OUT = 2, BIAS_FFN = 4, BIAS_ALL = 7 };
-enum { WEIGHTS_F32, WEIGHTS_Q8_0, WEIGHT_TYPES };
+enum { WEIGHTS_F32, WEIGHTS_Q8_0, WEIGHTS_BF16, WEIGHTS_F16, WEIGHT_TYPES };
+enum { ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3, ROPE_SCALING_KINDS };
+// arch_flags (version 3): QK_NORM, an RMSNorm over each head of q and k before RoPE (Qwen3,
+// Gemma 3); NORM_PLUS_ONE, RMSNorm weights used as (1 + w) (Gemma); OUT_NORMS, a norm on the
+// attention's and the feed-forward's outputs before each residual add (Gemma 3's four norms).
+enum { ARCH_QK_NORM = 1, ARCH_NORM_PLUS_ONE = 2, ARCH_OUT_NORMS = 4, ARCH_ALL = 7 };
 // tok_kind and tok_flags take tokenizer.h's TOK_* and TOKF_* values.
-#define TOKF_ALL (TOKF_DUMMY_PREFIX | TOKF_ADD_BOS | TOKF_BOS_STOPS)
+#define TOKF_ALL (TOKF_DUMMY_PREFIX | TOKF_ADD_BOS | TOKF_BOS_STOPS | TOKF_NFC | TOKF_IGNORE_MERGES | TOKF_PRE_MASK)
 
 typedef struct {
     char magic[4];
@@ -46,7 +51,17 @@ typedef struct {
     int32_t bos_id, eos_id;
     uint64_t tok_offset, tok_bytes, weights_offset, weights_bytes;
     uint32_t weight_type, group_size; // version 2
-    uint8_t reserved[MODEL_HEADER_SIZE - 144];
+    // version 3: RoPE scaling of the global layers, the arch_flags, the attention's scale
+    // (0: 1/sqrt(head_dim)), and sliding-window attention on the local layers: every layer
+    // but each global_every-th is local, attends to the last sliding_window positions and uses
+    // RoPE base rope_local_theta without scaling.
+    uint32_t rope_scaling;
+    float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    uint32_t rope_original_ctx, arch_flags;
+    float attn_scale;
+    uint32_t sliding_window, global_every;
+    float rope_local_theta;
+    uint8_t reserved[MODEL_HEADER_SIZE - 184];
 } FileHeader;
 _Static_assert(sizeof(FileHeader) == MODEL_HEADER_SIZE, "header is 256 bytes");
 _Static_assert(offsetof(FileHeader, tok_offset) == 104, "header layout follows docs/FORMAT.md");
@@ -56,9 +71,16 @@ typedef struct {
     int dim, hidden_dim, n_layers, n_heads, n_kv_heads, head_dim, vocab_size, seq_len;
     int pos_kind, ffn_kind, norm_kind, post_norm, final_norm, bias_flags, tied_classifier;
     int rope_dims, tok_kind, tok_flags, bos_id, eos_id;
-    int weight_type, group_size; // WEIGHTS_*; weights per Q8_0 scale (0 for float32)
+    int weight_type, group_size; // WEIGHTS_*; weights per Q8_0 scale (0 otherwise)
     float rope_theta, norm_eps, embed_scale;
+    int rope_scaling, rope_original_ctx, arch_flags, sliding_window, global_every;
+    float rope_factor, rope_low_freq_factor, rope_high_freq_factor, attn_scale, rope_local_theta;
 } Config;
+
+// Layer l attends to its last sliding_window positions only (a local layer).
+static inline int layer_is_local(const Config *c, int l) {
+    return c->sliding_window > 0 && (l + 1) % c->global_every != 0;
+}
 
 static inline size_t align_up(size_t n) { return (n + MODEL_ALIGN - 1) & ~(size_t)(MODEL_ALIGN - 1); }
 
@@ -95,6 +117,11 @@ static inline int check_field_ranges(const FileHeader *h, char *err, size_t n) {
         {"rope_dims", h->rope_dims, 0, h->head_dim},
         {"tok_kind", h->tok_kind, 0, TOK_BYTE_BPE},
         {"tok_flags", h->tok_flags, 0, TOKF_ALL},
+        {"rope_scaling", h->rope_scaling, 0, ROPE_SCALING_KINDS - 1},
+        {"rope_original_ctx", h->rope_original_ctx, 0, 1 << 24},
+        {"arch_flags", h->arch_flags, 0, ARCH_ALL},
+        {"sliding_window", h->sliding_window, 0, 1 << 24},
+        {"global_every", h->global_every, 0, 1024},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (check_range(f[i].name, f[i].v, f[i].lo, f[i].hi, err, n)) return -1;
@@ -128,6 +155,59 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
         snprintf(err, n, "embed_scale is not finite");
         return -1;
     }
+    if (h->tok_flags & ~(uint32_t)TOKF_ALL) {
+        snprintf(err, n, "tok_flags 0x%x has bits this build does not know", h->tok_flags);
+        return -1;
+    }
+    if (((h->tok_flags & TOKF_PRE_MASK) >> TOKF_PRE_SHIFT) >= TOK_PRE_KINDS) {
+        snprintf(err, n, "tok_flags names pre-tokenizer %u, which this build does not know",
+                 (h->tok_flags & TOKF_PRE_MASK) >> TOKF_PRE_SHIFT);
+        return -1;
+    }
+    if (h->version < 3) {
+        const uint8_t *b = (const uint8_t *)h;
+        for (size_t i = offsetof(FileHeader, rope_scaling); i < offsetof(FileHeader, reserved); i++)
+            if (b[i]) {
+                snprintf(err, n, "header byte %zu is not zero in a version %u file", i, h->version);
+                return -1;
+            }
+        if (h->weight_type > WEIGHTS_Q8_0 || h->ffn_kind > FFN_RELU || h->tok_flags > 7) {
+            snprintf(err, n, "a version %u file uses a version 3 weight_type, ffn_kind or tok_flags", h->version);
+            return -1;
+        }
+    }
+    if (h->rope_scaling != ROPE_SCALING_NONE && !(isfinite(h->rope_factor) && h->rope_factor >= 1)) {
+        snprintf(err, n, "rope_factor %g is not a number >= 1", h->rope_factor);
+        return -1;
+    }
+    if (h->rope_scaling == ROPE_SCALING_LLAMA3 &&
+        !(isfinite(h->rope_low_freq_factor) && isfinite(h->rope_high_freq_factor) && h->rope_low_freq_factor > 0 &&
+          h->rope_high_freq_factor > h->rope_low_freq_factor && h->rope_original_ctx > 0)) {
+        snprintf(err, n, "llama3 RoPE scaling needs 0 < rope_low_freq_factor < rope_high_freq_factor and "
+                         "rope_original_ctx > 0");
+        return -1;
+    }
+    if (!(isfinite(h->attn_scale) && h->attn_scale >= 0)) {
+        snprintf(err, n, "attn_scale %g is not a number >= 0", h->attn_scale);
+        return -1;
+    }
+    if ((h->sliding_window == 0) != (h->global_every == 0)) {
+        snprintf(err, n, "sliding_window (%u) and global_every (%u) are set together or not at all", h->sliding_window,
+                 h->global_every);
+        return -1;
+    }
+    if (h->sliding_window && !(isfinite(h->rope_local_theta) && h->rope_local_theta > 0)) {
+        snprintf(err, n, "rope_local_theta %g is not a positive number", h->rope_local_theta);
+        return -1;
+    }
+    if ((h->arch_flags & (ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_OUT_NORMS)) && h->norm_kind != NORM_RMS) {
+        snprintf(err, n, "arch_flags 0x%x need RMSNorm (norm_kind 0)", h->arch_flags);
+        return -1;
+    }
+    if (h->ffn_kind == FFN_GEGLU_TANH && (h->bias_flags & BIAS_FFN)) {
+        snprintf(err, n, "ffn_kind GeGLU has no feed-forward biases");
+        return -1;
+    }
     if (check_range("bos_id", h->bos_id, -1, (int64_t)h->vocab_size - 1, err, n)) return -1;
     if (check_range("eos_id", h->eos_id, -1, (int64_t)h->vocab_size - 1, err, n)) return -1;
     if (h->version < 2 && (h->weight_type || h->group_size)) {
@@ -135,8 +215,8 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
         return -1;
     }
     if (check_range("weight_type", h->weight_type, 0, WEIGHT_TYPES - 1, err, n)) return -1;
-    if (check_range("group_size", h->group_size, h->weight_type != WEIGHTS_F32,
-                    h->weight_type == WEIGHTS_F32 ? 0 : 65536, err, n))
+    int q8 = h->weight_type == WEIGHTS_Q8_0;
+    if (check_range("group_size", h->group_size, q8, q8 ? 65536 : 0, err, n))
         return -1;
     // a group never crosses a row, so it divides the width of every quantised matrix's rows
     uint32_t widths[] = {h->dim, h->n_heads * h->head_dim, h->hidden_dim};
@@ -155,7 +235,11 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
         .tied_classifier = h->tied_classifier, .rope_dims = h->rope_dims, .tok_kind = h->tok_kind,
         .tok_flags = h->tok_flags, .bos_id = h->bos_id, .eos_id = h->eos_id, .weight_type = h->weight_type,
         .group_size = h->group_size, .rope_theta = h->rope_theta, .norm_eps = h->norm_eps,
-        .embed_scale = h->embed_scale,
+        .embed_scale = h->embed_scale, .rope_scaling = h->rope_scaling, .rope_original_ctx = h->rope_original_ctx,
+        .arch_flags = h->arch_flags, .sliding_window = h->sliding_window, .global_every = h->global_every,
+        .rope_factor = h->rope_factor, .rope_low_freq_factor = h->rope_low_freq_factor,
+        .rope_high_freq_factor = h->rope_high_freq_factor, .attn_scale = h->attn_scale,
+        .rope_local_theta = h->rope_local_theta,
     };
     // clang-format on
     return 0;
@@ -163,7 +247,20 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
 
 // The header that describes c; the caller fills in the tokenizer's and weights' offsets.
 static inline FileHeader header_from_config(const Config *c) {
-    FileHeader h = {.version = c->weight_type == WEIGHTS_F32 ? 1 : 2,
+    // the lowest version that describes c, so that older builds read what they can
+    int v3 = c->weight_type > WEIGHTS_Q8_0 || c->ffn_kind > FFN_RELU || c->tok_flags > 7 || c->rope_scaling ||
+             c->arch_flags || c->attn_scale != 0 || c->sliding_window;
+    FileHeader h = {.version = v3 ? 3 : c->weight_type == WEIGHTS_F32 ? 1 : 2,
+                    .rope_scaling = c->rope_scaling,
+                    .rope_factor = c->rope_factor,
+                    .rope_low_freq_factor = c->rope_low_freq_factor,
+                    .rope_high_freq_factor = c->rope_high_freq_factor,
+                    .rope_original_ctx = c->rope_original_ctx,
+                    .arch_flags = c->arch_flags,
+                    .attn_scale = c->attn_scale,
+                    .sliding_window = c->sliding_window,
+                    .global_every = c->global_every,
+                    .rope_local_theta = c->rope_local_theta,
                     .header_size = MODEL_HEADER_SIZE, // readable by older builds
                     .weight_type = c->weight_type,
                     .group_size = c->group_size,
@@ -199,12 +296,15 @@ static inline FileHeader header_from_config(const Config *c) {
 // Absent tensors stay NULL. The same carving serves the mapped file (run) and the
 // parameter and gradient allocations (train).
 
-// A Q8_0 matrix [rows, cols]: int8 values and a float32 scale per group of gs weights in a
-// row, W[r, c] = q[r, c] * s[r, c / gs]. q is NULL for a float32 matrix.
+// A matrix [rows, cols] not in float32. Q8_0: int8 values and a float32 scale per group of gs
+// weights in a row, W[r, c] = q[r, c] * s[r, c / gs]. bfloat16 or float16 (type): the 16-bit
+// values in half, each widened to float32 exactly. Every pointer is NULL for a float32 matrix.
 typedef struct {
     const int8_t *q;
     const float *s;
     int gs;
+    const uint16_t *half;
+    int type; // WEIGHTS_*
 } QMat;
 
 // One layer's tensors; q = n_heads * head_dim, kv = n_kv_heads * head_dim, b* and *_b are
@@ -215,11 +315,14 @@ typedef struct {
     float *wq, *bq;                   // (q, dim), (q)
     float *wk, *bk;                   // (kv, dim), (kv)
     float *wv, *bv;                   // (kv, dim), (kv)
+    float *q_norm_w, *k_norm_w;       // (head_dim): ARCH_QK_NORM only
     float *wo, *bo;                   // (dim, q), (dim)
+    float *attn_out_norm_w;           // (dim): ARCH_OUT_NORMS only
     float *ffn_norm_w, *ffn_norm_b;   // (dim)
     float *w1, *b1;                   // (hidden_dim, dim), (hidden_dim)
-    float *w3, *b3;                   // (hidden_dim, dim), (hidden_dim): SwiGLU's gate only
+    float *w3, *b3;                   // (hidden_dim, dim), (hidden_dim): SwiGLU's and GeGLU's gate only
     float *w2, *b2;                   // (dim, hidden_dim), (dim)
+    float *ffn_out_norm_w;            // (dim): ARCH_OUT_NORMS only
     QMat qwq, qwk, qwv, qwo, qw1, qw3, qw2;
 } LayerWeights;
 
@@ -238,7 +341,8 @@ typedef struct {
 static inline size_t carve_weights(const Config *c, float *base, Weights *w) {
     size_t off = 0;
     int q = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
-    int ln = c->norm_kind == NORM_LAYER, swiglu = c->ffn_kind == FFN_SWIGLU;
+    int ln = c->norm_kind == NORM_LAYER, swiglu = c->ffn_kind == FFN_SWIGLU || c->ffn_kind == FFN_GEGLU_TANH;
+    int qk_norm = c->arch_flags & ARCH_QK_NORM, out_norms = c->arch_flags & ARCH_OUT_NORMS;
     Weights scratch;
     LayerWeights scratch_layer;
     Weights *W = w ? w : &scratch;
@@ -248,16 +352,22 @@ static inline size_t carve_weights(const Config *c, float *base, Weights *w) {
         (field) = (present) && base ? (float *)((char *)base + off) : NULL;                                            \
         off += align_up(bytes_);                                                                                       \
     } while (0)
-    // a matrix: float32, or in a Q8_0 file its int8 values, then its scales
+    // a matrix: float32; in a Q8_0 file its int8 values, then its scales; in a bfloat16 or
+    // float16 file its 16-bit values
 #define MATRIX(field, qfield, present, rows, cols)                                                                     \
     do {                                                                                                               \
+        size_t n_ = (present) ? (size_t)(rows) * (size_t)(cols) : 0;                                                   \
+        (qfield) = (QMat){.type = c->weight_type};                                                                     \
         if (c->weight_type == WEIGHTS_Q8_0) {                                                                          \
-            size_t n_ = (present) ? (size_t)(rows) * (size_t)(cols) : 0;                                               \
             (qfield).q = (present) && base ? (const int8_t *)((char *)base + off) : NULL;                              \
             off += align_up(n_);                                                                                       \
             (qfield).s = (present) && base ? (const float *)((char *)base + off) : NULL;                               \
             off += align_up(n_ / c->group_size * sizeof(float));                                                       \
             (qfield).gs = c->group_size;                                                                               \
+            (field) = NULL;                                                                                            \
+        } else if (c->weight_type != WEIGHTS_F32) {                                                                    \
+            (qfield).half = (present) && base ? (const uint16_t *)((char *)base + off) : NULL;                         \
+            off += align_up(n_ * sizeof(uint16_t));                                                                    \
             (field) = NULL;                                                                                            \
         } else {                                                                                                       \
             TENSOR(field, present, rows, cols);                                                                        \
@@ -275,8 +385,11 @@ static inline size_t carve_weights(const Config *c, float *base, Weights *w) {
         TENSOR(L->bk, c->bias_flags & BIAS_QKV, kv, 1);
         MATRIX(L->wv, L->qwv, 1, kv, c->dim);
         TENSOR(L->bv, c->bias_flags & BIAS_QKV, kv, 1);
+        TENSOR(L->q_norm_w, qk_norm, c->head_dim, 1);
+        TENSOR(L->k_norm_w, qk_norm, c->head_dim, 1);
         MATRIX(L->wo, L->qwo, 1, c->dim, q);
         TENSOR(L->bo, c->bias_flags & BIAS_ATTN_OUT, c->dim, 1);
+        TENSOR(L->attn_out_norm_w, out_norms, c->dim, 1);
         TENSOR(L->ffn_norm_w, 1, c->dim, 1);
         TENSOR(L->ffn_norm_b, ln, c->dim, 1);
         MATRIX(L->w1, L->qw1, 1, c->hidden_dim, c->dim);
@@ -285,6 +398,7 @@ static inline size_t carve_weights(const Config *c, float *base, Weights *w) {
         TENSOR(L->b3, swiglu && (c->bias_flags & BIAS_FFN), c->hidden_dim, 1);
         MATRIX(L->w2, L->qw2, 1, c->dim, c->hidden_dim);
         TENSOR(L->b2, c->bias_flags & BIAS_FFN, c->dim, 1);
+        TENSOR(L->ffn_out_norm_w, out_norms, c->dim, 1);
     }
     TENSOR(W->final_norm_w, c->final_norm, c->dim, 1);
     TENSOR(W->final_norm_b, c->final_norm && ln, c->dim, 1);

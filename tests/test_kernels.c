@@ -227,7 +227,7 @@ static QMat random_q8(size_t rows, int n_in, int gs) {
     float *sc = malloc(rows * (n_in / gs) * sizeof(float));
     for (size_t i = 0; i < rows * n_in; i++) q[i] = (int8_t)(frand() * 127.9f);
     for (size_t i = 0; i < rows * (n_in / gs); i++) sc[i] = frand() * 0.02f;
-    return (QMat){q, sc, gs};
+    return (QMat){.q = q, .s = sc, .gs = gs, .type = WEIGHTS_Q8_0};
 }
 
 // Q8_0 products, one row (dot_q8) and many (rows dequantised in chunks, then sgemm), against

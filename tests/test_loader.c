@@ -173,7 +173,7 @@ static void test_bad_fields(void **state) {
     (void)state;
     Patch cases[] = {
         {0, 0x4e4e4e4e, "bad magic"},
-        {4, 3, "newer than this build"},
+        {4, 4, "newer than this build"},
         {4, 0, "version 0 is unknown"},
         {8, 128, "header_size"},
         {12, 0, "dim is 0"},
@@ -207,7 +207,7 @@ static void test_bad_fields(void **state) {
     };
     refuse_patched(good, good_size, cases, sizeof cases / sizeof cases[0]);
     Patch q8_cases[] = {
-        {136, 2, "weight_type is 2"},
+        {136, 2, "version 2 file uses a version 3 weight_type"},
         {140, 0, "group_size is 0"},
         {140, 65537, "group_size is 65537"},
         {140, 3, "group_size 3 does not divide the rows of width 16"},
@@ -215,7 +215,7 @@ static void test_bad_fields(void **state) {
         {140, 4, "weights_bytes"},                   // a valid group size, but another layout
         {136, 0, "group_size is 8, outside [0, 0]"}, // float32 with a group size
         {4, 1, "version 1 file has no weight_type"},
-        {144, 1, "reserved header byte 144"},
+        {184, 1, "reserved header byte 184"},
     };
     refuse_patched(good_q8, good_q8_size, q8_cases, sizeof q8_cases / sizeof q8_cases[0]);
 }
