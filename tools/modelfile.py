@@ -133,7 +133,8 @@ def check_config(c):
     gs = c["group_size"]
     if c["weight_type"] != WEIGHTS_Q8_0:
         if gs:
-            raise ValueError("group_size = %d with weight_type %d, where it must be 0" % (gs, c["weight_type"]))
+            kind = {WEIGHTS_F32: "float32", WEIGHTS_BF16: "bfloat16", WEIGHTS_F16: "float16"}[c["weight_type"]]
+            raise ValueError("group_size = %d with %s weights, where it must be 0" % (gs, kind))
     elif not 1 <= gs <= MAX_GROUP_SIZE:
         raise ValueError("group_size = %d is outside [1, %d]" % (gs, MAX_GROUP_SIZE))
     elif any(w % gs for w in quantized_widths(c)):
