@@ -27,6 +27,7 @@
 #define STAND_IN 0xE000u // the oracle's spelling of byte B that is not UTF-8: U+E000 + B
 #define RANDOM_SPLIT_TEXTS 3000
 #define RANDOM_NFC_TEXTS 6000
+#define RANDOM_BYTE_TEXTS 1000
 #define CPS_PER_LINE 4096
 
 static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
@@ -86,6 +87,7 @@ static const SplitCase split_cases[] = {
     {TOK_PRE_GPT2, "12345 \xff\xfe!", {"12345", " \xff\xfe!"}},
     {TOK_PRE_LLAMA3, "I'M DON'T 'LL've", {"I", "'M", " DON", "'T", " '", "LL", "'ve"}},
     {TOK_PRE_LLAMA3, "'sup 'Re'VE", {"'s", "up", " '", "Re", "'VE"}},
+    {TOK_PRE_LLAMA3, "'Sup x'LLama", {"'S", "up", " x", "'LL", "ama"}},
     {TOK_PRE_LLAMA3, "12345 1", {"123", "45", " ", "1"}},
     {TOK_PRE_LLAMA3, "  hello\n\n  x", {" ", " hello", "\n\n", " ", " x"}},
     {TOK_PRE_LLAMA3, "x \n \n  \ty", {"x", " \n \n", "  ", "\ty"}},
@@ -188,6 +190,52 @@ static void test_nfc_long_mark_run(void **state) {
     free(want.b);
 }
 
+// Random bytes, mostly UTF-8 lead and continuation bytes so that characters form.
+static void random_bytes(Str *s, int max_len) {
+    static const unsigned char lead[] = {0x20, 0x41, 0x61, 0x31, 0x27, 0x0A, 0xC3, 0xCC, 0xE1, 0xE3, 0xEA, 0xED, 0xF0};
+    for (int n = 1 + (int)(rnd() % (uint32_t)max_len), k = 0; k < n; k++) {
+        uint32_t r = rnd();
+        unsigned char b = (unsigned char)(r % 3 == 0   ? 0x80 + (r >> 8) % 64
+                                          : r % 3 == 1 ? lead[(r >> 8) % 13]
+                                                       : r >> 8);
+        str_add(s, &b, 1);
+    }
+}
+
+// On random bytes, without the oracle: every split cuts the text into non-empty chunks that
+// cover it, and NFC is idempotent and keeps the bytes that are not UTF-8, in order.
+static void test_invariants_on_random_bytes(void **state) {
+    for (int k = 0; k < 20000; k++) {
+        Str s = {0};
+        random_bytes(&s, 40);
+        size_t ends[64], n;
+        for (int pre = 0; pre < TOK_PRE_KINDS; pre++) {
+            assert_int_equal(pretokenize(s.b, s.n, pre, ends, &n), 0);
+            assert_true(n >= 1 && ends[n - 1] == s.n);
+            for (size_t c = 0; c < n; c++) assert_true(ends[c] > (c ? ends[c - 1] : 0));
+        }
+        size_t n1, n2;
+        unsigned char *once = nfc((const char *)s.b, s.n, &n1), *twice = nfc((const char *)once, n1, &n2);
+        assert_int_equal(n1, n2);
+        assert_memory_equal(once, twice, n1);
+        Str bad_in = {0}, bad_out = {0};
+        for (int pass = 0; pass < 2; pass++) {
+            const unsigned char *b = pass ? once : s.b;
+            size_t len = pass ? n1 : s.n;
+            uint32_t cp;
+            for (size_t i = 0, c; i < len; i += c ? c : 1)
+                if (!(c = utf8_char(b, i, len, &cp))) str_add(pass ? &bad_out : &bad_in, b + i, 1);
+        }
+        assert_int_equal(bad_in.n, bad_out.n);
+        assert_memory_equal(bad_in.b, bad_out.b, bad_in.n);
+        free(bad_in.b);
+        free(bad_out.b);
+        free(once);
+        free(twice);
+        free(s.b);
+    }
+}
+
 // ---- the flags through tokenizer_encode ----
 
 // A kind-1 blob of the NUL-terminated pieces and the merges (ids), in FORMAT.md's layout.
@@ -285,12 +333,12 @@ static void add_text(Cases *cs, int mode, const void *text, size_t n) { str_add(
 // from npm if missing); if not, says why.
 static int oracle_ready(void) {
     if (system("node --version >/dev/null 2>&1")) {
-        print_message("[  SKIPPED ] node is not installed: the oracle comparisons need it\n");
+        print_message("skipping: node is not installed, and the oracle comparisons need it\n");
         return 0;
     }
     if (access(ORACLE_PKG "/package.json", R_OK) &&
         system("npm install --silent --no-audit --no-fund --prefix tests/node @lenml/tokenizers@" ORACLE_VERSION))
-        print_message("[  SKIPPED ] npm could not install @lenml/tokenizers@" ORACLE_VERSION "\n");
+        print_message("skipping: npm could not install @lenml/tokenizers@" ORACLE_VERSION "\n");
     return access(ORACLE_PKG "/package.json", R_OK) == 0;
 }
 
@@ -490,6 +538,12 @@ static void test_splits_against_oracle(void **state) {
         for (int pre = 0; pre < TOK_PRE_KINDS; pre++) add_text(&cs, pre, s.b, s.n);
         free(s.b);
     }
+    for (int k = 0; k < RANDOM_BYTE_TEXTS; k++) {
+        Str s = {0};
+        random_bytes(&s, 40);
+        for (int pre = 0; pre < TOK_PRE_KINDS; pre++) add_text(&cs, pre, s.b, s.n);
+        free(s.b);
+    }
     compare_with_oracle(&cs, "splits");
 }
 
@@ -534,14 +588,16 @@ static void test_nfc_against_oracle(void **state) {
             else str_cp(s, random_nfc_cp());
         }
     }
+    for (int k = 0; k < RANDOM_BYTE_TEXTS; k++) random_bytes(add_case(&cs, MODE_NFC), 40);
     compare_with_oracle(&cs, "NFC");
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_split_cases),           cmocka_unit_test(test_nfc_cases),
-        cmocka_unit_test(test_nfc_long_mark_run),     cmocka_unit_test(test_flags_through_encode),
-        cmocka_unit_test(test_splits_against_oracle), cmocka_unit_test(test_nfc_against_oracle),
+        cmocka_unit_test(test_split_cases),          cmocka_unit_test(test_nfc_cases),
+        cmocka_unit_test(test_nfc_long_mark_run),    cmocka_unit_test(test_invariants_on_random_bytes),
+        cmocka_unit_test(test_flags_through_encode), cmocka_unit_test(test_splits_against_oracle),
+        cmocka_unit_test(test_nfc_against_oracle),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
