@@ -155,9 +155,8 @@ def ccc_ranks(engine, stable):
     for c, v in known.items():
         if v:
             by_value.setdefault(v, set()).add(rank[c])
-    values = sorted(by_value)
-    if any(len(r) != 1 for r in by_value.values()) or [min(by_value[v]) for v in values] != sorted(
-            min(by_value[v]) for v in values):
+    ranks = [by_value[v] for v in sorted(by_value)]  # each class's ranks, in the classes' order
+    if any(len(r) != 1 for r in ranks) or any(min(a) >= min(b) for a, b in zip(ranks, ranks[1:])):
         sys.exit("gen_unicode_tables.py: the derived ccc order disagrees with unicodedata's classes")
     return rank
 
@@ -204,13 +203,14 @@ def ranges(value):
     return runs
 
 
+def num(v):
+    return "%d" % v if v < 10 else "0x%X" % v
+
+
 def table(ctype, name, cols, rows, per_line):
     """A C array of rows (tuples of ints), per_line rows a line."""
     dims = "[%d]" % len(rows) + ("[%d]" % cols if cols > 1 else "")
     lines = ["static const %s %s%s = {" % (ctype, name, dims)]
-    def num(v):
-        return "%d" % v if v < 10 else "0x%X" % v
-
     cells = [("{%s}," % ",".join(map(num, r))) if cols > 1 else num(r) + "," for r in rows]
     for i in range(0, len(cells), per_line):
         lines.append("    " + "".join(cells[i:i + per_line]))
