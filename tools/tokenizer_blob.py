@@ -32,14 +32,12 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from modelfile import (pack_tokenizer, TOK_SENTENCEPIECE, TOK_BYTE_BPE,  # noqa: E402
-                       TOKF_DUMMY_PREFIX, TOKF_ADD_BOS, TOKF_BOS_STOPS)
+from modelfile import (pack_tokenizer, TOK_SENTENCEPIECE, TOK_BYTE_BPE, TOKF_DUMMY_PREFIX,  # noqa: E402
+                       TOKF_ADD_BOS, TOKF_BOS_STOPS, TOKF_NFC, TOKF_IGNORE_MERGES, TOKF_PRE_SHIFT, TOK_PRE_GPT2,
+                       TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_DIGITS_GPT2)
 
 NEVER_MERGED = -1e30  # score of pieces no merge makes: kind-0 encoding never forms them
-# tokenizer.h's flags and attributes beyond what modelfile names.
-TOKF_NFC, TOKF_IGNORE_MERGES, TOKF_PRE_SHIFT = 8, 16, 8
-TOK_PRE_GPT2, TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_DIGITS_GPT2 = 0, 1, 2, 3
-TOKA_SPECIAL, TOKA_STOP = 1, 2
+TOKA_SPECIAL, TOKA_STOP = 1, 2  # tokenizer.h's added-token attributes
 
 SP_SPACE = "\u2581"  # SentencePiece's space, which kind-0 pieces store as " "
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
