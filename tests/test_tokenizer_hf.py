@@ -268,10 +268,11 @@ def cli_args(name, spec):
     return [path, str(kind), str(flags), str(bos), str(eos)]
 
 
-def ours(args, texts):
-    """tok_cli's (ids or None on error, decoded bytes) per text, one process for them all."""
+def ours(args, texts, special=False):
+    """tok_cli's (ids or None on error, decoded bytes) per text, one process for them all; with
+    special, the text's spelling of special tokens is them (TOKE_SPECIAL)."""
     lines = "".join(t.encode("utf-8").hex() + "\n" for t in texts)
-    r = subprocess.run([CLI] + args, input=lines.encode(), capture_output=True)
+    r = subprocess.run([CLI] + args + (["2"] if special else []), input=lines.encode(), capture_output=True)
     assert r.returncode == 0, "tok_cli %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr.decode()[-500:])
     got = r.stdout.decode().split("\n")
     assert len(got) - 1 == len(texts), "tok_cli printed %d lines for %d texts" % (len(got) - 1, len(texts))
@@ -285,13 +286,14 @@ def ours(args, texts):
     return out
 
 
-def oracle_start(d, texts, bench=None):
-    """hf_encode.mjs started on the texts (and the bench file), one node process; pass the
-    result to oracle_result. Our side's work can overlap the oracle's loading."""
-    tag = os.path.basename(d.rstrip("/")) + str(os.getpid())
-    tpath, rpath = os.path.join(TMP, "texts_%s.json" % tag), os.path.join(TMP, "request_%s.json" % tag)
+def oracle_start(d, texts, special_texts=None, bench=None):
+    """hf_encode.mjs started on the texts (special_texts with special tokens parsed, and the
+    bench file), one node process; pass it to oracle_result. Our side can overlap its loading."""
+    tpath, spath, rpath = (os.path.join(TMP, n) for n in ("texts.json", "special_texts.json", "request.json"))
     write_json(tpath, texts)
-    write_json(rpath, {"dir": d, "texts": tpath, "bench": bench, "rust": RUST})
+    write_json(spath, special_texts or [])
+    write_json(rpath, {"dir": d, "texts": tpath, "special_texts": special_texts and spath, "bench": bench,
+                       "rust": RUST})
     return subprocess.Popen(["node", ORACLE, MODULES, rpath], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -302,7 +304,7 @@ def oracle_result(proc):
 
 
 def oracle(d, texts, bench=None):
-    return oracle_result(oracle_start(d, texts, bench))
+    return oracle_result(oracle_start(d, texts, bench=bench))
 
 
 class Pieces:
@@ -344,10 +346,20 @@ def check_family(name):
     texts = ggml_texts("gpt-2") + fixed_texts() + corpus_chunks()
     texts += [s for t in special + ordinary for s in (t, "a" + t + "b", " " + t + " \n")]
     texts += random_texts(random.Random(20240617), 600, special + ordinary)
-    proc = oracle_start(d, texts)
-    mine = ours(cli_args(name, spec_of(d)), texts)
+    # With special tokens parsed: each spelled alone and in company, and random texts full of them.
+    with_special = SPECIALS + [s for t in special[:60] + ordinary[:20] for s in (t, " " + t + "x", t + t + "\n")]
+    with_special += random_texts(random.Random(7), 100, special * 3 + ordinary)
+    proc = oracle_start(d, texts, with_special)
+    args = cli_args(name, spec_of(d))
+    mine, mine_special = ours(args, texts), ours(args, with_special, special=True)
     res = oracle_result(proc)
     pieces = Pieces(d)
+    bad_special = 0
+    for t, want, (got, _) in zip(with_special, res["special_ids"], mine_special):
+        if got != want:
+            bad_special += 1
+            if bad_special <= SHOW:
+                report_mismatch(t, want, got or [], pieces, "oracle+sp")
     bad_ids = bad_text = shown = 0
     for t, want, (got, dec) in zip(texts, res["ids"], mine):
         if got is None:
@@ -366,11 +378,13 @@ def check_family(name):
             if shown < SHOW:
                 shown += 1
                 print("      text %r\n        decodes as %r" % (t[:300], dec[:300]))
-    TOTALS[name] = (len(texts), bad_ids, bad_text)
-    print("      %s: %d texts, %d with other ids, %d not decoding back; oracle: %s" % (
-        name, len(texts), bad_ids, bad_text, "; ".join(res["checks"])))
-    assert not bad_ids and not bad_text, "%d of %d texts differ from the oracle, %d do not decode back" % (
-        bad_ids, len(texts), bad_text)
+    TOTALS[name] = (len(texts) + len(with_special), bad_ids + bad_special, bad_text)
+    print("      %s: %d texts, %d with other ids, %d not decoding back; special tokens parsed: %d texts, %d with "
+          "other ids; oracle: %s" % (name, len(texts), bad_ids, bad_text, len(with_special), bad_special,
+                                     "; ".join(res["checks"])))
+    assert not bad_ids and not bad_text and not bad_special, (
+        "%d of %d texts differ from the oracle, %d do not decode back; %d of %d with special tokens parsed differ"
+        % (bad_ids, len(texts), bad_text, bad_special, len(with_special)))
 
 
 def ggml_case(vocab, ids_of):
