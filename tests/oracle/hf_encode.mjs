@@ -112,7 +112,8 @@ for (const t of ordinary) {
   const ids = encode(t.content);
   if (ids.length !== 1 || ids[0] !== t.id) fail(`added token ${JSON.stringify(t.content)} encodes as ${ids}`);
 }
-checks.push(`split_special_tokens: ${special.length} special tokens are text, ${ordinary.length} ordinary added tokens match`);
+checks.push(`split_special_tokens: ${special.length} special tokens are text, ` +
+  `${ordinary.length} ordinary added tokens match`);
 
 const texts = JSON.parse(readFileSync(request.texts, "utf8"));
 const result = { ids: texts.map(encode), checks, load_s: loadSeconds };
