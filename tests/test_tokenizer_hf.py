@@ -332,10 +332,19 @@ class Pieces:
         return " ".join("%d:%r" % (i, self.table.get(i, "?")) for i in ids)
 
 
+def show(text):
+    """A text for the report: its repr, and escaped too if it holds marks, controls or odd spaces."""
+    t = text[:300]
+    out = repr(t) + (" (%d chars)" % len(text) if len(text) > 300 else "")
+    if any(unicodedata.category(c)[0] in "MCZ" and c not in " \t\n\r" for c in t):
+        out += " = " + ascii(t)
+    return out
+
+
 def report_mismatch(text, want, got, pieces, label="oracle"):
     k = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
     lo = max(0, k - 3)
-    print("      text %r%s" % (text[:300], " (%d chars)" % len(text) if len(text) > 300 else ""))
+    print("      text %s" % show(text))
     print("        %-9s %s%s" % (label, want[:60], " ..." if len(want) > 60 else ""))
     print("        %-9s %s%s" % ("ours", got[:60], " ..." if len(got) > 60 else ""))
     print("        first difference at id %d: %s [%s] vs ours [%s]" % (k, label, pieces(want[lo:k + 4]),
@@ -372,7 +381,7 @@ def check_family(name):
             bad_ids += 1
             if shown < SHOW:
                 shown += 1
-                print("      text %r\n        tok_cli   %s" % (t[:300], dec))
+                print("      text %s\n        tok_cli   %s" % (show(t), dec))
             continue
         if got != want:
             bad_ids += 1
@@ -383,7 +392,7 @@ def check_family(name):
             bad_text += 1
             if shown < SHOW:
                 shown += 1
-                print("      text %r\n        decodes as %r" % (t[:300], dec[:300]))
+                print("      text %s\n        decodes as %r" % (show(t), dec[:300]))
     TOTALS[name] = (len(texts) + len(with_special), bad_ids + bad_special, bad_text)
     print("      %s: %d texts, %d with other ids, %d not decoding back; special tokens parsed: %d texts, %d with "
           "other ids; oracle: %s" % (name, len(texts), bad_ids, bad_text, len(with_special), bad_special,
