@@ -1090,7 +1090,8 @@ def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=Non
         cfg["seq_len"] = seq_len
     tokpath = tokenizer or default_tokenizer(src)
     if tokpath:
-        tok = read_tokenizer(tokpath, cfg["vocab_size"], src)
+        model = os.path.join(src, "config.json") if os.path.isdir(src) else src  # where vocab_size comes from
+        tok = read_tokenizer(tokpath, cfg["vocab_size"], model)
     elif source.tok is None:
         raise Bad(src, "%s carries no vocabulary: pass --tokenizer (%s)" % (source.desc, source.tok_hint))
     else:
