@@ -412,7 +412,7 @@ row convert.py "a Hugging Face config.json with rope_scaling yarn" \
 row convert.py "a tokenizer.json with a pre-tokenizer this build lacks" "$tmp/hf_pre/tokenizer.json: pre_tokenizer" \
   "${convert[@]}" $tmp/hf_pre $tmp/o.bin
 row convert.py "a tokenizer.json of 400 pieces for config.json's vocab_size 300" \
-  "$tmp/hf_tok400/tokenizer.json: has 400 pieces, more than the model's vocab_size 300" \
+  "$tmp/hf_tok400/tokenizer.json: piece 'wa' (id 300) is past the model's vocab_size 300, and text would produce it" \
   "${convert[@]}" $tmp/hf_tok400 $tmp/o.bin
 row convert.py "a bfloat16 tensor whose bytes disagree with its shape" \
   "$tmp/hf_bf16/model.safetensors: tensor model.layers.1.mlp.up_proj.weight: BF16 of shape [172, 64] takes 22016 bytes, but its data_offsets" \

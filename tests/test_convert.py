@@ -419,6 +419,9 @@ def hf_llama_tokenizer_json():
              {"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]},
          "model": {"type": "BPE", "byte_fallback": True, "vocab": vocab, "merges": merges}}
     json.dump(j, open(os.path.join(d, "tokenizer.json"), "w"))
+    # BOS and EOS come from the tokenizer's configuration, never from a piece's spelling
+    json.dump({"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": True},
+              open(os.path.join(d, "tokenizer_config.json"), "w"))
     _, tok, _ = conv(d, tmp("llama_tokjson.bin"))
     _, tok0, _ = mf.read_model(tmp("llama_gqa_sharded.bin"))
     assert tok[1:] == (mf.TOK_SENTENCEPIECE, mf.TOKF_DUMMY_PREFIX | mf.TOKF_ADD_BOS, 1, 2), tok[1:]
@@ -823,6 +826,43 @@ def hf_weight_refusals():
     convert.write_safetensors(os.path.join(d, "model.safetensors"), sd, "BF16")
     conv_refused([d, tmp("o.bin"), "--weights", "f16"],
                  "tensor layers.0.w2: a weight of magnitude 70144 does not fit float16")
+    assert not os.path.exists(tmp("o.bin"))
+
+
+def byte_level_tokenizer_dir(name, extra_added):
+    """A SmolLM2-like directory whose tokenizer.json is byte-level BPE of exactly config.json's 300
+    pieces (the last <|endoftext|>, special, EOS by tokenizer_config.json), plus extra_added:
+    (content, special) added tokens from id 300 on, past the model's rows."""
+    d = hf_edited(name, "smollm2", lambda c: c.update(bos_token_id=HF_V - 1, eos_token_id=HF_V - 1,
+                                                      pad_token_id=HF_V - 1))
+    enc, merges = mr.synthetic_gpt2_vocab(HF_V)
+    added = [{"id": HF_V - 1, "content": "<|endoftext|>", "special": True}]
+    added += [{"id": HF_V + i, "content": c, "special": sp} for i, (c, sp) in enumerate(extra_added)]
+    for a in added:
+        a.update(single_word=False, lstrip=False, rstrip=False, normalized=False)
+    j = {"model": {"type": "BPE", "vocab": json.loads(enc), "merges": merges.splitlines()[1:]},
+         "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+         "normalizer": None, "added_tokens": added, "decoder": {"type": "ByteLevel"}}
+    json.dump(j, open(os.path.join(d, "tokenizer.json"), "w"))
+    json.dump({"eos_token": "<|endoftext|>", "bos_token": None}, open(os.path.join(d, "tokenizer_config.json"), "w"))
+    return d
+
+
+@case
+def hf_tokenizer_past_the_vocabulary():
+    """A tokenizer.json with a special added token past config.json's vocab_size (Gemma 3 1B's
+    <image_soft_token>, id 262144 of 262144 rows) converts without it and says so; an ordinary
+    one, which text would produce, is refused; tokenizer.json is read before tokenizer.bin."""
+    d = byte_level_tokenizer_dir("tok_special_past", [("<image>", True)])
+    err = conv_stderr([d, tmp("tok_special_past.bin")])
+    assert "note: %s: added token '<image>' (id 300): left out" % os.path.join(d, "tokenizer.json") in err, err
+    c, tok, _ = mf.read_model(tmp("tok_special_past.bin"))
+    pieces, _, _, added = mf.parse_tokenizer(tok[0], with_added=True)
+    assert len(pieces) == c["vocab_size"] == HF_V and tok[1] == mf.TOK_BYTE_BPE and tok[4] == HF_V - 1, tok[1:]
+    assert [i for i, _ in added] == [HF_V - 1] and pieces[HF_V - 1] == b"<|endoftext|>"
+    d = byte_level_tokenizer_dir("tok_plain_past", [("<x>", False)])
+    conv_refused([d, tmp("o.bin")], "tokenizer.json: added token '<x>' (id 300) is past the model's vocab_size 300, "
+                 "and text would produce it")
     assert not os.path.exists(tmp("o.bin"))
 
 

@@ -870,10 +870,13 @@ def read_hf_decoder(d, cpath, c):
             raise Bad(cpath, "%s is not supported by this build (sliding-window attention on model_type %s)"
                       % ("use_sliding_window true" if c.get("use_sliding_window") else "layer_types with "
                          "sliding_attention", mt))
+    desc = "Hugging Face %s directory" % mt
     if mt == "mistral":
         window = setting(c, fam, "sliding_window")
         if window is not None and number(cpath, "sliding_window", window, integer=True) < S:
-            cfg["seq_len"] = int(window)  # every layer attends to the window: within it, to everything
+            # every layer attends to the window: within it, to everything, as the file's layers do
+            cfg["seq_len"] = int(window)
+            desc += " (context cut to its sliding_window %d)" % window
     if gemma:
         for k in ("final_logit_softcapping", "attn_logit_softcapping"):
             if c.get(k) is not None:
@@ -924,24 +927,26 @@ def read_hf_decoder(d, cpath, c):
     cfg["tied_classifier"] = int(tied)
     biases = "attention_bias %s, mlp_bias %s, model_type %s in config.json" % (
         json.dumps(bool(c.get("attention_bias"))), json.dumps(bool(c.get("mlp_bias"))), mt)
-    return Source(cfg, t, "Hugging Face %s directory" % mt, skipped=tn.finish(biases), tok_hint=HF_TOKENIZER_HINT)
+    return Source(cfg, t, desc, skipped=tn.finish(biases), tok_hint=HF_TOKENIZER_HINT)
 
 
 # ---- tokenizers ----
 
 def read_tokenizer(path, vocab_size, model):
-    """(blob, kind, flags, bos, eos) from any tokenizer file the module docstring lists, for the
-    vocab_size of the checkpoint model (named in messages)."""
+    """((blob, kind, flags, bos, eos), notes) from any tokenizer file the module docstring lists,
+    for the vocab_size of the checkpoint model (named in messages); notes are lines on what the
+    reader left out. A Hugging Face tokenizer.json comes with the tokenizer_config.json,
+    generation_config.json and config.json beside it."""
     if os.path.isdir(path):
-        for names in (("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe"), ("tokenizer.json",),
+        for names in (("tokenizer.json",), ("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe"),
                       ("tokenizer.bin",)):
             if all(os.path.exists(os.path.join(path, n)) for n in names):
                 return read_tokenizer(os.path.join(path, names[0]), vocab_size, model)
-        raise Bad(path, "directory has no tokenizer (vocab.json+merges.txt, encoder.json+vocab.bpe, "
-                  "tokenizer.json or tokenizer.bin)")
+        raise Bad(path, "directory has no tokenizer (tokenizer.json, vocab.json+merges.txt, encoder.json+vocab.bpe "
+                  "or tokenizer.bin)")
     if not os.path.exists(path):
         raise Bad(path, "tokenizer file not found")
-    base = os.path.basename(path)
+    base, notes = os.path.basename(path), []
     try:
         if base.endswith(".pkl"):
             tok = read_char_meta(path, vocab_size, model)
@@ -953,18 +958,20 @@ def read_tokenizer(path, vocab_size, model):
             tok = tokenizer_blob.from_gpt2(path, other)
         elif base.endswith(".json"):
             import tokenizer_blob
-            tok = tokenizer_blob.from_hf_json(path)
+            tok = tokenizer_blob.from_hf_dir(path, vocab_size)
+            notes = tok.notes
         else:
             tok = mf.read_llama2c_tokenizer(path, vocab_size)
         n = len(mf.parse_tokenizer(tok[0])[0])
         if n > vocab_size:
             raise Bad(path, "has %d pieces, more than the model's vocab_size %d (%s)" % (n, vocab_size, model))
-        return (mf.resize_tokenizer(tok[0], vocab_size),) + tuple(tok[1:])
+        return (mf.resize_tokenizer(tok[0], vocab_size),) + tuple(tok[1:]), notes
     except ImportError:
         raise Bad(path, "this tokenizer kind needs tools/tokenizer_blob.py, which is missing")
     except (ValueError, KeyError, OSError) as e:
-        msg = str(e)
-        raise Bad(path, msg[len(path) + 2:] if msg.startswith(path + ": ") else "bad tokenizer: %s" % msg)
+        # the readers' messages start with the file at fault, which may be one beside path
+        where, _, msg = str(e).partition(": ")
+        raise Bad(where, msg) if msg and os.path.exists(where) else Bad(path, "bad tokenizer: %s" % e)
 
 
 def read_char_meta(path, vocab_size, model):
@@ -989,9 +996,10 @@ def read_char_meta(path, vocab_size, model):
 
 
 def default_tokenizer(src):
-    """The tokenizer a Hugging Face directory carries, if any."""
+    """The tokenizer a Hugging Face directory carries, if any: tokenizer.json first, which
+    transformers' fast tokenizers read."""
     if os.path.isdir(src):
-        for n in ("vocab.json", "tokenizer.json", "tokenizer.bin"):
+        for n in ("tokenizer.json", "vocab.json", "tokenizer.bin"):
             if os.path.exists(os.path.join(src, n)):
                 return os.path.join(src, n)
     return None
@@ -1091,7 +1099,9 @@ def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=Non
     tokpath = tokenizer or default_tokenizer(src)
     if tokpath:
         model = os.path.join(src, "config.json") if os.path.isdir(src) else src  # where vocab_size comes from
-        tok = read_tokenizer(tokpath, cfg["vocab_size"], model)
+        tok, notes = read_tokenizer(tokpath, cfg["vocab_size"], model)
+        for n in notes:
+            print("convert.py: note: %s: %s" % (tokpath, n), file=sys.stderr)
     elif source.tok is None:
         raise Bad(src, "%s carries no vocabulary: pass --tokenizer (%s)" % (source.desc, source.tok_hint))
     else:
