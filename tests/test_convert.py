@@ -725,7 +725,8 @@ def conv_file(src, name, *extra):
 
 @case(needs=[hf_families_bf16_kept_bit_for_bit])
 def hf_half_sources_elsewhere():
-    """bfloat16 in a pytorch_model.bin, and a bfloat16 attn.c file as the source, are kept too."""
+    """bfloat16 in a pytorch_model.bin, a bfloat16 attn.c file as the source, and its --export-torch
+    (bfloat16 matrices in the state dict) are kept bfloat16 too, bit for bit."""
     d = tmp("tiny_pt")
     shutil.copytree(tmp("hf_tinyllama"), d)
     sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
@@ -735,6 +736,11 @@ def hf_half_sources_elsewhere():
     err = conv_stderr([tmp("hf_tinyllama.bin"), tmp("tiny_again.bin")])
     assert "bfloat16 weights (the checkpoint's bfloat16 matrices kept bit for bit)" in err, err
     assert open(tmp("tiny_again.bin"), "rb").read() == open(tmp("hf_tinyllama.bin"), "rb").read()
+    conv_stderr(["--export-torch", tmp("hf_tinyllama.bin"), tmp("tiny.pt")])
+    sd = torch.load(tmp("tiny.pt"))["model"]
+    assert sd["layers.0.wq"].dtype == torch.bfloat16 and sd["layers.0.attn_norm_w"].dtype == torch.float32
+    assert open(conv_file(tmp("tiny.pt"), "tiny_pt_again.bin"), "rb").read() == \
+        open(tmp("hf_tinyllama.bin"), "rb").read()
 
 
 def hf_edited(name, family, edit=None, dtype="F32", layers=2):

@@ -24,7 +24,8 @@ A tokenizer with more pieces than the model's vocab_size is refused; one with fe
 padded with empty pieces that nothing produces.
 
 --export-torch writes {'model': state_dict, 'attn_config': cfg, 'tokenizer': {...}} with
-torch.save; the state dict uses the model file's tensor names, which are also the
+torch.save; the state dict holds float32 tensors (a Q8_0 file's dequantised; a bfloat16 or
+float16 file's matrices as torch.bfloat16 or float16) under the model file's tensor names, the
 parameter names of tools/reference.py's module (load_state_dict works on it), and
 convert.py reads it back bit for bit.
 
@@ -106,20 +107,18 @@ def stored(v):
 
 class Weight:
     """A tensor a reader took: its shape and stored type at once, its float32 values (np.asarray)
-    when the writer gets to it, so that a conversion widens one tensor at a time. rows, if
-    given, reorders the first axis (Hugging Face's RoPE layout to ours)."""
+    when the writer gets to it, so that a conversion widens one tensor at a time."""
 
-    def __init__(self, st, rows=None):
-        self.st, self.rows = st, rows
-        self.shape, self.stored = st.shape, st.dtype
+    def __init__(self, st):
+        self.st, self.shape, self.stored = st, st.shape, st.dtype
 
     def __array__(self, dtype=None, copy=None):
-        st = self.st if self.rows is None else Stored(self.st.raw[self.rows], self.st.dtype)
-        a = st.float32()
+        a = self.st.float32()
         return a if dtype is None else a.astype(dtype, copy=False)
 
-    def reordered(self, rows):
-        return Weight(self.st, rows if self.rows is None else self.rows[rows])
+    def view(self, f):
+        """The tensor with f (a transpose, a slice, an order of rows) applied to its stored values."""
+        return Weight(Stored(f(self.st.raw), self.st.dtype))
 
 
 def listing(names, most=4):
@@ -177,10 +176,6 @@ class Tensors:
         check_finite(self.path, name, st)
         self.taken.add(name)
         return Weight(st)
-
-    def take_array(self, name, shape=""):
-        """take() as a float32 array, for readers that cut or transpose it."""
-        return np.asarray(self.take(name, shape))
 
     def finish(self, biases=None):
         """The names of the skipped buffers; Bad naming the tensors nobody took, and when they
@@ -488,7 +483,8 @@ def read_safetensors_stored(path):
         if name == "__metadata__":
             continue
         try:
-            dt, shape, (b, e) = info["dtype"], [int(s) for s in info["shape"]], [int(o) for o in info["data_offsets"]]
+            dt, shape = info["dtype"], [int(s) for s in info["shape"]]
+            b, e = (int(o) for o in info["data_offsets"])
         except (KeyError, TypeError, ValueError):
             raise Bad(path, "bad safetensors entry for %s" % name)
         if dt not in SAFETENSORS_DTYPES:
@@ -587,7 +583,10 @@ def gpt2_tensors(L, tn, transpose, bias):
     d = tn.dims["d"][0]
 
     def w(name, shape):  # a matrix, shape as nn.Linear has it: (out, in)
-        return tn.take_array(name, shape[::-1]).T if transpose else tn.take(name, shape)
+        return tn.take(name, shape[::-1]).view(np.transpose) if transpose else tn.take(name, shape)
+
+    def thirds(a):  # q, k and v of GPT-2's c_attn, the rows of a
+        return (a.view(lambda x, k=k: x[k * d:(k + 1) * d]) for k in range(3))
 
     def b(name, shape):
         return tn.take(name, shape) if bias else np.zeros(tn.dims[shape][0], np.float32)
@@ -595,11 +594,9 @@ def gpt2_tensors(L, tn, transpose, bias):
          "final_norm_w": tn.take("ln_f.weight", "d"), "final_norm_b": b("ln_f.bias", "d")}
     for i in range(L):
         p, q = "h.%d." % i, "layers.%d." % i
-        qkv = np.asarray(w(p + "attn.c_attn.weight", "Td"))
-        t[q + "wq"], t[q + "wk"], t[q + "wv"] = qkv[:d], qkv[d:2 * d], qkv[2 * d:]
+        t[q + "wq"], t[q + "wk"], t[q + "wv"] = thirds(w(p + "attn.c_attn.weight", "Td"))
         if bias:
-            bqkv = tn.take_array(p + "attn.c_attn.bias", "T")
-            t[q + "bq"], t[q + "bk"], t[q + "bv"] = bqkv[:d], bqkv[d:2 * d], bqkv[2 * d:]
+            t[q + "bq"], t[q + "bk"], t[q + "bv"] = thirds(tn.take(p + "attn.c_attn.bias", "T"))
             t[q + "bo"] = tn.take(p + "attn.c_proj.bias", "d")
             t[q + "b1"] = tn.take(p + "mlp.c_fc.bias", "h")
             t[q + "b2"] = tn.take(p + "mlp.c_proj.bias", "d")
@@ -657,14 +654,11 @@ def setting(c, fam, key):
     return c[key] if key in c else fam.get(key, HF_DEFAULTS.get(key))
 
 
-def number(cpath, key, v, integer=False, positive=True):
-    """v, a config value, as an int or float; Bad naming key if it is not one (or not > 0)."""
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-    if ok and integer:
-        ok = v == int(v)
-    if not ok or (positive and v <= 0):
-        raise Bad(cpath, "%s is %s, not a %s%s" % (key, json.dumps(v), "positive " if positive else "",
-                                                   "whole number" if integer else "number"))
+def number(cpath, key, v, integer=False):
+    """v, a config value, as an int or float; Bad naming key if it is not a positive one."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+    if not ok or (integer and v != int(v)):
+        raise Bad(cpath, "%s is %s, not a positive %s" % (key, json.dumps(v), "whole number" if integer else "number"))
     return int(v) if integer else float(v)
 
 
@@ -922,7 +916,7 @@ def read_hf_decoder(d, cpath, c):
         p, q = "model.layers.%d." % i, "layers.%d." % i
         for ours, (theirs, shape) in names.items():
             w = tn.take(p + theirs, shape)
-            t[q + ours] = w.reordered(rows[ours]) if ours in rows else w
+            t[q + ours] = w.view(lambda a, r=rows[ours]: a[r]) if ours in rows else w
     tied = classifier(tn, "lm_head.weight", t, bool(setting(c, fam, "tie_word_embeddings")))
     cfg["tied_classifier"] = int(tied)
     biases = "attention_bias %s, mlp_bias %s, model_type %s in config.json" % (
@@ -1121,7 +1115,11 @@ def export_torch(model, out):
     import torch
     source = read_attn(model)
     blob, kind, flags, bos, eos = source.tok
-    obj = {"model": {k: torch.from_numpy(np.array(v)) for k, v in source.tensors.items()},
+    def as_stored(w):  # bfloat16 from its bits
+        if w.stored == "BF16":
+            return torch.from_numpy(np.array(w.st.raw).view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(np.array(w.st.raw))
+    obj = {"model": {k: as_stored(v) for k, v in source.tensors.items()},
            "attn_config": source.cfg,
            "tokenizer": {"blob": torch.frombuffer(bytearray(blob), dtype=torch.uint8), "kind": kind,
                          "flags": flags, "bos_id": bos, "eos_id": eos}}
@@ -1149,7 +1147,8 @@ def main(argv):
     add_quantize_arguments(ap)
     a = ap.parse_args(argv)
     if a.export_torch and a.quantize:
-        ap.error("--weights does not apply to --export-torch, whose state dict is float32")
+        ap.error("--weights does not apply to --export-torch, whose state dict holds the weights as the model "
+                 "file does")
     try:  # before any work: a device or FIFO as OUT would be replaced by a regular file in the end
         outfile.check(a.out)
     except OSError as e:
@@ -1184,7 +1183,8 @@ def main(argv):
         return 1
     except Exception as e:  # a malformed file can break a reader in ways not foreseen
         msg = str(e).splitlines()[0] if str(e) else ""
-        sys.stderr.write("convert.py: %s: cannot convert (%s%s)\n" % (a.src, type(e).__name__, ": " + msg if msg else ""))
+        sys.stderr.write("convert.py: %s: cannot convert (%s%s)\n"
+                         % (a.src, type(e).__name__, ": " + msg if msg else ""))
         return 1
     return 0
 
