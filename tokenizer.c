@@ -382,8 +382,9 @@ static int encode_chars(Encoding *e, const unsigned char *s, size_t len) {
     return merge_and_emit(e, 0, n);
 }
 
-int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_bos, int *out, int max_out, char *err,
-                     size_t errlen) {
+// tokenizer_encode after normalisation.
+static int encode_text(const Tokenizer *t, const char *text, size_t len, int add_bos, int *out, int max_out, char *err,
+                       size_t errlen) {
     int n_out = 0;
     if (len > MAX_TEXT_BYTES) return fail(err, errlen, "text of %zu bytes is too long to encode", len);
     if (add_bos) {
@@ -398,6 +399,16 @@ int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_b
     int rc = t->kind == TOK_SENTENCEPIECE ? encode_chars(&e, s, len) : encode_byte_level(&e, s, len);
     int n = rc ? -1 : e.n_out;
     encoding_free(&e);
+    return n;
+}
+
+int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_bos, int *out, int max_out, char *err,
+                     size_t errlen) {
+    unsigned char *nfc = NULL; // the text in NFC, when TOKF_NFC changes it
+    if ((t->flags & TOKF_NFC) && nfc_normalize((const unsigned char *)text, len, &nfc, &len))
+        return fail(err, errlen, "out of memory");
+    int n = encode_text(t, nfc ? (const char *)nfc : text, len, add_bos, out, max_out, err, errlen);
+    free(nfc);
     return n;
 }
 
