@@ -686,11 +686,12 @@ def hf_rope_layout_and_qk_norms():
         assert np.allclose(ours.reshape(-1), hf.reshape(-1)[hf_rope_order(H, hd)], rtol=1e-9, atol=1e-12), pos
 
 
-@case
+@case(needs=[hf_families_bf16_kept_bit_for_bit])
 def hf_gemma3_layer_patterns():
     """Gemma 3 270M's layer_types (7 layers: five local, a global, a local) and the 1B's
-    sliding_window_pattern give global_every 6; transformers 5's rope_parameters give the file
-    its rope_scaling fields; attention_bias brings q, k, v and o biases; Qwen3's too."""
+    sliding_window_pattern give global_every 6; transformers 5's rope_parameters (Gemma 3's per
+    kind of layer, Llama 3.2's) give the same file as rope_theta and rope_scaling; attention_bias
+    brings q, k, v and o biases to Gemma 3 and Qwen3."""
     c0 = small_config("gemma3_270m", layers=7)
     assert c0["layer_types"][5] == "full_attention" and c0["layer_types"].count("full_attention") == 1
     d, _ = write_hf_dir("g270", c0, "BF16", seed=2)
@@ -706,6 +707,11 @@ def hf_gemma3_layer_patterns():
         del c5[k]
     json.dump(c5, open(os.path.join(d, "config.json"), "w"))
     assert open(tmp("g1b7.bin"), "rb").read() == open(conv_file(d, "g1b7_v5.bin"), "rb").read()
+    c5 = small_config("llama32")  # transformers 5 writes Llama 3.2's RoPE settings so
+    c5["rope_parameters"] = dict(c5.pop("rope_scaling"), rope_theta=c5.pop("rope_theta"))
+    json.dump(c5, open(os.path.join(tmp("hf_llama32"), "config.json"), "w"))
+    assert open(conv_file(tmp("hf_llama32"), "llama32_v5.bin"), "rb").read() == \
+        open(tmp("hf_llama32.bin"), "rb").read()
     c3 = dict(small_config("qwen3"), attention_bias=True)
     d, sd = write_hf_dir("q3_bias", c3, "F32", seed=4)
     c, _, t = conv(d, tmp("q3_bias.bin"))
