@@ -55,7 +55,7 @@ static inline int state_init(RunState *s, const Config *c, int max_batch) {
     size_t half = c->rope_dims / 2, cache = (size_t)c->n_layers * c->seq_len * kvd;
     size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
     widest = qd > widest ? qd : widest;
-    s->wbuf_floats = c->weight_type == WEIGHTS_Q8_0 && B > 1 ? qchunk_floats((int)widest) : 0;
+    s->wbuf_floats = c->weight_type != WEIGHTS_F32 && B > 1 ? qchunk_floats((int)widest) : 0;
     struct {
         float **buf;
         size_t floats;

@@ -239,7 +239,7 @@ static inline void embed_forward(const Config *c, const Weights *w, float *x, co
     int d = c->dim;
     for (int t = 0; t < T; t++) {
         float *xt = x + (size_t)t * d;
-        if (w->qtok_embedding.q) {
+        if (!w->tok_embedding) { // a matrix not in float32
             dequantize_rows(xt, &w->qtok_embedding, d, tokens[t], tokens[t] + 1);
             for (int i = 0; i < d; i++) xt[i] *= c->embed_scale;
         } else {
