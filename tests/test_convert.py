@@ -523,7 +523,7 @@ def modelfile_refuses_bad_files():
     refused(good[:-4], "header implies")
     refused(good + b"\0" * 64, "header implies")
     refused(patched(good, 0, "<4s", b"ATTM"), "magic")
-    refused(patched(good, 4, "<I", 3), "newer than this build")
+    refused(patched(good, 4, "<I", 4), "newer than this build")
     refused(patched(good, 4, "<I", 0), "version 0 is not supported")
     refused(patched(good, 12, "<I", 0), "dim")
     refused(patched(good, 20, "<I", 1 << 20), "n_layers")
@@ -622,7 +622,7 @@ def q8_0_round_trip():
 @case(needs=[q8_0_round_trip])
 def q8_0_refusals():
     good = open(tmp("q8.bin"), "rb").read()
-    refused(patched(good, 136, "<I", 2), "weight_type = 2")
+    refused(patched(good, 136, "<I", 2), "version 2 file uses a version 3 weight_type")
     refused(patched(good, 140, "<I", 0), "group_size = 0 is outside [1, 65536]")
     refused(patched(good, 140, "<I", 65537), "group_size = 65537 is outside")
     refused(patched(good, 140, "<I", 5), "group_size 5 does not divide every quantised row: dim 48")
@@ -640,8 +640,8 @@ def q8_0_refusals():
     raises(lambda: mf.write_model(tmp("bad.bin"), dict(c, group_size=5), tok, t), "does not divide")
     raises(lambda: mf.with_weight_type(c, "q8_0", 32), "group_size 32 does not divide every quantised row")
     raises(lambda: mf.with_weight_type(c, "q8_0", 0), "outside [1, 65536]")
-    raises(lambda: mf.with_weight_type(c, None, 16), "needs a quantised weight type")
-    raises(lambda: mf.write_model(tmp("bad.bin"), dict(c, weight_type=2), tok, t), "weight_type = 2")
+    raises(lambda: mf.with_weight_type(c, None, 16), "needs Q8_0 weights")
+    raises(lambda: mf.write_model(tmp("bad.bin"), dict(c, weight_type=4), tok, t), "weight_type = 4")
     t["layers.1.w3"][5, 7] = np.nan
     raises(lambda: mf.write_model(tmp("bad.bin"), c, tok, t), "tensor layers.1.w3: non-finite")
     # outfile.replacing's temporary files are named after the target: bad.bin.XXXXXXXX
@@ -770,7 +770,7 @@ def error_paths_one_line_exit_1():
         ([tmp("s260.bin"), tmp("o.bin"), "--quantize", "q8_0", "--group-size", "48"],
          "s260.bin: group_size 48 does not divide every quantised row: dim 64, n_heads x head_dim 64, hidden_dim 172"),
         ([tmp("s260.bin"), tmp("o.bin"), "--quantize", "q8_0", "--group-size", "0"], "outside [1, 65536]"),
-        ([tmp("s260.bin"), tmp("o.bin"), "--group-size", "4"], "needs a quantised weight type (--quantize)"),
+        ([tmp("s260.bin"), tmp("o.bin"), "--group-size", "4"], "a group size (4) needs Q8_0 weights"),
         ([tmp("s260.bin"), tmp("o.bin"), "--quantize", "q4_0"], "invalid choice"),
         (["--export-torch", tmp("s260.bin"), tmp("o.pt"), "--quantize", "q8_0"], "does not apply to --export-torch"),
         ([s260, "/nonexistent/dir/o.bin", "--tokenizer", TOK512], "cannot write"),

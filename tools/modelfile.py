@@ -1,10 +1,10 @@
-"""Read and write attn.c model files (docs/FORMAT.md, format versions 1 and 2).
+"""Read and write attn.c model files (docs/FORMAT.md, format versions 1, 2 and 3).
 
-cfg is a dict of the header's model fields (dim ... rope_dims) and how the weights are
-stored (weight_type, group_size: 0, 0 for float32); the tokenizer travels as
+cfg is a dict of the header's model fields (dim ... rope_dims, and format 3's knobs) and how
+the weights are stored (weight_type, group_size: 0, 0 for float32); the tokenizer travels as
 tok = (blob_bytes, tok_kind, tok_flags, bos_id, eos_id); tensors is a dict of float32
 numpy arrays named as in FORMAT.md (layers.{i}.wq and so on), whatever the file stores:
-write_model quantises them as cfg says, read_model dequantises them.
+write_model quantises or rounds them as cfg says, read_model widens them back.
 """
 import math
 import os
@@ -15,20 +15,27 @@ import numpy as np
 import outfile
 
 MAGIC = b"ATTN"
-VERSION = 2  # the newest this reads; float32 files are still written as version 1
+VERSION = 3  # the newest this reads; files are written in the lowest version that describes them
 HEADER_SIZE = 256
 ALIGN = 64
 
 POS_ROPE, POS_LEARNED, POS_SINUSOID = 0, 1, 2
-FFN_SWIGLU, FFN_GELU_TANH, FFN_GELU_ERF, FFN_RELU = 0, 1, 2, 3
+FFN_SWIGLU, FFN_GELU_TANH, FFN_GELU_ERF, FFN_RELU, FFN_GEGLU_TANH = 0, 1, 2, 3, 4
 NORM_RMS, NORM_LAYER = 0, 1
 BIAS_QKV, BIAS_O, BIAS_FFN = 1, 2, 4
 TOK_SENTENCEPIECE, TOK_BYTE_BPE = 0, 1
-TOKF_DUMMY_PREFIX, TOKF_ADD_BOS, TOKF_BOS_STOPS = 1, 2, 4
-WEIGHTS_F32, WEIGHTS_Q8_0 = 0, 1
+TOKF_DUMMY_PREFIX, TOKF_ADD_BOS, TOKF_BOS_STOPS, TOKF_NFC, TOKF_IGNORE_MERGES = 1, 2, 4, 8, 16
+TOKF_PRE_SHIFT = 8  # bits 8..11 of tok_flags: tok_kind 1's split
+TOK_PRE_GPT2, TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_DIGITS_GPT2 = 0, 1, 2, 3
+TOKF_ALL = 31 | (15 << TOKF_PRE_SHIFT)
+WEIGHTS_F32, WEIGHTS_Q8_0, WEIGHTS_BF16, WEIGHTS_F16 = 0, 1, 2, 3
+WEIGHT_NAMES = {"f32": WEIGHTS_F32, "q8_0": WEIGHTS_Q8_0, "bf16": WEIGHTS_BF16, "f16": WEIGHTS_F16}
 QUANTIZE = {"q8_0": WEIGHTS_Q8_0}  # the tools' --quantize names
+ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3 = 0, 1, 2
+ARCH_QK_NORM, ARCH_NORM_PLUS_ONE, ARCH_OUT_NORMS = 1, 2, 4
 MAX_GROUP_SIZE, DEFAULT_GROUP_SIZE = 65536, 64
-# The tensors a Q8_0 file stores as int8 values and scales (by the last part of their names).
+# The tensors a Q8_0 file stores as int8 values and scales, and a bfloat16 or float16 file in
+# 16 bits (by the last part of their names).
 QUANTIZED_MATRICES = {"tok_embedding", "wq", "wk", "wv", "wo", "w1", "w3", "w2", "classifier"}
 
 # (name, struct code) in header order; the offsets follow from packing them back to back.
@@ -42,24 +49,39 @@ HEADER_FIELDS = [
     ("tok_kind", "I"), ("tok_flags", "I"), ("bos_id", "i"), ("eos_id", "i"),
     ("tok_offset", "Q"), ("tok_bytes", "Q"), ("weights_offset", "Q"), ("weights_bytes", "Q"),
     ("weight_type", "I"), ("group_size", "I"),
+    ("rope_scaling", "I"), ("rope_factor", "f"), ("rope_low_freq_factor", "f"), ("rope_high_freq_factor", "f"),
+    ("rope_original_ctx", "I"), ("arch_flags", "I"), ("attn_scale", "f"), ("sliding_window", "I"),
+    ("global_every", "I"), ("rope_local_theta", "f"),
 ]
 HEADER_STRUCT = struct.Struct("<" + "".join(code for _, code in HEADER_FIELDS))
-assert HEADER_STRUCT.size == 144
-V1_HEADER_END = 136  # version 1 ends its fields here: 136..255 are reserved and zero
+assert HEADER_STRUCT.size == 184
+# where each version's fields end: the bytes from there to 256 are reserved and zero
+HEADER_END = {1: 136, 2: 144, 3: 184}
 
 CONFIG_FIELDS = ["dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "head_dim",
                  "vocab_size", "seq_len", "pos_kind", "rope_theta", "ffn_kind", "norm_kind",
                  "norm_eps", "post_norm", "final_norm", "bias_flags", "tied_classifier",
-                 "embed_scale", "rope_dims", "weight_type", "group_size"]
+                 "embed_scale", "rope_dims", "weight_type", "group_size",
+                 "rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+                 "rope_original_ctx", "arch_flags", "attn_scale", "sliding_window", "global_every",
+                 "rope_local_theta"]
+FLOAT_FIELDS = ("rope_theta", "norm_eps", "embed_scale", "rope_factor", "rope_low_freq_factor",
+                "rope_high_freq_factor", "attn_scale", "rope_local_theta")
+# Format 3's fields; zero means the knob is off, and a file without them is version 1 or 2.
+V3_FIELDS = ("rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+             "rope_original_ctx", "arch_flags", "attn_scale", "sliding_window", "global_every",
+             "rope_local_theta")
 
 # Knobs a caller may leave out: a Llama-style block.
 CONFIG_DEFAULTS = dict(pos_kind=POS_ROPE, rope_theta=10000.0, ffn_kind=FFN_SWIGLU,
                        norm_kind=NORM_RMS, norm_eps=1e-5, post_norm=0, final_norm=1,
                        bias_flags=0, tied_classifier=1, embed_scale=1.0, weight_type=WEIGHTS_F32,
-                       group_size=0)
+                       group_size=0, **{k: 0 for k in V3_FIELDS})
 
-ENUM_LIMITS = dict(pos_kind=2, ffn_kind=3, norm_kind=1, post_norm=1, final_norm=1,
-                   bias_flags=7, tied_classifier=1, tok_kind=1, tok_flags=7, weight_type=1)
+ENUM_LIMITS = dict(pos_kind=2, ffn_kind=4, norm_kind=1, post_norm=1, final_norm=1,
+                   bias_flags=7, tied_classifier=1, tok_kind=1, tok_flags=TOKF_ALL, weight_type=3,
+                   rope_scaling=2, arch_flags=7, rope_original_ctx=1 << 24, sliding_window=1 << 24,
+                   global_every=1024)
 
 
 def complete_config(cfg):
@@ -73,10 +95,10 @@ def complete_config(cfg):
     unknown = set(c) - set(CONFIG_FIELDS)
     if unknown:
         raise ValueError("unknown config field(s): %s" % ", ".join(sorted(unknown)))
-    for k in ("rope_theta", "norm_eps", "embed_scale"):
+    for k in FLOAT_FIELDS:
         c[k] = float(np.float32(c[k]))  # what the file will hold
     for k in CONFIG_FIELDS:
-        if k not in ("rope_theta", "norm_eps", "embed_scale"):
+        if k not in FLOAT_FIELDS:
             c[k] = int(c[k])
     return c
 
@@ -107,15 +129,46 @@ def check_config(c):
         raise ValueError("rope_dims = %d must be even and <= head_dim = %d" % (c["rope_dims"], c["head_dim"]))
     if c["pos_kind"] == POS_ROPE and c["rope_dims"] < 2:
         raise ValueError("rope_dims = %d: RoPE needs at least 2" % c["rope_dims"])
+    check_v3_fields(c)
     gs = c["group_size"]
-    if c["weight_type"] == WEIGHTS_F32:
+    if c["weight_type"] != WEIGHTS_Q8_0:
         if gs:
-            raise ValueError("group_size = %d with float32 weights (weight_type 0), where it must be 0" % gs)
+            kind = {WEIGHTS_F32: "float32", WEIGHTS_BF16: "bfloat16", WEIGHTS_F16: "float16"}[c["weight_type"]]
+            raise ValueError("group_size = %d with %s weights, where it must be 0" % (gs, kind))
     elif not 1 <= gs <= MAX_GROUP_SIZE:
         raise ValueError("group_size = %d is outside [1, %d]" % (gs, MAX_GROUP_SIZE))
     elif any(w % gs for w in quantized_widths(c)):
         raise ValueError("group_size %d does not divide every quantised row: dim %d, n_heads x head_dim %d, "
                          "hidden_dim %d" % ((gs,) + quantized_widths(c)))
+
+
+def check_v3_fields(c):
+    """Format 3's knobs, as model/file.h's config_from_header checks them."""
+    if c["rope_scaling"] and not (math.isfinite(c["rope_factor"]) and c["rope_factor"] >= 1):
+        raise ValueError("rope_factor = %r must be >= 1 with rope scaling" % c["rope_factor"])
+    if c["rope_scaling"] == ROPE_SCALING_LLAMA3 and not (
+            0 < c["rope_low_freq_factor"] < c["rope_high_freq_factor"] < math.inf and c["rope_original_ctx"] > 0):
+        raise ValueError("llama3 RoPE scaling needs 0 < rope_low_freq_factor < rope_high_freq_factor and "
+                         "rope_original_ctx > 0")
+    if not (math.isfinite(c["attn_scale"]) and c["attn_scale"] >= 0):
+        raise ValueError("attn_scale = %r must be finite and >= 0" % c["attn_scale"])
+    if (c["sliding_window"] == 0) != (c["global_every"] == 0):
+        raise ValueError("sliding_window (%d) and global_every (%d) are set together or not at all"
+                         % (c["sliding_window"], c["global_every"]))
+    if c["sliding_window"] and not (math.isfinite(c["rope_local_theta"]) and c["rope_local_theta"] > 0):
+        raise ValueError("rope_local_theta = %r must be finite and > 0" % c["rope_local_theta"])
+    if c["arch_flags"] and c["norm_kind"] != NORM_RMS:
+        raise ValueError("arch_flags %d need RMSNorm (norm_kind 0)" % c["arch_flags"])
+    if c["ffn_kind"] == FFN_GEGLU_TANH and c["bias_flags"] & BIAS_FFN:
+        raise ValueError("ffn_kind GeGLU has no feed-forward biases")
+
+
+def file_version(c, tok_flags=0, n_added=0):
+    """The lowest format version that describes the file, so that older builds read what they can."""
+    if (any(c[k] for k in V3_FIELDS) or c["weight_type"] > WEIGHTS_Q8_0 or c["ffn_kind"] > FFN_RELU
+            or tok_flags > 7 or n_added):
+        return 3
+    return 1 if c["weight_type"] == WEIGHTS_F32 else 2
 
 
 def quantized_widths(c):
@@ -124,16 +177,21 @@ def quantized_widths(c):
 
 
 def with_weight_type(cfg, quantize=None, group_size=None):
-    """cfg completed and set to be stored as quantize says: None float32, "q8_0" Q8_0 with
-    group_size weights per scale, by default the largest of 64, 32, ..., 1 that divides every
-    quantised row. ValueError (naming the widths) if an explicit group_size does not."""
+    """cfg completed and set to be stored as quantize says: None or "f32" float32, "bf16" or
+    "f16" the matrices in 16 bits, "q8_0" Q8_0 with group_size weights per scale, by default
+    the largest of 64, 32, ..., 1 that divides every quantised row. ValueError (naming the
+    widths) if an explicit group_size does not."""
     c = complete_config(cfg)
+    if quantize not in (None, "q8_0") and quantize in WEIGHT_NAMES:
+        if group_size is not None:
+            raise ValueError("a group size (%d) needs Q8_0 weights (--weights q8_0)" % group_size)
+        return dict(c, weight_type=WEIGHT_NAMES[quantize], group_size=0)
     if quantize is None:
         if group_size is not None:
-            raise ValueError("a group size (%d) needs a quantised weight type (--quantize)" % group_size)
+            raise ValueError("a group size (%d) needs Q8_0 weights (--weights q8_0)" % group_size)
         return dict(c, weight_type=WEIGHTS_F32, group_size=0)
     if quantize not in QUANTIZE:
-        raise ValueError("unknown weight type %r (known: %s)" % (quantize, ", ".join(sorted(QUANTIZE))))
+        raise ValueError("unknown weight type %r (known: %s)" % (quantize, ", ".join(sorted(WEIGHT_NAMES))))
     gs = group_size
     if gs is None:
         gs = DEFAULT_GROUP_SIZE
@@ -161,20 +219,26 @@ def tensor_specs(c):
             L.append(("w" + w, (n, d)))
             if b & BIAS_QKV:
                 L.append(("b" + w, (n,)))
+        if c["arch_flags"] & ARCH_QK_NORM:
+            L += [("q_norm_w", (c["head_dim"],)), ("k_norm_w", (c["head_dim"],))]
         L.append(("wo", (d, q)))
         if b & BIAS_O:
             L.append(("bo", (d,)))
+        if c["arch_flags"] & ARCH_OUT_NORMS:
+            L.append(("attn_out_norm_w", (d,)))
         L.append(("ffn_norm_w", (d,)))
         if ln:
             L.append(("ffn_norm_b", (d,)))
         ffn = [("1", (h, d), h)]
-        if c["ffn_kind"] == FFN_SWIGLU:
+        if c["ffn_kind"] in (FFN_SWIGLU, FFN_GEGLU_TANH):
             ffn.append(("3", (h, d), h))
         ffn.append(("2", (d, h), d))
         for k, shape, n in ffn:
             L.append(("w" + k, shape))
             if b & BIAS_FFN:
                 L.append(("b" + k, (n,)))
+        if c["arch_flags"] & ARCH_OUT_NORMS:
+            L.append(("ffn_out_norm_w", (d,)))
         specs += [(p + n, s) for n, s in L]
     if c["final_norm"]:
         specs.append(("final_norm_w", (d,)))
@@ -193,12 +257,32 @@ def is_quantized(c, name):
     return c["weight_type"] == WEIGHTS_Q8_0 and name.split(".")[-1] in QUANTIZED_MATRICES
 
 
+def is_half(c, name):
+    """A matrix a bfloat16 or float16 file stores in 16 bits."""
+    return c["weight_type"] in (WEIGHTS_BF16, WEIGHTS_F16) and name.split(".")[-1] in QUANTIZED_MATRICES
+
+
 def stored_bytes(c, name, shape):
     """What a tensor takes in the file, padding included: a Q8_0 matrix is two pieces."""
     n = int(np.prod(shape))
     if is_quantized(c, name):
         return padded(n) + padded(4 * (n // c["group_size"]))
+    if is_half(c, name):
+        return padded(2 * n)
     return padded(4 * n)
+
+
+def to_bf16(w):
+    """float32 -> bfloat16 bits (uint16), rounded to nearest even; exact for values that are
+    bfloat16 already, as a bf16 checkpoint's weights are."""
+    u = np.ascontiguousarray(w, dtype="<f4").view("<u4").astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return u.astype("<u2")
+
+
+def from_bf16(h):
+    """bfloat16 bits (uint16) -> float32, exactly."""
+    return (np.asarray(h, dtype="<u2").astype("<u4") << 16).view("<f4")
 
 
 def quantize_q8_0(w, group_size):
@@ -217,7 +301,17 @@ def quantize_q8_0(w, group_size):
 
 
 def stored_pieces(c, name, w):
-    """The little-endian arrays a tensor is written as: itself in float32, or its Q8_0 pair."""
+    """The little-endian arrays a tensor is written as: itself in float32 or 16 bits, or its
+    Q8_0 pair. A float32 value beyond float16's range is refused rather than made infinite."""
+    if is_half(c, name):
+        w = np.asarray(w, dtype=np.float32)
+        if not np.isfinite(w).all():
+            raise ValueError("tensor %s: non-finite weights" % name)
+        if c["weight_type"] == WEIGHTS_BF16:
+            return (to_bf16(w),)
+        if np.abs(w).max(initial=0) > 65504:
+            raise ValueError("tensor %s: a weight of magnitude %g does not fit float16" % (name, np.abs(w).max()))
+        return (np.ascontiguousarray(w, dtype="<f2"),)
     if not is_quantized(c, name):
         return (np.ascontiguousarray(w, dtype="<f4"),)
     try:
@@ -326,8 +420,7 @@ def write_model(path, cfg, tok, tensors):
             raise ValueError("tensor %s has shape %s, expected %s" % (n, tuple(np.shape(tensors[n])), shape))
     weights_offset = padded(HEADER_SIZE + len(blob))
     weights_bytes = sum(stored_bytes(c, n, s) for n, s in specs)
-    # float32 files stay version 1, readable by builds that predate Q8_0
-    version = 1 if c["weight_type"] == WEIGHTS_F32 else VERSION
+    version = file_version(c, int(flags), struct.unpack_from("<I", blob, 12)[0])
     h = dict(c, magic=MAGIC, version=version, header_size=HEADER_SIZE, tok_kind=int(kind),
              tok_flags=int(flags), bos_id=int(bos), eos_id=int(eos), tok_offset=HEADER_SIZE,
              tok_bytes=len(blob), weights_offset=weights_offset, weights_bytes=weights_bytes)
@@ -359,10 +452,12 @@ def read_header(data):
         raise ValueError("format version %d is not supported" % h["version"])
     if h["header_size"] != HEADER_SIZE:
         raise ValueError("header_size = %d, expected %d" % (h["header_size"], HEADER_SIZE))
-    reserved = V1_HEADER_END if h["version"] == 1 else HEADER_STRUCT.size
+    reserved = HEADER_END[h["version"]]
     if any(bytes(data[reserved:HEADER_SIZE])):
         raise ValueError("reserved header bytes %d..%d of a version %d file are not zero"
                          % (reserved, HEADER_SIZE - 1, h["version"]))
+    if h["version"] < 3 and (h["weight_type"] > WEIGHTS_Q8_0 or h["ffn_kind"] > FFN_RELU or h["tok_flags"] > 7):
+        raise ValueError("a version %d file uses a version 3 weight_type, ffn_kind or tok_flags" % h["version"])
     check_config(h)
     return h
 
@@ -370,9 +465,10 @@ def read_header(data):
 def read_model(path, dequantize=True):
     """(cfg, tok, tensors) from a model file, every field and size checked.
 
-    The tensors are float32, a Q8_0 file's matrices dequantised; with dequantize=False those
-    come as they are stored instead, a (q int8 [rows, cols], scale float32 [rows, cols /
-    group_size]) pair each."""
+    The tensors are float32, a Q8_0 file's matrices dequantised and a bfloat16 or float16
+    file's widened; with dequantize=False those come as they are stored instead, a (q int8
+    [rows, cols], scale float32 [rows, cols / group_size]) pair each, or a uint16 array of
+    bfloat16 bits, or a float16 array."""
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         head = f.read(HEADER_SIZE)
@@ -417,6 +513,10 @@ def read_model(path, dequantize=True):
             q = piece("tensor %s's int8 values" % n, np.int8, shape)
             scale = piece("tensor %s's scales" % n, "<f4", (shape[0], shape[1] // c["group_size"]))
             tensors[n] = dequantize_q8_0(q, scale) if dequantize else (q, scale)
+        elif is_half(c, n):
+            bf16 = c["weight_type"] == WEIGHTS_BF16
+            h16 = piece("tensor %s" % n, "<u2" if bf16 else "<f2", shape)
+            tensors[n] = (from_bf16(h16) if bf16 else h16.astype(np.float32)) if dequantize else h16
         else:
             tensors[n] = piece("tensor %s" % n, "<f4", shape)
     tok = (blob, h["tok_kind"], h["tok_flags"], h["bos_id"], h["eos_id"])
