@@ -284,7 +284,13 @@ static inline void matmul_part(const Linear *l, const float *x, int T, int n_in,
             for (size_t r = lo; r < hi; r++)
                 out[r] = dot_q8(qw->q + r * n_in, qw->s + r * (n_in / qw->gs), x, n_in, qw->gs) + (b ? b[r] : 0.0f);
     } else {
-        size_t chunk = w ? hi - lo : qchunk_floats(n_in) / n_in;
+        // a matrix not in float32 in the fewest chunks that fit wbuf, of equal size, as each
+        // sgemm call packs all of x again and a short last chunk would run slowly
+        size_t chunk = hi - lo;
+        if (!w) {
+            size_t most = qchunk_floats(n_in) / n_in, chunks = (hi - lo + most - 1) / most;
+            chunk = (hi - lo + chunks - 1) / chunks;
+        }
         for (size_t r0 = lo; r0 < hi; r0 += chunk) {
             size_t r1 = hi - r0 < chunk ? hi : r0 + chunk;
             const float *wr = w ? w + r0 * n_in : l->wbuf;
