@@ -1,0 +1,354 @@
+"""convert.py --export-hf against its inverse and the oracles.
+
+For a random model of every kind that has a Hugging Face equivalent (GPT-2 and Llama as ./train
+makes them, with its character or BPE vocabulary; Llama with llama3 and linear RoPE scaling,
+Qwen2, Qwen3, Gemma 3; float32, bfloat16, float16 and Q8_0 weights):
+  - the export converts back (convert.py DIR OUT) to the same model: the config, every tensor
+    bit for bit (bfloat16 and float16 stay so; Q8_0 comes back as the float32 it stands for),
+    and the same token ids for sample texts (tests/bin/tok_cli on both files);
+  - tools/reference.py on the exported directory (Hugging Face's semantics) gives ./run's logits
+    on the original file, to 1e-4 x max|logit| at every position;
+  - @lenml/tokenizers (Hugging Face's tokenizers in JavaScript) encodes sample texts with the
+    exported tokenizer.json as tokenizer.c does with the model's blob.
+Models with no Hugging Face equivalent are refused in one line naming the knob.
+
+Needs node/npm (installs @lenml/tokenizers under tests/node when missing) and make.
+Run from the repository root: /usr/bin/python3 tests/test_export_hf.py [-k SUBSTRING]
+"""
+import json
+import math
+import os
+import random
+import subprocess
+import tempfile
+
+import numpy as np
+
+from pycase import ROOT  # puts tools/ on the path too
+import export_hf  # noqa: E402
+import make_random as mr  # noqa: E402
+import modelfile as mf  # noqa: E402
+import pycase  # noqa: E402
+import tokenizer_blob  # noqa: E402
+
+SHARED = os.path.join(ROOT, "..", "shared")
+TMP = tempfile.mkdtemp(prefix="attn-test-export-hf-")
+PY = "/usr/bin/python3"
+CONVERT = os.path.join(ROOT, "tools", "convert.py")
+REFERENCE = os.path.join(ROOT, "tools", "reference.py")
+TOK_CLI = os.path.join(ROOT, "tests", "bin", "tok_cli")
+NODE_DIR = os.path.join(ROOT, "tests", "node")
+LENML = os.path.join(NODE_DIR, "node_modules", "@lenml", "tokenizers")
+NPM_LENML = "@lenml/tokenizers@3.7.2"
+ENV = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
+LOGIT_TOL = 1e-4
+PROMPT = "Once upon a time, there was a little girl named Lily."
+
+case = pycase.Cases()
+
+
+def tmp(name):
+    return os.path.join(TMP, name)
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, env=ENV, **kw)
+    if r.returncode:
+        raise AssertionError("%s: exit %d: %s" % (" ".join(os.path.basename(c) for c in cmd[:2]), r.returncode,
+                                                  r.stderr.decode(errors="replace").strip()[-400:]))
+    return r.stdout
+
+
+def export(model, out_dir):
+    """convert.py MODEL --export-hf DIR as a user runs it; returns config.json."""
+    run([PY, CONVERT, model, "--export-hf", out_dir])
+    return json.load(open(os.path.join(out_dir, "config.json")))
+
+
+# ---- the models ----
+
+_L = mr._llama
+STORY_TEXT = open(os.path.join(SHARED, "data", "tinystories_sample.txt"), encoding="utf-8").read()
+CORPUS = open(os.path.join(SHARED, "data", "tinyshakespeare.txt"), encoding="utf-8").read()[:30000]
+GEMMA3 = dict(_L, dim=64, hidden_dim=128, n_layers=3, n_heads=2, n_kv_heads=1, head_dim=32,
+              ffn_kind=mf.FFN_GEGLU_TANH, arch_flags=7, embed_scale=8.0, attn_scale=float(np.float32(24 ** -0.5)),
+              sliding_window=8, global_every=3, rope_local_theta=10000.0, rope_theta=1e6, rope_scaling=1,
+              rope_factor=8.0, norm_eps=1e-6, vocab_size=300, seq_len=64)
+QWEN3 = dict(_L, dim=64, hidden_dim=160, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=24, arch_flags=mf.ARCH_QK_NORM,
+             vocab_size=300, seq_len=128, rope_theta=1e6, norm_eps=1e-6, tied_classifier=0)
+LLAMA3 = dict(mr.PRESETS["llama_gqa"], rope_scaling=2, rope_factor=32.0, rope_low_freq_factor=1.0,
+              rope_high_freq_factor=4.0, rope_original_ctx=64, rope_theta=500000.0)
+
+
+def random_model(cfg, weights=None, tok=None):
+    def make(path):
+        mr.make_model(path, mf.with_weight_type(cfg, weights), seed=7, tok=tok)
+    return make
+
+
+def trained(*flags):
+    """A model ./train makes: two steps on a Shakespeare excerpt (the weights do not matter)."""
+    def make(path):
+        corpus = tmp("corpus.txt")
+        with open(corpus, "w", encoding="utf-8") as f:
+            f.write(CORPUS)
+        run([os.path.join(ROOT, "train"), "-d", corpus, "-o", path, "--force", "--max-iters", "2", "--eval-interval",
+             "2", "--eval-iters", "1", "--n-layer", "2", "--n-embd", "32", "--n-head", "4", "--block-size", "32",
+             "--batch-size", "2", "-j", "1"] + list(flags))
+    return make
+
+
+def gpt2_padded_vocab(V, padded):
+    """A synthetic GPT-2 byte-level vocabulary of V pieces padded with empty ones to padded, as
+    nanoGPT's 50304."""
+    enc, merges = mr.synthetic_gpt2_vocab(V)
+    with open(tmp("vocab.json"), "w", encoding="utf-8") as f:
+        f.write(enc)
+    with open(tmp("merges.txt"), "w", encoding="utf-8") as f:
+        f.write(merges)
+    tok = tokenizer_blob.from_gpt2(tmp("vocab.json"), tmp("merges.txt"))
+    return (mf.resize_tokenizer(tok[0], padded),) + tuple(tok[1:])
+
+
+# (name, maker of the model file, Hugging Face model_type, what the round trip may change)
+KINDS = [
+    ("train_gpt_chars", trained(), "gpt2", {}),
+    ("train_llama_bpe", trained("--arch", "llama", "--n-kv-head", "2", "--vocab-size", "400"), "llama", {}),
+    ("gpt2", random_model(mr.PRESETS["gpt2"]), "gpt2", {}),
+    ("gpt2_padded_vocab", random_model(dict(mr.PRESETS["gpt2"], vocab_size=320), tok=gpt2_padded_vocab(300, 320)),
+     "gpt2", {}),
+    # nanoGPT without biases: Hugging Face's GPT-2 has them, zero
+    ("gpt2_no_bias", random_model(mr.PRESETS["gelu_erf_nanogpt"]), "gpt2", {"bias_flags": 7}),
+    ("llama_gqa", random_model(mr.PRESETS["llama_gqa"]), "llama", {}),
+    ("llama_untied", random_model(mr.PRESETS["untied"]), "llama", {}),
+    ("llama_all_biases", random_model(mr.PRESETS["all_bias_swiglu"]), "llama", {}),
+    ("llama3_rope_scaling", random_model(LLAMA3), "llama", {}),
+    ("llama_linear_rope", random_model(dict(mr.PRESETS["mqa"], rope_scaling=1, rope_factor=4.0)), "llama", {}),
+    ("qwen2", random_model(mr.PRESETS["qkv_bias_qwen2"]), "qwen2", {}),
+    ("qwen3", random_model(QWEN3), "qwen3", {}),
+    ("gemma3", random_model(GEMMA3), "gemma3_text", {}),
+    ("llama_bf16", random_model(mr.PRESETS["llama_gqa"], "bf16"), "llama", {}),
+    ("gemma3_bf16", random_model(GEMMA3, "bf16"), "gemma3_text", {}),
+    ("qwen3_f16", random_model(QWEN3, "f16"), "qwen3", {}),
+    # Q8_0 has no Hugging Face form: its float32 values go out, and come back as float32
+    ("llama_q8_0", random_model(mr.PRESETS["untied"], "q8_0"), "llama", {"weight_type": 0, "group_size": 0}),
+]
+
+
+# ---- tokenizers ----
+
+def tok_cli_ids(tok, texts):
+    """tokenizer.c's ids for each text (no BOS), or an "error: ..." string."""
+    subprocess.run(["make", "-s", "-C", ROOT, "tests/bin/tok_cli"], check=True)
+    path = tmp("blob.%d" % os.getpid())
+    with open(path, "wb") as f:
+        f.write(tok[0])
+    lines = "".join(t.encode("utf-8").hex() + "\n" for t in texts).encode()
+    out = run([TOK_CLI, path] + [str(x) for x in tok[1:]], input=lines).decode().split("\n")
+    return [o if o.startswith("error") else [int(x) for x in o.partition("\t")[0].split()] for o in out[:len(texts)]]
+
+
+def covered(texts, tok):
+    """The texts a vocabulary encodes without refusing (a character vocabulary has no byte fallback)."""
+    return [t for t, ids in zip(texts, tok_cli_ids(tok, texts)) if not isinstance(ids, str)]
+
+
+def sample_texts(n=120, seed=3):
+    """Story and play excerpts, and random runs of what tokenizers split on: spaces, newlines,
+    digits, contractions, accents, combining marks, CJK, emoji."""
+    rng = random.Random(seed)
+    out = ["", " ", PROMPT, "  two  spaces   and    more     spaces ", "Hello\nworld\n\n\ttab\r\n",
+           "I'M HERE, YOU'RE THERE, WE'D SAY IT'S 12345678 o'clock", "caf\u00e9 na\u0131\u0308ve \u65e5\u672c\u8a9e "
+           "\U0001F389\U0001F468\u200d\U0001F469 x\u0301\u0323 \u00a0nbsp"]
+    pool = [" ", "  ", "\n", "\n\n", "\t", "a", "The", "'s", "'LL", "\u00e9", "e\u0301", "\u65e5\u672c", "\U0001F389",
+            "1", "22", "333", "4444", ".", "!?", "\u0130", "\u00a0", "\u3000", "k\u0331"]
+    for _ in range(n // 2):
+        src = rng.choice((STORY_TEXT, CORPUS))
+        i = rng.randrange(len(src))
+        out.append(src[i:i + rng.randint(1, 400)])
+    for _ in range(n - n // 2):
+        out.append("".join(rng.choice(pool) for _ in range(rng.randint(1, 30))))
+    return out
+
+
+NODE = r"""
+const { TokenizerLoader } = require(process.argv[1]);
+const fs = require('fs');
+const dir = process.argv[2];
+const read = (name) => JSON.parse(fs.readFileSync(dir + '/' + name, 'utf8'));
+const tok = TokenizerLoader.fromPreTrained({tokenizerJSON: read('tokenizer.json'),
+                                            tokenizerConfig: read('tokenizer_config.json')});
+const texts = JSON.parse(fs.readFileSync(process.argv[3], 'utf8'));
+process.stdout.write(JSON.stringify(texts.map(t => tok.encode(t, {add_special_tokens: false}))));
+"""
+
+
+def lenml_ids(hf_dir, texts):
+    if not os.path.exists(os.path.join(LENML, "package.json")):
+        run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", NODE_DIR, NPM_LENML])
+    path = tmp("texts.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(texts, f)
+    return json.loads(run(["node", "-e", NODE, LENML, hf_dir, path]))
+
+
+def agree(texts, a, b, what):
+    bad = [(t, x, y) for t, x, y in zip(texts, a, b) if x != y]
+    assert not bad, "%s: %d of %d texts differ, first %r: %s vs %s" % (
+        what, len(bad), len(texts), bad[0][0][:80], str(bad[0][1])[:200], str(bad[0][2])[:200])
+
+
+# ---- the cases ----
+
+def round_trip(name, make, model_type, changes):
+    def check():
+        src, hf, back = tmp(name + ".bin"), tmp("hf_" + name), tmp(name + ".back.bin")
+        make(src)
+        conf = export(src, hf)
+        assert conf["model_type"] == model_type, "model_type %s, expected %s" % (conf["model_type"], model_type)
+        assert sorted(os.listdir(hf)) == sorted(export_hf.FILES), "files %s" % sorted(os.listdir(hf))
+        run([PY, CONVERT, hf, back])
+        c1, tok1, t1 = mf.read_model(src, dequantize=False)
+        c2, tok2, t2 = mf.read_model(back, dequantize=False)
+        want = dict(c1, **changes)
+        diff = {k: (want[k], c2[k]) for k in c1 if want[k] != c2[k]}
+        assert not diff, "config (expected, converted back): %s" % diff
+        full = mf.read_model(src)[2] if c1["weight_type"] == mf.WEIGHTS_Q8_0 else t1
+        for k, a in t2.items():
+            b = full.get(k, np.zeros_like(a))  # a bias Hugging Face's GPT-2 has and the file had not: zeros
+            assert a.dtype == b.dtype and np.array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8)), \
+                "tensor %s differs (%s vs %s)" % (k, a.dtype, b.dtype)
+        assert set(full) <= set(t2), "tensors lost: %s" % sorted(set(full) - set(t2))
+        assert (tok1[1], tok1[3], tok1[4]) == (tok2[1], tok2[3], tok2[4]), "tokenizer kind, bos, eos %s vs %s" % (
+            tok1[1:], tok2[1:])
+        assert tok1[2] & mf.TOKF_ADD_BOS == tok2[2] & mf.TOKF_ADD_BOS, "add-BOS flag lost"
+        texts = covered(sample_texts(), tok1)
+        agree(texts, tok_cli_ids(tok1, texts), tok_cli_ids(tok2, texts), "token ids, original vs converted back")
+    case.add("round_trip_" + name, check)
+
+    def hf_tokenizer():
+        src, hf = tmp(name + ".bin"), tmp("hf_" + name)
+        tok = mf.read_model(src)[1]
+        texts = covered(sample_texts(), tok)
+        agree(texts, tok_cli_ids(tok, texts), lenml_ids(hf, texts), "tokenizer.c vs @lenml/tokenizers")
+    case.add("lenml_tokenizer_" + name, hf_tokenizer, needs=["round_trip_" + name])
+
+    def logits():
+        src, hf = tmp(name + ".bin"), tmp("hf_" + name)
+        out = tmp("logits.out")
+        run([os.path.join(ROOT, "run"), src, "-m", "logits", "-i", covered([PROMPT], mf.read_model(src)[1])[0],
+             "-o", out])
+        d = open(out, "rb").read()
+        T, V = np.frombuffer(d, "<i4", 2)
+        toks = np.frombuffer(d, "<i4", T, 8).tolist()
+        ours = np.frombuffer(d, "<f4", T * V, 8 + 4 * T).reshape(T, V)
+        npy = tmp("hf_logits.npy")
+        run([PY, REFERENCE, hf, "--tokens", ",".join(map(str, toks)), "--logits", npy])
+        hf_logits = np.load(npy)
+        assert hf_logits.shape == ours.shape, "logits shape %s vs %s" % (hf_logits.shape, ours.shape)
+        d, scale = np.abs(hf_logits - ours).max(axis=1), np.abs(hf_logits).max(axis=1)
+        worst = int(np.argmax(d / scale))
+        assert (d <= LOGIT_TOL * scale).all(), "position %d: max|d| %.3g > %.0e x %.3g" % (
+            worst, d[worst], LOGIT_TOL, scale[worst])
+    case.add("hf_logits_" + name, logits, needs=["round_trip_" + name])
+
+
+for kind in KINDS:
+    round_trip(*kind)
+
+
+def llama2_vocab():
+    """A small model with llama2.c's Llama 2 vocabulary: 32000 pieces merged by score, runs of
+    spaces scored alike."""
+    cfg = dict(mr.PRESETS["llama_gqa"], dim=16, hidden_dim=32, n_layers=1, n_heads=2, n_kv_heads=1, vocab_size=32000)
+    path, hf = tmp("llama2_vocab.bin"), tmp("hf_llama2_vocab")
+    mr.make_model(path, cfg, seed=1)
+    export(path, hf)
+    tok = mf.read_model(path)[1]
+    texts = sample_texts(600, seed=11)
+    agree(texts, tok_cli_ids(tok, texts), lenml_ids(hf, texts), "Llama 2 vocabulary: tokenizer.c vs @lenml")
+    back = tmp("llama2_vocab.back.bin")
+    run([PY, CONVERT, hf, back])
+    agree(texts, tok_cli_ids(tok, texts), tok_cli_ids(mf.read_model(back)[1], texts), "converted back")
+
+
+case.add("llama2_vocabulary_score_merges", llama2_vocab)
+
+
+# What has no Hugging Face equivalent: (name, config, what the one-line refusal names)
+REFUSED = [
+    ("post_norm", mr.PRESETS["transformer_postnorm"], "post-norm"),
+    ("sinusoid", dict(mr.PRESETS["transformer_postnorm"], post_norm=0, final_norm=1), "sinusoidal positions"),
+    ("partial_rotary", mr.PRESETS["partial_rope"], "partial rotary"),
+    ("relu_llama", dict(mr.PRESETS["llama_gqa"], ffn_kind=mf.FFN_RELU), "ReLU"),
+    ("embed_scale_llama", dict(mr.PRESETS["llama_gqa"], embed_scale=2.0), "embed_scale"),
+    ("layernorm_rope", dict(mr.PRESETS["llama_gqa"], norm_kind=mf.NORM_LAYER), "LayerNorm with RoPE"),
+    ("gqa_gpt2", dict(mr.PRESETS["gpt2"], n_kv_heads=2), "grouped-query attention"),
+    ("gpt2_head_dim", mr.PRESETS["head_dim_20"], "head_dim"),
+    ("sliding_llama", dict(mr.PRESETS["llama_gqa"], sliding_window=16, global_every=2, rope_local_theta=1e4),
+     "sliding-window"),
+    ("qwen2_ffn_bias", dict(mr.PRESETS["llama_gqa"], bias_flags=mf.BIAS_QKV | mf.BIAS_FFN), "bias_flags 5"),
+    ("gemma_norms_swiglu", dict(GEMMA3, ffn_kind=mf.FFN_SWIGLU), "SwiGLU"),
+    ("gemma_embed_scale", dict(GEMMA3, embed_scale=1.0), "embed_scale"),
+    ("attn_scale_llama", dict(mr.PRESETS["llama_gqa"], attn_scale=0.5), "attn_scale"),
+]
+
+
+def refusal(name, cfg, needle):
+    def check():
+        path = tmp("refused_%s.bin" % name)
+        mr.make_model(path, cfg, seed=1)
+        line = pycase.refused([PY, CONVERT, path, "--export-hf", tmp("refused_" + name)], needle)
+        assert "no Hugging Face equivalent" in line, line
+        assert not os.path.exists(tmp("refused_" + name)), "a refused export left its directory"
+    case.add("refuses_" + name, check)
+
+
+for r in REFUSED:
+    refusal(*r)
+
+
+@case
+def refuses_bad_output_dirs():
+    src = tmp("out_checks.bin")
+    mr.make_model(src, mr.PRESETS["llama_gqa"], seed=1)
+    busy = tmp("busy_dir")
+    os.makedirs(busy, exist_ok=True)
+    open(os.path.join(busy, "vocab.json"), "w").write("{}")
+    pycase.refused([PY, CONVERT, src, "--export-hf", busy], "vocab.json")
+    pycase.refused([PY, CONVERT, src, "--export-hf", src], "not a directory")
+    pycase.refused([PY, CONVERT, src, "--export-hf", tmp("q"), "--quantize", "q8_0"], "--quantize")
+    again = tmp("again")
+    export(src, again)
+    export(src, again)  # a former export is replaced
+
+
+@case
+def config_json_is_what_transformers_reads():
+    """The keys of each family's configuration class (LlamaConfig, Qwen2Config, Qwen3Config,
+    Gemma3TextConfig, GPT2Config), with the values of the published configs in ../shared/hf."""
+    mr.make_model(tmp("cfg_llama3.bin"), dict(LLAMA3, n_kv_heads=2), seed=1)
+    conf = export(tmp("cfg_llama3.bin"), tmp("hf_cfg_llama3"))
+    pub = json.load(open(os.path.join(SHARED, "hf", "meta-llama--Llama-3.2-1B-Instruct", "config.json")))
+    assert set(pub["rope_scaling"]) == set(conf["rope_scaling"]), conf["rope_scaling"]
+    assert conf["rope_scaling"]["factor"] == 32.0 and isinstance(conf["rope_scaling"]["factor"], float)
+    for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+              "head_dim", "rms_norm_eps", "rope_theta", "max_position_embeddings", "hidden_act", "attention_bias",
+              "mlp_bias", "tie_word_embeddings", "vocab_size", "architectures", "model_type"):
+        assert k in conf, "llama config.json lacks %s" % k
+    mr.make_model(tmp("cfg_gemma3.bin"), dict(GEMMA3, n_layers=7, global_every=6, attn_scale=0.0), seed=1)
+    g = export(tmp("cfg_gemma3.bin"), tmp("hf_cfg_gemma3"))
+    pub = json.load(open(os.path.join(SHARED, "hf", "google--gemma-3-270m-it", "config.json")))
+    for k in ("query_pre_attn_scalar", "sliding_window", "layer_types", "rope_local_base_freq", "hidden_activation",
+              "head_dim", "final_logit_softcapping", "attn_logit_softcapping", "rms_norm_eps", "rope_theta"):
+        assert k in pub and k in g, "gemma3_text config.json lacks %s" % k
+    assert g["layer_types"] == pub["layer_types"][:6] + ["sliding_attention"], g["layer_types"]
+    assert g["query_pre_attn_scalar"] == 32 and g["sliding_window_pattern"] == 6
+    assert math.isclose(g["rope_local_base_freq"], 10000.0) and g["rope_scaling"] == {"rope_type": "linear",
+                                                                                        "factor": 8.0}
+    gen = json.load(open(os.path.join(tmp("hf_cfg_gemma3"), "generation_config.json")))
+    assert gen["bos_token_id"] == 1 and gen["eos_token_id"] == [2, 1], gen  # synthetic vocab: BOS ends stories
+
+
+if __name__ == "__main__":
+    raise SystemExit(case.main(TMP))
