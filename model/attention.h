@@ -170,12 +170,15 @@ static void causal_scores(float *S, const float *q, size_t lq, const float *k, s
     }
 }
 
-// Row t of a causal_scores block into probabilities over its n = P + t + 1 entries, 0 after
-// (exp of -inf gives the padding 0).
-static inline void causal_softmax_row(float *row, int n, int L) {
-    int m = causal_width(n, L);
+// Row t of a causal_scores block (L entries) into probabilities over its entries [lo, n), n =
+// P + t + 1, and 0 elsewhere. The softmax runs from lo rounded down to a multiple of 16 to
+// causal_width(n), over scores padded with -inf (exp of -inf gives the padding 0).
+static inline void causal_softmax_row(float *row, int lo, int n, int L) {
+    int a = lo / VEC * VEC, m = causal_width(n, L);
+    for (int j = a; j < lo; j++) row[j] = -INFINITY;
     for (int j = n; j < m; j++) row[j] = -INFINITY;
-    softmax(row, m);
+    softmax(row + a, m - a);
+    memset(row, 0, (size_t)a * sizeof(float));
     memset(row + m, 0, (size_t)(L - m) * sizeof(float));
 }
 
@@ -184,23 +187,46 @@ static inline void causal_softmax_row(float *row, int n, int L) {
 
 // Masked scaled dot-product attention for B sequences of T new rows each, after P rows
 // already in k/v. q, out: [B, T, n_heads * head_dim]; k, v: [B, P + T, n_kv_heads * head_dim].
-// att receives the probabilities [B, n_heads, T, P + T] (zero where masked) so that training
-// can keep them for the backward pass. Parallel across (sequence, head).
-// attention_pairs does the (sequence, head) pairs [lo, hi) of B × n_heads, a thread's share.
-static inline void attention_pairs(float *out, float *att, const float *q, const float *k, const float *v, int T, int P,
-                                   int n_heads, int n_kv_heads, int head_dim, size_t lo, size_t hi) {
+// Scores are scaled by scale; with window > 0 row t attends only to its last window keys,
+// P + t + 1 - window ≤ j ≤ P + t (a local layer's band, Hugging Face's sliding window), and
+// without one to every key up to its own. att receives the probabilities [B, n_heads, T, P + T]
+// (zero where masked) so that training can keep them for the backward pass; in a band it is
+// only scratch. Parallel across (sequence, head): attention_pairs_masked does the (sequence,
+// head) pairs [lo, hi) of B × n_heads, a thread's share.
+#define BAND_ROWS 32 // a band's rows go in blocks this tall, each over only the keys its rows see
+static inline void attention_pairs_masked(float *out, float *att, const float *q, const float *k, const float *v, int T,
+                                          int P, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
+                                          size_t lo, size_t hi) {
     int L = P + T, qd = n_heads * head_dim, kvd = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
-    float scale = 1.0f / sqrtf((float)head_dim);
+    int rows = window ? BAND_ROWS : T;
     for (size_t i = lo; i < hi; i++) {
         int b = (int)(i / n_heads), h = (int)(i % n_heads);
         const float *kb = k + (size_t)b * L * kvd + (size_t)(h / group) * head_dim;
         const float *vb = v + (size_t)b * L * kvd + (size_t)(h / group) * head_dim;
         const float *qb = q + (size_t)b * T * qd + (size_t)h * head_dim;
         float *a = att + i * T * L, *o = out + (size_t)b * T * qd + (size_t)h * head_dim;
-        causal_scores(a, qb, qd, kb, kvd, T, P, head_dim, scale);
-        for (int t = 0; t < T; t++) causal_softmax_row(a + (size_t)t * L, P + t + 1, L);
-        causal_product(o, qd, a, L, 0, vb, kvd, T, head_dim, L, CAUSAL_BELOW, P, 1.0f, 0);
+        // rows [t0, t0 + n) over keys [k0, P + t0 + n): p of them before the block's first row
+        for (int t0 = 0; t0 < T;) {
+            int n = T - t0 < rows ? T - t0 : rows;
+            int k0 = window && P + t0 + 1 - window > 0 ? P + t0 + 1 - window : 0, p = P + t0 - k0, l = p + n;
+            causal_scores(a, qb + (size_t)t0 * qd, qd, kb + (size_t)k0 * kvd, kvd, n, p, head_dim, scale);
+            for (int t = 0; t < n; t++) {
+                int first = window && p + t + 1 - window > 0 ? p + t + 1 - window : 0;
+                causal_softmax_row(a + (size_t)t * l, first, p + t + 1, l);
+            }
+            causal_product(o + (size_t)t0 * qd, qd, a, l, 0, vb + (size_t)k0 * kvd, kvd, n, head_dim, l, CAUSAL_BELOW,
+                           p, 1.0f, 0);
+            a += (size_t)n * l; // the blocks' scores [n, l] lie one after another
+            t0 += n;
+        }
     }
+}
+
+// Causal attention scaled by 1 / sqrt(head_dim), as ./train's models have it.
+static inline void attention_pairs(float *out, float *att, const float *q, const float *k, const float *v, int T, int P,
+                                   int n_heads, int n_kv_heads, int head_dim, size_t lo, size_t hi) {
+    attention_pairs_masked(out, att, q, k, v, T, P, n_heads, n_kv_heads, head_dim, 1.0f / sqrtf((float)head_dim), 0, lo,
+                           hi);
 }
 
 static inline void attention_forward(float *out, float *att, const float *q, const float *k, const float *v, int B,

@@ -14,9 +14,12 @@
 #include "threads.h"
 
 // The buffers of a forward pass: activations for up to max_batch rows at once, and the KV
-// cache for the whole context. q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim.
+// cache. q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim. A global layer's cache
+// holds the whole context; a local layer attends only to its last sliding_window positions,
+// so when a ring of them is shorter its cache is that ring (layer_cache).
 typedef struct {
     int max_batch, threads; // threads: how many copies of xn there are; forward never runs more
+    int ring;               // positions in a local layer's ring, or 0: local layers keep every position
     float *x;               // (max_batch, dim) the residual stream
     float *xn;              // (threads, max_batch, dim) each thread's normalised copy of x
     float *q;               // (max_batch, q_dim) queries
@@ -24,11 +27,13 @@ typedef struct {
     float *xb;              // (max_batch, dim) a sub-layer's output projection
     float *hb, *hb2;        // (max_batch, hidden_dim) the feed-forward's w1 and w3 outputs
     float *att;             // (max_batch, n_heads, seq_len) attention probabilities
-    float *rope_cos;        // (seq_len, rope_dims / 2)
+    float *rope_cos;        // (seq_len, rope_dims / 2) the global layers' RoPE, scaled
     float *rope_sin;        // (seq_len, rope_dims / 2)
-    float *key_cache;       // (n_layers, seq_len, kv_dim)
-    float *value_cache;     // (n_layers, seq_len, kv_dim)
-    float *wbuf;            // (threads, wbuf_floats) a Q8_0 model's dequantised rows
+    float *rope_local_cos;  // (seq_len, rope_dims / 2) the local layers' (sliding_window only)
+    float *rope_local_sin;  // (seq_len, rope_dims / 2)
+    float *key_cache;       // (the layers' cache rows, kv_dim), layer after layer (layer_cache)
+    float *value_cache;     // (the same)
+    float *wbuf;            // (threads, wbuf_floats) a quantised or 16-bit model's widened rows
     size_t wbuf_floats;
     float *mem;   // the one allocation the buffers above are carved from
     size_t bytes; // its size
@@ -44,18 +49,49 @@ static inline void state_free(RunState *s) {
     *s = (RunState){0};
 }
 
+// Where layer l keeps its keys and values, rows kv_dim apart: position p at row p % rows and,
+// in a ring (mirrored), again at row p % rows + rows, so that any run of up to rows
+// consecutive positions lies in one piece from row (its first) % rows.
+typedef struct {
+    float *k, *v;
+    int rows, mirrored;
+} LayerCache;
+
+// The cache rows of a local layer: a ring of sliding_window - 1 + max_batch positions (a batch's
+// first row sees sliding_window - 1 before it) twice over, when that is less than the context.
+static inline int local_cache_rows(const Config *c, int ring) { return ring ? 2 * ring : c->seq_len; }
+
+static inline LayerCache layer_cache(const Config *c, const RunState *s, int l) {
+    int global_before = c->sliding_window ? l / c->global_every : l, local = layer_is_local(c, l);
+    size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t row = (size_t)global_before * c->seq_len + (size_t)(l - global_before) * local_cache_rows(c, s->ring);
+    LayerCache lc = {s->key_cache + row * kvd, s->value_cache + row * kvd, c->seq_len, 0};
+    if (local && s->ring) lc.rows = s->ring, lc.mirrored = 1;
+    return lc;
+}
+
+// The ring's second copy of rows [r, r + T), columns [c0, c1), just written.
+static inline void mirror_rows(float *cache, int rows, int r, int T, size_t kvd, size_t c0, size_t c1) {
+    for (int i = r; i < r + T; i++)
+        memcpy(cache + (i < rows ? i + rows : i - rows) * kvd + c0, cache + i * kvd + c0, (c1 - c0) * sizeof(float));
+}
+
 // Allocates the state for up to max_batch rows at once, every buffer carved from one block
-// (wbuf only for a Q8_0 model's batched prompts). Returns 0, or -1 when out of memory, with
-// s->bytes saying how much it needed.
+// (wbuf only for a Q8_0, bfloat16 or float16 model's batched prompts). Returns 0, or -1 when
+// out of memory, with s->bytes saying how much it needed.
 static inline int state_init(RunState *s, const Config *c, int max_batch) {
     memset(s, 0, sizeof *s);
     s->max_batch = max_batch;
     s->threads = max_threads();
     size_t B = max_batch, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
-    size_t half = c->rope_dims / 2, cache = (size_t)c->n_layers * c->seq_len * kvd;
+    int ring = c->sliding_window - 1 + max_batch;
+    s->ring = c->sliding_window && 2 * (int64_t)ring < c->seq_len ? ring : 0;
+    size_t half = c->rope_dims / 2, local_half = c->sliding_window ? half : 0;
+    size_t global = c->sliding_window ? c->n_layers / c->global_every : c->n_layers;
+    size_t cache = kvd * (global * c->seq_len + (c->n_layers - global) * local_cache_rows(c, s->ring));
     size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
     widest = qd > widest ? qd : widest;
-    s->wbuf_floats = c->weight_type == WEIGHTS_Q8_0 && B > 1 ? qchunk_floats((int)widest) : 0;
+    s->wbuf_floats = c->weight_type != WEIGHTS_F32 && B > 1 ? qchunk_floats((int)widest) : 0;
     struct {
         float **buf;
         size_t floats;
@@ -70,6 +106,8 @@ static inline int state_init(RunState *s, const Config *c, int max_batch) {
         {&s->att, B * c->n_heads * (size_t)c->seq_len},
         {&s->rope_cos, c->seq_len * half},
         {&s->rope_sin, c->seq_len * half},
+        {&s->rope_local_cos, c->seq_len * local_half},
+        {&s->rope_local_sin, c->seq_len * local_half},
         {&s->key_cache, cache},
         {&s->value_cache, cache},
         {&s->wbuf, s->threads * s->wbuf_floats},
@@ -83,14 +121,22 @@ static inline int state_init(RunState *s, const Config *c, int max_batch) {
         *t[i].buf = t[i].floats ? next : NULL;
         next += state_align(t[i].floats);
     }
-    if (c->pos_kind == POS_ROPE) rope_table(s->rope_cos, s->rope_sin, c->seq_len, c->rope_dims, c->rope_theta);
+    if (c->pos_kind == POS_ROPE) {
+        double freq[ROPE_MAX_PAIRS];
+        rope_frequencies(freq, c, 0);
+        rope_table_of(s->rope_cos, s->rope_sin, c->seq_len, (int)half, freq);
+        if (c->sliding_window) {
+            rope_frequencies(freq, c, 1);
+            rope_table_of(s->rope_local_cos, s->rope_local_sin, c->seq_len, (int)half, freq);
+        }
+    }
     return 0;
 }
 
 // Multiply-adds of one layer's products for one token.
 static inline size_t layer_macs(const Config *c) {
     size_t d = c->dim, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
-    return d * (qd + 2 * kvd) + qd * d + (c->ffn_kind == FFN_SWIGLU ? 3 : 2) * d * c->hidden_dim;
+    return d * (qd + 2 * kvd) + qd * d + (ffn_is_gated(c->ffn_kind) ? 3 : 2) * d * c->hidden_dim;
 }
 
 // This thread's copy of the sub-layer's input: the norm of every row of x in a pre-norm model
@@ -104,36 +150,46 @@ static inline const float *sublayer_input(const Config *c, const float *x, float
 }
 
 // A sub-layer's output projection of in [T, n_in] into xb, split across the region's threads
-// by features, each adding its features into x (the residual); then, in a post-norm model,
-// "Add & Norm"'s norm of this thread's rows [r0, r1). On return x is whole for every thread.
+// by features, each adding its features into x (the residual). With an output norm (out_norm_w,
+// Gemma 3's) the whole rows must be there first: each thread then normalises its rows [r0, r1)
+// of xb and adds them into x. Then, in a post-norm model, "Add & Norm"'s norm of the same rows.
+// On return x is whole for every thread.
 static inline void add_sublayer(const Config *c, RunState *s, const float *in, const float *w, QMat qw, const float *b,
-                                const float *norm_w, const float *norm_b, int T, int n_in, int id, int nt, size_t r0,
-                                size_t r1) {
+                                const float *out_norm_w, const float *norm_w, const float *norm_b, int T, int n_in,
+                                int id, int nt, size_t r0, size_t r1) {
     size_t d = c->dim, lo, hi;
     Linear o = {.out = s->xb,
                 .w = w,
                 .b = b,
                 .n_out = c->dim,
-                .residual = s->x,
+                .residual = out_norm_w ? NULL : s->x,
                 .qw = qw,
                 .wbuf = s->wbuf ? s->wbuf + (size_t)id * s->wbuf_floats : NULL};
     share(d, id, nt, &lo, &hi);
     matmul_part(&o, in, T, n_in, lo, hi);
     barrier_wait(&s->barrier, nt);
-    if (!c->post_norm) return;
-    if (r1 > r0) norm_forward(c, s->x + r0 * d, s->x + r0 * d, norm_w, norm_b, (int)(r1 - r0));
+    if (!out_norm_w && !c->post_norm) return;
+    if (out_norm_w && r1 > r0) {
+        float *xb = s->xb + r0 * d, *x = s->x + r0 * d;
+        norm_forward(c, xb, xb, out_norm_w, NULL, (int)(r1 - r0));
+        for (size_t i = 0; i < (r1 - r0) * d; i++) x[i] += xb[i];
+    }
+    if (c->post_norm && r1 > r0) norm_forward(c, s->x + r0 * d, s->x + r0 * d, norm_w, norm_b, (int)(r1 - r0));
     barrier_wait(&s->barrier, nt);
 }
 
 // Runs T tokens at positions pos0 .. pos0+T-1 (T ≤ max_batch, pos0 + T ≤ seq_len) through
-// the model, appending their keys and values to the cache. Logits are computed only for rows
-// logits_from .. T-1, into logits [T - logits_from, vocab_size]; the prompt asks for its last
-// row alone, perplexity for all.
+// the model, appending their keys and values to the cache: it must hold the positions before
+// pos0 that the layers see (a local layer's ring keeps its last sliding_window - 1 + max_batch;
+// every caller goes on from where the last call ended, or starts again at 0). Logits are
+// computed only for rows logits_from .. T-1, into logits [T - logits_from, vocab_size]; the
+// prompt asks for its last row alone, perplexity for all.
 static inline void forward(const Config *c, const Weights *w, RunState *s, const int *tokens, int T, int pos0,
                            float *logits, int logits_from) {
     int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, hid = c->hidden_dim;
-    int swiglu = c->ffn_kind == FFN_SWIGLU, n_logits = logits && logits_from < T ? T - logits_from : 0;
+    int gated = ffn_is_gated(c->ffn_kind), n_logits = logits && logits_from < T ? T - logits_from : 0;
     int team = max_threads() < s->threads ? max_threads() : s->threads;
+    float scale = c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)hd);
     float *x = s->x;
     // One parallel region for the whole pass: each product is split across the threads by
     // output features, attention by head, embedding and post-norms by rows. A one-token step
@@ -157,27 +213,41 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
         barrier_wait(&s->barrier, nt);
         for (int l = 0; l < c->n_layers; l++) {
             const LayerWeights *L = &w->layers[l];
-            float *kc = s->key_cache + ((size_t)l * c->seq_len) * kvd,
-                  *vc = s->value_cache + ((size_t)l * c->seq_len) * kvd;
-            float *knew = kc + (size_t)pos0 * kvd;
+            int local = layer_is_local(c, l);
+            LayerCache lc = layer_cache(c, s, l);
+            int row = pos0 % lc.rows; // the new positions' rows: in a ring, rows [row, row + T) < 2 rows
+            float *knew = lc.k + (size_t)row * kvd, *vnew = lc.v + (size_t)row * kvd;
             // attention
             const float *in = sublayer_input(c, x, xn, L->attn_norm_w, L->attn_norm_b, T);
             Linear q = {.out = s->q, .w = L->wq, .b = L->bq, .n_out = qd, .qw = L->qwq, .wbuf = wbuf};
             Linear k = {.out = knew, .w = L->wk, .b = L->bk, .n_out = kvd, .qw = L->qwk, .wbuf = wbuf};
-            Linear v = {
-                .out = vc + (size_t)pos0 * kvd, .w = L->wv, .b = L->bv, .n_out = kvd, .qw = L->qwv, .wbuf = wbuf};
+            Linear v = {.out = vnew, .w = L->wv, .b = L->bv, .n_out = kvd, .qw = L->qwv, .wbuf = wbuf};
             matmul_part(&q, in, T, d, h0 * hd, h1 * hd);
             matmul_part(&k, in, T, d, g0 * hd, g1 * hd);
             matmul_part(&v, in, T, d, g0 * hd, g1 * hd);
+            if (c->arch_flags & ARCH_QK_NORM) {
+                head_norm_forward(c, s->q + h0 * hd, qd, T, (int)(h1 - h0), L->q_norm_w);
+                head_norm_forward(c, knew + g0 * hd, kvd, T, (int)(g1 - g0), L->k_norm_w);
+            }
             if (c->pos_kind == POS_ROPE) {
-                rope_forward(s->q + h0 * hd, qd, T, pos0, (int)(h1 - h0), hd, c->rope_dims, s->rope_cos, s->rope_sin);
-                rope_forward(knew + g0 * hd, kvd, T, pos0, (int)(g1 - g0), hd, c->rope_dims, s->rope_cos, s->rope_sin);
+                const float *rc = local ? s->rope_local_cos : s->rope_cos,
+                            *rs = local ? s->rope_local_sin : s->rope_sin;
+                rope_forward(s->q + h0 * hd, qd, T, pos0, (int)(h1 - h0), hd, c->rope_dims, rc, rs);
+                rope_forward(knew + g0 * hd, kvd, T, pos0, (int)(g1 - g0), hd, c->rope_dims, rc, rs);
+            }
+            if (lc.mirrored) {
+                mirror_rows(lc.k, lc.rows, row, T, kvd, g0 * hd, g1 * hd);
+                mirror_rows(lc.v, lc.rows, row, T, kvd, g0 * hd, g1 * hd);
             }
             if (!own_kv) barrier_wait(&s->barrier, nt);
-            attention_pairs(s->attn_out, s->att, s->q, kc, vc, T, pos0, c->n_heads, c->n_kv_heads, hd, h0, h1);
+            // a local layer's queries see positions from first on, in one piece of its cache
+            int first = local && pos0 - c->sliding_window + 1 > 0 ? pos0 - c->sliding_window + 1 : 0;
+            size_t from = (size_t)(first % lc.rows) * kvd;
+            attention_pairs_masked(s->attn_out, s->att, s->q, lc.k + from, lc.v + from, T, pos0 - first, c->n_heads,
+                                   c->n_kv_heads, hd, scale, local ? c->sliding_window : 0, h0, h1);
             barrier_wait(&s->barrier, nt);
-            add_sublayer(c, s, s->attn_out, L->wo, L->qwo, L->bo, L->attn_norm_w, L->attn_norm_b, T, qd, id, nt, r0,
-                         r1);
+            add_sublayer(c, s, s->attn_out, L->wo, L->qwo, L->bo, L->attn_out_norm_w, L->attn_norm_w, L->attn_norm_b, T,
+                         qd, id, nt, r0, r1);
             // feed-forward: w1 and w3 split alike, so that each thread's activations need only
             // its own outputs
             in = sublayer_input(c, x, xn, L->ffn_norm_w, L->ffn_norm_b, T);
@@ -185,12 +255,13 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
                            {.out = s->hb2, .w = L->w3, .b = L->b3, .n_out = hid, .qw = L->qw3, .wbuf = wbuf}};
             share((size_t)hid, id, nt, &lo, &hi);
             matmul_part(&up[0], in, T, d, lo, hi);
-            if (swiglu) matmul_part(&up[1], in, T, d, lo, hi);
+            if (gated) matmul_part(&up[1], in, T, d, lo, hi);
             for (int t = 0; t < T && hi > lo; t++)
                 activation_forward(c->ffn_kind, s->hb + (size_t)t * hid + lo, s->hb + (size_t)t * hid + lo,
                                    s->hb2 + (size_t)t * hid + lo, hi - lo);
             barrier_wait(&s->barrier, nt);
-            add_sublayer(c, s, s->hb, L->w2, L->qw2, L->b2, L->ffn_norm_w, L->ffn_norm_b, T, hid, id, nt, r0, r1);
+            add_sublayer(c, s, s->hb, L->w2, L->qw2, L->b2, L->ffn_out_norm_w, L->ffn_norm_w, L->ffn_norm_b, T, hid, id,
+                         nt, r0, r1);
         }
         if (n_logits) {
             const float *last = x + (size_t)logits_from * d;

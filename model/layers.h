@@ -58,7 +58,10 @@ static inline void softmax(float *x, int n) {
 // ----------------------------------------------------------------------------
 // Normalisation: LayerNorm or RMSNorm over each row of dim features
 
-static inline void rmsnorm(float *out, const float *x, const float *w, int T, int C, float eps) {
+// With plus_one the weights are used as (1 + w), as Gemma's norms do (in float32, as Hugging
+// Face computes x_normed * (1.0 + w)); adding 0 instead leaves every other model's product as it was.
+static inline void rmsnorm(float *out, const float *x, const float *w, int plus_one, int T, int C, float eps) {
+    float one = plus_one ? 1.0f : 0.0f;
     for (int t = 0; t < T; t++) {
         const float *xt = x + (size_t)t * C;
         float *ot = out + (size_t)t * C;
@@ -66,7 +69,7 @@ static inline void rmsnorm(float *out, const float *x, const float *w, int T, in
 #pragma omp simd reduction(+ : ss)
         for (int i = 0; i < C; i++) ss += xt[i] * xt[i];
         float r = 1.0f / sqrtf(ss / C + eps);
-        for (int i = 0; i < C; i++) ot[i] = xt[i] * r * w[i];
+        for (int i = 0; i < C; i++) ot[i] = xt[i] * r * (w[i] + one);
     }
 }
 
@@ -87,7 +90,15 @@ static inline void layernorm(float *out, const float *x, const float *w, const f
 
 static inline void norm_forward(const Config *c, float *out, const float *x, const float *w, const float *b, int T) {
     if (c->norm_kind == NORM_LAYER) layernorm(out, x, w, b, T, c->dim, c->norm_eps);
-    else rmsnorm(out, x, w, T, c->dim, c->norm_eps);
+    else rmsnorm(out, x, w, (c->arch_flags & ARCH_NORM_PLUS_ONE) != 0, T, c->dim, c->norm_eps);
+}
+
+// ARCH_QK_NORM's RMSNorm over each of n_heads heads (head_dim wide, weights w) in T rows
+// stride apart, in place: a thread normalises only the heads it owns.
+static inline void head_norm_forward(const Config *c, float *x, size_t stride, int T, int n_heads, const float *w) {
+    for (int t = 0; t < T; t++)
+        rmsnorm(x + t * stride, x + t * stride, w, (c->arch_flags & ARCH_NORM_PLUS_ONE) != 0, n_heads, c->head_dim,
+                c->norm_eps);
 }
 
 // dx (=, or += with acc) from dout through LayerNorm / RMSNorm of x; dw, db accumulate.
@@ -132,10 +143,19 @@ static inline void norm_backward(const Config *c, float *dx, int acc, float *dw,
 
 #define GELU_K 0.7978845608028654f // sqrt(2 / pi)
 
+// SwiGLU and GeGLU multiply the activation by a second projection (w3), the gate's partner.
+static inline int ffn_is_gated(int kind) { return kind == FFN_SWIGLU || kind == FFN_GEGLU_TANH; }
+
+// GELU's tanh approximation, 0.5 x (1 + tanh u), written as the equal x sigmoid(2u) so that
+// it needs only exp_vec and vectorises.
+static inline float gelu_tanh(float x) {
+    float u = GELU_K * (x + 0.044715f * x * x * x);
+    return x / (1.0f + exp_vec(-2.0f * u));
+}
+
 // The feed-forward nonlinearity of h [n] into out, which may be h itself (./run works in
-// place; training keeps h for the backward pass); SwiGLU also takes the gate's partner g.
-// GELU's 0.5 (1 + tanh u) is written as the equal sigmoid(2u), so that it and SiLU need only
-// exp_vec. One loop per kind, so that each vectorises; omp simd because out may alias h,
+// place; training keeps h for the backward pass); the gated kinds also take the gate's
+// partner g. One loop per kind, so that each vectorises; omp simd because out may alias h,
 // which is safe element by element.
 static inline void activation_forward(int kind, float *out, const float *h, const float *g, size_t n) {
     switch (kind) {
@@ -145,10 +165,11 @@ static inline void activation_forward(int kind, float *out, const float *h, cons
         break;
     case FFN_GELU_TANH:
 #pragma omp simd
-        for (size_t i = 0; i < n; i++) {
-            float x = h[i], u = GELU_K * (x + 0.044715f * x * x * x);
-            out[i] = x / (1.0f + exp_vec(-2.0f * u));
-        }
+        for (size_t i = 0; i < n; i++) out[i] = gelu_tanh(h[i]);
+        break;
+    case FFN_GEGLU_TANH: // Gemma's w2(gelu_tanh(w1 x) * w3 x)
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) out[i] = gelu_tanh(h[i]) * g[i];
         break;
     case FFN_GELU_ERF:
         for (size_t i = 0; i < n; i++) out[i] = 0.5f * h[i] * (1.0f + erff(h[i] * 0.7071067811865476f));
@@ -214,15 +235,49 @@ static inline void rope_forward(float *x, size_t stride, int T, int pos0, int n_
     }
 }
 
-// Angles in double so that long contexts keep their precision; stored as float.
-static inline void rope_table(float *cos_t, float *sin_t, int seq_len, int rope_dims, float theta) {
-    int half = rope_dims / 2;
+#define ROPE_MAX_PAIRS 2048 // rope_dims / 2 for the widest head file.h allows
+
+// The table of cos and sin of p freq[i] for positions p < seq_len and pairs i < half, [seq_len,
+// half]. Angles in double so that long contexts keep their precision; stored as float.
+static inline void rope_table_of(float *cos_t, float *sin_t, int seq_len, int half, const double *freq) {
     for (int p = 0; p < seq_len; p++)
         for (int i = 0; i < half; i++) {
-            double freq = pow((double)theta, -2.0 * i / rope_dims), a = p * freq;
+            double a = p * freq[i];
             cos_t[(size_t)p * half + i] = (float)cos(a);
             sin_t[(size_t)p * half + i] = (float)sin(a);
         }
+}
+
+// Pair i's angle per position, theta^(-2i / rope_dims), for rope_dims / 2 pairs.
+static inline void rope_base_frequencies(double *freq, int rope_dims, double theta) {
+    for (int i = 0; i < rope_dims / 2; i++) freq[i] = pow(theta, -2.0 * i / rope_dims);
+}
+
+// A layer's frequencies: a local layer's from rope_local_theta as they are; a global layer's from
+// rope_theta, scaled as Hugging Face's rope_type linear (every one divided by rope_factor) or
+// llama3 (_compute_llama3_parameters: wavelengths longer than rope_original_ctx /
+// rope_low_freq_factor divided by rope_factor, those shorter than rope_original_ctx /
+// rope_high_freq_factor kept, and the ones between interpolated), here in double.
+static inline void rope_frequencies(double *freq, const Config *c, int local) {
+    rope_base_frequencies(freq, c->rope_dims, local ? c->rope_local_theta : c->rope_theta);
+    if (local || c->rope_scaling == ROPE_SCALING_NONE) return;
+    double factor = c->rope_factor, ctx = c->rope_original_ctx, lo = c->rope_low_freq_factor,
+           hi = c->rope_high_freq_factor;
+    for (int i = 0; i < c->rope_dims / 2; i++) {
+        double wavelen = 2 * M_PI / freq[i];
+        if (c->rope_scaling == ROPE_SCALING_LINEAR || wavelen > ctx / lo) freq[i] /= factor;
+        else if (wavelen >= ctx / hi) {
+            double smooth = (ctx / wavelen - lo) / (hi - lo);
+            freq[i] = (1 - smooth) * freq[i] / factor + smooth * freq[i];
+        }
+    }
+}
+
+// The unscaled table of base theta, as ./train uses.
+static inline void rope_table(float *cos_t, float *sin_t, int seq_len, int rope_dims, float theta) {
+    double freq[ROPE_MAX_PAIRS];
+    rope_base_frequencies(freq, rope_dims, theta);
+    rope_table_of(cos_t, sin_t, seq_len, rope_dims / 2, freq);
 }
 
 // RoPE's backward is the inverse rotation: the forward with the sines negated (nsin_t).
@@ -239,7 +294,7 @@ static inline void embed_forward(const Config *c, const Weights *w, float *x, co
     int d = c->dim;
     for (int t = 0; t < T; t++) {
         float *xt = x + (size_t)t * d;
-        if (w->qtok_embedding.q) {
+        if (c->weight_type != WEIGHTS_F32) {
             dequantize_rows(xt, &w->qtok_embedding, d, tokens[t], tokens[t] + 1);
             for (int i = 0; i < d; i++) xt[i] *= c->embed_scale;
         } else {

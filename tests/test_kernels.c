@@ -67,13 +67,13 @@ static void test_norms(void **state) {
                 want[t * C + i] =
                     kind == 0 ? xt[i] / sqrt(ss / C + 1e-5) * w[i] : (xt[i] - mean) / sqrt(var + 1e-5) * w[i] + b[i];
         }
-        if (kind == 0) rmsnorm(out, x, w, T, C, 1e-5f);
+        if (kind == 0) rmsnorm(out, x, w, 0, T, C, 1e-5f);
         else layernorm(out, x, w, b, T, C, 1e-5f);
         assert_close(out, want, (size_t)T * C, 1e-5);
         // in place, as post-norm uses it
         float *inplace = malloc(sizeof(float) * T * C);
         memcpy(inplace, x, sizeof(float) * T * C);
-        if (kind == 0) rmsnorm(inplace, inplace, w, T, C, 1e-5f);
+        if (kind == 0) rmsnorm(inplace, inplace, w, 0, T, C, 1e-5f);
         else layernorm(inplace, inplace, w, b, T, C, 1e-5f);
         assert_memory_equal(inplace, out, sizeof(float) * T * C);
         free(inplace);
@@ -211,11 +211,12 @@ static void test_activations(void **state) {
         activation_forward(kind, y, h, g, 4); // into another buffer, as ./train does
         for (int i = 0; i < 4; i++) {
             assert_true(x[i] == y[i]);
-            double a = h[i], want = kind == FFN_SWIGLU ? a / (1 + exp(-a)) * g[i]
-                                    : kind == FFN_GELU_TANH
-                                        ? 0.5 * a * (1 + tanh(sqrt(2 / 3.141592653589793) * (a + 0.044715 * a * a * a)))
-                                    : kind == FFN_GELU_ERF ? 0.5 * a * (1 + erf(a / sqrt(2)))
-                                                           : fmax(a, 0);
+            double a = h[i], gelu = 0.5 * a * (1 + tanh(sqrt(2 / 3.141592653589793) * (a + 0.044715 * a * a * a)));
+            double want = kind == FFN_SWIGLU       ? a / (1 + exp(-a)) * g[i]
+                          : kind == FFN_GELU_TANH  ? gelu
+                          : kind == FFN_GEGLU_TANH ? gelu * g[i]
+                          : kind == FFN_GELU_ERF   ? 0.5 * a * (1 + erf(a / sqrt(2)))
+                                                   : fmax(a, 0);
             assert_true(fabs(x[i] - want) < 1e-6);
         }
     }
