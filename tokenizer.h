@@ -1,13 +1,20 @@
 // Tokenizer: text <-> token ids, given the tokenizer blob of docs/FORMAT.md.
 //
-// kind 0 (TOK_SENTENCEPIECE): llama2.c's algorithm. Optional dummy-prefix space, one piece per
-//   UTF-8 character, "<0xNN>" pieces for characters not in the vocabulary, then repeatedly the
-//   adjacent pair whose concatenation is the highest-scoring piece (leftmost on ties) is merged.
-// kind 1 (TOK_BYTE_BPE): GPT-2. The text is split by GPT-2's pre-tokenisation regex, each
-//   chunk starts as one piece per byte and merges apply by rank, all occurrences of the best
-//   pair at once as GPT-2 does. \p{L}, \p{N} and \s are JavaScript's (Unicode 17, from
-//   tools/gen_unicode_tables.py), so encodings equal the npm gpt-3-encoder's; bytes that are not
-//   well-formed UTF-8 count as punctuation for the split.
+// Encoding first finds the blob's added tokens in the text, leftmost first and the longest
+// there, as Hugging Face's AddedVocabulary does; special ones only when asked (TOKE_SPECIAL).
+// The runs of text between them go through the kind's own path:
+// kind 0 (TOK_SENTENCEPIECE): one piece per UTF-8 character, "<0xNN>" pieces for characters not
+//   in the vocabulary, after an optional dummy-prefix space (one per run). Without merges,
+//   llama2.c's algorithm: repeatedly the adjacent pair whose concatenation is the
+//   highest-scoring piece (leftmost on ties) is merged. With merges, Hugging Face's BPE: the
+//   pair of lowest rank merges first (leftmost on ties), and a U+2581 in the text is a space
+//   (pieces store SentencePiece's U+2581 as a space; Gemma 3, Llama 2 from tokenizer.json).
+// kind 1 (TOK_BYTE_BPE): byte-level BPE. The run is split by the pre-tokenisation regex the
+//   flags name (GPT-2's by default), each chunk starts as one piece per byte and merges apply
+//   by rank as in Hugging Face's BPE, which for GPT-2's merges equals GPT-2's own loop.
+//   \p{L}, \p{N} and \s are JavaScript's (Unicode 17, from tools/gen_unicode_tables.py), so
+//   encodings equal the npm gpt-3-encoder's; bytes that are not well-formed UTF-8 count as
+//   punctuation for the split.
 //
 // Nothing here knows about models; errors come back as -1 with one line in err. The code is
 // tokenizer.c, the entry point, and tokenizer/; docs/TOKENIZER.md says which file does what.
@@ -47,13 +54,21 @@ typedef struct {
     int byte_piece[256];   // kind 0: id of "<0xNN>"; kind 1: id of the 1-byte piece; -1
     uint32_t *piece_table; // open addressing on piece bytes: id + 1, 0 = empty
     uint32_t piece_mask;
-    uint64_t *merge_key; // kind 1: (left << 32 | right) + 1, 0 = empty
+    uint64_t *merge_key; // with merges: (left << 32 | right) + 1, 0 = empty
     uint32_t *merge_rank, *merge_result;
     uint32_t merge_mask;
+    int n_added;
+    uint8_t *attr;        // per piece: its TOKA_* attributes if it is an added token, else 0
+    int trie_root[256];   // the added tokens' spellings as a byte trie: the root's child per byte, -1
+    int32_t *trie_token;  // per trie node: the added token spelled by the path to it, -1 for none
+    uint64_t *trie_key;   // open addressing: pair_key(node, byte) of an edge, 0 = empty
+    uint32_t *trie_child; // the node the edge leads to
+    uint32_t trie_mask;
 } Tokenizer;
 
 // Validates the blob completely and copies what it needs (the blob may be unmapped after).
-// Returns 0, or -1 with a message in err.
+// Returns 0, or -1 with a message in err. An added token is matched in text as its piece's
+// bytes, except that in kind 0 a space stands for U+2581 as in every kind-0 piece.
 int tokenizer_init(Tokenizer *t, const void *blob, size_t blob_bytes, int kind, unsigned flags, int bos_id, int eos_id,
                    char *err, size_t errlen);
 // The same from a llama2.c tokenizer.bin (int max_token_length, then per piece: float score,
@@ -62,17 +77,27 @@ int tokenizer_init(Tokenizer *t, const void *blob, size_t blob_bytes, int kind, 
 int tokenizer_init_llama2c(Tokenizer *t, const void *file, size_t file_bytes, int vocab_size, char *err, size_t errlen);
 void tokenizer_free(Tokenizer *t);
 
-// Encodes len bytes (any bytes: NUL and invalid UTF-8 included), prepending bos_id if add_bos.
-// At most len + 2 ids are produced. Returns the number of ids written to out, or -1 (more
+// Encodes len bytes (any bytes: NUL and invalid UTF-8 included); opts are TOKE_* bits:
+// TOKE_ADD_BOS prepends bos_id, TOKE_SPECIAL lets the text's spelling of a special token become
+// it (without it such a spelling is text, as Hugging Face's encode_special_tokens makes it).
+// Returns the number of ids written to out, at most tokenizer_max_tokens(t, len), or -1 (more
 // than max_out ids, a byte with no piece to fall back to, out of memory).
-int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_bos, int *out, int max_out, char *err,
+int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, unsigned opts, int *out, int max_out, char *err,
                      size_t errlen);
 
+// The most ids len bytes can encode to, BOS included: len + 2, or 2 * len + 2 when the runs
+// of text between added tokens each get a dummy prefix.
+size_t tokenizer_max_tokens(const Tokenizer *t, size_t len);
+
 // The bytes token stands for when it follows prev_token (-1 at the start): "<0xNN>" pieces
-// give their byte, bos/eos give nothing, and with the dummy prefix on, the space that starts
+// give their byte, bos, eos and special tokens give nothing, and with the dummy prefix on, the space that starts
 // the token after bos is dropped (llama2.c). The result points into t; NULL if token is not
 // an id. The bytes are raw: pass them through tokenizer_sanitize before a terminal.
 const char *tokenizer_decode(const Tokenizer *t, int prev_token, int token, size_t *len);
+
+// Whether generating token ends the text: eos_id, an added token with TOKA_STOP (end of turn),
+// or bos_id under TOKF_BOS_STOPS.
+int tokenizer_is_stop(const Tokenizer *t, int token);
 
 // Streaming filter that makes decoded bytes safe to print. A UTF-8 character split across
 // tokens is held back until complete; invalid UTF-8 becomes U+FFFD (one per maximal invalid
