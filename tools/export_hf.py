@@ -37,11 +37,10 @@ import convert  # noqa: E402
 import modelfile as mf  # noqa: E402
 import outfile  # noqa: E402
 from convert import Bad  # noqa: E402
-from tokenizer_blob import bytes_to_unicode  # noqa: E402
+from tokenizer_blob import bytes_to_unicode, TOKA_SPECIAL, TOKA_STOP  # noqa: E402
 
 FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 SPACE = "\u2581"  # SentencePiece's stand-in for a space
-TOKA_SPECIAL, TOKA_STOP = 1, 2  # an added token's attributes (tokenizer.h)
 NO_MERGE_SCORE = -1e10  # kind-0 encoding merges only into pieces scoring above this (tokenizer/internal.h)
 
 # tok_flags bits 8..11: the pre-tokenizer of each byte-level split (the regexes are Llama 3's and Qwen2's)
@@ -82,11 +81,7 @@ class NoEquivalent(Exception):
 def f32(x):
     """A float32 header value as the shortest decimal that reads back as the same float32."""
     x = float(x)
-    for digits in range(1, 10):
-        short = float("%.*g" % (digits, x))
-        if np.float32(short) == np.float32(x):
-            return int(short) if short.is_integer() and abs(short) < 1 << 53 and digits < 7 else short
-    return x
+    return next((float(s) for s in ("%.*g" % (d, x) for d in range(1, 10)) if np.float32(float(s)) == np.float32(x)), x)
 
 
 # ---- which architecture ----
