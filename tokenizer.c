@@ -402,15 +402,34 @@ static int encode_chars(Encoding *e, const unsigned char *s, size_t len) {
     return merge_and_emit(e, 0, n);
 }
 
-// The text s[at..at+len) between added tokens, through the kind's own path.
-static int encode_run(Encoding *e, const unsigned char *s, size_t at, size_t len) {
+// The run s[0..len) between added tokens, at offset at of the text, through the kind's own path,
+// in a run's Encoding appended to e's ids. Under TOKF_NFC the run is put in NFC first: Hugging
+// Face normalises each run on its own, after the added tokens were found in the text as it is.
+static int encode_run(Encoding *e, const unsigned char *s, size_t len, size_t at) {
+    const Tokenizer *t = e->t;
+    unsigned char *nfc = NULL;
     if (!len) return 0;
-    e->at = at;
-    return e->t->kind == TOK_SENTENCEPIECE ? encode_chars(e, s + at, len) : encode_byte_level(e, s + at, len);
+    if ((t->flags & TOKF_NFC) && nfc_normalize(s, len, &nfc, &len)) return fail(e->err, e->errlen, "out of memory");
+    if (len > MAX_TEXT_BYTES) {
+        free(nfc);
+        return fail(e->err, e->errlen, "text of %zu bytes in NFC is too long to encode", len);
+    }
+    Encoding run;
+    int rc = encoding_init(&run, t, len, e->out, e->n_out, e->max_out, e->err, e->errlen);
+    if (!rc) {
+        const unsigned char *p = nfc ? nfc : s;
+        run.at = at;
+        rc = t->kind == TOK_SENTENCEPIECE ? encode_chars(&run, p, len) : encode_byte_level(&run, p, len);
+        e->n_out = run.n_out;
+        encoding_free(&run);
+    }
+    free(nfc);
+    return rc;
 }
 
-// The added tokens found in s, and the runs of text between them. A special token's spelling
-// without TOKE_SPECIAL is text, and the search goes on after it, as Hugging Face's does.
+// The added tokens found in s, and the runs of text between them, appended to e's ids (e holds
+// no buffers: each run has its own). A special token's spelling without TOKE_SPECIAL is text,
+// and the search goes on after it, as Hugging Face's does.
 static int encode_text(Encoding *e, const unsigned char *s, size_t len, unsigned opts) {
     const Tokenizer *t = e->t;
     size_t run = 0; // where the text not yet encoded starts
@@ -421,33 +440,26 @@ static int encode_text(Encoding *e, const unsigned char *s, size_t len, unsigned
         if (found == len) break;
         at = found + n;
         if ((t->attr[id] & TOKA_SPECIAL) && !(opts & TOKE_SPECIAL)) continue;
-        if (encode_run(e, s, run, found - run) || emit_token(e, id)) return -1;
+        if (encode_run(e, s + run, found - run, run) || emit_token(e, id)) return -1;
         run = at;
     }
-    return encode_run(e, s, run, len - run);
+    return encode_run(e, s + run, len - run, run);
 }
 
 int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, unsigned opts, int *out, int max_out, char *err,
                      size_t errlen) {
-    int n_out = 0;
     if (opts & ~(unsigned)KNOWN_OPTS) return fail(err, errlen, "encode options 0x%x have unknown bits", opts);
     if (len > MAX_TEXT_BYTES) return fail(err, errlen, "text of %zu bytes is too long to encode", len);
-    if (opts & TOKE_ADD_BOS) {
-        if (t->bos_id < 0) return fail(err, errlen, "the tokenizer has no BOS token to prepend");
-        if (max_out < 1) return fail(err, errlen, "more than %d tokens", max_out);
-        out[n_out++] = t->bos_id;
-    }
-    if (!len) return n_out;
-    Encoding e;
-    if (encoding_init(&e, t, len, out, n_out, max_out, err, errlen)) return -1;
-    int n = encode_text(&e, (const unsigned char *)text, len, opts) ? -1 : e.n_out;
-    encoding_free(&e);
-    return n;
+    Encoding e = {.t = t, .out = out, .max_out = max_out, .err = err, .errlen = errlen};
+    if ((opts & TOKE_ADD_BOS) && t->bos_id < 0) return fail(err, errlen, "the tokenizer has no BOS token to prepend");
+    if ((opts & TOKE_ADD_BOS) && emit_token(&e, t->bos_id)) return -1;
+    return encode_text(&e, (const unsigned char *)text, len, opts) ? -1 : e.n_out;
 }
 
 size_t tokenizer_max_tokens(const Tokenizer *t, size_t len) {
+    size_t per_byte = t->flags & TOKF_NFC ? NFC_MAX_GROWTH : 1;
     int prefix_per_run = t->kind == TOK_SENTENCEPIECE && (t->flags & TOKF_DUMMY_PREFIX) && t->n_added;
-    return (prefix_per_run ? 2 * len : len) + 2;
+    return len * per_byte + (prefix_per_run ? len : 0) + 2;
 }
 
 // Every byte value as a char, so that a byte piece can decode to a pointer to its byte.

@@ -25,7 +25,8 @@
 #include <stdint.h>
 
 enum { TOK_SENTENCEPIECE = 0, TOK_BYTE_BPE = 1 };
-// tok_flags. NFC: the text is put in Unicode Normalization Form C first (Qwen). IGNORE_MERGES:
+// tok_flags. NFC: each run of text between added tokens is put in Unicode Normalization Form C
+// first (Qwen). IGNORE_MERGES:
 // a pre-tokenised chunk that is itself a piece is taken whole (Llama 3). Bits 8..11 name kind
 // 1's pre-tokenisation split, TOK_PRE_*.
 enum { TOKF_DUMMY_PREFIX = 1, TOKF_ADD_BOS = 2, TOKF_BOS_STOPS = 4, TOKF_NFC = 8, TOKF_IGNORE_MERGES = 16 };
@@ -86,7 +87,8 @@ int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, unsigned 
                      size_t errlen);
 
 // The most ids len bytes can encode to, BOS included: len + 2, or 2 * len + 2 when the runs
-// of text between added tokens each get a dummy prefix.
+// of text between added tokens each get a dummy prefix, or 3 * len + 2 under TOKF_NFC (NFC
+// lengthens a few characters).
 size_t tokenizer_max_tokens(const Tokenizer *t, size_t len);
 
 // The bytes token stands for when it follows prev_token (-1 at the start): "<0xNN>" pieces

@@ -296,6 +296,18 @@ MISTRAL_IDS = [
     ("a</s>b <s> c", [264, 2, 287, 28705, 1, 28705, 277], [264, 700, 28713, 28767, 28726, 523, 28713, 28767, 277]),
 ]
 
+# NFC applies to each run between added tokens: '>' + U+0338 would compose to U+226F.
+QWEN3_IDS = [
+    ("<think>\u0338x", [151667, 136, 116, 87], None),
+    ("a<|im_end|>\u0338", [64, 151645, 136, 116], [64, 27, 91, 318, 6213, 91, 58994, 107]),
+    ("e\u0301<think>\u0301", [963, 151667, 53839], None),
+    ("Hello, 世界 123", [9707, 11, 220, 99489, 220, 16, 17, 18], None),
+]
+LLAMA3_IDS = [
+    ("Hello world 12345", [9906, 1917, 220, 4513, 1774], None),
+    ("<|eot_id|>x", [128009, 87], [27, 91, 68, 354, 851, 91, 29, 87]),
+]
+
 
 def check_ids(spec, table):
     texts = [t for t, _, _ in table]
@@ -345,6 +357,7 @@ def hf_llama3():
     assert sorted(a) == list(range(128000, 128256))
     assert [i for i in a if a[i] & tb.TOKA_STOP] == [128001, 128008, 128009]
     assert all(v & tb.TOKA_SPECIAL for v in a.values())
+    check_ids(spec, LLAMA3_IDS)
 
 
 @case
@@ -359,6 +372,7 @@ def hf_qwen():
         a = attrs(spec)
         assert pieces[151667] == b"<think>" and a[151667] == 0 and pieces[151669:] == [b""] * 267
         assert a[151643] == a[151645] == tb.TOKA_SPECIAL | tb.TOKA_STOP and a[151644] == tb.TOKA_SPECIAL
+    check_ids(spec, QWEN3_IDS)
 
 
 # ---- refusals ----

@@ -1,14 +1,19 @@
-// tokenizer/byte_level.c: kind 1's (GPT-2's) pre-tokenisation, and the UTF-8 decoding every
-// file uses. The text is decoded into characters, each classed as letter, number, space or
-// other by the generated tokenizer/unicode_tables.h, cut into chunks by GPT-2's split, and each
-// chunk's bytes go to the merge loop as one-byte pieces. It never merges (tokenizer/bpe.c)
-// and never reads a blob (tokenizer.c).
+// tokenizer/byte_level.c: kind 1's pre-tokenisation, and the UTF-8 decoding every file uses.
+// The text is decoded into characters, each classed as letter, number, space or other by the
+// generated tokenizer/unicode_tables.h, cut into chunks by the split the tokenizer's flags name
+// (GPT-2's, Llama 3's, Qwen2's, or single digits then GPT-2's), and each chunk's bytes go to the
+// merge loop as one-byte pieces, or as one piece when merges are ignored. Each split is a hand
+// matcher that follows the regex's alternatives in order, as a backtracking engine tries them.
+// It never merges (tokenizer/bpe.c), never normalises (tokenizer/normalize.c) and never reads
+// a blob (tokenizer.c).
 #include <stdlib.h>
 
 #include "internal.h"
 #include "unicode_tables.h"
 
 #define NOT_A_CHAR 0xFFFFFFFFu // the code point of a byte that is not well-formed UTF-8
+#define LLAMA3_MAX_DIGITS 3    // Llama 3's \p{N}{1,3}
+#define QWEN2_MAX_DIGITS 1     // Qwen2's \p{N}
 
 enum { CLS_OTHER = 0, CLS_L = 1, CLS_N = 2, CLS_S = 3 }; // the classes unicode_tables.h writes
 
@@ -46,49 +51,142 @@ static int uni_class(uint32_t cp) {
     return CLS_OTHER;
 }
 
-// GPT-2's split, 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ ,
-// on the characters u[0..m) with classes cls[]: returns the end of the match at i. A byte that
-// is not well-formed UTF-8 is a character of class "other".
+// The bytes character cp took in the text: a byte that is not well-formed UTF-8 is one.
+static size_t char_bytes(uint32_t cp) {
+    return cp < 0x80 || cp == NOT_A_CHAR ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+}
+
+// ---- the matchers: each returns the end of its match at character i, the piece ending at m ----
+// u[] holds the characters, cls[] their classes; a byte that is not well-formed UTF-8 is a
+// character of class "other".
+
+static int is_crlf(uint32_t cp) { return cp == '\r' || cp == '\n'; }
+
+static uint32_t ascii_lower(uint32_t cp) { return cp >= 'A' && cp <= 'Z' ? cp + ('a' - 'A') : cp; }
+
+// The end of the run of class c from j.
+static size_t run_of(const unsigned char *cls, size_t j, size_t m, int c) {
+    while (j < m && cls[j] == c) j++;
+    return j;
+}
+
+// 's|'t|'re|'ve|'m|'ll|'d, with either case of ASCII letters if fold (Llama 3's (?i:...), as
+// the oracle rewrites it for JavaScript: [sS] and so on, so U+017F is not an s); i if none.
+static size_t contraction(const uint32_t *u, size_t i, size_t m, int fold) {
+    if (u[i] != '\'' || i + 1 >= m) return i;
+    uint32_t a = fold ? ascii_lower(u[i + 1]) : u[i + 1];
+    uint32_t b = i + 2 >= m ? 0 : fold ? ascii_lower(u[i + 2]) : u[i + 2];
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+    if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+    return i;
+}
+
+// \s+(?!\S)|\s+ at a space: the run of spaces, less its last one when a non-space follows a
+// run of two or more, which that last space then leads.
+static size_t spaces(const unsigned char *cls, size_t i, size_t m) {
+    size_t e = run_of(cls, i, m, CLS_S);
+    return e == m || e - i == 1 ? e : e - 1;
+}
+
+// GPT-2's 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ .
 static size_t gpt2_match(const uint32_t *u, const unsigned char *cls, size_t i, size_t m) {
-    if (u[i] == '\'' && i + 1 < m) {
-        uint32_t a = u[i + 1], b = i + 2 < m ? u[i + 2] : 0;
-        if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
-        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
-    }
+    size_t e = contraction(u, i, m, 0);
+    if (e > i) return e;
     size_t j = u[i] == ' ' && i + 1 < m && cls[i + 1] != CLS_S ? i + 1 : i;
-    if (cls[j] != CLS_S) {
-        int c = cls[j];
-        while (j < m && cls[j] == c) j++;
-        return j;
-    }
-    size_t e = i;
-    while (e < m && cls[e] == CLS_S) e++;
-    if (e == m || e - i == 1) return e;
-    return e - 1;
+    if (cls[j] != CLS_S) return run_of(cls, j, m, cls[j]);
+    return spaces(cls, i, m);
 }
 
-// Decodes s[0..len) into characters u[], their classes cls[] and their byte offsets start[],
-// with start[m] = len; returns the number of characters m.
-static size_t decode_chars(const unsigned char *s, size_t len, uint32_t *u, unsigned char *cls, size_t *start) {
-    size_t m = 0;
-    for (size_t i = 0; i < len; m++) {
-        size_t k = utf8_char(s, i, len, &u[m]);
-        if (!k) {
-            k = 1;
-            u[m] = NOT_A_CHAR;
+// Llama 3's (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+// ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ , with \p{N}{1,max_digits} (Qwen2: 1).
+static size_t llama3_match(const uint32_t *u, const unsigned char *cls, size_t i, size_t m, size_t max_digits) {
+    size_t e = contraction(u, i, m, 1);
+    if (e > i) return e;
+    if (cls[i] == CLS_L) return run_of(cls, i, m, CLS_L);
+    if (cls[i] != CLS_N && !is_crlf(u[i]) && i + 1 < m && cls[i + 1] == CLS_L) return run_of(cls, i + 1, m, CLS_L);
+    if (cls[i] == CLS_N) {
+        for (e = i; e < m && e - i < max_digits && cls[e] == CLS_N;) e++;
+        return e;
+    }
+    size_t j = u[i] == ' ' && i + 1 < m && cls[i + 1] == CLS_OTHER ? i + 1 : i;
+    if (cls[j] == CLS_OTHER) {
+        for (e = run_of(cls, j, m, CLS_OTHER); e < m && is_crlf(u[e]);) e++;
+        return e;
+    }
+    // A space: \s*[\r\n]+ backtracks to the run's last CR or LF, if it has one.
+    for (e = run_of(cls, i, m, CLS_S); e > i; e--)
+        if (is_crlf(u[e - 1])) return e;
+    return spaces(cls, i, m);
+}
+
+// A digit of HF's Digits pre-tokenizer: the oracle's JavaScript \d, [0-9] only (Rust's
+// char::is_numeric would take every \p{N}).
+static int is_digit(uint32_t cp) { return cp >= '0' && cp <= '9'; }
+
+// The first digit at or after i, or m: where the text between digits ends.
+static size_t next_digit(const uint32_t *u, size_t i, size_t m) {
+    while (i < m && !is_digit(u[i])) i++;
+    return i;
+}
+
+// The characters u[0..m) with classes cls[] cut by split pre: each chunk's end to ends[] in
+// bytes (as the characters took them in the text); returns the number of chunks.
+static size_t split_chars(const uint32_t *u, const unsigned char *cls, size_t m, int pre, size_t *ends) {
+    size_t n = 0, byte = 0, piece_end = 0;
+    for (size_t i = 0, end; i < m; i = end) {
+        switch (pre) {
+        case TOK_PRE_LLAMA3: end = llama3_match(u, cls, i, m, LLAMA3_MAX_DIGITS); break;
+        case TOK_PRE_QWEN2: end = llama3_match(u, cls, i, m, QWEN2_MAX_DIGITS); break;
+        case TOK_PRE_DIGITS_GPT2: // each digit alone, and GPT-2's split on the text between digits
+            if (is_digit(u[i])) {
+                end = i + 1;
+            } else {
+                if (piece_end <= i) piece_end = next_digit(u, i, m);
+                end = gpt2_match(u, cls, i, piece_end);
+            }
+            break;
+        default: end = gpt2_match(u, cls, i, m);
         }
-        cls[m] = (unsigned char)uni_class(u[m]);
-        start[m] = i;
-        i += k;
+        for (size_t k = i; k < end; k++) byte += char_bytes(u[k]);
+        ends[n++] = byte;
     }
-    start[m] = len;
-    return m;
+    return n;
 }
 
-// One chunk: the one-byte pieces of s[a..z), merged and appended to out.
+int pretokenize(const unsigned char *s, size_t len, int pre, size_t *ends, size_t *n_chunks) {
+    uint32_t *u = malloc(sizeof(uint32_t) * len); // per character: its code point
+    unsigned char *cls = malloc(len);             // per character: its class
+    int rc = -1;
+    if (u && cls) {
+        size_t m = 0;
+        for (size_t i = 0; i < len; m++) {
+            size_t k = utf8_char(s, i, len, &u[m]);
+            if (!k) {
+                k = 1;
+                u[m] = NOT_A_CHAR;
+            }
+            cls[m] = (unsigned char)uni_class(u[m]);
+            i += k;
+        }
+        *n_chunks = split_chars(u, cls, m, pre, ends);
+        rc = 0;
+    }
+    free(u);
+    free(cls);
+    return rc;
+}
+
+// One chunk s[a..z): the piece it spells if merges are ignored and there is one, else its
+// one-byte pieces merged; appended to out.
 static int encode_chunk(Encoding *e, const unsigned char *s, size_t a, size_t z) {
+    const Tokenizer *t = e->t;
+    int whole = t->flags & TOKF_IGNORE_MERGES ? piece_lookup(t, (const char *)s + a, z - a) : -1;
+    if (whole >= 0) {
+        e->id[a] = whole;
+        return merge_and_emit(e, (int)a, 1);
+    }
     for (size_t k = a; k < z; k++) {
-        int id = e->t->byte_piece[s[k]];
+        int id = t->byte_piece[s[k]];
         if (id < 0) return fail(e->err, e->errlen, "byte 0x%02X at offset %zu has no one-byte piece", s[k], k);
         e->id[k] = id;
     }
@@ -96,22 +194,10 @@ static int encode_chunk(Encoding *e, const unsigned char *s, size_t a, size_t z)
 }
 
 int encode_byte_level(Encoding *e, const unsigned char *s, size_t len) {
-    uint32_t *u = malloc(sizeof(uint32_t) * (len + 1));
-    unsigned char *cls = malloc(len + 1);
-    size_t *start = malloc(sizeof(size_t) * (len + 1));
-    int rc = -1;
-    if (!u || !cls || !start) {
-        fail(e->err, e->errlen, "out of memory");
-    } else {
-        size_t m = decode_chars(s, len, u, cls, start);
-        rc = 0;
-        for (size_t i = 0, end; i < m && !rc; i = end) {
-            end = gpt2_match(u, cls, i, m);
-            rc = encode_chunk(e, s, start[i], start[end]);
-        }
-    }
-    free(u);
-    free(cls);
-    free(start);
-    return rc;
+    size_t *ends = malloc(sizeof(size_t) * len), n = 0; // per chunk: its end offset
+    int rc = !ends || pretokenize(s, len, (int)((e->t->flags & TOKF_PRE_MASK) >> TOKF_PRE_SHIFT), ends, &n);
+    if (rc) fail(e->err, e->errlen, "out of memory");
+    for (size_t k = 0, a = 0; k < n && !rc; a = ends[k++]) rc = encode_chunk(e, s, a, ends[k]);
+    free(ends);
+    return rc ? -1 : 0;
 }

@@ -127,8 +127,25 @@ size_t added_find(const Tokenizer *t, const unsigned char *s, size_t from, size_
 // point in *cp, or 0 if the bytes there are not one.
 size_t utf8_char(const unsigned char *s, size_t i, size_t len, uint32_t *cp);
 
-// Kind 1: splits len >= 1 bytes as GPT-2 does and encodes each chunk; 0, or -1 with a message.
+// Kind 1's pre-tokenisation: cuts s[0..len) by the split pre (TOK_PRE_*) and writes each
+// chunk's end offset to ends[] (room for len); 0 with the count in *n_chunks, or -1 if out of
+// memory. A byte that is not well-formed UTF-8 is a character of its own, neither letter,
+// number nor space.
+int pretokenize(const unsigned char *s, size_t len, int pre, size_t *ends, size_t *n_chunks);
+
+// Kind 1: splits len >= 1 bytes by the tokenizer's TOKF_PRE_* split and encodes each chunk; 0,
+// or -1 with a message.
 int encode_byte_level(Encoding *e, const unsigned char *s, size_t len);
+
+// ---- tokenizer/normalize.c: Unicode Normalization Form C ----
+
+#define NFC_MAX_GROWTH 3 // NFC makes a text at most this many times longer (composition exclusions)
+
+// s[0..len) in NFC, as JavaScript's normalize("NFC") gives it, in a malloc'd *out of *out_len
+// bytes (at most NFC_MAX_GROWTH * len); *out is NULL when s is NFC as it is. A byte that is not well-formed
+// UTF-8 passes unchanged and nothing composes or reorders across it (as across U+FFFD).
+// 0, or -1 if out of memory.
+int nfc_normalize(const unsigned char *s, size_t len, unsigned char **out, size_t *out_len);
 
 // ---- tokenizer/pair_table.c: adjacent pairs of symbols, for vocabulary learning ----
 
