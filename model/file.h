@@ -183,8 +183,9 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
     if (h->rope_scaling == ROPE_SCALING_LLAMA3 &&
         !(isfinite(h->rope_low_freq_factor) && isfinite(h->rope_high_freq_factor) && h->rope_low_freq_factor > 0 &&
           h->rope_high_freq_factor > h->rope_low_freq_factor && h->rope_original_ctx > 0)) {
-        snprintf(err, n, "llama3 RoPE scaling needs 0 < rope_low_freq_factor < rope_high_freq_factor and "
-                         "rope_original_ctx > 0");
+        snprintf(err, n,
+                 "llama3 RoPE scaling needs 0 < rope_low_freq_factor < rope_high_freq_factor and "
+                 "rope_original_ctx > 0");
         return -1;
     }
     if (!(isfinite(h->attn_scale) && h->attn_scale >= 0)) {
@@ -216,8 +217,7 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
     }
     if (check_range("weight_type", h->weight_type, 0, WEIGHT_TYPES - 1, err, n)) return -1;
     int q8 = h->weight_type == WEIGHTS_Q8_0;
-    if (check_range("group_size", h->group_size, q8, q8 ? 65536 : 0, err, n))
-        return -1;
+    if (check_range("group_size", h->group_size, q8, q8 ? 65536 : 0, err, n)) return -1;
     // a group never crosses a row, so it divides the width of every quantised matrix's rows
     uint32_t widths[] = {h->dim, h->n_heads * h->head_dim, h->hidden_dim};
     for (int i = 0; i < 3 && h->group_size; i++)
@@ -250,7 +250,9 @@ static inline FileHeader header_from_config(const Config *c) {
     // the lowest version that describes c, so that older builds read what they can
     int v3 = c->weight_type > WEIGHTS_Q8_0 || c->ffn_kind > FFN_RELU || c->tok_flags > 7 || c->rope_scaling ||
              c->arch_flags || c->attn_scale != 0 || c->sliding_window;
-    FileHeader h = {.version = v3 ? 3 : c->weight_type == WEIGHTS_F32 ? 1 : 2,
+    FileHeader h = {.version = v3                              ? 3
+                               : c->weight_type == WEIGHTS_F32 ? 1
+                                                               : 2,
                     .rope_scaling = c->rope_scaling,
                     .rope_factor = c->rope_factor,
                     .rope_low_freq_factor = c->rope_low_freq_factor,
