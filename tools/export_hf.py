@@ -210,10 +210,11 @@ def hf_config(c, mt, bos, eos_ids):
 # ---- weights ----
 
 def to_hf_rope(w, n_heads, head_dim):
-    """Rows of q or k (or a per-head norm) from FORMAT.md's interleaved RoPE pairs back to Hugging
-    Face's half-split order: the inverse of convert.py's unpermute_rope."""
-    rows = np.argsort(convert.unpermute_rope(np.arange(n_heads * head_dim), n_heads, head_dim, head_dim))
-    return w[rows]
+    """Rows of q or k (or of a per-head norm) from FORMAT.md's interleaved RoPE pairs (2j, 2j + 1)
+    back to Hugging Face's half-split pairs (j, j + head_dim / 2): the inverse of convert.py's
+    reordering."""
+    idx = np.concatenate([np.arange(0, head_dim, 2), np.arange(1, head_dim, 2)])
+    return w[(np.arange(n_heads)[:, None] * head_dim + idx[None, :]).reshape(-1)]
 
 
 def stored(c, name, a):
