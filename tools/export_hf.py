@@ -25,6 +25,7 @@ with the family's split, or SentencePiece-style BPE with byte fallback. A blob w
 merges by rank, so every way of making a piece from two pieces becomes a merge, ranked by the
 score of what it makes.
 """
+import collections
 import json
 import os
 import struct
@@ -37,17 +38,10 @@ import convert  # noqa: E402
 import modelfile as mf  # noqa: E402
 import outfile  # noqa: E402
 from convert import Bad  # noqa: E402
-from tokenizer_blob import bytes_to_unicode, TOKA_SPECIAL, TOKA_STOP  # noqa: E402
+from tokenizer_blob import bytes_to_unicode, SP_SPACE as SPACE, SPLIT_REGEXES, TOKA_SPECIAL, TOKA_STOP  # noqa: E402
 
 FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
-SPACE = "\u2581"  # SentencePiece's stand-in for a space
 NO_MERGE_SCORE = -1e10  # kind-0 encoding merges only into pieces scoring above this (tokenizer/internal.h)
-
-# tok_flags bits 8..11: the pre-tokenizer of each byte-level split (the regexes are Llama 3's and Qwen2's)
-LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-QWEN2_SPLIT = LLAMA3_SPLIT.replace(r"\p{N}{1,3}", r"\p{N}")
-
 
 def byte_level(use_regex):
     return {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": use_regex}
@@ -58,10 +52,10 @@ def regex_then_bytes(regex):
         {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False}, byte_level(False)]}
 
 
+# tok_flags bits 8..11: the pre-tokenizer of each byte-level split
 PRE_TOKENIZERS = {
     mf.TOK_PRE_GPT2: byte_level(True),
-    mf.TOK_PRE_LLAMA3: regex_then_bytes(LLAMA3_SPLIT),
-    mf.TOK_PRE_QWEN2: regex_then_bytes(QWEN2_SPLIT),
+    **{split: regex_then_bytes(regex) for regex, split in SPLIT_REGEXES.items()},
     mf.TOK_PRE_DIGITS_GPT2: {"type": "Sequence", "pretokenizers": [
         {"type": "Digits", "individual_digits": True}, byte_level(True)]},
 }
@@ -217,14 +211,23 @@ def to_hf_rope(w, n_heads, head_dim):
     return w[(np.arange(n_heads)[:, None] * head_dim + idx[None, :]).reshape(-1)]
 
 
+# A tensor of model.safetensors: its dtype (F32, BF16, F16), its shape, and how to make its array,
+# called only when it is written, so that one tensor at a time is dequantised or reordered.
+Out = collections.namedtuple("Out", "dtype shape make")
+
+
 def stored(c, name, a):
-    """(safetensors dtype, array) of a tensor read with dequantize=False: 16-bit matrices as they
-    are, Q8_0 ones dequantised, everything else float32."""
+    """The Out of a tensor read with dequantize=False: 16-bit matrices as they are, Q8_0 ones
+    dequantised to float32, everything else float32."""
     if isinstance(a, tuple):
-        return "F32", mf.dequantize_q8_0(*a)
+        return Out("F32", a[0].shape, lambda: mf.dequantize_q8_0(*a))
     if mf.is_half(c, name):
-        return ("BF16" if c["weight_type"] == mf.WEIGHTS_BF16 else "F16"), a
-    return "F32", a
+        return Out("BF16" if c["weight_type"] == mf.WEIGHTS_BF16 else "F16", a.shape, lambda: a)
+    return Out("F32", a.shape, lambda: a)
+
+
+def transposed(t):
+    return Out(t.dtype, t.shape[::-1], lambda: t.make().T)
 
 
 GPT2_NAMES = dict(attn_norm_w="ln_1.weight", attn_norm_b="ln_1.bias", ffn_norm_w="ln_2.weight",
@@ -233,9 +236,9 @@ GPT2_NAMES = dict(attn_norm_w="ln_1.weight", attn_norm_b="ln_1.bias", ffn_norm_w
 LLAMA_NAMES = dict(attn_norm_w="input_layernorm.weight", wq="self_attn.q_proj.weight", bq="self_attn.q_proj.bias",
                    wk="self_attn.k_proj.weight", bk="self_attn.k_proj.bias", wv="self_attn.v_proj.weight",
                    bv="self_attn.v_proj.bias", q_norm_w="self_attn.q_norm.weight", k_norm_w="self_attn.k_norm.weight",
-                   wo="self_attn.o_proj.weight", bo="self_attn.o_proj.bias", ffn_norm_w="post_attention_layernorm.weight",
-                   w1="mlp.gate_proj.weight", b1="mlp.gate_proj.bias", w3="mlp.up_proj.weight", b3="mlp.up_proj.bias",
-                   w2="mlp.down_proj.weight", b2="mlp.down_proj.bias")
+                   wo="self_attn.o_proj.weight", bo="self_attn.o_proj.bias",
+                   ffn_norm_w="post_attention_layernorm.weight", w1="mlp.gate_proj.weight", b1="mlp.gate_proj.bias",
+                   w3="mlp.up_proj.weight", b3="mlp.up_proj.bias", w2="mlp.down_proj.weight", b2="mlp.down_proj.bias")
 # Gemma 3's four norms: after the attention, before and after the feed-forward
 GEMMA3_NAMES = dict(LLAMA_NAMES, attn_out_norm_w="post_attention_layernorm.weight",
                     ffn_norm_w="pre_feedforward_layernorm.weight", ffn_out_norm_w="post_feedforward_layernorm.weight")
@@ -243,23 +246,24 @@ GEMMA3_NAMES = dict(LLAMA_NAMES, attn_out_norm_w="post_attention_layernorm.weigh
 
 def gpt2_state(c, t):
     """GPT-2's names; its Conv1D matrices are stored input-major, q, k and v as one c_attn."""
-    d, L = c["dim"], c["n_layers"]
     get = {n: stored(c, n, a) for n, a in t.items()}
 
     def bias(name, n):  # a bias the model file does not have computes what zeros do
-        return get[name] if name in get else ("F32", np.zeros(n, np.float32))
+        return get[name] if name in get else Out("F32", (n,), lambda: np.zeros(n, np.float32))
     sd = {"transformer.wte.weight": get["tok_embedding"], "transformer.wpe.weight": get["pos_embedding"],
           "transformer.ln_f.weight": get["final_norm_w"], "transformer.ln_f.bias": get["final_norm_b"]}
-    for i in range(L):
+    for i in range(c["n_layers"]):
         p, q = "transformer.h.%d." % i, "layers.%d." % i
-        dt = get[q + "wq"][0]
-        sd[p + "attn.c_attn.weight"] = (dt, np.concatenate([get[q + w][1] for w in ("wq", "wk", "wv")]).T)
-        sd[p + "attn.c_attn.bias"] = ("F32", np.concatenate([bias(q + b, d)[1] for b in ("bq", "bk", "bv")]))
+        qkv = [get[q + w] for w in ("wq", "wk", "wv")]
+        sd[p + "attn.c_attn.weight"] = transposed(Out(qkv[0].dtype, (3 * c["dim"], c["dim"]),
+                                                      lambda qkv=qkv: np.concatenate([w.make() for w in qkv])))
+        b = [bias(q + n, c["dim"]) for n in ("bq", "bk", "bv")]
+        sd[p + "attn.c_attn.bias"] = Out("F32", (3 * c["dim"],), lambda b=b: np.concatenate([x.make() for x in b]))
         for ours, theirs in GPT2_NAMES.items():
             if ours[0] == "w":
-                sd[p + theirs] = (get[q + ours][0], get[q + ours][1].T)
+                sd[p + theirs] = transposed(get[q + ours])
             elif ours[0] == "b":
-                sd[p + theirs] = bias(q + ours, c["hidden_dim"] if ours == "b1" else d)
+                sd[p + theirs] = bias(q + ours, c["hidden_dim"] if ours == "b1" else c["dim"])
             else:
                 sd[p + theirs] = get[q + ours]
     if not c["tied_classifier"]:
@@ -270,41 +274,39 @@ def gpt2_state(c, t):
 def llama_state(c, t, mt):
     """Llama, Qwen2, Qwen3 and Gemma 3 names, q and k (and their biases and norms) in half-split order."""
     names = GEMMA3_NAMES if mt == "gemma3_text" else LLAMA_NAMES
-    H, KV, hd = c["n_heads"], c["n_kv_heads"], c["head_dim"]
-    heads = dict(wq=H, bq=H, wk=KV, bk=KV, q_norm_w=1, k_norm_w=1)
+    heads = dict(wq=c["n_heads"], bq=c["n_heads"], wk=c["n_kv_heads"], bk=c["n_kv_heads"], q_norm_w=1, k_norm_w=1)
     sd = {"model.embed_tokens.weight": stored(c, "tok_embedding", t["tok_embedding"]),
           "model.norm.weight": stored(c, "final_norm_w", t["final_norm_w"])}
     for name, a in t.items():
         if not name.startswith("layers."):
             continue
         _, i, ours = name.split(".", 2)
-        dt, a = stored(c, name, a)
+        out = stored(c, name, a)
         if ours in heads:
-            a = to_hf_rope(a, heads[ours], hd)
-        sd["model.layers.%s.%s" % (i, names[ours])] = (dt, a)
+            out = out._replace(make=lambda out=out, n=heads[ours]: to_hf_rope(out.make(), n, c["head_dim"]))
+        sd["model.layers.%s.%s" % (i, names[ours])] = out
     if not c["tied_classifier"]:
         sd["lm_head.weight"] = stored(c, "classifier", t["classifier"])
     return sd
 
 
 def write_safetensors(path, sd):
-    """sd: name -> (dtype F32/BF16/F16, array) as a .safetensors file with the {"format": "pt"}
-    metadata transformers checks. The tensors follow one another without gaps, the 4-byte ones
-    first so that every tensor starts at a multiple of its element size."""
-    order = sorted(sd, key=lambda n: (sd[n][0] != "F32", n))
+    """sd: name -> Out, as a .safetensors file with the {"format": "pt"} metadata transformers
+    checks. The tensors follow one another without gaps, the 4-byte ones first so that every
+    tensor starts at a multiple of its element size."""
+    order = sorted(sd, key=lambda n: (sd[n].dtype != "F32", n))
     meta, off = {"__metadata__": {"format": "pt"}}, 0
     for n in order:
-        dt, a = sd[n]
-        nb = a.size * (4 if dt == "F32" else 2)
-        meta[n] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + nb]}
+        nb = int(np.prod(sd[n].shape)) * (4 if sd[n].dtype == "F32" else 2)
+        meta[n] = {"dtype": sd[n].dtype, "shape": list(sd[n].shape), "data_offsets": [off, off + nb]}
         off += nb
     head = json.dumps(meta, separators=(",", ":")).encode()
     head += b" " * (-len(head) % 8)
     with outfile.replacing(path) as f:
         f.write(struct.pack("<Q", len(head)) + head)
         for n in order:
-            dt, a = sd[n]
-            f.write(np.ascontiguousarray(a, dtype={"F32": "<f4", "BF16": "<u2", "F16": "<f2"}[dt]).tobytes())
+            a = np.ascontiguousarray(sd[n].make(), dtype={"F32": "<f4", "BF16": "<u2", "F16": "<f2"}[sd[n].dtype])
+            f.write(memoryview(a).cast("B"))
 
 
 # ---- the tokenizer ----
@@ -374,8 +376,8 @@ def sequence(kind, items):
 
 
 def hf_tokenizer(tok):
-    """(tokenizer.json, [(id, text, special)] added tokens, [ids that end generation]) from a model file's
-    tokenizer; NoEquivalent for what a tokenizer.json cannot say."""
+    """(tokenizer.json, [(id, text, special)] added tokens, [ids that end generation]) from a model
+    file's tokenizer; NoEquivalent for what a tokenizer.json cannot say."""
     blob, kind, flags, bos, eos = tok
     pieces, scores, merges, added = mf.parse_tokenizer(blob, with_added=True)
     attrs = dict(added)
@@ -409,17 +411,16 @@ def hf_tokenizer(tok):
              "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": kind == mf.TOK_SENTENCEPIECE,
              "ignore_merges": bool(flags & mf.TOKF_IGNORE_MERGES), "vocab": vocab,
              "merges": [list(m) for m in pairs] if spaced else ["%s %s" % m for m in pairs]}
-    nfc = {"type": "NFC"} if flags & mf.TOKF_NFC else None
     if kind == mf.TOK_BYTE_BPE:
         split = flags >> mf.TOKF_PRE_SHIFT & 15
         if split not in PRE_TOKENIZERS:
             raise NoEquivalent("pre-tokenizer %d (tok_flags bits 8..11) is unknown" % split)
-        normalizer, pre = nfc, PRE_TOKENIZERS[split]
+        normalizer, pre = {"type": "NFC"} if flags & mf.TOKF_NFC else None, PRE_TOKENIZERS[split]
         decoder = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
         post = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True}
     else:
         dummy = flags & mf.TOKF_DUMMY_PREFIX
-        normalizer = sequence("normalizers", [nfc, dummy and {"type": "Prepend", "prepend": SPACE},
+        normalizer = sequence("normalizers", [dummy and {"type": "Prepend", "prepend": SPACE},
                                               {"type": "Replace", "pattern": {"String": " "}, "content": SPACE}])
         pre, post = None, None
         decoder = sequence("decoders", [{"type": "Replace", "pattern": {"String": SPACE}, "content": " "},
