@@ -16,7 +16,6 @@ Needs node/npm (installs @lenml/tokenizers under tests/node when missing) and ma
 Run from the repository root: /usr/bin/python3 tests/test_export_hf.py [-k SUBSTRING]
 """
 import json
-import math
 import os
 import random
 import subprocess
@@ -69,17 +68,9 @@ def export(model, out_dir):
 
 # ---- the models ----
 
-_L = mr._llama
+P = mr.PRESETS
 STORY_TEXT = open(os.path.join(SHARED, "data", "tinystories_sample.txt"), encoding="utf-8").read()
 CORPUS = open(os.path.join(SHARED, "data", "tinyshakespeare.txt"), encoding="utf-8").read()[:30000]
-GEMMA3 = dict(_L, dim=64, hidden_dim=128, n_layers=3, n_heads=2, n_kv_heads=1, head_dim=32,
-              ffn_kind=mf.FFN_GEGLU_TANH, arch_flags=7, embed_scale=8.0, attn_scale=float(np.float32(24 ** -0.5)),
-              sliding_window=8, global_every=3, rope_local_theta=10000.0, rope_theta=1e6, rope_scaling=1,
-              rope_factor=8.0, norm_eps=1e-6, vocab_size=300, seq_len=64)
-QWEN3 = dict(_L, dim=64, hidden_dim=160, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=24, arch_flags=mf.ARCH_QK_NORM,
-             vocab_size=300, seq_len=128, rope_theta=1e6, norm_eps=1e-6, tied_classifier=0)
-LLAMA3 = dict(mr.PRESETS["llama_gqa"], rope_scaling=2, rope_factor=32.0, rope_low_freq_factor=1.0,
-              rope_high_freq_factor=4.0, rope_original_ctx=64, rope_theta=500000.0)
 
 
 def random_model(cfg, weights=None, tok=None):
@@ -116,24 +107,23 @@ def gpt2_padded_vocab(V, padded):
 KINDS = [
     ("train_gpt_chars", trained(), "gpt2", {}),
     ("train_llama_bpe", trained("--arch", "llama", "--n-kv-head", "2", "--vocab-size", "400"), "llama", {}),
-    ("gpt2", random_model(mr.PRESETS["gpt2"]), "gpt2", {}),
-    ("gpt2_padded_vocab", random_model(dict(mr.PRESETS["gpt2"], vocab_size=320), tok=gpt2_padded_vocab(300, 320)),
-     "gpt2", {}),
+    ("gpt2", random_model(P["gpt2"]), "gpt2", {}),
+    ("gpt2_padded_vocab", random_model(dict(P["gpt2"], vocab_size=320), tok=gpt2_padded_vocab(300, 320)), "gpt2", {}),
     # nanoGPT without biases: Hugging Face's GPT-2 has them, zero
-    ("gpt2_no_bias", random_model(mr.PRESETS["gelu_erf_nanogpt"]), "gpt2", {"bias_flags": 7}),
-    ("llama_gqa", random_model(mr.PRESETS["llama_gqa"]), "llama", {}),
-    ("llama_untied", random_model(mr.PRESETS["untied"]), "llama", {}),
-    ("llama_all_biases", random_model(mr.PRESETS["all_bias_swiglu"]), "llama", {}),
-    ("llama3_rope_scaling", random_model(LLAMA3), "llama", {}),
-    ("llama_linear_rope", random_model(dict(mr.PRESETS["mqa"], rope_scaling=1, rope_factor=4.0)), "llama", {}),
-    ("qwen2", random_model(mr.PRESETS["qkv_bias_qwen2"]), "qwen2", {}),
-    ("qwen3", random_model(QWEN3), "qwen3", {}),
-    ("gemma3", random_model(GEMMA3), "gemma3_text", {}),
-    ("llama_bf16", random_model(mr.PRESETS["llama_gqa"], "bf16"), "llama", {}),
-    ("gemma3_bf16", random_model(GEMMA3, "bf16"), "gemma3_text", {}),
-    ("qwen3_f16", random_model(QWEN3, "f16"), "qwen3", {}),
+    ("gpt2_no_bias", random_model(P["gelu_erf_nanogpt"]), "gpt2", {"bias_flags": 7}),
+    ("llama_gqa", random_model(P["llama_gqa"]), "llama", {}),
+    ("llama_untied", random_model(P["untied"]), "llama", {}),
+    ("llama_all_biases", random_model(P["all_bias_swiglu"]), "llama", {}),
+    ("llama3_rope_scaling", random_model(P["rope_llama3"]), "llama", {}),
+    ("llama_linear_rope", random_model(P["rope_linear"]), "llama", {}),
+    ("qwen2", random_model(P["qkv_bias_qwen2"]), "qwen2", {}),
+    ("qwen3", random_model(dict(P["qk_norm"], tied_classifier=0)), "qwen3", {}),
+    ("gemma3", random_model(P["gemma_like"]), "gemma3_text", {}),
+    ("llama_bf16", random_model(P["llama_gqa"], "bf16"), "llama", {}),
+    ("gemma3_bf16", random_model(P["gemma_like"], "bf16"), "gemma3_text", {}),
+    ("qwen3_f16", random_model(P["qk_norm"], "f16"), "qwen3", {}),
     # Q8_0 has no Hugging Face form: its float32 values go out, and come back as float32
-    ("llama_q8_0", random_model(mr.PRESETS["untied"], "q8_0"), "llama", {"weight_type": 0, "group_size": 0}),
+    ("llama_q8_0", random_model(P["untied"], "q8_0"), "llama", {"weight_type": 0, "group_size": 0}),
 ]
 
 
@@ -334,20 +324,22 @@ for pkg, oracle in (("llama2", True), ("llama3", True), ("qwen3", False), ("gemm
 
 # What has no Hugging Face equivalent: (name, config, what the one-line refusal names)
 REFUSED = [
-    ("post_norm", mr.PRESETS["transformer_postnorm"], "post-norm"),
-    ("sinusoid", dict(mr.PRESETS["transformer_postnorm"], post_norm=0, final_norm=1), "sinusoidal positions"),
-    ("partial_rotary", mr.PRESETS["partial_rope"], "partial rotary"),
-    ("relu_llama", dict(mr.PRESETS["llama_gqa"], ffn_kind=mf.FFN_RELU), "ReLU"),
-    ("embed_scale_llama", dict(mr.PRESETS["llama_gqa"], embed_scale=2.0), "embed_scale"),
-    ("layernorm_rope", dict(mr.PRESETS["llama_gqa"], norm_kind=mf.NORM_LAYER), "LayerNorm with RoPE"),
-    ("gqa_gpt2", dict(mr.PRESETS["gpt2"], n_kv_heads=2), "grouped-query attention"),
-    ("gpt2_head_dim", mr.PRESETS["head_dim_20"], "head_dim"),
-    ("sliding_llama", dict(mr.PRESETS["llama_gqa"], sliding_window=16, global_every=2, rope_local_theta=1e4),
-     "sliding-window"),
-    ("qwen2_ffn_bias", dict(mr.PRESETS["llama_gqa"], bias_flags=mf.BIAS_QKV | mf.BIAS_FFN), "bias_flags 5"),
-    ("gemma_norms_swiglu", dict(GEMMA3, ffn_kind=mf.FFN_SWIGLU), "SwiGLU"),
-    ("gemma_embed_scale", dict(GEMMA3, embed_scale=1.0), "embed_scale"),
-    ("attn_scale_llama", dict(mr.PRESETS["llama_gqa"], attn_scale=0.5), "attn_scale"),
+    ("post_norm", P["transformer_postnorm"], "post-norm"),
+    ("sinusoid", dict(P["transformer_postnorm"], post_norm=0, final_norm=1), "sinusoidal positions"),
+    ("partial_rotary", P["partial_rope"], "partial rotary"),
+    ("relu_llama", dict(P["llama_gqa"], ffn_kind=mf.FFN_RELU), "ReLU"),
+    ("embed_scale_llama", dict(P["llama_gqa"], embed_scale=2.0), "embed_scale"),
+    ("layernorm_rope", dict(P["llama_gqa"], norm_kind=mf.NORM_LAYER), "LayerNorm with RoPE"),
+    ("gqa_gpt2", dict(P["gpt2"], n_kv_heads=2), "grouped-query attention"),
+    ("gpt2_head_dim", P["head_dim_20"], "head_dim"),
+    ("sliding_llama", P["sliding_window"], "sliding-window"),
+    ("attn_scale_llama", P["attn_scale"], "attn_scale"),
+    ("qwen2_ffn_bias", dict(P["llama_gqa"], bias_flags=mf.BIAS_QKV | mf.BIAS_FFN), "bias_flags 5"),
+    ("norm_plus_one_alone", P["norm_plus_one"], "arch_flags 2"),
+    ("out_norms_alone", P["out_norms"], "arch_flags 4"),
+    ("geglu_alone", P["geglu"], "arch_flags 0"),
+    ("gemma_norms_swiglu", dict(P["gemma_like"], ffn_kind=mf.FFN_SWIGLU), "SwiGLU"),
+    ("gemma_embed_scale", dict(P["gemma_like"], embed_scale=1.0), "embed_scale"),
 ]
 
 
@@ -382,9 +374,9 @@ def refuses_bad_output_dirs():
 
 @case
 def config_json_is_what_transformers_reads():
-    """The keys of each family's configuration class (LlamaConfig, Qwen2Config, Qwen3Config,
-    Gemma3TextConfig, GPT2Config), with the values of the published configs in ../shared/hf."""
-    mr.make_model(tmp("cfg_llama3.bin"), dict(LLAMA3, n_kv_heads=2), seed=1)
+    """Against the published configs in ../shared/hf: Llama 3.2's rope_scaling keys, Gemma 3
+    270M's layer_types, and each family's keys its configuration class reads."""
+    mr.make_model(tmp("cfg_llama3.bin"), dict(P["rope_llama3"], rope_factor=32.0), seed=1)
     conf = export(tmp("cfg_llama3.bin"), tmp("hf_cfg_llama3"))
     pub = json.load(open(os.path.join(SHARED, "hf", "meta-llama--Llama-3.2-1B-Instruct", "config.json")))
     assert set(pub["rope_scaling"]) == set(conf["rope_scaling"]), conf["rope_scaling"]
@@ -393,7 +385,8 @@ def config_json_is_what_transformers_reads():
               "head_dim", "rms_norm_eps", "rope_theta", "max_position_embeddings", "hidden_act", "attention_bias",
               "mlp_bias", "tie_word_embeddings", "vocab_size", "architectures", "model_type"):
         assert k in conf, "llama config.json lacks %s" % k
-    mr.make_model(tmp("cfg_gemma3.bin"), dict(GEMMA3, n_layers=7, global_every=6, attn_scale=0.0), seed=1)
+    mr.make_model(tmp("cfg_gemma3.bin"), dict(P["gemma_like"], n_layers=7, global_every=6, attn_scale=0.0,
+                                              rope_scaling=mf.ROPE_SCALING_LINEAR, rope_factor=8.0), seed=1)
     g = export(tmp("cfg_gemma3.bin"), tmp("hf_cfg_gemma3"))
     pub = json.load(open(os.path.join(SHARED, "hf", "google--gemma-3-270m-it", "config.json")))
     for k in ("query_pre_attn_scalar", "sliding_window", "layer_types", "rope_local_base_freq", "hidden_activation",
@@ -401,8 +394,7 @@ def config_json_is_what_transformers_reads():
         assert k in pub and k in g, "gemma3_text config.json lacks %s" % k
     assert g["layer_types"] == pub["layer_types"][:6] + ["sliding_attention"], g["layer_types"]
     assert g["query_pre_attn_scalar"] == 32 and g["sliding_window_pattern"] == 6
-    assert math.isclose(g["rope_local_base_freq"], 10000.0) and g["rope_scaling"] == {"rope_type": "linear",
-                                                                                        "factor": 8.0}
+    assert g["rope_local_base_freq"] == 10000.0 and g["rope_scaling"] == {"rope_type": "linear", "factor": 8.0}
     gen = json.load(open(os.path.join(tmp("hf_cfg_gemma3"), "generation_config.json")))
     assert gen["bos_token_id"] == 1 and gen["eos_token_id"] == [2, 1], gen  # synthetic vocab: BOS ends stories
 
