@@ -322,6 +322,48 @@ for pkg, oracle in (("llama2", True), ("llama3", True), ("qwen3", False), ("gemm
     real_tokenizer(pkg, oracle)
 
 
+def read_safetensors(path):
+    """name -> (dtype, float32 values) of a .safetensors file."""
+    data = open(path, "rb").read()
+    n = int.from_bytes(data[:8], "little")
+    meta, raw = json.loads(data[8:8 + n]), data[8 + n:]
+    out = {}
+    for name, m in meta.items():
+        if name == "__metadata__":
+            continue
+        a = np.frombuffer(raw[m["data_offsets"][0]:m["data_offsets"][1]], {"F32": "<f4", "BF16": "<u2"}[m["dtype"]])
+        a = (a.astype("<u4") << 16).view("<f4") if m["dtype"] == "BF16" else a
+        out[name] = (m["dtype"], a.reshape(m["shape"]))
+    return out
+
+
+@case
+def smollm2_directory_comes_back():
+    """SmolLM2-135M-Instruct's published configuration files with random bfloat16 weights
+    (make_random.py's family directory, 2 layers) through convert.py and back out: config.json
+    and generation_config.json say what the published files say (but what a model file does not
+    keep: pad_token_id, initializer_range, transformers' bookkeeping), the matrices are the same
+    bfloat16 bits and the norms the same values (float32 in the model file), and the tokenizer
+    files read back into the same blob."""
+    src, model, back = tmp("smollm2"), tmp("smollm2.bin"), tmp("hf_smollm2")
+    mr.write_family(src, "smollm2_135m", "BF16")
+    run([PY, CONVERT, src, model])
+    export(model, back)
+    unkept = {"pad_token_id", "initializer_range", "transformers_version", "transformers.js_config",
+              "is_llama_config", "rope_interleaved", "_from_model_config"}
+    for name in ("config.json", "generation_config.json"):
+        pub, ours = (json.load(open(os.path.join(d, name))) for d in (src, back))
+        diff = {k: (pub[k], ours.get(k)) for k in set(pub) - unkept if pub[k] != ours.get(k)}
+        assert not diff, "%s (published, exported): %s" % (name, diff)
+    pub, ours = (read_safetensors(os.path.join(d, "model.safetensors")) for d in (src, back))
+    assert set(pub) == set(ours), "tensors %s" % sorted(set(pub) ^ set(ours))
+    for k, (dt, a) in pub.items():
+        assert np.array_equal(a, ours[k][1]), "tensor %s differs" % k
+        assert dt == ours[k][0] or k.endswith("norm.weight"), "tensor %s is %s, was %s" % (k, ours[k][0], dt)
+    a, b = tokenizer_blob.from_hf_dir(src), tokenizer_blob.from_hf_dir(back)
+    assert tuple(a) == tuple(b), "the tokenizer read back differs"
+
+
 # What has no Hugging Face equivalent: (name, config, what the one-line refusal names)
 REFUSED = [
     ("post_norm", P["transformer_postnorm"], "post-norm"),
