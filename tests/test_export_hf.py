@@ -10,6 +10,9 @@ Qwen2, Qwen3, Gemma 3; float32, bfloat16, float16 and Q8_0 weights):
     original file, to 1e-4 x max|logit| at every position;
   - @lenml/tokenizers (Hugging Face's tokenizers in JavaScript) encodes sample texts with the
     exported tokenizer.json as tokenizer.c does with the model's blob.
+Llama 2's 32000-piece llama2.c vocabulary, merged by score, encodes alike through @lenml too; the
+published Llama 2 (Mistral), Llama 3, Qwen3 and Gemma 3 tokenizers read back from an export into
+the same blob; SmolLM2's published configuration comes back out of convert.py as it went in.
 Models with no Hugging Face equivalent are refused in one line naming the knob.
 
 Needs node/npm (installs @lenml/tokenizers under tests/node when missing) and make.
@@ -74,8 +77,9 @@ CORPUS = open(os.path.join(SHARED, "data", "tinyshakespeare.txt"), encoding="utf
 
 
 def random_model(cfg, weights=None, tok=None):
+    """A maker of a random model file; tok, if given, makes its tokenizer."""
     def make(path):
-        mr.make_model(path, mf.with_weight_type(cfg, weights), seed=7, tok=tok)
+        mr.make_model(path, mf.with_weight_type(cfg, weights), seed=7, tok=tok and tok())
     return make
 
 
@@ -108,7 +112,8 @@ KINDS = [
     ("train_gpt_chars", trained(), "gpt2", {}),
     ("train_llama_bpe", trained("--arch", "llama", "--n-kv-head", "2", "--vocab-size", "400"), "llama", {}),
     ("gpt2", random_model(P["gpt2"]), "gpt2", {}),
-    ("gpt2_padded_vocab", random_model(dict(P["gpt2"], vocab_size=320), tok=gpt2_padded_vocab(300, 320)), "gpt2", {}),
+    ("gpt2_padded_vocab", random_model(dict(P["gpt2"], vocab_size=320), tok=lambda: gpt2_padded_vocab(300, 320)),
+     "gpt2", {}),
     # nanoGPT without biases: Hugging Face's GPT-2 has them, zero
     ("gpt2_no_bias", random_model(P["gelu_erf_nanogpt"]), "gpt2", {"bias_flags": 7}),
     ("llama_gqa", random_model(P["llama_gqa"]), "llama", {}),
