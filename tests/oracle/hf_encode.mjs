@@ -7,11 +7,14 @@
 // usage: node hf_encode.mjs NODE_MODULES REQUEST.json > RESULT.json
 // REQUEST: {"dir": folder with tokenizer.json and tokenizer_config.json,
 //           "texts": path of a JSON array of strings,
+//           "special_texts": optional path of a JSON array of strings to encode with the
+//                            spelling of special tokens parsed as them (split_special_tokens off),
 //           "bench": optional path of a text file to time encoding on,
 //           "rust": optional, true for Hugging Face Rust's \s, case folding and Digits}
-// RESULT:  {"ids": [[id, ...] per text], "checks": [one line per verified patch],
+// RESULT:  {"ids": [[id, ...] per text], "special_ids": the same for special_texts,
+//           "checks": [one line per verified patch],
 //           "load_s": seconds to load, "bench_s": best of 3 encodings of the bench text,
-//           "bench_ids": its number of ids}
+//           "bench_ids": its ids}
 // Encoding is Hugging Face's encode(text, add_special_tokens=False) with split_special_tokens on:
 // no BOS, and a special token's spelling in the text is text. Non-special added tokens are still
 // matched, as Hugging Face does.
@@ -86,11 +89,19 @@ if (request.rust) patchPreTokenizer(tok.pre_tokenizer);
 
 // split_special_tokens: this transformers.js has no such option (it matches every added token),
 // so the added-token splitter and map are rebuilt from the non-special added tokens only.
+const allSplitter = tok.added_tokens_splitter, allMap = tok.added_tokens_map;
 const ordinary = tok.added_tokens.filter((t) => !t.special);
 const special = tok.added_tokens.filter((t) => t.special);
 tok.added_tokens_splitter = new tok.added_tokens_splitter.constructor(ordinary.map((t) => t.content));
 tok.added_tokens_map = new Map(ordinary.map((t) => [t.content, t]));
+const ordinarySplitter = tok.added_tokens_splitter, ordinaryMap = tok.added_tokens_map;
 const encode = (text) => tok.encode(text, { add_special_tokens: false });
+function encodeSpecial(text) {
+  [tok.added_tokens_splitter, tok.added_tokens_map] = [allSplitter, allMap];
+  const ids = encode(text);
+  [tok.added_tokens_splitter, tok.added_tokens_map] = [ordinarySplitter, ordinaryMap];
+  return ids;
+}
 
 // Verify it: a special token's spelling alone is not that token, an ordinary added token's is.
 for (const t of special) {
@@ -101,20 +112,27 @@ for (const t of ordinary) {
   const ids = encode(t.content);
   if (ids.length !== 1 || ids[0] !== t.id) fail(`added token ${JSON.stringify(t.content)} encodes as ${ids}`);
 }
-checks.push(`split_special_tokens: ${special.length} special tokens are text, ${ordinary.length} ordinary added tokens match`);
+checks.push(`split_special_tokens: ${special.length} special tokens are text, ` +
+  `${ordinary.length} ordinary added tokens match`);
 
 const texts = JSON.parse(readFileSync(request.texts, "utf8"));
 const result = { ids: texts.map(encode), checks, load_s: loadSeconds };
+if (request.special_texts) {
+  for (const t of special) {
+    const ids = encodeSpecial(t.content);
+    if (ids.length !== 1 || ids[0] !== t.id) fail(`special token ${JSON.stringify(t.content)} parsed as ${ids}`);
+  }
+  result.special_ids = JSON.parse(readFileSync(request.special_texts, "utf8")).map(encodeSpecial);
+}
 if (request.bench) {
   const text = readFileSync(request.bench, "utf8");
-  let best = Infinity, n = 0;
+  let best = Infinity;
   for (let round = 0; round < 3; round++) {
     tok.model.clear_cache?.();
     const t0 = performance.now();
-    n = encode(text).length;
+    result.bench_ids = encode(text);
     best = Math.min(best, (performance.now() - t0) / 1000);
   }
   result.bench_s = best;
-  result.bench_ids = n;
 }
 process.stdout.write(JSON.stringify(result));
