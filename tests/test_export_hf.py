@@ -413,7 +413,8 @@ def refuses_bad_output_dirs():
     open(os.path.join(busy, "vocab.json"), "w").write("{}")
     pycase.refused([PY, CONVERT, src, "--export-hf", busy], "vocab.json")
     pycase.refused([PY, CONVERT, src, "--export-hf", src], "not a directory")
-    pycase.refused([PY, CONVERT, src, "--export-hf", tmp("q"), "--quantize", "q8_0"], "does not apply to --export-hf")
+    for flags in (["--quantize", "q8_0"], ["--weights", "bf16"], ["--seq-len", "8"], ["--tokenizer", src]):
+        pycase.refused([PY, CONVERT, src, "--export-hf", tmp("q")] + flags, "do not apply to --export-hf")
     again = tmp("again")
     export(src, again)
     export(src, again)  # a former export is replaced

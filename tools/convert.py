@@ -1151,8 +1151,9 @@ def main(argv):
     if a.export_torch and a.quantize:
         ap.error("--weights does not apply to --export-torch, whose state dict holds the weights as the model "
                  "file does")
-    if a.export_hf and a.quantize:
-        ap.error("--weights does not apply to --export-hf, which keeps the weights as stored")
+    if a.export_hf and (a.quantize or a.tokenizer or a.group_size is not None or a.seq_len is not None):
+        ap.error("--weights, --group-size, --tokenizer and --seq-len do not apply to --export-hf, which writes "
+                 "the model file as it is")
     try:  # before any work: a device or FIFO as OUT would be replaced by a regular file in the end
         outfile.check(a.out, "a directory" if a.export_hf else "a regular file")
     except OSError as e:
