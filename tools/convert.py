@@ -1144,13 +1144,18 @@ def main(argv):
     ap.add_argument("--seq-len", type=int, help="the context length: shorter for a long-context checkpoint "
                     "(e.g. 128k); longer only for RoPE or sinusoidal positions")
     ap.add_argument("--export-torch", action="store_true", help="write MODEL.bin back as a PyTorch state dict")
+    ap.add_argument("--export-hf", action="store_true", help="write MODEL.bin as a Hugging Face directory OUT "
+                    "(tools/export_hf.py)")
     add_quantize_arguments(ap)
     a = ap.parse_args(argv)
     if a.export_torch and a.quantize:
         ap.error("--weights does not apply to --export-torch, whose state dict holds the weights as the model "
                  "file does")
+    if a.export_hf and (a.quantize or a.tokenizer or a.group_size is not None or a.seq_len is not None):
+        ap.error("--weights, --group-size, --tokenizer and --seq-len do not apply to --export-hf, which writes "
+                 "the model file as it is")
     try:  # before any work: a device or FIFO as OUT would be replaced by a regular file in the end
-        outfile.check(a.out)
+        outfile.check(a.out, "a directory" if a.export_hf else "a regular file")
     except OSError as e:
         sys.stderr.write("convert.py: %s: %s\n" % (a.out, e))
         return 1
@@ -1166,6 +1171,11 @@ def main(argv):
         if a.export_torch:
             export_torch(a.src, a.out)
             print("convert.py: wrote %s" % a.out, file=sys.stderr)
+        elif a.export_hf:
+            sys.modules.setdefault("convert", sys.modules[__name__])  # export_hf's Bad is this run's
+            import export_hf
+            mt = export_hf.export(a.src, a.out)
+            print("convert.py: %s -> %s: Hugging Face %s directory" % (a.src, a.out, mt), file=sys.stderr)
         else:
             cfg, source, why = convert(a.src, a.out, a.tokenizer, a.seq_len, a.quantize, a.group_size)
             weights = {mf.WEIGHTS_F32: "float32", mf.WEIGHTS_BF16: "bfloat16", mf.WEIGHTS_F16: "float16",
