@@ -1,20 +1,25 @@
 // Tokenizer: text <-> token ids, given the tokenizer blob of docs/FORMAT.md.
 //
 // Encoding first finds the blob's added tokens in the text, leftmost first and the longest
-// there, as Hugging Face's AddedVocabulary does; special ones only when asked (TOKE_SPECIAL).
-// The runs of text between them go through the kind's own path:
-// kind 0 (TOK_SENTENCEPIECE): one piece per UTF-8 character, "<0xNN>" pieces for characters not
-//   in the vocabulary, after an optional dummy-prefix space (one per run). Without merges,
-//   llama2.c's algorithm: repeatedly the adjacent pair whose concatenation is the
-//   highest-scoring piece (leftmost on ties) is merged. With merges, Hugging Face's BPE: the
-//   pair of lowest rank merges first (leftmost on ties), and a U+2581 in the text is a space
-//   (pieces store SentencePiece's U+2581 as a space; Gemma 3, Llama 2 from tokenizer.json).
-// kind 1 (TOK_BYTE_BPE): byte-level BPE. The run is split by the pre-tokenisation regex the
-//   flags name (GPT-2's by default), each chunk starts as one piece per byte and merges apply
-//   by rank as in Hugging Face's BPE, which for GPT-2's merges equals GPT-2's own loop.
-//   \p{L}, \p{N} and \s are JavaScript's (Unicode 17, from tools/gen_unicode_tables.py), so
-//   encodings equal the npm gpt-3-encoder's; bytes that are not well-formed UTF-8 count as
-//   punctuation for the split.
+// there, as Hugging Face's AddedVocabulary does; special ones only when asked (TOKE_SPECIAL),
+// so that a user's text cannot become a control token by spelling one.
+// Each run of text between them goes through the kind's own path:
+// kind 0 (TOK_SENTENCEPIECE): SentencePiece-style BPE with byte fallback. An optional
+//   dummy-prefix space (one per run), then one piece per UTF-8 character, or "<0xNN>" pieces
+//   for a character not in the vocabulary; no pre-tokenisation. Without merges (llama2.c's
+//   tokenizer.bin, ./train's vocabularies) as llama2.c does: repeatedly the adjacent pair whose
+//   concatenation is the highest-scoring piece (leftmost on ties) is merged. With merges (a
+//   tokenizer.json's: Llama 2, Mistral and TinyLlama with the dummy prefix, Gemma 3 without)
+//   as Hugging Face's BPE does: the pair of lowest rank merges first (leftmost on ties). Pieces
+//   store SentencePiece's U+2581 as a space, so with merges a U+2581 in the text is a space.
+// kind 1 (TOK_BYTE_BPE): byte-level BPE (GPT-2, Llama 3, Qwen2/2.5/3, SmolLM2). The run is put
+//   in NFC if the flags say (Qwen) and cut by the pre-tokenisation split they name (GPT-2's
+//   regex, Llama 3's, Qwen2's, or each digit alone then GPT-2's); each chunk starts as one
+//   piece per byte, or is one piece whole under TOKF_IGNORE_MERGES (Llama 3), and merges apply
+//   by rank as in Hugging Face's BPE, which on GPT-2's merges equals GPT-2's own loop.
+//   \p{L}, \p{N}, \s and NFC are JavaScript's (Unicode 17, from tools/gen_unicode_tables.py),
+//   so that encodings equal the oracles' (@lenml/tokenizers, gpt-3-encoder); a byte that is not
+//   well-formed UTF-8 is a character of its own, neither letter, number nor space.
 //
 // Nothing here knows about models; errors come back as -1 with one line in err. The code is
 // tokenizer.c, the entry point, and tokenizer/; docs/TOKENIZER.md says which file does what.

@@ -1,22 +1,31 @@
-"""./run against tools/reference.py (PyTorch) on random-weight models, one per knob combination,
-and on the real stories260K; and on Q8_0 copies of some of them (convert.py --quantize q8_0),
-whose reference is reference.py on the weights read_model dequantises.
+"""./run against tools/reference.py (PyTorch): on random-weight models, one per knob combination,
+on the real stories260K, on Q8_0 copies of some of them (convert.py --quantize q8_0, whose reference
+is reference.py on the weights read_model dequantises), and on Hugging Face directories of today's
+families (SmolLM2, Qwen2.5, Qwen3, Llama 3.2, Gemma 3, TinyLlama) with their published configs cut
+to 2 layers, random weights and their real tokenizer files, from float32 and from bfloat16
+safetensors, converted by convert.py; their reference is reference.py's Hugging Face mode on the
+directory itself, which shares no code with convert.py.
 
 For each model: logits at every prompt position (./run -m logits, the batched path) agree to
-max|delta| <= 1e-4 * max|logit| at each position; perplexity over a text several context
-windows long (./run -m ppl) agrees to 1e-5 relative with a float64 computation; a greedy
-64-token continuation (./run -t 0 -n 64) prints the same text. Prints a table for the README.
+max|delta| <= 1e-4 * max|logit| at each position; perplexity (./run -m ppl) agrees to 1e-5 relative
+with a float64 computation; a greedy 64-token continuation (./run -t 0 -n 64) prints the same text.
+The families' prompt tokens also equal the npm tokenizer oracle's (@lenml/tokenizers).
 
-A Q8_0 model is held to the same tolerances, the reference running on the weights
-read_model dequantises: ./run multiplies the same float32 weights (FORMAT.md).
+The oracle_* cases check reference.py's two modes against each other: a Hugging Face directory
+and the model file of the same weights, mapped by hand (make_random.py), give the same logits and
+greedy tokens, for every model_type and knob.
 
 Run from the repository root after `make`: /usr/bin/python3 tests/test_parity.py [-k SUBSTRING]
-(a case is a model; -k builds only the models it needs)
+(a case is a model; -k builds only the models it needs). Under ATTN_ASAN_SUITE=1 (make
+test-asan) only ASAN_CASES run. Prints a table for the README with each case's seconds.
 """
 import contextlib
 import functools
+import gc
 import io
+import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,10 +43,16 @@ import reference as ref  # noqa: E402
 
 RUN = os.path.join(ROOT, "run")
 SHARED = os.path.join(ROOT, "..", "shared")
+NODE_MODULES = os.path.join(ROOT, "tests", "node", "node_modules")
 TMP = tempfile.mkdtemp(prefix="attn-test-parity-")
 PROMPT = "Once upon a time, there was a little girl named Lily."
+# the families' prompt: digits, capitals, a contraction, punctuation, accents
+HF_PROMPT = "Once upon a time in 1987, Lily's cat said: \"I don't like Mondays!\" Café au lait."
 LOGIT_TOL, PPL_TOL, NEW_TOKENS = 1e-4, 1e-5, 64
 ENV = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
+ASAN = bool(os.environ.get("ATTN_ASAN_SUITE"))
+ASAN_CASES = {"llama_gqa", "gpt2", "sliding_window", "gemma_like", "oracle_gemma3", "hf_gemma3_knobs",
+              "smollm2_135m_bf16"}
 
 # (name, what it exercises, preset)
 COMBOS = [
@@ -55,6 +70,16 @@ COMBOS = [
     ("partial_rope", "RoPE on 8 of 16 head dims, theta 5e5", "partial_rope"),
     ("all_bias_swiglu", "SwiGLU with every bias (b1, b3, b2), untied", "all_bias_swiglu"),
     ("mixed", "post-norm LayerNorm + RoPE + ReLU + final norm, O/FFN biases, embed x 2.5, untied", "mixed"),
+    ("rope_llama3", "Llama 3 RoPE scaling: factor 4, low 1, high 4, original context 64 (all three bands)",
+     "rope_llama3"),
+    ("rope_linear", "linear RoPE scaling, factor 4", "rope_linear"),
+    ("qk_norm", "RMSNorm on each head of q and k before RoPE, head_dim 24", "qk_norm"),
+    ("norm_plus_one", "every RMSNorm scaled by (1 + w)", "norm_plus_one"),
+    ("out_norms", "a norm on the attention's and the feed-forward's outputs before the residual adds", "out_norms"),
+    ("geglu", "GeGLU: w2(gelu_tanh(w1 x) * w3 x)", "geglu"),
+    ("attn_scale", "scores scaled by 0.3 instead of 1/sqrt(head_dim)", "attn_scale"),
+    ("sliding_window", "window 5 < the prompt on layers 0, 1 (base 1e4), layer 2 global (base 1e6)", "sliding_window"),
+    ("gemma_like", "every Gemma 3 knob at once, llama3 scaling on the global layer, window 6", "gemma_like"),
 ]
 
 # (name, what it exercises, the float32 case it quantises, convert.py flags beyond --quantize q8_0)
@@ -65,6 +90,18 @@ Q8_COMBOS = [
     ("mixed_q8", "Q8_0 mixed: post-norm, O/FFN biases, untied, a group size that is no power of two", "mixed",
      ["--group-size", "10"]),
     ("llama2xs_q8", "Q8_0 llama2xs (real checkpoint)", "llama2xs", []),
+]
+
+# (name, what it exercises, preset, model_type, safetensors dtype): small Hugging Face directories of
+# every format-3 knob, converted; the reference reads the directory
+HF_KNOBS = [
+    ("hf_llama3_scaling", "HF llama: rope_scaling llama3, GQA, untied", "rope_llama3", "llama", "F32"),
+    ("hf_linear_scaling", "HF llama: rope_scaling linear", "rope_linear", "llama", "F32"),
+    ("hf_qwen3_knobs", "HF qwen3: q_norm / k_norm (permuted with the heads' rows), head_dim 24 != 64 / 4",
+     "qk_norm", "qwen3", "F32"),
+    ("hf_gemma3_knobs", "HF gemma3_text: every knob, layer_types, window 6, llama3 scaling on the global layer",
+     "gemma_like", "gemma3_text", "F32"),
+    ("hf_gemma3_knobs_bf16", "the same from bfloat16 safetensors", "gemma_like", "gemma3_text", "BF16"),
 ]
 
 
@@ -87,9 +124,19 @@ def c_logits(model, prompt):
     out = os.path.join(TMP, "logits.out")
     run(model, "-m", "logits", "-i", prompt, "-o", out)
     d = open(out, "rb").read()
+    os.unlink(out)
     T, V = np.frombuffer(d, "<i4", 2)
     assert len(d) == 8 + 4 * T + 4 * T * V, "logits file size %d for T %d vocab %d" % (len(d), T, V)
     return np.frombuffer(d, "<i4", T, 8).tolist(), np.frombuffer(d, "<f4", T * V, 8 + 4 * T).reshape(T, V)
+
+
+def c_ppl(model, text):
+    """(perplexity, the 'tokens: N' line) of ./run -m ppl on text."""
+    path = os.path.join(TMP, "ppl.txt")
+    open(path, "w", encoding="utf-8").write(text)
+    out = run(model, "-m", "ppl", "-f", path).decode().strip().splitlines()
+    assert out and out[-1].startswith("perplexity: "), "./run -m ppl printed %r" % out[-1:]
+    return float(out[-1].split()[1]), out[:-1]
 
 
 def sanitize(b):
@@ -99,16 +146,33 @@ def sanitize(b):
     return "".join(c for c in s if ord(c) >= 32 and ord(c) != 127 or c in "\n\t\r\v\f").encode()
 
 
-def check(model, ppl_text):
-    """One model: returns (max|dlogit|, its relative size, ppl C, ppl torch, greedy ok, failures)."""
-    fails = []
-    res = [float("nan")] * 4 + [False]
+def compare_logits(lc, lr, res, fails):
+    dl = np.abs(lc - lr).max(axis=1)
+    scale = np.abs(lr).max(axis=1)
+    worst = int(np.argmax(dl / scale))
+    res["dmax"], res["rel"] = dl.max(), (dl / scale).max()
+    if (dl > LOGIT_TOL * scale).any():
+        fails.append("logits at position %d: max|d| %.3g > %.0e x %.3g" % (worst, dl[worst], LOGIT_TOL, scale[worst]))
 
-    def stage(f):
-        try:
-            f()
-        except Exception as e:  # a crash of ./run or a malformed output: report, go on
-            fails.append("%s: %s" % (type(e).__name__, e))
+
+def compare_greedy(got, want, res, fails):
+    res["greedy"] = got == want
+    if not res["greedy"]:
+        i = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+        fails.append("greedy text differs at byte %d: ./run %r, reference %r" % (i, got[i:i + 30], want[i:i + 30]))
+
+
+def stage(fails, f):
+    try:
+        f()
+    except Exception as e:  # a crash of ./run or a malformed output: report, go on
+        fails.append("%s: %s" % (type(e).__name__, e))
+
+
+def check(model, ppl_text):
+    """One model file against reference.py's model-file mode: (results, failures)."""
+    fails = []
+    res = dict(dmax=float("nan"), rel=float("nan"), ppl=float("nan"), dppl=float("nan"), greedy=False)
     m64 = ref.load(model, torch.float64)
     m32 = ref.load(model, torch.float32)
     toks = []
@@ -120,45 +184,155 @@ def check(model, ppl_text):
             mine = ref.encode(m64.tok, PROMPT)
             if mine != toks:
                 fails.append("prompt tokens differ: ./run %s, reference %s" % (toks, mine))
-        lr = ref.logits(m64, toks)
-        dl = np.abs(lc - lr).max(axis=1)
-        scale = np.abs(lr).max(axis=1)
-        worst = int(np.argmax(dl / scale))
-        res[0], res[1] = dl.max(), (dl / scale).max()
-        if (dl > LOGIT_TOL * scale).any():
-            fails.append("logits at position %d: max|d| %.3g > %.0e x %.3g"
-                         % (worst, dl[worst], LOGIT_TOL, scale[worst]))
+        compare_logits(lc, ref.logits(m64, toks), res, fails)
 
     def perplexity():
         # Python encodes SentencePiece-style text itself (a long text, several windows); for
         # byte-level BPE the prompt's own tokens, as ./run -m logits reported them, are scored.
         text = ppl_text if ppl_text is not None else PROMPT
-        path = os.path.join(TMP, "ppl.txt")
-        open(path, "w").write(text)
-        out = run(model, "-m", "ppl", "-f", path).decode().strip().splitlines()
-        assert out and out[-1].startswith("perplexity: "), "./run -m ppl printed %r" % out[-1:]
-        res[2] = float(out[-1].split()[1])
+        ppl_c, counts = c_ppl(model, text)
         ptoks = ref.encode(m64.tok, text) if ppl_text is not None else toks
-        assert ("tokens: %d" % len(ptoks)) in out, "./run counted %s, reference %d" % (out[:-1], len(ptoks))
-        res[3] = ref.perplexity(m64, ptoks)
+        assert ("tokens: %d" % len(ptoks)) in counts, "./run counted %s, reference %d" % (counts, len(ptoks))
+        res["ppl"] = ref.perplexity(m64, ptoks)
+        res["dppl"] = abs(ppl_c - res["ppl"]) / res["ppl"]
         assert ppl_text is None or len(ptoks) > 2 * m64.cfg["seq_len"], "the text should span several windows"
-        if abs(res[2] - res[3]) > PPL_TOL * res[3]:
-            fails.append("perplexity ./run %.9g vs torch %.9g" % (res[2], res[3]))
+        if res["dppl"] > PPL_TOL:
+            fails.append("perplexity ./run %.9g vs torch %.9g" % (ppl_c, res["ppl"]))
 
     def greedy():
         # float32 like the C: a float64 argmax could split a float32 near-tie differently
         gen = ref.greedy(m32, toks, NEW_TOKENS)
         want = PROMPT.encode() + sanitize(ref.decode(m32.tok, gen, toks[-1]))
-        got = run(model, "-t", "0", "-n", str(NEW_TOKENS), "-i", PROMPT)
-        res[4] = got == want
-        if not res[4]:
-            i = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-            fails.append("greedy text differs at byte %d: ./run %r, reference %r" % (i, got[i:i + 30], want[i:i + 30]))
-    stage(logits)
-    stage(perplexity)
+        compare_greedy(run(model, "-t", "0", "-n", str(NEW_TOKENS), "-i", PROMPT), want, res, fails)
+    stage(fails, logits)
+    stage(fails, perplexity)
     if toks:
-        stage(greedy)
-    return tuple(res) + (fails,)
+        stage(fails, greedy)
+    return res, fails
+
+
+# ---- Hugging Face directories: the reference reads the directory ----
+
+ORACLE_JS = r"""
+const fs = require("fs");
+const { TokenizerLoader } = require(process.argv[1] + "/@lenml/tokenizers");
+const d = process.argv[2];
+const tok = TokenizerLoader.fromPreTrained({
+  tokenizerJSON: JSON.parse(fs.readFileSync(d + "/tokenizer.json", "utf8")),
+  tokenizerConfig: JSON.parse(fs.readFileSync(d + "/tokenizer_config.json", "utf8")),
+});
+process.stdout.write(JSON.stringify(tok.encode(fs.readFileSync(0, "utf8"))));
+"""
+
+
+def oracle_tokens(d, text):
+    """The ids @lenml/tokenizers (transformers.js) gives text with d's tokenizer files, special
+    tokens added as the post-processor says."""
+    if not os.path.isdir(os.path.join(NODE_MODULES, "@lenml", "tokenizers")):
+        raise AssertionError("no tokenizer oracle: npm install --prefix tests/node @lenml/tokenizers@%s"
+                             % mr.NPM_VERSION)
+    r = subprocess.run(["node", "-e", ORACLE_JS, NODE_MODULES, d], input=text.encode(), capture_output=True)
+    assert r.returncode == 0, "node: %s" % r.stderr.decode(errors="replace")[-300:]
+    return json.loads(r.stdout)
+
+
+class Pieces:
+    """What ./run prints for each id of a directory's vocabulary (special tokens nothing), and the
+    draft for reference.py's greedy: the ids whose text continues a printed continuation."""
+
+    def __init__(self, d, model):
+        hf = ref.hf_pieces(d)
+        if hf is not None:
+            self.piece = [hf[i][0] if i in hf and not hf[i][1] else b"" for i in range(model.V)]
+        else:  # llama2.c's tokenizer.bin: BOS and EOS print nothing, <0xNN> is the byte
+            tok = mf.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), model.V)
+            self.piece = [ref.decode(tok, [i], -1) for i in range(model.V)]
+        self.by_text, self.odd = {}, []
+        for i, p in enumerate(self.piece):
+            if p and sanitize(p) == p:  # prints as itself
+                self.by_text.setdefault(p, []).append(i)
+            else:
+                self.odd.append(i)
+        self.longest = max(map(len, self.by_text))
+
+    def decode(self, ids):
+        return b"".join(self.piece[t] for t in ids)
+
+    def draft(self, printed):
+        """draft(new ids so far) -> the ids whose text continues printed (what ./run printed after
+        the prompt), or None once the ids so far have left it."""
+        def candidates(path):
+            raw = self.decode(path)
+            if not printed.startswith(printed_prefix(raw)):
+                return None
+            at = len(sanitize(raw))  # where a piece that prints as itself would go
+            rest = printed[at:at + self.longest]
+            out = [i for n in range(1, len(rest) + 1) for i in self.by_text.get(rest[:n], ())]
+            return out + [i for i in self.odd if printed.startswith(printed_prefix(raw + self.piece[i]))]
+        return candidates
+
+
+def printed_prefix(raw):
+    """What ./run has surely printed of raw bytes: all of them but a trailing UTF-8 sequence that is
+    incomplete yet valid so far, which the next bytes may complete."""
+    for back in range(1, min(3, len(raw)) + 1):
+        if raw[-back] >= 0xC0:  # the last lead byte: its sequence is cut short if some completion decodes
+            need = 2 if raw[-back] < 0xE0 else 3 if raw[-back] < 0xF0 else 4
+            tail = raw[-back:]
+            if back < need and any(valid_utf8(tail + bytes([c] * (need - back))) for c in (0x80, 0xA0)):
+                return sanitize(raw[:-back])
+            break
+        if raw[-back] < 0x80:
+            break
+    return sanitize(raw)
+
+
+def valid_utf8(b):
+    try:
+        b.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def check_hf(model, d):
+    """A converted model file against reference.py on the Hugging Face directory d: (results, failures)."""
+    fails, res = [], dict(dmax=float("nan"), rel=float("nan"), ppl=float("nan"), dppl=float("nan"), greedy=False)
+    hf = ref.HFModel(d, torch.float32)
+    toks = []
+
+    def logits():
+        t, lc = c_logits(model, HF_PROMPT)
+        toks.extend(t)
+        if os.path.exists(os.path.join(d, "tokenizer.json")):
+            want = oracle_tokens(d, HF_PROMPT)
+        else:
+            want = ref.encode(mf.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), hf.V), HF_PROMPT)
+        if want != toks:
+            fails.append("prompt tokens differ: ./run %s, oracle %s" % (toks, want))
+        lr = hf.in_double().all_logits(toks)
+        compare_logits(lc, lr.numpy(), res, fails)
+        lp = torch.log_softmax(lr, -1)  # the prompt's perplexity, from the same float64 logits
+        res["ppl"] = float(torch.exp(-lp[torch.arange(len(toks) - 1), torch.tensor(toks[1:])].mean()))
+
+    def perplexity():
+        ppl_c, counts = c_ppl(model, HF_PROMPT)
+        assert ("tokens: %d" % len(toks)) in counts, "./run -m ppl counted %s, -m logits %d" % (counts, len(toks))
+        res["dppl"] = abs(ppl_c - res["ppl"]) / res["ppl"]
+        if res["dppl"] > PPL_TOL:
+            fails.append("perplexity ./run %.9g vs torch %.9g" % (ppl_c, res["ppl"]))
+
+    def greedy():
+        got = run(model, "-t", "0", "-n", str(NEW_TOKENS), "-i", HF_PROMPT)
+        pieces = Pieces(d, hf)
+        printed = got[len(HF_PROMPT.encode()):] if got.startswith(HF_PROMPT.encode()) else b""
+        gen = ref.greedy(hf, toks, NEW_TOKENS, pieces.draft(printed))
+        compare_greedy(got, HF_PROMPT.encode() + sanitize(pieces.decode(gen)), res, fails)
+    stage(fails, logits)
+    if toks:
+        stage(fails, perplexity)
+        stage(fails, greedy)
+    return res, fails
 
 
 def converted(src, out, *extra):
@@ -223,22 +397,44 @@ MODELS["stories260K_q8"] = ("llama2.c's Q8_0 export (groups across tensors), qua
                             quantised("stories260K_q8", llama2c("stories260K_q80.bin", "stories260K_q80"), []))
 
 
+@functools.lru_cache(None)
+def family_dirs(name):
+    """{"F32": dir, "BF16": dir} of a family, the same draw rounded for BF16; written once."""
+    dirs = {dt: os.path.join(TMP, "%s_%s" % (name, dt.lower())) for dt in ("F32", "BF16")}
+    w = mr.write_family(dirs["F32"], name, "F32", seed=17)
+    mr.write_family(dirs["BF16"], name, "BF16", weights=w)
+    return dirs
+
+
+def hf_knob_dir(name, preset, model_type, dtype, i):
+    d = os.path.join(TMP, name)
+    mr.write_hf_llama(d, mr.PRESETS[preset], seed=31 + i, model_type=model_type, dtype=dtype)
+    return d
+
+
 case = pycase.Cases()
-ROWS = []  # the README table's rows, as the cases run
+ROWS = []  # the README table's rows, as the cases run: (name, what, results, seconds)
+
+
+def add_case(name, what, f):
+    if not ASAN or name in ASAN_CASES:
+        case.add(name, lambda: timed(name, what, f))
+
+
+def timed(name, what, f):
+    t0 = time.time()
+    res, fails = f()
+    ROWS.append((name, what + res.get("note", ""), res, time.time() - t0))
+    assert not fails, "; ".join(fails)
 
 
 def model_case(name):
-    def run():
+    def f():
         path, text = built(name)
-        what = MODELS[name][0] + weights_note(path)
-        dmax, rel, ppl_c, ppl_r, greedy_ok, fails = check(path, text)
-        ROWS.append((name, what, dmax, rel, ppl_r, abs(ppl_c - ppl_r) / ppl_r, greedy_ok))
-        assert not fails, "; ".join(fails)
-    case.add(name, run)
-
-
-for name in MODELS:
-    model_case(name)
+        res, fails = check(path, text)
+        res["note"] = weights_note(path)
+        return res, fails
+    add_case(name, MODELS[name][0], f)
 
 
 def weights_note(path):
@@ -247,14 +443,99 @@ def weights_note(path):
     return "; groups of %d" % h["group_size"] if h["weight_type"] == mf.WEIGHTS_Q8_0 else ""
 
 
+def hf_case(name, what, make_dir):
+    """A Hugging Face directory, converted with convert.py's defaults, against reference.py on the directory."""
+    def f():
+        d = make_dir()
+        out = os.path.join(TMP, name + ".bin")
+        with contextlib.redirect_stderr(io.StringIO()):
+            converted(d, out)
+        try:
+            return check_hf(out, d)
+        finally:
+            os.unlink(out)
+            gc.collect()
+    add_case(name, what, f)
+
+
+for name in MODELS:
+    model_case(name)
+for i, (name, what, preset, mt, dt) in enumerate(HF_KNOBS):
+    hf_case(name, what, functools.partial(hf_knob_dir, name, preset, mt, dt, i))
+for name, (conf_dir, tok_dir, _) in mr.FAMILIES.items():
+    for dt in ("F32", "BF16"):
+        note = " (tokenizer_config / generation_config of %s)" % tok_dir if tok_dir != conf_dir else ""
+        hf_case("%s_%s" % (name, dt.lower()), "%s, 2 layers, %s safetensors%s" % (conf_dir, dt, note),
+                lambda name=name, dt=dt: family_dirs(name)[dt])
+
+
+# ---- reference.py's two modes against each other ----
+
+# (name, preset, model_type): a Hugging Face directory made from a model file's weights by
+# make_random.py's hand mapping (RoPE rows and q/k norms permuted to the half-split layout)
+ORACLE_CASES = [
+    ("oracle_llama", "llama_gqa", "llama"), ("oracle_llama3_scaling", "rope_llama3", "llama"),
+    ("oracle_linear_scaling", "rope_linear", "llama"), ("oracle_partial_rope", "partial_rope", "llama"),
+    ("oracle_llama_biases", "all_bias_swiglu", "llama"), ("oracle_qwen2", "qkv_bias_qwen2", "qwen2"),
+    ("oracle_qwen3", "qk_norm", "qwen3"), ("oracle_gemma3", "gemma_like", "gemma3_text"),
+]
+
+
+def oracle_pair(name, preset, model_type, dtype="F32"):
+    d = os.path.join(TMP, name)
+    if model_type == "gpt2":
+        c, t = mr.write_hf_gpt2(d, mr.PRESETS[preset], seed=41)
+    else:
+        c, t = mr.write_hf_llama(d, mr.PRESETS[preset], seed=41, model_type=model_type, dtype=dtype)
+    m = ref.Transformer(c)
+    m.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in t.items()})
+    m.tok = mr.default_vocab(c["vocab_size"])
+    return m.double().eval(), ref.HFModel(d, torch.float64), d
+
+
+def oracle_check(name, preset, model_type, dtype="F32"):
+    mine, hf, d = oracle_pair(name, preset, model_type, dtype)
+    rng = np.random.default_rng(5)
+    toks = rng.integers(0, mine.cfg["vocab_size"], 40).tolist()
+    a, b = ref.logits(mine, toks), ref.logits(hf, toks)
+    fails, res = [], dict(dmax=np.abs(a - b).max(), rel=(np.abs(a - b).max() / np.abs(a).max()), ppl=float("nan"),
+                          dppl=float("nan"), greedy=False)
+    if res["rel"] > 1e-10:
+        fails.append("logits differ: max|d| %.3g of max|logit| %.3g" % (res["dmax"], np.abs(a).max()))
+    res["ppl"] = ref.perplexity(hf, toks)
+    res["dppl"] = abs(ref.perplexity(mine, toks) - res["ppl"]) / res["ppl"]
+    if res["dppl"] > 1e-10:
+        fails.append("perplexity differs by %.3g relative" % res["dppl"])
+    mine.tok = (mine.tok[0], mine.tok[1], 0, -1, -1)  # no stop token: the HF directory has none either
+    hf.stop_ids = set()
+    g = ref.greedy(mine, toks[:10], 30)
+    # the KV-cached steps, and a draft that is right, wrong, or right then wrong
+    for draft in (None, lambda out: g[len(out):len(out) + 1], lambda out: [7, 8],
+                  lambda out: g[len(out):len(out) + 1] if len(out) < 12 else [3]):
+        h = ref.greedy(hf, toks[:10], 30, draft)
+        if h != g:
+            fails.append("greedy differs (draft %s): %s vs %s" % (draft is not None, g, h))
+    res["greedy"] = not any(f.startswith("greedy") for f in fails)
+    return res, fails
+
+
+for name, preset, mt in ORACLE_CASES:
+    add_case(name, "reference.py: HF %s directory = model file (%s)" % (mt, preset),
+             functools.partial(oracle_check, name, preset, mt))
+add_case("oracle_gemma3_bf16", "reference.py: HF gemma3_text BF16 safetensors = model file of the rounded weights",
+         functools.partial(oracle_check, "oracle_gemma3_bf16", "gemma_like", "gemma3_text", "BF16"))
+add_case("oracle_gpt2", "reference.py: HF gpt2 directory (Conv1D) = model file (gpt2)",
+         functools.partial(oracle_check, "oracle_gpt2", "gpt2", "gpt2"))
+
+
 def table(t0):
     print()
-    print("| combination | what it exercises | max abs dlogit | / max abs logit | perplexity (torch, f64) "
-          "| rel dppl | greedy %d |" % NEW_TOKENS)
-    print("|---|---|---:|---:|---:|---:|---|")
-    for name, what, dmax, rel, ppl, dppl, g in ROWS:
-        print("| %s | %s | %.2e | %.2e | %.6g | %.1e | %s |" % (name, what, dmax, rel, ppl, dppl,
-                                                             "identical" if g else "DIFFERS"))
+    print("| case | what it exercises | max abs dlogit | / max abs logit | perplexity (torch, f64) "
+          "| rel dppl | greedy %d | s |" % NEW_TOKENS)
+    print("|---|---|---:|---:|---:|---:|---|---:|")
+    for name, what, r, secs in ROWS:
+        print("| %s | %s | %.2e | %.2e | %.6g | %.1e | %s | %.1f |" % (
+            name, what, r["dmax"], r["rel"], r["ppl"], r["dppl"], "identical" if r["greedy"] else "DIFFERS", secs))
     print("\n(%.1f s; OMP_NUM_THREADS=%s)" % (time.time() - t0, ENV["OMP_NUM_THREADS"]))
 
 
@@ -264,7 +545,10 @@ def main():
         print("0 passed, 1 failed")
         return 1
     t0 = time.time()
-    return case.main(TMP, report=lambda: table(t0))
+    try:
+        return case.main(TMP, report=lambda: table(t0))
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -274,15 +274,22 @@ def stored_bytes(c, name, shape):
 
 def to_bf16(w):
     """float32 -> bfloat16 bits (uint16), rounded to nearest even; exact for values that are
-    bfloat16 already, as a bf16 checkpoint's weights are."""
-    u = np.ascontiguousarray(w, dtype="<f4").view("<u4").astype(np.uint64)
-    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-    return u.astype("<u2")
+    bfloat16 already, as a bf16 checkpoint's weights are. A million values at a time, so that a
+    262k-row embedding needs no 64-bit copy of itself."""
+    f = np.ascontiguousarray(w, dtype="<f4")
+    bits, out = f.reshape(-1).view("<u4"), np.empty(f.shape, "<u2")
+    flat = out.reshape(-1)
+    for i in range(0, bits.size, 1 << 20):
+        u = bits[i:i + (1 << 20)].astype(np.uint64)
+        flat[i:i + (1 << 20)] = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return out
 
 
 def from_bf16(h):
     """bfloat16 bits (uint16) -> float32, exactly."""
-    return (np.asarray(h, dtype="<u2").astype("<u4") << 16).view("<f4")
+    u = np.asarray(h, dtype="<u2").astype("<u4")
+    u <<= 16
+    return u.view("<f4")
 
 
 def quantize_q8_0(w, group_size):
