@@ -91,7 +91,8 @@ if (!pat) throw new Error(file + ': no "const pat = /.../gu" line to rewrite');
 const enc = new Module(file, module);
 enc.filename = file;
 enc.paths = Module._nodeModulePaths(process.argv[1]);
-enc._compile(src.replace(pat[0], 'const pat = new RegExp(' + JSON.stringify(onigurumaSource(pat[1])) + ', "gu")'), file);
+const rewritten = 'const pat = new RegExp(' + JSON.stringify(onigurumaSource(pat[1])) + ', "gu")';
+enc._compile(src.replace(pat[0], rewritten), file);
 const texts = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 process.stdout.write(JSON.stringify(texts.map(t => enc.exports.encode(t))));
 """

@@ -8,7 +8,8 @@ White_Space property (not JavaScript's \\s: that adds U+FEFF and lacks U+0085), 
 by Unicode case folding (U+017F folds to s). Every table comes from one engine and so one Unicode
 version, named in the header: by default Node's (`--source node`): the properties from its regex
 engine, the case folds from its case-insensitive /u matching (simple case folding: a character
-that folds to a single one folds alike under Oniguruma's full folding), the NFC data from String.prototype.normalize.
+that folds to a single one folds alike under Oniguruma's full folding), the NFC data from
+String.prototype.normalize.
 `--source python` takes them from Python's unicodedata and str.casefold instead (an older Unicode
 version on Debian 12), with White_Space as PropList.txt lists it (unchanged since Unicode 6.3).
 
