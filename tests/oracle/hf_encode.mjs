@@ -1,8 +1,9 @@
 // The Hugging Face tokenizer oracle for tests/test_tokenizer_hf.py: encodes texts with
 // @lenml/tokenizers (a transformers.js fork that runs offline on a tokenizer.json and its
-// tokenizer_config.json). With "rust" it is made to follow Hugging Face `tokenizers` (Rust,
-// Oniguruma regexes) where transformers.js departs from it on these files; without it, it is
-// the oracle as published (the semantics docs/TOKENIZER.md says tokenizer.c follows).
+// tokenizer_config.json). With "rust" its pre-tokenizers are made to follow Hugging Face
+// `tokenizers` (Rust: Oniguruma regexes, char::is_numeric) where transformers.js departs from it
+// (tests/oracle/rust_semantics.cjs: \s, case folding, Digits), the semantics tokenizer.c
+// follows; without it, it is the oracle as published.
 //
 // usage: node hf_encode.mjs NODE_MODULES REQUEST.json > RESULT.json
 // REQUEST: {"dir": folder with tokenizer.json and tokenizer_config.json,
@@ -25,6 +26,7 @@ import { join, resolve } from "node:path";
 const [nodeModules, requestPath] = process.argv.slice(2);
 const require = createRequire(join(resolve(nodeModules), "noop.js"));
 const { TokenizerLoader } = require("@lenml/tokenizers");
+const { patchPreTokenizer } = createRequire(import.meta.url)("./rust_semantics.cjs");
 
 const request = JSON.parse(readFileSync(requestPath, "utf8"));
 const readJson = (name) => JSON.parse(readFileSync(join(request.dir, name), "utf8"));
@@ -35,57 +37,19 @@ function fail(msg) {
   process.exit(1);
 }
 
-// Oniguruma's \s (which Hugging Face's regexes run on) is Unicode's White_Space: it has U+0085
-// and not U+FEFF, where JavaScript's \s is the other way round.
-const WHITE_SPACE = "\\t-\\r \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
-
-// A JavaScript regex source with \s and \S as Oniguruma means them, and the case-insensitive
-// contraction s as Oniguruma folds it (U+017F LONG S folds to s; transformers.js spells (?i:'s)
-// out as [sS]).
-function onigSource(src) {
-  let out = "", inClass = false;
-  for (let i = 0; i < src.length; i++) {
-    const c = src[i];
-    if (c === "\\") {
-      const e = src[i + 1];
-      i++;
-      if (e === "s") out += inClass ? WHITE_SPACE : `[${WHITE_SPACE}]`;
-      else if (e === "S" && !inClass) out += `[^${WHITE_SPACE}]`;
-      else if (e === "S") fail(`cannot rewrite \\S inside a class in ${src}`);
-      else out += "\\" + e;
-      continue;
-    }
-    if (c === "[" && !inClass) inClass = true;
-    else if (c === "]" && inClass) inClass = false;
-    out += c;
-  }
-  return out.replaceAll("[sS]", "[sS\\u017f]");
-}
-
-function patchPreTokenizer(p) {
-  if (!p) return;
-  for (const sub of p.tokenizers ?? []) patchPreTokenizer(sub);
-  const name = p.constructor.name;
-  if (name === "DigitsPreTokenizer") {
-    // Rust's Digits splits at char::is_numeric (\p{N}); transformers.js at \d (ASCII only).
-    p.pattern = new RegExp(p.config.individual_digits ? "[^\\p{N}]+|\\p{N}" : "[^\\p{N}]+|\\p{N}+", "gu");
-    checks.push(`Digits: \\p{N} (${p.pattern.source})`);
-  } else if (name === "SplitPreTokenizer" || name === "ByteLevelPreTokenizer") {
-    if (name === "ByteLevelPreTokenizer" ? !p.use_regex : p.config.pattern.Regex === undefined) return;
-    p.pattern = new RegExp(onigSource(p.pattern.source), p.pattern.flags);
-    checks.push(`${name}: Oniguruma's \\s and case folding`);
-  } else if (p.pattern) {
-    fail(`pre_tokenizer ${name} has a pattern this oracle does not know how to check`);
-  }
-}
-
 const loadStart = performance.now();
 const tok = TokenizerLoader.fromPreTrained({
   tokenizerJSON: readJson("tokenizer.json"),
   tokenizerConfig: readJson("tokenizer_config.json"),
 });
 const loadSeconds = (performance.now() - loadStart) / 1000;
-if (request.rust) patchPreTokenizer(tok.pre_tokenizer);
+if (request.rust) {
+  try {
+    patchPreTokenizer(tok.pre_tokenizer, checks);
+  } catch (e) {
+    fail(e.message);
+  }
+}
 
 // split_special_tokens: this transformers.js has no such option (it matches every added token),
 // so the added-token splitter and map are rebuilt from the non-special added tokens only.
