@@ -17,9 +17,10 @@
 //   regex, Llama 3's, Qwen2's, or each digit alone then GPT-2's); each chunk starts as one
 //   piece per byte, or is one piece whole under TOKF_IGNORE_MERGES (Llama 3), and merges apply
 //   by rank as in Hugging Face's BPE, which on GPT-2's merges equals GPT-2's own loop.
-//   \p{L}, \p{N}, \s and NFC are JavaScript's (Unicode 17, from tools/gen_unicode_tables.py),
-//   so that encodings equal the oracles' (@lenml/tokenizers, gpt-3-encoder); a byte that is not
-//   well-formed UTF-8 is a character of its own, neither letter, number nor space.
+//   \p{L} and \p{N} are the general categories, \s is White_Space and (?i) folds U+017F to s,
+//   as in Hugging Face's Rust (Unicode 17 tables from tools/gen_unicode_tables.py), so that
+//   encodings equal Hugging Face tokenizers'; a byte that is not well-formed UTF-8 is a
+//   character of its own, neither letter, number nor space.
 //
 // Nothing here knows about models; errors come back as -1 with one line in err. The code is
 // tokenizer.c, the entry point, and tokenizer/; docs/TOKENIZER.md says which file does what.
