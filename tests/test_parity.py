@@ -22,6 +22,7 @@ test-asan) only ASAN_CASES run. Prints a table for the README with each case's s
 import contextlib
 import functools
 import gc
+import hashlib
 import io
 import json
 import os
@@ -112,8 +113,22 @@ def ascii_text(n):
     return "".join(c if 32 <= ord(c) < 127 or c == "\n" else " " for c in t)[:n]
 
 
+# seconds spent in the current case on making its model (build), convert.py, and ./run
+SPENT = dict(build=0.0, convert=0.0, run=0.0)
+
+
+@contextlib.contextmanager
+def spending(what):
+    t0 = time.time()
+    try:
+        yield
+    finally:
+        SPENT[what] += time.time() - t0
+
+
 def run(*args):
-    r = subprocess.run([RUN] + list(args), capture_output=True, env=ENV)
+    with spending("run"):
+        r = subprocess.run([RUN] + list(args), capture_output=True, env=ENV)
     if r.returncode:
         raise AssertionError("./run %s: exit %d: %s" % (" ".join(args), r.returncode,
                                                         r.stderr.decode(errors="replace").strip()[-300:]))
@@ -225,6 +240,28 @@ process.stdout.write(JSON.stringify(tok.encode(fs.readFileSync(0, "utf8"))));
 """
 
 
+def tokenizer_key(d):
+    """What a directory's tokenizer files hold, to reuse what was computed from the same ones."""
+    h = hashlib.sha1()
+    for f in mr.TOKENIZER_FILES:
+        if os.path.exists(os.path.join(d, f)):
+            h.update(f.encode() + open(os.path.join(d, f), "rb").read())
+    return h.hexdigest()
+
+
+def by_tokenizer(f):
+    """f(d, ...) computed once per content of d's tokenizer files (an F32 and a BF16 directory share them)."""
+    cache = {}
+
+    def g(d, *args):
+        key = (tokenizer_key(d),) + args
+        if key not in cache:
+            cache[key] = f(d, *args)
+        return cache[key]
+    return g
+
+
+@by_tokenizer
 def oracle_tokens(d, text):
     """The ids @lenml/tokenizers (transformers.js) gives text with d's tokenizer files, special
     tokens added as the post-processor says."""
@@ -237,39 +274,48 @@ def oracle_tokens(d, text):
 
 
 class Pieces:
-    """What ./run prints for each id of a directory's vocabulary (special tokens nothing), and the
-    draft for reference.py's greedy: the ids whose text continues a printed continuation."""
+    """What ./run prints for each of a directory's V ids (special tokens nothing), and the draft for
+    reference.py's greedy: a guess at the ids of a printed continuation."""
 
-    def __init__(self, d, model):
+    def __init__(self, d, V):
         hf = ref.hf_pieces(d)
         if hf is not None:
-            self.piece = [hf[i][0] if i in hf and not hf[i][1] else b"" for i in range(model.V)]
+            self.piece = [hf[i][0] if i in hf and not hf[i][1] else b"" for i in range(V)]
         else:  # llama2.c's tokenizer.bin: BOS and EOS print nothing, <0xNN> is the byte
-            tok = mf.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), model.V)
-            self.piece = [ref.decode(tok, [i], -1) for i in range(model.V)]
-        self.by_text, self.odd = {}, []
+            blob, _, _, bos, eos = mf.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), V)
+            self.piece = [b"" if i in (bos, eos) else bytes([int(p[3:5], 16)]) if len(p) == 6 and
+                          p.startswith(b"<0x") and p.endswith(b">") else p
+                          for i, p in enumerate(mf.parse_tokenizer(blob)[0])]
+        self.by_text = {}
         for i, p in enumerate(self.piece):
             if p and sanitize(p) == p:  # prints as itself
                 self.by_text.setdefault(p, []).append(i)
-            else:
-                self.odd.append(i)
         self.longest = max(map(len, self.by_text))
 
     def decode(self, ids):
         return b"".join(self.piece[t] for t in ids)
 
     def draft(self, printed):
-        """draft(new ids so far) -> the ids whose text continues printed (what ./run printed after
-        the prompt), or None once the ids so far have left it."""
-        def candidates(path):
+        """draft(new ids so far) -> a guess at the ids that follow, given what ./run printed after the
+        prompt: the longest pieces that print as themselves, one after the other, while they match."""
+        def guess(path):
             raw = self.decode(path)
-            if not printed.startswith(printed_prefix(raw)):
-                return None
-            at = len(sanitize(raw))  # where a piece that prints as itself would go
-            rest = printed[at:at + self.longest]
-            out = [i for n in range(1, len(rest) + 1) for i in self.by_text.get(rest[:n], ())]
-            return out + [i for i in self.odd if printed.startswith(printed_prefix(raw + self.piece[i]))]
-        return candidates
+            done = sanitize(raw)
+            if printed_prefix(raw) != done or not printed.startswith(done):
+                return []  # an incomplete character pending, or the ids so far have left the text
+            out, at = [], len(done)
+            while at < len(printed):
+                rest = printed[at:at + self.longest]
+                n = next((n for n in range(len(rest), 0, -1) if rest[:n] in self.by_text), 0)
+                if not n:
+                    break
+                out.append(self.by_text[rest[:n]][0])
+                at += n
+            return out
+        return guess
+
+
+pieces_of = by_tokenizer(Pieces)
 
 
 def printed_prefix(raw):
@@ -295,19 +341,19 @@ def valid_utf8(b):
         return False
 
 
-def check_hf(model, d):
+def check_hf(model, d, prompt):
     """A converted model file against reference.py on the Hugging Face directory d: (results, failures)."""
     fails, res = [], dict(dmax=float("nan"), rel=float("nan"), ppl=float("nan"), dppl=float("nan"), greedy=False)
     hf = ref.HFModel(d, torch.float32)
     toks = []
 
     def logits():
-        t, lc = c_logits(model, HF_PROMPT)
+        t, lc = c_logits(model, prompt)
         toks.extend(t)
         if os.path.exists(os.path.join(d, "tokenizer.json")):
-            want = oracle_tokens(d, HF_PROMPT)
+            want = oracle_tokens(d, prompt)
         else:
-            want = ref.encode(mf.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), hf.V), HF_PROMPT)
+            want = ref.encode(mf.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), hf.V), prompt)
         if want != toks:
             fails.append("prompt tokens differ: ./run %s, oracle %s" % (toks, want))
         lr = hf.in_double().all_logits(toks)
@@ -316,18 +362,18 @@ def check_hf(model, d):
         res["ppl"] = float(torch.exp(-lp[torch.arange(len(toks) - 1), torch.tensor(toks[1:])].mean()))
 
     def perplexity():
-        ppl_c, counts = c_ppl(model, HF_PROMPT)
+        ppl_c, counts = c_ppl(model, prompt)
         assert ("tokens: %d" % len(toks)) in counts, "./run -m ppl counted %s, -m logits %d" % (counts, len(toks))
         res["dppl"] = abs(ppl_c - res["ppl"]) / res["ppl"]
         if res["dppl"] > PPL_TOL:
             fails.append("perplexity ./run %.9g vs torch %.9g" % (ppl_c, res["ppl"]))
 
     def greedy():
-        got = run(model, "-t", "0", "-n", str(NEW_TOKENS), "-i", HF_PROMPT)
-        pieces = Pieces(d, hf)
-        printed = got[len(HF_PROMPT.encode()):] if got.startswith(HF_PROMPT.encode()) else b""
+        got = run(model, "-t", "0", "-n", str(NEW_TOKENS), "-i", prompt)
+        pieces = pieces_of(d, hf.V)
+        printed = got[len(prompt.encode()):] if got.startswith(prompt.encode()) else b""
         gen = ref.greedy(hf, toks, NEW_TOKENS, pieces.draft(printed))
-        compare_greedy(got, HF_PROMPT.encode() + sanitize(pieces.decode(gen)), res, fails)
+        compare_greedy(got, prompt.encode() + sanitize(pieces.decode(gen)), res, fails)
     stage(fails, logits)
     if toks:
         stage(fails, perplexity)
@@ -402,7 +448,7 @@ def family_dirs(name):
     """{"F32": dir, "BF16": dir} of a family, the same draw rounded for BF16; written once."""
     dirs = {dt: os.path.join(TMP, "%s_%s" % (name, dt.lower())) for dt in ("F32", "BF16")}
     w = mr.write_family(dirs["F32"], name, "F32", seed=17)
-    mr.write_family(dirs["BF16"], name, "BF16", weights=w)
+    mr.write_family(dirs["BF16"], name, "BF16", weights=w, like=dirs["F32"])
     return dirs
 
 
@@ -422,15 +468,17 @@ def add_case(name, what, f):
 
 
 def timed(name, what, f):
+    SPENT.update(build=0.0, convert=0.0, run=0.0)
     t0 = time.time()
     res, fails = f()
-    ROWS.append((name, what + res.get("note", ""), res, time.time() - t0))
+    ROWS.append((name, what + res.get("note", ""), res, time.time() - t0, dict(SPENT)))
     assert not fails, "; ".join(fails)
 
 
 def model_case(name):
     def f():
-        path, text = built(name)
+        with spending("build"):
+            path, text = built(name)
         res, fails = check(path, text)
         res["note"] = weights_note(path)
         return res, fails
@@ -443,15 +491,16 @@ def weights_note(path):
     return "; groups of %d" % h["group_size"] if h["weight_type"] == mf.WEIGHTS_Q8_0 else ""
 
 
-def hf_case(name, what, make_dir):
+def hf_case(name, what, make_dir, prompt):
     """A Hugging Face directory, converted with convert.py's defaults, against reference.py on the directory."""
     def f():
-        d = make_dir()
+        with spending("build"):
+            d = make_dir()
         out = os.path.join(TMP, name + ".bin")
-        with contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stderr(io.StringIO()), spending("convert"):
             converted(d, out)
         try:
-            return check_hf(out, d)
+            return check_hf(out, d, prompt)
         finally:
             os.unlink(out)
             gc.collect()
@@ -461,12 +510,12 @@ def hf_case(name, what, make_dir):
 for name in MODELS:
     model_case(name)
 for i, (name, what, preset, mt, dt) in enumerate(HF_KNOBS):
-    hf_case(name, what, functools.partial(hf_knob_dir, name, preset, mt, dt, i))
+    hf_case(name, what, functools.partial(hf_knob_dir, name, preset, mt, dt, i), PROMPT)  # synthetic vocabularies
 for name, (conf_dir, tok_dir, _) in mr.FAMILIES.items():
     for dt in ("F32", "BF16"):
         note = " (tokenizer_config / generation_config of %s)" % tok_dir if tok_dir != conf_dir else ""
         hf_case("%s_%s" % (name, dt.lower()), "%s, 2 layers, %s safetensors%s" % (conf_dir, dt, note),
-                lambda name=name, dt=dt: family_dirs(name)[dt])
+                lambda name=name, dt=dt: family_dirs(name)[dt], HF_PROMPT)
 
 
 # ---- reference.py's two modes against each other ----
@@ -509,9 +558,9 @@ def oracle_check(name, preset, model_type, dtype="F32"):
     mine.tok = (mine.tok[0], mine.tok[1], 0, -1, -1)  # no stop token: the HF directory has none either
     hf.stop_ids = set()
     g = ref.greedy(mine, toks[:10], 30)
-    # the KV-cached steps, and a draft that is right, wrong, or right then wrong
-    for draft in (None, lambda out: g[len(out):len(out) + 1], lambda out: [7, 8],
-                  lambda out: g[len(out):len(out) + 1] if len(out) < 12 else [3]):
+    # the KV-cached steps, and guesses that are right, too long, wrong, or right then wrong
+    for draft in (None, lambda out: g[len(out):], lambda out: g[len(out):] + [5] * 9, lambda out: [7, 8],
+                  lambda out: g[len(out):12] + [3] * 20):
         h = ref.greedy(hf, toks[:10], 30, draft)
         if h != g:
             fails.append("greedy differs (draft %s): %s vs %s" % (draft is not None, g, h))
@@ -531,11 +580,12 @@ add_case("oracle_gpt2", "reference.py: HF gpt2 directory (Conv1D) = model file (
 def table(t0):
     print()
     print("| case | what it exercises | max abs dlogit | / max abs logit | perplexity (torch, f64) "
-          "| rel dppl | greedy %d | s |" % NEW_TOKENS)
+          "| rel dppl | greedy %d | s (make + convert + ./run + reference) |" % NEW_TOKENS)
     print("|---|---|---:|---:|---:|---:|---|---:|")
-    for name, what, r, secs in ROWS:
-        print("| %s | %s | %.2e | %.2e | %.6g | %.1e | %s | %.1f |" % (
-            name, what, r["dmax"], r["rel"], r["ppl"], r["dppl"], "identical" if r["greedy"] else "DIFFERS", secs))
+    for name, what, r, secs, spent in ROWS:
+        print("| %s | %s | %.2e | %.2e | %.6g | %.1e | %s | %.1f (%.1f + %.1f + %.1f + %.1f) |" % (
+            name, what, r["dmax"], r["rel"], r["ppl"], r["dppl"], "identical" if r["greedy"] else "DIFFERS", secs,
+            spent["build"], spent["convert"], spent["run"], secs - sum(spent.values())))
     print("\n(%.1f s; OMP_NUM_THREADS=%s)" % (time.time() - t0, ENV["OMP_NUM_THREADS"]))
 
 
