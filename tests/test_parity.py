@@ -497,8 +497,10 @@ def hf_case(name, what, make_dir, prompt):
         with spending("build"):
             d = make_dir()
         out = os.path.join(TMP, name + ".bin")
-        with contextlib.redirect_stderr(io.StringIO()), spending("convert"):
-            converted(d, out)
+        notes = io.StringIO()
+        with contextlib.redirect_stderr(notes), spending("convert"):
+            if convert.main([d, out]) != 0:
+                raise AssertionError("convert.py %s: %s" % (d, notes.getvalue().strip()[-300:]))
         try:
             return check_hf(out, d, prompt)
         finally:
