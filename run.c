@@ -25,6 +25,7 @@ typedef struct {
     const char *model_path, *prompt, *mode, *text_path, *tokenizer_path, *out_path;
     float temperature, topp, minp, repeat_penalty;
     int topk, steps, threads, repeat_window, context;
+    int special; // --special: the text's spelling of a special token becomes that token
     uint64_t seed;
     const char *sampling_flag; // the first sampling flag given, refused outside generate
 } Options;
@@ -48,6 +49,8 @@ static void usage(FILE *f) {
                "  -o FILE      where -m logits writes the prompt's logits (int32 T, int32 vocab, int32 tokens[T],\n"
                "               float32 logits[T][vocab])\n"
                "  -z FILE      use this llama2.c tokenizer.bin instead of the model's own tokenizer\n"
+               "  --special    special tokens spelled in the text (<|im_end|>, <end_of_turn>) become those tokens;\n"
+               "               without it they are text, as any other characters\n"
                "  -j N         threads (default: OMP_NUM_THREADS, else every core)\n"
                "  -h, --help   this text\n"
                "-n -t -p -k --min-p -r --repeat-window and -s shape generation; -m ppl and -m logits refuse them.\n"
@@ -112,6 +115,10 @@ static Options parse_options(int argc, char **argv) {
         if (a[0] != '-' || !a[1]) {
             if (o.model_path) die("unexpected argument '%s' (the model is %s)", a, o.model_path);
             o.model_path = a;
+            continue;
+        }
+        if (!strcmp(a, "--special")) {
+            o.special = 1;
             continue;
         }
         // An unknown flag is named as such even when it comes last.
@@ -251,11 +258,13 @@ static void forward_or_die(const Model *m, RunState *s, const int *tokens, int n
     if (bad >= 0) die_not_finite(bad);
 }
 
-// Encodes text into tokens (at most cap); a model with no BOS still needs a first token.
-static int encode_prompt(const Tokenizer *tok, const Config *c, const char *what, const char *text, size_t len,
-                         int *tokens, int cap) {
+// Encodes text into tokens (room for tokenizer_max_tokens of them); a model with no BOS still
+// needs a first token.
+static int encode_prompt(const Tokenizer *tok, const Config *c, const Options *o, const char *what, const char *text,
+                         size_t len, int *tokens) {
     char err[256];
-    int n = tokenizer_encode(tok, text, len, (c->tok_flags & TOKF_ADD_BOS) != 0, tokens, cap, err, sizeof err);
+    unsigned opts = (c->tok_flags & TOKF_ADD_BOS ? TOKE_ADD_BOS : 0) | (o->special ? TOKE_SPECIAL : 0);
+    int n = tokenizer_encode(tok, text, len, opts, tokens, (int)tokenizer_max_tokens(tok, len), err, sizeof err);
     if (n < 0) die("%s: %s", what, err);
     if (n == 0) { // the model still needs a first token: BOS, else EOS, else a newline as nanoGPT starts
         int start = c->bos_id >= 0 ? c->bos_id : c->eos_id;
@@ -303,11 +312,11 @@ static int shift_window(const Model *m, RunState *s, const int *history, int n, 
 static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler *sampler, const Options *o) {
     const Config *c = &m->config;
     size_t plen = strlen(o->prompt);
-    int *tokens = malloc(sizeof(int) * (plen + 3)), *window = malloc(sizeof(int) * c->seq_len);
+    int *tokens = malloc(sizeof(int) * tokenizer_max_tokens(tok, plen)), *window = malloc(sizeof(int) * c->seq_len);
     float *logits = malloc(sizeof(float) * c->vocab_size);
     if (!tokens || !window || !logits) die("out of memory");
     check_utf8("prompt", o->prompt, plen);
-    int n_prompt = encode_prompt(tok, c, "prompt", o->prompt, plen, tokens, (int)plen + 3);
+    int n_prompt = encode_prompt(tok, c, o, "prompt", o->prompt, plen, tokens);
     if (n_prompt > c->seq_len) die("prompt: %d tokens, longer than the model's context of %d", n_prompt, c->seq_len);
     // -n 0 stops where the context is full; any other count, 256 by default, runs on past it.
     // tokens then grows to hold the whole history, which the repetition penalty looks back on.
@@ -324,7 +333,7 @@ static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler 
     int n = n_prompt, pos = n_prompt, shifts = 0; // tokens so far; of them in the KV cache
     while (n < n_prompt + n_new) {
         int next = sample(sampler, logits, tokens, n);
-        if (next == c->eos_id || (next == c->bos_id && (c->tok_flags & TOKF_BOS_STOPS))) break;
+        if (tokenizer_is_stop(tok, next)) break;
         size_t len;
         const char *piece = tokenizer_decode(tok, tokens[n - 1], next, &len);
         print_piece(&san, piece, len, 0);
@@ -375,12 +384,12 @@ static void perplexity(const Model *m, const Tokenizer *tok, RunState *s, const 
     size_t len;
     const char *name = input_name(o->text_path);
     char *text = read_input(o->text_path, &len, NULL, 1);
-    if (len > (size_t)INT32_MAX / 2) die("%s: too large to score (%zu bytes)", name, len);
+    if (tokenizer_max_tokens(tok, len) > (size_t)INT32_MAX) die("%s: too large to score (%zu bytes)", name, len);
     check_utf8(name, text, len);
-    int *tokens = malloc(sizeof(int) * (len + 3));
+    int *tokens = malloc(sizeof(int) * tokenizer_max_tokens(tok, len));
     float *logits = malloc(sizeof(float) * (size_t)s->max_batch * c->vocab_size);
     if (!tokens || !logits) die("out of memory");
-    int n = encode_prompt(tok, c, name, text, len, tokens, (int)len + 3);
+    int n = encode_prompt(tok, c, o, name, text, len, tokens);
     free(text);
     if (n < 2) {
         free(tokens);
@@ -434,10 +443,10 @@ static void dump_logits(const Model *m, const Tokenizer *tok, RunState *s, const
     const Config *c = &m->config;
     size_t plen = strlen(o->prompt);
     check_utf8("prompt", o->prompt, plen);
-    int *tokens = malloc(sizeof(int) * (plen + 3));
+    int *tokens = malloc(sizeof(int) * tokenizer_max_tokens(tok, plen));
     float *logits = malloc(sizeof(float) * (size_t)s->max_batch * c->vocab_size);
     if (!tokens || !logits) die("out of memory");
-    int n = encode_prompt(tok, c, "prompt", o->prompt, plen, tokens, (int)plen + 3);
+    int n = encode_prompt(tok, c, o, "prompt", o->prompt, plen, tokens);
     if (n > c->seq_len) die("prompt: %d tokens, longer than the model's context of %d", n, c->seq_len);
     LogitsFile f = {.m = m, .s = s, .tokens = tokens, .n = n, .bad = -1, .logits = logits};
     char err[512] = "";

@@ -1,8 +1,9 @@
 // tokenizer.c: the tokenizer's entry point (see tokenizer.h and docs/TOKENIZER.md). It owns the
-// blob: checking and copying one into a Tokenizer with its piece and merge tables, reading
-// llama2.c's tokenizer.bin, packing learned vocabularies; and the public calls over a
-// Tokenizer: encode (kind 0's symbols here, kind 1's in tokenizer/byte_level.c, the merging in
-// tokenizer/bpe.c), decode, the terminal sanitizer and the text check. It never learns a
+// blob: checking and copying one into a Tokenizer with its piece and merge tables (the added
+// tokens' table is tokenizer/added.c's), reading llama2.c's tokenizer.bin, packing learned
+// vocabularies; and the public calls over a Tokenizer: encode (the split at added tokens and
+// kind 0's symbols here, kind 1's in tokenizer/byte_level.c, the merging in tokenizer/bpe.c),
+// decode, the stop test, the terminal sanitizer and the text check. It never learns a
 // vocabulary (tokenizer/learn.c) and never looks at Unicode classes.
 #include "tokenizer.h"
 
@@ -14,13 +15,15 @@
 
 #include "tokenizer/internal.h"
 
-#define BLOB_HEADER_BYTES 16   // n_pieces, n_merges, max_piece_len, reserved: four uint32
+#define BLOB_HEADER_BYTES 16   // n_pieces, n_merges, max_piece_len, n_added: four uint32
 #define PIECE_HEADER_BYTES 8   // a piece's float score and uint32 length
 #define MERGE_BYTES 8          // a merge's uint32 left and right ids
 #define LLAMA2C_HEADER_BYTES 4 // tokenizer.bin's int max_token_length, which we recompute
 #define LLAMA2C_BOS 1          // llama2.c's BOS id, which also ends generation
 #define LLAMA2C_EOS 2          // llama2.c's EOS id
-#define KNOWN_FLAGS (TOKF_DUMMY_PREFIX | TOKF_ADD_BOS | TOKF_BOS_STOPS)
+#define KNOWN_FLAGS (TOKF_DUMMY_PREFIX | TOKF_ADD_BOS | TOKF_BOS_STOPS | BYTE_LEVEL_FLAGS)
+#define BYTE_LEVEL_FLAGS (TOKF_NFC | TOKF_IGNORE_MERGES | TOKF_PRE_MASK) // what only kind 1 implements
+#define KNOWN_OPTS (TOKE_ADD_BOS | TOKE_SPECIAL)
 
 int fail(char *err, size_t errlen, const char *fmt, ...) {
     if (err && errlen) {
@@ -30,10 +33,6 @@ int fail(char *err, size_t errlen, const char *fmt, ...) {
         va_end(ap);
     }
     return -1;
-}
-
-static uint32_t rd32(const unsigned char *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
 static void wr32(unsigned char *p, uint32_t v) {
@@ -102,6 +101,10 @@ void tokenizer_free(Tokenizer *t) {
     free(t->merge_key);
     free(t->merge_rank);
     free(t->merge_result);
+    free(t->attr);
+    free(t->trie_token);
+    free(t->trie_key);
+    free(t->trie_child);
     memset(t, 0, sizeof *t);
 }
 
@@ -109,9 +112,9 @@ void tokenizer_free(Tokenizer *t) {
 
 // What the checks found out about a blob before anything is allocated.
 typedef struct {
-    uint32_t n, m, maxlen; // pieces, merges, the longest piece's bytes
-    size_t total;          // the bytes of all pieces
-    size_t merges_at;      // where the merges list starts
+    uint32_t n, m, maxlen, a; // pieces, merges, the longest piece's bytes, added tokens
+    size_t total;             // the bytes of all pieces
+    size_t merges_at;         // where the merges list starts; the added tokens follow it
 } BlobLayout;
 
 // The arguments and the blob's header; 0, or -1 with a message.
@@ -120,16 +123,20 @@ static int check_header(const unsigned char *b, size_t blob_bytes, int kind, uns
     if (kind != TOK_SENTENCEPIECE && kind != TOK_BYTE_BPE)
         return fail(err, errlen, "tok_kind %d is not 0 (SentencePiece BPE) or 1 (byte-level BPE)", kind);
     if (flags & ~(unsigned)KNOWN_FLAGS) return fail(err, errlen, "tok_flags 0x%x has unknown bits", flags);
+    if (kind == TOK_SENTENCEPIECE && (flags & BYTE_LEVEL_FLAGS))
+        return fail(err, errlen, "tok_flags 0x%x: NFC, ignore_merges and the pre-tokeniser are tok_kind 1's", flags);
+    unsigned pre = (flags & TOKF_PRE_MASK) >> TOKF_PRE_SHIFT;
+    if (pre >= TOK_PRE_KINDS) return fail(err, errlen, "tok_flags 0x%x: pre-tokeniser %u is unknown", flags, pre);
     if (blob_bytes < BLOB_HEADER_BYTES)
         return fail(err, errlen, "tokenizer blob is %zu bytes, shorter than its 16-byte header", blob_bytes);
-    uint32_t n = rd32(b), m = rd32(b + 4);
+    uint32_t n = rd32(b), m = rd32(b + 4), a = rd32(b + 12);
     lay->n = n;
     lay->m = m;
     lay->maxlen = rd32(b + 8);
-    if (rd32(b + 12)) return fail(err, errlen, "tokenizer blob reserved field is %u, not 0", rd32(b + 12));
+    lay->a = a;
     if (n < 1 || n > MAX_PIECES) return fail(err, errlen, "tokenizer n_pieces %u outside 1..%u", n, MAX_PIECES);
-    if (kind == TOK_SENTENCEPIECE && m) return fail(err, errlen, "tokenizer has %u merges; tok_kind 0 has none", m);
     if (m > MAX_PIECES) return fail(err, errlen, "tokenizer n_merges %u above %u", m, MAX_PIECES);
+    if (a > n) return fail(err, errlen, "tokenizer n_added %u above n_pieces %u", a, n);
     if (bos_id < -1 || bos_id >= (int)n) return fail(err, errlen, "bos_id %d outside -1..%u", bos_id, n - 1);
     if (eos_id < -1 || eos_id >= (int)n) return fail(err, errlen, "eos_id %d outside -1..%u", eos_id, n - 1);
     return 0;
@@ -157,9 +164,11 @@ static int check_pieces(const unsigned char *b, size_t blob_bytes, BlobLayout *l
     if (longest != lay->maxlen)
         return fail(err, errlen, "tokenizer max_piece_len is %u but the longest piece has %u bytes", lay->maxlen,
                     longest);
-    if ((blob_bytes - off) / MERGE_BYTES != lay->m || (blob_bytes - off) % MERGE_BYTES)
-        return fail(err, errlen, "tokenizer blob has %zu bytes after the pieces; %u merges need %llu", blob_bytes - off,
-                    lay->m, (unsigned long long)MERGE_BYTES * lay->m);
+    unsigned long long tail = (unsigned long long)MERGE_BYTES * lay->m + (unsigned long long)ADDED_BYTES * lay->a;
+    if (blob_bytes - off != tail)
+        return fail(err, errlen,
+                    "tokenizer blob has %zu bytes after the pieces; %u merges and %u added tokens need %llu",
+                    blob_bytes - off, lay->m, lay->a, tail);
     lay->total = total;
     lay->merges_at = off;
     return 0;
@@ -187,7 +196,8 @@ static int copy_pieces(Tokenizer *t, const unsigned char *b, size_t total) {
     t->score = malloc(sizeof(float) * n);
     t->byte_of = malloc(sizeof(int16_t) * n);
     t->piece_table = calloc((size_t)t->piece_mask + 1, sizeof(uint32_t));
-    if (!t->bytes || !t->offset || !t->len || !t->score || !t->byte_of || !t->piece_table) return -1;
+    t->attr = calloc(n, 1);
+    if (!t->bytes || !t->offset || !t->len || !t->score || !t->byte_of || !t->piece_table || !t->attr) return -1;
     for (int i = 0; i < N_BYTES; i++) t->byte_piece[i] = -1;
     size_t off = BLOB_HEADER_BYTES;
     uint32_t at = 0;
@@ -203,7 +213,7 @@ static int copy_pieces(Tokenizer *t, const unsigned char *b, size_t total) {
     return 0;
 }
 
-// Allocates kind 1's merge table, and in *cat room for two pieces back to back; 0 or -1.
+// Allocates the merge table, and in *cat room for two pieces back to back; 0 or -1.
 static int alloc_merges(Tokenizer *t, char **cat) {
     t->merge_mask = table_size((uint32_t)t->n_merges) - 1;
     size_t slots = (size_t)t->merge_mask + 1;
@@ -233,8 +243,7 @@ static int read_merges(Tokenizer *t, const unsigned char *mb, char *cat, char *e
         const char *why = merge_problem(t, l, rt, cat, &res);
         if (why) return fail(err, errlen, "tokenizer merge %u (%u, %u) %s", r, l, rt, why);
         uint64_t k = pair_key(l, rt);
-        uint32_t h = merge_slot(t, k);
-        if (t->merge_key[h]) continue; // a repeated pair keeps its first (lowest) rank
+        uint32_t h = merge_slot(t, k); // a repeated pair takes its last rank, as Hugging Face's map of merges does
         t->merge_key[h] = k;
         t->merge_rank[h] = r;
         t->merge_result[h] = (uint32_t)res;
@@ -247,6 +256,7 @@ int tokenizer_init(Tokenizer *t, const void *blob, size_t blob_bytes, int kind, 
     const unsigned char *b = blob;
     BlobLayout lay = {0};
     memset(t, 0, sizeof *t);
+    for (int i = 0; i < N_BYTES; i++) t->trie_root[i] = -1;
     if (check_header(b, blob_bytes, kind, flags, bos_id, eos_id, &lay, err, errlen)) return -1;
     if (check_pieces(b, blob_bytes, &lay, err, errlen)) return -1;
     t->kind = kind;
@@ -263,6 +273,7 @@ int tokenizer_init(Tokenizer *t, const void *blob, size_t blob_bytes, int kind, 
     else if (kind == TOK_SENTENCEPIECE && (flags & TOKF_DUMMY_PREFIX) && piece_lookup(t, " ", 1) < 0)
         rc = fail(err, errlen, "tokenizer has the dummy-prefix flag but no \" \" piece");
     else if (lay.m) rc = read_merges(t, b + lay.merges_at, cat, err, errlen);
+    if (!rc) rc = added_read(t, b + lay.merges_at + (size_t)MERGE_BYTES * lay.m, lay.a, err, errlen);
     free(cat);
     if (rc) tokenizer_free(t);
     return rc;
@@ -357,6 +368,15 @@ size_t sp_group(const unsigned char *s, size_t i, size_t len) {
     return j - i;
 }
 
+// Kind 0's piece for the character s[i..i+g): its own, or with merges (Hugging Face's
+// normaliser turned spaces into U+2581, so the two are one) a U+2581 is the space; -1 if none.
+static int char_piece(const Tokenizer *t, const unsigned char *s, size_t i, size_t g) {
+    int id = piece_lookup(t, (const char *)s + i, g);
+    if (id < 0 && t->n_merges && g == SP_SPACE_BYTES && !memcmp(s + i, SP_SPACE, SP_SPACE_BYTES))
+        id = piece_lookup(t, " ", 1);
+    return id;
+}
+
 // Kind 0: the dummy-prefix space, then one piece per character, or the pieces of its bytes when
 // the vocabulary has no piece for it; then merged.
 static int encode_chars(Encoding *e, const unsigned char *s, size_t len) {
@@ -365,15 +385,15 @@ static int encode_chars(Encoding *e, const unsigned char *s, size_t len) {
     if (t->flags & TOKF_DUMMY_PREFIX) e->id[n++] = piece_lookup(t, " ", 1);
     for (size_t i = 0; i < len;) {
         size_t g = sp_group(s, i, len);
-        int id = piece_lookup(t, (const char *)s + i, g);
+        int id = char_piece(t, s, i, g);
         if (id >= 0) {
             e->id[n++] = id;
         } else {
             for (size_t k = i; k < i + g; k++) {
                 if (t->byte_piece[s[k]] < 0)
                     return fail(e->err, e->errlen,
-                                "byte 0x%02X at offset %zu is not in the vocabulary (no <0x%02X> piece)", s[k], k,
-                                s[k]);
+                                "byte 0x%02X at offset %zu is not in the vocabulary (no <0x%02X> piece)", s[k],
+                                e->at + k, s[k]);
                 e->id[n++] = t->byte_piece[s[k]];
             }
         }
@@ -382,34 +402,64 @@ static int encode_chars(Encoding *e, const unsigned char *s, size_t len) {
     return merge_and_emit(e, 0, n);
 }
 
-// tokenizer_encode after normalisation.
-static int encode_text(const Tokenizer *t, const char *text, size_t len, int add_bos, int *out, int max_out, char *err,
-                       size_t errlen) {
-    int n_out = 0;
-    if (len > MAX_TEXT_BYTES) return fail(err, errlen, "text of %zu bytes is too long to encode", len);
-    if (add_bos) {
-        if (t->bos_id < 0) return fail(err, errlen, "the tokenizer has no BOS token to prepend");
-        if (max_out < 1) return fail(err, errlen, "more than %d tokens", max_out);
-        out[n_out++] = t->bos_id;
+// The run s[0..len) between added tokens, at offset at of the text, through the kind's own path,
+// in a run's Encoding appended to e's ids. Under TOKF_NFC the run is put in NFC first: Hugging
+// Face normalises each run on its own, after the added tokens were found in the text as it is.
+static int encode_run(Encoding *e, const unsigned char *s, size_t len, size_t at) {
+    const Tokenizer *t = e->t;
+    unsigned char *nfc = NULL;
+    if (!len) return 0;
+    if ((t->flags & TOKF_NFC) && nfc_normalize(s, len, &nfc, &len)) return fail(e->err, e->errlen, "out of memory");
+    if (len > MAX_TEXT_BYTES) {
+        free(nfc);
+        return fail(e->err, e->errlen, "text of %zu bytes in NFC is too long to encode", len);
     }
-    if (!len) return n_out;
-    Encoding e;
-    if (encoding_init(&e, t, len, out, n_out, max_out, err, errlen)) return -1;
-    const unsigned char *s = (const unsigned char *)text;
-    int rc = t->kind == TOK_SENTENCEPIECE ? encode_chars(&e, s, len) : encode_byte_level(&e, s, len);
-    int n = rc ? -1 : e.n_out;
-    encoding_free(&e);
-    return n;
+    Encoding run;
+    int rc = encoding_init(&run, t, len, e->out, e->n_out, e->max_out, e->err, e->errlen);
+    if (!rc) {
+        const unsigned char *p = nfc ? nfc : s;
+        run.at = at;
+        rc = t->kind == TOK_SENTENCEPIECE ? encode_chars(&run, p, len) : encode_byte_level(&run, p, len);
+        e->n_out = run.n_out;
+        encoding_free(&run);
+    }
+    free(nfc);
+    return rc;
 }
 
-int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, int add_bos, int *out, int max_out, char *err,
+// The added tokens found in s, and the runs of text between them, appended to e's ids (e holds
+// no buffers: each run has its own). A special token's spelling without TOKE_SPECIAL is text,
+// and the search goes on after it, as Hugging Face's does.
+static int encode_text(Encoding *e, const unsigned char *s, size_t len, unsigned opts) {
+    const Tokenizer *t = e->t;
+    size_t run = 0; // where the text not yet encoded starts
+    for (size_t at = 0; at < len;) {
+        size_t n;
+        int id;
+        size_t found = added_find(t, s, at, len, &n, &id);
+        if (found == len) break;
+        at = found + n;
+        if ((t->attr[id] & TOKA_SPECIAL) && !(opts & TOKE_SPECIAL)) continue;
+        if (encode_run(e, s + run, found - run, run) || emit_token(e, id)) return -1;
+        run = at;
+    }
+    return encode_run(e, s + run, len - run, run);
+}
+
+int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, unsigned opts, int *out, int max_out, char *err,
                      size_t errlen) {
-    unsigned char *nfc = NULL; // the text in NFC, when TOKF_NFC changes it
-    if ((t->flags & TOKF_NFC) && nfc_normalize((const unsigned char *)text, len, &nfc, &len))
-        return fail(err, errlen, "out of memory");
-    int n = encode_text(t, nfc ? (const char *)nfc : text, len, add_bos, out, max_out, err, errlen);
-    free(nfc);
-    return n;
+    if (opts & ~(unsigned)KNOWN_OPTS) return fail(err, errlen, "encode options 0x%x have unknown bits", opts);
+    if (len > MAX_TEXT_BYTES) return fail(err, errlen, "text of %zu bytes is too long to encode", len);
+    Encoding e = {.t = t, .out = out, .max_out = max_out, .err = err, .errlen = errlen};
+    if ((opts & TOKE_ADD_BOS) && t->bos_id < 0) return fail(err, errlen, "the tokenizer has no BOS token to prepend");
+    if ((opts & TOKE_ADD_BOS) && emit_token(&e, t->bos_id)) return -1;
+    return encode_text(&e, (const unsigned char *)text, len, opts) ? -1 : e.n_out;
+}
+
+size_t tokenizer_max_tokens(const Tokenizer *t, size_t len) {
+    size_t per_byte = t->flags & TOKF_NFC ? NFC_MAX_GROWTH : 1;
+    int prefix_per_run = t->kind == TOK_SENTENCEPIECE && (t->flags & TOKF_DUMMY_PREFIX) && t->n_added;
+    return len * per_byte + (prefix_per_run ? len : 0) + 2;
 }
 
 // Every byte value as a char, so that a byte piece can decode to a pointer to its byte.
@@ -424,7 +474,7 @@ static const char byte_chars[N_BYTES] = {B64(0), B64(64), B64(128), B64(192)};
 const char *tokenizer_decode(const Tokenizer *t, int prev_token, int token, size_t *len) {
     if (token < 0 || token >= t->n_pieces) return NULL;
     *len = 0;
-    if (token == t->bos_id || token == t->eos_id) return "";
+    if (token == t->bos_id || token == t->eos_id || (t->attr[token] & TOKA_SPECIAL)) return "";
     if (t->byte_of[token] >= 0) {
         *len = 1;
         return &byte_chars[t->byte_of[token]];
@@ -436,6 +486,11 @@ const char *tokenizer_decode(const Tokenizer *t, int prev_token, int token, size
         (*len)--;
     }
     return p;
+}
+
+int tokenizer_is_stop(const Tokenizer *t, int token) {
+    if (token < 0 || token >= t->n_pieces) return 0;
+    return token == t->eos_id || (t->attr[token] & TOKA_STOP) || (token == t->bos_id && (t->flags & TOKF_BOS_STOPS));
 }
 
 // ---- printable output ----

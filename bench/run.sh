@@ -76,12 +76,18 @@ done
 echo "bench: BLAS $(ldd $BIN/sgemm | awk '/openblas/ { print $3; exit }'), as ./run: $(ldd ./run | awk '/openblas/ { print $3; exit }')"
 
 # ---- models: random weights, made once (bench/tmp is not committed) ----
-LLAMA=$TMP/llama110m.bin GPT2=$TMP/gpt2_124m.bin LLAMA_Q8=$TMP/llama110m_q8.bin
+LLAMA=$TMP/llama110m.bin GPT2=$TMP/gpt2_124m.bin LLAMA_Q8=$TMP/llama110m_q8.bin LLAMA_BF16=$TMP/llama110m_bf16.bin
 if [ ! -s $LLAMA ]; then
     $PYTHON tools/make_random.py $LLAMA --preset llama_110m --seed 1 || die "cannot make $LLAMA"
 fi
 if [ ! -s $LLAMA_Q8 ] || [ $LLAMA -nt $LLAMA_Q8 ]; then
     $PYTHON tools/convert.py $LLAMA $LLAMA_Q8 --quantize q8_0 2> /dev/null || die "cannot quantise $LLAMA"
+fi
+# The same model with its matrices rounded to bfloat16, as a bf16 checkpoint stores them.
+if [ ! -s $LLAMA_BF16 ] || [ $LLAMA -nt $LLAMA_BF16 ]; then
+    $PYTHON -c 'import sys; sys.path.insert(0, "tools"); import modelfile as mf
+c, tok, tensors = mf.read_model(sys.argv[1]); mf.write_model(sys.argv[2], mf.with_weight_type(c, "bf16"), tok, tensors)' \
+        $LLAMA $LLAMA_BF16 || die "cannot store $LLAMA in bfloat16"
 fi
 if [ ! -s $GPT2 ]; then
     rm -rf $TMP/gpt2_hf
@@ -156,14 +162,20 @@ for m in llama gpt2; do
     phase_end $m
 done
 
-# ---- the Llama model in Q8_0 against float32, alternating in the same minutes ----
-phase_start "forward pass, llama Q8_0 and float32, $ROUNDS rounds"
+# ---- the Llama model in Q8_0 and bfloat16 against float32, alternating in the same minutes ----
+phase_start "forward pass, llama Q8_0, bfloat16 and float32, $ROUNDS rounds"
+# into the page cache in 2 MiB folios, as in the forward phases
+$PYTHON -c 'import os, sys
+for p in sys.argv[1:]: fd = os.open(p, os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' \
+    $LLAMA_Q8 $LLAMA_BF16 $LLAMA
 for round in $(seq $ROUNDS); do
     bounds 3
-    $BIN/bench_forward $LLAMA_Q8 -j $J -p 256 -n $STEPS -r 2 >> $TMP/fwd_q8.txt || die "bench_forward $LLAMA_Q8 failed"
-    $BIN/bench_forward $LLAMA -j $J -p 256 -n $STEPS -r 2 >> $TMP/fwd_q8_f32.txt || die "bench_forward $LLAMA failed"
+    for m in q8:$LLAMA_Q8 bf16:$LLAMA_BF16 f32:$LLAMA; do
+        $BIN/bench_forward ${m#*:} -j $J -p 256 -n $STEPS -r 2 >> $TMP/fwd_stored_${m%%:*}.txt ||
+            die "bench_forward ${m#*:} failed"
+    done
 done
-phase_end q8
+phase_end stored
 
 # ---- training (issue 4) ----
 phase_start "training: ./train vs PyTorch"
@@ -191,12 +203,13 @@ printf "  OpenBLAS sgemm on the Llama prompt's 256-row products: %s GFLOP/s (%s 
     "$(calc %.2f "$SG_PROMPT / $SG")" "${LOADNOTE[bounds]}"
 echo
 echo "One-token matrix-vector products, GB/s (median of 3 passes; ratio to the memory bound)   [${LOADNOTE[matvec]}]:"
-printf "  %-12s %16s %16s\n" shape "model.h matvec" "OpenBLAS sgemv"
+printf "  %-12s %16s %16s %16s\n" shape "model.h matvec" "OpenBLAS sgemv" "model.h bfloat16"
 for s in 768x768 2048x768 768x2048 32000x768 token; do
     a=$(med $TMP/matvec.txt matvec_${s}_GBps) b=$(med $TMP/matvec.txt sgemv_${s}_GBps)
-    printf "  %-12s %8s (%s) %8s (%s)\n" "$s" "$a" "$(ratio $a $BW)" "$b" "$(ratio $b $BW)"
+    h=$(med $TMP/matvec.txt matvec_bf16_${s}_GBps)
+    printf "  %-12s %8s (%s) %8s (%s) %8s (%s)\n" "$s" "$a" "$(ratio $a $BW)" "$b" "$(ratio $b $BW)" "$h" "$(ratio $h $BW)"
 done
-echo "  (token = one step's 85 products in order, 438 MB)"
+echo "  (token = one step's 85 products in order, 438 MB in float32, 219 MB in bfloat16)"
 echo
 echo "Attention's products per (sequence, head), microseconds, 1 thread (median of 7)   [${LOADNOTE[attention]}]:"
 printf "  %-44s %14s %14s %8s\n" "" "OpenBLAS sgemm" "model.h causal" "speed-up"
@@ -253,13 +266,20 @@ for m in llama gpt2; do
         print "yes, the first " n }')
     echo "      same greedy tokens as PyTorch: $same"
 done
-f=$TMP/fwd_q8.txt ff=$TMP/fwd_q8_f32.txt
-wb=$(max $f step_weight_bytes) gen=$(med $f gen_tok_s) genf=$(med $ff gen_tok_s) pr=$(med $f prompt_tok_s) prf=$(med $ff prompt_tok_s)
+ff=$TMP/fwd_stored_f32.txt
+genf=$(med $ff gen_tok_s) prf=$(med $ff prompt_tok_s)
 echo
-echo "Llama 110M in Q8_0 (convert.py --quantize q8_0), $J threads, medians of $ROUNDS rounds, float32 alternating   [${LOADNOTE[q8]}]"
-printf "  generation after a 256-token prompt: %s tok/s x %.1f MB/token = %.2f GB/s -> %s of the memory bound; float32 %s tok/s -> %sx\n" \
-    "$gen" "$(calc %.1f "$wb / 1e6")" "$(calc %.2f "$gen * $wb / 1e9")" "$(calc %.3f "$gen * $wb / 1e9 / $BW")" "$genf" "$(ratio $gen $genf)"
-printf "  256-token prompt: %s tok/s; float32 %s tok/s -> %sx\n" "$pr" "$prf" "$(ratio $pr $prf)"
+echo "Llama 110M stored in Q8_0 and bfloat16, $J threads, medians of $ROUNDS rounds, float32 alternating   [${LOADNOTE[stored]}]"
+echo "  float32: generation after a 256-token prompt $genf tok/s, 256-token prompt $prf tok/s"
+for m in "q8:Q8_0 (convert.py --quantize q8_0)" "bf16:bfloat16 (goals: generation 1.8x, prompt 1x)"; do
+    f=$TMP/fwd_stored_${m%%:*}.txt
+    wb=$(max $f step_weight_bytes) gen=$(med $f gen_tok_s) pr=$(med $f prompt_tok_s)
+    echo "  ${m#*:}, file mapped with 2 MiB pages: $(calc %.0f "100 * $(min $f file_2m_mapped_fraction)")%"
+    printf "    generation: %s tok/s x %.1f MB/token = %.2f GB/s -> %s of the memory bound; float32's -> %sx\n" \
+        "$gen" "$(calc %.1f "$wb / 1e6")" "$(calc %.2f "$gen * $wb / 1e9")" "$(calc %.3f "$gen * $wb / 1e9 / $BW")" \
+        "$(ratio $gen $genf)"
+    printf "    256-token prompt: %s tok/s; float32's -> %sx\n" "$pr" "$(ratio $pr $prf)"
+done
 echo
 cat $TMP/train.txt
 echo "  [${LOADNOTE[train]}]"

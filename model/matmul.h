@@ -1,7 +1,7 @@
 // model/matmul.h: the linear layers' products, out = x · Wᵀ + b, the nn.Linear convention,
-// for float32 and Q8_0 weights, and their backward. One kernel serves a prompt (many rows:
-// sgemm), a one-token step (one row: a dot product per output, streaming the weights) and
-// training. It knows the weights only as matrices, never as layers or a file.
+// for float32, bfloat16, float16 and Q8_0 weights, and their backward. One kernel serves a
+// prompt (many rows: sgemm), a one-token step (one row: a dot product per output, streaming
+// the weights) and training. It knows the weights only as matrices, never as layers or a file.
 #ifndef ATTN_MODEL_MATMUL_H
 #define ATTN_MODEL_MATMUL_H
 
@@ -14,24 +14,86 @@
 #include "file.h"
 #include "threads.h"
 
+// ----------------------------------------------------------------------------
+// Widening bfloat16 and float16 to float32: exact, as every value of either is a float32 one.
+
+// bfloat16 is float32's upper half.
+static inline float bf16_to_float(uint16_t h) {
+    union {
+        uint32_t u;
+        float f;
+    } v = {.u = (uint32_t)h << 16};
+    return v.f;
+}
+
+// IEEE binary16: 5 exponent bits (bias 15) and 10 mantissa bits; the portable path and the
+// tails of the vector ones (which use F16C's vcvtph2ps).
+static inline float f16_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 1023;
+    union {
+        uint32_t u;
+        float f;
+    } v;
+    if (e == 31) v.u = sign | 0x7f800000u | m << 13 | (m ? 0x400000u : 0); // infinities; NaNs made quiet
+    else if (e) v.u = sign | (e + 112) << 23 | m << 13;                    // normal: rebias 15 -> 127
+    else v.f = (float)m * 0x1p-24f, v.u |= sign;                           // zero and subnormal: m * 2^-24
+    return v.f;
+}
+
+// Element i of a row of float32, bfloat16 or float16 (type: WEIGHTS_*) as float32.
+static inline float widen1(const void *w, size_t i, int type) {
+    if (type == WEIGHTS_BF16) return bf16_to_float(((const uint16_t *)w)[i]);
+    if (type == WEIGHTS_F16) return f16_to_float(((const uint16_t *)w)[i]);
+    return ((const float *)w)[i];
+}
+
+// Elements i .. i+15 (AVX-512) or i .. i+7 (AVX2) widened in registers: bfloat16 shifted into
+// float32's upper half, float16 converted by vcvtph2ps, float32 loaded as it is.
+#if defined(__AVX512F__)
+static inline __m512 widen16(const void *w, size_t i, int type) {
+    if (type == WEIGHTS_F32) return _mm512_loadu_ps((const float *)w + i);
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i));
+    if (type == WEIGHTS_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+static inline __m256 widen8(const void *w, size_t i, int type) {
+    if (type == WEIGHTS_F32) return _mm256_loadu_ps((const float *)w + i);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
+    if (type == WEIGHTS_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+#if defined(__F16C__)
+    return _mm256_cvtph_ps(h);
+#else
+    float f[8];
+    for (int k = 0; k < 8; k++) f[k] = f16_to_float(((const uint16_t *)w)[i + k]);
+    return _mm256_loadu_ps(f);
+#endif
+}
+#endif
+
+// ----------------------------------------------------------------------------
 // One row of W times x, for a one-token step: it is bound by reading W once from memory, and
 // this loop, split across threads by rows, streams it faster than OpenBLAS's sgemv here
-// (bench/matvec.c measures both).
-static inline float dot(const float *restrict a, const float *restrict b, int n) {
+// (bench/matvec.c measures both). A bfloat16 or float16 row is widened in registers, and the
+// sums run in float32's order, so the result is bit for bit float32's on the widened row. It
+// is inlined with type a constant (always_inline), so each type gets its own loop without a
+// branch in it.
+__attribute__((always_inline)) static inline float dot_w(const void *restrict w, int type, const float *restrict x,
+                                                         int n) {
     int i = 0;
     float s = 0.0f;
 #if defined(__AVX512F__)
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     for (; i + 32 <= n; i += 32) {
-        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+        acc0 = _mm512_fmadd_ps(widen16(w, i, type), _mm512_loadu_ps(x + i), acc0);
+        acc1 = _mm512_fmadd_ps(widen16(w, i + 16, type), _mm512_loadu_ps(x + i + 16), acc1);
     }
     s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 #elif defined(__AVX2__) && defined(__FMA__)
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     for (; i + 16 <= n; i += 16) {
-        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+        acc0 = _mm256_fmadd_ps(widen8(w, i, type), _mm256_loadu_ps(x + i), acc0);
+        acc1 = _mm256_fmadd_ps(widen8(w, i + 8, type), _mm256_loadu_ps(x + i + 8), acc1);
     }
     __m256 acc = _mm256_add_ps(acc0, acc1);
     __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
@@ -39,9 +101,17 @@ static inline float dot(const float *restrict a, const float *restrict b, int n)
     h = _mm_add_ss(h, _mm_movehdup_ps(h));
     s = _mm_cvtss_f32(h);
 #endif
-    for (; i < n; i++) s += a[i] * b[i];
+    // The tail fused the same way for every type: left to itself, GCC vectorises float32's
+    // products unfused and fuses the others', and a bfloat16 row would not sum as float32's.
+#ifdef FP_FAST_FMAF
+    for (; i < n; i++) s = fmaf(widen1(w, i, type), x[i], s);
+#else
+    for (; i < n; i++) s += widen1(w, i, type) * x[i];
+#endif
     return s;
 }
+
+static inline float dot(const float *restrict a, const float *restrict b, int n) { return dot_w(a, WEIGHTS_F32, b, n); }
 
 // A row of a Q8_0 matrix times x: each group's products summed, then scaled. The int8
 // weights become floats in registers, so a step reads a quarter of float32's bytes, and x
@@ -100,21 +170,77 @@ static inline float dot_q8(const int8_t *restrict q, const float *restrict scale
     return s;
 }
 
-// Rows [r0, r1) of a Q8_0 matrix with n_in columns as float32, into out: exactly the float
-// weights W = q * scale.
+// Rows [r0, r1) of a matrix with n_in columns stored as m->type says, as float32, into out
+// [r1 - r0, n_in]: exactly the weights a float32 run would use, W = q * scale for Q8_0, each
+// 16-bit value widened for bfloat16 and float16.
 static inline void dequantize_rows(float *out, const QMat *m, int n_in, size_t r0, size_t r1) {
-    size_t groups = (size_t)n_in / m->gs;
-    for (size_t r = r0; r < r1; r++) {
-        const int8_t *q = m->q + r * n_in;
-        const float *sc = m->s + r * groups;
-        float *o = out + (r - r0) * n_in;
-        for (size_t g = 0; g < groups; g++) // a scale per group: the inner loop vectorises
-            for (int i = 0; i < m->gs; i++) o[g * m->gs + i] = (float)q[g * m->gs + i] * sc[g];
+    if (m->type == WEIGHTS_Q8_0) {
+        size_t groups = (size_t)n_in / m->gs;
+        for (size_t r = r0; r < r1; r++) {
+            const int8_t *q = m->q + r * n_in;
+            const float *sc = m->s + r * groups;
+            float *o = out + (r - r0) * n_in;
+            for (size_t g = 0; g < groups; g++) // a scale per group: the inner loop vectorises
+                for (int i = 0; i < m->gs; i++) o[g * m->gs + i] = (float)q[g * m->gs + i] * sc[g];
+        }
+        return;
     }
+    // the rows are contiguous: one run of (r1 - r0) * n_in values
+    const uint16_t *h = m->half + r0 * n_in;
+    size_t n = (r1 - r0) * n_in, i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, widen16(h, i, m->type));
+#elif defined(__AVX2__) && defined(__FMA__)
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, widen8(h, i, m->type));
+#endif
+    for (; i < n; i++) out[i] = widen1(h, i, m->type);
 }
 
-// The chunk of a Q8_0 matrix a prompt's product dequantises at once: at most QCHUNK_FLOATS (or
-// one row) per thread, few enough to stay in cache, enough rows for sgemm to run at speed.
+// A whole model's weights as float32 into to, laid out as carve_weights lays out c with
+// weight_type WEIGHTS_F32 (to: carve_weights of that config bytes; from_block: the weights
+// block of from): the matrices widened or dequantised, every other tensor copied. The two
+// layouts list the same tensors in the same order and differ only in the matrices, so what
+// lies between two matrices is copied as one run of bytes.
+typedef struct {
+    const char *from;
+    char *to;
+} WidenCursor;
+
+static inline void widen_matrix(WidenCursor *at, const QMat *m, size_t rows, int cols) {
+    const char *start = m->type == WEIGHTS_Q8_0 ? (const char *)m->q : (const char *)m->half;
+    if (!start) return; // absent: w3 without a gate, the classifier when tied
+    size_t n = rows * cols, floats = align_up(n * sizeof(float));
+    memcpy(at->to, at->from, (size_t)(start - at->from));
+    at->to += start - at->from;
+    dequantize_rows((float *)at->to, m, cols, 0, rows);
+    memset(at->to + n * sizeof(float), 0, floats - n * sizeof(float));
+    at->to += floats;
+    at->from = start + (m->type == WEIGHTS_Q8_0 ? align_up(n) + align_up(n / m->gs * sizeof(float))
+                                                : align_up(n * sizeof(uint16_t)));
+}
+
+static inline void dequantize_weights(const Config *c, const Weights *from, const void *from_block, float *to) {
+    size_t d = c->dim, q = (size_t)c->n_heads * c->head_dim, kv = (size_t)c->n_kv_heads * c->head_dim;
+    size_t h = c->hidden_dim;
+    WidenCursor at = {from_block, (char *)to};
+    widen_matrix(&at, &from->qtok_embedding, c->vocab_size, c->dim);
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerWeights *L = &from->layers[l];
+        widen_matrix(&at, &L->qwq, q, d);
+        widen_matrix(&at, &L->qwk, kv, d);
+        widen_matrix(&at, &L->qwv, kv, d);
+        widen_matrix(&at, &L->qwo, d, q);
+        widen_matrix(&at, &L->qw1, h, d);
+        widen_matrix(&at, &L->qw3, h, d);
+        widen_matrix(&at, &L->qw2, d, h);
+    }
+    if (!c->tied_classifier) widen_matrix(&at, &from->qclassifier, c->vocab_size, c->dim);
+    memcpy(at.to, at.from, (size_t)((const char *)from_block + carve_weights(c, NULL, NULL) - at.from));
+}
+
+// The chunk of a matrix not in float32 that a prompt's product widens at once: at most
+// QCHUNK_FLOATS (or one row) per thread, few enough to stay in cache, enough rows for sgemm to
+// run at speed.
 #define QCHUNK_FLOATS ((size_t)1 << 18)
 static inline size_t qchunk_floats(int n_in) { return (size_t)n_in > QCHUNK_FLOATS ? (size_t)n_in : QCHUNK_FLOATS; }
 
@@ -122,16 +248,25 @@ static inline size_t qchunk_floats(int n_in) { return (size_t)n_in > QCHUNK_FLOA
 // A sub-layer's output projection also adds out into residual (laid out as out), each thread
 // on its own features, so that no meeting of the threads comes between; it adds after the
 // whole product, as the reference rounds x + (W·in + b), not as sgemm's beta = 1 would.
-// A Q8_0 matrix (qw.q set, w NULL) meets many rows a chunk at a time, dequantised into wbuf.
+// A matrix not in float32 (qw.type, w NULL) meets many rows a chunk at a time, widened or
+// dequantised into wbuf.
 typedef struct {
     float *out;     // (T, n_out)
-    const float *w; // (n_out, n_in), or NULL for a Q8_0 matrix
+    const float *w; // (n_out, n_in), or NULL for a matrix not in float32
     const float *b; // (n_out) or NULL
     int n_out;
     float *residual; // (T, n_out) or NULL
     QMat qw;
-    float *wbuf; // (qchunk_floats(n_in)) for a Q8_0 matrix and T > 1
+    float *wbuf; // (qchunk_floats(n_in)) for a matrix not in float32 and T > 1
 } Linear;
+
+// out[r] = row r of the matrix · x (+ b[r]) for r in [lo, hi); inlined with type a constant
+// (always_inline), so that each type's rows run their own dot_w loop.
+__attribute__((always_inline)) static inline void dot_rows(float *out, const void *w, int type, const float *b,
+                                                           const float *x, int n_in, size_t lo, size_t hi) {
+    size_t row_bytes = (size_t)n_in * (type == WEIGHTS_F32 ? sizeof(float) : sizeof(uint16_t));
+    for (size_t r = lo; r < hi; r++) out[r] = dot_w((const char *)w + r * row_bytes, type, x, n_in) + (b ? b[r] : 0.0f);
+}
 
 // Output features [lo, hi) of the product: one thread's share when the caller splits the
 // features across threads, each thread streaming its own rows of the weights.
@@ -142,16 +277,24 @@ static inline void matmul_part(const Linear *l, const float *x, int T, int n_in,
     const QMat *qw = &l->qw;
     if (lo >= hi) return;
     if (T == 1) {
-        for (size_t r = lo; r < hi; r++)
-            out[r] = (qw->q ? dot_q8(qw->q + r * n_in, qw->s + r * (n_in / qw->gs), x, n_in, qw->gs)
-                            : dot(w + r * n_in, x, n_in)) +
-                     (b ? b[r] : 0.0f);
+        if (w) dot_rows(out, w, WEIGHTS_F32, b, x, n_in, lo, hi);
+        else if (qw->type == WEIGHTS_BF16) dot_rows(out, qw->half, WEIGHTS_BF16, b, x, n_in, lo, hi);
+        else if (qw->type == WEIGHTS_F16) dot_rows(out, qw->half, WEIGHTS_F16, b, x, n_in, lo, hi);
+        else
+            for (size_t r = lo; r < hi; r++)
+                out[r] = dot_q8(qw->q + r * n_in, qw->s + r * (n_in / qw->gs), x, n_in, qw->gs) + (b ? b[r] : 0.0f);
     } else {
-        size_t chunk = qw->q ? qchunk_floats(n_in) / n_in : hi - lo;
+        // a matrix not in float32 in the fewest chunks that fit wbuf, of equal size, as each
+        // sgemm call packs all of x again and a short last chunk would run slowly
+        size_t chunk = hi - lo;
+        if (!w) {
+            size_t most = qchunk_floats(n_in) / n_in, chunks = (hi - lo + most - 1) / most;
+            chunk = (hi - lo + chunks - 1) / chunks;
+        }
         for (size_t r0 = lo; r0 < hi; r0 += chunk) {
             size_t r1 = hi - r0 < chunk ? hi : r0 + chunk;
-            const float *wr = qw->q ? l->wbuf : w + r0 * n_in;
-            if (qw->q) dequantize_rows(l->wbuf, qw, n_in, r0, r1);
+            const float *wr = w ? w + r0 * n_in : l->wbuf;
+            if (!w) dequantize_rows(l->wbuf, qw, n_in, r0, r1);
             // The bias goes in first, as beta = 1's addend: that replaces the zeroing sgemm
             // does for beta = 0, and saves a pass over the output.
             if (b)

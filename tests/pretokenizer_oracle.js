@@ -1,5 +1,6 @@
 // The oracle of tests/test_pretokenizer.c: @lenml/tokenizers' own pre-tokenizers and NFC
-// normalizer, built from the tokenizer.json entries the families ship.
+// normalizer, built from the tokenizer.json entries the families ship, the pre-tokenizers made
+// to follow Hugging Face's Rust (tests/oracle/rust_semantics.cjs).
 // usage: node tests/pretokenizer_oracle.js PACKAGE_DIR IN OUT
 // IN: one case a line, "MODE HEX": MODE 0..3 a split (TOK_PRE_GPT2, _LLAMA3, _QWEN2,
 // _DIGITS_GPT2), 4 NFC; HEX the text's UTF-8, in which the test has spelled each byte B that is
@@ -9,6 +10,7 @@
 'use strict';
 const fs = require('fs');
 const { TokenizerLoader } = require(require('path').resolve(process.argv[2]));
+const { patchPreTokenizer } = require('./oracle/rust_semantics.cjs');
 
 function tokenizer(preTokenizer, normalizer) {
   return TokenizerLoader.fromPreTrained({
@@ -33,7 +35,7 @@ const splits = [
   split(LLAMA3),
   split(QWEN2),
   { type: 'Sequence', pretokenizers: [{ type: 'Digits', individual_digits: true }, byteLevel(true)] },
-].map((p) => tokenizer(p, null).pre_tokenizer);
+].map((p) => patchPreTokenizer(tokenizer(p, null).pre_tokenizer));
 const nfc = tokenizer(null, { type: 'NFC' }).normalizer;
 
 const isStandIn = (cp) => cp >= 0xE080 && cp <= 0xE0FF;

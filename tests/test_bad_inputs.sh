@@ -118,10 +118,12 @@ row run "dim 65536 x vocab 65536 (past 2^32 elements)" "but the config needs" ./
 patched $tmp/overflow.bin "<I" 12 65536 "<I" 16 262144 "<I" 20 1024 "<I" 24 1024 "<I" 28 1024 "<I" 32 4096 \
   "<I" 36 16777216 "<I" 40 1048576 "<I" 84 4096
 row run "every dimension at its limit (a product near 2^52)" "weights_bytes is" ./run $tmp/overflow.bin
-patched $tmp/newer.bin "<I" 4 3
-row run "a model file of format version 3" "format version 3 is newer than this build reads (2)" ./run $tmp/newer.bin
-patched $tmp/wtype.bin "<I" 4 2 "<I" 136 7
-row run "a version 2 header with weight_type 7" "weight_type is 7, outside [0, 1]" ./run $tmp/wtype.bin
+patched $tmp/newer.bin "<I" 4 4
+row run "a model file of format version 4" "format version 4 is newer than this build reads (3)" ./run $tmp/newer.bin
+patched $tmp/wtype.bin "<I" 4 3 "<I" 136 7
+row run "a version 3 header with weight_type 7" "weight_type is 7, outside [0, 3]" ./run $tmp/wtype.bin
+patched $tmp/wtype_v2.bin "<I" 4 2 "<I" 136 2
+row run "a version 2 header with bfloat16 weights (weight_type 2)" "a version 2 file uses a version 3 weight_type" ./run $tmp/wtype_v2.bin
 patched $tmp/v1q8.bin "<I" 136 1 "<I" 140 4
 row run "a version 1 header with Q8_0 fields" "version 1 file has no weight_type" ./run $tmp/v1q8.bin
 patched $tmp/group.bin "<I" 4 2 "<I" 136 1 "<I" 140 3
@@ -367,6 +369,56 @@ row convert.py "an output past ulimit -f (a full disk)" "$tmp/o.bin: cannot writ
   "${limited[@]}" "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin
 row convert.py "an output in a missing directory" "$tmp/no/o.bin: cannot write" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/no/o.bin --tokenizer $SHARED/models/tok512.bin
+# Hugging Face directories (a small Llama, float32) with one thing wrong each
+"$PYTHON" - $tmp <<'PY'
+import json, os, shutil, struct, sys
+sys.path.insert(0, "tools")
+import convert, make_random as mr
+t = sys.argv[1]
+base = os.path.join(t, "hf")
+mr.write_hf_llama(base, dict(mr.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), seed=1)
+def copy(name, edit_config=None):
+    d = os.path.join(t, name)
+    shutil.copytree(base, d)
+    if edit_config:
+        c = json.load(open(os.path.join(d, "config.json")))
+        edit_config(c)
+        json.dump(c, open(os.path.join(d, "config.json"), "w"))
+    return d
+copy("hf_yarn", lambda c: c.update(rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                                 "original_max_position_embeddings": 32}))
+def tokenizer_json(d, n, pre):
+    enc, merges = mr.synthetic_gpt2_vocab(n)
+    j = {"model": {"type": "BPE", "vocab": json.loads(enc), "merges": merges.splitlines()[1:]},
+         "pre_tokenizer": pre, "normalizer": None, "added_tokens": [], "decoder": {"type": "ByteLevel"}}
+    os.remove(os.path.join(d, "tokenizer.bin"))
+    json.dump(j, open(os.path.join(d, "tokenizer.json"), "w"))
+byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+tokenizer_json(copy("hf_tok400"), 400, byte_level)
+tokenizer_json(copy("hf_pre"), 300, {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "\\w+|[^\\w]+"}, "behavior": "Isolated", "invert": False},
+    dict(byte_level, use_regex=False)]})
+d = copy("hf_bf16")
+sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+sd["model.layers.1.mlp.up_proj.weight"] = sd["model.layers.1.mlp.up_proj.weight"][:, :63]
+convert.write_safetensors(os.path.join(d, "model.safetensors"), sd, "BF16")
+st = os.path.join(d, "model.safetensors")  # the header says 64 columns, the bytes hold 63
+data = open(st, "rb").read()
+n = struct.unpack_from("<Q", data)[0]
+head = data[8:8 + n].replace(b"[172, 63]", b"[172, 64]")
+open(st, "wb").write(data[:8] + head + data[8 + n:])
+PY
+row convert.py "a Hugging Face config.json with rope_scaling yarn" \
+  "$tmp/hf_yarn/config.json: rope_scaling rope_type 'yarn' is not supported by this build" \
+  "${convert[@]}" $tmp/hf_yarn $tmp/o.bin
+row convert.py "a tokenizer.json with a pre-tokenizer this build lacks" "$tmp/hf_pre/tokenizer.json: pre_tokenizer" \
+  "${convert[@]}" $tmp/hf_pre $tmp/o.bin
+row convert.py "a tokenizer.json of 400 pieces for config.json's vocab_size 300" \
+  "$tmp/hf_tok400/tokenizer.json: piece 'wa' (id 300) is past the model's vocab_size 300, and text would produce it" \
+  "${convert[@]}" $tmp/hf_tok400 $tmp/o.bin
+row convert.py "a bfloat16 tensor whose bytes disagree with its shape" \
+  "$tmp/hf_bf16/model.safetensors: tensor model.layers.1.mlp.up_proj.weight: BF16 of shape [172, 64] takes 22016 bytes, but its data_offsets" \
+  "${convert[@]}" $tmp/hf_bf16 $tmp/o.bin
 
 if ((markdown)); then
   echo "| program | input | message (stderr, exit status 1) |"

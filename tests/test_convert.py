@@ -419,6 +419,9 @@ def hf_llama_tokenizer_json():
              {"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]},
          "model": {"type": "BPE", "byte_fallback": True, "vocab": vocab, "merges": merges}}
     json.dump(j, open(os.path.join(d, "tokenizer.json"), "w"))
+    # BOS and EOS come from the tokenizer's configuration, never from a piece's spelling
+    json.dump({"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": True},
+              open(os.path.join(d, "tokenizer_config.json"), "w"))
     _, tok, _ = conv(d, tmp("llama_tokjson.bin"))
     _, tok0, _ = mf.read_model(tmp("llama_gqa_sharded.bin"))
     assert tok[1:] == (mf.TOK_SENTENCEPIECE, mf.TOKF_DUMMY_PREFIX | mf.TOKF_ADD_BOS, 1, 2), tok[1:]
@@ -439,6 +442,440 @@ def safetensors_dtypes():
     r = convert.read_safetensors(tmp("dt.safetensors"))
     assert np.array_equal(r["a"].ravel(), (bf.astype(np.uint32) << 16).view(np.float32))
     assert np.array_equal(r["b"], f16.astype(np.float32)) and r["b"].dtype == np.float32
+
+
+# ---- today's Hugging Face families, as published, with small random weights ----
+
+HF = os.path.join(SHARED, "hf")
+# the published config.json each family's directory starts from
+PUBLISHED = {"smollm2": "HuggingFaceTB--SmolLM2-135M-Instruct", "llama32": "meta-llama--Llama-3.2-1B-Instruct",
+             "tinyllama": "TinyLlama--TinyLlama-1.1B-Chat-v1.0", "qwen25": "Qwen--Qwen2.5-0.5B-Instruct",
+             "qwen3": "Qwen--Qwen3-0.6B", "gemma3_1b": "google--gemma-3-1b-it",
+             "gemma3_270m": "google--gemma-3-270m-it"}
+HF_V = 300  # small vocabularies: a synthetic tokenizer.bin of 300 pieces goes beside the weights
+
+
+def small_config(family, layers=2):
+    """The published config.json of family with small dims and `layers` layers, every other key
+    as published: hidden 48 (so Gemma's embed_scale is sqrt(48)), 4 heads, 2 kv heads (1 where
+    published), an explicit head_dim of 32 where the published config has one."""
+    c = json.load(open(os.path.join(HF, PUBLISHED[family], "config.json")))
+    c.update(hidden_size=48, intermediate_size=80, num_hidden_layers=layers, num_attention_heads=4,
+             num_key_value_heads=1 if c["num_key_value_heads"] == 1 else 2, vocab_size=HF_V)
+    if "head_dim" in c:
+        c["head_dim"] = 32
+    if "layer_types" in c:
+        c["layer_types"] = c["layer_types"][:layers]
+    return c
+
+
+def as_stored(x, dtype):
+    """float32 values x rounded to what dtype holds (by torch, independently of the tools), widened back."""
+    t = torch.from_numpy(np.ascontiguousarray(x, np.float32))
+    return {"F32": t, "BF16": t.to(torch.bfloat16), "F16": t.to(torch.float16)}[dtype].float().numpy()
+
+
+def hf_state_dict(c, dtype, seed):
+    """Random weights named and shaped as transformers' Llama, Qwen2, Qwen3 and Gemma 3 hold them,
+    with values dtype can hold."""
+    rng = np.random.default_rng(seed)
+    mt, d, h, L, H, V = (c[k] for k in ("model_type", "hidden_size", "intermediate_size", "num_hidden_layers",
+                                         "num_attention_heads", "vocab_size"))
+    KV, hd = c["num_key_value_heads"], c.get("head_dim") or d // H
+    gemma = mt == "gemma3_text"
+
+    def r(*shape, offset=0):  # matrices ~ N(0, 1/fan_in), small biases
+        return as_stored(offset + rng.standard_normal(shape) / (math.sqrt(shape[-1]) if len(shape) > 1 else 10), dtype)
+
+    def norm(n):  # near 1 (near 0 for Gemma's 1 + w)
+        return r(n, offset=0 if gemma else 1)
+    sd = {"model.embed_tokens.weight": r(V, d), "model.norm.weight": norm(d)}
+    norms = ["input_layernorm", "post_attention_layernorm"] + (["pre_feedforward_layernorm",
+                                                                "post_feedforward_layernorm"] if gemma else [])
+    attn_bias = c.get("attention_bias") or mt == "qwen2"
+    for i in range(L):
+        p = "model.layers.%d." % i
+        sd.update({p + n + ".weight": norm(d) for n in norms})
+        for n, rows, cols in (("q", H * hd, d), ("k", KV * hd, d), ("v", KV * hd, d), ("o", d, H * hd)):
+            sd[p + "self_attn.%s_proj.weight" % n] = r(rows, cols)
+            if attn_bias and (n != "o" or mt != "qwen2"):
+                sd[p + "self_attn.%s_proj.bias" % n] = r(rows)
+        for n, rows, cols in (("gate", h, d), ("up", h, d), ("down", d, h)):
+            sd[p + "mlp.%s_proj.weight" % n] = r(rows, cols)
+            if c.get("mlp_bias"):
+                sd[p + "mlp.%s_proj.bias" % n] = r(rows)
+        if mt in ("qwen3", "gemma3_text"):
+            sd[p + "self_attn.q_norm.weight"], sd[p + "self_attn.k_norm.weight"] = norm(hd), norm(hd)
+    if not c.get("tie_word_embeddings", gemma):
+        sd["lm_head.weight"] = r(V, d)
+    return sd
+
+
+def write_hf_dir(name, c, dtype="BF16", seed=0, shards=1):
+    """A Hugging Face directory tmp(name): config.json c, hf_state_dict's weights as dtype
+    safetensors (sharded with an index when shards > 1) and a 300-piece tokenizer.bin. Returns
+    (directory, state dict as float32 arrays)."""
+    d = tmp(name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=2)
+    sd = hf_state_dict(c, dtype, seed)
+    if shards == 1:
+        convert.write_safetensors(os.path.join(d, "model.safetensors"), sd, dtype)
+    else:
+        names, wmap = sorted(sd), {}
+        for s in range(shards):
+            fn = "model-%05d-of-%05d.safetensors" % (s + 1, shards)
+            convert.write_safetensors(os.path.join(d, fn), {k: sd[k] for k in names[s::shards]}, dtype)
+            wmap.update({k: fn for k in names[s::shards]})
+        json.dump({"metadata": {}, "weight_map": wmap}, open(os.path.join(d, "model.safetensors.index.json"), "w"))
+    mr.write_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), mr.synthetic_vocab(c["vocab_size"])[0])
+    return d, sd
+
+
+def hf_rope_order(n_heads, hd):
+    """FORMAT.md's row r of a q or k head is row hf_rope_order(...)[r] of Hugging Face's: HF
+    rotates the pairs (j, j + hd/2), the format the pairs (2j, 2j + 1)."""
+    rows = []
+    for head in range(n_heads):
+        for j in range(hd // 2):
+            rows += [head * hd + j, head * hd + j + hd // 2]
+    return np.array(rows)
+
+
+def expected_tensors(c, sd):
+    """The model file's tensors (FORMAT.md's names and layout) for Hugging Face state dict sd."""
+    mt, H, KV, L = c["model_type"], c["num_attention_heads"], c["num_key_value_heads"], c["num_hidden_layers"]
+    hd = c.get("head_dim") or c["hidden_size"] // H
+    gemma = mt == "gemma3_text"
+    t = {"tok_embedding": sd["model.embed_tokens.weight"], "final_norm_w": sd["model.norm.weight"]}
+    if "lm_head.weight" in sd:
+        t["classifier"] = sd["lm_head.weight"]
+    ours = dict(attn_norm_w="input_layernorm.weight", wv="self_attn.v_proj.weight", bv="self_attn.v_proj.bias",
+                wo="self_attn.o_proj.weight", bo="self_attn.o_proj.bias", w1="mlp.gate_proj.weight",
+                w3="mlp.up_proj.weight", w2="mlp.down_proj.weight", b1="mlp.gate_proj.bias", b3="mlp.up_proj.bias",
+                b2="mlp.down_proj.bias")
+    ours.update(dict(attn_out_norm_w="post_attention_layernorm.weight", ffn_norm_w="pre_feedforward_layernorm.weight",
+                     ffn_out_norm_w="post_feedforward_layernorm.weight") if gemma else
+                dict(ffn_norm_w="post_attention_layernorm.weight"))
+    rope = dict(wq=("q_proj.weight", H), bq=("q_proj.bias", H), wk=("k_proj.weight", KV), bk=("k_proj.bias", KV),
+                q_norm_w=("q_norm.weight", 1), k_norm_w=("k_norm.weight", 1))
+    for i in range(L):
+        p = "model.layers.%d." % i
+        t.update({"layers.%d.%s" % (i, a): sd[p + b] for a, b in ours.items() if p + b in sd})
+        t.update({"layers.%d.%s" % (i, a): sd[p + "self_attn." + b][hf_rope_order(n, hd)]
+                  for a, (b, n) in rope.items() if p + "self_attn." + b in sd})
+    return t
+
+
+# the header each family's small directory must give, beyond dims that small_config sets
+F32 = lambda x: float(np.float32(x))  # noqa: E731
+EXPECTED_HEADERS = {
+    "smollm2": dict(rope_theta=100000.0, norm_eps=F32(1e-5), tied_classifier=1, head_dim=12, seq_len=8192),
+    "llama32": dict(rope_theta=500000.0, norm_eps=F32(1e-5), tied_classifier=1, head_dim=32, seq_len=131072,
+                    rope_scaling=mf.ROPE_SCALING_LLAMA3, rope_factor=32.0, rope_low_freq_factor=1.0,
+                    rope_high_freq_factor=4.0, rope_original_ctx=8192),
+    "tinyllama": dict(rope_theta=10000.0, norm_eps=F32(1e-5), tied_classifier=0, head_dim=12, seq_len=2048),
+    "qwen25": dict(rope_theta=1e6, norm_eps=F32(1e-6), tied_classifier=1, head_dim=12, seq_len=32768,
+                   bias_flags=mf.BIAS_QKV),
+    "qwen3": dict(rope_theta=1e6, norm_eps=F32(1e-6), tied_classifier=1, head_dim=32, seq_len=40960,
+                  arch_flags=mf.ARCH_QK_NORM),
+    "gemma3_1b": dict(rope_theta=1e6, norm_eps=F32(1e-6), tied_classifier=1, head_dim=32, seq_len=32768,
+                      n_kv_heads=1, ffn_kind=mf.FFN_GEGLU_TANH, arch_flags=7, embed_scale=F32(math.sqrt(48)),
+                      attn_scale=0.0625, sliding_window=512, global_every=6, rope_local_theta=10000.0),
+}
+
+
+def check_header(name, c, want):
+    base = dict(dim=48, hidden_dim=80, n_heads=4, n_kv_heads=2, vocab_size=HF_V, pos_kind=mf.POS_ROPE,
+                ffn_kind=mf.FFN_SWIGLU, norm_kind=mf.NORM_RMS, bias_flags=0, embed_scale=1.0, arch_flags=0,
+                rope_scaling=0, attn_scale=0.0, sliding_window=0, global_every=0, rope_local_theta=0.0)
+    base.update(want)
+    base["rope_dims"] = base["head_dim"]
+    for k, v in base.items():
+        assert c[k] == v, "%s: %s is %r, expected %r" % (name, k, c[k], v)
+
+
+@case
+def hf_families_bf16_kept_bit_for_bit():
+    """Each family from its published config (2 layers, small dims) with bfloat16 weights, as the
+    checkpoints ship: the header holds every knob, the default keeps the matrices in bfloat16 bit
+    for bit (q and k rows and the q/k norms reordered from HF's RoPE layout), norms widened exactly."""
+    for fam, want in EXPECTED_HEADERS.items():
+        c0 = small_config(fam)
+        d, sd = write_hf_dir("hf_" + fam, c0, "BF16", seed=len(fam), shards=2 if fam == "llama32" else 1)
+        err = conv_stderr([d, tmp("hf_%s.bin" % fam)])
+        assert "bfloat16 weights (the checkpoint's bfloat16 matrices kept bit for bit)" in err, err
+        c, tok, t = mf.read_model(tmp("hf_%s.bin" % fam), dequantize=False)
+        check_header(fam, c, dict(want, n_layers=2, weight_type=mf.WEIGHTS_BF16))
+        want_t = expected_tensors(c0, sd)
+        assert set(t) == set(want_t), (fam, sorted(set(t) ^ set(want_t)))
+        for k, v in want_t.items():
+            if k.split(".")[-1] in mf.QUANTIZED_MATRICES:
+                bits = torch.from_numpy(v).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+                assert t[k].dtype == np.uint16 and np.array_equal(t[k], bits), (fam, k)
+            else:
+                assert t[k].dtype == np.float32 and np.array_equal(t[k], v), (fam, k)
+
+
+@case(needs=[hf_families_bf16_kept_bit_for_bit])
+def hf_families_every_weight_type():
+    """--weights f32 widens the bfloat16 checkpoint exactly, f16 rounds it as torch does, q8_0
+    quantises it; --quantize q8_0 is --weights q8_0; a float32 checkpoint stays float32 and
+    --weights bf16 rounds it as torch does; a float16 one stays float16 bit for bit."""
+    c0 = small_config("qwen3")
+    d, sd = tmp("hf_qwen3"), hf_state_dict(c0, "BF16", seed=len("qwen3"))
+    want = expected_tensors(c0, sd)
+    err = conv_stderr([d, tmp("q3_f32.bin"), "--weights", "f32"])
+    assert "float32 weights (--weights f32: the checkpoint's bfloat16 matrices widened exactly)" in err, err
+    c, _, t = mf.read_model(tmp("q3_f32.bin"))
+    assert c["weight_type"] == mf.WEIGHTS_F32
+    same_tensors(t, want, "bf16 -> f32")
+    err = conv_stderr([d, tmp("q3_f16.bin"), "--weights", "f16"])
+    assert "rounded to nearest" in err, err
+    c, _, t = mf.read_model(tmp("q3_f16.bin"), dequantize=False)
+    assert c["weight_type"] == mf.WEIGHTS_F16
+    for k, v in want.items():
+        if k.split(".")[-1] in mf.QUANTIZED_MATRICES:
+            assert t[k].dtype == np.float16 and np.array_equal(t[k], torch.from_numpy(v).half().numpy()), k
+    c25 = small_config("qwen25")  # check_q8_file reads a version 2 file: no format-3 knobs
+    want25 = expected_tensors(c25, hf_state_dict(c25, "BF16", seed=len("qwen25")))
+    for flag in ("--weights", "--quantize"):
+        err = conv_stderr([tmp("hf_qwen25"), tmp("q25_q8.bin"), flag, "q8_0"])
+        assert "Q8_0, group size 16 weights (--weights q8_0: the checkpoint's bfloat16 matrices quantised)" in err, err
+        check_q8_file(tmp("q25_q8.bin"), mf.read_model(tmp("q25_q8.bin"))[0], want25, 16)
+    for dtype, flag in (("F32", None), ("F16", None), ("F32", "bf16")):
+        d, sd = write_hf_dir("hf_qwen3_" + dtype, c0, dtype, seed=5)
+        want = expected_tensors(c0, sd)
+        err = conv_stderr([d, tmp("q3_%s.bin" % dtype)] + (["--weights", flag] if flag else []))
+        c, _, t = mf.read_model(tmp("q3_%s.bin" % dtype), dequantize=False)
+        name = flag or {"F32": "f32", "F16": "f16"}[dtype]
+        assert c["weight_type"] == mf.WEIGHT_NAMES[name], (dtype, flag, c["weight_type"])
+        for k, v in want.items():
+            if flag and k.split(".")[-1] in mf.QUANTIZED_MATRICES:
+                bits = torch.from_numpy(v).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+                assert np.array_equal(t[k], bits), k
+            else:
+                assert np.array_equal(np.asarray(t[k], np.float32), v), (dtype, k)
+        assert ("rounded to nearest even" if flag else "kept bit for bit") in err, err
+
+
+@case(needs=[hf_families_bf16_kept_bit_for_bit])
+def hf_rope_layout_and_qk_norms():
+    """The reordered q rows and q norm give what HF computes: HF's q norm then rotate_half RoPE on
+    its rows equal, row for row in hf_rope_order, FORMAT.md's norm then interleaved RoPE on ours."""
+    c0 = small_config("gemma3_1b")
+    sd = hf_state_dict(c0, "BF16", seed=len("gemma3_1b"))
+    c, _, t = mf.read_model(tmp("hf_gemma3_1b.bin"))
+    H, hd, theta = 4, 32, 1e6
+    x = np.random.default_rng(3).standard_normal(48)
+    inv = theta ** -(np.arange(0, hd, 2) / hd)
+
+    def rms(v, w):  # Gemma: 1 + w
+        return v / np.sqrt((v * v).mean(-1, keepdims=True) + 1e-6) * (1 + w)
+    for pos in (0, 7, 300):
+        a = pos * inv
+        q = rms((sd["model.layers.1.self_attn.q_proj.weight"] @ x).reshape(H, hd),
+                sd["model.layers.1.self_attn.q_norm.weight"])
+        hf = q * np.cos(np.concatenate([a, a])) + np.concatenate([-q[:, hd // 2:], q[:, :hd // 2]], 1) * np.sin(
+            np.concatenate([a, a]))
+        q = rms((t["layers.1.wq"] @ x).reshape(H, hd), t["layers.1.q_norm_w"])
+        ours = q.copy()
+        ours[:, 0::2] = q[:, 0::2] * np.cos(a) - q[:, 1::2] * np.sin(a)
+        ours[:, 1::2] = q[:, 0::2] * np.sin(a) + q[:, 1::2] * np.cos(a)
+        assert np.allclose(ours.reshape(-1), hf.reshape(-1)[hf_rope_order(H, hd)], rtol=1e-9, atol=1e-12), pos
+
+
+@case(needs=[hf_families_bf16_kept_bit_for_bit])
+def hf_gemma3_layer_patterns():
+    """Gemma 3 270M's layer_types (7 layers: five local, a global, a local) and the 1B's
+    sliding_window_pattern give global_every 6; transformers 5's rope_parameters (Gemma 3's per
+    kind of layer, Llama 3.2's) give the same file as rope_theta and rope_scaling; attention_bias
+    brings q, k, v and o biases to Gemma 3 and Qwen3."""
+    c0 = small_config("gemma3_270m", layers=7)
+    assert c0["layer_types"][5] == "full_attention" and c0["layer_types"].count("full_attention") == 1
+    d, _ = write_hf_dir("g270", c0, "BF16", seed=2)
+    c = conv(d, tmp("g270.bin"))[0]
+    assert (c["global_every"], c["sliding_window"], c["n_layers"], c["rope_local_theta"]) == (6, 512, 7, 1e4), c
+    c1 = dict(small_config("gemma3_1b", layers=7), rope_scaling={"rope_type": "linear", "factor": 8.0})
+    d, sd = write_hf_dir("g1b7", c1, "BF16", seed=2)
+    a = conv(d, tmp("g1b7.bin"))
+    assert (a[0]["global_every"], a[0]["rope_scaling"], a[0]["rope_factor"]) == (6, mf.ROPE_SCALING_LINEAR, 8.0)
+    c5 = dict(c1, rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                                   "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})
+    for k in ("rope_scaling", "rope_theta", "rope_local_base_freq"):
+        del c5[k]
+    json.dump(c5, open(os.path.join(d, "config.json"), "w"))
+    assert open(tmp("g1b7.bin"), "rb").read() == open(conv_file(d, "g1b7_v5.bin"), "rb").read()
+    c5 = small_config("llama32")  # transformers 5 writes Llama 3.2's RoPE settings so
+    c5["rope_parameters"] = dict(c5.pop("rope_scaling"), rope_theta=c5.pop("rope_theta"))
+    json.dump(c5, open(os.path.join(tmp("hf_llama32"), "config.json"), "w"))
+    assert open(conv_file(tmp("hf_llama32"), "llama32_v5.bin"), "rb").read() == \
+        open(tmp("hf_llama32.bin"), "rb").read()
+    c3 = dict(small_config("qwen3"), attention_bias=True)
+    d, sd = write_hf_dir("q3_bias", c3, "F32", seed=4)
+    c, _, t = conv(d, tmp("q3_bias.bin"))
+    assert c["bias_flags"] == mf.BIAS_QKV | mf.BIAS_O and c["arch_flags"] == mf.ARCH_QK_NORM
+    same_tensors(t, expected_tensors(c3, sd), "qwen3 attention_bias")
+    c2 = dict(small_config("gemma3_1b"), attention_bias=True)
+    d, sd = write_hf_dir("g_bias", c2, "F32", seed=4)
+    c, _, t = conv(d, tmp("g_bias.bin"))
+    assert c["bias_flags"] == mf.BIAS_QKV | mf.BIAS_O
+    same_tensors(t, expected_tensors(c2, sd), "gemma3 attention_bias")
+
+
+def conv_file(src, name, *extra):
+    conv_stderr([src, tmp(name)] + list(extra))
+    return tmp(name)
+
+
+@case(needs=[hf_families_bf16_kept_bit_for_bit])
+def hf_half_sources_elsewhere():
+    """bfloat16 in a pytorch_model.bin, a bfloat16 attn.c file as the source, and its --export-torch
+    (bfloat16 matrices in the state dict) are kept bfloat16 too, bit for bit."""
+    d = tmp("tiny_pt")
+    shutil.copytree(tmp("hf_tinyllama"), d)
+    sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+    os.remove(os.path.join(d, "model.safetensors"))
+    torch.save({k: torch.from_numpy(v).to(torch.bfloat16) for k, v in sd.items()}, os.path.join(d, "pytorch_model.bin"))
+    assert open(conv_file(d, "tiny_pt.bin"), "rb").read() == open(tmp("hf_tinyllama.bin"), "rb").read()
+    err = conv_stderr([tmp("hf_tinyllama.bin"), tmp("tiny_again.bin")])
+    assert "bfloat16 weights (the checkpoint's bfloat16 matrices kept bit for bit)" in err, err
+    assert open(tmp("tiny_again.bin"), "rb").read() == open(tmp("hf_tinyllama.bin"), "rb").read()
+    conv_stderr(["--export-torch", tmp("hf_tinyllama.bin"), tmp("tiny.pt")])
+    sd = torch.load(tmp("tiny.pt"))["model"]
+    assert sd["layers.0.wq"].dtype == torch.bfloat16 and sd["layers.0.attn_norm_w"].dtype == torch.float32
+    assert open(conv_file(tmp("tiny.pt"), "tiny_pt_again.bin"), "rb").read() == \
+        open(tmp("hf_tinyllama.bin"), "rb").read()
+
+
+def hf_edited(name, family, edit=None, dtype="F32", layers=2):
+    """write_hf_dir of family's small config, then its config.json changed by edit(config dict)."""
+    c = small_config(family, layers)
+    d = write_hf_dir(name, c, dtype, seed=1)[0]
+    if edit:
+        edit(c)
+        json.dump(c, open(os.path.join(d, "config.json"), "w"))
+    return d
+
+
+@case
+def hf_refusals_by_name():
+    """What a family's transformers code would act on and this build cannot reproduce, each
+    refused in one line naming the key and the value."""
+    def rope(kind, **more):
+        return lambda c: c.update(rope_scaling=dict({"rope_type": kind, "factor": 4.0}, **more))
+
+    def gemma_types(types):
+        return lambda c: c.update(layer_types=types)
+    cases = [
+        ("llama32", rope("yarn"), "config.json: rope_scaling rope_type 'yarn' is not supported by this build"),
+        ("smollm2", lambda c: c.update(rope_scaling={"type": "dynamic", "factor": 2.0}),
+         "rope_scaling rope_type 'dynamic' is not supported by this build"),
+        ("llama32", lambda c: c["rope_scaling"].pop("low_freq_factor"),
+         "rope_scaling low_freq_factor is null, not a positive number"),
+        ("llama32", lambda c: c["rope_scaling"].update(factor=0.5), "rope_scaling factor 0.5 is below 1"),
+        ("qwen25", rope("longrope"), "rope_scaling rope_type 'longrope' is not supported by this build"),
+        ("tinyllama", lambda c: c.update(hidden_act="gelu"),
+         'hidden_act "gelu" is not supported by this build (model_type llama: silu or swish)'),
+        ("qwen25", lambda c: c.update(use_sliding_window=True), "use_sliding_window true is not supported by this "
+         "build (sliding-window attention on model_type qwen2)"),
+        ("qwen3", lambda c: c.update(use_sliding_window=True), "use_sliding_window true is not supported"),
+        ("gemma3_1b", lambda c: c.update(final_logit_softcapping=30.0),
+         "final_logit_softcapping 30.0 is not supported by this build"),
+        ("gemma3_1b", lambda c: c.update(attn_logit_softcapping=50.0),
+         "attn_logit_softcapping 50.0 is not supported by this build"),
+        ("gemma3_1b", lambda c: c.update(hidden_activation="gelu"), 'hidden_activation "gelu" is not supported'),
+        ("gemma3_1b", lambda c: c.update(use_bidirectional_attention=True),
+         "use_bidirectional_attention true is not supported by this build"),
+        ("gemma3_1b", gemma_types(["sliding_attention", "full_attention", "full_attention"]),
+         "layer_types sliding_attention, full_attention, full_attention is not a global layer every P layers"),
+        ("gemma3_1b", gemma_types(["sliding_attention", "full_attention", "sliding_attention"]),
+         "layer_types and sliding_window_pattern 6 describe different layers"),
+        ("gemma3_1b", lambda c: c.update(_sliding_window_pattern=2),
+         "_sliding_window_pattern 2, but without layer_types Hugging Face uses sliding_window_pattern 6"),
+        ("gemma3_1b", lambda c: c.update(model_type="gemma3"), "model_type 'gemma3' (Gemma 3 4B and up"),
+        ("smollm2", lambda c: c.update(architectures=["LlamaForSequenceClassification"]),
+         'architectures ["LlamaForSequenceClassification"] is not supported by this build (model_type llama: '
+         'LlamaForCausalLM)'),
+        ("llama32", lambda c: c.update(rope_parameters={"rope_type": "default"}),
+         "has both rope_scaling and rope_parameters"),
+        ("gemma3_1b", lambda c: c.update(rope_parameters={"sliding_attention": {"rope_type": "linear", "factor": 2}},
+                                         rope_scaling=None),
+         "rope_parameters sliding_attention scales the local layers' RoPE"),
+        ("qwen3", lambda c: c.update(head_dim="big"), 'head_dim is "big", not a positive whole number'),
+    ]
+    for i, (fam, edit, needle) in enumerate(cases):
+        layers = 3 if "layer_types" in needle or "describe different" in needle else 2
+        conv_refused([hf_edited("refused%d" % i, fam, edit, layers=layers), tmp("o.bin")], needle)
+    assert not os.path.exists(tmp("o.bin"))
+
+
+@case
+def hf_weight_refusals():
+    """A BF16 tensor whose bytes disagree with its shape, named with its file; a tokenizer with
+    more pieces than config.json's vocab_size; two weight types asked at once; a bfloat16 value
+    float16 cannot hold."""
+    d = hf_edited("bf16_size", "qwen3", dtype="BF16")
+    st = os.path.join(d, "model.safetensors")
+    data = bytearray(open(st, "rb").read())
+    n = struct.unpack_from("<Q", data)[0]
+    meta = json.loads(data[8:8 + n])
+    name = "model.layers.1.mlp.up_proj.weight"
+    meta[name]["shape"] = [80, 47]
+    h = json.dumps(meta).encode().ljust(n)
+    open(st, "wb").write(data[:8] + h + data[8 + n:])
+    conv_refused([d, tmp("o.bin")], "model.safetensors: tensor %s: BF16 of shape [80, 47] takes 7520 bytes, but "
+                 "its data_offsets" % name)
+    d = hf_edited("tok_big", "smollm2")
+    conv_refused([d, tmp("o.bin"), "--tokenizer", synthetic_tokenizer_bin(400)],
+                 "has 400 pieces, more than the model's vocab_size 300")
+    conv_refused([tmp("hf_qwen3"), tmp("o.bin"), "--weights", "bf16", "--quantize", "q8_0"],
+                 "--quantize q8_0 contradicts the weight type given before (bf16)")
+    d = hf_edited("f16_big", "qwen3", dtype="BF16")
+    sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+    sd["model.layers.0.mlp.down_proj.weight"][3, 4] = 70000.0
+    convert.write_safetensors(os.path.join(d, "model.safetensors"), sd, "BF16")
+    conv_refused([d, tmp("o.bin"), "--weights", "f16"],
+                 "tensor layers.0.w2: a weight of magnitude 70144 does not fit float16")
+    assert not os.path.exists(tmp("o.bin"))
+
+
+def byte_level_tokenizer_dir(name, extra_added):
+    """A SmolLM2-like directory whose tokenizer.json is byte-level BPE of exactly config.json's 300
+    pieces (the last <|endoftext|>, special, EOS by tokenizer_config.json), plus extra_added:
+    (content, special) added tokens from id 300 on, past the model's rows."""
+    d = hf_edited(name, "smollm2", lambda c: c.update(bos_token_id=HF_V - 1, eos_token_id=HF_V - 1,
+                                                      pad_token_id=HF_V - 1))
+    enc, merges = mr.synthetic_gpt2_vocab(HF_V)
+    added = [{"id": HF_V - 1, "content": "<|endoftext|>", "special": True}]
+    added += [{"id": HF_V + i, "content": c, "special": sp} for i, (c, sp) in enumerate(extra_added)]
+    for a in added:
+        a.update(single_word=False, lstrip=False, rstrip=False, normalized=False)
+    j = {"model": {"type": "BPE", "vocab": json.loads(enc), "merges": merges.splitlines()[1:]},
+         "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+         "normalizer": None, "added_tokens": added, "decoder": {"type": "ByteLevel"}}
+    json.dump(j, open(os.path.join(d, "tokenizer.json"), "w"))
+    json.dump({"eos_token": "<|endoftext|>", "bos_token": None}, open(os.path.join(d, "tokenizer_config.json"), "w"))
+    return d
+
+
+@case
+def hf_tokenizer_past_the_vocabulary():
+    """A tokenizer.json with a special added token past config.json's vocab_size (Gemma 3 1B's
+    <image_soft_token>, id 262144 of 262144 rows) converts without it and says so; an ordinary
+    one, which text would produce, is refused; tokenizer.json is read before tokenizer.bin."""
+    d = byte_level_tokenizer_dir("tok_special_past", [("<image>", True)])
+    err = conv_stderr([d, tmp("tok_special_past.bin")])
+    assert "note: %s: added token '<image>' (id 300): left out" % os.path.join(d, "tokenizer.json") in err, err
+    c, tok, _ = mf.read_model(tmp("tok_special_past.bin"))
+    pieces, _, _, added = mf.parse_tokenizer(tok[0], with_added=True)
+    assert len(pieces) == c["vocab_size"] == HF_V and tok[1] == mf.TOK_BYTE_BPE and tok[4] == HF_V - 1, tok[1:]
+    assert [i for i, _ in added] == [HF_V - 1] and pieces[HF_V - 1] == b"<|endoftext|>"
+    d = byte_level_tokenizer_dir("tok_plain_past", [("<x>", False)])
+    conv_refused([d, tmp("o.bin")], "tokenizer.json: added token '<x>' (id 300) is past the model's vocab_size 300, "
+                 "and text would produce it")
+    assert not os.path.exists(tmp("o.bin"))
 
 
 # ---- export and the file format itself ----

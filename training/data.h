@@ -35,9 +35,10 @@ static void encode_corpus(const Config *c, const void *tok_blob, size_t tok_byte
     char err[512];
     if (tokenizer_init(tok, tok_blob, tok_bytes, c->tok_kind, c->tok_flags, c->bos_id, c->eos_id, err, sizeof err))
         die("tokenizer: %s", err);
-    if (corpus_len > (size_t)INT32_MAX - 2) die("%s: corpora above 2 GiB are not supported", path);
-    *ids = xcalloc(corpus_len + 2, sizeof(int), "the encoded corpus");
-    *n_ids = tokenizer_encode(tok, corpus, corpus_len, 0, *ids, (int)corpus_len + 2, err, sizeof err);
+    size_t cap = tokenizer_max_tokens(tok, corpus_len);
+    if (cap > (size_t)INT32_MAX) die("%s: corpora above 2 GiB are not supported", path);
+    *ids = xcalloc(cap, sizeof(int), "the encoded corpus");
+    *n_ids = tokenizer_encode(tok, corpus, corpus_len, 0, *ids, (int)cap, err, sizeof err);
     if (*n_ids < 0) die("%s: cannot encode the corpus: %s", path, err);
     *train = (Split){*ids, (size_t)(*n_ids * 0.9)};
     *val = (Split){*ids + train->n, (size_t)*n_ids - train->n};

@@ -85,8 +85,9 @@ ASAN_ENV = ASAN_OPTIONS=detect_leaks=$(ASAN_DETECT_LEAKS):abort_on_error=0:exitc
 test-asan:
 	@rm -rf $(ASAN_DIR)/main && mkdir -p $(ASAN_DIR)/main
 	@tar -c --exclude=./.git --exclude=./build --exclude=./tests/tmp --exclude=./tests/bin --exclude=./tests/fuzz/tmp \
-	  --exclude=./run --exclude=./train --exclude='*.o' . | tar -x -C $(ASAN_DIR)/main
+	  --exclude=./run --exclude=./train --exclude='*.o' --exclude=./tests/node . | tar -x -C $(ASAN_DIR)/main
 	@ln -sfn $(SHARED_DIR) $(ASAN_DIR)/shared
+	@mkdir -p tests/node && ln -sfn $(CURDIR)/tests/node $(ASAN_DIR)/main/tests/node # the npm oracles: 400 MB, shared not copied
 	@mkdir -p $(ASAN_DIR)/main/tests/bin
 	$(CC) $(ASAN_CFLAGS) -o $(ASAN_DIR)/main/tests/bin/tok_cli tests/tok_cli.c $(TOKENIZER_SRC) -lm
 	@$(ASAN_ENV) $(MAKE) --no-print-directory -C $(ASAN_DIR)/main check BASE_CFLAGS='$(ASAN_CFLAGS)' PYTHON=$(PYTHON)

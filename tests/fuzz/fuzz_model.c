@@ -75,8 +75,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (small_enough(&c)) {
         int tokens[8] = {0, c.vocab_size - 1, c.vocab_size / 2}, n = 3;
         if (tok_ok && tok.n_pieces == c.vocab_size) {
-            int k =
-                tokenizer_encode(&tok, "Once", 4, (c.tok_flags & TOKF_ADD_BOS) != 0, tokens + 3, 5, err, sizeof err);
+            int k = tokenizer_encode(&tok, "Once", 4, c.tok_flags & TOKF_ADD_BOS ? TOKE_ADD_BOS : 0, tokens + 3, 5, err,
+                                     sizeof err);
             if (k > 0) n += k;
         }
         run_forward(&c, copy, tokens, n);

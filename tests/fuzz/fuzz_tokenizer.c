@@ -138,7 +138,7 @@ static char *decode_all(const Tokenizer *t, const int *ids, int n, size_t *out_l
 static void roundtrip(const Tokenizer *t, const char *text, size_t len, int add_bos) {
     char err[256];
     int cap = (int)len + 2, *ids = malloc(sizeof(int) * (size_t)cap);
-    int n = tokenizer_encode(t, text, len, add_bos, ids, cap, err, sizeof err);
+    int n = tokenizer_encode(t, text, len, add_bos ? TOKE_ADD_BOS : 0, ids, cap, err, sizeof err);
     int fallback = 1; // every byte of the text has a byte piece (the character vocabulary lacks most)
     for (size_t i = 0; i < len; i++) fallback &= t->byte_piece[(unsigned char)text[i]] >= 0;
     if (n < 0 && !fallback) {
@@ -151,7 +151,7 @@ static void roundtrip(const Tokenizer *t, const char *text, size_t len, int add_
         FUZZ_ASSERT(ids[i] >= 0 && ids[i] < t->n_pieces, "encode produced an id outside the vocabulary");
     // with too little room it must refuse, not overflow
     if (n > 1)
-        FUZZ_ASSERT(tokenizer_encode(t, text, len, add_bos, ids, n - 1, err, sizeof err) == -1,
+        FUZZ_ASSERT(tokenizer_encode(t, text, len, add_bos ? TOKE_ADD_BOS : 0, ids, n - 1, err, sizeof err) == -1,
                     "encode overflowed max_out");
     size_t got;
     char *back = decode_all(t, ids, n, &got);
@@ -219,7 +219,8 @@ static void sanitize_check(const uint8_t *data, size_t size) {
 static void exercise(Tokenizer *t) {
     char err[256];
     int ids[64];
-    int n = tokenizer_encode(t, sample_text, 60, (t->flags & TOKF_ADD_BOS) && t->bos_id >= 0, ids, 64, err, sizeof err);
+    unsigned opts = (t->flags & TOKF_ADD_BOS) && t->bos_id >= 0 ? TOKE_ADD_BOS : 0;
+    int n = tokenizer_encode(t, sample_text, 60, opts, ids, 64, err, sizeof err);
     if (n < 0) fuzz_check_message(err);
     for (int i = 0; i < n; i++)
         FUZZ_ASSERT(ids[i] >= 0 && ids[i] < t->n_pieces, "encode produced an id outside the vocabulary");
