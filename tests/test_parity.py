@@ -579,6 +579,42 @@ add_case("oracle_gpt2", "reference.py: HF gpt2 directory (Conv1D) = model file (
          functools.partial(oracle_check, "oracle_gpt2", "gpt2", "gpt2"))
 
 
+def oracle_refusals():
+    """reference.py refuses a Hugging Face directory it cannot compute exactly, in one line naming the file."""
+    base = os.path.join(TMP, "refuse_base")
+    mr.write_hf_llama(base, dict(mr.PRESETS["llama_gqa"], vocab_size=300), seed=1)
+    conf = json.load(open(os.path.join(base, "config.json")))
+    sd = ref.read_safetensors(os.path.join(base, "model.safetensors"))
+    rows = [("model_type", dict(conf, model_type="mistral"), sd, "model_type 'mistral'"),
+            ("rope", dict(conf, rope_scaling={"rope_type": "yarn", "factor": 4.0}), sd, "rope_scaling type 'yarn'"),
+            ("softcap", dict(conf, model_type="gemma3_text", final_logit_softcapping=30.0), sd,
+             "final_logit_softcapping"),
+            ("missing", conf, {k: v for k, v in sd.items() if "layers.1.mlp.up_proj" not in k},
+             "missing tensor model.layers.1.mlp.up_proj.weight"),
+            ("shape", conf, dict(sd, **{"model.norm.weight": np.ones(63, np.float32)}), "has shape (63,)"),
+            ("extra", conf, dict(sd, **{"model.layers.0.mlp.extra.weight": np.ones(3, np.float32)}),
+             "does not use: model.layers.0.mlp.extra.weight"),
+            ("malformed", dict(conf, hidden_size="64"), sd, "malformed")]
+    for name, c, tensors, needle in rows:
+        d = os.path.join(TMP, "refuse_" + name)
+        os.makedirs(d, exist_ok=True)
+        open(os.path.join(d, "config.json"), "w").write(json.dumps(c))
+        mr.write_safetensors(os.path.join(d, "model.safetensors"), tensors)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):  # in this process: torch loads once
+            rc = ref.main([d, "--tokens", "1,2", "--logits", os.path.join(TMP, "refused.npy")])
+        lines = err.getvalue().splitlines()
+        assert rc == 1 and len(lines) == 1 and needle in lines[0], "%s: exit %d, %r" % (name, rc, err.getvalue())
+    with open(os.path.join(base, "model.safetensors"), "r+b") as f:  # a data_offsets past the end; the command line
+        f.truncate(os.path.getsize(f.name) - 4)
+    pycase.refused([sys.executable, os.path.join(ROOT, "tools", "reference.py"), base, "--tokens", "1,2",
+                    "--logits", os.path.join(TMP, "refused.npy")], "data_offsets")
+
+
+if not ASAN:
+    case.add("oracle_refusals", oracle_refusals)
+
+
 def table(t0):
     print()
     print("| case | what it exercises | max abs dlogit | / max abs logit | perplexity (torch, f64) "

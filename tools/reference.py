@@ -356,7 +356,10 @@ class HFModel:
         with warnings.catch_warnings():  # float32 tensors on the read-only file mapping
             warnings.simplefilter("ignore", UserWarning)
             tensors = {k: torch.from_numpy(v) for k, v in read_hf_weights(d).items()}
-        (self.configure_gpt2 if mt == "gpt2" else self.configure_decoder)(tensors)
+        try:
+            (self.configure_gpt2 if mt == "gpt2" else self.configure_decoder)(tensors)
+        except (KeyError, TypeError, ZeroDivisionError) as e:  # a field of the wrong kind
+            raise Bad(cpath, "malformed: %s: %s" % (type(e).__name__, e))
         gen = read_json(os.path.join(d, "generation_config.json"), required=False)
         eos = gen.get("eos_token_id", conf.get("eos_token_id"))
         self.stop_ids = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
@@ -696,10 +699,6 @@ def perplexity(model, tokens):
             nll -= lp[torch.arange(len(w) - 1), torch.tensor(w[1:])].sum().item()
             scored += len(w) - 1
     return math.exp(nll / scored)
-
-
-def stops(model, t):
-    return model.stops(t)
 
 
 def greedy(model, tokens, n, draft=None):
