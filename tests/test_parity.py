@@ -1,6 +1,6 @@
 """./run against tools/reference.py (PyTorch): on random-weight models, one per knob combination,
-on the real stories260K, on Q8_0 copies of some of them (convert.py --quantize q8_0, whose reference
-is reference.py on the weights read_model dequantises), and on Hugging Face directories of today's
+on the real stories260K, on Q8_0, bfloat16 and float16 copies of some of them (convert.py --weights,
+whose reference is reference.py on the weights read_model dequantises or widens), and on Hugging Face directories of today's
 families (SmolLM2, Qwen2.5, Qwen3, Llama 3.2, Gemma 3, TinyLlama) with their published configs cut
 to 2 layers, random weights and their real tokenizer files, from float32 and from bfloat16
 safetensors, converted by convert.py; their reference is reference.py's Hugging Face mode on the
@@ -91,6 +91,15 @@ Q8_COMBOS = [
     ("mixed_q8", "Q8_0 mixed: post-norm, O/FFN biases, untied, a group size that is no power of two", "mixed",
      ["--group-size", "10"]),
     ("llama2xs_q8", "Q8_0 llama2xs (real checkpoint)", "llama2xs", []),
+]
+
+# (name, what it exercises, the float32 case it stores in 16 bits, convert.py's --weights)
+HALF_COMBOS = [
+    ("llama_gqa_bf16", "bfloat16 llama_gqa: GQA, tied", "llama_gqa", "bf16"),
+    ("llama_gqa_f16", "float16 llama_gqa", "llama_gqa", "f16"),
+    ("all_bias_swiglu_bf16", "bfloat16 all_bias_swiglu: biases stay float32, separate classifier", "all_bias_swiglu",
+     "bf16"),
+    ("gemma_like_bf16", "bfloat16 gemma_like: every knob", "gemma_like", "bf16"),
 ]
 
 # (name, what it exercises, preset, model_type, safetensors dtype): small Hugging Face directories of
@@ -416,10 +425,11 @@ def random_model(i, name, preset):
 
 
 def quantised(name, source, extra):
-    """A maker of a Q8_0 copy of what source() makes."""
+    """A maker of a Q8_0 copy of what source() makes, or with extra ["--weights", W] one stored as W."""
     def make():
         path, text = source()
-        return converted(path, os.path.join(TMP, name + ".bin"), "--quantize", "q8_0", *extra), text
+        flags = extra if "--weights" in extra else ["--quantize", "q8_0"] + extra
+        return converted(path, os.path.join(TMP, name + ".bin"), *flags), text
     return make
 
 
@@ -439,6 +449,8 @@ MODELS.update({
     "hf_qwen2": ("Hugging Face Qwen2 directory (2 safetensors shards, QKV biases, untied), converted", hf_qwen2)})
 MODELS.update((name, (what, quantised(name, functools.partial(built, src), extra)))
               for name, what, src, extra in Q8_COMBOS)
+MODELS.update((name, (what, quantised(name, functools.partial(built, src), ["--weights", weights])))
+              for name, what, src, weights in HALF_COMBOS)
 MODELS["stories260K_q8"] = ("llama2.c's Q8_0 export (groups across tensors), quantised again per row",
                             quantised("stories260K_q8", llama2c("stories260K_q80.bin", "stories260K_q80"), []))
 
@@ -486,9 +498,10 @@ def model_case(name):
 
 
 def weights_note(path):
-    """A Q8_0 model's group size, for the table; nothing for float32."""
+    """A Q8_0 model's group size or a 16-bit model's type, for the table; nothing for float32."""
     h = mf.read_header(open(path, "rb").read(mf.HEADER_SIZE))
-    return "; groups of %d" % h["group_size"] if h["weight_type"] == mf.WEIGHTS_Q8_0 else ""
+    return {mf.WEIGHTS_Q8_0: "; groups of %d" % h["group_size"], mf.WEIGHTS_BF16: "; stored bf16",
+            mf.WEIGHTS_F16: "; stored f16"}.get(h["weight_type"], "")
 
 
 def hf_case(name, what, make_dir, prompt):
@@ -502,7 +515,9 @@ def hf_case(name, what, make_dir, prompt):
             if convert.main([d, out]) != 0:
                 raise AssertionError("convert.py %s: %s" % (d, notes.getvalue().strip()[-300:]))
         try:
-            return check_hf(out, d, prompt)
+            res, fails = check_hf(out, d, prompt)
+            res["note"] = weights_note(out)
+            return res, fails
         finally:
             os.unlink(out)
             gc.collect()
