@@ -1,10 +1,10 @@
 """./run against tools/reference.py (PyTorch): on random-weight models, one per knob combination,
-on the real stories260K, on Q8_0, bfloat16 and float16 copies of some of them (convert.py --weights,
-whose reference is reference.py on the weights read_model dequantises or widens), and on Hugging Face directories of today's
-families (SmolLM2, Qwen2.5, Qwen3, Llama 3.2, Gemma 3, TinyLlama) with their published configs cut
-to 2 layers, random weights and their real tokenizer files, from float32 and from bfloat16
-safetensors, converted by convert.py; their reference is reference.py's Hugging Face mode on the
-directory itself, which shares no code with convert.py.
+on the real stories260K, on Q8_0, bfloat16 and float16 copies of some of them (convert.py
+--weights, whose reference is reference.py on the weights read_model dequantises or widens), and
+on Hugging Face directories of today's families (SmolLM2, Qwen2.5, Qwen3, Llama 3.2, Gemma 3,
+TinyLlama) with their published configs cut to 2 layers, random weights and their real tokenizer
+files, from float32 and from bfloat16 safetensors, converted by convert.py; their reference is
+reference.py's Hugging Face mode on the directory itself, which shares no code with convert.py.
 
 For each model: logits at every prompt position (./run -m logits, the batched path) agree to
 max|delta| <= 1e-4 * max|logit| at each position; perplexity (./run -m ppl) agrees to 1e-5 relative
@@ -504,8 +504,9 @@ def weights_note(path):
             mf.WEIGHTS_F16: "; stored f16"}.get(h["weight_type"], "")
 
 
-def hf_case(name, what, make_dir, prompt):
-    """A Hugging Face directory, converted with convert.py's defaults, against reference.py on the directory."""
+def hf_case(name, what, make_dir, prompt, done=None):
+    """A Hugging Face directory, converted with convert.py's defaults, against reference.py on the
+    directory; done() afterwards, if given."""
     def f():
         with spending("build"):
             d = make_dir()
@@ -520,6 +521,8 @@ def hf_case(name, what, make_dir, prompt):
             return res, fails
         finally:
             os.unlink(out)
+            if done:
+                done()
             gc.collect()
     add_case(name, what, f)
 
@@ -528,11 +531,18 @@ for name in MODELS:
     model_case(name)
 for i, (name, what, preset, mt, dt) in enumerate(HF_KNOBS):
     hf_case(name, what, functools.partial(hf_knob_dir, name, preset, mt, dt, i), PROMPT)  # synthetic vocabularies
+def family_done(name):
+    """Remove a family's directories once its last case has run: gigabytes each."""
+    for d in family_dirs(name).values():
+        shutil.rmtree(d, ignore_errors=True)
+
+
 for name, (conf_dir, tok_dir, _) in mr.FAMILIES.items():
     for dt in ("F32", "BF16"):
         note = " (tokenizer_config / generation_config of %s)" % tok_dir if tok_dir != conf_dir else ""
         hf_case("%s_%s" % (name, dt.lower()), "%s, 2 layers, %s safetensors%s" % (conf_dir, dt, note),
-                lambda name=name, dt=dt: family_dirs(name)[dt], HF_PROMPT)
+                lambda name=name, dt=dt: family_dirs(name)[dt], HF_PROMPT,
+                functools.partial(family_done, name) if dt == "BF16" else None)
 
 
 # ---- reference.py's two modes against each other ----
