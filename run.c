@@ -507,7 +507,9 @@ int main(int argc, char **argv) {
     else generate(&m, &tok, &s, &sampler, &o);
 
     int threads = max_threads();
-    char weights[48] = "float32";
+    static const char *const weight_names[WEIGHT_TYPES] = {"float32", "Q8_0", "bfloat16", "float16"};
+    char weights[48];
+    snprintf(weights, sizeof weights, "%s", weight_names[c->weight_type]);
     if (c->weight_type == WEIGHTS_Q8_0) snprintf(weights, sizeof weights, "Q8_0, groups of %d", c->group_size);
     fprintf(stderr, "%s: %d layer%s, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d thread%s\n",
             o.model_path, c->n_layers, plural(c->n_layers), c->dim, c->vocab_size, c->seq_len, weights, load_ms,

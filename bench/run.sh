@@ -83,11 +83,8 @@ fi
 if [ ! -s $LLAMA_Q8 ] || [ $LLAMA -nt $LLAMA_Q8 ]; then
     $PYTHON tools/convert.py $LLAMA $LLAMA_Q8 --quantize q8_0 2> /dev/null || die "cannot quantise $LLAMA"
 fi
-# The same model with its matrices rounded to bfloat16, as a bf16 checkpoint stores them.
 if [ ! -s $LLAMA_BF16 ] || [ $LLAMA -nt $LLAMA_BF16 ]; then
-    $PYTHON -c 'import sys; sys.path.insert(0, "tools"); import modelfile as mf
-c, tok, tensors = mf.read_model(sys.argv[1]); mf.write_model(sys.argv[2], mf.with_weight_type(c, "bf16"), tok, tensors)' \
-        $LLAMA $LLAMA_BF16 || die "cannot store $LLAMA in bfloat16"
+    $PYTHON tools/convert.py $LLAMA $LLAMA_BF16 --weights bf16 2> /dev/null || die "cannot store $LLAMA in bfloat16"
 fi
 if [ ! -s $GPT2 ]; then
     rm -rf $TMP/gpt2_hf
@@ -271,7 +268,7 @@ genf=$(med $ff gen_tok_s) prf=$(med $ff prompt_tok_s)
 echo
 echo "Llama 110M stored in Q8_0 and bfloat16, $J threads, medians of $ROUNDS rounds, float32 alternating   [${LOADNOTE[stored]}]"
 echo "  float32: generation after a 256-token prompt $genf tok/s, 256-token prompt $prf tok/s"
-for m in "q8:Q8_0 (convert.py --quantize q8_0)" "bf16:bfloat16 (goals: generation 1.8x, prompt 1x)"; do
+for m in "q8:Q8_0 (convert.py --quantize q8_0)" "bf16:bfloat16 (convert.py --weights bf16; goals: generation 1.8x, prompt 1x)"; do
     f=$TMP/fwd_stored_${m%%:*}.txt
     wb=$(max $f step_weight_bytes) gen=$(med $f gen_tok_s) pr=$(med $f prompt_tok_s)
     echo "  ${m#*:}, file mapped with 2 MiB pages: $(calc %.0f "100 * $(min $f file_2m_mapped_fraction)")%"
