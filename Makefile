@@ -16,7 +16,7 @@ MODEL_DEPS = model.h $(wildcard model/*.h) $(wildcard io/*.h)
 TOKENIZER_SRC = tokenizer.c $(wildcard tokenizer/*.c)
 TOKENIZER_DEPS = $(TOKENIZER_SRC) tokenizer.h $(wildcard tokenizer/*.h)
 TRAIN_DEPS = $(wildcard training/*.h)
-C_SOURCES = $(wildcard *.c *.h model/*.h io/*.h tokenizer/*.c tokenizer/*.h training/*.h tests/*.c tests/fuzz/*.c tests/fuzz/*.h bench/*.c bench/*.h)
+C_SOURCES = $(wildcard *.c *.h model/*.h io/*.h tokenizer/*.c tokenizer/*.h training/*.h tests/*.c tests/*.h tests/fuzz/*.c tests/fuzz/*.h bench/*.c bench/*.h)
 
 # OpenBLAS built on OpenMP shares one thread pool with our own parallel loops; the default
 # pthread build keeps a second pool whose spinning threads fight ours for the two cores.
@@ -42,7 +42,7 @@ run: run.c $(MODEL_DEPS) $(TOKENIZER_DEPS)
 train: train.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS)
 	$(CC) $(ALL_CFLAGS) -o $@ train.c $(TOKENIZER_SRC) $(LDLIBS)
 
-tests/bin/%: tests/%.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS)
+tests/bin/%: tests/%.c tests/test_util.h $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS)
 	@mkdir -p tests/bin
 	$(CC) $(ALL_CFLAGS) -I. -o $@ $< $(TOKENIZER_SRC) $(LDLIBS) -lcmocka
 

@@ -8,28 +8,7 @@
 #include <stdarg.h>
 #include <cmocka.h>
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static float frand(void) { // uniform in [-1, 1)
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
-}
-static float *rand_vec(size_t n, float scale) {
-    float *v = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) v[i] = frand() * scale;
-    return v;
-}
-
-#define assert_close(g, w, n, t) assert_close_at(g, w, n, t, __LINE__)
-static void assert_close_at(const float *got, const double *want, size_t n, double tol, int line) {
-    for (size_t i = 0; i < n; i++) {
-        double err = fabs(got[i] - want[i]), lim = tol * (1.0 + fabs(want[i]));
-        if (!(err <= lim))
-            fail_msg("line %d, element %zu: got %.9g, want %.9g (|err| %.3g > %.3g)", line, i, got[i], want[i], err,
-                     lim);
-    }
-}
+#include "test_util.h"
 
 // A small Gemma-3-like config with every knob on; the tests change what they need.
 static Config knob_config(void) {

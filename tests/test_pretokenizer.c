@@ -31,13 +31,7 @@
 #define RANDOM_BYTE_TEXTS 1000
 #define CPS_PER_LINE 4096
 
-static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (uint32_t)((rng_state * 0x2545F4914F6CDD1DULL) >> 32);
-}
+#include "test_util.h"
 
 // ---- a growable byte string ----
 

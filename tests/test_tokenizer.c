@@ -31,13 +31,7 @@ static char *read_file(const char *path, size_t *len) {
     return buf;
 }
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
-static uint32_t rnd(void) {
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (uint32_t)((rng_state * 0x2545F4914F6CDD1DULL) >> 32);
-}
+#include "test_util.h"
 
 // ---- a vocabulary read independently of tokenizer.c, and blobs built from it ----
 
