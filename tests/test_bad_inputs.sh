@@ -282,7 +282,7 @@ row train "-o a directory" "$tmp/outdir: is a directory, not a regular file" ./t
 row train "--init a missing model" "$tmp/nope.bin: cannot open" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/nope.bin
 row train "--init a truncated model" "$tmp/cut1000.bin: truncated" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/cut1000.bin
 "$PYTHON" tools/convert.py $model $tmp/q8.bin --quantize q8_0 2>/dev/null
-row train "--init a Q8_0 model" "$tmp/q8.bin: its weights are quantised (Q8_0); training needs float32 weights" \
+row train "--init a Q8_0 model" "$tmp/q8.bin: its weights are quantised (Q8_0); training needs float32, bfloat16 or float16 weights" \
   ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/q8.bin
 ./train -d $tmp/corpus.txt -o $tmp/done.bin "${small[@]}" >/dev/null 2>&1
 row train "-o an existing model without --resume or --force" "$tmp/done.bin exists: 2 steps of training; use --resume to continue, or --force to start over" \
