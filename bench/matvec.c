@@ -20,9 +20,10 @@ static void matvec_sgemv(float *out, const float *x, const void *w, int n_in, in
 }
 
 static void matvec_bf16(float *out, const float *x, const void *w, int n_in, int n_out) {
-    Linear l = {.out = out, .n_out = n_out, .qw = {.half = w, .type = WEIGHTS_BF16}};
 #pragma omp parallel
     {
+        float wbuf[2048]; // each thread's scratch: n_in floats
+        Linear l = {.out = out, .n_out = n_out, .qw = {.half = w, .type = WEIGHTS_BF16}, .wbuf = wbuf};
         size_t lo, hi;
         share((size_t)n_out, thread_num(), team_size(), &lo, &hi);
         matmul_part(&l, x, 1, n_in, lo, hi);

@@ -77,8 +77,8 @@ static inline void mirror_rows(float *cache, int rows, int r, int T, size_t kvd,
 }
 
 // Allocates the state for up to max_batch rows at once, every buffer carved from one block
-// (wbuf only for a Q8_0, bfloat16 or float16 model's batched prompts). Returns 0, or -1 when
-// out of memory, with s->bytes saying how much it needed.
+// (wbuf only for a Q8_0, bfloat16 or float16 model). Returns 0, or -1 when out of memory,
+// with s->bytes saying how much it needed.
 static inline int state_init(RunState *s, const Config *c, int max_batch) {
     memset(s, 0, sizeof *s);
     s->max_batch = max_batch;
@@ -91,7 +91,7 @@ static inline int state_init(RunState *s, const Config *c, int max_batch) {
     size_t cache = kvd * (global * c->seq_len + (c->n_layers - global) * local_cache_rows(c, s->ring));
     size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
     widest = qd > widest ? qd : widest;
-    s->wbuf_floats = c->weight_type != WEIGHTS_F32 && B > 1 ? qchunk_floats((int)widest) : 0;
+    s->wbuf_floats = c->weight_type != WEIGHTS_F32 ? qchunk_floats((int)widest) : 0;
     struct {
         float **buf;
         size_t floats;
