@@ -128,33 +128,8 @@ static inline int check_field_ranges(const FileHeader *h, char *err, size_t n) {
     return 0;
 }
 
-// Checks every header field, alone and against the others; then c is the config it describes.
-static inline int config_from_header(const FileHeader *h, Config *c, char *err, size_t n) {
-    if (check_field_ranges(h, err, n)) return -1;
-    if (h->n_heads % h->n_kv_heads) {
-        snprintf(err, n, "n_heads (%u) is not a multiple of n_kv_heads (%u)", h->n_heads, h->n_kv_heads);
-        return -1;
-    }
-    if (h->pos_kind == POS_ROPE && (h->rope_dims == 0 || h->rope_dims % 2)) {
-        snprintf(err, n, "rope_dims is %u; RoPE needs an even number of dimensions >= 2", h->rope_dims);
-        return -1;
-    }
-    if (h->pos_kind == POS_SINUSOIDAL && h->dim % 2) {
-        snprintf(err, n, "dim is %u; sinusoidal positions need an even dim", h->dim);
-        return -1;
-    }
-    if (!(h->norm_eps > 0 && h->norm_eps < 1)) {
-        snprintf(err, n, "norm_eps %g is not in (0, 1)", h->norm_eps);
-        return -1;
-    }
-    if (h->pos_kind == POS_ROPE && !(isfinite(h->rope_theta) && h->rope_theta > 0)) {
-        snprintf(err, n, "rope_theta %g is not a positive number", h->rope_theta);
-        return -1;
-    }
-    if (!isfinite(h->embed_scale)) {
-        snprintf(err, n, "embed_scale is not finite");
-        return -1;
-    }
+// Version 3's fields and values: zero in older files, and consistent with each other.
+static inline int check_v3_fields(const FileHeader *h, char *err, size_t n) {
     if (h->tok_flags & ~(uint32_t)TOKF_ALL) {
         snprintf(err, n, "tok_flags 0x%x has bits this build does not know", h->tok_flags);
         return -1;
@@ -209,6 +184,37 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
         snprintf(err, n, "ffn_kind GeGLU has no feed-forward biases");
         return -1;
     }
+    return 0;
+}
+
+// Checks every header field, alone and against the others; then c is the config it describes.
+static inline int config_from_header(const FileHeader *h, Config *c, char *err, size_t n) {
+    if (check_field_ranges(h, err, n)) return -1;
+    if (h->n_heads % h->n_kv_heads) {
+        snprintf(err, n, "n_heads (%u) is not a multiple of n_kv_heads (%u)", h->n_heads, h->n_kv_heads);
+        return -1;
+    }
+    if (h->pos_kind == POS_ROPE && (h->rope_dims == 0 || h->rope_dims % 2)) {
+        snprintf(err, n, "rope_dims is %u; RoPE needs an even number of dimensions >= 2", h->rope_dims);
+        return -1;
+    }
+    if (h->pos_kind == POS_SINUSOIDAL && h->dim % 2) {
+        snprintf(err, n, "dim is %u; sinusoidal positions need an even dim", h->dim);
+        return -1;
+    }
+    if (!(h->norm_eps > 0 && h->norm_eps < 1)) {
+        snprintf(err, n, "norm_eps %g is not in (0, 1)", h->norm_eps);
+        return -1;
+    }
+    if (h->pos_kind == POS_ROPE && !(isfinite(h->rope_theta) && h->rope_theta > 0)) {
+        snprintf(err, n, "rope_theta %g is not a positive number", h->rope_theta);
+        return -1;
+    }
+    if (!isfinite(h->embed_scale)) {
+        snprintf(err, n, "embed_scale is not finite");
+        return -1;
+    }
+    if (check_v3_fields(h, err, n)) return -1;
     if (check_range("bos_id", h->bos_id, -1, (int64_t)h->vocab_size - 1, err, n)) return -1;
     if (check_range("eos_id", h->eos_id, -1, (int64_t)h->vocab_size - 1, err, n)) return -1;
     if (h->version < 2 && (h->weight_type || h->group_size)) {
