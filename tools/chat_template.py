@@ -139,12 +139,13 @@ def pack_section(name, ids, text):
     return struct.pack("<II%di" % len(ids), family_number(name), len(ids), *ids) + struct.pack("<I", len(t)) + t
 
 
-def chat_section(template, tok, name=None):
+def chat_section(template, tok, name_override=None):
     """The chat section's bytes for a Jinja chat template (None: the checkpoint has none) and the
-    tokenizer spec tok (blob, kind, flags, bos_id, eos_id) it goes with. name (--chat-template)
+    tokenizer spec tok (blob, kind, flags, bos_id, eos_id) it goes with. name_override (--chat-template)
     chooses the family instead of recognising it; the template's own text is kept when it is of
     that family. ValueError, one line, if the template is not recognised or the tokenizer lacks
     a token the family writes."""
+    name = name_override
     if name is not None and name not in FAMILIES:
         raise ValueError("--chat-template %s: unknown chat template (known: %s)" % (name, KNOWN))
     if name is None:

@@ -70,9 +70,10 @@ class Bad(Exception):
 
 # What a reader found: the model file's config and tensors (Weight objects, or arrays), a
 # description for the closing note, the tokenizer if the source carries one, the buffers it
-# skipped, and what --tokenizer could be.
-Source = collections.namedtuple("Source", "cfg tensors desc tok skipped tok_hint chat",
-                                defaults=(None, (), "e.g. a llama2.c tokenizer.bin", b""))
+# skipped, what --tokenizer could be, and a chat format if it carries one: an attn.c file's chat
+# section (bytes), or a Jinja chat template (a GGUF's tokenizer.chat_template).
+Source = collections.namedtuple("Source", "cfg tensors desc tok skipped tok_hint chat jinja",
+                                defaults=(None, (), "e.g. a llama2.c tokenizer.bin", b"", None))
 
 # A checkpoint's number types by their safetensors names, and what the tools call the same
 # storage (--weights)
@@ -1089,8 +1090,8 @@ def weight_choice(tensors, asked):
 
 def chat_section(src, tokpath, tok, source, name):
     """(the chat section for OUT, b"" for none; its family for the closing note): from --chat-template
-    NAME, else the template beside the tokenizer.json (or in SRC), else the source's own section
-    when OUT keeps its tokenizer."""
+    NAME, else the template beside the tokenizer.json (or in SRC), else the one the source carries,
+    else the source's own section when OUT keeps its tokenizer."""
     import chat_template
     folder = tokpath if tokpath and os.path.isdir(tokpath) else \
         os.path.dirname(tokpath) if tokpath and os.path.basename(tokpath) == "tokenizer.json" else \
@@ -1099,7 +1100,9 @@ def chat_section(src, tokpath, tok, source, name):
         template = chat_template.read_template(folder) if folder else None
     except (ValueError, OSError) as e:
         raise Bad(folder, str(e))
-    where = os.path.join(folder, "tokenizer_config.json") if folder else src
+    where = os.path.join(folder, "tokenizer_config.json") if folder and template is not None else src
+    if template is None and not tokpath:
+        template = source.jinja
     if template is None and name is None:
         section = source.chat if source.chat and not tokpath else b""
     else:
@@ -1115,7 +1118,7 @@ def chat_section(src, tokpath, tok, source, name):
         raise Bad(src, str(e))
 
 
-def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=None, chat_template=None):
+def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=None, chat_family=None):
     """Returns the config written, the Source read, a note on the weight type chosen and the chat
     template's family (None without one)."""
     source = read_source(src)
@@ -1138,7 +1141,7 @@ def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=Non
         raise Bad(src, "%s carries no vocabulary: pass --tokenizer (%s)" % (source.desc, source.tok_hint))
     else:
         tok = source.tok
-    chat, family = chat_section(src, tokpath, tok, source, chat_template)
+    chat, family = chat_section(src, tokpath, tok, source, chat_family)
     weights, why = weight_choice(tensors, weights)
     try:
         cfg = storage_config(cfg, weights, group_size, "convert.py")
