@@ -111,6 +111,7 @@ static void trainer_free(Trainer *t) {
     free(t->v);
     free(t->md.params);
     free(t->md.tok_blob);
+    free(t->md.chat);
     free(t->ids);
     tokenizer_free(&t->tok);
 }

@@ -356,6 +356,23 @@ def convert_stores_the_section():
             "chat template chatml needs the special token <|im_start|>, which the tokenizer does not have")
 
 
+@case(needs=[convert_stores_the_section])
+def train_keeps_the_section():
+    """./train --init from a file with a chat section writes it into its model, and --resume keeps it."""
+    subprocess.run(["make", "-s", "-C", ROOT, "train"], check=True)
+    corpus, out = os.path.join(TMP, "corpus.txt"), os.path.join(TMP, "ft.bin")
+    with open(os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt"), encoding="utf-8") as f:
+        open(corpus, "w", encoding="utf-8").write(f.read(3000))
+    base = [os.path.join(ROOT, "train"), "-d", corpus, "-o", out, "--eval-interval", "1", "--eval-iters", "1",
+            "--batch-size", "2", "--block-size", "16"]
+    chat = mf.read_chat_section(os.path.join(TMP, "s260_chat.bin"))
+    for more in (["--init", os.path.join(TMP, "s260_chat.bin"), "--max-iters", "2"], ["--resume", "--max-iters", "3"]):
+        r = subprocess.run(base + more, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-500:]
+        assert mf.read_chat_section(out) == chat, more
+        mf.read_model(out)
+
+
 if __name__ == "__main__":
     if not (shutil.which("node") and shutil.which("npm")):
         print("SKIP  node/npm not installed: the chat templates are not checked on this machine")

@@ -12,7 +12,8 @@
 typedef struct {
     Config c;
     void *tok_blob; // (tok_bytes) the tokenizer, as stored in the model file
-    size_t tok_bytes, param_bytes;
+    void *chat;     // (chat_bytes) the chat section of the model file trained on, kept; NULL for none
+    size_t tok_bytes, chat_bytes, param_bytes;
     float *params; // (param_bytes / 4) the weights block, laid out as model/file.h carves it
 } ModelData;
 
@@ -98,6 +99,9 @@ static void read_model(ModelData *md, const char *path, int its_params, const ch
     md->tok_bytes = m.tok_bytes;
     md->tok_blob = xcalloc(md->tok_bytes, 1, "the tokenizer");
     memcpy(md->tok_blob, m.tok_blob, md->tok_bytes);
+    md->chat_bytes = m.chat_bytes;
+    md->chat = m.chat_bytes ? xcalloc(m.chat_bytes, 1, "the chat section") : NULL;
+    if (m.chat_bytes) memcpy(md->chat, m.chat_section, m.chat_bytes);
     md->param_bytes = carve_weights(&md->c, NULL, NULL);
     md->params = xcalloc(md->param_bytes, 1, "parameters");
     const char *block = (const char *)m.map + ((const FileHeader *)m.map)->weights_offset;
@@ -149,7 +153,8 @@ static void save_checkpoint(const char *out, const char *state_path, StateData *
     sd->h.step = (uint64_t)step;
     if (write_atomic(state_path, write_state_cb, sd, err, sizeof err))
         die("%s; %s", err, sd->ours || sd->prior ? "the previous checkpoint is intact" : none);
-    if (model_save(out, &md->c, md->tok_blob, md->tok_bytes, md->params, err, sizeof err)) {
+    if (model_save_chat(out, &md->c, md->tok_blob, md->tok_bytes, md->chat, md->chat_bytes, md->params, err,
+                        sizeof err)) {
         if (sd->ours) die("%s; %s holds step %d, and --resume goes on from there", err, state_path, step);
         die("%s; %s", err, sd->prior ? "the previous model file is intact" : none);
     }
