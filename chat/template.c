@@ -200,9 +200,8 @@ static void put_id(Render *r, int id) {
 static size_t space_len(const unsigned char *s, size_t n) {
     if (s[0] == ' ' || (s[0] >= '\t' && s[0] <= '\r') || (s[0] >= 0x1c && s[0] <= 0x1f)) return 1;
     if (n >= 2 && s[0] == 0xc2 && (s[1] == 0x85 || s[1] == 0xa0)) return 2;
-    if (n < 3) return 0;
+    if (n < 3 || (s[0] & 0xf0) != 0xe0 || (s[1] & 0xc0) != 0x80 || (s[2] & 0xc0) != 0x80) return 0;
     uint32_t cp = (uint32_t)(s[0] & 15) << 12 | (uint32_t)(s[1] & 63) << 6 | (s[2] & 63);
-    if ((s[0] & 0xf0) != 0xe0) return 0;
     int space = cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
                 cp == 0x205f || cp == 0x3000;
     return space ? 3 : 0;
@@ -215,21 +214,22 @@ static size_t space_len_before(const unsigned char *s, size_t n) {
     return 0;
 }
 
-// Python's s.strip() (chars NULL) or s.strip(chars), as [*b, *b + *n).
-static void strip(const char **b, size_t *n, const char *chars) {
-    const unsigned char *s = (const unsigned char *)*b;
-    size_t lo = 0, hi = *n, k;
-    while (lo < hi && (chars ? (strchr(chars, s[lo]) != NULL) : (k = space_len(s + lo, hi - lo)) > 0))
-        lo += chars ? 1 : k;
-    while (hi > lo && (chars ? (strchr(chars, s[hi - 1]) != NULL) : (k = space_len_before(s + lo, hi - lo)) > 0))
-        hi -= chars ? 1 : k;
-    *b = (const char *)s + lo;
-    *n = hi - lo;
+// Python's s.strip(): the text put without the white space at either end.
+static void put_stripped(Render *r, const char *text, size_t n) {
+    const unsigned char *s = (const unsigned char *)text;
+    size_t lo = 0, hi = n, k;
+    while (lo < hi && (k = space_len(s + lo, hi - lo))) lo += k;
+    while (hi > lo && (k = space_len_before(s + lo, hi - lo))) hi -= k;
+    put_text(r, text + lo, hi - lo);
 }
 
-static void put_stripped(Render *r, const char *s, size_t n) {
-    strip(&s, &n, NULL);
-    put_text(r, s, n);
+// Python's s.lstrip('\n') and s.rstrip('\n') on [*s, *s + *n).
+static void lstrip_newlines(const char **s, size_t *n) {
+    while (*n && **s == '\n') ++*s, --*n;
+}
+
+static void rstrip_newlines(const char *s, size_t *n) {
+    while (*n && s[*n - 1] == '\n') --*n;
 }
 
 static const char *const role_names[] = {"system", "user", "assistant"};
@@ -275,25 +275,24 @@ static void render_qwen3_reply(Render *r, const ChatMessage *msg, int keep_think
     if (close) {
         reasoning = content;
         reasoning_len = (size_t)(close - content);
-        while (reasoning_len && reasoning[reasoning_len - 1] == '\n') reasoning_len--;
+        rstrip_newlines(reasoning, &reasoning_len);
         const char *open = find_last(reasoning, reasoning_len, "<think>");
         if (open) {
             reasoning_len -= (size_t)(open + 7 - reasoning);
             reasoning = open + 7;
         }
-        while (reasoning_len && reasoning[0] == '\n') reasoning++, reasoning_len--;
+        lstrip_newlines(&reasoning, &reasoning_len);
         const char *after = find_last(content, content_len, "</think>") + 8;
         content_len -= (size_t)(after - content);
         content = after;
-        while (content_len && content[0] == '\n') content++, content_len--;
+        lstrip_newlines(&content, &content_len);
     }
     put_str(r, "assistant\n");
     if (keep_thinking && (last || reasoning_len)) {
-        strip(&reasoning, &reasoning_len, "\n");
         put_str(r, "<think>\n");
         put_text(r, reasoning, reasoning_len);
         put_str(r, "\n</think>\n\n");
-        while (content_len && content[0] == '\n') content++, content_len--;
+        lstrip_newlines(&content, &content_len);
     }
     put_text(r, content, content_len);
 }

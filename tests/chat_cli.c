@@ -46,6 +46,26 @@ static int parse_line(char *line, int *gen, ChatMessage *msgs, int max_msgs) {
     return n;
 }
 
+// The template named name:NAME, or the chat section in the file at arg; 0, or -1 said on stderr.
+static int load_template(ChatTemplate *ct, const char *arg, const Tokenizer *t) {
+    char err[512];
+    if (!strncmp(arg, "name:", 5)) {
+        if (!chat_template_by_name(ct, arg + 5, t, err, sizeof err)) return 0;
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    size_t n;
+    char *section = read_file(arg, &n);
+    if (!section) {
+        perror(arg);
+        return -1;
+    }
+    int rc = chat_template_init(ct, section, n, t, err, sizeof err);
+    free(section);
+    if (rc) fprintf(stderr, "%s: %s\n", arg, err);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc != 7) {
         fprintf(stderr, "usage: %s BLOB KIND FLAGS BOS EOS SECTION|name:NAME < lines\n", argv[0]);
@@ -65,23 +85,9 @@ int main(int argc, char **argv) {
     }
     free(blob);
     ChatTemplate ct;
-    if (!strncmp(argv[6], "name:", 5)) {
-        if (chat_template_by_name(&ct, argv[6] + 5, &t, err, sizeof err)) {
-            fprintf(stderr, "%s\n", err);
-            return 1;
-        }
-    } else {
-        char *section = read_file(argv[6], &n);
-        if (!section) {
-            perror(argv[6]);
-            return 1;
-        }
-        int rc = chat_template_init(&ct, section, n, &t, err, sizeof err);
-        free(section);
-        if (rc) {
-            fprintf(stderr, "%s: %s\n", argv[6], err);
-            return 1;
-        }
+    if (load_template(&ct, argv[6], &t)) {
+        tokenizer_free(&t);
+        return 1;
     }
     printf("end_of_turn:");
     for (int id = 0; id < t.n_pieces; id++)
