@@ -296,6 +296,34 @@ def refusals():
 
 
 @case
+def llama2_as_llama2c_chats():
+    """On Llama 2's own vocabulary (llama2.c's tokenizer.bin): the first turn is llama2.c's chat
+    mode's prompt, "[INST] <<SYS>>\\n%s\\n<</SYS>>\\n\\n%s [/INST]" (or "[INST] %s [/INST]")
+    encoded with BOS; with history, each exchange is Meta's chat_completion's: BOS, "[INST] %s
+    [/INST] %s " encoded, EOS."""
+    spec = tuple(tokenizer_blob.from_llama2c(os.path.join(ROOT, "..", "shared", "models", "tokenizer.bin")))[:5]
+    os.makedirs(TMP, exist_ok=True)
+    llama = Model.__new__(Model)
+    llama.spec, llama.blob, llama.section = spec, os.path.join(TMP, "llama2c.blob"), os.path.join(TMP, "llama2c.sec")
+    open(llama.blob, "wb").write(spec[0])
+    open(llama.section, "wb").write(ct.chat_section(LLAMA2_CHAT, spec))
+    prompts = ["[INST] <<SYS>>\nYou are a pirate.\n<</SYS>>\n\nWhere is the treasure? [/INST]",
+               "[INST] Where is the treasure? [/INST]", "[INST] Where is the treasure? [/INST] Arr, under the palm. ",
+               "[INST] And the map? [/INST]"]
+    tok = os.path.join(ROOT, "tests", "bin", "tok_cli")
+    subprocess.run(["make", "-s", "-C", ROOT, "tests/bin/tok_cli", "tests/bin/chat_cli"], check=True)
+    r = subprocess.run([tok, llama.blob] + [str(x) for x in spec[1:]] + ["1"], capture_output=True, text=True,
+                       input="".join(p.encode().hex() + "\n" for p in prompts))
+    want = [[int(x) for x in line.split("\t")[0].split()] for line in r.stdout.splitlines()]
+    assert len(want) == 4 and all(w[0] == spec[3] for w in want), r.stdout  # BOS first
+    _, got = render(llama, [[("system", "You are a pirate."), ("user", "Where is the treasure?")],
+                            [("user", "Where is the treasure?")],
+                            [("user", "Where is the treasure?"), ("assistant", "Arr, under the palm."),
+                             ("user", "And the map?")]])
+    assert got == [want[0], want[1], want[2] + [spec[4]] + want[3]], (got, want)
+
+
+@case
 def recognition():
     """Each template's family by its markers (text reformatted too), the texts taken from it, and
     other formats refused by name."""
@@ -318,6 +346,18 @@ def recognition():
             raise AssertionError("recognised %r" % t[:40])
         except ValueError as e:
             assert "chat template not recognised (" in str(e) and "pass --chat-template NAME" in str(e), str(e)
+
+    # where a Hugging Face folder keeps its template: chat_template.jinja first, else
+    # tokenizer_config.json's chat_template, a string or the "default" of a list
+    d = os.path.join(TMP, "forms")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump({"chat_template": [{"name": "tool_use", "template": "x"}, {"name": "default", "template": PHI3}]}, f)
+    assert ct.read_template(d) == PHI3
+    with open(os.path.join(d, "chat_template.jinja"), "w") as f:
+        f.write(LLAMA2_CHAT)
+    assert ct.read_template(d) == LLAMA2_CHAT
+    assert ct.read_template(os.path.join(TMP, "nowhere")) is None
 
 
 @case
