@@ -92,7 +92,8 @@ def _llama3_preamble(template):
 
 def recognise(template):
     """(family name, the section's text) of a Jinja chat template; ValueError if none matches."""
-    has = lambda *marks: all(m in template for m in marks)  # noqa: E731
+    def has(*marks):
+        return all(m in template for m in marks)
     if has("<|im_start|>", "<|im_end|>", "<think>", "</think>", "reasoning_content"):
         return "qwen3", ""
     if has("<|im_start|>", "<|im_end|>") and re.search(r"message(\[['\"]role['\"]\]|\.role)", template):
