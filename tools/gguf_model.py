@@ -132,22 +132,32 @@ class Meta:
 
 
 def llama3_rope(path, meta, freqs, head_dim, theta):
-    """The rope_scaling llama.cpp's converter turned into the rope_freqs tensor (its per-pair
-    divisors of the frequencies): Llama 3's, with factor its largest value, low and high
-    frequency factors 1 and 4 and the original context 8192 (or the file's), checked against
-    every value the tensor holds."""
-    v = np.asarray(freqs, np.float64)
+    """The rope_scaling llama.cpp's converter turned into the rope_freqs tensor, the divisor of
+    each pair's frequency: 1 for short wavelengths, factor (the largest) for long ones, and
+    1 / ((1 - s) / factor + s) between, s = ctx / wavelength / (high - low) - low / (high - low).
+    With the original context ctx from the metadata (Llama 3's 8192 if absent), the values
+    between give low and high; every value is then checked against Llama 3's formula."""
+    v = np.asarray(freqs, np.float64).reshape(-1)
     ctx = meta.get("rope.scaling.original_context_length", 8192)
-    rs = dict(rope_type="llama3", factor=float(v.max()), low_freq_factor=1.0, high_freq_factor=4.0,
-              original_max_position_embeddings=ctx)
-    inv = theta ** -(np.arange(0, head_dim, 2) / head_dim)
-    wavelen = 2 * np.pi / inv
-    smooth = np.clip((ctx / wavelen - 1.0) / (4.0 - 1.0), 0, 1)
-    want = 1 / ((1 - smooth) / rs["factor"] + smooth)
-    if v.shape != want.shape or not np.allclose(v, want, rtol=1e-5):
-        raise cv.Bad(path, "rope_freqs.weight is not Llama 3's RoPE scaling with low/high frequency factors 1 and 4 "
-                     "and original context %d, the one this build reads from it" % ctx)
-    return rs
+    factor = float(v.max())
+    wavelen = 2 * np.pi * theta ** (np.arange(0, head_dim, 2) / head_dim)
+    low, high = 1.0, 4.0  # Llama 3's, when too few values lie between to say
+    mid = (v > 1 + 1e-6) & (v < factor * (1 - 1e-6)) if v.shape == wavelen.shape else np.zeros(0, bool)
+    if factor > 1 and mid.sum() >= 2:
+        s = (1 / v[mid] - 1 / factor) / (1 - 1 / factor)
+        A, B = np.polyfit(1 / wavelen[mid], s, 1)
+        if A > 0:
+            # to 5 digits: the fit's float32 noise off the config's values
+            low, high = float("%.5g" % (-B * ctx / A)), float("%.5g" % ((1 - B) * ctx / A))
+    want = np.where(wavelen < ctx / high, 1.0, np.where(wavelen > ctx / low, factor, 0.0)) if low > 0 else None
+    if want is not None:
+        s = (ctx / wavelen - low) / (high - low)
+        want = np.where(want == 0, 1 / ((1 - s) / factor + s), want)
+    if want is None or v.shape != want.shape or not np.allclose(v, want, rtol=1e-5):
+        raise cv.Bad(path, "rope_freqs.weight is not Llama 3's RoPE scaling with original context %d, the one this "
+                     "build reads from it" % ctx)
+    return dict(rope_type="llama3", factor=factor, low_freq_factor=low, high_freq_factor=high,
+                original_max_position_embeddings=ctx)
 
 
 def hf_config(f, arch, mt):
