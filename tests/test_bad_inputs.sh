@@ -420,6 +420,38 @@ row convert.py "a bfloat16 tensor whose bytes disagree with its shape" \
   "$tmp/hf_bf16/model.safetensors: tensor model.layers.1.mlp.up_proj.weight: BF16 of shape [172, 64] takes 22016 bytes, but its data_offsets" \
   "${convert[@]}" $tmp/hf_bf16 $tmp/o.bin
 
+# GGUF files for convert.py (tools/gguf_model.py): llama.cpp's rand256 with one thing changed
+"$PYTHON" - $SHARED/models/gguf/rand256-F32.gguf "$tmp" <<'PY'
+import sys
+sys.path.insert(0, "tools")
+import numpy as np
+import gguf, gguf_write
+src, d = sys.argv[1], sys.argv[2]
+def variant(name, meta=None, retype=None):
+    with gguf.GGUFFile(src) as f, gguf_write.GGUFWriter("%s/%s" % (d, name)) as w:
+        for k, v in dict(f.metadata, **(meta or {})).items():
+            w.add(k, v, f.metadata_types.get(k) if meta is None or k not in meta else None)
+        for t in f.tensors.values():
+            w.add_tensor(t.name, t.shape, retype if t.name == "blk.0.attn_q.weight" and retype else t.type)
+        for t in f.tensors.values():
+            if t.name == "blk.0.attn_q.weight" and retype:
+                block, nbytes = gguf.BLOCK_SIZES[gguf.TYPE_IDS[retype]]
+                w.write_tensor(t.name, np.zeros(t.n_values // block * nbytes, np.uint8))
+            else:
+                w.write_tensor(t.name, f.raw(t))
+variant("arch.gguf", {"general.architecture": "mamba"})
+variant("pre.gguf", {"tokenizer.ggml.pre": "deepseek-llm"})
+variant("iq.gguf", retype="IQ2_XXS")
+PY
+row convert.py "a GGUF file of an architecture this build lacks" \
+  "$tmp/arch.gguf: general.architecture 'mamba' is not supported" "${convert[@]}" $tmp/arch.gguf $tmp/o.bin
+row convert.py "a GGUF file with an unknown tokenizer.ggml.pre" \
+  "$tmp/pre.gguf: tokenizer.ggml.pre 'deepseek-llm' with model llama is not one this build reproduces" \
+  "${convert[@]}" $tmp/pre.gguf $tmp/o.bin
+row convert.py "a GGUF tensor of a type convert.py does not map (IQ2_XXS)" \
+  "$tmp/iq.gguf: tensor blk.0.attn_q.weight has type IQ2_XXS, which this build does not convert" \
+  "${convert[@]}" $tmp/iq.gguf $tmp/o.bin
+
 if ((markdown)); then
   echo "| program | input | message (stderr, exit status 1) |"
   echo "|---|---|---|"
