@@ -201,7 +201,7 @@ def rand256_every_type_converts():
 def stories260K_mixes_default_to_q8_0():
     for ty in ("Q4_K_M", "Q6_K"):
         (cfg, _, _), note = converted(shared("stories260K-" + ty), "s_%s.bin" % ty, "--seq-len", "512")
-        assert cfg["weight_type"] == mf.WEIGHTS_Q8_0 and "into Q8_0" in note, note
+        assert cfg["weight_type"] == mf.WEIGHTS_Q8_0 and "as Q8_0" in note, note
         (cfg, _, _), note = converted(shared("stories260K-" + ty), "s_%s_bf16.bin" % ty, "--weights", "bf16")
         assert cfg["weight_type"] == mf.WEIGHTS_BF16 and "dequantised exactly" in note, note
 

@@ -205,9 +205,10 @@ def hf_config(f, arch, mt):
     if mt == "llama":
         c["attention_bias"] = "blk.0.attn_q.bias" in T
     if mt == "gemma3_text":
-        # llama.cpp gives Gemma 3 (1B and smaller) 1/sqrt(head_dim), a global layer every 6 and a
-        # local RoPE base of 10000 unless the file says otherwise
-        c.update(query_pre_attn_scalar=hd, sliding_window=g.get("attention.sliding_window"),
+        # llama.cpp's Gemma 3: attention scaled by 1/sqrt(head_dim) (1/sqrt(dim / heads) for the
+        # 62-layer 27B), a global layer every 6 and a local RoPE base of 10000 unless the file says
+        scalar = dim // H if c["num_hidden_layers"] == 62 else hd
+        c.update(query_pre_attn_scalar=scalar, sliding_window=g.get("attention.sliding_window"),
                  sliding_window_pattern=g.get("attention.sliding_window_pattern", 6),
                  rope_local_base_freq=g.get("rope.freq_base_swa", 10000.0, float))
         for k in ("final_logit_softcapping", "attn_logit_softcapping"):
@@ -239,7 +240,7 @@ def hf_tensors(f, mt, c):
         parts = name.split(".")
         st = stored(f, t)
         if parts[0] == "blk" and len(parts) == 4 and parts[2] in block:
-            if parts[2] in unrope:
+            if parts[2] in unrope and st.shape[0] == len(unrope[parts[2]]):  # else refused for its shape
                 st = rows_view(st, unrope[parts[2]])
             sd[layer % parts[1] + block[parts[2]] + "." + parts[3]] = st
         elif len(parts) == 2 and parts[0] in top:
@@ -252,39 +253,34 @@ def hf_tensors(f, mt, c):
 # ---- weight types ----
 
 def weight_chooser(f):
-    """convert.py's weight choice for this file: (asked, group_size) -> (weights, why, group_size)."""
-    kinds = {}
-    for t in f.tensors.values():
-        if len(t.shape) == 2 and t.name != "position_embd.weight":
-            kinds.setdefault(t.type_name, []).append(t.name)
+    """convert.py's weight choice for this file: (tensors, --weights, --group-size) -> (weights,
+    why, group size). A file of float matrices only is convert.py's usual choice; one holding
+    any quantised matrix is Q8_0 unless --weights says otherwise, by default with the largest
+    group that every exactly mapped type's group and every row length divide."""
+    kinds = sorted({t.type_name for t in f.tensors.values() if len(t.shape) == 2 and t.name != "position_embd.weight"},
+                   key=lambda k: (k not in FLOATS, k))
+    quant = [k for k in kinds if k not in FLOATS]
 
     def choose(tensors, asked, group_size):
-        quant = sorted(k for k in kinds if k not in FLOATS)
-        if not quant and asked != "q8_0":
-            w, why = cv.weight_choice(tensors, asked)
-            return w, why, group_size
-        names = " and ".join(sorted(kinds, key=lambda k: (k not in FLOATS, k)))
-        if asked in (None, "q8_0"):
-            native = min([EXACT_Q8[k] for k in quant if k in EXACT_Q8] or [32])
-            gs = group_size or native
-            while any(w % gs for w in (c for c in widths(tensors))):
+        if not quant:
+            return cv.weight_choice(tensors, asked) + (group_size,)
+        names = "the file's %s matrices" % ", ".join(kinds)
+        if asked not in (None, "q8_0"):
+            rounded = {"f32": "", "bf16": ", rounded to bfloat16", "f16": ", rounded to float16"}[asked]
+            return asked, "--weights %s: %s dequantised exactly%s" % (asked, names, rounded), group_size
+        gs = group_size
+        if gs is None:
+            gs = min([EXACT_Q8[k] for k in quant if k in EXACT_Q8] or [32])
+            rows = {np.shape(v)[1] for k, v in tensors.items() if k.split(".")[-1] in mf.QUANTIZED_MATRICES}
+            while any(n % gs for n in rows):
                 gs //= 2
-            exact = [k for k in quant if k in EXACT_Q8 and EXACT_Q8[k] % gs == 0]
-            redone = [k for k in sorted(kinds) if k not in exact]
-            why = "the file's %s matrices" % names
-            why += "; %s mapped exactly into Q8_0" % " and ".join(exact) if exact else ""
-            if redone:
-                why += "; %s %s into Q8_0" % (" and ".join(redone), "dequantised exactly and re-quantised"
-                                              if any(k not in FLOATS for k in redone) else "quantised")
-                if any(k in DEQUANTISED for k in redone):
-                    why += " (--weights f32 or bf16 keeps their exact values)"
-            return "q8_0", ("--weights q8_0: " if asked else "") + why, gs
-        how = {"f32": "dequantised exactly to float32", "bf16": "dequantised exactly, rounded to bfloat16",
-               "f16": "dequantised exactly, rounded to float16"}[asked]
-        return asked, "--weights %s: the file's %s matrices %s" % (asked, names, how), group_size
-
-    def widths(tensors):
-        return {np.shape(v)[1] for k, v in tensors.items() if k.split(".")[-1] in mf.QUANTIZED_MATRICES}
+        exact = [k for k in quant if k in EXACT_Q8 and EXACT_Q8[k] % gs == 0]
+        redone = [k for k in kinds if k not in exact]
+        why = names + " as Q8_0: " + "; ".join(
+            (["%s mapped exactly" % ", ".join(exact)] if exact else []) +
+            (["%s quantised from their exact values%s" % (", ".join(redone), " (--weights f32 or bf16 keeps those)"
+                                                          if set(redone) - set(FLOATS) else "")] if redone else []))
+        return "q8_0", ("--weights q8_0: " if asked else "") + why, gs
     return choose
 
 
