@@ -955,7 +955,7 @@ def read_tokenizer(path, vocab_size, model):
     try:
         if base.endswith(".pkl"):
             tok = read_char_meta(path, vocab_size, model)
-        elif open(path, "rb").read(4) == b"GGUF":
+        elif is_gguf(path):
             import tokenizer_blob
             tok = tokenizer_blob.from_gguf(path, vocab_size)
             notes = tok.notes
@@ -981,6 +981,11 @@ def read_tokenizer(path, vocab_size, model):
         # the readers' messages start with the file at fault, which may be one beside path
         where, _, msg = str(e).partition(": ")
         raise Bad(where, msg) if msg and os.path.exists(where) else Bad(path, "bad tokenizer: %s" % e)
+
+
+def is_gguf(path):
+    with open(path, "rb") as f:
+        return f.read(4) == b"GGUF"
 
 
 def read_char_meta(path, vocab_size, model):
