@@ -306,15 +306,18 @@ def read_gguf(path):
     cfg = src.cfg
     if mt == "gemma3_text":  # llama.cpp stored Gemma's norms as 1 + w: a model computing x * w reads them
         cfg["arch_flags"] &= ~mf.ARCH_NORM_PLUS_ONE
-    import tokenizer_blob
-    try:
-        tok = tokenizer_blob.from_gguf(path, cfg["vocab_size"], f)
-    except ValueError as e:
-        where, _, msg = str(e).partition(": ")
-        raise cv.Bad(where, msg or str(e))
-    for n in tok.notes:
-        print("convert.py: note: %s: %s" % (path, n), file=sys.stderr)
-    return src._replace(desc="GGUF %s file" % arch, tok=tok, weights=weight_chooser(f))
+    tok = None
+    if "tokenizer.ggml.model" in f.metadata:  # else --tokenizer must give one
+        import tokenizer_blob
+        try:
+            tok = tokenizer_blob.from_gguf(path, cfg["vocab_size"], f)
+        except ValueError as e:
+            where, _, msg = str(e).partition(": ")
+            raise cv.Bad(where, msg or str(e))
+        for n in tok.notes:
+            print("convert.py: note: %s: %s" % (path, n), file=sys.stderr)
+    return src._replace(desc="GGUF %s file" % arch, tok=tok, weights=weight_chooser(f),
+                        tok_hint="a GGUF file with tokenizer.ggml.*, or the model's tokenizer.json")
 
 
 def chat_template(path):
