@@ -51,20 +51,27 @@ GPT2_NAMES = {"attn_norm": "ln_1", "attn_qkv": "attn.c_attn", "attn_output": "at
 GPT2_TOP = {"token_embd": "wte", "position_embd": "wpe", "output_norm": "ln_f", "output": "lm_head"}
 
 
-class Blocks:
-    """Some rows of a quantised GGUF tensor, read only when asked: indexing picks rows (as
-    convert.py's views do), np.asarray dequantises them, q8_0(group) gives them as exact Q8_0."""
+class Rows:
+    """Some rows of a GGUF tensor, read only when asked, so that no permuted copy is held before
+    the writer gets to the tensor: indexing picks rows (as convert.py's views do); np.asarray
+    gives their values as stored (float types: float32, float16, or bfloat16's bits) or
+    dequantised to float32; q8_0(group) gives them as exact Q8_0."""
 
     def __init__(self, f, t, rows=None):
-        self.f, self.t = f, t
-        self.rows = np.arange(t.shape[0]) if rows is None else rows
-        self.shape = (len(self.rows),) + tuple(t.shape[1:])
+        self.f, self.t, self.rows = f, t, rows  # rows None: all, in order
+        self.shape = (t.shape[0] if rows is None else len(rows),) + tuple(t.shape[1:])
 
     def __getitem__(self, idx):
-        return Blocks(self.f, self.t, self.rows[idx])
+        return Rows(self.f, self.t, np.arange(self.t.shape[0])[idx] if self.rows is None else self.rows[idx])
+
+    def pick(self, a):
+        return a if self.rows is None else a[self.rows]
 
     def __array__(self, dtype=None, copy=None):
-        a = self.f.dequantize(self.t)[self.rows]
+        if self.t.type_name in FLOATS:
+            a = self.pick(mapped(self.f, self.t))
+        else:
+            a = self.pick(self.f.dequantize(self.t))
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def q8_0(self, group):
@@ -74,7 +81,7 @@ class Blocks:
         if native is None or native % group or len(self.t.shape) != 2:
             return None
         q, s = gguf.q8_blocks(self.f, self.t, native)
-        return q[self.rows], np.repeat(s[self.rows], native // group, axis=1)
+        return self.pick(q), np.repeat(self.pick(s), native // group, axis=1)
 
 
 class QuantStored(cv.Stored):
@@ -90,19 +97,19 @@ class QuantStored(cv.Stored):
         return self.raw.q8_0(group)
 
 
-def stored(f, t):
-    """A GGUF tensor as convert.Stored, backed by the mapping where its type allows."""
+def mapped(f, t):
+    """A float-type tensor's values as stored, a view of the mapped file (bfloat16 as its bits)."""
+    return f.raw(t).view({"F32": "<f4", "F16": "<f2", "BF16": "<u2"}[t.type_name]).reshape(t.shape)
+
+
+def stored(f, t, rows=None):
+    """A GGUF tensor (those rows of it, if given) as convert.Stored, read from the mapping."""
     if t.type_name in FLOATS:
-        dtype = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}[t.type_name]
-        return cv.Stored(f.raw(t).view(dtype).reshape(t.shape), t.type_name)
+        return cv.Stored(mapped(f, t) if rows is None else Rows(f, t, rows), t.type_name)
     if t.type_name in EXACT_Q8 or t.type_name in DEQUANTISED:
-        return QuantStored(Blocks(f, t), t.type_name)
+        return QuantStored(Rows(f, t, rows), t.type_name)
     raise cv.Bad(f.path, "tensor %s has type %s, which this build does not convert (supported: %s)"
                  % (t.name, t.type_name, ", ".join(FLOATS + tuple(EXACT_Q8) + DEQUANTISED)))
-
-
-def rows_view(st, rows):
-    return type(st)(st.raw[rows], st.dtype)
 
 
 # ---- metadata ----
@@ -238,10 +245,9 @@ def hf_tensors(f, mt, c):
         if name == "rope_freqs.weight":
             continue
         parts = name.split(".")
-        st = stored(f, t)
+        rows = unrope.get(parts[2]) if parts[0] == "blk" and len(parts) == 4 else None
+        st = stored(f, t, rows if rows is not None and t.shape[0] == len(rows) else None)  # else refused by shape
         if parts[0] == "blk" and len(parts) == 4 and parts[2] in block:
-            if parts[2] in unrope and st.shape[0] == len(unrope[parts[2]]):  # else refused for its shape
-                st = rows_view(st, unrope[parts[2]])
             sd[layer % parts[1] + block[parts[2]] + "." + parts[3]] = st
         elif len(parts) == 2 and parts[0] in top:
             sd[top[parts[0]] + "." + parts[1]] = st
