@@ -713,9 +713,11 @@ def read_hf_gpt2(d, cpath, c, sd=None):
     # the feed-forward width: n_inner, or 4 x n_embd when it is null, as Hugging Face's GPT2MLP has it
     hidden = int(c.get("n_inner") or 4 * d_)
     why = "n_inner %d" % hidden if c.get("n_inner") else "4 x n_embd %d" % d_
-    tn = Tensors(d, strip_prefix(read_hf_weights(d), "transformer.") if sd is None else sd, gpt2_dims(d_, V, S, S_field, hidden, why),
+    conv1d = sd is None  # Hugging Face's Conv1D matrices are (in, out), GGUF's (out, in)
+    sd = strip_prefix(read_hf_weights(d), "transformer.") if conv1d else sd
+    tn = Tensors(d, sd, gpt2_dims(d_, V, S, S_field, hidden, why),
                  ("h.%d.", L, "n_layer %d in config.json" % L), skip=GPT2_BUFFERS)
-    t = gpt2_tensors(L, tn, transpose=sd is None, bias=True)
+    t = gpt2_tensors(L, tn, transpose=conv1d, bias=True)
     cfg = gpt2_cfg(d_, hidden, L, H, V, S, GPT2_ACTIVATIONS[act], float(c.get("layer_norm_epsilon", 1e-5)),
                    bias=True)
     cfg["tied_classifier"] = int(classifier(tn, "lm_head.weight", t, bool(c.get("tie_word_embeddings", True))))
@@ -912,7 +914,8 @@ def read_hf_decoder(d, cpath, c, sd=None):
             "q": (H * hd, "num_attention_heads %d x head_dim %d" % (H, hd)),
             "k": (KV * hd, "num_key_value_heads %d x head_dim %d" % (KV, hd)), "V": (V, "vocab_size %d" % V),
             "e": (hd, "head_dim %d" % hd)}
-    tn = Tensors(d, read_hf_weights(d) if sd is None else sd, dims, ("model.layers.%d.", L, "num_hidden_layers %d in config.json" % L),
+    sd = read_hf_weights(d) if sd is None else sd
+    tn = Tensors(d, sd, dims, ("model.layers.%d.", L, "num_hidden_layers %d in config.json" % L),
                  skip=("rotary_emb.inv_freq",))
     names = dict(HF_DECODER_LAYER, **(HF_GEMMA3_NORMS if gemma else {}), **(HF_QK_NORMS if fam.get("qk_norm") else {}))
     for flag, more in HF_DECODER_BIASES.items():
