@@ -207,17 +207,17 @@ class GGUFFile:
         self.tensors = {}
         for name, type_id, dims, rel in infos:
             if name in self.tensors:
-                raise self.error("tensor '%s': a second tensor of this name" % name)
+                raise self.error("tensor %s: a second tensor of this name" % shown(name))
             self.tensors[name] = self._place(name, type_id, dims, rel)
         ends = sorted((t.offset, t.offset + t.nbytes, t.name) for t in self.tensors.values())
         for (_, end, before), (start, _, name) in zip(ends, ends[1:]):
             if start < end:
-                raise self.error("tensor '%s': its data overlaps tensor '%s'" % (name, before))
+                raise self.error("tensor %s: its data overlaps tensor %s" % (shown(name), shown(before)))
         self._array = np.frombuffer(self._mm, dtype=np.uint8)
 
     def _read_kv(self, c, i):
         key = c.string("metadata #%d key" % i)
-        field = "metadata '%s'" % key
+        field = "metadata " + shown(key)
         if not key:
             raise self.error("metadata #%d key: empty" % i)
         if len(key) > MAX_KEY_BYTES:
@@ -259,7 +259,7 @@ class GGUFFile:
 
     def _read_tensor_info(self, c, i):
         name = c.string("tensor #%d name" % i)
-        field = "tensor '%s'" % name
+        field = "tensor " + shown(name)
         n_dims = c.u32(field + " dimension count")
         if not 1 <= n_dims <= MAX_DIMS:
             raise self.error("%s: %d dimensions (1 to %d allowed)" % (field, n_dims, MAX_DIMS))
@@ -270,7 +270,7 @@ class GGUFFile:
 
     def _place(self, name, type_id, dims, rel):
         """The Tensor, once its type, dims and offset are known to fit the file."""
-        field = "tensor '%s'" % name
+        field = "tensor " + shown(name)
         if type_id not in GGML_TYPES:
             raise self.error("%s: unknown type %d" % (field, type_id))
         if type_id not in BLOCK_SIZES:
@@ -304,8 +304,8 @@ class GGUFFile:
         """The tensor's values as float32, shape t.shape, as gguf-py dequantises them."""
         fn = DEQUANTIZE.get(t.type)
         if fn is None:
-            raise self.error("tensor '%s': type %s cannot be dequantised (supported: %s)"
-                             % (t.name, t.type_name, ", ".join(GGML_TYPES[i] for i in DEQUANTIZE)))
+            raise self.error("tensor %s: type %s cannot be dequantised (supported: %s)"
+                             % (shown(t.name), t.type_name, ", ".join(GGML_TYPES[i] for i in DEQUANTIZE)))
         block, block_bytes = BLOCK_SIZES[t.type]
         blocks = self.raw(t).reshape(-1, block_bytes)
         out = np.empty((len(blocks), block), np.float32)
@@ -329,6 +329,13 @@ class GGUFFile:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def shown(s):
+    """A key or tensor name for a one-line message: quoted, control characters escaped, long ones cut."""
+    cut = s[:80]
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in cut)
+    return "'%s'%s" % (text, "..." if len(s) > len(cut) else "")
 
 
 def _type_text(vtype):
@@ -487,7 +494,7 @@ DEQUANTIZE = {
 
 def q8_blocks(f, t, group):
     """t's values as int8 integers times float32 scales, one scale per `group` values of a row:
-    (values [rows, cols] int8, scales [rows, cols // group] float32) with values * scales equal to
+    (values [rows, cols] int8 (t.shape for a matrix; cols = dims[0], rows the other dims' product), scales [rows, cols // group] float32) with values * scales equal to
     f.dequantize(t) bit for bit; None when t's type has no such exact form at that group size.
     Q8_0 and Q4_0 (values q - 8) have one scale per 32 (group 32, or 16 with each scale twice);
     Q6_K has d * scale per 16 (group 16), a product exact in float32."""
