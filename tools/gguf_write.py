@@ -143,7 +143,7 @@ def _value(vtype, v):
         head = struct.pack("<IIQ", T_ARRAY, etype, len(v))
         if etype == T_STRING:
             return head + b"".join(_string(s) for s in v)
-        return head + np.asarray(v).astype(VALUE_TYPES[etype][1]).tobytes()
+        return head + np.array(v, dtype=VALUE_TYPES[etype][1]).tobytes()
     head = struct.pack("<I", vtype)
     if vtype == T_STRING:
         return head + _string(v)
