@@ -149,13 +149,15 @@ class GGUFFile:
     def __init__(self, path):
         self.path = path
         self._mm = self._array = None
+        if not os.path.exists(path):
+            raise self.error("no such file")
+        if not os.path.isfile(path):  # a FIFO would block in open(), a device never end
+            raise self.error("not a regular file")
         try:
             fd = open(path, "rb")
         except OSError as e:
-            raise GGUFError(path, "cannot open: %s" % (e.strerror or e))
+            raise self.error("cannot open: %s" % (e.strerror or e))
         with fd:
-            if not os.path.isfile(path):
-                raise self.error("not a regular file")
             self.size = os.fstat(fd.fileno()).st_size
             if self.size < 24:  # magic, version and the two counts
                 raise self.error("file of %d bytes is too short for a GGUF header (24)" % self.size)
@@ -220,8 +222,8 @@ class GGUFFile:
         field = "metadata " + shown(key)
         if not key:
             raise self.error("metadata #%d key: empty" % i)
-        if len(key) > MAX_KEY_BYTES:
-            raise self.error("metadata #%d key: %d bytes, more than %d" % (i, len(key), MAX_KEY_BYTES))
+        if len(key) > MAX_KEY_BYTES:  # characters, at most as many as bytes
+            raise self.error("metadata #%d key: %d characters, more than %d" % (i, len(key), MAX_KEY_BYTES))
         if key in self.metadata:
             raise self.error("%s: a second value for this key" % field)
         vtype = c.u32(field + " type")
