@@ -63,8 +63,10 @@ class Bad(Exception):
 # What a reader found: the model file's config and tensors (Weight objects, or arrays), a
 # description for the closing note, the tokenizer if the source carries one, the buffers it
 # skipped, and what --tokenizer could be.
-Source = collections.namedtuple("Source", "cfg tensors desc tok skipped tok_hint",
-                                defaults=(None, (), "e.g. a llama2.c tokenizer.bin"))
+# weights, if given, makes the weight choice instead of weight_choice: (tensors, --weights,
+# --group-size) -> (weights, why, group size), for a source whose types weight_choice does not know.
+Source = collections.namedtuple("Source", "cfg tensors desc tok skipped tok_hint weights",
+                                defaults=(None, (), "e.g. a llama2.c tokenizer.bin", None))
 
 # A checkpoint's number types by their safetensors names, and what the tools call the same
 # storage (--weights)
@@ -118,7 +120,12 @@ class Weight:
 
     def view(self, f):
         """The tensor with f (a transpose, a slice, an order of rows) applied to its stored values."""
-        return Weight(Stored(f(self.st.raw), self.st.dtype))
+        return Weight(type(self.st)(f(self.st.raw), self.st.dtype))
+
+    def q8_0(self, group):
+        """Its exact (int8 values, float32 scales) at this group size if it is stored as integers
+        times scales (a GGUF Q8_0, Q4_0 or Q6_K tensor), else None."""
+        return self.st.q8_0(group) if hasattr(self.st, "q8_0") else None
 
 
 def listing(names, most=4):
@@ -685,7 +692,8 @@ def read_hf_dir(d):
     raise Bad(cpath, "unknown architecture model_type=%r (supported: gpt2, %s)" % (mt, ", ".join(HF_DECODERS)))
 
 
-def read_hf_gpt2(d, cpath, c):
+def read_hf_gpt2(d, cpath, c, sd=None):
+    """sd: the weights, if not d's, under nanoGPT's names in nn.Linear's layout (GGUF)."""
     d_, L, H = (int(conf(cpath, c, k)) for k in ("n_embd", "n_layer", "n_head"))
     V = int(conf(cpath, c, "vocab_size"))
     S_field = "n_positions" if c.get("n_positions") else "n_ctx"
@@ -702,9 +710,9 @@ def read_hf_gpt2(d, cpath, c):
     # the feed-forward width: n_inner, or 4 x n_embd when it is null, as Hugging Face's GPT2MLP has it
     hidden = int(c.get("n_inner") or 4 * d_)
     why = "n_inner %d" % hidden if c.get("n_inner") else "4 x n_embd %d" % d_
-    tn = Tensors(d, strip_prefix(read_hf_weights(d), "transformer."), gpt2_dims(d_, V, S, S_field, hidden, why),
+    tn = Tensors(d, strip_prefix(read_hf_weights(d), "transformer.") if sd is None else sd, gpt2_dims(d_, V, S, S_field, hidden, why),
                  ("h.%d.", L, "n_layer %d in config.json" % L), skip=GPT2_BUFFERS)
-    t = gpt2_tensors(L, tn, transpose=True, bias=True)
+    t = gpt2_tensors(L, tn, transpose=sd is None, bias=True)
     cfg = gpt2_cfg(d_, hidden, L, H, V, S, GPT2_ACTIVATIONS[act], float(c.get("layer_norm_epsilon", 1e-5)),
                    bias=True)
     cfg["tied_classifier"] = int(classifier(tn, "lm_head.weight", t, bool(c.get("tie_word_embeddings", True))))
@@ -828,10 +836,10 @@ HF_DECODER_BIASES = {mf.BIAS_QKV: dict(bq=("self_attn.q_proj.bias", "q"), bk=("s
 HF_TOKENIZER_HINT = "the model's tokenizer.json, or vocab.json with merges.txt beside it"
 
 
-def read_hf_decoder(d, cpath, c):
+def read_hf_decoder(d, cpath, c, sd=None):
     """A Hugging Face Llama, Mistral, Qwen2, Qwen3 or Gemma 3 (text) directory. Each key is read
     as the family's configuration_*.py and modeling_*.py read it; a value they would act on
-    that this build cannot reproduce is refused by name."""
+    that this build cannot reproduce is refused by name. sd: the weights, if not d's (GGUF)."""
     mt = c["model_type"]
     fam, gemma = HF_DECODERS[mt], mt == "gemma3_text"
     archs = c.get("architectures")
@@ -901,7 +909,7 @@ def read_hf_decoder(d, cpath, c):
             "q": (H * hd, "num_attention_heads %d x head_dim %d" % (H, hd)),
             "k": (KV * hd, "num_key_value_heads %d x head_dim %d" % (KV, hd)), "V": (V, "vocab_size %d" % V),
             "e": (hd, "head_dim %d" % hd)}
-    tn = Tensors(d, read_hf_weights(d), dims, ("model.layers.%d.", L, "num_hidden_layers %d in config.json" % L),
+    tn = Tensors(d, read_hf_weights(d) if sd is None else sd, dims, ("model.layers.%d.", L, "num_hidden_layers %d in config.json" % L),
                  skip=("rotary_emb.inv_freq",))
     names = dict(HF_DECODER_LAYER, **(HF_GEMMA3_NORMS if gemma else {}), **(HF_QK_NORMS if fam.get("qk_norm") else {}))
     for flag, more in HF_DECODER_BIASES.items():
@@ -944,6 +952,10 @@ def read_tokenizer(path, vocab_size, model):
     try:
         if base.endswith(".pkl"):
             tok = read_char_meta(path, vocab_size, model)
+        elif open(path, "rb").read(4) == b"GGUF":
+            import tokenizer_blob
+            tok = tokenizer_blob.from_gguf(path, vocab_size)
+            notes = tok.notes
         elif base.endswith(".json") and base != "tokenizer.json":
             import tokenizer_blob
             other = os.path.join(os.path.dirname(path), "vocab.bpe" if base == "encoder.json" else "merges.txt")
@@ -1018,7 +1030,9 @@ def read_source(src):
     if head[:4] == mf.MAGIC:
         return read_attn(src)
     if head[:4] == b"GGUF":
-        raise Bad(src, "GGUF (llama.cpp) files are not supported; convert the original checkpoint")
+        sys.modules.setdefault("convert", sys.modules[__name__])  # gguf_model's Bad is this run's
+        import gguf_model
+        return gguf_model.read_gguf(src)
     if len(head) < 28:  # the smallest header of any format here: llama2.c's 7 int32
         raise Bad(src, "file of %d bytes is too short for any known format" % len(head))
     if src.endswith(".safetensors"):
@@ -1100,7 +1114,10 @@ def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=Non
         raise Bad(src, "%s carries no vocabulary: pass --tokenizer (%s)" % (source.desc, source.tok_hint))
     else:
         tok = source.tok
-    weights, why = weight_choice(tensors, weights)
+    if source.weights:
+        weights, why, group_size = source.weights(tensors, weights, group_size)
+    else:
+        weights, why = weight_choice(tensors, weights)
     try:
         cfg = storage_config(cfg, weights, group_size, "convert.py")
         mf.write_model(out, cfg, tok, tensors)
