@@ -146,6 +146,8 @@ def mutate(data, fields, header_end, rnd):
             else:
                 new = inflated(old, size, rnd, len(b))
             b[off:off + size] = new.to_bytes(size, "little")
+        elif not b:  # nothing left to flip or cut
+            continue
         elif kind < 0.70:  # byte flips, mostly in the header
             for _ in range(rnd.randrange(1, 9)):
                 i = rnd.randrange(end) if rnd.random() < 0.85 or end == len(b) else rnd.randrange(len(b))
@@ -196,20 +198,23 @@ def run(n_files, seconds=None, seed=1, use_shared=False, keep=True, quiet=False)
     old_handler = signal.signal(signal.SIGALRM, _alarm)
     tmp = tempfile.mkdtemp(prefix="gguf_mutate.", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     rnd = random.Random(seed)
-    paths = writer_seeds(tmp)
-    if use_shared:
-        paths += [os.path.join(SHARED_GGUF, n) for n in SHARED_SEEDS if os.path.exists(os.path.join(SHARED_GGUF, n))]
+    paths = [writer_seeds(tmp)]
+    if use_shared:  # a quarter of the files: they take ten times as long to read as the others
+        paths.append([os.path.join(SHARED_GGUF, n) for n in SHARED_SEEDS])
     seeds = []
-    for p in paths:
-        data = open(p, "rb").read()
-        fields, header_end = structural_fields(data)
-        seeds.append((data, fields, header_end))
+    for group in paths:
+        seeds.append([])
+        for p in group:
+            data = open(p, "rb").read()
+            fields, header_end = structural_fields(data)
+            seeds[-1].append((data, fields, header_end))
     target = os.path.join(tmp, "damaged.gguf")
     outcomes, failures = collections.Counter(), []
     start, n = time.time(), 0
     try:
         while n < n_files and (seconds is None or time.time() - start < seconds):
-            data, fields, header_end = seeds[rnd.randrange(len(seeds))]
+            group = seeds[1] if len(seeds) > 1 and rnd.random() < 0.25 else seeds[0]
+            data, fields, header_end = group[rnd.randrange(len(group))]
             damaged = mutate(data, fields, header_end, rnd)
             with open(target, "wb") as f:
                 f.write(damaged)
