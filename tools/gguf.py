@@ -144,7 +144,12 @@ class _Cursor:
 
 class GGUFFile:
     """A GGUF file mapped read-only and checked whole: header, metadata, tensor descriptions,
-    alignment, and every tensor's bytes inside the file, none overlapping another."""
+    alignment, and every tensor's bytes inside the file, none overlapping another.
+
+    path, size, version, alignment, data_offset (where tensor offsets count from);
+    metadata: key -> str, int, float, bool, a numpy array (numbers, BOOL as bool) or list[str];
+    metadata_types: key -> its T_* id, or (T_ARRAY, element T_* id) for an array;
+    tensors: name -> Tensor, in file order."""
 
     def __init__(self, path):
         self.path = path
@@ -178,7 +183,7 @@ class GGUFFile:
         c.pos = 4
         self.version = c.u32("header: version")
         if self.version not in (2, 3):
-            if self.version & 0xFFFF == 0 and self.version >> 16:
+            if self.version >> 24 in (1, 2, 3) and self.version & 0xFFFFFF == 0:
                 raise self.error("header: version: a big-endian file (version %d byte-swapped); only "
                                  "little-endian GGUF files are supported" % (self.version >> 24))
             raise self.error("header: version %d is not supported (2 and 3 are)" % self.version)
