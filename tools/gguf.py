@@ -144,18 +144,25 @@ class _Cursor:
 
 class GGUFFile:
     """A GGUF file mapped read-only and checked whole: header, metadata, tensor descriptions,
-    alignment, and every tensor's bytes inside the file, none overlapping another."""
+    alignment, and every tensor's bytes inside the file, none overlapping another.
+
+    path, size, version, alignment, data_offset (where tensor offsets count from);
+    metadata: key -> str, int, float, bool, a numpy array (numbers, BOOL as bool) or list[str];
+    metadata_types: key -> its T_* id, or (T_ARRAY, element T_* id) for an array;
+    tensors: name -> Tensor, in file order."""
 
     def __init__(self, path):
         self.path = path
         self._mm = self._array = None
+        if not os.path.exists(path):
+            raise self.error("no such file")
+        if not os.path.isfile(path):  # a FIFO would block in open(), a device never end
+            raise self.error("not a regular file")
         try:
             fd = open(path, "rb")
         except OSError as e:
-            raise GGUFError(path, "cannot open: %s" % (e.strerror or e))
+            raise self.error("cannot open: %s" % (e.strerror or e))
         with fd:
-            if not os.path.isfile(path):
-                raise self.error("not a regular file")
             self.size = os.fstat(fd.fileno()).st_size
             if self.size < 24:  # magic, version and the two counts
                 raise self.error("file of %d bytes is too short for a GGUF header (24)" % self.size)
@@ -176,7 +183,7 @@ class GGUFFile:
         c.pos = 4
         self.version = c.u32("header: version")
         if self.version not in (2, 3):
-            if self.version & 0xFFFF == 0 and self.version >> 16:
+            if self.version >> 24 in (1, 2, 3) and self.version & 0xFFFFFF == 0:
                 raise self.error("header: version: a big-endian file (version %d byte-swapped); only "
                                  "little-endian GGUF files are supported" % (self.version >> 24))
             raise self.error("header: version %d is not supported (2 and 3 are)" % self.version)
@@ -207,21 +214,21 @@ class GGUFFile:
         self.tensors = {}
         for name, type_id, dims, rel in infos:
             if name in self.tensors:
-                raise self.error("tensor '%s': a second tensor of this name" % name)
+                raise self.error("tensor %s: a second tensor of this name" % shown(name))
             self.tensors[name] = self._place(name, type_id, dims, rel)
         ends = sorted((t.offset, t.offset + t.nbytes, t.name) for t in self.tensors.values())
         for (_, end, before), (start, _, name) in zip(ends, ends[1:]):
             if start < end:
-                raise self.error("tensor '%s': its data overlaps tensor '%s'" % (name, before))
+                raise self.error("tensor %s: its data overlaps tensor %s" % (shown(name), shown(before)))
         self._array = np.frombuffer(self._mm, dtype=np.uint8)
 
     def _read_kv(self, c, i):
         key = c.string("metadata #%d key" % i)
-        field = "metadata '%s'" % key
+        field = "metadata " + shown(key)
         if not key:
             raise self.error("metadata #%d key: empty" % i)
-        if len(key) > MAX_KEY_BYTES:
-            raise self.error("metadata #%d key: %d bytes, more than %d" % (i, len(key), MAX_KEY_BYTES))
+        if len(key) > MAX_KEY_BYTES:  # characters, at most as many as bytes
+            raise self.error("metadata #%d key: %d characters, more than %d" % (i, len(key), MAX_KEY_BYTES))
         if key in self.metadata:
             raise self.error("%s: a second value for this key" % field)
         vtype = c.u32(field + " type")
@@ -259,7 +266,7 @@ class GGUFFile:
 
     def _read_tensor_info(self, c, i):
         name = c.string("tensor #%d name" % i)
-        field = "tensor '%s'" % name
+        field = "tensor " + shown(name)
         n_dims = c.u32(field + " dimension count")
         if not 1 <= n_dims <= MAX_DIMS:
             raise self.error("%s: %d dimensions (1 to %d allowed)" % (field, n_dims, MAX_DIMS))
@@ -270,7 +277,7 @@ class GGUFFile:
 
     def _place(self, name, type_id, dims, rel):
         """The Tensor, once its type, dims and offset are known to fit the file."""
-        field = "tensor '%s'" % name
+        field = "tensor " + shown(name)
         if type_id not in GGML_TYPES:
             raise self.error("%s: unknown type %d" % (field, type_id))
         if type_id not in BLOCK_SIZES:
@@ -304,8 +311,8 @@ class GGUFFile:
         """The tensor's values as float32, shape t.shape, as gguf-py dequantises them."""
         fn = DEQUANTIZE.get(t.type)
         if fn is None:
-            raise self.error("tensor '%s': type %s cannot be dequantised (supported: %s)"
-                             % (t.name, t.type_name, ", ".join(GGML_TYPES[i] for i in DEQUANTIZE)))
+            raise self.error("tensor %s: type %s cannot be dequantised (supported: %s)"
+                             % (shown(t.name), t.type_name, ", ".join(GGML_TYPES[i] for i in DEQUANTIZE)))
         block, block_bytes = BLOCK_SIZES[t.type]
         blocks = self.raw(t).reshape(-1, block_bytes)
         out = np.empty((len(blocks), block), np.float32)
@@ -329,6 +336,13 @@ class GGUFFile:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def shown(s):
+    """A key or tensor name for a one-line message: quoted, control characters escaped, long ones cut."""
+    cut = s[:80]
+    text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in cut)
+    return "'%s'%s" % (text, "..." if len(s) > len(cut) else "")
 
 
 def _type_text(vtype):
@@ -487,7 +501,7 @@ DEQUANTIZE = {
 
 def q8_blocks(f, t, group):
     """t's values as int8 integers times float32 scales, one scale per `group` values of a row:
-    (values [rows, cols] int8, scales [rows, cols // group] float32) with values * scales equal to
+    (values [rows, cols] int8 (t.shape for a matrix; cols = dims[0], rows the other dims' product), scales [rows, cols // group] float32) with values * scales equal to
     f.dequantize(t) bit for bit; None when t's type has no such exact form at that group size.
     Q8_0 and Q4_0 (values q - 8) have one scale per 32 (group 32, or 16 with each scale twice);
     Q6_K has d * scale per 16 (group 16), a product exact in float32."""

@@ -71,11 +71,13 @@ class GGUFWriter:
         data = np.asarray(data)
         if data.dtype == np.uint8:
             assert data.size == nbytes, "%s: %d raw bytes for %d" % (name, data.size, nbytes)
-            raw = data
+            self.f.write(data.tobytes())
         else:
             assert data.shape == tuple(reversed(dims)), "%s: shape %s, declared %s" % (name, data.shape, tuple(reversed(dims)))
-            raw = quantize(np.ascontiguousarray(data, np.float32).reshape(-1), type_id)
-        self.f.write(raw.tobytes())
+            flat = data.reshape(-1)
+            step = gguf.CHUNK_VALUES  # a multiple of every block size: the temporaries stay small
+            for i in range(0, flat.size, step):
+                self.f.write(quantize(np.ascontiguousarray(flat[i:i + step], np.float32), type_id).tobytes())
         self.f.write(bytes(_padded(nbytes, self.alignment) - nbytes))
         self.written += 1
 
@@ -143,7 +145,7 @@ def _value(vtype, v):
         head = struct.pack("<IIQ", T_ARRAY, etype, len(v))
         if etype == T_STRING:
             return head + b"".join(_string(s) for s in v)
-        return head + np.asarray(v).astype(VALUE_TYPES[etype][1]).tobytes()
+        return head + np.array(v, dtype=VALUE_TYPES[etype][1]).tobytes()
     head = struct.pack("<I", vtype)
     if vtype == T_STRING:
         return head + _string(v)
