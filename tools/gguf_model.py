@@ -114,6 +114,13 @@ def stored(f, t, rows=None):
 
 # ---- metadata ----
 
+# the format's limits (modelfile.check_config) on the sizes a config is built from, checked
+# before anything is sized by them
+LIMITS = {"embedding_length": 65536, "feed_forward_length": 262144, "block_count": 1024, "attention.head_count": 1024,
+          "attention.head_count_kv": 1024, "attention.key_length": 4096, "attention.value_length": 4096,
+          "rope.dimension_count": 4096, "attention.sliding_window_pattern": 1024}
+
+
 class Meta:
     """The metadata under an architecture's prefix; every missing or mistyped key is Bad naming it."""
 
@@ -128,10 +135,12 @@ class Meta:
             return default
         v = self.m[full]
         ok = isinstance(v, str) if kind is str else (
-            isinstance(v, (int, float)) and not isinstance(v, bool) and (kind is float or v == int(v)))
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and (kind is float or v == int(v)))
         if not ok:
-            raise cv.Bad(self.path, "metadata %s is %r, not %s" % (full, v, {int: "an integer", float: "a number",
-                                                                             str: "a string"}[kind]))
+            raise cv.Bad(self.path, "metadata %s is %r, not %s" % (full, v, {
+                int: "a positive integer", float: "a positive number", str: "a string"}[kind]))
+        if key in LIMITS and v > LIMITS[key]:
+            raise cv.Bad(self.path, "metadata %s %d exceeds this build's limit %d" % (full, v, LIMITS[key]))
         return kind(v)
 
     def has(self, key):
@@ -177,16 +186,16 @@ def hf_config(f, arch, mt):
     tied = "output.weight" not in T or (
         T["output.weight"].type == T["token_embd.weight"].type
         and np.array_equal(f.raw(T["output.weight"]), f.raw(T["token_embd.weight"])))
-    if g.has("expert_count") and g.get("expert_count"):
-        raise cv.Bad(f.path, "%s.expert_count %d: mixture-of-experts models are not supported by this build"
-                     % (arch, g.get("expert_count")))
+    if f.metadata.get(arch + ".expert_count"):
+        raise cv.Bad(f.path, "%s.expert_count %s: mixture-of-experts models are not supported by this build"
+                     % (arch, f.metadata[arch + ".expert_count"]))
     if mt == "gpt2":
         return dict(model_type="gpt2", n_embd=g.get("embedding_length"), n_layer=g.get("block_count"),
                     n_head=g.get("attention.head_count"), vocab_size=V, n_positions=g.get("context_length"),
                     n_inner=g.get("feed_forward_length"), activation_function="gelu_new",
                     layer_norm_epsilon=g.get("attention.layer_norm_epsilon", kind=float), tie_word_embeddings=tied)
     dim, H = g.get("embedding_length"), g.get("attention.head_count")
-    hd = g.get("attention.key_length", dim // H if H else 1)
+    hd = g.get("attention.key_length", max(dim // H, 1))  # a wrong one is refused by the shapes
     if g.get("attention.value_length", hd) != hd:
         raise cv.Bad(f.path, "%s.attention.value_length %d differs from key_length %d, which this build does not "
                      "support" % (arch, g.get("attention.value_length"), hd))
