@@ -10,6 +10,9 @@ each, for the caller to show). Each raises ValueError naming the file and the pr
                                         with tokenizer_config.json, generation_config.json and
                                         config.json read from beside it when they are there
   from_hf_json(path)                    the same, the older name
+  from_gguf(path, vocab_size=None)      a GGUF file's tokenizer.ggml.* (model llama or gpt2; the
+                                        gpt2 kind through the tokenizer.json reader, with the
+                                        pre-tokenizer its tokenizer.ggml.pre names)
 
 from_hf_dir reproduces exactly these, and refuses anything else by name:
   byte-level BPE (kind 1): pre_tokenizer ByteLevel with its regex (GPT-2); Split with Llama 3's
