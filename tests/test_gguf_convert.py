@@ -334,6 +334,24 @@ def family_case(name, arch, cfg):
     case.add("family_" + name, f)
 
 
+@case
+def gemma3_layer_flags():
+    """A per-layer sliding-window flag array in place of the pattern number gives the same model;
+    flags with no period are refused."""
+    c = mf.complete_config(GEMMA)
+    write_family_gguf(tmp("g.gguf"), "gemma3", c, mr.random_tensors(c, seed=6))
+    with gguf.GGUFFile(tmp("g.gguf")) as f:
+        meta = {k: (v, f.metadata_types[k]) for k, v in f.metadata.items()}
+        tensors = {k: ("F32", f.dequantize(t)) for k, t in f.tensors.items()}
+    for flags, ok in (([True, True, False], True), ([False, True, True], False)):
+        meta["gemma3.attention.sliding_window_pattern"] = np.array(flags)
+        gguf_write.write_gguf(tmp("g2.gguf"), meta, tensors)
+        if ok:
+            assert converted(tmp("g2.gguf"), "g2.bin")[0][0]["global_every"] == 3
+        else:
+            refused([tmp("g2.gguf"), tmp("o.bin")], "layer_types")
+
+
 for _n, _a, _c in FAMILIES:
     family_case(_n, _a, _c)
 

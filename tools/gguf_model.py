@@ -225,8 +225,12 @@ def hf_config(f, arch, mt):
         # 62-layer 27B), a global layer every 6 and a local RoPE base of 10000 unless the file says
         scalar = dim // H if c["num_hidden_layers"] == 62 else hd
         c.update(query_pre_attn_scalar=scalar, sliding_window=g.get("attention.sliding_window"),
-                 sliding_window_pattern=g.get("attention.sliding_window_pattern", 6),
                  rope_local_base_freq=g.get("rope.freq_base_swa", 10000.0, float))
+        flags = f.metadata.get(arch + ".attention.sliding_window_pattern")
+        if isinstance(flags, np.ndarray) and flags.dtype == bool:  # a flag per layer: true for sliding
+            c["layer_types"] = ["sliding_attention" if x else "full_attention" for x in flags]
+        else:
+            c["sliding_window_pattern"] = g.get("attention.sliding_window_pattern", 6)
         for k in ("final_logit_softcapping", "attn_logit_softcapping"):
             if g.has(k):
                 c[k] = g.get(k, kind=float)
