@@ -8,7 +8,12 @@ Run from the repository root: /usr/bin/python3 tests/test_gguf_convert.py [-k SU
 import contextlib
 import io
 import os
+import random
+import resource
+import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -443,6 +448,52 @@ def bad_inputs_refused_by_name():
     assert rc == 1 and "IQ2_XXS" in err and len(err.strip().split("\n")) == 1, err
 
 
+
+def convert_damaged(n, seed):
+    """convert.py on n damaged copies (tests/gguf_mutate.py's mutations) of llama.cpp's files:
+    each must end in exit status 1 and one line, never in a message for an exception no reader
+    foresaw ("cannot convert (...)"), or succeed. Returns the failures' messages."""
+    import gguf_mutate
+    rnd, bad = random.Random(seed), []
+    seeds = [open(shared(n), "rb").read() for n in ("stories260K-Q4_K_M", "stories260K-F32", "stories260K-Q6_K")]
+    fields = [gguf_mutate.structural_fields(d) for d in seeds]
+
+    def hang(*_):
+        raise TimeoutError("no answer within 20 s")
+    signal.signal(signal.SIGALRM, hang)
+    for i in range(n):
+        k = rnd.randrange(len(seeds))
+        with open(tmp("damaged.gguf"), "wb") as f:
+            f.write(gguf_mutate.mutate(seeds[k], *fields[k], rnd))
+        signal.alarm(20)
+        try:
+            rc, err = conv([tmp("damaged.gguf"), tmp("damaged.bin")])
+        except BaseException as e:  # a hang, or what main let through
+            rc, err = -1, repr(e)
+        signal.alarm(0)
+        lines = [ln for ln in err.strip().split("\n") if ": note: " not in ln]
+        if rc not in (0, 1) or (rc == 1 and len(lines) != 1) or "cannot convert (" in err:
+            bad.append("file %d: exit %s: %s" % (i, rc, err.strip()[:200]))
+    return bad
+
+
+@case
+def damaged_files_end_in_one_line():
+    """A short run (the reader's own harness, tests/gguf_mutate.py, runs the million); under an
+    address-space limit, in a process of its own, so that a converter trusting a count fails
+    here rather than taking the machine's memory."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, resource.RLIM_INFINITY))
+    r = subprocess.run([sys.executable, __file__, "--damaged", "150", "7"], capture_output=True, text=True,
+                       preexec_fn=limit, timeout=600)
+    assert r.returncode == 0 and r.stdout.startswith("150 damaged files"), r.stdout[-2000:] + r.stderr[-2000:]
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--damaged"]:
+        failures = convert_damaged(int(sys.argv[2]), int(sys.argv[3]))
+        shutil.rmtree(TMP, ignore_errors=True)
+        print("%s damaged files, %d failures" % (sys.argv[2], len(failures)) + "".join("\n" + f for f in failures))
+        raise SystemExit(1 if failures else 0)
     torch.set_num_threads(1)
     raise SystemExit(case.main(TMP))
