@@ -7,7 +7,9 @@ convert.py's own readers (read_hf_decoder, read_hf_gpt2) build the model file wi
 they make for a Hugging Face directory. What llama.cpp's converter changed is undone: Llama's
 q/k rows it permuted into the interleaved RoPE order, GPT-2's Conv1D matrices it transposed.
 Gemma 3's norms it stored as 1 + w: they are kept, and the model file computes x * w instead
-of x * (1 + w), which is what llama.cpp computes.
+of x * (1 + w), which is what llama.cpp computes. Llama 3's RoPE scaling, which it stored as
+the rope_freqs tensor, is read back from it. An output.weight equal to token_embd.weight (or
+none) is a tied classifier. The context is the file's context_length (--seq-len changes it).
 
 Weight types (the closing note says which happened):
   F32, F16, BF16   kept: all matrices in one of them stay in it; a mix gives float32
