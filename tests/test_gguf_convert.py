@@ -96,7 +96,8 @@ def stories260K_f32_runs_like_llama2c():
     for name, args in (("stories260K_t0_n200.txt", ["-t", "0", "-n", "200"]),
                        ("stories260K_t1_p1_s42_n200.txt", ["-t", "1", "-p", "1", "-s", "42", "-n", "200"]),
                        # llama2.c's -n 64 counts the 5 prompt tokens: 60 new ones
-                       ("stories260K_i_Once_upon_a_time_t0_n64.txt", ["-i", "Once upon a time", "-t", "0", "-n", "60"])):
+                       ("stories260K_i_Once_upon_a_time_t0_n64.txt",
+                        ["-i", "Once upon a time", "-t", "0", "-n", "60"])):
         want = open(os.path.join(EXPECTED, name), "rb").read()
         got = run_text(m, *args)
         assert got == want, "%s differs at byte %d" % (name, next(
