@@ -11,12 +11,12 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 LDLIBS = $(BLAS_LIBS) -lm
 
 # What each program is built from: model.h and the headers of model/ and io/, the tokenizer's
-# C files, and train's own headers in training/.
+# C files and the chat formats built on it (chat/), and train's own headers in training/.
 MODEL_DEPS = model.h $(wildcard model/*.h) $(wildcard io/*.h)
-TOKENIZER_SRC = tokenizer.c $(wildcard tokenizer/*.c)
-TOKENIZER_DEPS = $(TOKENIZER_SRC) tokenizer.h $(wildcard tokenizer/*.h)
+TOKENIZER_SRC = tokenizer.c $(wildcard tokenizer/*.c) $(wildcard chat/*.c)
+TOKENIZER_DEPS = $(TOKENIZER_SRC) tokenizer.h $(wildcard tokenizer/*.h) $(wildcard chat/*.h)
 TRAIN_DEPS = $(wildcard training/*.h)
-C_SOURCES = $(wildcard *.c *.h model/*.h io/*.h tokenizer/*.c tokenizer/*.h training/*.h tests/*.c tests/*.h tests/fuzz/*.c tests/fuzz/*.h bench/*.c bench/*.h)
+C_SOURCES = $(wildcard *.c *.h model/*.h io/*.h tokenizer/*.c tokenizer/*.h chat/*.c chat/*.h training/*.h tests/*.c tests/*.h tests/fuzz/*.c tests/fuzz/*.h bench/*.c bench/*.h)
 
 # OpenBLAS built on OpenMP shares one thread pool with our own parallel loops; the default
 # pthread build keeps a second pool whose spinning threads fight ours for the two cores.

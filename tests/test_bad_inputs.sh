@@ -118,8 +118,8 @@ row run "dim 65536 x vocab 65536 (past 2^32 elements)" "but the config needs" ./
 patched $tmp/overflow.bin "<I" 12 65536 "<I" 16 262144 "<I" 20 1024 "<I" 24 1024 "<I" 28 1024 "<I" 32 4096 \
   "<I" 36 16777216 "<I" 40 1048576 "<I" 84 4096
 row run "every dimension at its limit (a product near 2^52)" "weights_bytes is" ./run $tmp/overflow.bin
-patched $tmp/newer.bin "<I" 4 4
-row run "a model file of format version 4" "format version 4 is newer than this build reads (3)" ./run $tmp/newer.bin
+patched $tmp/newer.bin "<I" 4 5
+row run "a model file of format version 5" "format version 5 is newer than this build reads (4)" ./run $tmp/newer.bin
 patched $tmp/wtype.bin "<I" 4 3 "<I" 136 7
 row run "a version 3 header with weight_type 7" "weight_type is 7, outside [0, 3]" ./run $tmp/wtype.bin
 patched $tmp/wtype_v2.bin "<I" 4 2 "<I" 136 2

@@ -173,7 +173,7 @@ static void test_bad_fields(void **state) {
     (void)state;
     Patch cases[] = {
         {0, 0x4e4e4e4e, "bad magic"},
-        {4, 4, "newer than this build"},
+        {4, 5, "newer than this build"},
         {4, 0, "version 0 is unknown"},
         {8, 128, "header_size"},
         {12, 0, "dim is 0"},
@@ -215,7 +215,7 @@ static void test_bad_fields(void **state) {
         {140, 4, "weights_bytes"},                   // a valid group size, but another layout
         {136, 0, "group_size is 8, outside [0, 0]"}, // float32 with a group size
         {4, 1, "version 1 file has no weight_type"},
-        {184, 1, "reserved header byte 184"},
+        {184, 1, "header bytes 184..199 (the chat section) are not zero in a version 2 file"},
     };
     refuse_patched(good_q8, good_q8_size, q8_cases, sizeof q8_cases / sizeof q8_cases[0]);
 }
