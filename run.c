@@ -181,7 +181,8 @@ static int shift_window(const Model *m, RunState *s, const int *history, int n, 
 static int *prompt_ids(const Tokenizer *tok, const Config *c, const ChatTemplate *ct, const ChatMessage *msgs,
                        int n_msgs, const Options *o, int *n) {
     char err[512];
-    size_t plen = strlen(o->prompt), cap = ct ? chat_max_tokens(ct, tok, msgs, n_msgs) : tokenizer_max_tokens(tok, plen);
+    size_t plen = strlen(o->prompt),
+           cap = ct ? chat_max_tokens(ct, tok, msgs, n_msgs) : tokenizer_max_tokens(tok, plen);
     int *tokens = malloc(sizeof(int) * (cap ? cap : 1));
     if (!tokens) die("out of memory");
     if (ct && (*n = chat_render(ct, tok, msgs, n_msgs, 1, tokens, (int)cap, err, sizeof err)) < 0)
@@ -380,7 +381,7 @@ static void load_template(ChatTemplate *ct, const Model *m, const Tokenizer *tok
 static void chat(const Model *m, const Tokenizer *tok, const ChatTemplate *ct, RunState *s, Sampler *sampler,
                  const Options *o, const ChatMessage *msgs, int n_msgs) {
     const Config *c = &m->config;
-    ChatModel cm = {m, s, sampler, malloc(sizeof(float) * c->vocab_size)};
+    ChatModel cm = {.m = m, .s = s, .sampler = sampler, .logits = malloc(sizeof(float) * c->vocab_size)};
     Conversation cv;
     if (!cm.logits || conversation_init(&cv, ct, tok, c->seq_len)) die("out of memory");
     // A local layer's ring (model/forward.h) still holds what positions up to max_batch back need.

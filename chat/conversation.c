@@ -1,5 +1,4 @@
 // chat/conversation.c: the turn loop of chat/conversation.h.
-#define _DEFAULT_SOURCE // getline, sigaction
 #include "conversation.h"
 
 #include <errno.h>
@@ -93,8 +92,10 @@ int conversation_render(Conversation *cv, int max_tokens, int *dropped, char *er
         int first = cv->n_msgs > 0 && cv->msgs[0].role == CHAT_SYSTEM, end = first + 1;
         while (end < cv->n_msgs - 1 && cv->msgs[end].role != CHAT_USER) end++;
         if (end >= cv->n_msgs)
-            return say(err, errlen, "the newest turn is %d tokens as the template renders it%s, more than the %d the "
-                       "context leaves for it (-c, -n)", n, first ? " with the system prompt" : "", max_tokens);
+            return say(err, errlen,
+                       "the newest turn is %d tokens as the template renders it%s, more than the %d the "
+                       "context leaves for it (-c, -n)",
+                       n, first ? " with the system prompt" : "", max_tokens);
         drop_messages(cv, first, end - first);
         *dropped += end - first;
     }
@@ -175,9 +176,11 @@ static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errle
         return say(err, errlen, "out of memory");
     double t2 = seconds();
     r->print(r->ctx, "\n\n", 2, 1);
-    fprintf(stderr, "[prompt: %d token%s run in %.3f s, %d reused from the cache; reply: %d token%s in %.3f s "
-            "(%.1f tok/s)%s%s]\n", n - keep, n - keep == 1 ? "" : "s", t1 - t0, keep, written, written == 1 ? "" : "s",
-            t2 - t1, written > 0 ? written / (t2 - t1) : 0.0, why_stopped ? "; " : "", why_stopped ? why_stopped : "");
+    fprintf(stderr,
+            "[prompt: %d token%s run in %.3f s, %d reused from the cache; reply: %d token%s in %.3f s "
+            "(%.1f tok/s)%s%s]\n",
+            n - keep, n - keep == 1 ? "" : "s", t1 - t0, keep, written, written == 1 ? "" : "s", t2 - t1,
+            written > 0 ? written / (t2 - t1) : 0.0, why_stopped ? "; " : "", why_stopped ? why_stopped : "");
     return 0;
 }
 

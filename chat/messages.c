@@ -1,5 +1,4 @@
 // chat/messages.c: the strict JSON reader of chat/messages.h.
-#define _DEFAULT_SOURCE // strdup
 #include "messages.h"
 
 #include <errno.h>
@@ -66,7 +65,10 @@ static int hex4(const char *s, unsigned *v) {
     *v = 0;
     for (int i = 0; i < 4; i++) {
         char c = s[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
         if (d < 0) return -1;
         *v = *v << 4 | (unsigned)d;
     }
@@ -90,7 +92,8 @@ static size_t put_utf8(char *out, unsigned cp) {
 static int unicode_escape(Reader *r, const char *esc, unsigned *cp) {
     if (r->end - r->p < 4 || hex4(r->p, cp)) return fail(r, esc, "\\u needs four hex digits");
     r->p += 4;
-    if (*cp >= 0xDC00 && *cp <= 0xDFFF) return fail(r, esc, "\\u%04X is a low surrogate with no high one before it", *cp);
+    if (*cp >= 0xDC00 && *cp <= 0xDFFF)
+        return fail(r, esc, "\\u%04X is a low surrogate with no high one before it", *cp);
     if (*cp >= 0xD800 && *cp <= 0xDBFF) {
         unsigned lo;
         if (r->end - r->p < 6 || r->p[0] != '\\' || r->p[1] != 'u' || hex4(r->p + 2, &lo) || lo < 0xDC00 || lo > 0xDFFF)
@@ -125,7 +128,7 @@ static int read_string(Reader *r, char **out, size_t *len) {
         }
         char e = *r->p++;
         const char *plain = strchr("\"\\/bfnrt", e), *as = "\"\\/\b\f\n\r\t";
-        unsigned cp;
+        unsigned cp = 0;
         if (e && plain) s[n++] = as[plain - "\"\\/bfnrt"];
         else if (e == 'u' && !unicode_escape(r, at, &cp)) n += put_utf8(s + n, cp);
         else {

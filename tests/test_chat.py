@@ -163,17 +163,27 @@ def chat_file_history():
 
 @case(needs=[build])
 def context_full_drops_oldest():
-    """With a short context the oldest turns go (stderr says so) and the conversation goes on; the
-    replies still equal -m generate's on the conversation that was kept."""
+    """With a short context the oldest turns go (stderr says so, before the turn's timings) and the
+    conversation goes on; each reply equals -m generate's on the conversation that was kept."""
     turns = ["Tell me a story about a cat named %s." % n for n in ("Tom", "Felix", "Garfield", "Luna")]
-    r = run("-m", "chat", "-c", "96", "-t", "0", "-n", "16", stdin="".join(t + "\n" for t in turns))
+    args = ("-c", "96", "-t", "0", "-n", "16")
+    r = run("-m", "chat", *args, stdin="".join(t + "\n" for t in turns))
     got = replies(r.stdout, 4)
-    assert "the oldest" in r.stderr and "dropped" in r.stderr, r.stderr
-    last = [{"role": "user", "content": turns[3]}]
-    g = run("-m", "generate", "--chat", conv_file("last.json", last), "-t", "0", "-n", "16")
-    m = re.findall(r"oldest (\d+) messages? dropped", r.stderr)
-    if sum(map(int, m)) == 6:  # every earlier turn dropped: the last reply is the lone turn's
-        assert got[3] == g.stdout, (got[3], g.stdout)
+    dropped, kept, total = 0, [], 0
+    lines = iter(r.stderr.splitlines())
+    for i, text in enumerate(turns):
+        kept.append({"role": "user", "content": text})
+        line = next(lines)
+        m = re.match(r"\[the context is full: the oldest (\d+) messages? dropped\]", line)
+        if m:
+            del kept[:int(m.group(1))]
+            dropped += int(m.group(1))
+            line = next(lines)
+        assert line.startswith("[prompt: "), line
+        g = run("-m", "generate", "--chat", conv_file("kept%d.json" % i, kept), *args)
+        assert g.stdout == got[i], "turn %d: chat %r, generate on what was kept %r" % (i + 1, got[i], g.stdout)
+        kept.append({"role": "assistant", "content": got[i]})
+    assert dropped >= 2, r.stderr
 
 
 def read_until(fd, pattern, timeout=60):
@@ -197,8 +207,8 @@ def terminal():
     """Under a pseudo-terminal: the prompt marker, a typed turn, the reply streaming; Ctrl-C stops it
     and the conversation goes on; the next turn's reply comes; Ctrl-D ends with exit status 0."""
     pid, fd = pty.fork()
-    if pid == 0:  # the child: run on the terminal, a reply that only Ctrl-C or the full context stops
-        os.execv(RUN, [RUN, MODEL, "-j", "1", "-m", "chat", "-t", "0", "-n", "0", "-c", "8192"])
+    if pid == 0:  # the child: run on the terminal; greedy replies of 1000 tokens, seconds long
+        os.execv(RUN, [RUN, MODEL, "-j", "1", "-m", "chat", "-t", "0", "-n", "1000"])
     try:
         read_until(fd, rb"> $")
         os.write(fd, b"Write a very long story.\r")
