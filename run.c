@@ -444,9 +444,9 @@ int main(int argc, char **argv) {
 
     ChatTemplate ct;
     int templated = !strcmp(o.mode, "chat") || o.chat_path, n_msgs = 0;
-    if (templated) load_template(&ct, &m, &tok, &o);
     ChatMessage *msgs = NULL;
     if (templated && chat_messages_load(o.chat_path, o.system, &msgs, &n_msgs, err, sizeof err)) die("%s", err);
+    if (templated) load_template(&ct, &m, &tok, &o);
 
     if (!strcmp(o.mode, "ppl")) perplexity(&m, &tok, &s, &o);
     else if (!strcmp(o.mode, "chat")) chat(&m, &tok, &ct, &s, &sampler, &o, msgs, n_msgs);
