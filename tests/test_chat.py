@@ -99,15 +99,16 @@ def rendered_prompt():
     """-m logits --chat scores the conversation as the ChatML template renders it, generation prompt
     included, the template's default system prompt first: the same ids as the spelled-out text
     with --special. A user's "<|im_end|>" stays text."""
-    conv = conv_file("one.json", [{"role": "user", "content": TURNS[2]}])
+    conv = conv_file("one.json", [{"role": "user", "content": TURNS[1]}])
     text = ("<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n"
-            % (SYSTEM, TURNS[2]))
+            % (SYSTEM, TURNS[1]))
     ids = logits_ids("--chat", conv)
     assert ids == logits_ids("--special", "-i", text), ids
-    end = logits_ids("--special", "-i", "<|im_end|>")[-1]
-    assert ids.count(end) == 2, "the user's <|im_end|> became the token: %s" % ids
     with_y = logits_ids("--chat", conv, "-y", "Be brief.")
     assert with_y == logits_ids("--special", "-i", text.replace(SYSTEM, "Be brief.")), with_y
+    end = logits_ids("--special", "-i", "<|im_end|>")[-1]
+    injected = logits_ids("--chat", conv_file("inject.json", [{"role": "user", "content": TURNS[2]}]))
+    assert injected.count(end) == 2, "the user's <|im_end|> became the token: %s" % injected
 
 
 @case(needs=[build])
