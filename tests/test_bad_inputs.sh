@@ -420,6 +420,42 @@ row convert.py "a bfloat16 tensor whose bytes disagree with its shape" \
   "$tmp/hf_bf16/model.safetensors: tensor model.layers.1.mlp.up_proj.weight: BF16 of shape [172, 64] takes 22016 bytes, but its data_offsets" \
   "${convert[@]}" $tmp/hf_bf16 $tmp/o.bin
 
+# ---- ./run: chat (issue 19). Llama 2's format needs only BOS and EOS, so stories260K can chat in it.
+printf '[{"role": "user", "content": "hi"}, ]' >$tmp/chat_comma.json
+row run "a --chat file with a comma before ]" "$tmp/chat_comma.json: line 1, column 37: expected a message object" \
+  ./run $model --chat $tmp/chat_comma.json
+printf '[{"role": "user", "content": "hi"}] []' >$tmp/chat_trailing.json
+row run "a --chat file with bytes after the array" "$tmp/chat_trailing.json: line 1, column 37: trailing bytes" \
+  ./run $model --chat $tmp/chat_trailing.json
+printf '[{"role": "user", "content": "\\ud800 alone"}]' >$tmp/chat_surrogate.json
+row run "a --chat file with a lone surrogate escape" "$tmp/chat_surrogate.json: line 1, column 31: \\uD800 is a high surrogate" \
+  ./run $model --chat $tmp/chat_surrogate.json
+printf '[{"role": "user", "content": [{"type": "text", "text": "hi"}]}]' >$tmp/chat_nested.json
+row run "a --chat message whose content is a list" "$tmp/chat_nested.json: line 1, column 30: message 1: content must be a string, not an array" \
+  ./run $model -m chat --chat $tmp/chat_nested.json
+printf '[{"role": "user", "content": "\xff"}]' >$tmp/chat_utf8.json
+row run "a --chat file that is not UTF-8" "$tmp/chat_utf8.json: line 1, column 31: invalid UTF-8" \
+  ./run $model --chat $tmp/chat_utf8.json
+printf '[{"role": "tool", "content": "42"}]' >$tmp/chat_role.json
+row run "a --chat message with an unknown role" "message 1: unknown role \"tool\" (the roles are system, user and assistant)" \
+  ./run $model -m logits -o $tmp/o.bin --chat $tmp/chat_role.json
+printf '[{"role": "user"}]' >$tmp/chat_nocontent.json
+row run "a --chat message without content" "$tmp/chat_nocontent.json: line 1, column 2: message 1: no \"content\"" \
+  ./run $model --chat $tmp/chat_nocontent.json
+row run "-m chat with a model file that has no chat template" "has no chat template; name its format with --chat-template NAME" \
+  ./run $model -m chat
+row run "an unknown --chat-template" "--chat-template vicuna: &&unknown" \
+  ./run $model -m chat --chat-template vicuna
+row run "--chat-template chatml with a tokenizer that lacks its tokens" "--chat-template chatml: &&<|im_start|>" \
+  ./run $model -m chat --chat-template chatml
+for i in $(seq 200); do printf 'word '; done >$tmp/chat_long.txt
+echo >>$tmp/chat_long.txt
+row run "a piped chat turn longer than the context" "standard input: line 1: the newest turn is 616 tokens as the template renders it, more than the 16 the context leaves for it" \
+  bash -c "./run $model -m chat --chat-template llama2 -c 32 <$tmp/chat_long.txt"
+printf '[{"role": "user", "content": "%s"}]' "$(cat $tmp/chat_long.txt)" >$tmp/chat_long.json
+row run "a --chat conversation longer than the context" "$tmp/chat_long.json: 616 tokens, longer than the model's context of 32" \
+  ./run $model --chat $tmp/chat_long.json --chat-template llama2 -c 32
+
 if ((markdown)); then
   echo "| program | input | message (stderr, exit status 1) |"
   echo "|---|---|---|"
