@@ -185,8 +185,9 @@ static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errle
 }
 
 // The next line of standard input without its line ending, in *line (getline's buffer); -1 at
-// the end of input. At a terminal, Ctrl-C while waiting gives a new prompt instead.
-static ssize_t read_turn(Conversation *cv, char **line, size_t *cap, char *err, size_t errlen) {
+// the end of input or on a read error (ferror(stdin) tells). At a terminal, Ctrl-C while
+// waiting gives a new prompt instead.
+static ssize_t read_turn(const Conversation *cv, char **line, size_t *cap) {
     for (;;) {
         if (cv->interactive) fputs("> ", stdout), fflush(stdout);
         errno = 0;
@@ -197,7 +198,6 @@ static ssize_t read_turn(Conversation *cv, char **line, size_t *cap, char *err, 
             fputs("\n[Ctrl-D or /bye ends the conversation]\n", stderr);
             continue;
         }
-        if (len < 0 && ferror(stdin)) return say(err, errlen, "standard input: read error: %s", strerror(errno)), -2;
         if (len < 0) return -1;
         if (len > 0 && (*line)[len - 1] == '\n') len--;
         if (len > 0 && (*line)[len - 1] == '\r') len--;
@@ -210,12 +210,14 @@ static ssize_t read_turn(Conversation *cv, char **line, size_t *cap, char *err, 
 int conversation_run(Conversation *cv, const ChatRunner *r, char *err, size_t errlen) {
     struct sigaction on_int = {.sa_handler = on_sigint}, before; // no SA_RESTART: Ctrl-C interrupts the read
     if (cv->interactive) sigaction(SIGINT, &on_int, &before);
-    int rc = cv->n_msgs && cv->msgs[cv->n_msgs - 1].role == CHAT_USER ? answer(cv, r, err, errlen) : 0;
-    char *line = NULL, why[160];
+    char *line = NULL, why[512];
     size_t cap = 0;
+    int rc = 0;
+    if (cv->n_msgs && cv->msgs[cv->n_msgs - 1].role == CHAT_USER && answer(cv, r, why, sizeof why))
+        rc = say(err, errlen, "the history's last message: %s", why);
     for (int turn = 1; rc == 0; turn++) {
-        ssize_t len = read_turn(cv, &line, &cap, err, errlen);
-        if (len == -2) rc = -1;
+        ssize_t len = read_turn(cv, &line, &cap);
+        if (len < 0 && ferror(stdin)) rc = say(err, errlen, "standard input: read error: %s", strerror(errno));
         if (len < 0 || !strcmp(line, "/bye")) break;
         size_t bad = tokenizer_first_non_text(line, (size_t)len);
         if (bad < (size_t)len)
