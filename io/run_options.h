@@ -63,7 +63,8 @@ static void usage(FILE *f) {
         "  -j N         threads (default: OMP_NUM_THREADS, else every core)\n"
         "  -h, --help   this text\n"
         "-n -t -p -k --min-p -r --repeat-window and -s shape generation; -m ppl and -m logits refuse them.\n"
-        "Text goes to stdout (exactly the prompt, then the continuation); timings go to stderr.\n"
+        "Text goes to stdout (exactly the prompt, then the continuation; with --chat only the reply); timings go\n"
+        "to stderr.\n"
         "-m chat: type a message after the prompt marker; the reply streams; Ctrl-C stops a reply, Ctrl-D or\n"
         "/bye ends the conversation. When standard input is not a terminal each line is a turn and each\n"
         "reply is written followed by an empty line.\n",
