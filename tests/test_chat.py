@@ -112,6 +112,24 @@ def rendered_prompt():
 
 
 @case(needs=[build])
+def json_escapes():
+    """The --chat reader decodes JSON's escapes (\\uXXXX surrogate pairs included) to the same text as
+    the raw UTF-8 spelling, in any layout of white space: the same ids."""
+    messages = [{"role": "system", "content": "Tab\there, quote \" slash / back \\ \b\f\r"},
+                {"role": "user", "content": "caf\u00e9 \U0001F600 \u4e2d\n\u2028 end"},
+                {"role": "assistant", "content": "ok"}, {"role": "user", "content": ""}]
+    raw = conv_file("raw.json", messages)
+    escaped = tmp("escaped.json")
+    with open(escaped, "w") as f:
+        f.write(json.dumps(messages, ensure_ascii=True, indent="\t", separators=(" ,", " :  ")).replace("\n", "\r\n"))
+    assert "\\ud83d\\ude00" in open(escaped).read()
+    ids = logits_ids("--chat", escaped)
+    assert ids == logits_ids("--chat", raw)
+    text = "".join("<|im_start|>%s\n%s<|im_end|>\n" % (m["role"], m["content"]) for m in messages)
+    assert ids == logits_ids("--special", "-i", text + "<|im_start|>assistant\n"), ids
+
+
+@case(needs=[build])
 def piped_turns_and_per_turn_cost():
     """Three piped turns: three replies, each followed by an empty line. Each turn runs only what the
     cache lacks: the render of the whole conversation so far (-m logits --chat on the same messages)
