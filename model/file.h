@@ -589,7 +589,7 @@ static inline void model_close(Model *m) {
 
 typedef struct {
     FileHeader h;
-    const void *tok_blob;
+    const void *tok_blob, *chat;
     const float *weights;
 } ModelFileParts;
 
@@ -598,20 +598,32 @@ static inline void write_model_parts(Sink *s, const void *ctx) {
     static const char zeros[MODEL_ALIGN];
     sink_write(s, &p->h, sizeof p->h);
     sink_write(s, p->tok_blob, p->h.tok_bytes);
-    sink_write(s, zeros, p->h.weights_offset - MODEL_HEADER_SIZE - p->h.tok_bytes);
+    sink_write(s, p->chat, p->h.chat_bytes);
+    sink_write(s, zeros, p->h.weights_offset - MODEL_HEADER_SIZE - p->h.tok_bytes - p->h.chat_bytes);
     sink_write(s, p->weights, p->h.weights_bytes);
 }
 
-// Writes a whole model file, atomically: header, tokenizer blob, then the weights block as
-// carve_weights lays it out (padding included). Returns 0, or -1 with err.
-static inline int model_save(const char *path, const Config *c, const void *tok_blob, size_t tok_bytes,
-                             const float *weights, char *err, size_t n) {
-    ModelFileParts p = {header_from_config(c), tok_blob, weights};
+// Writes a whole model file, atomically: header, tokenizer blob, the chat section if chat_bytes
+// (a version 4 file), then the weights block as carve_weights lays it out (padding included).
+// Returns 0, or -1 with err.
+static inline int model_save_chat(const char *path, const Config *c, const void *tok_blob, size_t tok_bytes,
+                                  const void *chat, size_t chat_bytes, const float *weights, char *err, size_t n) {
+    ModelFileParts p = {header_from_config(c), tok_blob, chat, weights};
     p.h.tok_offset = MODEL_HEADER_SIZE;
     p.h.tok_bytes = tok_bytes;
-    p.h.weights_offset = align_up(MODEL_HEADER_SIZE + tok_bytes);
+    if (chat_bytes) {
+        p.h.version = 4;
+        p.h.chat_offset = MODEL_HEADER_SIZE + tok_bytes;
+        p.h.chat_bytes = chat_bytes;
+    }
+    p.h.weights_offset = align_up(MODEL_HEADER_SIZE + tok_bytes + chat_bytes);
     p.h.weights_bytes = carve_weights(c, NULL, NULL);
     return write_atomic(path, write_model_parts, &p, err, n);
+}
+
+static inline int model_save(const char *path, const Config *c, const void *tok_blob, size_t tok_bytes,
+                             const float *weights, char *err, size_t n) {
+    return model_save_chat(path, c, tok_blob, tok_bytes, NULL, 0, weights, err, n);
 }
 
 #endif

@@ -455,6 +455,33 @@ row run "a piped chat turn longer than the context" "standard input: line 1: the
 printf '[{"role": "user", "content": "%s"}]' "$(cat $tmp/chat_long.txt)" >$tmp/chat_long.json
 row run "a --chat conversation longer than the context" "$tmp/chat_long.json: 616 tokens, longer than the model's context of 32" \
   ./run $model --chat $tmp/chat_long.json --chat-template llama2 -c 32
+# ---- chat templates (issue 19): convert.py's chat section, and the loader's checks of it
+mkdir -p $tmp/hf_tpl && cp $tmp/hf/* $tmp/hf_tpl/
+printf '%s' '{"chat_template": "{{ bos_token }}{% for message in messages %}{{ '"'"'[INST] '"'"' + message['"'"'content'"'"'] + '"'"' [/INST]'"'"' }}{% endfor %}"}' \
+  >$tmp/hf_tpl/tokenizer_config.json
+row convert.py "a chat template of no known family" \
+  "$tmp/hf_tpl/tokenizer_config.json: chat template not recognised ('{{ bos_token }}{% for message in message'...); pass --chat-template NAME" \
+  "${convert[@]}" $tmp/hf_tpl $tmp/o.bin
+row convert.py "--chat-template nosuch" "argument --chat-template: invalid choice: 'nosuch'" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --chat-template nosuch
+row convert.py "--chat-template chatml for a tokenizer without <|im_start|>" \
+  "chat template chatml needs the special token <|im_start|>, which the tokenizer does not have" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --chat-template chatml
+"${convert[@]}" $SHARED/models/stories260K.bin $tmp/chat.bin --tokenizer $SHARED/models/tok512.bin --chat-template llama2 2>/dev/null
+"$PYTHON" - $tmp/chat.bin $tmp/chat_bad.bin <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+at = struct.unpack_from("<Q", data, 184)[0]  # chat_offset: family, n_ids, then id 0 (BOS)
+struct.pack_into("<i", data, at + 8, 99999)
+open(sys.argv[2], "wb").write(data)
+PY
+row convert.py "a model file whose chat section has an id outside the vocabulary" \
+  "$tmp/chat_bad.bin: chat section: id 0 is 99999, outside the vocabulary of 512" "${convert[@]}" $tmp/chat_bad.bin $tmp/o.bin
+row run "-m chat on a model file whose chat section has an id outside the vocabulary" \
+  "$tmp/chat_bad.bin: &&chat section: id 0 is 99999, outside the vocabulary of 512" ./run $tmp/chat_bad.bin -m chat
+patched $tmp/chat_misplaced.bin "<I" 4 4 "<Q" 184 300 "<Q" 192 16
+row run "a chat section that does not follow the tokenizer blob" "does not follow the tokenizer blob" \
+  ./run $tmp/chat_misplaced.bin -i hi -n 1
 
 if ((markdown)); then
   echo "| program | input | message (stderr, exit status 1) |"
