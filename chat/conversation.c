@@ -158,6 +158,7 @@ static int write_reply(Conversation *cv, const ChatRunner *r, const char **why_s
 // One assistant turn for the conversation as it stands (its last message the user's): render,
 // run what the cache lacks, write the reply, keep it in the history. -1 with err on failure.
 static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errlen) {
+    // the turn leaves room for a reply of -n tokens, at most half the context
     int reserve = cv->max_new > 0 && cv->max_new < cv->seq_len / 2 ? cv->max_new : cv->seq_len / 2, dropped;
     int n = conversation_render(cv, cv->seq_len - reserve, &dropped, err, errlen);
     if (n < 0) return -1;
