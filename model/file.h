@@ -20,7 +20,8 @@
 // The file header (docs/FORMAT.md)
 
 #define MODEL_MAGIC "ATTN"
-#define MODEL_VERSION 3 // 1: float32 only; 2 adds weight_type and group_size; 3 the knobs of today's families
+#define MODEL_VERSION                                                                                                  \
+    4 // 1: float32 only; 2 adds weight_type and group_size; 3 the knobs of today's families; 4 a chat section
 #define MODEL_HEADER_SIZE 256
 #define MODEL_ALIGN 64
 
@@ -61,10 +62,13 @@ typedef struct {
     float attn_scale;
     uint32_t sliding_window, global_every;
     float rope_local_theta;
-    uint8_t reserved[MODEL_HEADER_SIZE - 184];
+    // version 4: the chat section (chat/chat.h reads it), right after the tokenizer blob; 0, 0: none
+    uint64_t chat_offset, chat_bytes;
+    uint8_t reserved[MODEL_HEADER_SIZE - 200];
 } FileHeader;
 _Static_assert(sizeof(FileHeader) == MODEL_HEADER_SIZE, "header is 256 bytes");
 _Static_assert(offsetof(FileHeader, tok_offset) == 104, "header layout follows docs/FORMAT.md");
+_Static_assert(offsetof(FileHeader, chat_offset) == 184, "header layout follows docs/FORMAT.md");
 
 // The config is the header's numbers as ints, checked against the limits below first.
 typedef struct {
@@ -141,7 +145,7 @@ static inline int check_v3_fields(const FileHeader *h, char *err, size_t n) {
     }
     if (h->version < 3) {
         const uint8_t *b = (const uint8_t *)h;
-        for (size_t i = offsetof(FileHeader, rope_scaling); i < offsetof(FileHeader, reserved); i++)
+        for (size_t i = offsetof(FileHeader, rope_scaling); i < offsetof(FileHeader, chat_offset); i++)
             if (b[i]) {
                 snprintf(err, n, "header byte %zu is not zero in a version %u file", i, h->version);
                 return -1;
@@ -441,6 +445,8 @@ typedef struct {
     Weights weights;
     const void *tok_blob; // tokenizer bytes, inside the mapping
     size_t tok_bytes;
+    const void *chat_section; // the chat section's bytes, inside the mapping; NULL, 0 without one
+    size_t chat_bytes;
     void *map;
     size_t map_bytes;
 } Model;
@@ -475,6 +481,10 @@ static inline int model_check_layout(const void *data, size_t size, Config *c, c
                      offsetof(FileHeader, reserved) + i);
             return -1;
         }
+    if (h.version < 4 && (h.chat_offset || h.chat_bytes)) {
+        snprintf(err, n, "header bytes 184..199 (the chat section) are not zero in a version %u file", h.version);
+        return -1;
+    }
     if (config_from_header(&h, c, err, n)) return -1;
     if (h.tok_offset != MODEL_HEADER_SIZE) {
         snprintf(err, n, "tok_offset is %llu, expected %d", (unsigned long long)h.tok_offset, MODEL_HEADER_SIZE);
@@ -485,9 +495,21 @@ static inline int model_check_layout(const void *data, size_t size, Config *c, c
                  (unsigned long long)h.tok_bytes, size);
         return -1;
     }
-    if (h.weights_offset % MODEL_ALIGN || h.weights_offset < h.tok_offset + h.tok_bytes || h.weights_offset > size) {
+    // the chat section, if any, lies right after the tokenizer blob
+    uint64_t tok_end = h.tok_offset + h.tok_bytes;
+    if (h.chat_bytes && (h.chat_offset != tok_end || h.chat_bytes > size - tok_end)) {
+        snprintf(err, n, "chat section (%llu bytes at %llu) does not follow the tokenizer blob at %llu inside the file",
+                 (unsigned long long)h.chat_bytes, (unsigned long long)h.chat_offset, (unsigned long long)tok_end);
+        return -1;
+    }
+    if (!h.chat_bytes && h.chat_offset) {
+        snprintf(err, n, "chat_offset is %llu but chat_bytes is 0", (unsigned long long)h.chat_offset);
+        return -1;
+    }
+    if (h.weights_offset % MODEL_ALIGN || h.weights_offset < tok_end + h.chat_bytes || h.weights_offset > size) {
         snprintf(err, n,
-                 "weights_offset %llu is not a multiple of %d after the tokenizer and inside the file (truncated?)",
+                 "weights_offset %llu is not a multiple of %d after the tokenizer and chat section and inside the file "
+                 "(truncated?)",
                  (unsigned long long)h.weights_offset, MODEL_ALIGN);
         return -1;
     }
@@ -546,6 +568,8 @@ static inline int model_open(Model *m, const char *path, char *err, size_t n) {
     m->map_bytes = size;
     m->tok_blob = (const char *)map + h->tok_offset;
     m->tok_bytes = h->tok_bytes;
+    m->chat_section = h->chat_bytes ? (const char *)map + h->chat_offset : NULL;
+    m->chat_bytes = h->chat_bytes;
     if (weights_init(&m->weights, &m->config, (float *)((char *)map + h->weights_offset))) {
         snprintf(err, n, "%s: out of memory", path);
         munmap(map, size);
@@ -565,7 +589,7 @@ static inline void model_close(Model *m) {
 
 typedef struct {
     FileHeader h;
-    const void *tok_blob;
+    const void *tok_blob, *chat;
     const float *weights;
 } ModelFileParts;
 
@@ -574,20 +598,32 @@ static inline void write_model_parts(Sink *s, const void *ctx) {
     static const char zeros[MODEL_ALIGN];
     sink_write(s, &p->h, sizeof p->h);
     sink_write(s, p->tok_blob, p->h.tok_bytes);
-    sink_write(s, zeros, p->h.weights_offset - MODEL_HEADER_SIZE - p->h.tok_bytes);
+    sink_write(s, p->chat, p->h.chat_bytes);
+    sink_write(s, zeros, p->h.weights_offset - MODEL_HEADER_SIZE - p->h.tok_bytes - p->h.chat_bytes);
     sink_write(s, p->weights, p->h.weights_bytes);
 }
 
-// Writes a whole model file, atomically: header, tokenizer blob, then the weights block as
-// carve_weights lays it out (padding included). Returns 0, or -1 with err.
-static inline int model_save(const char *path, const Config *c, const void *tok_blob, size_t tok_bytes,
-                             const float *weights, char *err, size_t n) {
-    ModelFileParts p = {header_from_config(c), tok_blob, weights};
+// Writes a whole model file, atomically: header, tokenizer blob, the chat section if chat_bytes
+// (a version 4 file), then the weights block as carve_weights lays it out (padding included).
+// Returns 0, or -1 with err.
+static inline int model_save_chat(const char *path, const Config *c, const void *tok_blob, size_t tok_bytes,
+                                  const void *chat, size_t chat_bytes, const float *weights, char *err, size_t n) {
+    ModelFileParts p = {header_from_config(c), tok_blob, chat, weights};
     p.h.tok_offset = MODEL_HEADER_SIZE;
     p.h.tok_bytes = tok_bytes;
-    p.h.weights_offset = align_up(MODEL_HEADER_SIZE + tok_bytes);
+    if (chat_bytes) {
+        p.h.version = 4;
+        p.h.chat_offset = MODEL_HEADER_SIZE + tok_bytes;
+        p.h.chat_bytes = chat_bytes;
+    }
+    p.h.weights_offset = align_up(MODEL_HEADER_SIZE + tok_bytes + chat_bytes);
     p.h.weights_bytes = carve_weights(c, NULL, NULL);
     return write_atomic(path, write_model_parts, &p, err, n);
+}
+
+static inline int model_save(const char *path, const Config *c, const void *tok_blob, size_t tok_bytes,
+                             const float *weights, char *err, size_t n) {
+    return model_save_chat(path, c, tok_blob, tok_bytes, NULL, 0, weights, err, n);
 }
 
 #endif

@@ -118,8 +118,8 @@ row run "dim 65536 x vocab 65536 (past 2^32 elements)" "but the config needs" ./
 patched $tmp/overflow.bin "<I" 12 65536 "<I" 16 262144 "<I" 20 1024 "<I" 24 1024 "<I" 28 1024 "<I" 32 4096 \
   "<I" 36 16777216 "<I" 40 1048576 "<I" 84 4096
 row run "every dimension at its limit (a product near 2^52)" "weights_bytes is" ./run $tmp/overflow.bin
-patched $tmp/newer.bin "<I" 4 4
-row run "a model file of format version 4" "format version 4 is newer than this build reads (3)" ./run $tmp/newer.bin
+patched $tmp/newer.bin "<I" 4 5
+row run "a model file of format version 5" "format version 5 is newer than this build reads (4)" ./run $tmp/newer.bin
 patched $tmp/wtype.bin "<I" 4 3 "<I" 136 7
 row run "a version 3 header with weight_type 7" "weight_type is 7, outside [0, 3]" ./run $tmp/wtype.bin
 patched $tmp/wtype_v2.bin "<I" 4 2 "<I" 136 2
@@ -471,6 +471,68 @@ row convert.py "a GGUF file of an architecture this build lacks" \
 row convert.py "a GGUF file with an unknown tokenizer.ggml.pre" \
   "$tmp/pre.gguf: tokenizer.ggml.pre 'deepseek-llm' with model llama is not one this build reproduces" \
   "${convert[@]}" $tmp/pre.gguf $tmp/o.bin
+# ---- ./run: chat (issue 19). Llama 2's format needs only BOS and EOS, so stories260K can chat in it.
+printf '[{"role": "user", "content": "hi"}, ]' >$tmp/chat_comma.json
+row run "a --chat file with a comma before ]" "$tmp/chat_comma.json: line 1, column 37: expected a message object" \
+  ./run $model --chat $tmp/chat_comma.json
+printf '[{"role": "user", "content": "hi"}] []' >$tmp/chat_trailing.json
+row run "a --chat file with bytes after the array" "$tmp/chat_trailing.json: line 1, column 37: trailing bytes" \
+  ./run $model --chat $tmp/chat_trailing.json
+printf '[{"role": "user", "content": "\\ud800 alone"}]' >$tmp/chat_surrogate.json
+row run "a --chat file with a lone surrogate escape" "$tmp/chat_surrogate.json: line 1, column 31: \\uD800 is a high surrogate" \
+  ./run $model --chat $tmp/chat_surrogate.json
+printf '[{"role": "user", "content": [{"type": "text", "text": "hi"}]}]' >$tmp/chat_nested.json
+row run "a --chat message whose content is a list" "$tmp/chat_nested.json: line 1, column 30: message 1: content must be a string, not an array" \
+  ./run $model -m chat --chat $tmp/chat_nested.json
+printf '[{"role": "user", "content": "\xff"}]' >$tmp/chat_utf8.json
+row run "a --chat file that is not UTF-8" "$tmp/chat_utf8.json: line 1, column 31: invalid UTF-8" \
+  ./run $model --chat $tmp/chat_utf8.json
+printf '[{"role": "tool", "content": "42"}]' >$tmp/chat_role.json
+row run "a --chat message with an unknown role" "message 1: unknown role \"tool\" (the roles are system, user and assistant)" \
+  ./run $model -m logits -o $tmp/o.bin --chat $tmp/chat_role.json
+printf '[{"role": "user"}]' >$tmp/chat_nocontent.json
+row run "a --chat message without content" "$tmp/chat_nocontent.json: line 1, column 2: message 1: no \"content\"" \
+  ./run $model --chat $tmp/chat_nocontent.json
+row run "-m chat with a model file that has no chat template" "has no chat template; name its format with --chat-template NAME" \
+  ./run $model -m chat
+row run "an unknown --chat-template" "--chat-template vicuna: &&unknown" \
+  ./run $model -m chat --chat-template vicuna
+row run "--chat-template chatml with a tokenizer that lacks its tokens" "--chat-template chatml: &&<|im_start|>" \
+  ./run $model -m chat --chat-template chatml
+for i in $(seq 200); do printf 'word '; done >$tmp/chat_long.txt
+echo >>$tmp/chat_long.txt
+row run "a piped chat turn longer than the context" "standard input: line 1: the newest turn is 616 tokens as the template renders it, more than the 16 the context leaves for it" \
+  bash -c "./run $model -m chat --chat-template llama2 -c 32 <$tmp/chat_long.txt"
+printf '[{"role": "user", "content": "%s"}]' "$(cat $tmp/chat_long.txt)" >$tmp/chat_long.json
+row run "a --chat conversation longer than the context" "$tmp/chat_long.json: 616 tokens, longer than the model's context of 32" \
+  ./run $model --chat $tmp/chat_long.json --chat-template llama2 -c 32
+# ---- chat templates (issue 19): convert.py's chat section, and the loader's checks of it
+mkdir -p $tmp/hf_tpl && cp $tmp/hf/* $tmp/hf_tpl/
+printf '%s' '{"chat_template": "{{ bos_token }}{% for message in messages %}{{ '"'"'[INST] '"'"' + message['"'"'content'"'"'] + '"'"' [/INST]'"'"' }}{% endfor %}"}' \
+  >$tmp/hf_tpl/tokenizer_config.json
+row convert.py "a chat template of no known family" \
+  "$tmp/hf_tpl/tokenizer_config.json: chat template not recognised ('{{ bos_token }}{% for message in message'...); pass --chat-template NAME" \
+  "${convert[@]}" $tmp/hf_tpl $tmp/o.bin
+row convert.py "--chat-template nosuch" "argument --chat-template: invalid choice: 'nosuch'" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --chat-template nosuch
+row convert.py "--chat-template chatml for a tokenizer without <|im_start|>" \
+  "chat template chatml needs the special token <|im_start|>, which the tokenizer does not have" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --chat-template chatml
+"${convert[@]}" $SHARED/models/stories260K.bin $tmp/chat.bin --tokenizer $SHARED/models/tok512.bin --chat-template llama2 2>/dev/null
+"$PYTHON" - $tmp/chat.bin $tmp/chat_bad.bin <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+at = struct.unpack_from("<Q", data, 184)[0]  # chat_offset: family, n_ids, then id 0 (BOS)
+struct.pack_into("<i", data, at + 8, 99999)
+open(sys.argv[2], "wb").write(data)
+PY
+row convert.py "a model file whose chat section has an id outside the vocabulary" \
+  "$tmp/chat_bad.bin: chat section: id 0 is 99999, outside the vocabulary of 512" "${convert[@]}" $tmp/chat_bad.bin $tmp/o.bin
+row run "-m chat on a model file whose chat section has an id outside the vocabulary" \
+  "$tmp/chat_bad.bin: &&chat section: id 0 is 99999, outside the vocabulary of 512" ./run $tmp/chat_bad.bin -m chat
+patched $tmp/chat_misplaced.bin "<I" 4 4 "<Q" 184 300 "<Q" 192 16
+row run "a chat section that does not follow the tokenizer blob" "does not follow the tokenizer blob" \
+  ./run $tmp/chat_misplaced.bin -i hi -n 1
 
 if ((markdown)); then
   echo "| program | input | message (stderr, exit status 1) |"

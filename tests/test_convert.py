@@ -960,7 +960,7 @@ def modelfile_refuses_bad_files():
     refused(good[:-4], "header implies")
     refused(good + b"\0" * 64, "header implies")
     refused(patched(good, 0, "<4s", b"ATTM"), "magic")
-    refused(patched(good, 4, "<I", 4), "newer than this build")
+    refused(patched(good, 4, "<I", 5), "newer than this build")
     refused(patched(good, 4, "<I", 0), "version 0 is not supported")
     refused(patched(good, 12, "<I", 0), "dim")
     refused(patched(good, 20, "<I", 1 << 20), "n_layers")

@@ -173,7 +173,7 @@ static void test_bad_fields(void **state) {
     (void)state;
     Patch cases[] = {
         {0, 0x4e4e4e4e, "bad magic"},
-        {4, 4, "newer than this build"},
+        {4, 5, "newer than this build"},
         {4, 0, "version 0 is unknown"},
         {8, 128, "header_size"},
         {12, 0, "dim is 0"},
@@ -215,7 +215,7 @@ static void test_bad_fields(void **state) {
         {140, 4, "weights_bytes"},                   // a valid group size, but another layout
         {136, 0, "group_size is 8, outside [0, 0]"}, // float32 with a group size
         {4, 1, "version 1 file has no weight_type"},
-        {184, 1, "reserved header byte 184"},
+        {184, 1, "header bytes 184..199 (the chat section) are not zero in a version 2 file"},
     };
     refuse_patched(good_q8, good_q8_size, q8_cases, sizeof q8_cases / sizeof q8_cases[0]);
 }
@@ -234,6 +234,47 @@ static void test_huge_dimensions(void **state) {
     free(bad);
 }
 
+// A version 4 file: the chat section's bytes right after the tokenizer blob, exposed as they are;
+// misplaced, it is refused.
+static void test_chat_section(void **state) {
+    (void)state;
+    Config c = small_config();
+    size_t bytes = carve_weights(&c, NULL, NULL);
+    float *w = calloc(1, bytes);
+    const char blob[] = "tokenizer", chat[] = "the chat section";
+    char err[512];
+    assert_int_equal(model_save_chat(bad_path, &c, blob, sizeof blob, chat, sizeof chat, w, err, sizeof err), 0);
+    free(w);
+    Model m;
+    assert_int_equal(model_open(&m, bad_path, err, sizeof err), 0);
+    const FileHeader *h = m.map;
+    assert_int_equal(h->version, 4);
+    assert_int_equal(m.chat_bytes, sizeof chat);
+    assert_memory_equal(m.chat_section, chat, sizeof chat);
+    assert_ptr_equal(m.chat_section, (const char *)m.tok_blob + sizeof blob);
+    size_t size = m.map_bytes;
+    unsigned char *file = malloc(size);
+    memcpy(file, m.map, size);
+    model_close(&m);
+    Patch cases[] = {
+        {184, 256 + sizeof blob + 1, "does not follow the tokenizer blob"},
+        {184, 0, "does not follow the tokenizer blob"},
+        {192, 0xffffff00u, "does not follow the tokenizer blob"},
+        {192, 64, "weights_offset"}, // inside the file, but over the weights
+        {4, 3, "header bytes 184..199 (the chat section) are not zero in a version 3 file"},
+    };
+    refuse_patched(file, size, cases, sizeof cases / sizeof cases[0]);
+    set_u32(file, 192, 0);
+    write_bad(file, size);
+    expect_refused("chat_offset is 266 but chat_bytes is 0");
+    // a file without a section says so: no pointer, no bytes
+    assert_int_equal(model_open(&m, good_path, err, sizeof err), 0);
+    assert_null(m.chat_section);
+    assert_int_equal(m.chat_bytes, 0);
+    model_close(&m);
+    free(file);
+}
+
 static void test_not_a_file(void **state) {
     (void)state;
     Model m;
@@ -248,7 +289,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_file_opens),      cmocka_unit_test(test_good_q8_file_opens),
         cmocka_unit_test(test_truncated_everywhere), cmocka_unit_test(test_bad_fields),
-        cmocka_unit_test(test_huge_dimensions),      cmocka_unit_test(test_not_a_file),
+        cmocka_unit_test(test_huge_dimensions),      cmocka_unit_test(test_chat_section),
+        cmocka_unit_test(test_not_a_file),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

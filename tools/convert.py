@@ -1,6 +1,7 @@
 """Convert a checkpoint into an attn.c model file (docs/FORMAT.md), or export one back.
 
   convert.py SRC OUT [--tokenizer TOK] [--seq-len N] [--weights f32|bf16|f16|q8_0 [--group-size N]]
+             [--chat-template NAME]
   convert.py --export-torch MODEL.bin OUT.pt
 
 SRC is recognised by its content:
@@ -38,6 +39,13 @@ or layer count the config contradicts, or a NaN or Inf is refused, naming it. On
 known to hold nothing a model file needs (GPT-2's causal masks attn.bias and
 attn.masked_bias, Llama's rotary_emb.inv_freq, llama2.c's freq_cis tables) are skipped, and
 the closing note names them. An OUT that exists and is not a regular file is refused.
+
+An instruct checkpoint's chat template (chat_template.jinja or tokenizer_config.json's
+chat_template, beside the tokenizer.json or in SRC) goes into OUT as a chat section, its family
+recognised by tools/chat_template.py (chatml, qwen3, llama3, llama2, gemma, zephyr); a template it
+does not recognise is refused by name. --chat-template NAME chooses the family instead, also for a
+checkpoint without a template (a llama2.c-format Llama-2-chat: llama2). An attn.c model file
+keeps its chat section.
 """
 import argparse
 import collections
@@ -68,8 +76,8 @@ class Bad(Exception):
 # skipped, and what --tokenizer could be.
 # weights, if given, makes the weight choice instead of weight_choice: (tensors, --weights,
 # --group-size) -> (weights, why, group size), for a source whose types weight_choice does not know.
-Source = collections.namedtuple("Source", "cfg tensors desc tok skipped tok_hint weights",
-                                defaults=(None, (), "e.g. a llama2.c tokenizer.bin", None))
+Source = collections.namedtuple("Source", "cfg tensors desc tok skipped tok_hint weights chat",
+                                defaults=(None, (), "e.g. a llama2.c tokenizer.bin", None, b""))
 
 # A checkpoint's number types by their safetensors names, and what the tools call the same
 # storage (--weights)
@@ -418,7 +426,8 @@ def read_attn(path):
     tn = Tensors(path, sd)
     t = {n: tn.take(n) for n in sd}
     q8 = cfg["weight_type"] == mf.WEIGHTS_Q8_0
-    return Source(cfg, t, "attn.c model file" + (" (Q8_0, dequantised)" if q8 else ""), tok)
+    return Source(cfg, t, "attn.c model file" + (" (Q8_0, dequantised)" if q8 else ""), tok,
+                  chat=mf.read_chat_section(path))
 
 
 def read_own_export(path, ck):
@@ -1103,8 +1112,42 @@ def weight_choice(tensors, asked):
     return choice, ("--weights %s: " % asked if asked else "") + theirs + " " + how
 
 
-def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=None):
-    """Returns the config written, the Source read and a note on the weight type chosen."""
+def chat_section(src, tokpath, tok, source, name):
+    """(the chat section for OUT, b"" for none; its family for the closing note): from --chat-template
+    NAME, else the template beside the tokenizer.json (or in SRC), else the source's own section
+    when OUT keeps its tokenizer."""
+    import chat_template
+    folder = tokpath if tokpath and os.path.isdir(tokpath) else \
+        os.path.dirname(tokpath) if tokpath and os.path.basename(tokpath) == "tokenizer.json" else \
+        src if os.path.isdir(src) else None
+    try:
+        template = chat_template.read_template(folder) if folder else None
+    except (ValueError, OSError) as e:
+        raise Bad(folder, str(e))
+    where = os.path.join(folder, "tokenizer_config.json") if folder else src
+    gguf = tokpath or src
+    if folder is None and os.path.isfile(gguf) and is_gguf(gguf):  # a GGUF keeps tokenizer.chat_template
+        sys.modules.setdefault("convert", sys.modules[__name__])
+        import gguf_model
+        template, where = gguf_model.chat_template(gguf), gguf
+    if template is None and name is None:
+        section = source.chat if source.chat and not tokpath else b""
+    else:
+        try:
+            section = chat_template.chat_section(template, tok, name)
+        except ValueError as e:
+            raise Bad(where, str(e))
+    if not section:
+        return b"", None
+    try:
+        return section, chat_template.parse_section(section, len(mf.parse_tokenizer(tok[0])[0]))[0]
+    except ValueError as e:
+        raise Bad(src, str(e))
+
+
+def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=None, chat_template=None):
+    """Returns the config written, the Source read, a note on the weight type chosen and the chat
+    template's family (None without one)."""
     source = read_source(src)
     cfg, tensors = source.cfg, source.tensors
     if seq_len is not None:
@@ -1125,18 +1168,19 @@ def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=Non
         raise Bad(src, "%s carries no vocabulary: pass --tokenizer (%s)" % (source.desc, source.tok_hint))
     else:
         tok = source.tok
+    chat, family = chat_section(src, tokpath, tok, source, chat_template)
     if source.weights:
         weights, why, group_size = source.weights(tensors, weights, group_size)
     else:
         weights, why = weight_choice(tensors, weights)
     try:
         cfg = storage_config(cfg, weights, group_size, "convert.py")
-        mf.write_model(out, cfg, tok, tensors)
+        mf.write_model(out, cfg, tok, tensors, chat)
     except ValueError as e:
         raise Bad(src, str(e))
     except OSError as e:
         raise Bad(out, "cannot write: %s" % (e.strerror or e))
-    return cfg, source, why
+    return cfg, source, why, family
 
 
 def export_torch(model, out):
@@ -1175,6 +1219,10 @@ def main(argv):
     ap.add_argument("--export-hf", action="store_true", help="write MODEL.bin as a Hugging Face directory OUT "
                     "(tools/export_hf.py)")
     add_quantize_arguments(ap)
+    ap.add_argument("--chat-template", metavar="NAME", choices=["chatml", "qwen3", "llama3", "llama2", "gemma",
+                                                                "zephyr"],
+                    help="the chat format to store, instead of the one the checkpoint's chat template is "
+                    "recognised as: chatml, qwen3, llama3, llama2, gemma or zephyr")
     a = ap.parse_args(argv)
     if a.export_torch and a.quantize:
         ap.error("--weights does not apply to --export-torch, whose state dict holds the weights as the model "
@@ -1205,14 +1253,16 @@ def main(argv):
             mt = export_hf.export(a.src, a.out)
             print("convert.py: %s -> %s: Hugging Face %s directory" % (a.src, a.out, mt), file=sys.stderr)
         else:
-            cfg, source, why = convert(a.src, a.out, a.tokenizer, a.seq_len, a.quantize, a.group_size)
+            cfg, source, why, family = convert(a.src, a.out, a.tokenizer, a.seq_len, a.quantize, a.group_size,
+                                               a.chat_template)
             weights = {mf.WEIGHTS_F32: "float32", mf.WEIGHTS_BF16: "bfloat16", mf.WEIGHTS_F16: "float16",
                        mf.WEIGHTS_Q8_0: "Q8_0, group size %d" % cfg["group_size"]}[cfg["weight_type"]]
             skipped = "; skipped %s, buffers a model file does not need" % listing(source.skipped) \
                 if source.skipped else ""
-            print("convert.py: %s -> %s: dim %d, %d layers, %d heads (%d kv), vocab %d, seq_len %d, %s weights (%s)%s"
+            chat = "; chat template %s" % family if family else ""
+            print("convert.py: %s -> %s: dim %d, %d layers, %d heads (%d kv), vocab %d, seq_len %d, %s weights (%s)%s%s"
                   % (source.desc, a.out, cfg["dim"], cfg["n_layers"], cfg["n_heads"], cfg["n_kv_heads"],
-                     cfg["vocab_size"], cfg["seq_len"], weights, why, skipped), file=sys.stderr)
+                     cfg["vocab_size"], cfg["seq_len"], weights, why, skipped, chat), file=sys.stderr)
     except Bad as e:
         sys.stderr.write("convert.py: %s: %s\n" % (e.path, e.msg))
         return 1

@@ -1,10 +1,12 @@
-"""Read and write attn.c model files (docs/FORMAT.md, format versions 1, 2 and 3).
+"""Read and write attn.c model files (docs/FORMAT.md, format versions 1 to 4).
 
 cfg is a dict of the header's model fields (dim ... rope_dims, and format 3's knobs) and how
 the weights are stored (weight_type, group_size: 0, 0 for float32); the tokenizer travels as
 tok = (blob_bytes, tok_kind, tok_flags, bos_id, eos_id); tensors is a dict of float32
 numpy arrays named as in FORMAT.md (layers.{i}.wq and so on), whatever the file stores:
-write_model quantises or rounds them as cfg says, read_model widens them back.
+write_model quantises or rounds them as cfg says, read_model widens them back. A chat section
+(format 4, tools/chat_template.py makes one) travels as its bytes: write_model(chat=...),
+read_chat_section.
 """
 import math
 import os
@@ -15,7 +17,7 @@ import numpy as np
 import outfile
 
 MAGIC = b"ATTN"
-VERSION = 3  # the newest this reads; files are written in the lowest version that describes them
+VERSION = 4  # the newest this reads; files are written in the lowest version that describes them
 HEADER_SIZE = 256
 ALIGN = 64
 
@@ -52,11 +54,12 @@ HEADER_FIELDS = [
     ("rope_scaling", "I"), ("rope_factor", "f"), ("rope_low_freq_factor", "f"), ("rope_high_freq_factor", "f"),
     ("rope_original_ctx", "I"), ("arch_flags", "I"), ("attn_scale", "f"), ("sliding_window", "I"),
     ("global_every", "I"), ("rope_local_theta", "f"),
+    ("chat_offset", "Q"), ("chat_bytes", "Q"),
 ]
 HEADER_STRUCT = struct.Struct("<" + "".join(code for _, code in HEADER_FIELDS))
-assert HEADER_STRUCT.size == 184
+assert HEADER_STRUCT.size == 200
 # where each version's fields end: the bytes from there to 256 are reserved and zero
-HEADER_END = {1: 136, 2: 144, 3: 184}
+HEADER_END = {1: 136, 2: 144, 3: 184, 4: 200}
 
 CONFIG_FIELDS = ["dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "head_dim",
                  "vocab_size", "seq_len", "pos_kind", "rope_theta", "ffn_kind", "norm_kind",
@@ -412,9 +415,9 @@ def read_llama2c_tokenizer(path, vocab_size):
 
 # ---- whole files ----
 
-def write_model(path, cfg, tok, tensors):
+def write_model(path, cfg, tok, tensors, chat=b""):
     """Write a model file atomically (outfile.replacing); an existing path that is not a regular
-    file is refused (outfile.Refused, an OSError)."""
+    file is refused (outfile.Refused, an OSError). chat: the chat section's bytes, or empty."""
     c = complete_config(cfg)
     check_config(c)
     blob, kind, flags, bos, eos = tok
@@ -435,12 +438,14 @@ def write_model(path, cfg, tok, tensors):
             raise ValueError("missing tensor %s" % n)
         if tuple(np.shape(tensors[n])) != shape:
             raise ValueError("tensor %s has shape %s, expected %s" % (n, tuple(np.shape(tensors[n])), shape))
-    weights_offset = padded(HEADER_SIZE + len(blob))
+    chat = bytes(chat)
+    weights_offset = padded(HEADER_SIZE + len(blob) + len(chat))
     weights_bytes = sum(stored_bytes(c, n, s) for n, s in specs)
-    version = file_version(c, int(flags), struct.unpack_from("<I", blob, 12)[0])
+    version = 4 if chat else file_version(c, int(flags), struct.unpack_from("<I", blob, 12)[0])
     h = dict(c, magic=MAGIC, version=version, header_size=HEADER_SIZE, tok_kind=int(kind),
              tok_flags=int(flags), bos_id=int(bos), eos_id=int(eos), tok_offset=HEADER_SIZE,
-             tok_bytes=len(blob), weights_offset=weights_offset, weights_bytes=weights_bytes)
+             tok_bytes=len(blob), weights_offset=weights_offset, weights_bytes=weights_bytes,
+             chat_offset=HEADER_SIZE + len(blob) if chat else 0, chat_bytes=len(chat))
     check_config(h)
     header = HEADER_STRUCT.pack(*[h[n] for n, _ in HEADER_FIELDS])
     header += bytes(HEADER_SIZE - len(header))
@@ -449,7 +454,8 @@ def write_model(path, cfg, tok, tensors):
     with outfile.replacing(path, drop_cache=True) as f:
         f.write(header)
         f.write(blob)
-        f.write(bytes(weights_offset - HEADER_SIZE - len(blob)))
+        f.write(chat)
+        f.write(bytes(weights_offset - HEADER_SIZE - len(blob) - len(chat)))
         for n, _ in specs:
             for a in stored_pieces(c, n, tensors[n]):
                 f.write(memoryview(a).cast("B"))
@@ -494,9 +500,14 @@ def read_model(path, dequantize=True):
     if h["tok_offset"] != HEADER_SIZE:
         raise ValueError("tok_offset = %d, expected %d" % (h["tok_offset"], HEADER_SIZE))
     tok_end = HEADER_SIZE + h["tok_bytes"]
+    if h["chat_bytes"] and h["chat_offset"] != tok_end:
+        raise ValueError("chat_offset = %d, expected the tokenizer's end %d" % (h["chat_offset"], tok_end))
+    if not h["chat_bytes"] and h["chat_offset"]:
+        raise ValueError("chat_offset = %d but chat_bytes is 0" % h["chat_offset"])
+    tok_end += h["chat_bytes"]
     if h["weights_offset"] % ALIGN or h["weights_offset"] < tok_end:
-        raise ValueError("weights_offset = %d is not a multiple of 64 at or after the tokenizer's end %d"
-                         % (h["weights_offset"], tok_end))
+        raise ValueError("weights_offset = %d is not a multiple of 64 at or after the tokenizer's (and chat "
+                         "section's) end %d" % (h["weights_offset"], tok_end))
     specs = tensor_specs(c)
     need = sum(stored_bytes(c, n, s) for n, s in specs)
     if need >= 1 << 48:
@@ -506,7 +517,7 @@ def read_model(path, dequantize=True):
     if size != h["weights_offset"] + need:
         raise ValueError("file is %d bytes, the header implies %d" % (size, h["weights_offset"] + need))
     mm = np.memmap(path, dtype=np.uint8, mode="r")
-    blob = bytes(mm[HEADER_SIZE:tok_end])
+    blob = bytes(mm[HEADER_SIZE:HEADER_SIZE + h["tok_bytes"]])
     pieces, _, _ = parse_tokenizer(blob)
     if len(pieces) != c["vocab_size"]:
         raise ValueError("tokenizer has %d pieces but vocab_size is %d" % (len(pieces), c["vocab_size"]))
@@ -538,3 +549,11 @@ def read_model(path, dequantize=True):
             tensors[n] = piece("tensor %s" % n, "<f4", shape)
     tok = (blob, h["tok_kind"], h["tok_flags"], h["bos_id"], h["eos_id"])
     return c, tok, tensors
+
+
+def read_chat_section(path):
+    """The chat section's bytes of a model file read_model accepts (empty without one)."""
+    with open(path, "rb") as f:
+        h = read_header(f.read(HEADER_SIZE))
+        f.seek(h["chat_offset"])
+        return f.read(h["chat_bytes"]) if h["chat_bytes"] else b""

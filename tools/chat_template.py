@@ -1,0 +1,207 @@
+"""An instruct checkpoint's chat template as a model file's chat section (docs/FORMAT.md).
+
+A Jinja chat template (tokenizer_config.json's `chat_template`, chat_template.jinja, or a GGUF's
+`tokenizer.chat_template`) is recognised by the markers of its family, never by its exact text,
+and stored as the family chat/template.c formats, the special token ids it writes, and one text:
+
+  chatml  <|im_start|> / <|im_end|> (SmolLM2, Qwen2.5); text: the system prompt the template
+          inserts when a conversation has none, taken from the template
+  qwen3   ChatML with Qwen3's <think> handling (reasoning_content); no default system prompt
+  llama3  <|start_header_id|> / <|end_header_id|> / <|eot_id|>; text: the system turn's preamble
+          (Llama 3.1/3.2's "Cutting Knowledge Date" and "Today Date" lines; "{date}" where the
+          template calls strftime_now("%d %b %Y"), else its fallback date), empty for Llama 3
+  llama2  Meta's [INST] and <<SYS>>
+  gemma   <start_of_turn> / <end_of_turn>, the system folded into the first user turn
+  zephyr  <|user|> / <|assistant|> / <|system|> text, each turn ended by eos_token (TinyLlama)
+
+chat_section(template, tok, name=None) returns the section's bytes; a template no family
+matches is refused ("chat template not recognised (...); pass --chat-template NAME"), and a name
+overrides the recognition (also for a checkpoint without a template).
+"""
+import re
+import struct
+import sys
+import os
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import modelfile as mf  # noqa: E402
+
+# chat/chat.h's CHAT_* numbers, and the ids each family's section holds (None: the tokenizer's
+# bos_id, then eos_id, which llama2.c's tokenizer.bin spells "\n<s>\n" and "\n</s>\n")
+FAMILIES = ["chatml", "qwen3", "llama3", "llama2", "gemma", "zephyr"]
+FAMILY_IDS = {
+    "chatml": ["<|im_start|>", "<|im_end|>"],
+    "qwen3": ["<|im_start|>", "<|im_end|>"],
+    "llama3": ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+    "llama2": [None, None],
+    "gemma": ["<bos>", "<start_of_turn>", "<end_of_turn>"],
+    "zephyr": [None, None],
+}
+MAX_IDS = 16
+MAX_TEXT = 1 << 20
+# What `./run --chat-template llama3` uses too: Llama 3.2's preamble with today's date.
+LLAMA3_PREAMBLE = "Cutting Knowledge Date: December 2023\nToday Date: {date}\n\n"
+KNOWN = ", ".join(FAMILIES)
+
+
+def family_number(name):
+    return FAMILIES.index(name) + 1
+
+
+def _literals(template):
+    """The string literals inside the template's {{ }} and {% %} tags, escapes decoded."""
+    out = []
+    escapes = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"'}
+    for tag in re.findall(r"\{\{.*?\}\}|\{%.*?%\}", template, re.S):
+        for m in re.finditer(r"'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\"", tag, re.S):
+            raw = m.group(1) if m.group(1) is not None else m.group(2)
+            out.append(re.sub(r"\\(.)", lambda e: escapes.get(e.group(1), "\\" + e.group(1)), raw, flags=re.S))
+    return out
+
+
+def _chatml_default_system(template):
+    """The system prompt a ChatML template writes when the conversation has none: a literal
+    '<|im_start|>system\\n...<|im_end|>' with text in it ('' if there is none)."""
+    for lit in _literals(template):
+        m = re.match(r"<\|im_start\|>system\n(.+?)<\|im_end\|>", lit, re.S)
+        if m:
+            return m.group(1)
+    return ""
+
+
+def _llama3_preamble(template):
+    """Llama 3.1/3.2's lines at the top of the system turn, '' for Llama 3's template."""
+    lits = _literals(template)
+    knowledge = [s for s in lits if s.startswith("Cutting Knowledge Date:")]
+    if not knowledge:
+        return ""
+    if not any(s == "Today Date: " for s in lits):
+        raise ValueError("chat template: a Llama 3 template with %r but no \"Today Date: \" line, which this build "
+                         "does not know" % knowledge[0])
+    if "strftime_now" in template:
+        if 'strftime_now("%d %b %Y")' not in template and "strftime_now('%d %b %Y')" not in template:
+            raise ValueError("chat template: Llama 3 date format other than strftime_now(\"%d %b %Y\")")
+        date = "{date}"
+    else:
+        m = re.search(r"set\s+date_string\s*=\s*[\"']([^\"']*)[\"']", template)
+        if not m:
+            raise ValueError("chat template: a Llama 3 template with a Today Date line but no date_string default")
+        date = m.group(1)
+    return knowledge[0] + "Today Date: " + date + "\n\n"
+
+
+def recognise(template):
+    """(family name, the section's text) of a Jinja chat template; ValueError if none matches."""
+    has = lambda *marks: all(m in template for m in marks)  # noqa: E731
+    if has("<|im_start|>", "<|im_end|>", "<think>", "</think>", "reasoning_content"):
+        return "qwen3", ""
+    if has("<|im_start|>", "<|im_end|>") and re.search(r"message(\[['\"]role['\"]\]|\.role)", template):
+        return "chatml", _chatml_default_system(template)
+    if has("<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"):
+        return "llama3", _llama3_preamble(template)
+    if has("[INST]", "[/INST]", "<<SYS>>", "<</SYS>>", "bos_token", "eos_token"):
+        return "llama2", ""
+    if has("<start_of_turn>", "<end_of_turn>", "model") and "bos_token" in template:
+        return "gemma", ""
+    if has("<|user|>", "<|assistant|>", "<|system|>", "eos_token") and "<|end|>" not in template:
+        return "zephyr", ""
+    head = " ".join(template.split())[:40]
+    raise ValueError("chat template not recognised (%r...); pass --chat-template NAME (%s)" % (head, KNOWN))
+
+
+def _default_text(name):
+    return LLAMA3_PREAMBLE if name == "llama3" else ""
+
+
+def _token_ids(tok, name):
+    """The ids family name needs, found in the tokenizer spec (blob, kind, flags, bos, eos)."""
+    blob, bos, eos = tok[0], tok[3], tok[4]
+    pieces, _, _, added = mf.parse_tokenizer(bytes(blob), with_added=True)
+    special = {pieces[i]: i for i, attr in added if attr & 1}
+    ids = []
+    for k, spelling in enumerate(FAMILY_IDS[name]):
+        if spelling is None:
+            i = bos if k == 0 else eos
+            if i < 0:
+                raise ValueError("chat template %s needs %s, which the tokenizer does not have"
+                                 % (name, "a BOS token" if k == 0 else "an EOS token"))
+        else:
+            i = special.get(spelling.encode())
+            if i is None:
+                raise ValueError("chat template %s needs the special token %s, which the tokenizer does not have"
+                                 % (name, spelling))
+        ids.append(i)
+    return ids
+
+
+def pack_section(name, ids, text):
+    t = text.encode("utf-8")
+    return struct.pack("<II%di" % len(ids), family_number(name), len(ids), *ids) + struct.pack("<I", len(t)) + t
+
+
+def chat_section(template, tok, name=None):
+    """The chat section's bytes for a Jinja chat template (None: the checkpoint has none) and the
+    tokenizer spec tok (blob, kind, flags, bos_id, eos_id) it goes with. name (--chat-template)
+    chooses the family instead of recognising it; the template's own text is kept when it is of
+    that family. ValueError, one line, if the template is not recognised or the tokenizer lacks
+    a token the family writes."""
+    if name is not None and name not in FAMILIES:
+        raise ValueError("--chat-template %s: unknown chat template (known: %s)" % (name, KNOWN))
+    if name is None:
+        name, text = recognise(template)
+    else:
+        try:
+            found = recognise(template) if template is not None else None
+        except ValueError:
+            found = None
+        text = found[1] if found and found[0] == name else _default_text(name)
+    return pack_section(name, _token_ids(tok, name), text)
+
+
+def parse_section(data, n_pieces):
+    """(family name, ids, text) of a chat section, checked as chat/template.c checks it."""
+    if len(data) < 8:
+        raise ValueError("chat section: %d bytes, shorter than its 8-byte start" % len(data))
+    family, n = struct.unpack_from("<II", data)
+    if not 1 <= family <= len(FAMILIES):
+        raise ValueError("chat section: family %d is unknown to this build" % family)
+    name = FAMILIES[family - 1]
+    if n != len(FAMILY_IDS[name]):
+        raise ValueError("chat section: n_ids is %d, but family %s has %d" % (n, name, len(FAMILY_IDS[name])))
+    if len(data) < 12 + 4 * n:
+        raise ValueError("chat section: truncated in its ids (%d bytes)" % len(data))
+    ids = list(struct.unpack_from("<%di" % n, data, 8))
+    for k, i in enumerate(ids):
+        if not 0 <= i < n_pieces:
+            raise ValueError("chat section: id %d is %d, outside the vocabulary of %d" % (k, i, n_pieces))
+    (length,) = struct.unpack_from("<I", data, 8 + 4 * n)
+    text = data[12 + 4 * n:]
+    if length != len(text):
+        raise ValueError("chat section: its text is %d bytes, but %d remain" % (length, len(text)))
+    try:
+        s = text.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError("chat section: its text is not UTF-8 (or holds NUL) at byte %d" % e.start)
+    if "\0" in s:
+        raise ValueError("chat section: its text is not UTF-8 (or holds NUL) at byte %d" % text.index(b"\0"))
+    return name, ids, s
+
+
+def read_template(folder):
+    """The chat template a Hugging Face folder carries (chat_template.jinja, else
+    tokenizer_config.json's chat_template, the "default" one of a list), or None."""
+    import json
+    jinja = os.path.join(folder, "chat_template.jinja")
+    if os.path.exists(jinja):
+        with open(jinja, encoding="utf-8") as f:
+            return f.read()
+    path = os.path.join(folder, "tokenizer_config.json")
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        t = json.load(f).get("chat_template")
+    if isinstance(t, list):
+        t = {d.get("name"): d.get("template") for d in t if isinstance(d, dict)}.get("default")
+    if t is not None and not isinstance(t, str):
+        raise ValueError("%s: chat_template is not a string or a list of named templates" % path)
+    return t
