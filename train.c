@@ -268,6 +268,8 @@ int main(int argc, char **argv) {
     FILE *csv = t.dist.rank ? NULL : open_log(files.csv, args.resume, start_step);
     catch_stop_signals();
     StateData sd = state_data(&t.md, &t.dist, t.m, t.v, &t.o, corpus_len, corpus_hash);
+    dist_check_same(&t.dist, &sd.h, sizeof sd.h, "corpus, model or options",
+                    "every rank must run the same command on the same corpus (and, resuming, the same checkpoint)");
     sd.ours = args.resume;
     sd.prior = access(args.out, F_OK) == 0 && access(files.state, F_OK) == 0;
 

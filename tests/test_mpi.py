@@ -224,6 +224,18 @@ def plain_refused():
     assert not os.path.exists(os.path.join(TMP, "plain.bin")), "it wrote a model"
 
 
+def mismatched_ranks():
+    """Ranks started with different options (mpirun's A : B form) are refused before training,
+    by the checksum the ranks also compare their weights with at every checkpoint."""
+    out = os.path.join(TMP, "mismatch.bin")
+    cmd = ["mpirun", "--oversubscribe", "-np", "1"] + train_cmd(TRAIN_MPI, out, "gpt", []) + \
+        [":", "-np", "1"] + train_cmd(TRAIN_MPI, out, "gpt", ["--seed", "12"])
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=120)
+    assert r.returncode != 0 and "rank 1's corpus, model or options differ from rank 0's" in r.stderr, \
+        "exit %d, %r" % (r.returncode, r.stderr[-300:])
+    assert not os.path.exists(out), "it wrote a model"
+
+
 case = pycase.Cases()
 for arch in ("gpt",) if ASAN else ("gpt", "llama"):
     case.add(arch + "_two_ranks_equal_one", functools.partial(equals_single, arch))
@@ -231,6 +243,7 @@ for arch in ("gpt",) if ASAN else ("gpt", "llama"):
 case.add("resume_on_other_ranks", other_ranks)
 case.add("mpi_build_alone", alone)
 case.add("plain_build_refused", plain_refused)
+case.add("mismatched_ranks_refused", mismatched_ranks)
 
 
 def main():
@@ -240,7 +253,7 @@ def main():
             print("0 passed, 1 failed")
             return 1
     print("TEST_SEED=%s" % SEED)
-    return case.main(TMP, lambda: print("largest differences from one process: %s" % ", ".join(
+    return case.main(TMP, lambda: WORST and print("largest differences from one process: %s" % ", ".join(
         "%s %.2g" % kv for kv in sorted(WORST.items()))))
 
 

@@ -110,18 +110,22 @@ static void dist_gather_params(Dist *d, float *p) {
     d->comm_s += now_s() - t0;
 }
 
-// Refuses to go on unless every rank holds the same n floats at p, by a checksum of their bits.
-static void dist_check_same(const Dist *d, const float *p, size_t n, int step) {
+// Refuses to go on unless every rank holds the same bytes at p (what they are: what), by a
+// checksum of them; then says why it matters.
+static void dist_check_same(const Dist *d, const void *p, size_t bytes, const char *what, const char *why) {
     if (d->ranks == 1) return;
     uint64_t h = 0x9E3779B97F4A7C15ull, *all = xcalloc((size_t)d->ranks, sizeof *all, "the checksums");
-    const uint32_t *bits = (const uint32_t *)p;
-    for (size_t i = 0; i < n; i++) h = mix64(h ^ bits[i]);
+    const unsigned char *b = p;
+    for (size_t i = 0; i < bytes; i += 4) {
+        uint32_t word = 0;
+        memcpy(&word, b + i, bytes - i < 4 ? bytes - i : 4);
+        h = mix64(h ^ word);
+    }
     MPI_Allgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
     for (int r = 1; r < d->ranks; r++)
         if (all[r] != all[0])
-            die("after step %d rank %d's weights differ from rank 0's (checksum %016llx, rank 0 %016llx): the ranks "
-                "must run the same build on the same corpus; stopping without a checkpoint",
-                step, r, (unsigned long long)all[r], (unsigned long long)all[0]);
+            die("rank %d's %s differ from rank 0's (checksum %016llx, rank 0's %016llx): %s", r, what,
+                (unsigned long long)all[r], (unsigned long long)all[0], why);
     free(all);
 }
 
@@ -164,7 +168,7 @@ static void dist_max(const Dist *d, int *vals, int n) {}
 static void dist_share_losses(Dist *d, double *losses, int n) {}
 static float *dist_sum_grads(Dist *d, float *g, size_t n, double *grad_sq) { return g; }
 static void dist_gather_params(Dist *d, float *p) {}
-static void dist_check_same(const Dist *d, const float *p, size_t n, int step) {}
+static void dist_check_same(const Dist *d, const void *p, size_t bytes, const char *what, const char *why) {}
 static void dist_write_shard(const Dist *d, Sink *s, int r, float *buf) {}
 static void dist_send_shard(const Dist *d, const float *moment) {}
 
