@@ -76,28 +76,27 @@ static void dist_max(const Dist *d, int *vals, int n) {
     if (d->mpi) MPI_Allreduce(MPI_IN_PLACE, vals, n, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 }
 
-// Every micro-batch's loss from the rank that ran it: each rank holds its own and zeros
-// elsewhere, so the sum is exact whatever order MPI adds in.
-static void dist_share_losses(Dist *d, double *losses, int n) {
-    double t0 = now_s();
-    if (d->mpi) MPI_Allreduce(MPI_IN_PLACE, losses, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    d->comm_s += now_s() - t0;
-}
-
-// The gradients g (n floats, this rank's micro-batches summed) summed over the ranks: the
-// shard this rank updates (the whole of g alone), with g zeroed for the next step's. grad_sq
-// comes in as g's sum of squares and leaves as the sum's, added in rank order on every rank.
-static float *dist_sum_grads(Dist *d, float *g, size_t n, double *grad_sq) {
+// A step's sums over the ranks. The gradients g (n floats, this rank's micro-batches summed):
+// the shard this rank updates (the whole of g alone) is returned, with g zeroed for the next
+// step's. grad_sq comes in as g's sum of squares and leaves as the sum's. losses (n_losses, one
+// per micro-batch, this rank's set and the others 0) leave with every rank's. The losses and
+// the shards' sums of squares travel in one all-reduce, each slot set by one rank and 0 on the
+// others, so the sums are exact whatever order MPI adds in; the squares are then added in rank
+// order on every rank.
+static float *dist_sum_step(Dist *d, float *g, size_t n, double *grad_sq, double *losses, int n_losses) {
     if (d->ranks == 1) return g;
-    double t0 = now_s();
+    double t0 = now_s(), mine = 0.0;
     MPI_Reduce_scatter(g, d->grad_shard, d->counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     memset(g, 0, n * sizeof *g);
-    double mine = 0.0, *all = xcalloc((size_t)d->ranks, sizeof *all, "the gradient norms");
     for (size_t i = 0; i < d->hi - d->lo; i++) mine += (double)d->grad_shard[i] * d->grad_shard[i];
-    MPI_Allgather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, MPI_COMM_WORLD);
+    double *sums = xcalloc((size_t)n_losses + d->ranks, sizeof *sums, "the step's sums"); // losses, then squares
+    memcpy(sums, losses, (size_t)n_losses * sizeof *sums);
+    sums[n_losses + d->rank] = mine;
+    MPI_Allreduce(MPI_IN_PLACE, sums, n_losses + d->ranks, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    memcpy(losses, sums, (size_t)n_losses * sizeof *sums);
     *grad_sq = 0.0;
-    for (int r = 0; r < d->ranks; r++) *grad_sq += all[r];
-    free(all);
+    for (int r = 0; r < d->ranks; r++) *grad_sq += sums[n_losses + r];
+    free(sums);
     d->comm_s += now_s() - t0;
     return d->grad_shard;
 }
@@ -165,8 +164,7 @@ static void dist_finish(Dist *d) {
     free(d->starts);
 }
 static void dist_max(const Dist *d, int *vals, int n) {}
-static void dist_share_losses(Dist *d, double *losses, int n) {}
-static float *dist_sum_grads(Dist *d, float *g, size_t n, double *grad_sq) { return g; }
+static float *dist_sum_step(Dist *d, float *g, size_t n, double *grad_sq, double *losses, int n_losses) { return g; }
 static void dist_gather_params(Dist *d, float *p) {}
 static void dist_check_same(const Dist *d, const void *p, size_t bytes, const char *what, const char *why) {}
 static void dist_write_shard(const Dist *d, Sink *s, int r, float *buf) {}
