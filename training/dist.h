@@ -31,13 +31,21 @@ typedef struct {
 
 #ifdef ATTN_MPI
 
-// An exit before dist_finish (a die() on one rank, which the others are waiting on inside a
-// collective) ends every rank of the job at once rather than leaving them blocked.
-static void abort_unfinished(void) {
-    int init = 0, fin = 0;
-    MPI_Initialized(&init);
+// A failing exit before dist_finish (a die() on one rank, which the others are waiting on
+// inside a collective) ends every rank of the job rather than leaving them blocked; a
+// successful one (--help, on every rank) just closes MPI. Ranks other than 0 wait a second
+// first: a failure every rank meets (a bad option) is then ended by rank 0's abort alone, as
+// two at once make Open MPI report errors of its own.
+static void exit_mpi(int status, void *unused) {
+    int fin = 0, rank = 0;
     MPI_Finalized(&fin);
-    if (init && !fin) MPI_Abort(MPI_COMM_WORLD, 1);
+    if (fin) return;
+    if (status) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        if (rank) sleep(1);
+        MPI_Abort(MPI_COMM_WORLD, status);
+    }
+    MPI_Finalize();
 }
 
 // MPI when mpirun started this process (Open MPI's launcher sets OMPI_COMM_WORLD_SIZE, MPICH's
@@ -47,7 +55,7 @@ static Dist dist_init(int *argc, char ***argv) {
     Dist d = {.ranks = 1, .node_ranks = 1};
     if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE")) return d;
     if (MPI_Init(argc, argv) != MPI_SUCCESS) die("MPI_Init failed");
-    atexit(abort_unfinished);
+    on_exit(exit_mpi, NULL);
     d.mpi = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &d.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &d.ranks);
