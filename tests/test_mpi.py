@@ -236,6 +236,19 @@ def mismatched_ranks():
     assert not os.path.exists(out), "it wrote a model"
 
 
+def threads():
+    """Unless told, each rank runs this machine's cores over its ranks; -np 1 spreads past the core
+    Open MPI binds it to by default, without a note, and an asked-for --bind-to core is kept."""
+    cores = os.cpu_count()
+    for np_, binding, want in ((1, [], "1 rank x %d thread" % cores), (2, [], "2 ranks x %d thread" % max(1, cores // 2)),
+                               (1, ["--bind-to", "core"], "1 rank x 1 thread")):
+        out = os.path.join(TMP, "threads.bin")
+        cmd = ["mpirun", "-np", str(np_)] + binding + train_cmd(TRAIN_MPI, out, "gpt", ["--max-iters", "1", "--force"])
+        r = run(cmd)
+        assert want in r.stdout and "note" not in r.stderr, "mpirun -np %d %s: %r, stderr %r" % (
+            np_, " ".join(binding), r.stdout[:300], r.stderr[-300:])
+
+
 case = pycase.Cases()
 for arch in ("gpt",) if ASAN else ("gpt", "llama"):
     case.add(arch + "_two_ranks_equal_one", functools.partial(equals_single, arch))
@@ -244,6 +257,7 @@ case.add("resume_on_other_ranks", other_ranks)
 case.add("mpi_build_alone", alone)
 case.add("plain_build_refused", plain_refused)
 case.add("mismatched_ranks_refused", mismatched_ranks)
+case.add("threads_per_rank", threads)
 
 
 def main():

@@ -182,22 +182,32 @@ static void dist_send_shard(const Dist *d, const float *moment) {}
 
 // The threads of each rank: -j or OMP_NUM_THREADS when given, else under mpirun this machine's
 // cores shared among its ranks, so that ranks and threads never take turns on a core. 0: the
-// default (every core).
+// default (every core). Open MPI binds each rank to one core by default when it starts two or
+// fewer, which would stack a rank's threads on it: a rank bound so lets itself out onto every
+// core. A binding asked for (--bind-to, which mpirun passes on as
+// OMPI_MCA_hwloc_base_binding_policy) is kept, and then the share is at most its cores.
 static int dist_threads(const Dist *d, int requested) {
-    if (requested || getenv("OMP_NUM_THREADS") || !d->mpi) return requested;
+    if (!d->mpi) return requested;
+    int given = requested || getenv("OMP_NUM_THREADS");
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int share = cores > 0 ? (int)(cores / d->node_ranks) : 1;
-    return share > 0 ? share : 1;
+    int share = cores / d->node_ranks > 1 ? (int)(cores / d->node_ranks) : 1;
+    int want = requested ? requested : given ? max_threads() : share;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) || CPU_COUNT(&set) >= want) return given ? requested : share;
+    if (getenv("OMPI_MCA_hwloc_base_binding_policy")) return given ? requested : CPU_COUNT(&set);
+    CPU_ZERO(&set);
+    for (long c = 0; c < sysconf(_SC_NPROCESSORS_CONF) && c < CPU_SETSIZE; c++) CPU_SET((int)c, &set);
+    sched_setaffinity(0, sizeof set, &set);
+    return given ? requested : share;
 }
 
-// mpirun binds each rank to one core by default when there are two ranks or fewer: threads
-// beyond the cores a rank may run on only take turns, so that is said once.
+// A rank whose threads outnumber the cores it may run on (a --bind-to asked for) says so once.
 static void dist_check_binding(const Dist *d, int threads) {
     cpu_set_t set;
     if (!d->mpi || sched_getaffinity(0, sizeof set, &set) || CPU_COUNT(&set) >= threads) return;
     fprintf(stderr,
-            "%s: note: %d threads on %d core%s (mpirun binds ranks to cores): start mpirun with --bind-to none, "
-            "or --map-by slot:PE=%d\n",
+            "%s: note: %d threads on %d core%s (mpirun's --bind-to): they take turns; start mpirun with --bind-to "
+            "none, or --map-by slot:PE=%d\n",
             prog, threads, CPU_COUNT(&set), plural(CPU_COUNT(&set)), threads);
 }
 
