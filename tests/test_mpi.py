@@ -34,8 +34,8 @@ TRAIN_MPI = os.path.join(ROOT, "tests", "bin", "train_mpi")
 CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 STEPS = 50
 OPTS = ["--n-layer", "2", "--n-head", "4", "--n-embd", "32", "--block-size", "32", "--batch-size", "4",
-        "--max-iters", str(STEPS), "--eval-interval", "10", "--eval-iters", "2", "--warmup-iters", "10", "--lr-decay-iters", str(STEPS),
-        "--seed", "11", "--dropout", "0.1"]
+        "--max-iters", str(STEPS), "--eval-interval", "10", "--eval-iters", "2", "--warmup-iters", "10",
+        "--lr-decay-iters", str(STEPS), "--seed", "11", "--dropout", "0.1"]
 ARCH_OPTS = {"gpt": ["--arch", "gpt"], "llama": ["--arch", "llama", "--n-kv-head", "2"]}
 TOL = 1e-5
 SEED = os.environ.get("TEST_SEED", repr(time.time()))
@@ -240,7 +240,8 @@ def threads():
     """Unless told, each rank runs this machine's cores over its ranks; -np 1 spreads past the core
     Open MPI binds it to by default, without a note, and an asked-for --bind-to core is kept."""
     cores = os.cpu_count()
-    for np_, binding, want in ((1, [], "1 rank x %d thread" % cores), (2, [], "2 ranks x %d thread" % max(1, cores // 2)),
+    for np_, binding, want in ((1, [], "1 rank x %d thread" % cores),
+                               (2, [], "2 ranks x %d thread" % max(1, cores // 2)),
                                (1, ["--bind-to", "core"], "1 rank x 1 thread")):
         out = os.path.join(TMP, "threads.bin")
         cmd = ["mpirun", "-np", str(np_)] + binding + train_cmd(TRAIN_MPI, out, "gpt", ["--max-iters", "1", "--force"])
