@@ -1,5 +1,6 @@
-// run.c: generate text with, or score text against, one attn.c model file.
+// run.c: generate text with, score text against, or chat with one attn.c model file.
 //   ./run model.bin -i "Once upon a time"
+//   ./run model.bin -m chat
 // Data flows one way: load (model.h maps the file) → tokenize → forward → sample → print.
 #include <ctype.h>
 #include <signal.h>
@@ -7,86 +8,18 @@
 #include <sys/uio.h>
 #include "model.h"
 #include "tokenizer.h"
+#include "chat/chat.h"
+#include "chat/messages.h"
+#include "chat/conversation.h"
 
 static const char *prog = "run";
 #include "io/cli.h"
+#include "io/run_options.h"
 
-// New tokens when -n is not given, as llama2.c's default length.
-#define DEFAULT_NEW_TOKENS 256
 // Rows a prompt runs through the model at once: enough for sgemm to run at speed.
 #define PROMPT_BATCH 256
 // Bytes of a decoded piece sanitized at a time (a piece may be a long added token).
 #define PRINT_CHUNK 256
-
-// ----------------------------------------------------------------------------
-// Options
-
-typedef struct {
-    const char *model_path, *prompt, *mode, *text_path, *tokenizer_path, *out_path;
-    float temperature, topp, minp, repeat_penalty;
-    int topk, steps, threads, repeat_window, context;
-    int special; // --special: the text's spelling of a special token becomes that token
-    uint64_t seed;
-    const char *sampling_flag; // the first sampling flag given, refused outside generate
-} Options;
-
-static void usage(FILE *f) {
-    fprintf(f, "usage: run MODEL [options]\n"
-               "  -i TEXT      prompt (default: empty: the model starts from BOS, else EOS, else a newline)\n"
-               "  -n N         new tokens to generate (default 256); past a full context the window moves\n"
-               "               on by half; 0 = until end-of-sequence or the context is full\n"
-               "  -t T         temperature; 0 = greedy (default 1.0)\n"
-               "  -p P         top-p (nucleus) in [0, 1]; 0 or 1 = off (default 0.9)\n"
-               "  -k K         top-k; 0 = off (default 0)\n"
-               "  --min-p P    drop tokens below P x the most likely one's probability; 0 = off (default 0)\n"
-               "  -r R         repetition penalty, CTRL-style; 1 = off (default 1)\n"
-               "  --repeat-window N  positions the penalty looks back over; 0 = all (default 64)\n"
-               "  -s SEED      random seed; 0 = from the clock and process id (default 0)\n"
-               "  -m MODE      generate | ppl | logits (default generate)\n"
-               "  -f FILE      -m ppl: the text to score; otherwise the prompt, read from FILE as it is;\n"
-               "               - reads standard input\n"
-               "  -c N         context length: at most N positions instead of the model's full context\n"
-               "  -o FILE      where -m logits writes the prompt's logits (int32 T, int32 vocab, int32 tokens[T],\n"
-               "               float32 logits[T][vocab])\n"
-               "  -z FILE      use this llama2.c tokenizer.bin instead of the model's own tokenizer\n"
-               "  --special    special tokens spelled in the text (<|im_end|>, <end_of_turn>) become those tokens;\n"
-               "               without it they are text, as any other characters\n"
-               "  -j N         threads (default: OMP_NUM_THREADS, else every core)\n"
-               "  -h, --help   this text\n"
-               "-n -t -p -k --min-p -r --repeat-window and -s shape generation; -m ppl and -m logits refuse them.\n"
-               "Text goes to stdout (exactly the prompt, then the continuation); timings go to stderr.\n");
-}
-
-// The value after a flag, or a one-line error when the flag came last.
-static const char *value(const char *flag, const char *s) {
-    if (!s) die("%s needs a value (see --help)", flag);
-    return s;
-}
-
-static double parse_num(const char *flag, const char *s, double lo, double hi) {
-    char *end;
-    errno = 0;
-    double v = strtod(value(flag, s), &end);
-    if (!*s || *end || errno || !isfinite(v) || v < lo || v > hi)
-        die("%s %s: expected a number in [%g, %g]", flag, s, lo, hi);
-    return v;
-}
-
-static int parse_int(const char *flag, const char *s, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long v = strtol(value(flag, s), &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi) die("%s %s: expected a whole number in [%ld, %ld]", flag, s, lo, hi);
-    return (int)v;
-}
-
-static uint64_t parse_seed(const char *flag, const char *s) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(value(flag, s), &end, 10);
-    if (!*s || *end || errno || *s == '-') die("%s %s: expected a whole number in [0, 2^64)", flag, s);
-    return v;
-}
 
 // -s 0: a seed from the clock in nanoseconds and the process id, so that two runs started in
 // the same second differ; never 0, which xorshift would keep at 0.
@@ -95,72 +28,6 @@ static uint64_t clock_seed(void) {
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t s = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ (uint64_t)getpid() << 40;
     return s ? s : 1;
-}
-
-static Options parse_options(int argc, char **argv) {
-    Options o = {.mode = "generate",
-                 .prompt = "",
-                 .temperature = 1.0f,
-                 .topp = 0.9f,
-                 .repeat_penalty = 1.0f,
-                 .steps = -1,
-                 .repeat_window = 64}; // steps -1: the default, see generate
-    int prompt_given = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            exit(0);
-        }
-        if (a[0] != '-' || !a[1]) {
-            if (o.model_path) die("unexpected argument '%s' (the model is %s)", a, o.model_path);
-            o.model_path = a;
-            continue;
-        }
-        if (!strcmp(a, "--special")) {
-            o.special = 1;
-            continue;
-        }
-        // An unknown flag is named as such even when it comes last.
-        const char *v = i + 1 < argc ? argv[++i] : NULL;
-        if (!strcmp(a, "-i")) {
-            o.prompt = value(a, v);
-            prompt_given = 1;
-        } else if (!strcmp(a, "-c")) o.context = parse_int(a, v, 1, 1 << 20);
-        else if (!strcmp(a, "-n")) o.steps = parse_int(a, v, 0, 1 << 20);
-        else if (!strcmp(a, "-t")) o.temperature = parse_num(a, v, 0, 100);
-        else if (!strcmp(a, "-p")) o.topp = parse_num(a, v, 0, 1);
-        else if (!strcmp(a, "-k")) o.topk = parse_int(a, v, 0, 1 << 24);
-        else if (!strcmp(a, "--min-p")) o.minp = parse_num(a, v, 0, 1);
-        else if (!strcmp(a, "-r")) o.repeat_penalty = parse_num(a, v, 0.01, 100);
-        else if (!strcmp(a, "--repeat-window")) o.repeat_window = parse_int(a, v, 0, 1 << 20);
-        else if (!strcmp(a, "-s")) o.seed = parse_seed(a, v);
-        else if (!strcmp(a, "-m")) o.mode = value(a, v);
-        else if (!strcmp(a, "-f")) o.text_path = value(a, v);
-        else if (!strcmp(a, "-o")) o.out_path = value(a, v);
-        else if (!strcmp(a, "-z")) o.tokenizer_path = value(a, v);
-        else if (!strcmp(a, "-j")) o.threads = parse_int(a, v, 1, 1024);
-        else die("unknown option %s (see --help)", a);
-        const char *sampling[] = {"-n", "-t", "-p", "-k", "--min-p", "-r", "--repeat-window", "-s"};
-        for (size_t k = 0; k < sizeof sampling / sizeof *sampling && !o.sampling_flag; k++)
-            if (!strcmp(a, sampling[k])) o.sampling_flag = sampling[k];
-    }
-    if (!o.model_path) {
-        usage(stderr);
-        exit(1);
-    }
-    if (strcmp(o.mode, "generate") && strcmp(o.mode, "ppl") && strcmp(o.mode, "logits"))
-        die("-m %s: the modes are generate, ppl and logits", o.mode);
-    // A flag the mode would ignore is refused: the user meant something by it.
-    int ppl = !strcmp(o.mode, "ppl"), logits = !strcmp(o.mode, "logits");
-    if (ppl && !o.text_path) die("-m ppl needs the text to score: -f FILE");
-    if (ppl && prompt_given) die("-m ppl scores the text of -f; -i has no use there");
-    if (!ppl && prompt_given && o.text_path) die("give the prompt with -i or with -f, not both");
-    if (logits && !o.out_path) die("-m logits needs an output file: -o FILE");
-    if (!logits && o.out_path) die("-o is where -m logits writes; -m %s writes to stdout", o.mode);
-    if ((ppl || logits) && o.sampling_flag)
-        die("%s shapes generation; -m %s does not generate and would ignore it", o.sampling_flag, o.mode);
-    return o;
 }
 
 // ----------------------------------------------------------------------------
@@ -309,15 +176,32 @@ static int shift_window(const Model *m, RunState *s, const int *history, int n, 
     return keep;
 }
 
-static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler *sampler, const Options *o) {
+// The prompt's ids (malloc'd, *n of them): -i or -f's text, or --chat's conversation as the template
+// renders it, generation prompt included.
+static int *prompt_ids(const Tokenizer *tok, const Config *c, const ChatTemplate *ct, const ChatMessage *msgs,
+                       int n_msgs, const Options *o, int *n) {
+    char err[512];
+    size_t plen = strlen(o->prompt),
+           cap = ct ? chat_max_tokens(ct, tok, msgs, n_msgs) : tokenizer_max_tokens(tok, plen);
+    int *tokens = malloc(sizeof(int) * (cap ? cap : 1));
+    if (!tokens) die("out of memory");
+    if (ct && (*n = chat_render(ct, tok, msgs, n_msgs, 1, tokens, (int)cap, err, sizeof err)) < 0)
+        die("%s: %s", o->chat_path, err);
+    if (!ct) check_utf8("prompt", o->prompt, plen);
+    if (!ct) *n = encode_prompt(tok, c, o, "prompt", o->prompt, plen, tokens);
+    if (*n > c->seq_len)
+        die("%s: %d tokens, longer than the model's context of %d", ct ? o->chat_path : "prompt", *n, c->seq_len);
+    return tokens;
+}
+
+// Writes the continuation of tokens (n_prompt of them, malloc'd: generate owns them), after the
+// prompt's text when the prompt was text; a conversation's reply ends at the end of the turn.
+static void generate(const Model *m, const Tokenizer *tok, const ChatTemplate *ct, RunState *s, Sampler *sampler,
+                     const Options *o, int *tokens, int n_prompt) {
     const Config *c = &m->config;
-    size_t plen = strlen(o->prompt);
-    int *tokens = malloc(sizeof(int) * tokenizer_max_tokens(tok, plen)), *window = malloc(sizeof(int) * c->seq_len);
+    int *window = malloc(sizeof(int) * c->seq_len);
     float *logits = malloc(sizeof(float) * c->vocab_size);
-    if (!tokens || !window || !logits) die("out of memory");
-    check_utf8("prompt", o->prompt, plen);
-    int n_prompt = encode_prompt(tok, c, o, "prompt", o->prompt, plen, tokens);
-    if (n_prompt > c->seq_len) die("prompt: %d tokens, longer than the model's context of %d", n_prompt, c->seq_len);
+    if (!window || !logits) die("out of memory");
     // -n 0 stops where the context is full; any other count, 256 by default, runs on past it.
     // tokens then grows to hold the whole history, which the repetition penalty looks back on.
     int n_new = o->steps > 0 ? o->steps : o->steps < 0 ? DEFAULT_NEW_TOKENS : c->seq_len - n_prompt;
@@ -325,7 +209,7 @@ static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler 
     if (!history) die("out of memory");
     tokens = history;
     TokSanitizer san = {0};
-    print_piece(&san, o->prompt, plen, 0);
+    if (!ct) print_piece(&san, o->prompt, strlen(o->prompt), 0);
 
     double t0 = now_s();
     forward_or_die(m, s, tokens, n_prompt, 0, logits, NULL, NULL);
@@ -333,7 +217,7 @@ static void generate(const Model *m, const Tokenizer *tok, RunState *s, Sampler 
     int n = n_prompt, pos = n_prompt, shifts = 0; // tokens so far; of them in the KV cache
     while (n < n_prompt + n_new) {
         int next = sample(sampler, logits, tokens, n);
-        if (tokenizer_is_stop(tok, next)) break;
+        if (tokenizer_is_stop(tok, next) || (ct && chat_is_end_of_turn(ct, tok, next))) break;
         size_t len;
         const char *piece = tokenizer_decode(tok, tokens[n - 1], next, &len);
         print_piece(&san, piece, len, 0);
@@ -439,15 +323,11 @@ static void write_logits(Sink *sink, const void *ctx) {
     if (f->bad >= 0) sink->err = -1; // abandoned: write_atomic removes the temporary file
 }
 
-static void dump_logits(const Model *m, const Tokenizer *tok, RunState *s, const Options *o) {
+// tokens: n prompt ids, malloc'd; dump_logits owns them.
+static void dump_logits(const Model *m, RunState *s, const Options *o, int *tokens, int n) {
     const Config *c = &m->config;
-    size_t plen = strlen(o->prompt);
-    check_utf8("prompt", o->prompt, plen);
-    int *tokens = malloc(sizeof(int) * tokenizer_max_tokens(tok, plen));
     float *logits = malloc(sizeof(float) * (size_t)s->max_batch * c->vocab_size);
-    if (!tokens || !logits) die("out of memory");
-    int n = encode_prompt(tok, c, o, "prompt", o->prompt, plen, tokens);
-    if (n > c->seq_len) die("prompt: %d tokens, longer than the model's context of %d", n, c->seq_len);
+    if (!logits) die("out of memory");
     LogitsFile f = {.m = m, .s = s, .tokens = tokens, .n = n, .bad = -1, .logits = logits};
     char err[512] = "";
     int rc = write_atomic(o->out_path, write_logits, &f, err, sizeof err);
@@ -459,12 +339,72 @@ static void dump_logits(const Model *m, const Tokenizer *tok, RunState *s, const
 }
 
 // ----------------------------------------------------------------------------
+// Chat: chat/conversation.h keeps the conversation and runs the model through these.
+
+typedef struct {
+    const Model *m;
+    RunState *s;
+    Sampler *sampler;
+    float *logits; // (vocab_size) the last position's
+    TokSanitizer san;
+} ChatModel;
+
+static void chat_forward(void *ctx, const int *ids, int n, int pos0) {
+    ChatModel *cm = ctx;
+    forward_or_die(cm->m, cm->s, ids, n, pos0, cm->logits, NULL, NULL);
+}
+
+static int chat_sample(void *ctx, const int *history, int n) {
+    ChatModel *cm = ctx;
+    return sample(cm->sampler, cm->logits, history, n);
+}
+
+static void chat_print(void *ctx, const char *piece, size_t len, int flush) {
+    ChatModel *cm = ctx;
+    print_piece(&cm->san, piece, len, flush);
+}
+
+// The chat format: --chat-template's family, else the model file's chat section.
+static void load_template(ChatTemplate *ct, const Model *m, const Tokenizer *tok, const Options *o) {
+    char err[512], families[128];
+    if (o->template_name) {
+        if (chat_template_by_name(ct, o->template_name, tok, err, sizeof err))
+            die("--chat-template %s: %s", o->template_name, err);
+    } else if (!m->chat_bytes) {
+        die("%s: the model file has no chat template; name its format with --chat-template NAME (%s)", o->model_path,
+            chat_families(families, sizeof families));
+    } else if (chat_template_init(ct, m->chat_section, m->chat_bytes, tok, err, sizeof err)) {
+        die("%s: chat template: %s", o->model_path, err);
+    }
+}
+
+static void chat(const Model *m, const Tokenizer *tok, const ChatTemplate *ct, RunState *s, Sampler *sampler,
+                 const Options *o, const ChatMessage *msgs, int n_msgs) {
+    const Config *c = &m->config;
+    ChatModel cm = {.m = m, .s = s, .sampler = sampler, .logits = malloc(sizeof(float) * c->vocab_size)};
+    Conversation cv;
+    if (!cm.logits || conversation_init(&cv, ct, tok, c->seq_len)) die("out of memory");
+    // A local layer's ring (model/forward.h) still holds what positions up to max_batch back need.
+    cv.rewind_limit = s->ring ? s->max_batch : c->seq_len;
+    cv.max_new = o->steps < 0 ? DEFAULT_NEW_TOKENS : o->steps;
+    cv.interactive = isatty(STDIN_FILENO);
+    for (int i = 0; i < n_msgs; i++)
+        if (conversation_add(&cv, msgs[i].role, msgs[i].text, msgs[i].len)) die("out of memory");
+    ChatRunner runner = {&cm, chat_forward, chat_sample, chat_print};
+    char err[512];
+    int rc = conversation_run(&cv, &runner, err, sizeof err);
+    conversation_free(&cv);
+    free(cm.logits);
+    if (rc) die("%s", err);
+}
+
+// ----------------------------------------------------------------------------
 
 int main(int argc, char **argv) {
     prefer_passive_threads(argv);
     Options o = parse_options(argc, argv);
     if (same_file(o.out_path, o.model_path) || same_file(o.out_path, o.text_path) ||
-        same_file(o.out_path, o.tokenizer_path))
+        same_file(o.out_path, o.tokenizer_path) || same_file(o.out_path, o.chat_path))
         die("-o %s is also an input: writing it would destroy it", o.out_path);
     signal(SIGXFSZ, SIG_IGN); // past `ulimit -f` a write fails (and is reported) instead of killing run
     char err[512];
@@ -502,9 +442,19 @@ int main(int argc, char **argv) {
         o.prompt = prompt_file;
     }
 
+    ChatTemplate ct;
+    int templated = !strcmp(o.mode, "chat") || o.chat_path, n_msgs = 0;
+    ChatMessage *msgs = NULL;
+    if (templated && chat_messages_load(o.chat_path, o.system, &msgs, &n_msgs, err, sizeof err)) die("%s", err);
+    if (templated) load_template(&ct, &m, &tok, &o);
+
     if (!strcmp(o.mode, "ppl")) perplexity(&m, &tok, &s, &o);
-    else if (!strcmp(o.mode, "logits")) dump_logits(&m, &tok, &s, &o);
-    else generate(&m, &tok, &s, &sampler, &o);
+    else if (!strcmp(o.mode, "chat")) chat(&m, &tok, &ct, &s, &sampler, &o, msgs, n_msgs);
+    else {
+        int n, *tokens = prompt_ids(&tok, c, templated ? &ct : NULL, msgs, n_msgs, &o, &n);
+        if (!strcmp(o.mode, "logits")) dump_logits(&m, &s, &o, tokens, n);
+        else generate(&m, &tok, templated ? &ct : NULL, &s, &sampler, &o, tokens, n);
+    }
 
     int threads = max_threads();
     static const char *const weight_names[WEIGHT_TYPES] = {"float32", "Q8_0", "bfloat16", "float16"};
@@ -515,6 +465,8 @@ int main(int argc, char **argv) {
             o.model_path, c->n_layers, plural(c->n_layers), c->dim, c->vocab_size, c->seq_len, weights, load_ms,
             threads, plural(threads));
     free(prompt_file);
+    chat_messages_free(msgs, n_msgs);
+    if (templated) chat_template_free(&ct);
     sampler_free(&sampler);
     state_free(&s);
     tokenizer_free(&tok);

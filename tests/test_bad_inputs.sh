@@ -420,6 +420,92 @@ row convert.py "a bfloat16 tensor whose bytes disagree with its shape" \
   "$tmp/hf_bf16/model.safetensors: tensor model.layers.1.mlp.up_proj.weight: BF16 of shape [172, 64] takes 22016 bytes, but its data_offsets" \
   "${convert[@]}" $tmp/hf_bf16 $tmp/o.bin
 
+# ---- convert.py: damaged GGUF files (tests/gguf_bad/ holds more; tests/test_gguf.py reads them all)
+head -c 600000 $SHARED/models/gguf/stories260K-F32.gguf >$tmp/cut.gguf
+row convert.py "a GGUF model cut in the middle of its tensor data" \
+  "$tmp/cut.gguf: tensor '" "${convert[@]}" $tmp/cut.gguf $tmp/o.bin
+row convert.py "a GGUF file cut inside its tokenizer.ggml.tokens array" \
+  "tests/gguf_bad/truncated-metadata.gguf: metadata 'tokenizer.ggml.tokens': array of 4 strings is more than the file could hold" \
+  "${convert[@]}" tests/gguf_bad/truncated-metadata.gguf $tmp/o.bin
+row convert.py "a GGUF header's tensor count inflated to 2^40" \
+  "tests/gguf_bad/inflated-tensor-count.gguf: header: tensor count 1099511627776 is more than the file could hold" \
+  "${convert[@]}" tests/gguf_bad/inflated-tensor-count.gguf $tmp/o.bin
+row convert.py "a GGUF string array's length inflated to 2^40" \
+  "tests/gguf_bad/inflated-array-length.gguf: metadata 'tokenizer.ggml.tokens': array of 1099511627776 strings" \
+  "${convert[@]}" tests/gguf_bad/inflated-array-length.gguf $tmp/o.bin
+row convert.py "a GGUF metadata value of unknown type 13" \
+  "tests/gguf_bad/wrong-value-type.gguf: metadata 'general.architecture': unknown value type 13" \
+  "${convert[@]}" tests/gguf_bad/wrong-value-type.gguf $tmp/o.bin
+row convert.py "a GGUF tensor of unknown type 99" \
+  "tests/gguf_bad/wrong-tensor-type.gguf: tensor 'blk.0.attn_q.weight': unknown type 99" \
+  "${convert[@]}" tests/gguf_bad/wrong-tensor-type.gguf $tmp/o.bin
+"$PYTHON" - $SHARED/models/gguf/rand256-Q4_K_M.gguf $tmp/iq4_xs.gguf <<'PY'
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+at = d.index(b"blk.0.attn_q.weight") + len(b"blk.0.attn_q.weight")  # then n_dims, dims, type
+struct.pack_into("<I", d, at + 4 + 8 * struct.unpack_from("<I", d, at)[0], 23)  # IQ4_XS: fewer bytes, still inside
+open(sys.argv[2], "wb").write(d)
+PY
+row convert.py "a GGUF model with a tensor of a type this build does not convert (IQ4_XS)" \
+  "$tmp/iq4_xs.gguf: tensor blk.0.attn_q.weight has type IQ4_XS" "${convert[@]}" $tmp/iq4_xs.gguf $tmp/o.bin
+
+# GGUF files for convert.py (tools/gguf_model.py): llama.cpp's rand256 with one thing changed
+"$PYTHON" - $SHARED/models/gguf/rand256-F32.gguf "$tmp" <<'PY'
+import sys
+sys.path.insert(0, "tools")
+import gguf, gguf_write
+src, d = sys.argv[1], sys.argv[2]
+def variant(name, meta):
+    with gguf.GGUFFile(src) as f, gguf_write.GGUFWriter("%s/%s" % (d, name)) as w:
+        for k, v in dict(f.metadata, **meta).items():
+            w.add(k, v, None if k in meta else f.metadata_types[k])
+        for t in f.tensors.values():
+            w.add_tensor(t.name, t.shape, t.type)
+        for t in f.tensors.values():
+            w.write_tensor(t.name, f.raw(t))
+variant("arch.gguf", {"general.architecture": "mamba"})
+variant("pre.gguf", {"tokenizer.ggml.pre": "deepseek-llm"})
+PY
+row convert.py "a GGUF file of an architecture this build lacks" \
+  "$tmp/arch.gguf: general.architecture 'mamba' is not supported" "${convert[@]}" $tmp/arch.gguf $tmp/o.bin
+row convert.py "a GGUF file with an unknown tokenizer.ggml.pre" \
+  "$tmp/pre.gguf: tokenizer.ggml.pre 'deepseek-llm' with model llama is not one this build reproduces" \
+  "${convert[@]}" $tmp/pre.gguf $tmp/o.bin
+# ---- ./run: chat (issue 19). Llama 2's format needs only BOS and EOS, so stories260K can chat in it.
+printf '[{"role": "user", "content": "hi"}, ]' >$tmp/chat_comma.json
+row run "a --chat file with a comma before ]" "$tmp/chat_comma.json: line 1, column 37: expected a message object" \
+  ./run $model --chat $tmp/chat_comma.json
+printf '[{"role": "user", "content": "hi"}] []' >$tmp/chat_trailing.json
+row run "a --chat file with bytes after the array" "$tmp/chat_trailing.json: line 1, column 37: trailing bytes" \
+  ./run $model --chat $tmp/chat_trailing.json
+printf '[{"role": "user", "content": "\\ud800 alone"}]' >$tmp/chat_surrogate.json
+row run "a --chat file with a lone surrogate escape" "$tmp/chat_surrogate.json: line 1, column 31: \\uD800 is a high surrogate" \
+  ./run $model --chat $tmp/chat_surrogate.json
+printf '[{"role": "user", "content": [{"type": "text", "text": "hi"}]}]' >$tmp/chat_nested.json
+row run "a --chat message whose content is a list" "$tmp/chat_nested.json: line 1, column 30: message 1: content must be a string, not an array" \
+  ./run $model -m chat --chat $tmp/chat_nested.json
+printf '[{"role": "user", "content": "\xff"}]' >$tmp/chat_utf8.json
+row run "a --chat file that is not UTF-8" "$tmp/chat_utf8.json: line 1, column 31: invalid UTF-8" \
+  ./run $model --chat $tmp/chat_utf8.json
+printf '[{"role": "tool", "content": "42"}]' >$tmp/chat_role.json
+row run "a --chat message with an unknown role" "message 1: unknown role \"tool\" (the roles are system, user and assistant)" \
+  ./run $model -m logits -o $tmp/o.bin --chat $tmp/chat_role.json
+printf '[{"role": "user"}]' >$tmp/chat_nocontent.json
+row run "a --chat message without content" "$tmp/chat_nocontent.json: line 1, column 2: message 1: no \"content\"" \
+  ./run $model --chat $tmp/chat_nocontent.json
+row run "-m chat with a model file that has no chat template" "has no chat template; name its format with --chat-template NAME" \
+  ./run $model -m chat
+row run "an unknown --chat-template" "--chat-template vicuna: &&unknown" \
+  ./run $model -m chat --chat-template vicuna
+row run "--chat-template chatml with a tokenizer that lacks its tokens" "--chat-template chatml: &&<|im_start|>" \
+  ./run $model -m chat --chat-template chatml
+for i in $(seq 200); do printf 'word '; done >$tmp/chat_long.txt
+echo >>$tmp/chat_long.txt
+row run "a piped chat turn longer than the context" "standard input: line 1: the newest turn is 616 tokens as the template renders it, more than the 16 the context leaves for it" \
+  bash -c "./run $model -m chat --chat-template llama2 -c 32 <$tmp/chat_long.txt"
+printf '[{"role": "user", "content": "%s"}]' "$(cat $tmp/chat_long.txt)" >$tmp/chat_long.json
+row run "a --chat conversation longer than the context" "$tmp/chat_long.json: 616 tokens, longer than the model's context of 32" \
+  ./run $model --chat $tmp/chat_long.json --chat-template llama2 -c 32
 # ---- chat templates (issue 19): convert.py's chat section, and the loader's checks of it
 mkdir -p $tmp/hf_tpl && cp $tmp/hf/* $tmp/hf_tpl/
 printf '%s' '{"chat_template": "{{ bos_token }}{% for message in messages %}{{ '"'"'[INST] '"'"' + message['"'"'content'"'"'] + '"'"' [/INST]'"'"' }}{% endfor %}"}' \
@@ -442,7 +528,7 @@ open(sys.argv[2], "wb").write(data)
 PY
 row convert.py "a model file whose chat section has an id outside the vocabulary" \
   "$tmp/chat_bad.bin: chat section: id 0 is 99999, outside the vocabulary of 512" "${convert[@]}" $tmp/chat_bad.bin $tmp/o.bin
-pend run "-m chat on a model file whose chat section has an id outside the vocabulary" \
+row run "-m chat on a model file whose chat section has an id outside the vocabulary" \
   "$tmp/chat_bad.bin: &&chat section: id 0 is 99999, outside the vocabulary of 512" ./run $tmp/chat_bad.bin -m chat
 patched $tmp/chat_misplaced.bin "<I" 4 4 "<Q" 184 300 "<Q" 192 16
 row run "a chat section that does not follow the tokenizer blob" "does not follow the tokenizer blob" \

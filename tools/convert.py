@@ -10,7 +10,9 @@ SRC is recognised by its content:
   nanoGPT ckpt.pt (model_args.n_layer), a Hugging Face directory of model_type gpt2, llama
   (Llama 2 and 3.x, TinyLlama, SmolLM2), mistral, qwen2 (Qwen2.5), qwen3 or gemma3_text
   (Gemma 3 270M and 1B), this tool's own --export-torch output, and attn.c model files (a
-  Q8_0 one dequantised), e.g. to quantise a model ./train wrote.
+  Q8_0 one dequantised), e.g. to quantise a model ./train wrote, and GGUF files of
+  general.architecture llama, qwen2, qwen3, gemma3 or gpt2 (tools/gguf_model.py, which says
+  how each GGUF weight type is stored).
 A Hugging Face config.json is read as transformers reads it, family by family; a setting it
 would act on that this build cannot reproduce (a RoPE scaling other than linear and llama3,
 an activation, softcapping, sliding windows outside Gemma 3, ...) is refused by name.
@@ -20,7 +22,8 @@ even), or q8_0, int8 with a float32 scale per group of --group-size weights in a
 (docs/FORMAT.md); --quantize q8_0 is --weights q8_0. bfloat16 and float16 are read bit for
 bit and widen to float32 exactly. The closing note says which type was chosen and why.
 TOK: llama2.c tokenizer.bin; GPT-2 vocab.json (+ merges.txt beside it) or encoder.json
-(+ vocab.bpe) or a directory holding them; Hugging Face tokenizer.json; nanoGPT meta.pkl.
+(+ vocab.bpe) or a directory holding them; Hugging Face tokenizer.json; nanoGPT meta.pkl; a
+GGUF file's tokenizer.ggml.* (vocabulary-only files too).
 A tokenizer with more pieces than the model's vocab_size is refused; one with fewer is
 padded with empty pieces that nothing produces.
 
@@ -70,10 +73,11 @@ class Bad(Exception):
 
 # What a reader found: the model file's config and tensors (Weight objects, or arrays), a
 # description for the closing note, the tokenizer if the source carries one, the buffers it
-# skipped, what --tokenizer could be, and a chat format if it carries one: an attn.c file's chat
-# section (bytes), or a Jinja chat template (a GGUF's tokenizer.chat_template).
-Source = collections.namedtuple("Source", "cfg tensors desc tok skipped tok_hint chat jinja",
-                                defaults=(None, (), "e.g. a llama2.c tokenizer.bin", b"", None))
+# skipped, and what --tokenizer could be.
+# weights, if given, makes the weight choice instead of weight_choice: (tensors, --weights,
+# --group-size) -> (weights, why, group size), for a source whose types weight_choice does not know.
+Source = collections.namedtuple("Source", "cfg tensors desc tok skipped tok_hint weights chat",
+                                defaults=(None, (), "e.g. a llama2.c tokenizer.bin", None, b""))
 
 # A checkpoint's number types by their safetensors names, and what the tools call the same
 # storage (--weights)
@@ -127,7 +131,12 @@ class Weight:
 
     def view(self, f):
         """The tensor with f (a transpose, a slice, an order of rows) applied to its stored values."""
-        return Weight(Stored(f(self.st.raw), self.st.dtype))
+        return Weight(type(self.st)(f(self.st.raw), self.st.dtype))
+
+    def q8_0(self, group):
+        """Its exact (int8 values, float32 scales) at this group size if it is stored as integers
+        times scales (a GGUF Q8_0, Q4_0 or Q6_K tensor), else None."""
+        return self.st.q8_0(group) if hasattr(self.st, "q8_0") else None
 
 
 def listing(names, most=4):
@@ -695,7 +704,8 @@ def read_hf_dir(d):
     raise Bad(cpath, "unknown architecture model_type=%r (supported: gpt2, %s)" % (mt, ", ".join(HF_DECODERS)))
 
 
-def read_hf_gpt2(d, cpath, c):
+def read_hf_gpt2(d, cpath, c, sd=None):
+    """sd: the weights, if not d's, under nanoGPT's names in nn.Linear's layout (GGUF)."""
     d_, L, H = (int(conf(cpath, c, k)) for k in ("n_embd", "n_layer", "n_head"))
     V = int(conf(cpath, c, "vocab_size"))
     S_field = "n_positions" if c.get("n_positions") else "n_ctx"
@@ -712,9 +722,11 @@ def read_hf_gpt2(d, cpath, c):
     # the feed-forward width: n_inner, or 4 x n_embd when it is null, as Hugging Face's GPT2MLP has it
     hidden = int(c.get("n_inner") or 4 * d_)
     why = "n_inner %d" % hidden if c.get("n_inner") else "4 x n_embd %d" % d_
-    tn = Tensors(d, strip_prefix(read_hf_weights(d), "transformer."), gpt2_dims(d_, V, S, S_field, hidden, why),
+    conv1d = sd is None  # Hugging Face's Conv1D matrices are (in, out), GGUF's (out, in)
+    sd = strip_prefix(read_hf_weights(d), "transformer.") if conv1d else sd
+    tn = Tensors(d, sd, gpt2_dims(d_, V, S, S_field, hidden, why),
                  ("h.%d.", L, "n_layer %d in config.json" % L), skip=GPT2_BUFFERS)
-    t = gpt2_tensors(L, tn, transpose=True, bias=True)
+    t = gpt2_tensors(L, tn, transpose=conv1d, bias=True)
     cfg = gpt2_cfg(d_, hidden, L, H, V, S, GPT2_ACTIVATIONS[act], float(c.get("layer_norm_epsilon", 1e-5)),
                    bias=True)
     cfg["tied_classifier"] = int(classifier(tn, "lm_head.weight", t, bool(c.get("tie_word_embeddings", True))))
@@ -838,10 +850,10 @@ HF_DECODER_BIASES = {mf.BIAS_QKV: dict(bq=("self_attn.q_proj.bias", "q"), bk=("s
 HF_TOKENIZER_HINT = "the model's tokenizer.json, or vocab.json with merges.txt beside it"
 
 
-def read_hf_decoder(d, cpath, c):
+def read_hf_decoder(d, cpath, c, sd=None):
     """A Hugging Face Llama, Mistral, Qwen2, Qwen3 or Gemma 3 (text) directory. Each key is read
     as the family's configuration_*.py and modeling_*.py read it; a value they would act on
-    that this build cannot reproduce is refused by name."""
+    that this build cannot reproduce is refused by name. sd: the weights, if not d's (GGUF)."""
     mt = c["model_type"]
     fam, gemma = HF_DECODERS[mt], mt == "gemma3_text"
     archs = c.get("architectures")
@@ -911,7 +923,8 @@ def read_hf_decoder(d, cpath, c):
             "q": (H * hd, "num_attention_heads %d x head_dim %d" % (H, hd)),
             "k": (KV * hd, "num_key_value_heads %d x head_dim %d" % (KV, hd)), "V": (V, "vocab_size %d" % V),
             "e": (hd, "head_dim %d" % hd)}
-    tn = Tensors(d, read_hf_weights(d), dims, ("model.layers.%d.", L, "num_hidden_layers %d in config.json" % L),
+    sd = read_hf_weights(d) if sd is None else sd
+    tn = Tensors(d, sd, dims, ("model.layers.%d.", L, "num_hidden_layers %d in config.json" % L),
                  skip=("rotary_emb.inv_freq",))
     names = dict(HF_DECODER_LAYER, **(HF_GEMMA3_NORMS if gemma else {}), **(HF_QK_NORMS if fam.get("qk_norm") else {}))
     for flag, more in HF_DECODER_BIASES.items():
@@ -954,6 +967,10 @@ def read_tokenizer(path, vocab_size, model):
     try:
         if base.endswith(".pkl"):
             tok = read_char_meta(path, vocab_size, model)
+        elif is_gguf(path):
+            import tokenizer_blob
+            tok = tokenizer_blob.from_gguf(path, vocab_size)
+            notes = tok.notes
         elif base.endswith(".json") and base != "tokenizer.json":
             import tokenizer_blob
             other = os.path.join(os.path.dirname(path), "vocab.bpe" if base == "encoder.json" else "merges.txt")
@@ -976,6 +993,11 @@ def read_tokenizer(path, vocab_size, model):
         # the readers' messages start with the file at fault, which may be one beside path
         where, _, msg = str(e).partition(": ")
         raise Bad(where, msg) if msg and os.path.exists(where) else Bad(path, "bad tokenizer: %s" % e)
+
+
+def is_gguf(path):
+    with open(path, "rb") as f:
+        return f.read(4) == b"GGUF"
 
 
 def read_char_meta(path, vocab_size, model):
@@ -1028,7 +1050,9 @@ def read_source(src):
     if head[:4] == mf.MAGIC:
         return read_attn(src)
     if head[:4] == b"GGUF":
-        raise Bad(src, "GGUF (llama.cpp) files are not supported; convert the original checkpoint")
+        sys.modules.setdefault("convert", sys.modules[__name__])  # gguf_model's Bad is this run's
+        import gguf_model
+        return gguf_model.read_gguf(src)
     if len(head) < 28:  # the smallest header of any format here: llama2.c's 7 int32
         raise Bad(src, "file of %d bytes is too short for any known format" % len(head))
     if src.endswith(".safetensors"):
@@ -1090,8 +1114,8 @@ def weight_choice(tensors, asked):
 
 def chat_section(src, tokpath, tok, source, name):
     """(the chat section for OUT, b"" for none; its family for the closing note): from --chat-template
-    NAME, else the template beside the tokenizer.json (or in SRC), else the one the source carries,
-    else the source's own section when OUT keeps its tokenizer."""
+    NAME, else the template beside the tokenizer.json (or in SRC), else the source's own section
+    when OUT keeps its tokenizer."""
     import chat_template
     folder = tokpath if tokpath and os.path.isdir(tokpath) else \
         os.path.dirname(tokpath) if tokpath and os.path.basename(tokpath) == "tokenizer.json" else \
@@ -1100,9 +1124,12 @@ def chat_section(src, tokpath, tok, source, name):
         template = chat_template.read_template(folder) if folder else None
     except (ValueError, OSError) as e:
         raise Bad(folder, str(e))
-    where = os.path.join(folder, "tokenizer_config.json") if folder and template is not None else src
-    if template is None and not tokpath:
-        template = source.jinja
+    where = os.path.join(folder, "tokenizer_config.json") if folder else src
+    gguf = tokpath or src
+    if folder is None and os.path.isfile(gguf) and is_gguf(gguf):  # a GGUF keeps tokenizer.chat_template
+        sys.modules.setdefault("convert", sys.modules[__name__])
+        import gguf_model
+        template, where = gguf_model.chat_template(gguf), gguf
     if template is None and name is None:
         section = source.chat if source.chat and not tokpath else b""
     else:
@@ -1118,7 +1145,7 @@ def chat_section(src, tokpath, tok, source, name):
         raise Bad(src, str(e))
 
 
-def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=None, chat_family=None):
+def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=None, chat_template=None):
     """Returns the config written, the Source read, a note on the weight type chosen and the chat
     template's family (None without one)."""
     source = read_source(src)
@@ -1141,8 +1168,11 @@ def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=Non
         raise Bad(src, "%s carries no vocabulary: pass --tokenizer (%s)" % (source.desc, source.tok_hint))
     else:
         tok = source.tok
-    chat, family = chat_section(src, tokpath, tok, source, chat_family)
-    weights, why = weight_choice(tensors, weights)
+    chat, family = chat_section(src, tokpath, tok, source, chat_template)
+    if source.weights:
+        weights, why, group_size = source.weights(tensors, weights, group_size)
+    else:
+        weights, why = weight_choice(tensors, weights)
     try:
         cfg = storage_config(cfg, weights, group_size, "convert.py")
         mf.write_model(out, cfg, tok, tensors, chat)

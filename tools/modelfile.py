@@ -324,6 +324,9 @@ def stored_pieces(c, name, w):
         return (np.ascontiguousarray(w, dtype="<f2"),)
     if not is_quantized(c, name):
         return (np.ascontiguousarray(w, dtype="<f4"),)
+    exact = w.q8_0(c["group_size"]) if hasattr(w, "q8_0") else None  # already integers times scales
+    if exact is not None:
+        return exact[0], np.ascontiguousarray(exact[1], dtype="<f4")
     try:
         q, scale = quantize_q8_0(w, c["group_size"])
     except ValueError as e:

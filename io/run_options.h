@@ -1,0 +1,188 @@
+// io/run_options.h: ./run's command line: the options, their defaults, --help and the checks
+// that refuse a flag the mode would ignore. It reads argv and nothing else; run.c includes it
+// after io/cli.h (die) and chat/chat.h (the families --help lists).
+#ifndef ATTN_IO_RUN_OPTIONS_H
+#define ATTN_IO_RUN_OPTIONS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+// New tokens when -n is not given, as llama2.c's default length.
+#define DEFAULT_NEW_TOKENS 256
+
+typedef struct {
+    const char *model_path, *prompt, *mode, *text_path, *tokenizer_path, *out_path;
+    const char *chat_path, *system, *template_name; // --chat, -y, --chat-template
+    float temperature, topp, minp, repeat_penalty;
+    int topk, steps, threads, repeat_window, context;
+    int special; // --special: the text's spelling of a special token becomes that token
+    uint64_t seed;
+    const char *sampling_flag; // the first sampling flag given, refused outside generate
+} Options;
+
+// The chat formats --chat-template knows, "chatml, qwen3, ...", into buf.
+static const char *chat_families(char *buf, size_t size) {
+    buf[0] = 0;
+    for (int k = CHAT_NONE + 1; k < CHAT_KINDS; k++)
+        snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", k > CHAT_NONE + 1 ? ", " : "", chat_family_name(k));
+    return buf;
+}
+
+static void usage(FILE *f) {
+    char families[128];
+    fprintf(
+        f,
+        "usage: run MODEL [options]\n"
+        "  -i TEXT      prompt (default: empty: the model starts from BOS, else EOS, else a newline)\n"
+        "  -n N         new tokens to generate (default 256); past a full context the window moves\n"
+        "               on by half; 0 = until end-of-sequence or the context is full\n"
+        "  -t T         temperature; 0 = greedy (default 1.0)\n"
+        "  -p P         top-p (nucleus) in [0, 1]; 0 or 1 = off (default 0.9)\n"
+        "  -k K         top-k; 0 = off (default 0)\n"
+        "  --min-p P    drop tokens below P x the most likely one's probability; 0 = off (default 0)\n"
+        "  -r R         repetition penalty, CTRL-style; 1 = off (default 1)\n"
+        "  --repeat-window N  positions the penalty looks back over; 0 = all (default 64)\n"
+        "  -s SEED      random seed; 0 = from the clock and process id (default 0)\n"
+        "  -m MODE      generate | ppl | logits | chat (default generate)\n"
+        "  -f FILE      -m ppl: the text to score; otherwise the prompt, read from FILE as it is;\n"
+        "               - reads standard input\n"
+        "  -c N         context length: at most N positions instead of the model's full context\n"
+        "  -o FILE      where -m logits writes the prompt's logits (int32 T, int32 vocab, int32 tokens[T],\n"
+        "               float32 logits[T][vocab])\n"
+        "  -z FILE      use this llama2.c tokenizer.bin instead of the model's own tokenizer\n"
+        "  --special    special tokens spelled in the text (<|im_end|>, <end_of_turn>) become those tokens;\n"
+        "               without it they are text, as any other characters\n"
+        "  --chat FILE  a conversation, [{\"role\": \"system\"|\"user\"|\"assistant\", \"content\": \"...\"}, ...]:\n"
+        "               -m chat starts from it; -m generate writes the assistant's next reply; -m logits\n"
+        "               scores the prompt the chat template renders from it (generation prompt included)\n"
+        "  -y TEXT      -m chat or --chat: the system prompt (default: the template's own, if any)\n"
+        "  --chat-template NAME  the chat format, for a model file without one or to override it:\n"
+        "               %s\n"
+        "  -j N         threads (default: OMP_NUM_THREADS, else every core)\n"
+        "  -h, --help   this text\n"
+        "-n -t -p -k --min-p -r --repeat-window and -s shape generation; -m ppl and -m logits refuse them.\n"
+        "Text goes to stdout (exactly the prompt, then the continuation; with --chat only the reply); timings go\n"
+        "to stderr.\n"
+        "-m chat: type a message after the prompt marker; the reply streams; Ctrl-C stops a reply, Ctrl-D or\n"
+        "/bye ends the conversation. When standard input is not a terminal each line is a turn and each\n"
+        "reply is written followed by an empty line.\n",
+        chat_families(families, sizeof families));
+}
+
+// The value after a flag, or a one-line error when the flag came last.
+static const char *value(const char *flag, const char *s) {
+    if (!s) die("%s needs a value (see --help)", flag);
+    return s;
+}
+
+static double parse_num(const char *flag, const char *s, double lo, double hi) {
+    char *end;
+    errno = 0;
+    double v = strtod(value(flag, s), &end);
+    if (!*s || *end || errno || !isfinite(v) || v < lo || v > hi)
+        die("%s %s: expected a number in [%g, %g]", flag, s, lo, hi);
+    return v;
+}
+
+static int parse_int(const char *flag, const char *s, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(value(flag, s), &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) die("%s %s: expected a whole number in [%ld, %ld]", flag, s, lo, hi);
+    return (int)v;
+}
+
+static uint64_t parse_seed(const char *flag, const char *s) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(value(flag, s), &end, 10);
+    if (!*s || *end || errno || *s == '-') die("%s %s: expected a whole number in [0, 2^64)", flag, s);
+    return v;
+}
+
+// The chat flags make sense together only in some ways: refuse the others, naming them.
+static void check_chat_options(const Options *o, int prompt_given) {
+    int chat = !strcmp(o->mode, "chat"), templated = chat || o->chat_path;
+    if (chat && (prompt_given || o->text_path))
+        die("-m chat takes its turns from the terminal or standard input; -i and -f have no use there");
+    if (o->chat_path && !strcmp(o->mode, "ppl")) die("--chat: -m ppl scores the text of -f, not a conversation");
+    if (o->chat_path && !chat && (prompt_given || o->text_path))
+        die("--chat: the prompt is the conversation the template renders; give -i or -f, or --chat, not both");
+    if (!templated && o->system) die("-y is the system prompt of -m chat or --chat");
+    if (!templated && o->template_name) die("--chat-template names the format of -m chat or --chat");
+    if (templated && o->special) die("--special: in a conversation what the user writes is always text");
+}
+
+static Options parse_options(int argc, char **argv) {
+    Options o = {.mode = "generate",
+                 .prompt = "",
+                 .temperature = 1.0f,
+                 .topp = 0.9f,
+                 .repeat_penalty = 1.0f,
+                 .steps = -1,
+                 .repeat_window = 64}; // steps -1: the default, see generate
+    int prompt_given = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (a[0] != '-' || !a[1]) {
+            if (o.model_path) die("unexpected argument '%s' (the model is %s)", a, o.model_path);
+            o.model_path = a;
+            continue;
+        }
+        if (!strcmp(a, "--special")) {
+            o.special = 1;
+            continue;
+        }
+        // An unknown flag is named as such even when it comes last.
+        const char *v = i + 1 < argc ? argv[++i] : NULL;
+        if (!strcmp(a, "-i")) {
+            o.prompt = value(a, v);
+            prompt_given = 1;
+        } else if (!strcmp(a, "-c")) o.context = parse_int(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "-n")) o.steps = parse_int(a, v, 0, 1 << 20);
+        else if (!strcmp(a, "-t")) o.temperature = parse_num(a, v, 0, 100);
+        else if (!strcmp(a, "-p")) o.topp = parse_num(a, v, 0, 1);
+        else if (!strcmp(a, "-k")) o.topk = parse_int(a, v, 0, 1 << 24);
+        else if (!strcmp(a, "--min-p")) o.minp = parse_num(a, v, 0, 1);
+        else if (!strcmp(a, "-r")) o.repeat_penalty = parse_num(a, v, 0.01, 100);
+        else if (!strcmp(a, "--repeat-window")) o.repeat_window = parse_int(a, v, 0, 1 << 20);
+        else if (!strcmp(a, "-s")) o.seed = parse_seed(a, v);
+        else if (!strcmp(a, "-m")) o.mode = value(a, v);
+        else if (!strcmp(a, "-f")) o.text_path = value(a, v);
+        else if (!strcmp(a, "-o")) o.out_path = value(a, v);
+        else if (!strcmp(a, "-z")) o.tokenizer_path = value(a, v);
+        else if (!strcmp(a, "-j")) o.threads = parse_int(a, v, 1, 1024);
+        else if (!strcmp(a, "--chat")) o.chat_path = value(a, v);
+        else if (!strcmp(a, "-y")) o.system = value(a, v);
+        else if (!strcmp(a, "--chat-template")) o.template_name = value(a, v);
+        else die("unknown option %s (see --help)", a);
+        const char *sampling[] = {"-n", "-t", "-p", "-k", "--min-p", "-r", "--repeat-window", "-s"};
+        for (size_t k = 0; k < sizeof sampling / sizeof *sampling && !o.sampling_flag; k++)
+            if (!strcmp(a, sampling[k])) o.sampling_flag = sampling[k];
+    }
+    if (!o.model_path) {
+        usage(stderr);
+        exit(1);
+    }
+    if (strcmp(o.mode, "generate") && strcmp(o.mode, "ppl") && strcmp(o.mode, "logits") && strcmp(o.mode, "chat"))
+        die("-m %s: the modes are generate, ppl, logits and chat", o.mode);
+    check_chat_options(&o, prompt_given);
+    // A flag the mode would ignore is refused: the user meant something by it.
+    int ppl = !strcmp(o.mode, "ppl"), logits = !strcmp(o.mode, "logits");
+    if (ppl && !o.text_path) die("-m ppl needs the text to score: -f FILE");
+    if (ppl && prompt_given) die("-m ppl scores the text of -f; -i has no use there");
+    if (!ppl && prompt_given && o.text_path) die("give the prompt with -i or with -f, not both");
+    if (logits && !o.out_path) die("-m logits needs an output file: -o FILE");
+    if (!logits && o.out_path) die("-o is where -m logits writes; -m %s writes to stdout", o.mode);
+    if ((ppl || logits) && o.sampling_flag)
+        die("%s shapes generation; -m %s does not generate and would ignore it", o.sampling_flag, o.mode);
+    return o;
+}
+
+#endif

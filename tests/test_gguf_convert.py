@@ -1,0 +1,500 @@
+"""convert.py on GGUF files (tools/gguf_model.py, tokenizer_blob.from_gguf): llama.cpp's own files
+in ../shared/models/gguf, and files this test writes with tools/gguf_write.py the way llama.cpp's
+converter lays a family out (Llama's q/k rows interleaved, Gemma's norms as 1 + w, GPT-2's
+fused qkv), each converted back and compared with the model it was written from.
+
+Run from the repository root: /usr/bin/python3 tests/test_gguf_convert.py [-k SUBSTRING]
+"""
+import contextlib
+import io
+import os
+import random
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+from pycase import ROOT  # puts tools/ on the path too
+import convert  # noqa: E402
+import gguf  # noqa: E402
+import gguf_model  # noqa: E402
+import gguf_write  # noqa: E402
+import make_random as mr  # noqa: E402
+import modelfile as mf  # noqa: E402
+import pycase  # noqa: E402
+import reference as ref  # noqa: E402
+import tokenizer_blob  # noqa: E402
+
+SHARED = os.path.join(ROOT, "..", "shared")
+GGUF_DIR = os.path.join(SHARED, "models", "gguf")
+EXPECTED = os.path.join(SHARED, "expected")
+TMP = tempfile.mkdtemp(prefix="attn-test-gguf-convert-")
+RUN, TOK_CLI = os.path.join(ROOT, "run"), os.path.join(ROOT, "tests", "bin", "tok_cli")
+RAND256 = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K_M", "Q6_K")
+
+case = pycase.Cases()
+
+
+def tmp(name):
+    return os.path.join(TMP, name)
+
+
+def shared(name):
+    return os.path.join(GGUF_DIR, name + ".gguf")
+
+
+def conv(args):
+    """convert.py in-process: (exit status, what it printed on stderr)."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        rc = convert.main(args)
+    return rc, err.getvalue()
+
+
+def converted(src, out, *extra):
+    rc, err = conv([src, tmp(out)] + list(extra))
+    assert rc == 0, "convert.py %s: %s" % (src, err.strip())
+    return mf.read_model(tmp(out)), err
+
+
+def refused(args, *words):
+    rc, err = conv(args)
+    lines = err.strip().split("\n")
+    assert rc == 1 and len(lines) == 1, "expected one line and exit 1, got %d: %s" % (rc, err)
+    for w in words:
+        assert w in err, "%r not in %r" % (w, err)
+
+
+def build(*targets):
+    subprocess.run(["make", "-s", "-C", ROOT] + list(targets), check=True)
+
+
+# ---- llama.cpp's files ----
+
+def run_text(model, *args):
+    return subprocess.run([RUN, model] + list(args), capture_output=True, check=True).stdout
+
+
+@case
+def stories260K_f32_runs_like_llama2c():
+    """llama.cpp's llama2c converter wrote context_length 128 where llama2.c's checkpoint has 512;
+    --seq-len 512 gives llama2.c's context, and its three outputs byte for byte."""
+    build("run")
+    (cfg, tok, t), _ = converted(shared("stories260K-F32"), "s260.bin", "--seq-len", "512")
+    (cfg0, _, t0), _ = converted(os.path.join(SHARED, "models", "stories260K.bin"), "s260_legacy.bin", "--tokenizer",
+                                 os.path.join(SHARED, "models", "tok512.bin"))
+    assert cfg == cfg0, (cfg, cfg0)
+    for k in t0:  # q/k rows in the same (interleaved) order as llama2.c's: nothing permuted twice
+        assert np.array_equal(t[k], t0[k]), k
+    assert tok[1:] == (mf.TOK_SENTENCEPIECE, mf.TOKF_DUMMY_PREFIX | mf.TOKF_ADD_BOS, 1, 2), tok[1:]
+    m = tmp("s260.bin")
+    for name, args in (("stories260K_t0_n200.txt", ["-t", "0", "-n", "200"]),
+                       ("stories260K_t1_p1_s42_n200.txt", ["-t", "1", "-p", "1", "-s", "42", "-n", "200"]),
+                       # llama2.c's -n 64 counts the 5 prompt tokens: 60 new ones
+                       ("stories260K_i_Once_upon_a_time_t0_n64.txt",
+                        ["-i", "Once upon a time", "-t", "0", "-n", "60"])):
+        want = open(os.path.join(EXPECTED, name), "rb").read()
+        got = run_text(m, *args)
+        assert got == want, "%s differs at byte %d" % (name, next(
+            (i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want))))
+
+
+@case(needs=[stories260K_f32_runs_like_llama2c])
+def gguf_as_tokenizer_of_a_llama2c_checkpoint():
+    """--tokenizer FILE.gguf: stories260K.bin with its tokenizer from the GGUF runs as llama2.c."""
+    converted(os.path.join(SHARED, "models", "stories260K.bin"), "s260_gguftok.bin", "--tokenizer",
+              shared("stories260K-F32"))
+    got = run_text(tmp("s260_gguftok.bin"), "-t", "0", "-n", "200")
+    assert got == open(os.path.join(EXPECTED, "stories260K_t0_n200.txt"), "rb").read()
+
+
+def vocab_cases(name):
+    """llama.cpp's tokenizer test: texts separated by lines __ggml_vocab_test__, one line of ids each."""
+    texts = open(os.path.join(EXPECTED, name + ".gguf.inp"), encoding="utf-8").read().split("\n__ggml_vocab_test__\n")
+    ids = open(os.path.join(EXPECTED, name + ".gguf.out")).read().split("\n")
+    texts = texts[:-1] if texts[-1] == "" else texts
+    return texts, [[int(x) for x in line.split()] for line in ids[:len(texts)]]
+
+
+def tok_cli_ids(tok, texts):
+    build("tests/bin/tok_cli")
+    path = tmp("blob")
+    with open(path, "wb") as f:
+        f.write(tok[0])
+    lines = "".join(t.encode("utf-8").hex() + "\n" for t in texts).encode()
+    out = subprocess.run([TOK_CLI, path] + [str(x) for x in tok[1:]], input=lines, capture_output=True,
+                         check=True).stdout.decode().split("\n")
+    return [[int(x) for x in o.partition("\t")[0].split()] for o in out[:len(texts)]]
+
+
+def vocab_only(name, kind):
+    texts, want = vocab_cases(name)
+    assert len(texts) > 30
+    with gguf.GGUFFile(shared(name)) as f:
+        n = len(f.metadata["tokenizer.ggml.tokens"])
+    tok, notes = convert.read_tokenizer(shared(name), n, "a model of vocab_size %d" % n)  # what --tokenizer does
+    assert tok[1] == kind, tok[1:]
+    got = tok_cli_ids(tok, texts)
+    for t, g, w in zip(texts, got, want):
+        assert g == w, "%r: %s, expected %s" % (t, g, w)
+
+
+@case
+def vocab_only_gpt2_tokenises_like_hf():
+    vocab_only("ggml-vocab-gpt-2", mf.TOK_BYTE_BPE)
+
+
+@case
+def vocab_only_llama_spm_tokenises_like_hf():
+    vocab_only("ggml-vocab-llama-spm", mf.TOK_SENTENCEPIECE)
+
+
+@case
+def vocab_only_file_as_model_is_refused():
+    refused([shared("ggml-vocab-gpt-2"), tmp("x.bin")], "token_embd.weight", "--tokenizer")
+
+
+def matrices(t):
+    return [k for k in t if k.split(".")[-1] in mf.QUANTIZED_MATRICES]
+
+
+def gguf_name(k):
+    """Our tensor name -> llama.cpp's, for the llama files here."""
+    names = dict(attn_norm_w="attn_norm", wq="attn_q", wk="attn_k", wv="attn_v", wo="attn_output",
+                 ffn_norm_w="ffn_norm", w1="ffn_gate", w3="ffn_up", w2="ffn_down")
+    if k.startswith("layers."):
+        _, i, n = k.split(".")
+        return "blk.%s.%s.weight" % (i, names[n])
+    return dict(tok_embedding="token_embd", final_norm_w="output_norm", classifier="output")[k] + ".weight"
+
+
+@case
+def rand256_every_type_converts():
+    """Each type's file: with --weights f32 every tensor is llama.cpp's dequantised values bit for bit;
+    by default the exact types (Q8_0, Q4_0, Q6_K) are those values bit for bit too, the rest within
+    a Q8_0 step, and the logits stay near the dequantised file's."""
+    tokens = list(range(1, 60, 3))
+    for ty in RAND256:
+        src = shared("rand256-" + ty)
+        (cfg32, _, t32), _ = converted(src, "r_%s_f32.bin" % ty, "--weights", "f32")
+        (cfg, _, t), note = converted(src, "r_%s.bin" % ty)
+        with gguf.GGUFFile(src) as f:
+            for k in t32:
+                want = f.dequantize(f.tensors[gguf_name(k)])
+                assert np.array_equal(t32[k], want), "%s %s" % (ty, k)
+                kind = f.tensors[gguf_name(k)].type_name
+                if kind in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q6_K") or k not in matrices(t):
+                    assert np.array_equal(t[k], want), "%s %s (%s) not exact" % (ty, k, kind)
+                else:
+                    step = np.abs(want).max(axis=1, keepdims=True) / 127
+                    assert (np.abs(t[k] - want) <= step).all(), "%s %s" % (ty, k)
+        want_type = {"F32": mf.WEIGHTS_F32, "F16": mf.WEIGHTS_F16, "BF16": mf.WEIGHTS_BF16}.get(ty, mf.WEIGHTS_Q8_0)
+        assert cfg["weight_type"] == want_type, (ty, cfg["weight_type"])
+        if want_type == mf.WEIGHTS_Q8_0:
+            assert "Q8_0" in note, note
+        a = ref.logits(ref.load(tmp("r_%s.bin" % ty)), tokens)
+        b = ref.logits(ref.load(tmp("r_%s_f32.bin" % ty)), tokens)
+        rel = np.abs(a - b).max() / np.abs(b).max()
+        assert rel < (1e-6 if ty in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q6_K") else 0.05), (ty, rel)
+
+
+@case
+def stories260K_mixes_default_to_q8_0():
+    for ty in ("Q4_K_M", "Q6_K"):
+        (cfg, _, _), note = converted(shared("stories260K-" + ty), "s_%s.bin" % ty, "--seq-len", "512")
+        assert cfg["weight_type"] == mf.WEIGHTS_Q8_0 and "as Q8_0" in note, note
+        (cfg, _, _), note = converted(shared("stories260K-" + ty), "s_%s_bf16.bin" % ty, "--weights", "bf16")
+        assert cfg["weight_type"] == mf.WEIGHTS_BF16 and "dequantised exactly" in note, note
+
+
+# ---- files written here the way llama.cpp's converter writes each family ----
+
+def spm_tokenizer(V):
+    """A SentencePiece-style vocabulary of V tokens in tokenizer.ggml.* form."""
+    tokens = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)] + ["\u2581"]
+    tokens += ["\u2581t%d" % i for i in range(V - len(tokens))]
+    types = [2, 3, 3] + [6] * 256 + [1] * (V - 259)
+    return {"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.scores": np.arange(V, dtype=np.float32) * -1,
+            "tokenizer.ggml.token_type": np.array(types, np.int32), "tokenizer.ggml.bos_token_id": 1,
+            "tokenizer.ggml.eos_token_id": 2}
+
+
+def bpe_tokenizer(V, pre="gpt-2"):
+    """A byte-level vocabulary: the 256 bytes, letter pairs made by merges, then <|endoftext|>."""
+    chars = [c for _, c in sorted(tokenizer_blob.bytes_to_unicode().items())]
+    pairs = [(a, b) for a in "abcdefghijklmnopqrstuvwxyz" for b in "abcdefghijklmnopqrstuvwxyz"][:V - 257]
+    tokens = chars + [a + b for a, b in pairs] + ["<|endoftext|>"]
+    return {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": pre, "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.token_type": np.array([1] * (V - 1) + [3], np.int32),
+            "tokenizer.ggml.merges": ["%s %s" % p for p in pairs], "tokenizer.ggml.bos_token_id": V - 1,
+            "tokenizer.ggml.eos_token_id": V - 1}
+
+
+LAYER_GGUF = dict(attn_norm_w="attn_norm.weight", wq="attn_q.weight", wk="attn_k.weight", wv="attn_v.weight",
+                  wo="attn_output.weight", ffn_norm_w="ffn_norm.weight", w1="ffn_gate.weight", w3="ffn_up.weight",
+                  w2="ffn_down.weight", bq="attn_q.bias", bk="attn_k.bias", bv="attn_v.bias",
+                  q_norm_w="attn_q_norm.weight", k_norm_w="attn_k_norm.weight")
+GEMMA_GGUF = dict(LAYER_GGUF, attn_out_norm_w="post_attention_norm.weight", ffn_out_norm_w="post_ffw_norm.weight")
+GPT2_GGUF = dict(attn_norm_w="attn_norm.weight", attn_norm_b="attn_norm.bias", wo="attn_output.weight",
+                 bo="attn_output.bias", ffn_norm_w="ffn_norm.weight", ffn_norm_b="ffn_norm.bias",
+                 w1="ffn_up.weight", b1="ffn_up.bias", w2="ffn_down.weight", b2="ffn_down.bias")
+
+
+def llamacpp_rope_freqs(c):
+    """What llama.cpp's converter stores for Llama 3's scaling (rope_freqs)."""
+    inv = 1 / (c["rope_theta"] ** (np.arange(0, c["head_dim"], 2, dtype=np.float32) / c["head_dim"]))
+    out = []
+    ctx, lo, hi, f = c["rope_original_ctx"], c["rope_low_freq_factor"], c["rope_high_freq_factor"], c["rope_factor"]
+    for w in 2 * np.pi / inv:
+        s = (ctx / w - lo) / (hi - lo)
+        out.append(1 if w < ctx / hi else f if w > ctx / lo else 1 / ((1 - s) / f + s))
+    return np.array(out, np.float32)
+
+
+def write_family_gguf(path, arch, cfg, t, wtype="F32"):
+    """Our model (cfg, tensors) as llama.cpp's converter would have written its Hugging Face form."""
+    c = mf.complete_config(cfg)
+    hd, H, KV, d = c["head_dim"], c["n_heads"], c["n_kv_heads"], c["dim"]
+    meta = {"general.architecture": arch, arch + ".context_length": c["seq_len"], arch + ".embedding_length": d,
+            arch + ".feed_forward_length": c["hidden_dim"], arch + ".block_count": c["n_layers"],
+            arch + ".attention.head_count": H}
+    out = {}
+    if arch == "gpt2":
+        meta.update({arch + ".attention.layer_norm_epsilon": c["norm_eps"]}, **bpe_tokenizer(c["vocab_size"]))
+        out["token_embd.weight"] = t["tok_embedding"]
+        out["position_embd.weight"] = t["pos_embedding"]
+        for i in range(c["n_layers"]):
+            p = "layers.%d." % i
+            out["blk.%d.attn_qkv.weight" % i] = np.concatenate([t[p + "wq"], t[p + "wk"], t[p + "wv"]])
+            out["blk.%d.attn_qkv.bias" % i] = np.concatenate([t[p + "bq"], t[p + "bk"], t[p + "bv"]])
+            for ours, theirs in GPT2_GGUF.items():
+                out["blk.%d.%s" % (i, theirs)] = t[p + ours]
+        out["output_norm.weight"], out["output_norm.bias"] = t["final_norm_w"], t["final_norm_b"]
+        out["output.weight"] = t["tok_embedding"]  # llama.cpp's GPT-2 converter writes the tied head again
+    else:
+        meta.update({arch + ".attention.head_count_kv": KV, arch + ".attention.key_length": hd,
+                     arch + ".attention.value_length": hd, arch + ".rope.freq_base": c["rope_theta"],
+                     arch + ".attention.layer_norm_rms_epsilon": c["norm_eps"],
+                     arch + ".rope.dimension_count": c["rope_dims"]}, **spm_tokenizer(c["vocab_size"]))
+        gemma = arch == "gemma3"
+        if gemma:
+            meta.update({arch + ".attention.sliding_window": c["sliding_window"],
+                         arch + ".attention.sliding_window_pattern": c["global_every"]})
+        if c["rope_scaling"] == mf.ROPE_SCALING_LINEAR:
+            meta.update({arch + ".rope.scaling.type": "linear", arch + ".rope.scaling.factor": c["rope_factor"]})
+        if c["rope_scaling"] == mf.ROPE_SCALING_LLAMA3:
+            meta[arch + ".rope.scaling.original_context_length"] = c["rope_original_ctx"]
+            out["rope_freqs.weight"] = llamacpp_rope_freqs(c)
+        out["token_embd.weight"] = t["tok_embedding"]
+        for i in range(c["n_layers"]):
+            p = "layers.%d." % i
+            for k in sorted(k for k in t if k.startswith(p)):
+                ours = k[len(p):]
+                v = t[k]
+                if arch != "llama" and ours in ("wq", "bq", "wk", "bk", "q_norm_w", "k_norm_w"):
+                    # Qwen and Gemma keep Hugging Face's half-split RoPE rows; llama.cpp's Llama
+                    # converter permutes them back to the interleaved order the model file has
+                    n = {"wq": H, "bq": H, "wk": KV, "bk": KV}.get(ours, 1)
+                    v = mr.permute_rope_hf(v, n, hd, c["rope_dims"])
+                if gemma and ours.endswith("norm_w"):
+                    v = v + np.float32(1)
+                out["blk.%d.%s" % (i, (GEMMA_GGUF if gemma else LAYER_GGUF)[ours])] = v
+        out["output_norm.weight"] = t["final_norm_w"] + np.float32(1) if gemma else t["final_norm_w"]
+        if not c["tied_classifier"]:
+            out["output.weight"] = t["classifier"]
+    tensors = {k: (wtype if v.ndim == 2 and k != "position_embd.weight" else "F32", v) for k, v in out.items()}
+    gguf_write.write_gguf(path, meta, tensors)
+
+
+P = mr.PRESETS
+WIDE = dict(P["llama_gqa"], dim=256, hidden_dim=512, n_layers=1, n_heads=4, n_kv_heads=2)  # rows of whole K blocks
+GEMMA = dict(P["gemma_like"], rope_scaling=0, rope_factor=0, rope_low_freq_factor=0, rope_high_freq_factor=0,
+             rope_original_ctx=0, attn_scale=float(np.float32(32 ** -0.5)))
+FAMILIES = [("llama_gqa", "llama", P["llama_gqa"]), ("llama_untied", "llama", P["untied"]),
+            ("llama_rope_llama3", "llama", P["rope_llama3"]), ("llama_rope_linear", "llama", P["rope_linear"]),
+            ("qwen2", "qwen2", P["qkv_bias_qwen2"]), ("qwen3", "qwen3", P["qk_norm"]), ("gemma3", "gemma3", GEMMA),
+            ("gpt2", "gpt2", P["gpt2"])]
+
+
+def family_case(name, arch, cfg):
+    def f():
+        c = mf.complete_config(cfg)
+        t = mr.random_tensors(c, seed=5)
+        write_family_gguf(tmp(name + ".gguf"), arch, c, t)
+        (got, _, t2), _ = converted(tmp(name + ".gguf"), name + ".bin")
+        want = dict(c)
+        if arch == "gemma3":  # llama.cpp's 1 + w norms, read by a model computing x * w
+            want["arch_flags"] &= ~mf.ARCH_NORM_PLUS_ONE
+            t = {k: v + np.float32(1) if k.endswith("norm_w") else v for k, v in t.items()}
+        for k in mf.CONFIG_FIELDS:
+            assert np.float32(got[k]) == np.float32(want[k]), "%s: %s %s, expected %s" % (name, k, got[k], want[k])
+        assert set(t2) == set(t)
+        for k in t:
+            assert np.array_equal(t2[k], t[k]), "%s: %s" % (name, k)
+    case.add("family_" + name, f)
+
+
+@case
+def gemma3_layer_flags():
+    """A per-layer sliding-window flag array in place of the pattern number gives the same model;
+    flags with no period are refused."""
+    c = mf.complete_config(GEMMA)
+    write_family_gguf(tmp("g.gguf"), "gemma3", c, mr.random_tensors(c, seed=6))
+    with gguf.GGUFFile(tmp("g.gguf")) as f:
+        meta = {k: (v, f.metadata_types[k]) for k, v in f.metadata.items()}
+        tensors = {k: ("F32", f.dequantize(t)) for k, t in f.tensors.items()}
+    for flags, ok in (([True, True, False], True), ([False, True, True], False)):
+        meta["gemma3.attention.sliding_window_pattern"] = np.array(flags)
+        gguf_write.write_gguf(tmp("g2.gguf"), meta, tensors)
+        if ok:
+            assert converted(tmp("g2.gguf"), "g2.bin")[0][0]["global_every"] == 3
+        else:
+            refused([tmp("g2.gguf"), tmp("o.bin")], "layer_types")
+
+
+for _n, _a, _c in FAMILIES:
+    family_case(_n, _a, _c)
+
+
+@case
+def written_q8_0_q4_0_q6_k_map_exactly():
+    """Q8_0 and Q4_0 (group 32) and Q6_K (group 16) written by gguf_write convert without loss."""
+    c = mf.complete_config(WIDE)
+    t = mr.random_tensors(c, seed=2)
+    for ty, group in (("Q8_0", 32), ("Q4_0", 32), ("Q6_K", 16)):
+        write_family_gguf(tmp("w_%s.gguf" % ty), "llama", c, t, ty)
+        (cfg, _, t2), note = converted(tmp("w_%s.gguf" % ty), "w_%s.bin" % ty)
+        assert cfg["weight_type"] == mf.WEIGHTS_Q8_0 and cfg["group_size"] == group, cfg
+        with gguf.GGUFFile(tmp("w_%s.gguf" % ty)) as f:
+            for k in t2:
+                assert np.array_equal(t2[k], f.dequantize(f.tensors[gguf_name(k)])), (ty, k)
+
+
+@case
+def gpt2_pre_tokenizers_map():
+    """Each tokenizer.ggml.pre in scope gives the split the families issue gave its tokenizer.json."""
+    want = {"gpt-2": mf.TOK_PRE_GPT2, "llama-bpe": mf.TOK_PRE_LLAMA3, "qwen2": mf.TOK_PRE_QWEN2,
+            "smollm": mf.TOK_PRE_DIGITS_GPT2, "starcoder": mf.TOK_PRE_DIGITS_GPT2}
+    for pre, split in want.items():
+        gguf_write.write_gguf(tmp("pre.gguf"), dict(bpe_tokenizer(300, pre), **{"general.architecture": "gpt2"}), {})
+        tok = tokenizer_blob.from_gguf(tmp("pre.gguf"))
+        assert tok.kind == mf.TOK_BYTE_BPE and tok.flags >> mf.TOKF_PRE_SHIFT == split, (pre, tok.flags)
+        assert bool(tok.flags & mf.TOKF_NFC) == (pre == "qwen2") and \
+            bool(tok.flags & mf.TOKF_IGNORE_MERGES) == (pre == "llama-bpe"), (pre, tok.flags)
+
+
+@case
+def chat_template_and_tokenizer_from_elsewhere():
+    """tokenizer.chat_template is kept for chat mode; a model file without tokenizer.ggml.* takes
+    --tokenizer, and without it is refused naming what to pass."""
+    c = mf.complete_config(P["llama_gqa"])
+    write_family_gguf(tmp("chat.gguf"), "llama", c, mr.random_tensors(c, seed=3))
+    with gguf.GGUFFile(tmp("chat.gguf")) as f:
+        meta = {k: (v, f.metadata_types[k]) for k, v in f.metadata.items() if not k.startswith("tokenizer.")}
+        tensors = {k: ("F32", f.dequantize(t)) for k, t in f.tensors.items()}
+    template = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
+    gguf_write.write_gguf(tmp("chat2.gguf"), dict(meta, **{"tokenizer.chat_template": template}), tensors)
+    assert gguf_model.chat_template(tmp("chat2.gguf")) == template
+    assert gguf_model.chat_template(tmp("chat.gguf")) is None
+    refused([tmp("chat2.gguf"), tmp("o.bin")], "carries no vocabulary", "--tokenizer")
+    (_, own, _), _ = converted(tmp("chat.gguf"), "chat.bin")
+    (_, tok, _), _ = converted(tmp("chat2.gguf"), "chat2.bin", "--tokenizer", tmp("chat.gguf"))
+    assert tok == own, (tok[1:], own[1:])
+
+
+# ---- refusals ----
+
+@case
+def bad_inputs_refused_by_name():
+    c = mf.complete_config(WIDE)
+    t = mr.random_tensors(c, seed=1)
+    good = tmp("good.gguf")
+    write_family_gguf(good, "llama", c, t)
+    with gguf.GGUFFile(good) as f:
+        meta = dict(f.metadata)
+        tensors = {k: ("F32", f.dequantize(v)) for k, v in f.tensors.items()}
+
+    def variant(name, meta_change=None, drop=(), tensors_change=None):
+        m = dict(meta, **(meta_change or {}))
+        for k in drop:
+            del m[k]
+        gguf_write.write_gguf(tmp(name), m, dict(tensors, **(tensors_change or {})))
+        return tmp(name)
+    refused([variant("arch.gguf", {"general.architecture": "mamba"}), tmp("o.bin")], "general.architecture 'mamba'")
+    refused([variant("nokey.gguf", drop=["llama.block_count"]), tmp("o.bin")], "llama.block_count")
+    refused([variant("pre.gguf", {"tokenizer.ggml.pre": "deepseek-llm"}), tmp("o.bin")], "tokenizer.ggml.pre",
+            "deepseek-llm")
+    refused([variant("tokmodel.gguf", {"tokenizer.ggml.model": "bert"}), tmp("o.bin")], "tokenizer.ggml.model 'bert'")
+    refused([variant("extra.gguf", tensors_change={"blk.0.ffn_gate_exps.weight": ("F32", np.zeros((4, 256)))}),
+             tmp("o.bin")], "blk.0.ffn_gate_exps.weight")
+    refused([variant("scaling.gguf", {"llama.rope.scaling.type": "yarn"}), tmp("o.bin")], "rope.scaling.type 'yarn'")
+    # a type the reader knows but the converter does not map: an IQ2_XXS tensor (raw blocks)
+    with gguf_write.GGUFWriter(tmp("iq.gguf")) as w:
+        for k, v in meta.items():
+            w.add(k, v)
+        for k, (ty, v) in tensors.items():
+            w.add_tensor(k, v.shape, "IQ2_XXS" if k == "blk.0.attn_q.weight" else ty)
+        for k, (ty, v) in tensors.items():
+            if k == "blk.0.attn_q.weight":
+                block, nbytes = gguf.BLOCK_SIZES[gguf.TYPE_IDS["IQ2_XXS"]]
+                v = np.zeros(v.size // block * nbytes, np.uint8)
+            w.write_tensor(k, v)
+    rc, err = conv([tmp("iq.gguf"), tmp("o.bin")])
+    assert rc == 1 and "IQ2_XXS" in err and len(err.strip().split("\n")) == 1, err
+
+
+
+def convert_damaged(n, seed):
+    """convert.py on n damaged copies (tests/gguf_mutate.py's mutations) of llama.cpp's files:
+    each must end in exit status 1 and one line, never in a message for an exception no reader
+    foresaw ("cannot convert (...)"), or succeed. Returns the failures' messages."""
+    import gguf_mutate
+    rnd, bad = random.Random(seed), []
+    seeds = [open(shared(n), "rb").read() for n in ("stories260K-Q4_K_M", "stories260K-F32", "stories260K-Q6_K")]
+    fields = [gguf_mutate.structural_fields(d) for d in seeds]
+
+    def hang(*_):
+        raise TimeoutError("no answer within 20 s")
+    signal.signal(signal.SIGALRM, hang)
+    for i in range(n):
+        k = rnd.randrange(len(seeds))
+        with open(tmp("damaged.gguf"), "wb") as f:
+            f.write(gguf_mutate.mutate(seeds[k], *fields[k], rnd))
+        signal.alarm(20)
+        try:
+            rc, err = conv([tmp("damaged.gguf"), tmp("damaged.bin")])
+        except BaseException as e:  # a hang, or what main let through
+            rc, err = -1, repr(e)
+        signal.alarm(0)
+        lines = [ln for ln in err.strip().split("\n") if ": note: " not in ln]
+        if rc not in (0, 1) or (rc == 1 and len(lines) != 1) or "cannot convert (" in err:
+            bad.append("file %d: exit %s: %s" % (i, rc, err.strip()[:200]))
+    return bad
+
+
+@case
+def damaged_files_end_in_one_line():
+    """A short run (the reader's own harness, tests/gguf_mutate.py, runs the million); under an
+    address-space limit, in a process of its own, so that a converter trusting a count fails
+    here rather than taking the machine's memory."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, resource.RLIM_INFINITY))
+    r = subprocess.run([sys.executable, __file__, "--damaged", "150", "7"], capture_output=True, text=True,
+                       preexec_fn=limit, timeout=600)
+    assert r.returncode == 0 and r.stdout.startswith("150 damaged files"), r.stdout[-2000:] + r.stderr[-2000:]
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--damaged"]:
+        failures = convert_damaged(int(sys.argv[2]), int(sys.argv[3]))
+        shutil.rmtree(TMP, ignore_errors=True)
+        print("%s damaged files, %d failures" % (sys.argv[2], len(failures)) + "".join("\n" + f for f in failures))
+        raise SystemExit(1 if failures else 0)
+    torch.set_num_threads(1)
+    raise SystemExit(case.main(TMP))

@@ -1,0 +1,351 @@
+"""GGUF files (llama.cpp, Ollama, LM Studio) as convert.py sources: config, tokenizer and weights.
+
+read_gguf(path) gives convert.py a Source. The metadata of general.architecture llama, qwen2,
+qwen3, gemma3 or gpt2 becomes the Hugging Face config.json that family's converter in
+llama.cpp read it from, and the tensors get their Hugging Face names and layout, so that
+convert.py's own readers (read_hf_decoder, read_hf_gpt2) build the model file with every check
+they make for a Hugging Face directory. What llama.cpp's converter changed is undone: Llama's
+q/k rows it permuted into the interleaved RoPE order, GPT-2's Conv1D matrices it transposed.
+Gemma 3's norms it stored as 1 + w: they are kept, and the model file computes x * w instead
+of x * (1 + w), which is what llama.cpp computes. Llama 3's RoPE scaling, which it stored as
+the rope_freqs tensor, is read back from it. An output.weight equal to token_embd.weight (or
+none) is a tied classifier. The context is the file's context_length (--seq-len changes it).
+
+Weight types (the closing note says which happened):
+  F32, F16, BF16   kept: all matrices in one of them stay in it; a mix gives float32
+  Q8_0, Q4_0, Q6_K integers times a scale per 32 (Q6_K: 16) values: stored as our Q8_0 exactly,
+                   group 32 (16 when any Q6_K is there, or smaller when a row needs it)
+  Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K IQ4_NL
+                   dequantised exactly, then by default quantised to our Q8_0 (which loses a
+                   little); --weights f32 or bf16 stores those exact values instead
+A file with any quantised matrix is stored as Q8_0 unless --weights says otherwise. Any other
+type is refused by name (tools/gguf.py). Tensors are read one at a time from the mapped file.
+"""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import convert as cv  # noqa: E402
+import gguf  # noqa: E402
+import modelfile as mf  # noqa: E402
+
+FLOATS = ("F32", "F16", "BF16")
+EXACT_Q8 = {"Q8_0": 32, "Q4_0": 32, "Q6_K": 16}  # types q8_blocks maps exactly, and their group
+DEQUANTISED = ("Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "IQ4_NL")
+
+# general.architecture -> Hugging Face model_type
+ARCHS = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3": "gemma3_text", "gpt2": "gpt2"}
+
+# llama.cpp's tensor names in a block (blk.N.) -> Hugging Face's (model.layers.N.)
+DECODER_NAMES = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+                 "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
+                 "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",
+                 "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+                 "ffn_down": "mlp.down_proj"}
+GEMMA3_NAMES = dict(DECODER_NAMES, ffn_norm="pre_feedforward_layernorm", post_attention_norm="post_attention_layernorm",
+                    post_ffw_norm="post_feedforward_layernorm")
+DECODER_TOP = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+# GPT-2: nanoGPT's names, which read_hf_gpt2 reads once "transformer." is gone
+GPT2_NAMES = {"attn_norm": "ln_1", "attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj", "ffn_norm": "ln_2",
+              "ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
+GPT2_TOP = {"token_embd": "wte", "position_embd": "wpe", "output_norm": "ln_f", "output": "lm_head"}
+
+
+class Rows:
+    """Some rows of a GGUF tensor, read only when asked, so that no permuted copy is held before
+    the writer gets to the tensor: indexing picks rows (as convert.py's views do); np.asarray
+    gives their values as stored (float types: float32, float16, or bfloat16's bits) or
+    dequantised to float32; q8_0(group) gives them as exact Q8_0."""
+
+    def __init__(self, f, t, rows=None):
+        self.f, self.t, self.rows = f, t, rows  # rows None: all, in order
+        self.shape = (t.shape[0] if rows is None else len(rows),) + tuple(t.shape[1:])
+
+    def __getitem__(self, idx):
+        return Rows(self.f, self.t, np.arange(self.t.shape[0])[idx] if self.rows is None else self.rows[idx])
+
+    def pick(self, a):
+        return a if self.rows is None else a[self.rows]
+
+    def __array__(self, dtype=None, copy=None):
+        if self.t.type_name in FLOATS:
+            a = self.pick(mapped(self.f, self.t))
+        else:
+            a = self.pick(self.f.dequantize(self.t))
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def q8_0(self, group):
+        """(int8 values, float32 scales) equal to the dequantised values bit for bit, with a scale
+        per group values; None when the type has no such form at that group size."""
+        native = EXACT_Q8.get(self.t.type_name)
+        if native is None or native % group or len(self.t.shape) != 2:
+            return None
+        q, s = gguf.q8_blocks(self.f, self.t, native)
+        return self.pick(q), np.repeat(self.pick(s), native // group, axis=1)
+
+
+class QuantStored(cv.Stored):
+    """A quantised tensor as convert.py's readers take tensors: float32() dequantises it."""
+
+    def float32(self):
+        return np.asarray(self.raw, dtype=np.float32)
+
+    def nonfinite(self):
+        return ~np.isfinite(self.float32())
+
+    def q8_0(self, group):
+        return self.raw.q8_0(group)
+
+
+def mapped(f, t):
+    """A float-type tensor's values as stored, a view of the mapped file (bfloat16 as its bits)."""
+    return f.raw(t).view({"F32": "<f4", "F16": "<f2", "BF16": "<u2"}[t.type_name]).reshape(t.shape)
+
+
+def stored(f, t, rows=None):
+    """A GGUF tensor (those rows of it, if given) as convert.Stored, read from the mapping."""
+    if t.type_name in FLOATS:
+        return cv.Stored(mapped(f, t) if rows is None else Rows(f, t, rows), t.type_name)
+    if t.type_name in EXACT_Q8 or t.type_name in DEQUANTISED:
+        return QuantStored(Rows(f, t, rows), t.type_name)
+    raise cv.Bad(f.path, "tensor %s has type %s, which this build does not convert (supported: %s)"
+                 % (t.name, t.type_name, ", ".join(FLOATS + tuple(EXACT_Q8) + DEQUANTISED)))
+
+
+# ---- metadata ----
+
+# the format's limits (modelfile.check_config) on the sizes a config is built from, checked
+# before anything is sized by them
+LIMITS = {"embedding_length": 65536, "feed_forward_length": 262144, "block_count": 1024, "attention.head_count": 1024,
+          "attention.head_count_kv": 1024, "attention.key_length": 4096, "attention.value_length": 4096,
+          "rope.dimension_count": 4096, "attention.sliding_window_pattern": 1024}
+
+
+class Meta:
+    """The metadata under an architecture's prefix; every missing or mistyped key is Bad naming it."""
+
+    def __init__(self, f, arch):
+        self.path, self.m, self.arch = f.path, f.metadata, arch
+
+    def get(self, key, default=None, kind=int):
+        full = key if key.startswith(("general.", "tokenizer.")) else "%s.%s" % (self.arch, key)
+        if full not in self.m:
+            if default is None:
+                raise cv.Bad(self.path, "metadata lacks %s" % full)
+            return default
+        v = self.m[full]
+        ok = isinstance(v, str) if kind is str else (
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and (kind is float or v == int(v)))
+        if not ok:
+            raise cv.Bad(self.path, "metadata %s is %r, not %s" % (full, v, {
+                int: "a positive integer", float: "a positive number", str: "a string"}[kind]))
+        if key in LIMITS and v > LIMITS[key]:
+            raise cv.Bad(self.path, "metadata %s %d exceeds this build's limit %d" % (full, v, LIMITS[key]))
+        return kind(v)
+
+    def has(self, key):
+        return "%s.%s" % (self.arch, key) in self.m
+
+
+def llama3_rope(path, meta, freqs, head_dim, theta):
+    """The rope_scaling llama.cpp's converter turned into the rope_freqs tensor, the divisor of
+    each pair's frequency: 1 for short wavelengths, factor (the largest) for long ones, and
+    1 / ((1 - s) / factor + s) between, s = ctx / wavelength / (high - low) - low / (high - low).
+    With the original context ctx from the metadata (Llama 3's 8192 if absent), the values
+    between give low and high; every value is then checked against Llama 3's formula."""
+    v = np.asarray(freqs, np.float64).reshape(-1)
+    ctx = meta.get("rope.scaling.original_context_length", 8192)
+    factor = float(v.max())
+    wavelen = 2 * np.pi * theta ** (np.arange(0, head_dim, 2) / head_dim)
+    low, high = 1.0, 4.0  # Llama 3's, when too few values lie between to say
+    mid = (v > 1 + 1e-6) & (v < factor * (1 - 1e-6)) if v.shape == wavelen.shape else np.zeros(0, bool)
+    if factor > 1 and mid.sum() >= 2:
+        s = (1 / v[mid] - 1 / factor) / (1 - 1 / factor)
+        A, B = np.polyfit(1 / wavelen[mid], s, 1)
+        if A > 0:
+            # to 5 digits: the fit's float32 noise off the config's values
+            low, high = float("%.5g" % (-B * ctx / A)), float("%.5g" % ((1 - B) * ctx / A))
+    want = np.where(wavelen < ctx / high, 1.0, np.where(wavelen > ctx / low, factor, 0.0)) if low > 0 else None
+    if want is not None:
+        s = (ctx / wavelen - low) / (high - low)
+        want = np.where(want == 0, 1 / ((1 - s) / factor + s), want)
+    if want is None or v.shape != want.shape or not np.allclose(v, want, rtol=1e-5):
+        raise cv.Bad(path, "rope_freqs.weight is not Llama 3's RoPE scaling with original context %d, the one this "
+                     "build reads from it" % ctx)
+    return dict(rope_type="llama3", factor=factor, low_freq_factor=low, high_freq_factor=high,
+                original_max_position_embeddings=ctx)
+
+
+def hf_config(f, arch, mt):
+    """The config.json llama.cpp's converter read the metadata from, family by family."""
+    g, T = Meta(f, arch), f.tensors
+    if "token_embd.weight" not in T:
+        raise cv.Bad(f.path, "no tensor token_embd.weight (a vocabulary-only GGUF is a tokenizer: pass it as "
+                     "--tokenizer)")
+    V = T["token_embd.weight"].shape[0]
+    tied = "output.weight" not in T or (
+        T["output.weight"].type == T["token_embd.weight"].type
+        and np.array_equal(f.raw(T["output.weight"]), f.raw(T["token_embd.weight"])))
+    if f.metadata.get(arch + ".expert_count"):
+        raise cv.Bad(f.path, "%s.expert_count %s: mixture-of-experts models are not supported by this build"
+                     % (arch, f.metadata[arch + ".expert_count"]))
+    if mt == "gpt2":
+        return dict(model_type="gpt2", n_embd=g.get("embedding_length"), n_layer=g.get("block_count"),
+                    n_head=g.get("attention.head_count"), vocab_size=V, n_positions=g.get("context_length"),
+                    n_inner=g.get("feed_forward_length"), activation_function="gelu_new",
+                    layer_norm_epsilon=g.get("attention.layer_norm_epsilon", kind=float), tie_word_embeddings=tied)
+    dim, H = g.get("embedding_length"), g.get("attention.head_count")
+    hd = g.get("attention.key_length", max(dim // H, 1))  # a wrong one is refused by the shapes
+    if g.get("attention.value_length", hd) != hd:
+        raise cv.Bad(f.path, "%s.attention.value_length %d differs from key_length %d, which this build does not "
+                     "support" % (arch, g.get("attention.value_length"), hd))
+    c = dict(model_type=mt, hidden_size=dim, intermediate_size=g.get("feed_forward_length"),
+             num_hidden_layers=g.get("block_count"), num_attention_heads=H,
+             num_key_value_heads=g.get("attention.head_count_kv", H), head_dim=hd, vocab_size=V,
+             max_position_embeddings=g.get("context_length"),
+             rms_norm_eps=g.get("attention.layer_norm_rms_epsilon", kind=float),
+             rope_theta=g.get("rope.freq_base", 10000.0, float), tie_word_embeddings=tied)
+    n_rot = g.get("rope.dimension_count", hd)
+    if n_rot != hd:
+        c["partial_rotary_factor"] = n_rot / hd
+    kind = g.get("rope.scaling.type", "none", str)
+    if kind == "linear":
+        c["rope_scaling"] = dict(rope_type="linear", factor=g.get("rope.scaling.factor", kind=float))
+    elif kind != "none":
+        raise cv.Bad(f.path, "%s.rope.scaling.type %r is not supported by this build (none, linear, and Llama 3's "
+                     "rope_freqs)" % (arch, kind))
+    if "rope_freqs.weight" in T:
+        if mt != "llama" or "rope_scaling" in c:
+            raise cv.Bad(f.path, "rope_freqs.weight is read only as Llama 3's RoPE scaling of a llama model")
+        c["rope_scaling"] = llama3_rope(f.path, g, f.dequantize(T["rope_freqs.weight"]), n_rot, c["rope_theta"])
+    if mt == "llama":
+        c["attention_bias"] = "blk.0.attn_q.bias" in T
+    if mt == "gemma3_text":
+        # llama.cpp's Gemma 3: attention scaled by 1/sqrt(head_dim) (1/sqrt(dim / heads) for the
+        # 62-layer 27B), a global layer every 6 and a local RoPE base of 10000 unless the file says
+        scalar = dim // H if c["num_hidden_layers"] == 62 else hd
+        c.update(query_pre_attn_scalar=scalar, sliding_window=g.get("attention.sliding_window"),
+                 rope_local_base_freq=g.get("rope.freq_base_swa", 10000.0, float))
+        flags = f.metadata.get(arch + ".attention.sliding_window_pattern")
+        if isinstance(flags, np.ndarray) and flags.dtype == bool:  # a flag per layer: true for sliding
+            c["layer_types"] = ["sliding_attention" if x else "full_attention" for x in flags]
+        else:
+            c["sliding_window_pattern"] = g.get("attention.sliding_window_pattern", 6)
+        for k in ("final_logit_softcapping", "attn_logit_softcapping"):
+            if g.has(k):
+                c[k] = g.get(k, kind=float)
+    return c
+
+
+# ---- tensors ----
+
+def hf_tensors(f, mt, c):
+    """The tensors under Hugging Face's names (nanoGPT's for GPT-2), as Stored, in Hugging Face's
+    RoPE layout; rope_freqs is consumed by the config."""
+    gpt2 = mt == "gpt2"
+    block, top = (GPT2_NAMES, GPT2_TOP) if gpt2 else (GEMMA3_NAMES if mt == "gemma3_text" else DECODER_NAMES,
+                                                      DECODER_TOP)
+    layer = "h.%s." if gpt2 else "model.layers.%s."
+    unrope = {}
+    if mt == "llama":  # llama.cpp permuted HF's q/k rows into interleaved pairs: the inverse of rope_rows
+        hd = c["head_dim"]
+        rd = int(hd * c.get("partial_rotary_factor", 1.0))
+        rd -= rd % 2
+        for w, n in (("attn_q", c["num_attention_heads"]), ("attn_k", c["num_key_value_heads"])):
+            unrope[w] = np.argsort(cv.rope_rows(n, hd, rd))
+    sd = {}
+    for name, t in f.tensors.items():
+        if name == "rope_freqs.weight":
+            continue
+        parts = name.split(".")
+        rows = unrope.get(parts[2]) if parts[0] == "blk" and len(parts) == 4 else None
+        st = stored(f, t, rows if rows is not None and t.shape[0] == len(rows) else None)  # else refused by shape
+        if parts[0] == "blk" and len(parts) == 4 and parts[2] in block:
+            sd[layer % parts[1] + block[parts[2]] + "." + parts[3]] = st
+        elif len(parts) == 2 and parts[0] in top:
+            sd[top[parts[0]] + "." + parts[1]] = st
+        else:
+            sd[name] = st  # refused by name as a tensor the converter would not use
+    return sd
+
+
+# ---- weight types ----
+
+def weight_chooser(f):
+    """convert.py's weight choice for this file: (tensors, --weights, --group-size) -> (weights,
+    why, group size). A file of float matrices only is convert.py's usual choice; one holding
+    any quantised matrix is Q8_0 unless --weights says otherwise, by default with the largest
+    group that every exactly mapped type's group and every row length divide."""
+    kinds = sorted({t.type_name for t in f.tensors.values() if len(t.shape) == 2 and t.name != "position_embd.weight"},
+                   key=lambda k: (k not in FLOATS, k))
+    quant = [k for k in kinds if k not in FLOATS]
+
+    def choose(tensors, asked, group_size):
+        if not quant:
+            return cv.weight_choice(tensors, asked) + (group_size,)
+        names = "the file's %s matrices" % ", ".join(kinds)
+        if asked not in (None, "q8_0"):
+            rounded = {"f32": "", "bf16": ", rounded to bfloat16", "f16": ", rounded to float16"}[asked]
+            return asked, "--weights %s: %s dequantised exactly%s" % (asked, names, rounded), group_size
+        gs = group_size
+        if gs is None:
+            gs = min([EXACT_Q8[k] for k in quant if k in EXACT_Q8] or [32])
+            rows = {np.shape(v)[1] for k, v in tensors.items() if k.split(".")[-1] in mf.QUANTIZED_MATRICES}
+            while any(n % gs for n in rows):
+                gs //= 2
+        exact = [k for k in quant if k in EXACT_Q8 and EXACT_Q8[k] % gs == 0]
+        redone = [k for k in kinds if k not in exact]
+        why = names + " as Q8_0: " + "; ".join(
+            (["%s mapped exactly" % ", ".join(exact)] if exact else []) +
+            (["%s quantised from their exact values%s" % (", ".join(redone), " (--weights f32 or bf16 keeps those)"
+                                                          if set(redone) - set(FLOATS) else "")] if redone else []))
+        return "q8_0", ("--weights q8_0: " if asked else "") + why, gs
+    return choose
+
+
+# ---- entry points ----
+
+def open_gguf(path):
+    try:
+        return gguf.GGUFFile(path)
+    except gguf.GGUFError as e:
+        raise cv.Bad(e.path, e.msg)
+
+
+def read_gguf(path):
+    """convert.py's Source for a GGUF model file."""
+    f = open_gguf(path)
+    arch = f.metadata.get("general.architecture")
+    if arch not in ARCHS:
+        raise cv.Bad(path, "general.architecture %r is not supported (supported: %s)" % (arch, ", ".join(ARCHS)))
+    mt = ARCHS[arch]
+    c = hf_config(f, arch, mt)
+    sd = hf_tensors(f, mt, c)
+    src = (cv.read_hf_gpt2 if mt == "gpt2" else cv.read_hf_decoder)(path, path, c, sd)
+    cfg = src.cfg
+    if mt == "gemma3_text":  # llama.cpp stored Gemma's norms as 1 + w: a model computing x * w reads them
+        cfg["arch_flags"] &= ~mf.ARCH_NORM_PLUS_ONE
+    tok = None
+    if "tokenizer.ggml.model" in f.metadata:  # else --tokenizer must give one
+        import tokenizer_blob
+        try:
+            tok = tokenizer_blob.from_gguf(path, cfg["vocab_size"], f)
+        except ValueError as e:
+            where, _, msg = str(e).partition(": ")
+            raise cv.Bad(where, msg or str(e))
+        for n in tok.notes:
+            print("convert.py: note: %s: %s" % (path, n), file=sys.stderr)
+    return src._replace(desc="GGUF %s file" % arch, tok=tok, weights=weight_chooser(f),
+                        tok_hint="a GGUF file with tokenizer.ggml.*, or the model's tokenizer.json")
+
+
+def chat_template(path):
+    """tokenizer.chat_template of a GGUF file, or None."""
+    f = open_gguf(path)
+    try:
+        v = f.metadata.get("tokenizer.chat_template")
+        return v if isinstance(v, str) else None
+    finally:
+        f.close()
