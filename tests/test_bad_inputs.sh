@@ -420,6 +420,38 @@ row convert.py "a bfloat16 tensor whose bytes disagree with its shape" \
   "$tmp/hf_bf16/model.safetensors: tensor model.layers.1.mlp.up_proj.weight: BF16 of shape [172, 64] takes 22016 bytes, but its data_offsets" \
   "${convert[@]}" $tmp/hf_bf16 $tmp/o.bin
 
+# GGUF files for convert.py (tools/gguf_model.py): llama.cpp's rand256 with one thing changed
+"$PYTHON" - $SHARED/models/gguf/rand256-F32.gguf "$tmp" <<'PY'
+import sys
+sys.path.insert(0, "tools")
+import numpy as np
+import gguf, gguf_write
+src, d = sys.argv[1], sys.argv[2]
+def variant(name, meta=None, retype=None):
+    with gguf.GGUFFile(src) as f, gguf_write.GGUFWriter("%s/%s" % (d, name)) as w:
+        for k, v in dict(f.metadata, **(meta or {})).items():
+            w.add(k, v, f.metadata_types.get(k) if meta is None or k not in meta else None)
+        for t in f.tensors.values():
+            w.add_tensor(t.name, t.shape, retype if t.name == "blk.0.attn_q.weight" and retype else t.type)
+        for t in f.tensors.values():
+            if t.name == "blk.0.attn_q.weight" and retype:
+                block, nbytes = gguf.BLOCK_SIZES[gguf.TYPE_IDS[retype]]
+                w.write_tensor(t.name, np.zeros(t.n_values // block * nbytes, np.uint8))
+            else:
+                w.write_tensor(t.name, f.raw(t))
+variant("arch.gguf", {"general.architecture": "mamba"})
+variant("pre.gguf", {"tokenizer.ggml.pre": "deepseek-llm"})
+variant("iq.gguf", retype="IQ2_XXS")
+PY
+row convert.py "a GGUF file of an architecture this build lacks" \
+  "$tmp/arch.gguf: general.architecture 'mamba' is not supported" "${convert[@]}" $tmp/arch.gguf $tmp/o.bin
+row convert.py "a GGUF file with an unknown tokenizer.ggml.pre" \
+  "$tmp/pre.gguf: tokenizer.ggml.pre 'deepseek-llm' with model llama is not one this build reproduces" \
+  "${convert[@]}" $tmp/pre.gguf $tmp/o.bin
+row convert.py "a GGUF tensor of a type convert.py does not map (IQ2_XXS)" \
+  "$tmp/iq.gguf: tensor blk.0.attn_q.weight has type IQ2_XXS, which this build does not convert" \
+  "${convert[@]}" $tmp/iq.gguf $tmp/o.bin
+
 # ---- convert.py: damaged GGUF files (tests/gguf_bad/ holds more; tests/test_gguf.py reads them all)
 head -c 600000 $SHARED/models/gguf/stories260K-F32.gguf >$tmp/cut.gguf
 row convert.py "a GGUF model cut in the middle of its tensor data" \
@@ -439,15 +471,6 @@ row convert.py "a GGUF metadata value of unknown type 13" \
 row convert.py "a GGUF tensor of unknown type 99" \
   "tests/gguf_bad/wrong-tensor-type.gguf: tensor 'blk.0.attn_q.weight': unknown type 99" \
   "${convert[@]}" tests/gguf_bad/wrong-tensor-type.gguf $tmp/o.bin
-"$PYTHON" - $SHARED/models/gguf/rand256-Q4_K_M.gguf $tmp/iq4_xs.gguf <<'PY'
-import struct, sys
-d = bytearray(open(sys.argv[1], "rb").read())
-at = d.index(b"blk.0.attn_q.weight") + len(b"blk.0.attn_q.weight")  # then n_dims, dims, type
-struct.pack_into("<I", d, at + 4 + 8 * struct.unpack_from("<I", d, at)[0], 23)  # IQ4_XS: fewer bytes, still inside
-open(sys.argv[2], "wb").write(d)
-PY
-row convert.py "a GGUF model with a tensor of a type this build does not convert (IQ4_XS)" \
-  "$tmp/iq4_xs.gguf: tensor blk.0.attn_q.weight has type IQ4_XS" "${convert[@]}" $tmp/iq4_xs.gguf $tmp/o.bin
 
 if ((markdown)); then
   echo "| program | input | message (stderr, exit status 1) |"

@@ -201,7 +201,7 @@ def rand256_every_type_converts():
 def stories260K_mixes_default_to_q8_0():
     for ty in ("Q4_K_M", "Q6_K"):
         (cfg, _, _), note = converted(shared("stories260K-" + ty), "s_%s.bin" % ty, "--seq-len", "512")
-        assert cfg["weight_type"] == mf.WEIGHTS_Q8_0 and "into Q8_0" in note, note
+        assert cfg["weight_type"] == mf.WEIGHTS_Q8_0 and "as Q8_0" in note, note
         (cfg, _, _), note = converted(shared("stories260K-" + ty), "s_%s_bf16.bin" % ty, "--weights", "bf16")
         assert cfg["weight_type"] == mf.WEIGHTS_BF16 and "dequantised exactly" in note, note
 
@@ -363,6 +363,25 @@ def gpt2_pre_tokenizers_map():
         assert tok.kind == mf.TOK_BYTE_BPE and tok.flags >> mf.TOKF_PRE_SHIFT == split, (pre, tok.flags)
         assert bool(tok.flags & mf.TOKF_NFC) == (pre == "qwen2") and \
             bool(tok.flags & mf.TOKF_IGNORE_MERGES) == (pre == "llama-bpe"), (pre, tok.flags)
+
+
+@case
+def chat_template_and_tokenizer_from_elsewhere():
+    """tokenizer.chat_template is kept for chat mode; a model file without tokenizer.ggml.* takes
+    --tokenizer, and without it is refused naming what to pass."""
+    c = mf.complete_config(P["llama_gqa"])
+    write_family_gguf(tmp("chat.gguf"), "llama", c, mr.random_tensors(c, seed=3))
+    with gguf.GGUFFile(tmp("chat.gguf")) as f:
+        meta = {k: (v, f.metadata_types[k]) for k, v in f.metadata.items() if not k.startswith("tokenizer.")}
+        tensors = {k: ("F32", f.dequantize(t)) for k, t in f.tensors.items()}
+    template = "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}"
+    gguf_write.write_gguf(tmp("chat2.gguf"), dict(meta, **{"tokenizer.chat_template": template}), tensors)
+    assert gguf_model.chat_template(tmp("chat2.gguf")) == template
+    assert gguf_model.chat_template(tmp("chat.gguf")) is None
+    refused([tmp("chat2.gguf"), tmp("o.bin")], "carries no vocabulary", "--tokenizer")
+    (_, own, _), _ = converted(tmp("chat.gguf"), "chat.bin")
+    (_, tok, _), _ = converted(tmp("chat2.gguf"), "chat2.bin", "--tokenizer", tmp("chat.gguf"))
+    assert tok == own, (tok[1:], own[1:])
 
 
 # ---- refusals ----

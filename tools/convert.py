@@ -9,7 +9,9 @@ SRC is recognised by its content:
   nanoGPT ckpt.pt (model_args.n_layer), a Hugging Face directory of model_type gpt2, llama
   (Llama 2 and 3.x, TinyLlama, SmolLM2), mistral, qwen2 (Qwen2.5), qwen3 or gemma3_text
   (Gemma 3 270M and 1B), this tool's own --export-torch output, and attn.c model files (a
-  Q8_0 one dequantised), e.g. to quantise a model ./train wrote.
+  Q8_0 one dequantised), e.g. to quantise a model ./train wrote, and GGUF files of
+  general.architecture llama, qwen2, qwen3, gemma3 or gpt2 (tools/gguf_model.py, which says
+  how each GGUF weight type is stored).
 A Hugging Face config.json is read as transformers reads it, family by family; a setting it
 would act on that this build cannot reproduce (a RoPE scaling other than linear and llama3,
 an activation, softcapping, sliding windows outside Gemma 3, ...) is refused by name.
@@ -19,7 +21,8 @@ even), or q8_0, int8 with a float32 scale per group of --group-size weights in a
 (docs/FORMAT.md); --quantize q8_0 is --weights q8_0. bfloat16 and float16 are read bit for
 bit and widen to float32 exactly. The closing note says which type was chosen and why.
 TOK: llama2.c tokenizer.bin; GPT-2 vocab.json (+ merges.txt beside it) or encoder.json
-(+ vocab.bpe) or a directory holding them; Hugging Face tokenizer.json; nanoGPT meta.pkl.
+(+ vocab.bpe) or a directory holding them; Hugging Face tokenizer.json; nanoGPT meta.pkl; a
+GGUF file's tokenizer.ggml.* (vocabulary-only files too).
 A tokenizer with more pieces than the model's vocab_size is refused; one with fewer is
 padded with empty pieces that nothing produces.
 
@@ -710,9 +713,11 @@ def read_hf_gpt2(d, cpath, c, sd=None):
     # the feed-forward width: n_inner, or 4 x n_embd when it is null, as Hugging Face's GPT2MLP has it
     hidden = int(c.get("n_inner") or 4 * d_)
     why = "n_inner %d" % hidden if c.get("n_inner") else "4 x n_embd %d" % d_
-    tn = Tensors(d, strip_prefix(read_hf_weights(d), "transformer.") if sd is None else sd, gpt2_dims(d_, V, S, S_field, hidden, why),
+    conv1d = sd is None  # Hugging Face's Conv1D matrices are (in, out), GGUF's (out, in)
+    sd = strip_prefix(read_hf_weights(d), "transformer.") if conv1d else sd
+    tn = Tensors(d, sd, gpt2_dims(d_, V, S, S_field, hidden, why),
                  ("h.%d.", L, "n_layer %d in config.json" % L), skip=GPT2_BUFFERS)
-    t = gpt2_tensors(L, tn, transpose=sd is None, bias=True)
+    t = gpt2_tensors(L, tn, transpose=conv1d, bias=True)
     cfg = gpt2_cfg(d_, hidden, L, H, V, S, GPT2_ACTIVATIONS[act], float(c.get("layer_norm_epsilon", 1e-5)),
                    bias=True)
     cfg["tied_classifier"] = int(classifier(tn, "lm_head.weight", t, bool(c.get("tie_word_embeddings", True))))
@@ -909,7 +914,8 @@ def read_hf_decoder(d, cpath, c, sd=None):
             "q": (H * hd, "num_attention_heads %d x head_dim %d" % (H, hd)),
             "k": (KV * hd, "num_key_value_heads %d x head_dim %d" % (KV, hd)), "V": (V, "vocab_size %d" % V),
             "e": (hd, "head_dim %d" % hd)}
-    tn = Tensors(d, read_hf_weights(d) if sd is None else sd, dims, ("model.layers.%d.", L, "num_hidden_layers %d in config.json" % L),
+    sd = read_hf_weights(d) if sd is None else sd
+    tn = Tensors(d, sd, dims, ("model.layers.%d.", L, "num_hidden_layers %d in config.json" % L),
                  skip=("rotary_emb.inv_freq",))
     names = dict(HF_DECODER_LAYER, **(HF_GEMMA3_NORMS if gemma else {}), **(HF_QK_NORMS if fam.get("qk_norm") else {}))
     for flag, more in HF_DECODER_BIASES.items():
@@ -952,7 +958,7 @@ def read_tokenizer(path, vocab_size, model):
     try:
         if base.endswith(".pkl"):
             tok = read_char_meta(path, vocab_size, model)
-        elif open(path, "rb").read(4) == b"GGUF":
+        elif is_gguf(path):
             import tokenizer_blob
             tok = tokenizer_blob.from_gguf(path, vocab_size)
             notes = tok.notes
@@ -978,6 +984,11 @@ def read_tokenizer(path, vocab_size, model):
         # the readers' messages start with the file at fault, which may be one beside path
         where, _, msg = str(e).partition(": ")
         raise Bad(where, msg) if msg and os.path.exists(where) else Bad(path, "bad tokenizer: %s" % e)
+
+
+def is_gguf(path):
+    with open(path, "rb") as f:
+        return f.read(4) == b"GGUF"
 
 
 def read_char_meta(path, vocab_size, model):

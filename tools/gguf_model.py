@@ -51,20 +51,27 @@ GPT2_NAMES = {"attn_norm": "ln_1", "attn_qkv": "attn.c_attn", "attn_output": "at
 GPT2_TOP = {"token_embd": "wte", "position_embd": "wpe", "output_norm": "ln_f", "output": "lm_head"}
 
 
-class Blocks:
-    """Some rows of a quantised GGUF tensor, read only when asked: indexing picks rows (as
-    convert.py's views do), np.asarray dequantises them, q8_0(group) gives them as exact Q8_0."""
+class Rows:
+    """Some rows of a GGUF tensor, read only when asked, so that no permuted copy is held before
+    the writer gets to the tensor: indexing picks rows (as convert.py's views do); np.asarray
+    gives their values as stored (float types: float32, float16, or bfloat16's bits) or
+    dequantised to float32; q8_0(group) gives them as exact Q8_0."""
 
     def __init__(self, f, t, rows=None):
-        self.f, self.t = f, t
-        self.rows = np.arange(t.shape[0]) if rows is None else rows
-        self.shape = (len(self.rows),) + tuple(t.shape[1:])
+        self.f, self.t, self.rows = f, t, rows  # rows None: all, in order
+        self.shape = (t.shape[0] if rows is None else len(rows),) + tuple(t.shape[1:])
 
     def __getitem__(self, idx):
-        return Blocks(self.f, self.t, self.rows[idx])
+        return Rows(self.f, self.t, np.arange(self.t.shape[0])[idx] if self.rows is None else self.rows[idx])
+
+    def pick(self, a):
+        return a if self.rows is None else a[self.rows]
 
     def __array__(self, dtype=None, copy=None):
-        a = self.f.dequantize(self.t)[self.rows]
+        if self.t.type_name in FLOATS:
+            a = self.pick(mapped(self.f, self.t))
+        else:
+            a = self.pick(self.f.dequantize(self.t))
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def q8_0(self, group):
@@ -74,7 +81,7 @@ class Blocks:
         if native is None or native % group or len(self.t.shape) != 2:
             return None
         q, s = gguf.q8_blocks(self.f, self.t, native)
-        return q[self.rows], np.repeat(s[self.rows], native // group, axis=1)
+        return self.pick(q), np.repeat(self.pick(s), native // group, axis=1)
 
 
 class QuantStored(cv.Stored):
@@ -90,19 +97,19 @@ class QuantStored(cv.Stored):
         return self.raw.q8_0(group)
 
 
-def stored(f, t):
-    """A GGUF tensor as convert.Stored, backed by the mapping where its type allows."""
+def mapped(f, t):
+    """A float-type tensor's values as stored, a view of the mapped file (bfloat16 as its bits)."""
+    return f.raw(t).view({"F32": "<f4", "F16": "<f2", "BF16": "<u2"}[t.type_name]).reshape(t.shape)
+
+
+def stored(f, t, rows=None):
+    """A GGUF tensor (those rows of it, if given) as convert.Stored, read from the mapping."""
     if t.type_name in FLOATS:
-        dtype = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}[t.type_name]
-        return cv.Stored(f.raw(t).view(dtype).reshape(t.shape), t.type_name)
+        return cv.Stored(mapped(f, t) if rows is None else Rows(f, t, rows), t.type_name)
     if t.type_name in EXACT_Q8 or t.type_name in DEQUANTISED:
-        return QuantStored(Blocks(f, t), t.type_name)
+        return QuantStored(Rows(f, t, rows), t.type_name)
     raise cv.Bad(f.path, "tensor %s has type %s, which this build does not convert (supported: %s)"
                  % (t.name, t.type_name, ", ".join(FLOATS + tuple(EXACT_Q8) + DEQUANTISED)))
-
-
-def rows_view(st, rows):
-    return type(st)(st.raw[rows], st.dtype)
 
 
 # ---- metadata ----
@@ -205,9 +212,10 @@ def hf_config(f, arch, mt):
     if mt == "llama":
         c["attention_bias"] = "blk.0.attn_q.bias" in T
     if mt == "gemma3_text":
-        # llama.cpp gives Gemma 3 (1B and smaller) 1/sqrt(head_dim), a global layer every 6 and a
-        # local RoPE base of 10000 unless the file says otherwise
-        c.update(query_pre_attn_scalar=hd, sliding_window=g.get("attention.sliding_window"),
+        # llama.cpp's Gemma 3: attention scaled by 1/sqrt(head_dim) (1/sqrt(dim / heads) for the
+        # 62-layer 27B), a global layer every 6 and a local RoPE base of 10000 unless the file says
+        scalar = dim // H if c["num_hidden_layers"] == 62 else hd
+        c.update(query_pre_attn_scalar=scalar, sliding_window=g.get("attention.sliding_window"),
                  sliding_window_pattern=g.get("attention.sliding_window_pattern", 6),
                  rope_local_base_freq=g.get("rope.freq_base_swa", 10000.0, float))
         for k in ("final_logit_softcapping", "attn_logit_softcapping"):
@@ -237,10 +245,9 @@ def hf_tensors(f, mt, c):
         if name == "rope_freqs.weight":
             continue
         parts = name.split(".")
-        st = stored(f, t)
+        rows = unrope.get(parts[2]) if parts[0] == "blk" and len(parts) == 4 else None
+        st = stored(f, t, rows if rows is not None and t.shape[0] == len(rows) else None)  # else refused by shape
         if parts[0] == "blk" and len(parts) == 4 and parts[2] in block:
-            if parts[2] in unrope:
-                st = rows_view(st, unrope[parts[2]])
             sd[layer % parts[1] + block[parts[2]] + "." + parts[3]] = st
         elif len(parts) == 2 and parts[0] in top:
             sd[top[parts[0]] + "." + parts[1]] = st
@@ -252,39 +259,34 @@ def hf_tensors(f, mt, c):
 # ---- weight types ----
 
 def weight_chooser(f):
-    """convert.py's weight choice for this file: (asked, group_size) -> (weights, why, group_size)."""
-    kinds = {}
-    for t in f.tensors.values():
-        if len(t.shape) == 2 and t.name != "position_embd.weight":
-            kinds.setdefault(t.type_name, []).append(t.name)
+    """convert.py's weight choice for this file: (tensors, --weights, --group-size) -> (weights,
+    why, group size). A file of float matrices only is convert.py's usual choice; one holding
+    any quantised matrix is Q8_0 unless --weights says otherwise, by default with the largest
+    group that every exactly mapped type's group and every row length divide."""
+    kinds = sorted({t.type_name for t in f.tensors.values() if len(t.shape) == 2 and t.name != "position_embd.weight"},
+                   key=lambda k: (k not in FLOATS, k))
+    quant = [k for k in kinds if k not in FLOATS]
 
     def choose(tensors, asked, group_size):
-        quant = sorted(k for k in kinds if k not in FLOATS)
-        if not quant and asked != "q8_0":
-            w, why = cv.weight_choice(tensors, asked)
-            return w, why, group_size
-        names = " and ".join(sorted(kinds, key=lambda k: (k not in FLOATS, k)))
-        if asked in (None, "q8_0"):
-            native = min([EXACT_Q8[k] for k in quant if k in EXACT_Q8] or [32])
-            gs = group_size or native
-            while any(w % gs for w in (c for c in widths(tensors))):
+        if not quant:
+            return cv.weight_choice(tensors, asked) + (group_size,)
+        names = "the file's %s matrices" % ", ".join(kinds)
+        if asked not in (None, "q8_0"):
+            rounded = {"f32": "", "bf16": ", rounded to bfloat16", "f16": ", rounded to float16"}[asked]
+            return asked, "--weights %s: %s dequantised exactly%s" % (asked, names, rounded), group_size
+        gs = group_size
+        if gs is None:
+            gs = min([EXACT_Q8[k] for k in quant if k in EXACT_Q8] or [32])
+            rows = {np.shape(v)[1] for k, v in tensors.items() if k.split(".")[-1] in mf.QUANTIZED_MATRICES}
+            while any(n % gs for n in rows):
                 gs //= 2
-            exact = [k for k in quant if k in EXACT_Q8 and EXACT_Q8[k] % gs == 0]
-            redone = [k for k in sorted(kinds) if k not in exact]
-            why = "the file's %s matrices" % names
-            why += "; %s mapped exactly into Q8_0" % " and ".join(exact) if exact else ""
-            if redone:
-                why += "; %s %s into Q8_0" % (" and ".join(redone), "dequantised exactly and re-quantised"
-                                              if any(k not in FLOATS for k in redone) else "quantised")
-                if any(k in DEQUANTISED for k in redone):
-                    why += " (--weights f32 or bf16 keeps their exact values)"
-            return "q8_0", ("--weights q8_0: " if asked else "") + why, gs
-        how = {"f32": "dequantised exactly to float32", "bf16": "dequantised exactly, rounded to bfloat16",
-               "f16": "dequantised exactly, rounded to float16"}[asked]
-        return asked, "--weights %s: the file's %s matrices %s" % (asked, names, how), group_size
-
-    def widths(tensors):
-        return {np.shape(v)[1] for k, v in tensors.items() if k.split(".")[-1] in mf.QUANTIZED_MATRICES}
+        exact = [k for k in quant if k in EXACT_Q8 and EXACT_Q8[k] % gs == 0]
+        redone = [k for k in kinds if k not in exact]
+        why = names + " as Q8_0: " + "; ".join(
+            (["%s mapped exactly" % ", ".join(exact)] if exact else []) +
+            (["%s quantised from their exact values%s" % (", ".join(redone), " (--weights f32 or bf16 keeps those)"
+                                                          if set(redone) - set(FLOATS) else "")] if redone else []))
+        return "q8_0", ("--weights q8_0: " if asked else "") + why, gs
     return choose
 
 
@@ -310,15 +312,18 @@ def read_gguf(path):
     cfg = src.cfg
     if mt == "gemma3_text":  # llama.cpp stored Gemma's norms as 1 + w: a model computing x * w reads them
         cfg["arch_flags"] &= ~mf.ARCH_NORM_PLUS_ONE
-    import tokenizer_blob
-    try:
-        tok = tokenizer_blob.from_gguf(path, cfg["vocab_size"], f)
-    except ValueError as e:
-        where, _, msg = str(e).partition(": ")
-        raise cv.Bad(where, msg or str(e))
-    for n in tok.notes:
-        print("convert.py: note: %s: %s" % (path, n), file=sys.stderr)
-    return src._replace(desc="GGUF %s file" % arch, tok=tok, weights=weight_chooser(f))
+    tok = None
+    if "tokenizer.ggml.model" in f.metadata:  # else --tokenizer must give one
+        import tokenizer_blob
+        try:
+            tok = tokenizer_blob.from_gguf(path, cfg["vocab_size"], f)
+        except ValueError as e:
+            where, _, msg = str(e).partition(": ")
+            raise cv.Bad(where, msg or str(e))
+        for n in tok.notes:
+            print("convert.py: note: %s: %s" % (path, n), file=sys.stderr)
+    return src._replace(desc="GGUF %s file" % arch, tok=tok, weights=weight_chooser(f),
+                        tok_hint="a GGUF file with tokenizer.ggml.*, or the model's tokenizer.json")
 
 
 def chat_template(path):
