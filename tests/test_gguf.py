@@ -379,6 +379,19 @@ def bad_files_refused():
 
 
 @case
+def key_longer_than_the_specification_allows():
+    path = os.path.join(TMP, "long-key.gguf")
+    gguf_write.write_gguf(path, {"k" * 65535: 1}, {})
+    assert gguf.GGUFFile(path).metadata["k" * 65535] == 1
+    gguf_write.write_gguf(path, {"k" * 65536: 1}, {})
+    try:
+        gguf.GGUFFile(path)
+        raise AssertionError("a 65536-byte key read")
+    except gguf.GGUFError as e:
+        assert "metadata #0 key: 65536 characters, more than 65535" in str(e), str(e)
+
+
+@case
 def bad_files_are_make_py_s():
     """The committed files are what tests/gguf_bad/make.py makes today."""
     sys.path.insert(0, BAD_DIR)
