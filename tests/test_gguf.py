@@ -388,7 +388,7 @@ def key_longer_than_the_specification_allows():
         gguf.GGUFFile(path)
         raise AssertionError("a 65536-byte key read")
     except gguf.GGUFError as e:
-        assert "metadata #0 key: 65536 characters, more than 65535" in str(e), str(e)
+        assert "metadata #0 key: 65536 bytes, more than 65535" in str(e), str(e)
 
 
 @case

@@ -227,8 +227,8 @@ class GGUFFile:
         field = "metadata " + shown(key)
         if not key:
             raise self.error("metadata #%d key: empty" % i)
-        if len(key) > MAX_KEY_BYTES:  # characters, at most as many as bytes
-            raise self.error("metadata #%d key: %d characters, more than %d" % (i, len(key), MAX_KEY_BYTES))
+        if len(key) > MAX_KEY_BYTES // 4 and len(key.encode("utf-8")) > MAX_KEY_BYTES:
+            raise self.error("metadata #%d key: %d bytes, more than %d" % (i, len(key.encode("utf-8")), MAX_KEY_BYTES))
         if key in self.metadata:
             raise self.error("%s: a second value for this key" % field)
         vtype = c.u32(field + " type")
