@@ -14,7 +14,7 @@ JOBS=${TEST_JOBS:-2}
 MAKEFLAGS=$(sed -E 's/(^| )-j[0-9]*( |$)/ /; s/ ?--jobserver-(auth|fds)=[^ ]*//' <<<"${MAKEFLAGS:-}")
 # Under make test-asan (ATTN_ASAN_SUITE) what runs sanitized C code is run again; these test
 # the Python tools alone (no ./run, ./train or tests/bin program), so they are skipped there.
-NO_C_CODE="tests/test_convert.py tests/test_outputs.py tests/test_plot.py"
+NO_C_CODE="tests/test_convert.py tests/test_outputs.py tests/test_plot.py tests/test_gguf.py"
 mkdir -p tests/tmp
 logs=$(mktemp -d tests/tmp/run_all.XXXXXX)
 # The longest first (a few minutes against seconds), so that the rest fill the other core.
