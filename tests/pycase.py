@@ -80,6 +80,16 @@ class Cases:
         return rc
 
 
+def shakespeare_prefix(folder, n_chars):
+    """A corpus file in folder holding the first n_chars characters of ../shared's Tiny Shakespeare."""
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "corpus.txt")
+    with open(os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt"), encoding="utf-8") as f, \
+            open(path, "w", encoding="utf-8") as g:
+        g.write(f.read()[:n_chars])
+    return path
+
+
 def refused(cmd, needle, timeout=300):
     """Run cmd (a list), which must refuse as the tools do: exit status 1 and exactly one line on
     stderr, no traceback, holding needle, within timeout seconds. Returns that line."""

@@ -50,7 +50,8 @@ def dequantized_hashes_match_gguf_py():
                 v = f.dequantize(t)
                 assert v.dtype == np.float32 and v.shape == t.shape
                 got = hashlib.sha256(v.tobytes()).hexdigest()
-                assert got == e["sha256_f32"], "%s %s (%s): sha256 %s, gguf-py's %s" % (fname, name, t.type_name, got, e["sha256_f32"])
+                assert got == e["sha256_f32"], "%s %s (%s): sha256 %s, gguf-py's %s" % (
+                    fname, name, t.type_name, got, e["sha256_f32"])
                 n, types = n + 1, types | {t.type_name}
     assert n >= 400, n
     print("      %d tensors of %d files, types %s" % (n, len(expected), " ".join(sorted(types))))
@@ -58,7 +59,8 @@ def dequantized_hashes_match_gguf_py():
 
 @case
 def vocabulary_files_read():
-    for name, model, n_tokens in (("ggml-vocab-gpt-2.gguf", "gpt2", 50257), ("ggml-vocab-llama-spm.gguf", "llama", 32000)):
+    for name, model, n_tokens in (("ggml-vocab-gpt-2.gguf", "gpt2", 50257),
+                                  ("ggml-vocab-llama-spm.gguf", "llama", 32000)):
         with shared(name) as f:
             assert f.version == 3 and f.tensors == {} and f.metadata["tokenizer.ggml.model"] == model
             assert len(f.metadata["tokenizer.ggml.tokens"]) == n_tokens
@@ -210,7 +212,8 @@ def every_dequantiser_matches_a_naive_one():
 @case
 def q8_blocks_exact():
     checked = {}
-    for fname in ("rand256-Q8_0.gguf", "rand256-Q4_0.gguf", "rand256-Q6_K.gguf", "rand256-Q4_1.gguf", "stories260K-Q6_K.gguf"):
+    for fname in ("rand256-Q8_0.gguf", "rand256-Q4_0.gguf", "rand256-Q6_K.gguf", "rand256-Q4_1.gguf",
+                  "stories260K-Q6_K.gguf"):
         with shared(fname) as f:
             for t in f.tensors.values():
                 for group in (16, 32):
@@ -223,8 +226,9 @@ def q8_blocks_exact():
                     rows, cols = t.shape
                     assert values.dtype == np.int8 and values.shape == (rows, cols)
                     assert scales.dtype == np.float32 and scales.shape == (rows, cols // group)
-                    product = (values.reshape(rows, -1, group).astype(np.float32) * scales[:, :, None]).reshape(rows, cols)
-                    assert np.array_equal(product.view(np.uint32), f.dequantize(t).view(np.uint32)), (fname, t.name, group)
+                    product = values.reshape(rows, -1, group).astype(np.float32) * scales[:, :, None]
+                    same = np.array_equal(product.reshape(rows, cols).view(np.uint32), f.dequantize(t).view(np.uint32))
+                    assert same, (fname, t.name, group)
                     if t.type_name == "Q4_0":
                         assert values.min() >= -8 and values.max() <= 7
                     checked[t.type_name, group] = checked.get((t.type_name, group), 0) + 1
@@ -243,7 +247,8 @@ def writer_round_trip():
         md["v." + name] = (v, vtype)
         md["a." + name] = ([v, 0, v], (gguf.T_ARRAY, vtype))
     md["a.string"] = ["<s>", "", "ü", "a b"]
-    weights = {ty: rng.standard_normal((3, 512)).astype(np.float32) for ty in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q6_K")}
+    weights = {ty: rng.standard_normal((3, 512)).astype(np.float32)
+               for ty in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q6_K")}
     weights["F32 1d"] = rng.standard_normal(7).astype(np.float32)
     tensors = {"t." + k: (k.split()[0], v) for k, v in weights.items()}
     for alignment in (32, 64):
@@ -252,7 +257,10 @@ def writer_round_trip():
         with gguf.GGUFFile(path) as f:
             assert f.version == 3 and f.alignment == alignment and list(f.tensors) == list(tensors)
             for key, v in md.items():
-                value, vtype = v if isinstance(v, tuple) else (v, gguf.T_STRING if isinstance(v, str) else (gguf.T_ARRAY, gguf.T_STRING))
+                if isinstance(v, tuple):
+                    value, vtype = v
+                else:
+                    value, vtype = v, gguf.T_STRING if isinstance(v, str) else (gguf.T_ARRAY, gguf.T_STRING)
                 assert f.metadata_types[key] == vtype, (key, f.metadata_types[key], vtype)
                 got = f.metadata[key]
                 if vtype == gguf.T_FLOAT32:
@@ -312,7 +320,8 @@ def short_mutation_run():
     import gguf_mutate
     n, secs, outcomes, failures = gguf_mutate.run(2000, seed=18, use_shared=True, quiet=True)
     assert not failures, failures[:3]
-    assert n == 2000 and outcomes["ok"] > 20 and sum(c for o, c in outcomes.items() if o.startswith("refused")) > 1000, outcomes
+    refused = sum(c for o, c in outcomes.items() if o.startswith("refused"))
+    assert n == 2000 and outcomes["ok"] > 20 and refused > 1000, outcomes
     print("      %d damaged files in %.1f s: %d read, %d refused" % (n, secs, outcomes["ok"], n - outcomes["ok"]))
 
 
@@ -367,6 +376,20 @@ def bad_files_refused():
                 raise AssertionError("%s: no error" % name)
             except gguf.GGUFError as e:
                 assert BAD[name] in str(e) and str(e).startswith(path + ": "), (name, str(e))
+
+
+@case
+def key_longer_than_the_specification_allows():
+    path = os.path.join(TMP, "long-key.gguf")
+    gguf_write.write_gguf(path, {"k" * 65535: 1}, {})
+    assert gguf.GGUFFile(path).metadata["k" * 65535] == 1
+    for key in ("k" * 65536, "é" * 32768):  # bytes, not characters
+        gguf_write.write_gguf(path, {key: 1}, {})
+        try:
+            gguf.GGUFFile(path)
+            raise AssertionError("a 65536-byte key read")
+        except gguf.GGUFError as e:
+            assert "metadata #0 key: 65536 bytes, more than 65535" in str(e), str(e)
 
 
 @case

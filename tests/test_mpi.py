@@ -31,7 +31,6 @@ import pycase  # noqa: E402
 TMP = os.path.join(ROOT, "tests", "tmp", "mpi.%d" % os.getpid())
 TRAIN = os.path.join(ROOT, "train")
 TRAIN_MPI = os.path.join(ROOT, "tests", "bin", "train_mpi")
-CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 STEPS = 50
 OPTS = ["--n-layer", "2", "--n-head", "4", "--n-embd", "32", "--block-size", "32", "--batch-size", "4",
         "--max-iters", str(STEPS), "--eval-interval", "10", "--eval-iters", "2", "--warmup-iters", "10",
@@ -60,12 +59,7 @@ def mpirun(np_, *args):
 
 @functools.lru_cache(None)
 def corpus():
-    """The first 100000 characters of Shakespeare, in TMP."""
-    os.makedirs(TMP, exist_ok=True)
-    path = os.path.join(TMP, "corpus.txt")
-    with open(CORPUS, encoding="utf-8") as f, open(path, "w", encoding="utf-8") as g:
-        g.write(f.read()[:100000])
-    return path
+    return pycase.shakespeare_prefix(TMP, 100000)
 
 
 def train_cmd(exe, out, arch, extra):

@@ -26,7 +26,6 @@ import pycase  # noqa: E402
 # its own directory: another suite may run this test at the same time; removed when it passes
 TMP = os.path.join(ROOT, "tests", "tmp", "train_resume.%d" % os.getpid())
 TRAIN = os.path.join(ROOT, "train")
-CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 STEPS = 240
 OPTS = ["--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--block-size", "32", "--batch-size", "4",
         "--max-iters", str(STEPS), "--eval-interval", "20", "--eval-iters", "2", "--warmup-iters", "20",
@@ -52,12 +51,7 @@ def logged_steps(out):
 
 @functools.lru_cache(None)
 def corpus_small():
-    """The first 200000 characters of Shakespeare, in TMP."""
-    os.makedirs(TMP, exist_ok=True)
-    path = os.path.join(TMP, "corpus.txt")
-    with open(CORPUS, encoding="utf-8") as f, open(path, "w", encoding="utf-8") as g:
-        g.write(f.read()[:200000])
-    return path
+    return pycase.shakespeare_prefix(TMP, 200000)
 
 
 def run(out, extra=(), arch="gpt"):

@@ -227,8 +227,8 @@ class GGUFFile:
         field = "metadata " + shown(key)
         if not key:
             raise self.error("metadata #%d key: empty" % i)
-        if len(key) > MAX_KEY_BYTES:  # characters, at most as many as bytes
-            raise self.error("metadata #%d key: %d characters, more than %d" % (i, len(key), MAX_KEY_BYTES))
+        if len(key) > MAX_KEY_BYTES // 4 and len(key.encode("utf-8")) > MAX_KEY_BYTES:
+            raise self.error("metadata #%d key: %d bytes, more than %d" % (i, len(key.encode("utf-8")), MAX_KEY_BYTES))
         if key in self.metadata:
             raise self.error("%s: a second value for this key" % field)
         vtype = c.u32(field + " type")
@@ -501,8 +501,9 @@ DEQUANTIZE = {
 
 def q8_blocks(f, t, group):
     """t's values as int8 integers times float32 scales, one scale per `group` values of a row:
-    (values [rows, cols] int8 (t.shape for a matrix; cols = dims[0], rows the other dims' product), scales [rows, cols // group] float32) with values * scales equal to
-    f.dequantize(t) bit for bit; None when t's type has no such exact form at that group size.
+    (values [rows, cols] int8, scales [rows, cols // group] float32) with values * scales equal to
+    f.dequantize(t) bit for bit (cols = dims[0], rows the other dims' product: t.shape for a
+    matrix); None when t's type has no such exact form at that group size.
     Q8_0 and Q4_0 (values q - 8) have one scale per 32 (group 32, or 16 with each scale twice);
     Q6_K has d * scale per 16 (group 16), a product exact in float32."""
     if t.type not in (8, 2, 14) or group not in (16, 32) or (t.type == 14 and group != 16):

@@ -45,7 +45,8 @@ class GGUFWriter:
         type_id = gguf.TYPE_IDS[type_id] if isinstance(type_id, str) else type_id
         dims = tuple(int(d) for d in reversed(shape))
         block, block_bytes = gguf.BLOCK_SIZES[type_id]
-        assert dims[0] % block == 0, "%s: rows of %d are not whole %s blocks" % (name, dims[0], gguf.GGML_TYPES[type_id])
+        assert dims[0] % block == 0, "%s: rows of %d are not whole %s blocks" % (
+            name, dims[0], gguf.GGML_TYPES[type_id])
         nbytes = int(np.prod(dims, dtype=np.int64)) // block * block_bytes
         self.infos.append((name, dims, type_id, self.next_offset, nbytes))
         self.next_offset += _padded(nbytes, self.alignment)
@@ -73,7 +74,8 @@ class GGUFWriter:
             assert data.size == nbytes, "%s: %d raw bytes for %d" % (name, data.size, nbytes)
             self.f.write(data.tobytes())
         else:
-            assert data.shape == tuple(reversed(dims)), "%s: shape %s, declared %s" % (name, data.shape, tuple(reversed(dims)))
+            shape = tuple(reversed(dims))
+            assert data.shape == shape, "%s: shape %s, declared %s" % (name, data.shape, shape)
             flat = data.reshape(-1)
             step = gguf.CHUNK_VALUES  # a multiple of every block size: the temporaries stay small
             for i in range(0, flat.size, step):
