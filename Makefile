@@ -29,18 +29,40 @@ BLAS_LIBS = -lopenblas
 endif
 
 DEB_BUILD = libopenblas-dev libopenblas0-openmp
-DEB_PACKAGES = $(DEB_BUILD) libcmocka-dev python3-numpy python3-torch python3-matplotlib clang libclang-rt-14-dev valgrind clang-format
+DEB_PACKAGES = $(DEB_BUILD) openmpi-bin libopenmpi-dev libcmocka-dev python3-numpy python3-torch python3-matplotlib clang libclang-rt-14-dev valgrind clang-format
 TESTS_C = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
 
-.PHONY: all deps deps-build demo test check bench clean format format-check
+.PHONY: all deps deps-build demo test check bench clean format format-check FORCE
+
+# MPI (docs/TRAINING.md): make MPI=1 builds ./train with Open MPI's mpicc, for mpirun -np N ./train;
+# the suite builds that variant as tests/bin/train_mpi beside the plain ./train. .train-variant
+# records which one ./train is, so that switching MPI=1 on or off rebuilds it.
+MPICC ?= mpicc
+MPI_CFLAGS = -DATTN_MPI
+TRAIN_VARIANT = $(if $(filter 1,$(MPI)),mpi,plain)
+ifeq ($(TRAIN_VARIANT),mpi)
+ifeq ($(shell command -v $(MPICC)),)
+$(error MPI=1: $(MPICC) not found; install Open MPI (apt-get install openmpi-bin libopenmpi-dev) or build without MPI=1)
+endif
+TRAIN_CC = $(MPICC) $(MPI_CFLAGS)
+else
+TRAIN_CC = $(CC)
+endif
 
 all: run train
 
 run: run.c $(MODEL_DEPS) $(TOKENIZER_DEPS)
 	$(CC) $(ALL_CFLAGS) -o $@ run.c $(TOKENIZER_SRC) $(LDLIBS)
 
-train: train.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS)
-	$(CC) $(ALL_CFLAGS) -o $@ train.c $(TOKENIZER_SRC) $(LDLIBS)
+train: train.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS) .train-variant
+	$(TRAIN_CC) $(ALL_CFLAGS) -o $@ train.c $(TOKENIZER_SRC) $(LDLIBS)
+
+.train-variant: FORCE
+	@echo $(TRAIN_VARIANT) | cmp -s - $@ || echo $(TRAIN_VARIANT) > $@
+
+tests/bin/train_mpi: train.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS)
+	@mkdir -p tests/bin
+	$(MPICC) $(MPI_CFLAGS) $(ALL_CFLAGS) -o $@ train.c $(TOKENIZER_SRC) $(LDLIBS)
 
 tests/bin/%: tests/%.c tests/test_util.h $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS)
 	@mkdir -p tests/bin
@@ -84,7 +106,7 @@ demo: deps-build
 test: deps
 	@$(MAKE) --no-print-directory check
 
-check: all $(TESTS_C) tests/bin/tok_cli tests/node/node_modules/gpt-3-encoder/Encoder.js $(HF_ORACLE)
+check: all $(TESTS_C) tests/bin/tok_cli tests/bin/train_mpi tests/node/node_modules/gpt-3-encoder/Encoder.js $(HF_ORACLE)
 	@PYTHON=$(PYTHON) bash tests/run_all.sh
 
 bench: deps
@@ -101,7 +123,7 @@ format-check:
 	if [ -n "$$bad" ]; then echo "not formatted (run make format):" $$bad; exit 1; fi
 
 clean:
-	rm -rf run train tests/bin tests/tmp bench/bin
+	rm -rf run train .train-variant tests/bin tests/tmp bench/bin
 
 # Fuzzing and sanitizer builds (tests/fuzz/).
 include tests/fuzz/fuzz.mk

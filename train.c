@@ -3,7 +3,8 @@
 // The layout follows llm.c's train_gpt2.c: parameters, gradients, the two AdamW moments and the
 // activations each live in one allocation carved into named tensors; every layer's _forward
 // and _backward stand side by side in model/, the same kernels ./run uses. This file is the
-// loop: build the model, then train_step, evaluate and checkpoint until done.
+// loop: build the model, then train_step, evaluate and checkpoint until done. Under mpirun
+// (make MPI=1) every rank runs it on its share of the micro-batches (training/dist.h).
 #define _GNU_SOURCE
 #include <signal.h>
 #include "model.h"
@@ -19,6 +20,7 @@ static const char *prog = "train";
 #include "training/optim.h"
 #include "training/checkpoint.h"
 #include "training/data.h"
+#include "training/dist.h"
 
 // The temperature of the samples printed at each evaluation, as nanoGPT's sample.py.
 #define SAMPLE_TEMPERATURE 0.8f
@@ -28,13 +30,15 @@ static const char *prog = "train";
 // Everything a run holds while it trains.
 typedef struct {
     Opts o;
-    ModelData md;    // config, tokenizer and parameters (md.params)
-    Weights w;       // views into md.params
-    Weights *grads;  // (threads) views into grad_mem, one copy per thread
-    float *grad_mem; // (threads, n_floats) gradients; the first copy is the sum
-    float *m, *v;    // (n_floats) AdamW moments
-    size_t n_floats; // floats in the parameter block, padding included
-    ParamTensor *pt; // (npt) named parameter tensors
+    ModelData md;       // config, tokenizer and parameters (md.params)
+    Weights w;          // views into md.params
+    Weights *grads;     // (threads) views into grad_mem, one copy per thread
+    float *grad_mem;    // (threads, n_floats) gradients; the first copy is the sum
+    float *m, *v;       // (dist.hi - dist.lo) AdamW moments of this rank's shard
+    Dist dist;          // the ranks training together; one alone
+    double *micro_loss; // (o.grad_accum) the losses of a step's micro-batches, over all ranks
+    size_t n_floats;    // floats in the parameter block, padding included
+    ParamTensor *pt;    // (npt) named parameter tensors
     int npt, threads;
     Acts acts; // activations for batch_size sequences of block_size tokens
     Dropout drop;
@@ -79,8 +83,10 @@ static void trainer_init(Trainer *t, const Args *args, int fresh, const char *st
     t->threads = max_threads();
     t->n_floats = t->md.param_bytes / sizeof(float);
     t->grad_mem = xcalloc(t->n_floats * t->threads, sizeof(float), "gradients");
-    if (!t->m) t->m = xcalloc(t->n_floats, sizeof(float), "AdamW moments");
-    if (!t->v) t->v = xcalloc(t->n_floats, sizeof(float), "AdamW moments");
+    dist_shard(&t->dist, t->n_floats);
+    t->m = dist_moment_shard(&t->dist, t->m);
+    t->v = dist_moment_shard(&t->dist, t->v);
+    t->micro_loss = xcalloc((size_t)t->o.grad_accum, sizeof(double), "the losses");
     t->grads = xcalloc(t->threads, sizeof *t->grads, "gradients");
     if (weights_init(&t->w, c, t->md.params)) die("out of memory");
     for (int i = 0; i < t->threads; i++)
@@ -107,6 +113,7 @@ static void trainer_free(Trainer *t) {
     for (int i = 0; i < t->threads; i++) weights_free(&t->grads[i]);
     free(t->grads);
     free(t->grad_mem);
+    free(t->micro_loss);
     free(t->m);
     free(t->v);
     free(t->md.params);
@@ -115,31 +122,38 @@ static void trainer_free(Trainer *t) {
     tokenizer_free(&t->tok);
 }
 
-// One optimiser step: grad_accum micro-batches forward and backward, the gradients summed and
-// clipped, then AdamW. Returns the mean loss; dies, leaving the checkpoint as it was, when
-// training has diverged.
+// One optimiser step: grad_accum micro-batches forward and backward (rank r of N takes
+// micro-batches r, r + N, ...), the gradients summed over them and the ranks and clipped, then
+// AdamW on this rank's shard, which every rank then receives. Returns the mean loss; dies,
+// leaving the checkpoint as it was, when training has diverged.
 static double train_step(Trainer *t, int step, const Args *args, int start_step, int tty) {
     const Opts *o = &t->o;
+    const Dist *d = &t->dist;
     int B = o->batch_size, T = o->block_size, sites = 1 + 3 * t->md.c.n_layers;
     float dscale = 1.0f / ((float)B * T * o->grad_accum);
-    double loss = 0.0;
-    for (int micro = 0; micro < o->grad_accum; micro++) {
+    memset(t->micro_loss, 0, (size_t)o->grad_accum * sizeof *t->micro_loss);
+    for (int micro = d->rank; micro < o->grad_accum; micro += d->ranks) {
         uint64_t draw = (uint64_t)step * o->grad_accum + micro;
         fill_batch(&t->acts, &t->train, B, rng_for((uint64_t)o->seed, RNG_BATCH, draw));
         if (args->dump) dump_batch(args->dump, &t->acts, step == start_step && micro == 0);
         t->drop.draw = draw * sites;
-        loss += model_step(&t->md.c, &t->w, t->grads, &t->acts, B, dscale, t->drop.threshold ? &t->drop : NULL) /
-                o->grad_accum;
+        t->micro_loss[micro] =
+            model_step(&t->md.c, &t->w, t->grads, &t->acts, B, dscale, t->drop.threshold ? &t->drop : NULL);
     }
+    dist_share_losses(d, t->micro_loss, o->grad_accum);
+    double loss = 0.0; // added in draw order, as one process would
+    for (int micro = 0; micro < o->grad_accum; micro++) loss += t->micro_loss[micro] / o->grad_accum;
     double grad_sq = reduce_grads(t->grad_mem, t->n_floats, t->threads);
+    float *grads = dist_sum_grads(d, t->grad_mem, t->n_floats, &grad_sq);
     if (!isfinite(loss)) {
         if (tty) putchar('\n');
         die("loss is %g at step %d: training diverged; stopping without overwriting %s (try a lower --lr)", loss,
             step + 1, args->out);
     }
     if (args->dump && step == start_step) dump_grads(args->dump, t->grad_mem, t->pt, t->npt);
-    adamw_step(t->md.params, t->grad_mem, t->m, t->v, t->pt, t->npt, get_lr(o, step), o->weight_decay, o->beta1,
+    adamw_step(t->md.params, grads, t->m, t->v, d->lo, d->hi, t->pt, t->npt, get_lr(o, step), o->weight_decay, o->beta1,
                o->beta2, step + 1, clip_scale(grad_sq, o->grad_clip));
+    dist_gather_params(d, t->md.params);
     return loss;
 }
 
@@ -179,23 +193,31 @@ static void report_evaluation(Trainer *t, int step, int tty, double train_loss, 
     print_sample(t, rng_for((uint64_t)t->o.seed, RNG_SAMPLE, step));
 }
 
-// The step's row in the CSV log (val_loss empty between evaluations) and its status: on a
-// terminal a line rewritten in place with an ETA, otherwise a line every 10 steps.
+// The step's row in the CSV log (val_loss empty between evaluations; rank 0's alone, the
+// others have no csv) and its status: on a terminal a line rewritten in place with an ETA,
+// otherwise a line every 10 steps; under mpirun both end with the ranks and threads (spread).
 static void log_step(FILE *csv, const Opts *o, int step, double loss, float lr, double tps, double tps_avg,
-                     size_t tokens_per_step, int tty, int eval, double val_loss) {
+                     size_t tokens_per_step, int tty, int eval, double val_loss, const char *spread) {
+    if (!csv) return;
     fprintf(csv, "%d,%.9g,", step, loss);
     if (eval) fprintf(csv, "%.9g", val_loss);
     fprintf(csv, ",%.9g,%.1f\n", lr, tps);
     fflush(csv);
     if (tty) {
         int eta = (int)((o->max_iters - step) * tokens_per_step / tps_avg);
-        printf("\rstep %d/%d  loss %.4f  lr %.2e  %.0f tok/s  ETA %d:%02d   ", step, o->max_iters, loss, lr, tps_avg,
-               eta / 60, eta % 60);
+        printf("\rstep %d/%d  loss %.4f  lr %.2e  %.0f tok/s  ETA %d:%02d%s%s   ", step, o->max_iters, loss, lr,
+               tps_avg, eta / 60, eta % 60, *spread ? "  " : "", spread);
     } else if (step % 10 == 0 || step == o->max_iters) {
         int eta = (int)((o->max_iters - step) * tokens_per_step / tps_avg);
-        printf("iter %d/%d: loss %.4f, lr %.2e, %.0f tok/s, ETA %d:%02d\n", step, o->max_iters, loss, lr, tps, eta / 60,
-               eta % 60);
+        printf("iter %d/%d: loss %.4f, lr %.2e, %.0f tok/s, ETA %d:%02d%s%s\n", step, o->max_iters, loss, lr, tps,
+               eta / 60, eta % 60, *spread ? ", " : "", spread);
     }
+}
+
+// Under mpirun, "2 ranks x 1 thread"; alone, "".
+static void spread_of(const Trainer *t, char *buf, size_t size) {
+    if (t->dist.mpi) dist_describe(&t->dist, t->threads, buf, size);
+    else *buf = 0;
 }
 
 static void print_summary(const Trainer *t, const char *corpus_path) {
@@ -205,9 +227,10 @@ static void print_summary(const Trainer *t, const char *corpus_path) {
     printf("model: %s, %d layer%s, %d head%s (%d kv), dim %d, hidden %d, vocab %d, context %d: %.2fM parameters\n",
            c->norm_kind == NORM_LAYER ? "LayerNorm" : "RMSNorm", c->n_layers, plural(c->n_layers), c->n_heads,
            plural(c->n_heads), c->n_kv_heads, c->dim, c->hidden_dim, c->vocab_size, c->seq_len, nparams / 1e6);
-    printf("data: %s, %d tokens (%zu train, %zu val); batch %d x %d x %d accum; %d thread%s\n", input_name(corpus_path),
-           t->n_ids, t->train.n, t->val.n, t->o.batch_size, t->o.block_size, t->o.grad_accum, t->threads,
-           plural(t->threads));
+    char spread[64];
+    dist_describe(&t->dist, t->threads, spread, sizeof spread);
+    printf("data: %s, %d tokens (%zu train, %zu val); batch %d x %d x %d accum; %s\n", input_name(corpus_path),
+           t->n_ids, t->train.n, t->val.n, t->o.batch_size, t->o.block_size, t->o.grad_accum, spread);
     char err[64];
     int newline;
     if (c->bos_id < 0 && c->eos_id < 0 && tokenizer_encode(&t->tok, "\n", 1, 0, &newline, 1, err, sizeof err) != 1)
@@ -216,16 +239,17 @@ static void print_summary(const Trainer *t, const char *corpus_path) {
 
 int main(int argc, char **argv) {
     prefer_passive_threads(argv);
+    // t is static so that a die() on a bad input, which exits while it is live, leaves what it
+    // holds reachable: held only in a register, LeakSanitizer calls it a leak (so is corpus).
+    static Trainer t;
+    t.dist = dist_init(&argc, &argv);
     Args args;
-    parse_args(&args, argc, argv);
-    choose_threads(args.threads);
+    parse_args(&args, argc, argv, t.dist.rank, t.dist.ranks);
+    choose_threads(dist_threads(&t.dist, args.threads));
     RunFiles files = claim_outputs(&args);
     signal(SIGXFSZ, SIG_IGN); // a full disk under `ulimit -f` must fail the write, not kill the process
 
-    // corpus and t are static so that a die() on a bad input, which exits while they are live,
-    // leaves them reachable: held only in a register, LeakSanitizer calls them leaks.
     static char *corpus;
-    static Trainer t;
     size_t corpus_len;
     corpus = read_corpus(args.data, &corpus_len);
     uint64_t corpus_hash = fnv1a(corpus, corpus_len);
@@ -236,20 +260,23 @@ int main(int argc, char **argv) {
                   &t.tok, &t.ids, &t.n_ids, &t.train, &t.val);
     free(corpus);
     trainer_init(&t, &args, !args.resume && !args.init, files.state);
+    dist_check_binding(&t.dist, t.threads);
     print_summary(&t, args.data);
     if (start_step) printf("resuming at step %d of %d\n", start_step, t.o.max_iters);
     fflush(stdout);
 
-    FILE *csv = open_log(files.csv, args.resume, start_step);
+    FILE *csv = t.dist.rank ? NULL : open_log(files.csv, args.resume, start_step);
     catch_stop_signals();
-    StateData sd = state_data(&t.md, t.m, t.v, &t.o, corpus_len, corpus_hash);
+    StateData sd = state_data(&t.md, &t.dist, t.m, t.v, &t.o, corpus_len, corpus_hash);
     sd.ours = args.resume;
     sd.prior = access(args.out, F_OK) == 0 && access(files.state, F_OK) == 0;
 
-    int tty = isatty(STDOUT_FILENO), step = start_step, stdout_error = 0;
+    int tty = isatty(STDOUT_FILENO), step = start_step, signal_seen = 0, stdout_error = 0;
     size_t tokens_per_step = (size_t)t.o.batch_size * t.o.block_size * t.o.grad_accum;
     double train_time = 0.0, t_start = now_s(), tps_avg = 0.0;
-    while (step < t.o.max_iters && !stop_signal && !stdout_error) {
+    char spread[64];
+    spread_of(&t, spread, sizeof spread);
+    while (step < t.o.max_iters && !signal_seen && !stdout_error) {
         double t0 = now_s(), train_loss = 0.0, val_loss = 0.0;
         float lr = get_lr(&t.o, step);
         double loss = train_step(&t, step, &args, start_step, tty);
@@ -257,31 +284,36 @@ int main(int argc, char **argv) {
         step++;
         train_time += dt;
         tps_avg = tps_avg == 0.0 ? tps : 0.9 * tps_avg + 0.1 * tps;
-        int eval = step % t.o.eval_interval == 0 || step == t.o.max_iters;
-        if (eval) evaluate(&t, &train_loss, &val_loss);
-        log_step(csv, &t.o, step, loss, lr, tps, tps_avg, tokens_per_step, tty, eval, val_loss);
-        if (eval) report_evaluation(&t, step, tty, train_loss, val_loss, args.out);
+        int eval = step % t.o.eval_interval == 0 || step == t.o.max_iters, speaks = t.dist.rank == 0;
+        if (eval && speaks) evaluate(&t, &train_loss, &val_loss);
+        log_step(csv, &t.o, step, loss, lr, tps, tps_avg, tokens_per_step, tty, eval, val_loss, spread);
+        if (eval && speaks) report_evaluation(&t, step, tty, train_loss, val_loss, args.out);
         if (fflush(stdout) || ferror(stdout)) stdout_error = errno ? errno : EIO;
-        if (eval || stop_signal || stdout_error) save_checkpoint(args.out, files.state, &sd, step);
+        int halt[2] = {(int)stop_signal, stdout_error};
+        dist_max(&t.dist, halt, 2); // every rank stops at the same step
+        signal_seen = halt[0];
+        stdout_error = halt[1];
+        if (eval || signal_seen || stdout_error) save_checkpoint(args.out, files.state, &sd, step);
     }
     if (stdout_error) {
         fprintf(stderr, "%s: stdout: cannot write: %s; checkpoint of step %d written to %s (continue with --resume)\n",
                 prog, strerror(stdout_error), step, args.out);
-    } else if (stop_signal) {
+    } else if (signal_seen) {
         printf("%sstopped by signal %d at step %d; checkpoint written to %s (continue with --resume)\n",
-               tty ? "\n" : "", (int)stop_signal, step, args.out);
+               tty ? "\n" : "", signal_seen, step, args.out);
     } else {
         if (tty) putchar('\n');
         if (step == start_step) save_checkpoint(args.out, files.state, &sd, step); // --max-iters 0: the initial model
-        size_t counted;
-        double full = full_loss(&t.md.c, &t.w, &t.acts, &t.val, &counted, tty);
+        size_t counted = 0;
+        double full = t.dist.rank ? 0.0 : full_loss(&t.md.c, &t.w, &t.acts, &t.val, &counted, tty);
         printf("done: %d steps, %.1f s training (%.0f tok/s), %.1f s total; val loss over %s validation split "
                "(%zu tokens): %.4f\n",
                step - start_step, train_time, (step - start_step) * tokens_per_step / (train_time > 0 ? train_time : 1),
                now_s() - t_start, t.val.n > FULL_LOSS_MAX_TOKENS + 1 ? "the start of the" : "the whole", counted, full);
     }
-    fclose(csv);
+    if (csv) fclose(csv);
     trainer_free(&t);
     release_outputs(&files);
+    dist_finish(&t.dist);
     return stdout_error ? 1 : 0;
 }

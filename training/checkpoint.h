@@ -5,6 +5,7 @@
 #define ATTN_TRAINING_CHECKPOINT_H
 
 #include <sys/file.h>
+#include "dist.h"
 #include "options.h"
 #include "params.h"
 
@@ -33,18 +34,26 @@ typedef struct {
 
 typedef struct {
     const ModelData *md;
-    const float *m, *v;
+    const Dist *dist;
+    const float *m, *v; // this rank's shards of the moments (dist.h), the whole of them alone
     StateHeader h;
     int ours;  // a whole checkpoint of this run is on disk (resumed from, or written)
     int prior; // a model and state were there before the run (another run's, with --force)
 } StateData;
 
+// On rank 0: the moments whole, its own shard and then the other ranks' as they send them, so
+// that the file is the one a single process writes.
 static void write_state_cb(Sink *s, const void *ctx) {
     const StateData *sd = ctx;
+    const Dist *d = sd->dist;
+    float *piece = d->ranks > 1 ? xcalloc(MOMENT_CHUNK, sizeof(float), "a moment's piece") : NULL;
     sink_write(s, &sd->h, sizeof sd->h);
     sink_write(s, sd->md->params, sd->md->param_bytes);
-    sink_write(s, sd->m, sd->md->param_bytes);
-    sink_write(s, sd->v, sd->md->param_bytes);
+    for (const float *moment = sd->m; moment; moment = moment == sd->m ? sd->v : NULL) {
+        sink_write(s, moment, (d->hi - d->lo) * sizeof(float));
+        for (int r = 1; r < d->ranks; r++) dist_write_shard(d, s, r, piece);
+    }
+    free(piece);
 }
 
 static uint64_t fnv1a(const void *p, size_t n) {
@@ -142,10 +151,18 @@ static void load_state(const char *out, const char *path, const char *corpus_pat
 // Both files of a checkpoint; the state first, as it holds its own copy of the weights.
 // A failure says what is left on disk: the previous checkpoint, or none yet. (When the state
 // is written and the model is not, the state holds the weights, and --resume goes on from it.)
+// Every rank takes part: the weights must agree on all of them, and rank 0, which writes, has
+// the other ranks' shards of the moments sent to it.
 static void save_checkpoint(const char *out, const char *state_path, StateData *sd, int step) {
     char err[512];
     const ModelData *md = sd->md;
     const char *none = "no checkpoint has been written yet";
+    dist_check_same(sd->dist, md->params, md->param_bytes / sizeof(float), step);
+    if (sd->dist->rank) {
+        dist_send_shard(sd->dist, sd->m);
+        dist_send_shard(sd->dist, sd->v);
+        return;
+    }
     sd->h.step = (uint64_t)step;
     if (write_atomic(state_path, write_state_cb, sd, err, sizeof err))
         die("%s; %s", err, sd->ours || sd->prior ? "the previous checkpoint is intact" : none);
@@ -244,6 +261,7 @@ static void build_model(const Args *args, Opts *o, const char *corpus, size_t co
     *start_step = 0;
     if (args->resume) {
         load_state(args->out, state_path, args->data, corpus_len, corpus_hash, md, m, v, o, start_step);
+        check_resume_ranks(args, o, state_path);
         // The run goes on with its own options; past the end of a longer run's decay it trains
         // on at --min-lr.
         take_resume_flags(args, o, state_path);
@@ -365,6 +383,8 @@ static RunFiles claim_outputs(const Args *a) {
     snprintf(f.state, n, "%s.state", a->out);
     snprintf(f.csv, n, "%s.csv", a->out);
     snprintf(f.lock, n, "%s.lock", a->out);
+    f.lock_fd = -1;
+    if (a->rank) return f; // rank 0 writes the files, and checks and locks them for the run
     const char *outputs[] = {f.model, f.state, f.csv, f.lock};
     char err[512];
     for (int i = 0; i < 4; i++) {
@@ -380,16 +400,16 @@ static RunFiles claim_outputs(const Args *a) {
 static void release_outputs(RunFiles *f) {
     remove_held_lock();
     held_lock = NULL;
-    close(f->lock_fd);
+    if (f->lock_fd >= 0) close(f->lock_fd);
     free(f->state);
     free(f->csv);
     free(f->lock);
 }
 
 // What save_checkpoint writes into MODEL.state, set up once for the run.
-static StateData state_data(const ModelData *md, const float *m, const float *v, const Opts *o, size_t corpus_len,
-                            uint64_t corpus_hash) {
-    StateData sd = {.md = md, .m = m, .v = v};
+static StateData state_data(const ModelData *md, const Dist *dist, const float *m, const float *v, const Opts *o,
+                            size_t corpus_len, uint64_t corpus_hash) {
+    StateData sd = {.md = md, .dist = dist, .m = m, .v = v};
     memcpy(sd.h.magic, STATE_MAGIC, 8);
     sd.h.version = STATE_VERSION;
     sd.h.opts_bytes = sizeof(Opts);

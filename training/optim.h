@@ -17,22 +17,25 @@ static float get_lr(const Opts *o, int it) {
     return (float)(o->min_lr + coeff * (o->lr - o->min_lr));
 }
 
-// PyTorch's AdamW step on every tensor, in one parallel region; gscale is the clipping factor.
-// The gradients are zeroed on the way, ready for the next step's accumulation.
-static void adamw_step(float *p, float *g, float *m, float *v, const ParamTensor *pt, int npt, float lr,
-                       float weight_decay, float b1, float b2, int t, float gscale) {
+// PyTorch's AdamW step on the shard [lo, hi) of the parameter block p, in one parallel region;
+// g, m and v hold that shard only (a rank's, dist.h; the whole block alone), and gscale is the
+// clipping factor. The gradients are zeroed on the way, ready for the next step's accumulation.
+static void adamw_step(float *p, float *g, float *m, float *v, size_t lo, size_t hi, const ParamTensor *pt, int npt,
+                       float lr, float weight_decay, float b1, float b2, int t, float gscale) {
     float bc1 = 1.0f - powf(b1, (float)t), bc2_sqrt = sqrtf(1.0f - powf(b2, (float)t));
 #pragma omp parallel
     for (int k = 0; k < npt; k++) {
         float decay = 1.0f - lr * (pt[k].decay ? weight_decay : 0.0f);
-        size_t lo = pt[k].off, hi = pt[k].off + pt[k].n;
+        size_t from = pt[k].off > lo ? pt[k].off : lo, to = pt[k].off + pt[k].n < hi ? pt[k].off + pt[k].n : hi;
+        if (from >= to) continue;
+        float *pk = p + from, *gk = g + (from - lo), *mk = m + (from - lo), *vk = v + (from - lo);
 #pragma omp for simd schedule(static) nowait
-        for (size_t i = lo; i < hi; i++) {
-            float gi = g[i] * gscale;
-            g[i] = 0.0f;
-            m[i] += (1.0f - b1) * (gi - m[i]);
-            v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-            p[i] = p[i] * decay - (lr / bc1) * m[i] / (sqrtf(v[i]) / bc2_sqrt + 1e-8f);
+        for (size_t i = 0; i < to - from; i++) {
+            float gi = gk[i] * gscale;
+            gk[i] = 0.0f;
+            mk[i] += (1.0f - b1) * (gi - mk[i]);
+            vk[i] = b2 * vk[i] + (1.0f - b2) * gi * gi;
+            pk[i] = pk[i] * decay - (lr / bc1) * mk[i] / (sqrtf(vk[i]) / bc2_sqrt + 1e-8f);
         }
     }
 }

@@ -77,10 +77,12 @@ static void parse_number(const Flag *f, const char *s) {
 #define N_FLAGS 21
 
 // The command line: the options, and which numeric flags it gave (for --init and --resume).
+// o.grad_accum counts the micro-batches of a step over all ranks: --grad-accum times the ranks.
 typedef struct {
     Opts o;
     const char *data, *out, *init, *dump;
     int resume, force, threads, arch_given;
+    int rank, ranks; // this process's place among the MPI ranks training together (training/dist.h)
     char given[N_FLAGS];
 } Args;
 
@@ -182,8 +184,8 @@ static void set_flag(Args *a, Flag flags[N_FLAGS], const char *name, const char 
     }
 }
 
-static void parse_args(Args *a, int argc, char **argv) {
-    *a = (Args){.o = default_opts};
+static void parse_args(Args *a, int argc, char **argv, int rank, int ranks) {
+    *a = (Args){.o = default_opts, .rank = rank, .ranks = ranks};
     Opts *o = &a->o;
     Flag flags[N_FLAGS];
     flag_table(o, flags);
@@ -222,6 +224,13 @@ static void parse_args(Args *a, int argc, char **argv) {
     if (o->n_kv_head == 0) o->n_kv_head = o->n_head;
     if (o->lr_decay_iters == 0) o->lr_decay_iters = o->max_iters;
     if (o->min_lr > o->lr) die("--min-lr %g is above --lr %g", o->min_lr, o->lr);
+    if (ranks == 1) return;
+    if (!strcmp(a->data, "-")) die("-d -: under mpirun only rank 0 reads standard input; give the corpus as a file");
+    if (a->dump) die("--dump is a single-process test hook; run it without mpirun");
+    if (o->grad_accum > (1 << 20) / ranks)
+        die("--grad-accum %d on %d ranks: %lld micro-batches per step, above the %d a run may draw", o->grad_accum,
+            ranks, (long long)o->grad_accum * ranks, 1 << 20);
+    o->grad_accum *= ranks;
 }
 
 // Whether the command line gave the numeric flag called name.
@@ -231,6 +240,21 @@ static int flag_given(const Args *a, const char *name) {
     flag_table(&scratch, flags);
     int k = numeric_flag(flags, name);
     return k >= 0 && a->given[k];
+}
+
+// A run's data order is that of its micro-batches over all ranks (Args' o.grad_accum), so a
+// resume on another number of ranks goes on when they share them evenly, and is refused by name
+// otherwise.
+static void check_resume_ranks(const Args *a, const Opts *saved, const char *state_path) {
+    if (saved->grad_accum % a->ranks)
+        die("--resume on %d ranks: the run saved in %s draws %d micro-batches per step, which %d ranks cannot share "
+            "evenly; resume it on a number of ranks that divides %d",
+            a->ranks, state_path, saved->grad_accum, a->ranks, saved->grad_accum);
+    if (a->ranks > 1 && flag_given(a, "grad-accum") && a->o.grad_accum != saved->grad_accum)
+        die("--resume: --grad-accum %d on %d ranks draws %d micro-batches per step, the run saved in %s draws %d; "
+            "give --grad-accum %d, or leave it out",
+            a->o.grad_accum / a->ranks, a->ranks, a->o.grad_accum, state_path, saved->grad_accum,
+            saved->grad_accum / a->ranks);
 }
 
 // Appends ", --name now (saved: then)" to the list of differing options in diff.

@@ -1,0 +1,244 @@
+"""./train across processes (make MPI=1; the suite's build is tests/bin/train_mpi), on this machine.
+
+mpirun -np 2 with --grad-accum 2 trains a small GPT and a small Llama for 50 steps (dropout on, so
+its masks must follow the global micro-batch too); one process with --grad-accum 4 is the
+reference. Every logged loss must agree within 1e-5 relative and the final weights within 1e-5,
+with the same checkpoint file layout. kill -9 of one rank mid-run must end the job, and --resume on
+two ranks must then reproduce the uninterrupted two-rank run bit for bit. A run on two ranks is
+continued by one process (the micro-batch order allows it) and refused on three, by name. The MPI
+build alone is today's ./train, bit for bit; the plain ./train under mpirun -np 2 is refused.
+
+Run from the repository root after `make tests/bin/train_mpi train`:
+  /usr/bin/python3 tests/test_mpi.py [-k SUBSTRING]
+As root it sets Open MPI's allow-run-as-root variables; every mpirun gets --oversubscribe, since
+the machines are shared.
+"""
+import functools
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from pycase import ROOT  # puts tools/ on the path too
+import modelfile as mf  # noqa: E402
+import pycase  # noqa: E402
+
+TMP = os.path.join(ROOT, "tests", "tmp", "mpi.%d" % os.getpid())
+TRAIN = os.path.join(ROOT, "train")
+TRAIN_MPI = os.path.join(ROOT, "tests", "bin", "train_mpi")
+CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
+STEPS = 50
+OPTS = ["--n-layer", "2", "--n-head", "4", "--n-embd", "32", "--block-size", "32", "--batch-size", "4",
+        "--max-iters", str(STEPS), "--eval-interval", "10", "--eval-iters", "2", "--warmup-iters", "10", "--lr-decay-iters", str(STEPS),
+        "--seed", "11", "--dropout", "0.1"]
+ARCH_OPTS = {"gpt": ["--arch", "gpt"], "llama": ["--arch", "llama", "--n-kv-head", "2"]}
+TOL = 1e-5
+SEED = os.environ.get("TEST_SEED", repr(time.time()))
+
+
+def env(threads=None):
+    """The environment of a run: Open MPI allowed as root, and OMP_NUM_THREADS as given (None: unset,
+    so that each rank takes its share of the cores)."""
+    e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    e.pop("OMP_NUM_THREADS", None)
+    if threads:
+        e["OMP_NUM_THREADS"] = str(threads)
+    return e
+
+
+def mpirun(np_, *args):
+    return ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(np_)] + list(args)
+
+
+@functools.lru_cache(None)
+def corpus():
+    """The first 100000 characters of Shakespeare, in TMP."""
+    os.makedirs(TMP, exist_ok=True)
+    path = os.path.join(TMP, "corpus.txt")
+    with open(CORPUS, encoding="utf-8") as f, open(path, "w", encoding="utf-8") as g:
+        g.write(f.read()[:100000])
+    return path
+
+
+def train_cmd(exe, out, arch, extra):
+    return [exe, "-d", corpus(), "-o", out] + OPTS + ARCH_OPTS[arch] + list(extra)
+
+
+def run(cmd, threads=None):
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env(threads))
+    assert r.returncode == 0, "%s failed (exit %d): %s" % (" ".join(cmd[:6]), r.returncode, r.stderr.strip()[-600:])
+    return r
+
+
+def csv_rows(out):
+    """{step: (train_loss, val_loss, lr)} as logged, everything but the timing."""
+    rows = {}
+    for line in open(out + ".csv").read().splitlines()[1:]:
+        f = line.split(",")
+        rows[int(f[0])] = tuple(f[1:4])
+    return rows
+
+
+def rel(a, b):
+    return abs(float(a) - float(b)) / max(abs(float(b)), 1e-30)
+
+
+WORST = {}  # the largest differences seen, for the closing report
+
+
+def compare_runs(got_out, want_out):
+    """Every logged loss and the final weights of two runs agree within TOL; a list of what does not."""
+    got, want, bad = csv_rows(got_out), csv_rows(want_out), []
+    if sorted(got) != sorted(want):
+        return ["logged steps %s vs %s" % (sorted(got)[-3:], sorted(want)[-3:])]
+    for step in sorted(want):
+        for k, name in ((0, "train loss"), (1, "val loss")):
+            if want[step][k] and got[step][k]:
+                WORST[name] = max(WORST.get(name, 0.0), rel(got[step][k], want[step][k]))
+            if want[step][k] and (not got[step][k] or rel(got[step][k], want[step][k]) > TOL):
+                bad.append("step %d %s %s vs %s" % (step, name, got[step][k], want[step][k]))
+        if got[step][2] != want[step][2]:
+            bad.append("step %d lr %s vs %s" % (step, got[step][2], want[step][2]))
+    _, _, tg = mf.read_model(got_out)
+    _, _, tw = mf.read_model(want_out)
+    for name in tw:
+        d = float(np.max(np.abs(tg[name] - tw[name])))
+        WORST["weight"] = max(WORST.get("weight", 0.0), d)
+        if d > TOL:
+            bad.append("%s differs by %.3g" % (name, d))
+    return bad
+
+
+@functools.lru_cache(None)
+def single(arch):
+    """One process with --grad-accum 4 (two threads, as the suite runs): the reference."""
+    out = os.path.join(TMP, "single_%s.bin" % arch)
+    run(train_cmd(TRAIN, out, arch, ["--grad-accum", "4"]), threads=2)
+    return out
+
+
+@functools.lru_cache(None)
+def two_ranks(arch):
+    """mpirun -np 2 with --grad-accum 2: the same global batch."""
+    out = os.path.join(TMP, "two_%s.bin" % arch)
+    r = run(mpirun(2, *train_cmd(TRAIN_MPI, out, arch, ["--grad-accum", "2"])))
+    return out, r.stdout
+
+
+def equals_single(arch):
+    out, stdout = two_ranks(arch)
+    assert "batch 4 x 32 x 4 accum; 2 ranks x 1 thread" in stdout, \
+        "the summary does not show the global batch and 2 ranks x 1 thread: %r" % stdout[:400]
+    bad = compare_runs(out, single(arch))
+    assert not bad, "%d differences from one process with --grad-accum 4, first: %s" % (len(bad), "; ".join(bad[:3]))
+    with open(out + ".state", "rb") as f, open(single(arch) + ".state", "rb") as g:
+        a, b = f.read(), g.read()
+    assert len(a) == len(b), "the checkpoint is %d bytes, one process's %d" % (len(a), len(b))
+
+
+def rank_pid(out, rank):
+    """The pid of the train_mpi process of the given rank writing out, or None."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = open("/proc/%s/cmdline" % pid, "rb").read().split(b"\0")
+            environ = open("/proc/%s/environ" % pid, "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if cmdline[0].endswith(b"train_mpi") and out.encode() in cmdline and \
+                ("OMPI_COMM_WORLD_RANK=%d" % rank).encode() in environ:
+            return int(pid)
+    return None
+
+
+def logged_steps(out):
+    try:
+        return max(0, len(open(out + ".csv").read().splitlines()) - 1)
+    except OSError:
+        return 0
+
+
+def killed(arch):
+    """kill -9 of rank 1 at a random step ends the job; --resume reproduces the uninterrupted run."""
+    want, _ = two_ranks(arch)
+    out = os.path.join(TMP, "kill_%s.bin" % arch)
+    at = random.Random("%s %s" % (SEED, arch)).randrange(12, STEPS - 8)
+    p = subprocess.Popen(mpirun(2, *train_cmd(TRAIN_MPI, out, arch, ["--grad-accum", "2"])),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env())
+    while p.poll() is None and logged_steps(out) < at:
+        time.sleep(0.002)
+    pid = rank_pid(out, 1)
+    assert p.poll() is None and pid, "the run ended before step %d: %s" % (at, p.stderr.read()[-300:])
+    os.kill(pid, signal.SIGKILL)
+    try:
+        p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError("mpirun did not end the job within 60 s of rank 1's kill -9")
+    assert p.returncode != 0, "mpirun exited 0 after rank 1 was killed"
+    run(mpirun(2, *train_cmd(TRAIN_MPI, out, arch, ["--resume"])))
+    got, ref = csv_rows(out), csv_rows(want)
+    diff = [s for s in sorted(set(ref) | set(got)) if ref.get(s) != got.get(s)]
+    assert not diff, "killed at step %d: %d logged steps differ from the uninterrupted run, first %d: %s vs %s" % (
+        at, len(diff), diff[0], got.get(diff[0]), ref.get(diff[0]))
+    assert open(out, "rb").read() == open(want, "rb").read(), \
+        "killed at step %d: the final model differs from the uninterrupted run's" % at
+
+
+def other_ranks():
+    """Two ranks to step 20, then one process to the end: the single run's losses and weights."""
+    out = os.path.join(TMP, "switch.bin")
+    run(mpirun(2, *train_cmd(TRAIN_MPI, out, "gpt", ["--grad-accum", "2", "--max-iters", "20"])))
+    r = subprocess.run(mpirun(3, *train_cmd(TRAIN_MPI, out, "gpt", ["--resume"])), capture_output=True, text=True,
+                       env=env())
+    assert r.returncode != 0 and "4 micro-batches per step, which 3 ranks cannot share evenly" in r.stderr, \
+        "a resume on 3 ranks of a run of 4 micro-batches per step: exit %d, %r" % (r.returncode, r.stderr[-300:])
+    run(train_cmd(TRAIN, out, "gpt", ["--resume"]), threads=2)
+    bad = compare_runs(out, single("gpt"))
+    assert not bad, "%d differences from one process throughout, first: %s" % (len(bad), "; ".join(bad[:3]))
+
+
+def alone():
+    """The MPI build without mpirun is ./train: the same model file, bit for bit."""
+    out = os.path.join(TMP, "alone.bin")
+    run(train_cmd(TRAIN_MPI, out, "gpt", ["--grad-accum", "4"]), threads=2)
+    assert open(out, "rb").read() == open(single("gpt"), "rb").read(), "differs from ./train's model"
+    assert open(out + ".state", "rb").read() == open(single("gpt") + ".state", "rb").read(), \
+        "differs from ./train's resume state"
+
+
+def plain_refused():
+    """The plain ./train under mpirun -np 2 refuses, naming the build."""
+    r = subprocess.run(mpirun(2, *train_cmd(TRAIN, os.path.join(TMP, "plain.bin"), "gpt", [])), capture_output=True,
+                       text=True, env=env())
+    assert r.returncode != 0 and "built without MPI" in r.stderr, "exit %d, %r" % (r.returncode, r.stderr[-300:])
+    assert not os.path.exists(os.path.join(TMP, "plain.bin")), "it wrote a model"
+
+
+case = pycase.Cases()
+for arch in ("gpt", "llama"):
+    case.add(arch + "_two_ranks_equal_one", functools.partial(equals_single, arch))
+    case.add(arch + "_killed_rank_resumed", functools.partial(killed, arch))
+case.add("resume_on_other_ranks", other_ranks)
+case.add("mpi_build_alone", alone)
+case.add("plain_build_refused", plain_refused)
+
+
+def main():
+    for exe, how in ((TRAIN, "make train"), (TRAIN_MPI, "make tests/bin/train_mpi")):
+        if not os.path.exists(exe):
+            print("no %s: build it first (%s)" % (os.path.relpath(exe, ROOT), how))
+            print("0 passed, 1 failed")
+            return 1
+    print("TEST_SEED=%s" % SEED)
+    return case.main(TMP, lambda: print("largest differences from one process: %s" % ", ".join(
+        "%s %.2g" % kv for kv in sorted(WORST.items()))))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
