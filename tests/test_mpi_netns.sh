@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Data-parallel training across a network: two hosts made as network namespaces joined by a veth
 # pair (tests/netns_hosts.sh), mpirun entering each through an `ip netns exec` agent, and MPI
-# over TCP between 10.77.0.1 and 10.77.0.2 only. `-np 2 --grad-accum 1`, one rank on each host,
-# must train what one process trains with --grad-accum 2: the same loss at every step (1e-5
-# relative) and the same final weights (1e-5), for a small GPT and a small Llama. The ranks'
+# over TCP between 10.77.0.1 and 10.77.0.2 only. `-np 2 --grad-accum 2`, one rank on each host,
+# must train what one process trains with --grad-accum 4: the same loss at every step (1e-5
+# relative) and the same final weights (1e-5), for tests/test_mpi.py's small GPT and Llama. The ranks'
 # gradients must have crossed the veth, and the namespaces must have no route out.
 # Needs root for `ip netns`; skipped, saying why, where that is not permitted.
 set -u
@@ -15,7 +15,7 @@ skip() {
   echo "0 passed, 0 failed"
   exit 0
 }
-[ -n "${ATTN_ASAN_SUITE:-}" ] && skip "under make test-asan: Open MPI's own allocations are not sanitizer-clean; tests/test_mpi.sh covers the MPI build"
+[ -n "${ATTN_ASAN_SUITE:-}" ] && skip "under make test-asan: the network is all this test adds to tests/test_mpi.py, which runs the sanitized MPI build"
 tmp=tests/tmp/mpi_netns.$$ # its own directory: another suite may run this script at the same time
 mkdir -p $tmp
 . tests/netns_hosts.sh
@@ -34,44 +34,25 @@ if ! make -s --no-print-directory train $TRAIN_MPI >$tmp/build.txt 2>&1; then
   exit 1
 fi
 
-head -c 30000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus.txt
-small="--n-layer 2 --n-head 2 --n-embd 32 --block-size 32 --batch-size 4 --max-iters 50 --eval-interval 25
-  --eval-iters 2 --seed 7 --lr 3e-3 --warmup-iters 5"
-
-# Losses at every step and every tensor: one line saying how far apart, status 1 beyond 1e-5.
-compare() { # one two
-  "$PYTHON" - "$1" "$2" <<'PY'
-import csv, sys
-import numpy as np
-sys.path.insert(0, "tools")
-import modelfile
-a, b = sys.argv[1:]
-la = [float(r["train_loss"]) for r in csv.DictReader(open(a + ".csv"))]
-lb = [float(r["train_loss"]) for r in csv.DictReader(open(b + ".csv"))]
-if len(la) != len(lb) or not la:
-    sys.exit(f"{len(la)} steps logged against {len(lb)}")
-loss_rel = max(abs(x - y) / abs(y) for x, y in zip(la, lb))
-_, _, ta = modelfile.read_model(a)[:3]
-_, _, tb = modelfile.read_model(b)[:3]
-if ta.keys() != tb.keys():
-    sys.exit("different tensors")
-# The key bias has no gradient in exact arithmetic (it shifts a query's scores by one constant,
-# which softmax ignores): AdamW moves it by the rounding noise of a zero, which any change in
-# summation order changes. Every other tensor must agree.
-w = max(float(np.max(np.abs(ta[k] - tb[k]))) for k in ta if not k.endswith(".bk"))
-print(f"{len(la)} steps, losses within {loss_rel:.2e} relative, weights within {w:.2e}")
-sys.exit(loss_rel > 1e-5 or w > 1e-5)
-PY
+# The training of tests/test_mpi.py (its options, and its comparison: every logged loss within
+# 1e-5 relative, the final weights within 1e-5), there on one machine, here across the two hosts.
+head -c 100000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus.txt
+test_mpi() { # python lines, with test_mpi imported as t
+  "$PYTHON" -c "import sys; sys.path.insert(0, 'tests'); import test_mpi as t; $1" "${@:2}"
+}
+compare() { # two-rank run, one-process run
+  test_mpi 'bad = t.compare_runs(sys.argv[1], sys.argv[2])
+print("; ".join(bad[:3]) if bad else ", ".join("%s within %.2g" % kv for kv in sorted(t.WORST.items())))
+sys.exit(bool(bad))' "$@"
 }
 
 for arch in gpt llama; do
-  flags="--arch $arch $small"
-  [ $arch = llama ] && flags+=" --n-kv-head 1"
-  OMP_NUM_THREADS=1 ./train -d $tmp/corpus.txt -o $tmp/one_$arch.bin $flags --grad-accum 2 >$tmp/one_$arch.log 2>&1 ||
+  flags=$(test_mpi 'print(" ".join(t.OPTS + t.ARCH_OPTS[sys.argv[1]]))' $arch)
+  OMP_NUM_THREADS=1 ./train -d $tmp/corpus.txt -o $tmp/one_$arch.bin $flags --grad-accum 4 >$tmp/one_$arch.log 2>&1 ||
     { fail "$arch: one process: $(tail -n 1 $tmp/one_$arch.log)"; continue; }
   tx0=$(netns_tx_bytes)
   # The model's path in the namespaces is the same: they share the file system.
-  netns_mpirun -x OMP_NUM_THREADS=1 $TRAIN_MPI -d $tmp/corpus.txt -o $tmp/two_$arch.bin $flags --grad-accum 1 \
+  netns_mpirun -x OMP_NUM_THREADS=1 $TRAIN_MPI -d $tmp/corpus.txt -o $tmp/two_$arch.bin $flags --grad-accum 2 \
     >$tmp/two_$arch.log 2>&1 || { fail "$arch: mpirun -np 2 across the namespaces: $(tail -n 3 $tmp/two_$arch.log)"; continue; }
   sent=$(($(netns_tx_bytes) - tx0))
   if grep -q "2 ranks" $tmp/two_$arch.log && [ "$(grep -c 'done: [0-9]* steps' $tmp/two_$arch.log)" = 1 ]; then
@@ -88,10 +69,11 @@ for arch in gpt llama; do
   # (all-gather): 4 bytes per parameter per step from host a alone.
   params=$("$PYTHON" -c 'import sys; sys.path.insert(0, "tools"); import modelfile
 print(sum(t.size for t in modelfile.read_model(sys.argv[1])[2].values()))' $tmp/one_$arch.bin)
-  if [ "$sent" -ge $((50 * 4 * params)) ]; then
-    ok "$arch: $sent bytes left host a over the veth (50 steps x 4 x $params parameters at least)"
+  steps=$(test_mpi 'print(t.STEPS)')
+  if [ "$sent" -ge $((steps * 4 * params)) ]; then
+    ok "$arch: $sent bytes left host a over the veth ($steps steps x 4 x $params parameters at least)"
   else
-    fail "$arch: only $sent bytes left host a over the veth, fewer than 50 steps x 4 x $params parameters"
+    fail "$arch: only $sent bytes left host a over the veth, fewer than $steps steps x 4 x $params parameters"
   fi
 done
 
