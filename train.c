@@ -128,7 +128,7 @@ static void trainer_free(Trainer *t) {
 // leaving the checkpoint as it was, when training has diverged.
 static double train_step(Trainer *t, int step, const Args *args, int start_step, int tty) {
     const Opts *o = &t->o;
-    const Dist *d = &t->dist;
+    Dist *d = &t->dist;
     int B = o->batch_size, T = o->block_size, sites = 1 + 3 * t->md.c.n_layers;
     float dscale = 1.0f / ((float)B * T * o->grad_accum);
     memset(t->micro_loss, 0, (size_t)o->grad_accum * sizeof *t->micro_loss);
@@ -268,6 +268,8 @@ int main(int argc, char **argv) {
     FILE *csv = t.dist.rank ? NULL : open_log(files.csv, args.resume, start_step);
     catch_stop_signals();
     StateData sd = state_data(&t.md, &t.dist, t.m, t.v, &t.o, corpus_len, corpus_hash);
+    dist_check_same(&t.dist, &sd.h, sizeof sd.h, "corpus, model or options",
+                    "every rank must run the same command on the same corpus (and, resuming, the same checkpoint)");
     sd.ours = args.resume;
     sd.prior = access(args.out, F_OK) == 0 && access(files.state, F_OK) == 0;
 
@@ -310,6 +312,9 @@ int main(int argc, char **argv) {
                "(%zu tokens): %.4f\n",
                step - start_step, train_time, (step - start_step) * tokens_per_step / (train_time > 0 ? train_time : 1),
                now_s() - t_start, t.val.n > FULL_LOSS_MAX_TOKENS + 1 ? "the start of the" : "the whole", counted, full);
+        if (t.dist.mpi)
+            printf("%s: %.1f s of the training in the ranks' collectives (rank 0's, waits for the others included)\n",
+                   spread, t.dist.comm_s);
     }
     if (csv) fclose(csv);
     trainer_free(&t);

@@ -157,7 +157,9 @@ static void save_checkpoint(const char *out, const char *state_path, StateData *
     char err[512];
     const ModelData *md = sd->md;
     const char *none = "no checkpoint has been written yet";
-    dist_check_same(sd->dist, md->params, md->param_bytes / sizeof(float), step);
+    char what[64];
+    snprintf(what, sizeof what, "weights after step %d", step);
+    dist_check_same(sd->dist, md->params, md->param_bytes, what, "stopping without writing the checkpoint");
     if (sd->dist->rank) {
         dist_send_shard(sd->dist, sd->m);
         dist_send_shard(sd->dist, sd->v);

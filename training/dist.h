@@ -21,6 +21,7 @@ typedef struct {
     size_t lo, hi;        // this rank's shard [lo, hi) of the parameter block, whose moments it keeps
     int *counts, *starts; // (ranks) every rank's shard size and start, in floats, for the collectives
     float *grad_shard;    // (hi - lo) the shard's gradients summed over the ranks; NULL alone
+    double comm_s;        // seconds spent in the steps' collectives (waiting for other ranks included)
 } Dist;
 
 // Shards start on multiples of this many floats, so that AdamW's vector loops stay aligned.
@@ -77,15 +78,18 @@ static void dist_max(const Dist *d, int *vals, int n) {
 
 // Every micro-batch's loss from the rank that ran it: each rank holds its own and zeros
 // elsewhere, so the sum is exact whatever order MPI adds in.
-static void dist_share_losses(const Dist *d, double *losses, int n) {
+static void dist_share_losses(Dist *d, double *losses, int n) {
+    double t0 = now_s();
     if (d->mpi) MPI_Allreduce(MPI_IN_PLACE, losses, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    d->comm_s += now_s() - t0;
 }
 
 // The gradients g (n floats, this rank's micro-batches summed) summed over the ranks: the
 // shard this rank updates (the whole of g alone), with g zeroed for the next step's. grad_sq
 // comes in as g's sum of squares and leaves as the sum's, added in rank order on every rank.
-static float *dist_sum_grads(const Dist *d, float *g, size_t n, double *grad_sq) {
+static float *dist_sum_grads(Dist *d, float *g, size_t n, double *grad_sq) {
     if (d->ranks == 1) return g;
+    double t0 = now_s();
     MPI_Reduce_scatter(g, d->grad_shard, d->counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     memset(g, 0, n * sizeof *g);
     double mine = 0.0, *all = xcalloc((size_t)d->ranks, sizeof *all, "the gradient norms");
@@ -94,27 +98,34 @@ static float *dist_sum_grads(const Dist *d, float *g, size_t n, double *grad_sq)
     *grad_sq = 0.0;
     for (int r = 0; r < d->ranks; r++) *grad_sq += all[r];
     free(all);
+    d->comm_s += now_s() - t0;
     return d->grad_shard;
 }
 
 // Every rank's updated shard of the parameters p to every rank.
-static void dist_gather_params(const Dist *d, float *p) {
+static void dist_gather_params(Dist *d, float *p) {
+    double t0 = now_s();
     if (d->ranks > 1)
         MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p, d->counts, d->starts, MPI_FLOAT, MPI_COMM_WORLD);
+    d->comm_s += now_s() - t0;
 }
 
-// Refuses to go on unless every rank holds the same n floats at p, by a checksum of their bits.
-static void dist_check_same(const Dist *d, const float *p, size_t n, int step) {
+// Refuses to go on unless every rank holds the same bytes at p (what they are: what), by a
+// checksum of them; then says why it matters.
+static void dist_check_same(const Dist *d, const void *p, size_t bytes, const char *what, const char *why) {
     if (d->ranks == 1) return;
     uint64_t h = 0x9E3779B97F4A7C15ull, *all = xcalloc((size_t)d->ranks, sizeof *all, "the checksums");
-    const uint32_t *bits = (const uint32_t *)p;
-    for (size_t i = 0; i < n; i++) h = mix64(h ^ bits[i]);
+    const unsigned char *b = p;
+    for (size_t i = 0; i < bytes; i += 4) {
+        uint32_t word = 0;
+        memcpy(&word, b + i, bytes - i < 4 ? bytes - i : 4);
+        h = mix64(h ^ word);
+    }
     MPI_Allgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
     for (int r = 1; r < d->ranks; r++)
         if (all[r] != all[0])
-            die("after step %d rank %d's weights differ from rank 0's (checksum %016llx, rank 0 %016llx): the ranks "
-                "must run the same build on the same corpus; stopping without a checkpoint",
-                step, r, (unsigned long long)all[r], (unsigned long long)all[0]);
+            die("rank %d's %s differ from rank 0's (checksum %016llx, rank 0's %016llx): %s", r, what,
+                (unsigned long long)all[r], (unsigned long long)all[0], why);
     free(all);
 }
 
@@ -154,10 +165,10 @@ static void dist_finish(Dist *d) {
     free(d->starts);
 }
 static void dist_max(const Dist *d, int *vals, int n) {}
-static void dist_share_losses(const Dist *d, double *losses, int n) {}
-static float *dist_sum_grads(const Dist *d, float *g, size_t n, double *grad_sq) { return g; }
-static void dist_gather_params(const Dist *d, float *p) {}
-static void dist_check_same(const Dist *d, const float *p, size_t n, int step) {}
+static void dist_share_losses(Dist *d, double *losses, int n) {}
+static float *dist_sum_grads(Dist *d, float *g, size_t n, double *grad_sq) { return g; }
+static void dist_gather_params(Dist *d, float *p) {}
+static void dist_check_same(const Dist *d, const void *p, size_t bytes, const char *what, const char *why) {}
 static void dist_write_shard(const Dist *d, Sink *s, int r, float *buf) {}
 static void dist_send_shard(const Dist *d, const float *moment) {}
 
