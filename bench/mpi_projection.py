@@ -39,6 +39,9 @@ def table(title, params, compute_s, tokens, latency_s, extra_links):
             step = compute_s + comm_s(params, n, bw, latency_s)
             cells.append(f"{n * tokens / step:,.0f}, {compute_s / step:.3f}")
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    # Accumulating more micro-batches per step lengthens compute and leaves the bytes alone.
+    need = [f"{name} {9 * comm_s(params, MACHINES[-1], bw, latency_s) * tokens / compute_s:,.0f}" for name, bw in links]
+    lines += ["", f"Tokens per machine per step for 0.9 efficiency at N = {MACHINES[-1]}: " + "; ".join(need) + "."]
     return "\n".join(lines)
 
 

@@ -4,9 +4,10 @@
 # runs alone too.
 #  - Step time of the baby config and the 6-layer/384 one at N = 1 (one process, J threads,
 #    --grad-accum 2) and N = 2 (mpirun -np 2, J/2 threads each, --grad-accum 1): the same global
-#    batch, so the same training. Split into communication, the time ZeRO-1's collectives take on
-#    the gradient's bytes with the same two ranks (bench/allreduce.c's zero1, run in the same
-#    round), and compute, the rest of the step.
+#    batch, so the same training. Split into communication, the time rank 0 spent in the step's
+#    collectives (./train's closing line; waits for the other rank included), and compute, the
+#    rest of the step. Beside it, what ZeRO-1's collectives alone take on the gradient's bytes
+#    with the same two ranks (bench/allreduce.c's zero1, run in the same round).
 #  - MPI_Allreduce's bandwidth between two ranks over shared memory, and over TCP between two
 #    network namespaces (tests/netns_hosts.sh; as root).
 #  - The projection's tables for N = 2..64 machines (bench/mpi_projection.py) from those figures.
@@ -69,6 +70,10 @@ train_steps() { # name np flags steps tokens
             --max-iters $4 --eval-interval 1000000 --eval-iters 1 > $TMP/mpi_$1.log 2>&1
     fi || { echo "  $1 failed: $(tail -n 1 $TMP/mpi_$1.log)" >&2; return; }
     awk -F, -v t=$5 'NR > 2 && $5 > 0 { print "step_s", t / $5 }' $out.csv >> $TMP/mpi_$1.res
+    # "done: S steps, ..." and "...: C s of the training in the ranks' collectives"
+    awk '/done: [0-9]+ steps/ { for (i = 1; i <= NF; i++) if ($i == "done:") steps = $(i + 1) }
+         / s of the training in the ranks. collectives/ { for (i = 2; i <= NF; i++) if ($i == "s" && $(i + 1) == "of") c = $(i - 1) }
+         END { if (steps > 0 && c != "") print "comm_s", c / steps }' $TMP/mpi_$1.log >> $TMP/mpi_$1.res
     rm -f $out $out.csv $out.state
 }
 
@@ -94,13 +99,15 @@ for c in "baby:baby (4 layers x 128, block 64, batch 12):$BABY_BYTES:$((12 * 64 
     "wide:6 layers x 384 (block 256, batch 8):$WIDE_BYTES:$((8 * 256 * 2))"; do
     IFS=: read -r key label bytes tokens <<< "$c"
     one=$(med $TMP/mpi_${key}1.res step_s) two=$(med $TMP/mpi_${key}2.res step_s)
-    comm=$(awk -v u="$(med $TMP/mpi_comm.res zero1_${bytes}_us)" 'BEGIN { printf "%.4f", u / 1e6 }')
+    comm=$(med $TMP/mpi_${key}2.res comm_s)
+    alone=$(awk -v u="$(med $TMP/mpi_comm.res zero1_${bytes}_us)" 'BEGIN { printf "%.3f", u / 1e6 }')
     printf "  %s, %s tokens a step, %.1f MB of gradients:\n" "$label" "$tokens" "$(awk "BEGIN { print $bytes / 1e6 }")"
-    awk -v a="$one" -v b="$two" -v c="$comm" -v t="$tokens" -v j=$J -v h=$HALF 'BEGIN {
-        if (a == "" || b == "") { print "      (a run failed: no figures)"; exit }
+    awk -v a="$one" -v b="$two" -v c="$comm" -v z="$alone" -v t="$tokens" -v j=$J -v h=$HALF 'BEGIN {
+        if (a == "" || b == "" || c == "") { print "      (a run failed: no figures)"; exit }
         printf "      N = 1 (%d threads):           step %.3f s = compute %.3f s; %.0f tok/s\n", j, a, a, t / a
         printf "      N = 2 (2 ranks x %d thread%s): step %.3f s = compute %.3f s + communication %.3f s; %.0f tok/s (%.2fx N = 1)\n",
-            h, (h > 1) ? "s" : "", b, b - c, c, t / b, a / b }'
+            h, (h > 1) ? "s" : "", b, b - c, c, t / b, a / b
+        printf "      (reduce-scatter + all-gather of the gradient alone, 2 ranks: %.3f s)\n", z }'
     [ $key = wide ] && WIDE_ONE=$one WIDE_TOKENS=$tokens
 done
 echo "  MPI_Allreduce between 2 ranks, bus bandwidth GB/s (median of $AR_ROUNDS x $ROUNDS; ZeRO-1's reduce-scatter + all-gather in brackets):"
