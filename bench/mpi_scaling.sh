@@ -70,9 +70,10 @@ train_steps() { # name np flags steps tokens
             --max-iters $4 --eval-interval 1000000 --eval-iters 1 > $TMP/mpi_$1.log 2>&1
     fi || { echo "  $1 failed: $(tail -n 1 $TMP/mpi_$1.log)" >&2; return; }
     awk -F, -v t=$5 'NR > 2 && $5 > 0 { print "step_s", t / $5 }' $out.csv >> $TMP/mpi_$1.res
-    # "done: S steps, ..." and "...: C s of the training in the ranks' collectives"
-    awk '/done: [0-9]+ steps/ { for (i = 1; i <= NF; i++) if ($i == "done:") steps = $(i + 1) }
-         / s of the training in the ranks. collectives/ { for (i = 2; i <= NF; i++) if ($i == "s" && $(i + 1) == "of") c = $(i - 1) }
+    # "done: S steps, ..." and "...: C s of the training in the ranks' collectives", wherever the
+    # terminal-style status line (mpirun gives rank 0 a pseudo-terminal) left them
+    awk 'match($0, /done: [0-9]+ steps/) { split(substr($0, RSTART, RLENGTH), f, " "); steps = f[2] }
+         match($0, /[0-9.]+ s of the training in the ranks. collectives/) { split(substr($0, RSTART, RLENGTH), f, " "); c = f[1] }
          END { if (steps > 0 && c != "") print "comm_s", c / steps }' $TMP/mpi_$1.log >> $TMP/mpi_$1.res
     rm -f $out $out.csv $out.state
 }
