@@ -23,6 +23,7 @@ netns_up() {
   local dir=$1 err
   command -v ip >/dev/null || { NETNS_WHY="no ip command (Debian package iproute2)"; return 1; }
   command -v mpirun >/dev/null || { NETNS_WHY="no mpirun (Debian package openmpi-bin; make deps)"; return 1; }
+  netns_down # left by a killed run whose pid this shell now has
   if ! err=$(ip netns add $NETNS_A 2>&1); then
     NETNS_WHY="ip netns add is not permitted here ($(echo "$err" | head -n 1))"
     return 1
