@@ -140,11 +140,10 @@ static double train_step(Trainer *t, int step, const Args *args, int start_step,
         t->micro_loss[micro] =
             model_step(&t->md.c, &t->w, t->grads, &t->acts, B, dscale, t->drop.threshold ? &t->drop : NULL);
     }
-    dist_share_losses(d, t->micro_loss, o->grad_accum);
+    double grad_sq = reduce_grads(t->grad_mem, t->n_floats, t->threads);
+    float *grads = dist_sum_step(d, t->grad_mem, t->n_floats, &grad_sq, t->micro_loss, o->grad_accum);
     double loss = 0.0; // added in draw order, as one process would
     for (int micro = 0; micro < o->grad_accum; micro++) loss += t->micro_loss[micro] / o->grad_accum;
-    double grad_sq = reduce_grads(t->grad_mem, t->n_floats, t->threads);
-    float *grads = dist_sum_grads(d, t->grad_mem, t->n_floats, &grad_sq);
     if (!isfinite(loss)) {
         if (tty) putchar('\n');
         die("loss is %g at step %d: training diverged; stopping without overwriting %s (try a lower --lr)", loss,

@@ -34,8 +34,8 @@ TRAIN_MPI = os.path.join(ROOT, "tests", "bin", "train_mpi")
 CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 STEPS = 50
 OPTS = ["--n-layer", "2", "--n-head", "4", "--n-embd", "32", "--block-size", "32", "--batch-size", "4",
-        "--max-iters", str(STEPS), "--eval-interval", "10", "--eval-iters", "2", "--warmup-iters", "10", "--lr-decay-iters", str(STEPS),
-        "--seed", "11", "--dropout", "0.1"]
+        "--max-iters", str(STEPS), "--eval-interval", "10", "--eval-iters", "2", "--warmup-iters", "10",
+        "--lr-decay-iters", str(STEPS), "--seed", "11", "--dropout", "0.1"]
 ARCH_OPTS = {"gpt": ["--arch", "gpt"], "llama": ["--arch", "llama", "--n-kv-head", "2"]}
 TOL = 1e-5
 SEED = os.environ.get("TEST_SEED", repr(time.time()))
@@ -236,6 +236,20 @@ def mismatched_ranks():
     assert not os.path.exists(out), "it wrote a model"
 
 
+def threads():
+    """Unless told, each rank runs this machine's cores over its ranks; -np 1 spreads past the core
+    Open MPI binds it to by default, without a note, and an asked-for --bind-to core is kept."""
+    cores = os.cpu_count()
+    for np_, binding, want in ((1, [], "1 rank x %d thread" % cores),
+                               (2, [], "2 ranks x %d thread" % max(1, cores // 2)),
+                               (1, ["--bind-to", "core"], "1 rank x 1 thread")):
+        out = os.path.join(TMP, "threads.bin")
+        cmd = ["mpirun", "-np", str(np_)] + binding + train_cmd(TRAIN_MPI, out, "gpt", ["--max-iters", "1", "--force"])
+        r = run(cmd)
+        assert want in r.stdout and "note" not in r.stderr, "mpirun -np %d %s: %r, stderr %r" % (
+            np_, " ".join(binding), r.stdout[:300], r.stderr[-300:])
+
+
 case = pycase.Cases()
 for arch in ("gpt",) if ASAN else ("gpt", "llama"):
     case.add(arch + "_two_ranks_equal_one", functools.partial(equals_single, arch))
@@ -244,6 +258,7 @@ case.add("resume_on_other_ranks", other_ranks)
 case.add("mpi_build_alone", alone)
 case.add("plain_build_refused", plain_refused)
 case.add("mismatched_ranks_refused", mismatched_ranks)
+case.add("threads_per_rank", threads)
 
 
 def main():

@@ -31,13 +31,21 @@ typedef struct {
 
 #ifdef ATTN_MPI
 
-// An exit before dist_finish (a die() on one rank, which the others are waiting on inside a
-// collective) ends every rank of the job at once rather than leaving them blocked.
-static void abort_unfinished(void) {
-    int init = 0, fin = 0;
-    MPI_Initialized(&init);
+// A failing exit before dist_finish (a die() on one rank, which the others are waiting on
+// inside a collective) ends every rank of the job rather than leaving them blocked; a
+// successful one (--help, on every rank) just closes MPI. Ranks other than 0 wait a second
+// first: a failure every rank meets (a bad option) is then ended by rank 0's abort alone, as
+// two at once make Open MPI report errors of its own.
+static void exit_mpi(int status, void *unused) {
+    int fin = 0, rank = 0;
     MPI_Finalized(&fin);
-    if (init && !fin) MPI_Abort(MPI_COMM_WORLD, 1);
+    if (fin) return;
+    if (status) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        if (rank) sleep(1);
+        MPI_Abort(MPI_COMM_WORLD, status);
+    }
+    MPI_Finalize();
 }
 
 // MPI when mpirun started this process (Open MPI's launcher sets OMPI_COMM_WORLD_SIZE, MPICH's
@@ -47,7 +55,7 @@ static Dist dist_init(int *argc, char ***argv) {
     Dist d = {.ranks = 1, .node_ranks = 1};
     if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE")) return d;
     if (MPI_Init(argc, argv) != MPI_SUCCESS) die("MPI_Init failed");
-    atexit(abort_unfinished);
+    on_exit(exit_mpi, NULL);
     d.mpi = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &d.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &d.ranks);
@@ -76,28 +84,27 @@ static void dist_max(const Dist *d, int *vals, int n) {
     if (d->mpi) MPI_Allreduce(MPI_IN_PLACE, vals, n, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
 }
 
-// Every micro-batch's loss from the rank that ran it: each rank holds its own and zeros
-// elsewhere, so the sum is exact whatever order MPI adds in.
-static void dist_share_losses(Dist *d, double *losses, int n) {
-    double t0 = now_s();
-    if (d->mpi) MPI_Allreduce(MPI_IN_PLACE, losses, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    d->comm_s += now_s() - t0;
-}
-
-// The gradients g (n floats, this rank's micro-batches summed) summed over the ranks: the
-// shard this rank updates (the whole of g alone), with g zeroed for the next step's. grad_sq
-// comes in as g's sum of squares and leaves as the sum's, added in rank order on every rank.
-static float *dist_sum_grads(Dist *d, float *g, size_t n, double *grad_sq) {
+// A step's sums over the ranks. The gradients g (n floats, this rank's micro-batches summed):
+// the shard this rank updates (the whole of g alone) is returned, with g zeroed for the next
+// step's. grad_sq comes in as g's sum of squares and leaves as the sum's. losses (n_losses, one
+// per micro-batch, this rank's set and the others 0) leave with every rank's. The losses and
+// the shards' sums of squares travel in one all-reduce, each slot set by one rank and 0 on the
+// others, so the sums are exact whatever order MPI adds in; the squares are then added in rank
+// order on every rank.
+static float *dist_sum_step(Dist *d, float *g, size_t n, double *grad_sq, double *losses, int n_losses) {
     if (d->ranks == 1) return g;
-    double t0 = now_s();
+    double t0 = now_s(), mine = 0.0;
     MPI_Reduce_scatter(g, d->grad_shard, d->counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     memset(g, 0, n * sizeof *g);
-    double mine = 0.0, *all = xcalloc((size_t)d->ranks, sizeof *all, "the gradient norms");
     for (size_t i = 0; i < d->hi - d->lo; i++) mine += (double)d->grad_shard[i] * d->grad_shard[i];
-    MPI_Allgather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, MPI_COMM_WORLD);
+    double *sums = xcalloc((size_t)n_losses + d->ranks, sizeof *sums, "the step's sums"); // losses, then squares
+    memcpy(sums, losses, (size_t)n_losses * sizeof *sums);
+    sums[n_losses + d->rank] = mine;
+    MPI_Allreduce(MPI_IN_PLACE, sums, n_losses + d->ranks, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    memcpy(losses, sums, (size_t)n_losses * sizeof *sums);
     *grad_sq = 0.0;
-    for (int r = 0; r < d->ranks; r++) *grad_sq += all[r];
-    free(all);
+    for (int r = 0; r < d->ranks; r++) *grad_sq += sums[n_losses + r];
+    free(sums);
     d->comm_s += now_s() - t0;
     return d->grad_shard;
 }
@@ -165,8 +172,7 @@ static void dist_finish(Dist *d) {
     free(d->starts);
 }
 static void dist_max(const Dist *d, int *vals, int n) {}
-static void dist_share_losses(Dist *d, double *losses, int n) {}
-static float *dist_sum_grads(Dist *d, float *g, size_t n, double *grad_sq) { return g; }
+static float *dist_sum_step(Dist *d, float *g, size_t n, double *grad_sq, double *losses, int n_losses) { return g; }
 static void dist_gather_params(Dist *d, float *p) {}
 static void dist_check_same(const Dist *d, const void *p, size_t bytes, const char *what, const char *why) {}
 static void dist_write_shard(const Dist *d, Sink *s, int r, float *buf) {}
@@ -176,22 +182,32 @@ static void dist_send_shard(const Dist *d, const float *moment) {}
 
 // The threads of each rank: -j or OMP_NUM_THREADS when given, else under mpirun this machine's
 // cores shared among its ranks, so that ranks and threads never take turns on a core. 0: the
-// default (every core).
+// default (every core). Open MPI binds each rank to one core by default when it starts two or
+// fewer, which would stack a rank's threads on it: a rank bound so lets itself out onto every
+// core. A binding asked for (--bind-to, which mpirun passes on as
+// OMPI_MCA_hwloc_base_binding_policy) is kept, and then the share is at most its cores.
 static int dist_threads(const Dist *d, int requested) {
-    if (requested || getenv("OMP_NUM_THREADS") || !d->mpi) return requested;
+    if (!d->mpi) return requested;
+    int given = requested || getenv("OMP_NUM_THREADS");
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int share = cores > 0 ? (int)(cores / d->node_ranks) : 1;
-    return share > 0 ? share : 1;
+    int share = cores / d->node_ranks > 1 ? (int)(cores / d->node_ranks) : 1;
+    int want = requested ? requested : given ? max_threads() : share;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) || CPU_COUNT(&set) >= want) return given ? requested : share;
+    if (getenv("OMPI_MCA_hwloc_base_binding_policy")) return given ? requested : CPU_COUNT(&set);
+    CPU_ZERO(&set);
+    for (long c = 0; c < sysconf(_SC_NPROCESSORS_CONF) && c < CPU_SETSIZE; c++) CPU_SET((int)c, &set);
+    sched_setaffinity(0, sizeof set, &set);
+    return given ? requested : share;
 }
 
-// mpirun binds each rank to one core by default when there are two ranks or fewer: threads
-// beyond the cores a rank may run on only take turns, so that is said once.
+// A rank whose threads outnumber the cores it may run on (a --bind-to asked for) says so once.
 static void dist_check_binding(const Dist *d, int threads) {
     cpu_set_t set;
     if (!d->mpi || sched_getaffinity(0, sizeof set, &set) || CPU_COUNT(&set) >= threads) return;
     fprintf(stderr,
-            "%s: note: %d threads on %d core%s (mpirun binds ranks to cores): start mpirun with --bind-to none, "
-            "or --map-by slot:PE=%d\n",
+            "%s: note: %d threads on %d core%s (mpirun's --bind-to): they take turns; start mpirun with --bind-to "
+            "none, or --map-by slot:PE=%d\n",
             prog, threads, CPU_COUNT(&set), plural(CPU_COUNT(&set)), threads);
 }
 
