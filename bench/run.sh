@@ -179,6 +179,7 @@ phase_start "training: ./train vs PyTorch"
 bounds 3
 BENCH_THREADS=$J BENCH_QUICK=${BENCH_QUICK:-0} PYTHON=$PYTHON SGEMM_GFLOPS=$(max $TMP/sgemm.txt sgemm_best_GFLOPs) \
     bash bench/train_bench.sh > $TMP/train.txt
+BENCH_THREADS=$J BENCH_QUICK=${BENCH_QUICK:-0} PYTHON=$PYTHON SGEMM_GFLOPS=$(max $TMP/sgemm.txt sgemm_best_GFLOPs) bash bench/mpi_scaling.sh >> $TMP/train.txt
 phase_end train
 
 # ---- the table ----

@@ -534,6 +534,24 @@ patched $tmp/chat_misplaced.bin "<I" 4 4 "<Q" 184 300 "<Q" 192 16
 row run "a chat section that does not follow the tokenizer blob" "does not follow the tokenizer blob" \
   ./run $tmp/chat_misplaced.bin -i hi -n 1
 
+# ---- MPI (issue 20): make MPI=1, the MPI build (tests/bin/train_mpi) and the single build under
+# mpirun. mpirun -q leaves out its own notice that a rank failed: what remains is the ranks' lines.
+# make's status for any failure is 2; the row counts it as the 1 of the others.
+row make "make MPI=1 without Open MPI's mpicc (MPICC=/nonexistent/mpicc)" "/nonexistent/mpicc not found&&install Open MPI" \
+  bash -c 'make -s --no-print-directory MPI=1 MPICC=/nonexistent/mpicc train || exit 1'
+if command -v mpirun >/dev/null && make -s --no-print-directory tests/bin/train_mpi >/dev/null 2>&1; then
+  mpirun=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -q --oversubscribe)
+  # pending: every rank prints the refusal, one line each, where rank 0's alone would do
+  pend train "the single-process build run by mpirun -np 2" "mpirun started 2 copies of this ./train, which is built without MPI" \
+    "${mpirun[@]}" -np 2 ./train -d $tmp/corpus.txt -o $tmp/mpi_single.bin "${small[@]}"
+  "${mpirun[@]}" -np 2 tests/bin/train_mpi -d $tmp/corpus.txt -o $tmp/np2.bin "${small[@]}" >/dev/null 2>&1
+  pend train "--resume on 3 ranks of a run of 2 ranks x --grad-accum 1" \
+    "--resume on 3 ranks: the run saved in $tmp/np2.bin.state draws 2 micro-batches per step" \
+    "${mpirun[@]}" -np 3 tests/bin/train_mpi -d $tmp/corpus.txt -o $tmp/np2.bin --resume --max-iters 4
+else
+  echo "skipped: the mpirun rows: no mpirun, or tests/bin/train_mpi does not build (Open MPI: make deps)"
+fi
+
 if ((markdown)); then
   echo "| program | input | message (stderr, exit status 1) |"
   echo "|---|---|---|"
