@@ -541,11 +541,10 @@ row make "make MPI=1 without Open MPI's mpicc (MPICC=/nonexistent/mpicc)" "/none
   bash -c 'make -s --no-print-directory MPI=1 MPICC=/nonexistent/mpicc train || exit 1'
 if command -v mpirun >/dev/null && make -s --no-print-directory tests/bin/train_mpi >/dev/null 2>&1; then
   mpirun=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -q --oversubscribe)
-  # pending: every rank prints the refusal, one line each, where rank 0's alone would do
-  pend train "the single-process build run by mpirun -np 2" "mpirun started 2 copies of this ./train, which is built without MPI" \
+  row train "the single-process build run by mpirun -np 2" "mpirun started 2 copies of this ./train, which is built without MPI" \
     "${mpirun[@]}" -np 2 ./train -d $tmp/corpus.txt -o $tmp/mpi_single.bin "${small[@]}"
   "${mpirun[@]}" -np 2 tests/bin/train_mpi -d $tmp/corpus.txt -o $tmp/np2.bin "${small[@]}" >/dev/null 2>&1
-  pend train "--resume on 3 ranks of a run of 2 ranks x --grad-accum 1" \
+  row train "--resume on 3 ranks of a run of 2 ranks x --grad-accum 1" \
     "--resume on 3 ranks: the run saved in $tmp/np2.bin.state draws 2 micro-batches per step" \
     "${mpirun[@]}" -np 3 tests/bin/train_mpi -d $tmp/corpus.txt -o $tmp/np2.bin --resume --max-iters 4
 else

@@ -34,15 +34,19 @@ typedef struct {
 // A failing exit before dist_finish (a die() on one rank, which the others are waiting on
 // inside a collective) ends every rank of the job rather than leaving them blocked; a
 // successful one (--help, on every rank) just closes MPI. Ranks other than 0 wait a second
-// first: a failure every rank meets (a bad option) is then ended by rank 0's abort alone, as
-// two at once make Open MPI report errors of its own.
+// first and only then let out their held-back error line: a failure every rank meets (a bad
+// option) is then ended by rank 0's abort alone, said once, as two aborts at once make Open
+// MPI report errors of its own; a failure of that rank alone is still said, a second late.
 static void exit_mpi(int status, void *unused) {
     int fin = 0, rank = 0;
     MPI_Finalized(&fin);
     if (fin) return;
     if (status) {
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        if (rank) sleep(1);
+        if (rank) {
+            sleep(1);
+            fflush(stderr);
+        }
         MPI_Abort(MPI_COMM_WORLD, status);
     }
     MPI_Finalize();
@@ -68,6 +72,7 @@ static Dist dist_init(int *argc, char ***argv) {
         snprintf(rank_prog, sizeof rank_prog, "%s[rank %d]", prog, d.rank);
         prog = rank_prog;
         if (!freopen("/dev/null", "w", stdout)) die("cannot silence stdout: %s", strerror(errno));
+        setvbuf(stderr, NULL, _IOFBF, 1 << 16); // held back until exit_mpi (above)
     }
     return d;
 }
@@ -160,6 +165,9 @@ static void dist_send_shard(const Dist *d, const float *moment) {
 static Dist dist_init(int *argc, char ***argv) {
     const char *size = getenv("OMPI_COMM_WORLD_SIZE");
     if (!size) size = getenv("PMI_SIZE");
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+    if (!rank) rank = getenv("PMI_RANK");
+    if (size && atoi(size) > 1 && rank && atoi(rank) > 0) exit(1); // every copy meets this: the first says so
     if (size && atoi(size) > 1)
         die("mpirun started %s copies of this ./train, which is built without MPI: each would train alone and "
             "write the same files; build ./train with make MPI=1",
