@@ -313,7 +313,7 @@ int main(int argc, char **argv) {
                step - start_step, train_time, (step - start_step) * tokens_per_step / (train_time > 0 ? train_time : 1),
                now_s() - t_start, t.val.n > FULL_LOSS_MAX_TOKENS + 1 ? "the start of the" : "the whole", counted, full);
         if (t.dist.mpi)
-            printf("%s: %.1f s of the training in the ranks' collectives (rank 0's, waits for the others included)\n",
+            printf("%s: %.3f s of the training in the ranks' collectives (rank 0's, waits for the others included)\n",
                    spread, t.dist.comm_s);
     }
     if (csv) fclose(csv);
