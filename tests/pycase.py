@@ -90,6 +90,14 @@ def shakespeare_prefix(folder, n_chars):
     return path
 
 
+def logged_steps(out):
+    """The steps ./train has logged in out's CSV so far (0 before it exists)."""
+    try:
+        return max(0, len(open(out + ".csv").read().splitlines()) - 1)
+    except OSError:
+        return 0
+
+
 def refused(cmd, needle, timeout=300):
     """Run cmd (a list), which must refuse as the tools do: exit status 1 and exactly one line on
     stderr, no traceback, holding needle, within timeout seconds. Returns that line."""

@@ -154,13 +154,6 @@ def rank_pid(out, rank):
     return None
 
 
-def logged_steps(out):
-    try:
-        return max(0, len(open(out + ".csv").read().splitlines()) - 1)
-    except OSError:
-        return 0
-
-
 def killed(arch):
     """kill -9 of rank 1 at a random step ends the job; --resume reproduces the uninterrupted run."""
     want, _ = two_ranks(arch)
@@ -168,7 +161,7 @@ def killed(arch):
     at = random.Random("%s %s" % (SEED, arch)).randrange(12, STEPS - 8)
     p = subprocess.Popen(mpirun(2, *train_cmd(TRAIN_MPI, out, arch, ["--grad-accum", "2"])),
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env())
-    while p.poll() is None and logged_steps(out) < at:
+    while p.poll() is None and pycase.logged_steps(out) < at:
         time.sleep(0.002)
     pid = rank_pid(out, 1)
     assert p.poll() is None and pid, "the run ended before step %d: %s" % (at, p.stderr.read()[-300:])

@@ -42,13 +42,6 @@ def csv_rows(out):
     return rows
 
 
-def logged_steps(out):
-    try:
-        return max(0, len(open(out + ".csv").read().splitlines()) - 1)
-    except OSError:
-        return 0
-
-
 @functools.lru_cache(None)
 def corpus_small():
     return pycase.shakespeare_prefix(TMP, 200000)
@@ -64,7 +57,7 @@ def interrupt(out, at_step, sig, resume, arch):
     """Start (or resume) a run and send sig once the log shows at_step steps."""
     cmd = [TRAIN, "-d", corpus_small(), "-o", out, "--arch", arch] + OPTS + (["--resume"] if resume else [])
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    while p.poll() is None and logged_steps(out) < at_step:
+    while p.poll() is None and pycase.logged_steps(out) < at_step:
         time.sleep(0.002)
     if p.poll() is not None:
         return "ended before step %d" % at_step, p.stdout.read(), p.stderr.read()
