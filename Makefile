@@ -11,10 +11,12 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 LDLIBS = $(BLAS_LIBS) -lm
 
 # What each program is built from: model.h and the headers of model/ and io/, the tokenizer's
-# C files and the chat formats built on it (chat/), and train's own headers in training/.
+# C files, run's chat formats and conversation (chat/), and train's own headers in training/.
 MODEL_DEPS = model.h $(wildcard model/*.h) $(wildcard io/*.h)
-TOKENIZER_SRC = tokenizer.c $(wildcard tokenizer/*.c) $(wildcard chat/*.c)
-TOKENIZER_DEPS = $(TOKENIZER_SRC) tokenizer.h $(wildcard tokenizer/*.h) $(wildcard chat/*.h)
+TOKENIZER_SRC = tokenizer.c $(wildcard tokenizer/*.c)
+TOKENIZER_DEPS = $(TOKENIZER_SRC) tokenizer.h $(wildcard tokenizer/*.h)
+CHAT_SRC = $(wildcard chat/*.c)
+CHAT_DEPS = $(CHAT_SRC) $(wildcard chat/*.h)
 TRAIN_DEPS = $(wildcard training/*.h)
 C_SOURCES = $(wildcard *.c *.h model/*.h io/*.h tokenizer/*.c tokenizer/*.h chat/*.c chat/*.h training/*.h tests/*.c tests/*.h tests/fuzz/*.c tests/fuzz/*.h bench/*.c bench/*.h)
 
@@ -51,8 +53,8 @@ endif
 
 all: run train
 
-run: run.c $(MODEL_DEPS) $(TOKENIZER_DEPS)
-	$(CC) $(ALL_CFLAGS) -o $@ run.c $(TOKENIZER_SRC) $(LDLIBS)
+run: run.c $(MODEL_DEPS) $(TOKENIZER_DEPS) $(CHAT_DEPS)
+	$(CC) $(ALL_CFLAGS) -o $@ run.c $(TOKENIZER_SRC) $(CHAT_SRC) $(LDLIBS)
 
 train: train.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS) .train-variant
 	$(TRAIN_CC) $(ALL_CFLAGS) -o $@ train.c $(TOKENIZER_SRC) $(LDLIBS)
@@ -64,17 +66,17 @@ tests/bin/train_mpi: train.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS)
 	@mkdir -p tests/bin
 	$(MPICC) $(MPI_CFLAGS) $(ALL_CFLAGS) -o $@ train.c $(TOKENIZER_SRC) $(LDLIBS)
 
-tests/bin/%: tests/%.c tests/test_util.h $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS)
+tests/bin/%: tests/%.c tests/test_util.h $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS) $(CHAT_DEPS)
 	@mkdir -p tests/bin
-	$(CC) $(ALL_CFLAGS) -I. -o $@ $< $(TOKENIZER_SRC) $(LDLIBS) -lcmocka
+	$(CC) $(ALL_CFLAGS) -I. -o $@ $< $(TOKENIZER_SRC) $(CHAT_SRC) $(LDLIBS) -lcmocka
 
 tests/bin/tok_cli: tests/tok_cli.c $(TOKENIZER_DEPS)
 	@mkdir -p tests/bin
 	$(CC) $(ALL_CFLAGS) -I. -o $@ tests/tok_cli.c $(TOKENIZER_SRC) -lm
 
-tests/bin/chat_cli: tests/chat_cli.c $(TOKENIZER_DEPS)
+tests/bin/chat_cli: tests/chat_cli.c $(TOKENIZER_DEPS) $(CHAT_DEPS)
 	@mkdir -p tests/bin
-	$(CC) $(ALL_CFLAGS) -I. -o $@ tests/chat_cli.c $(TOKENIZER_SRC) -lm
+	$(CC) $(ALL_CFLAGS) -I. -o $@ tests/chat_cli.c $(TOKENIZER_SRC) $(CHAT_SRC) -lm
 
 # The chat template oracle (tests/test_chat_template.py): Hugging Face's Jinja in JavaScript,
 # which renders the templates as transformers does. A failed install is ignored as below.
