@@ -34,12 +34,20 @@ print-tokenizer:
 	@echo $(TOKENIZER_SRC)
 MK
 )
+CHAT_SRC=$(make -s --no-print-directory -f - print-chat <<'MK'
+include Makefile
+print-chat:
+	@echo $(CHAT_SRC)
+MK
+)
 # AVX2 + FMA when the CPU has them (valgrind does too), else the compiler's baseline.
 arch=""
 grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && arch="-mavx2 -mfma"
 flags="-std=c11 -D_DEFAULT_SOURCE -O1 -g $arch -fopenmp"
 for prog in run train; do
-  $CC $flags -o $tmp/$prog $prog.c $TOKENIZER_SRC $BLAS -lm || { echo "FAIL: build $prog"; echo "0 passed, 1 failed"; exit 1; }
+  src="$TOKENIZER_SRC"
+  [ $prog = run ] && src+=" $CHAT_SRC"
+  $CC $flags -o $tmp/$prog $prog.c $src $BLAS -lm || { echo "FAIL: build $prog"; echo "0 passed, 1 failed"; exit 1; }
 done
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 
