@@ -675,6 +675,12 @@ def _gguf_sentencepiece(path, m, tokens, types, ids, vocab_size):
     added = _gguf_added(types, tokens)
     pieces, out_scores = [], []
     for i, (p, t, s) in enumerate(zip(tokens, types, scores)):
+        if " " in p and int(t) == GGUF_USER_DEFINED:
+            # llama.cpp's converter turns a user-defined token's U+2581 into spaces (Gemma 3's
+            # whitespace tokens) and matches them in text as spaces; kind 0 matches U+2581
+            _fail(path, "user-defined token %d %r is matched as spaces by llama.cpp, which this build's "
+                  "SentencePiece tokenizer does not reproduce: pass the model's tokenizer.json with --tokenizer"
+                  % (i, p))
         if " " in p:
             _fail(path, "token %d %r holds a space, which SentencePiece-style pieces cannot tell from %s"
                   % (i, p, SP_SPACE))
