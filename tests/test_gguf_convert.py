@@ -416,7 +416,8 @@ def gemma_user_defined_spaces_refused():
 
 @case
 def gpt2_pre_tokenizers_map():
-    """Each tokenizer.ggml.pre in scope gives the split the families issue gave its tokenizer.json."""
+    """Each tokenizer.ggml.pre in scope gives the split the families issue gave its tokenizer.json;
+    without tokenizer.ggml.add_bos_token, BOS is added for llama-bpe only, as llama.cpp does."""
     want = {"gpt-2": mf.TOK_PRE_GPT2, "llama-bpe": mf.TOK_PRE_LLAMA3, "qwen2": mf.TOK_PRE_QWEN2,
             "smollm": mf.TOK_PRE_DIGITS_GPT2, "starcoder": mf.TOK_PRE_DIGITS_GPT2}
     for pre, split in want.items():
@@ -425,6 +426,7 @@ def gpt2_pre_tokenizers_map():
         assert tok.kind == mf.TOK_BYTE_BPE and tok.flags >> mf.TOKF_PRE_SHIFT == split, (pre, tok.flags)
         assert bool(tok.flags & mf.TOKF_NFC) == (pre == "qwen2") and \
             bool(tok.flags & mf.TOKF_IGNORE_MERGES) == (pre == "llama-bpe"), (pre, tok.flags)
+        assert bool(tok.flags & mf.TOKF_ADD_BOS) == (pre == "llama-bpe"), (pre, tok.flags)
 
 
 @case

@@ -663,7 +663,9 @@ def _gguf_byte_level(path, m, tokens, types, ids, vocab_size, pre):
     gen = {"eos_token_id": _gguf_stops(ids)}
     if ids["bos"] is not None:
         gen["bos_token_id"] = ids["bos"]
-    files = HfFiles(path, j, path, {"add_bos_token": bool(m.get("tokenizer.ggml.add_bos_token", False))},
+    # without the key llama.cpp adds BOS for llama-bpe only (llama-vocab.cpp's pre-type defaults)
+    add_bos = bool(m.get("tokenizer.ggml.add_bos_token", pre == "llama-bpe"))
+    files = HfFiles(path, j, path, {"add_bos_token": add_bos},
                     path, gen, path, {})
     return _from_hf(files, vocab_size)
 
