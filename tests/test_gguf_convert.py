@@ -283,8 +283,8 @@ def write_family_gguf(path, arch, cfg, t, wtype="F32"):
                      arch + ".attention.layer_norm_rms_epsilon": c["norm_eps"],
                      arch + ".rope.dimension_count": c["rope_dims"]}, **spm_tokenizer(c["vocab_size"]))
         gemma = arch == "gemma3"
-        if gemma:
-            meta.update({arch + ".attention.sliding_window": c["sliding_window"],
+        if gemma:  # llama.cpp's Gemma 3: no dummy prefix; its loader assumes a global layer every 6
+            meta.update({"tokenizer.ggml.add_space_prefix": False, arch + ".attention.sliding_window": c["sliding_window"],
                          arch + ".attention.sliding_window_pattern": c["global_every"]})
         if c["rope_scaling"] == mf.ROPE_SCALING_LINEAR:
             meta.update({arch + ".rope.scaling.type": "linear", arch + ".rope.scaling.factor": c["rope_factor"]})
@@ -343,7 +343,8 @@ def family_case(name, arch, cfg):
 @case
 def gemma3_layer_flags():
     """A per-layer sliding-window flag array in place of the pattern number gives the same model;
-    flags with no period are refused."""
+    flags with no period are refused; without either, a global layer every 6 (llama.cpp's loader
+    sets that for gemma3, whose converter writes no pattern)."""
     c = mf.complete_config(GEMMA)
     write_family_gguf(tmp("g.gguf"), "gemma3", c, mr.random_tensors(c, seed=6))
     with gguf.GGUFFile(tmp("g.gguf")) as f:
@@ -356,6 +357,9 @@ def gemma3_layer_flags():
             assert converted(tmp("g2.gguf"), "g2.bin")[0][0]["global_every"] == 3
         else:
             refused([tmp("g2.gguf"), tmp("o.bin")], "layer_types")
+    del meta["gemma3.attention.sliding_window_pattern"]
+    gguf_write.write_gguf(tmp("g3.gguf"), meta, tensors)
+    assert converted(tmp("g3.gguf"), "g3.bin")[0][0]["global_every"] == 6
 
 
 for _n, _a, _c in FAMILIES:
@@ -377,8 +381,43 @@ def written_q8_0_q4_0_q6_k_map_exactly():
 
 
 @case
+def llama3_rope_freqs_without_original_context():
+    """llama.cpp's converter writes Llama 3's scaling only as rope_freqs (its original context
+    from config.json's top level, 8192 if absent), no rope.scaling keys: read with 8192, the
+    fitted factors give the file's frequencies."""
+    c = mf.complete_config(P["rope_llama3"])
+    write_family_gguf(tmp("l3.gguf"), "llama", c, mr.random_tensors(c, seed=4))
+    with gguf.GGUFFile(tmp("l3.gguf")) as f:
+        meta = {k: (v, f.metadata_types[k]) for k, v in f.metadata.items()
+                if k != "llama.rope.scaling.original_context_length"}
+        tensors = {k: ("F32", f.dequantize(t)) for k, t in f.tensors.items()}
+        freqs = f.dequantize(f.tensors["rope_freqs.weight"])
+    gguf_write.write_gguf(tmp("l3b.gguf"), meta, tensors)
+    got = converted(tmp("l3b.gguf"), "l3b.bin")[0][0]
+    assert got["rope_scaling"] == mf.ROPE_SCALING_LLAMA3 and got["rope_original_ctx"] == 8192, got
+    assert np.allclose(llamacpp_rope_freqs(got), freqs, rtol=1e-5), (llamacpp_rope_freqs(got), freqs)
+
+
+@case
+def gemma_user_defined_spaces_refused():
+    """llama.cpp's converter stores a user-defined token's U+2581 as spaces (Gemma 3's "▁▁" as
+    two spaces, type 4) and llama.cpp matches them as spaces, which kind 0 does not: refused,
+    naming --tokenizer; a normal token holding a space is refused as ambiguous."""
+    meta = dict(spm_tokenizer(300), **{"general.architecture": "gemma3", "tokenizer.ggml.add_space_prefix": False})
+    for ty, words in ((4, ("user-defined token 299", "--tokenizer")), (1, ("token 299", "holds a space"))):
+        meta["tokenizer.ggml.tokens"][299], meta["tokenizer.ggml.token_type"][299] = "  ", ty
+        gguf_write.write_gguf(tmp("gemma_tok.gguf"), meta, {})
+        try:
+            tokenizer_blob.from_gguf(tmp("gemma_tok.gguf"))
+            raise AssertionError("token 299 of type %d holding spaces was accepted" % ty)
+        except ValueError as e:
+            assert all(w in str(e) for w in words), e
+
+
+@case
 def gpt2_pre_tokenizers_map():
-    """Each tokenizer.ggml.pre in scope gives the split the families issue gave its tokenizer.json."""
+    """Each tokenizer.ggml.pre in scope gives the split the families issue gave its tokenizer.json;
+    without tokenizer.ggml.add_bos_token, BOS is added for llama-bpe only, as llama.cpp does."""
     want = {"gpt-2": mf.TOK_PRE_GPT2, "llama-bpe": mf.TOK_PRE_LLAMA3, "qwen2": mf.TOK_PRE_QWEN2,
             "smollm": mf.TOK_PRE_DIGITS_GPT2, "starcoder": mf.TOK_PRE_DIGITS_GPT2}
     for pre, split in want.items():
@@ -387,6 +426,7 @@ def gpt2_pre_tokenizers_map():
         assert tok.kind == mf.TOK_BYTE_BPE and tok.flags >> mf.TOKF_PRE_SHIFT == split, (pre, tok.flags)
         assert bool(tok.flags & mf.TOKF_NFC) == (pre == "qwen2") and \
             bool(tok.flags & mf.TOKF_IGNORE_MERGES) == (pre == "llama-bpe"), (pre, tok.flags)
+        assert bool(tok.flags & mf.TOKF_ADD_BOS) == (pre == "llama-bpe"), (pre, tok.flags)
 
 
 @case

@@ -663,7 +663,9 @@ def _gguf_byte_level(path, m, tokens, types, ids, vocab_size, pre):
     gen = {"eos_token_id": _gguf_stops(ids)}
     if ids["bos"] is not None:
         gen["bos_token_id"] = ids["bos"]
-    files = HfFiles(path, j, path, {"add_bos_token": bool(m.get("tokenizer.ggml.add_bos_token", False))},
+    # without the key llama.cpp adds BOS for llama-bpe only (llama-vocab.cpp's pre-type defaults)
+    add_bos = bool(m.get("tokenizer.ggml.add_bos_token", pre == "llama-bpe"))
+    files = HfFiles(path, j, path, {"add_bos_token": add_bos},
                     path, gen, path, {})
     return _from_hf(files, vocab_size)
 
@@ -675,6 +677,12 @@ def _gguf_sentencepiece(path, m, tokens, types, ids, vocab_size):
     added = _gguf_added(types, tokens)
     pieces, out_scores = [], []
     for i, (p, t, s) in enumerate(zip(tokens, types, scores)):
+        if " " in p and int(t) == GGUF_USER_DEFINED:
+            # llama.cpp's converter turns a user-defined token's U+2581 into spaces (Gemma 3's
+            # whitespace tokens) and matches them in text as spaces; kind 0 matches U+2581
+            _fail(path, "user-defined token %d %r is matched as spaces by llama.cpp, which this build's "
+                  "SentencePiece tokenizer does not reproduce: pass the model's tokenizer.json with --tokenizer"
+                  % (i, p))
         if " " in p:
             _fail(path, "token %d %r holds a space, which SentencePiece-style pieces cannot tell from %s"
                   % (i, p, SP_SPACE))
