@@ -7,6 +7,7 @@ Run from the repository root: /usr/bin/python3 tests/test_gguf_convert.py [-k SU
 """
 import contextlib
 import io
+import json
 import os
 import random
 import resource
@@ -398,20 +399,74 @@ def llama3_rope_freqs_without_original_context():
     assert np.allclose(llamacpp_rope_freqs(got), freqs, rtol=1e-5), (llamacpp_rope_freqs(got), freqs)
 
 
+def gemma3_gguf_meta(tok_json):
+    """tokenizer.ggml.* as llama.cpp's converter writes Gemma 3's from its SentencePiece model:
+    special added tokens control (<unk> unknown), ordinary ones user-defined with U+2581 written
+    as spaces, <0xNN> byte pieces. tokenizer.json has no scores, so each piece scores minus the
+    rank of the first merge making it (the assumption: the SentencePiece scores order merges so)."""
+    with open(tok_json, encoding="utf-8") as f:
+        j = json.load(f)
+    tokens = [None] * len(j["model"]["vocab"])
+    for piece, i in j["model"]["vocab"].items():
+        tokens[i] = piece
+    made = {}
+    for r, m in enumerate(j["model"]["merges"]):
+        made.setdefault("".join(m if isinstance(m, list) else m.split(" ")), r)
+    scores = np.array([-float(made.get(p, len(made) + i)) for i, p in enumerate(tokens)], np.float32)
+    added = {t["id"]: t["special"] for t in j["added_tokens"]}
+    types = []
+    for i, p in enumerate(tokens):
+        if i in added:
+            types.append((2 if p == "<unk>" else 3) if added[i] else 4)
+            tokens[i] = p if added[i] else p.replace("\u2581", " ")
+        else:
+            types.append(6 if len(p) == 6 and p.startswith("<0x") and p.endswith(">") else 1)
+    return {"general.architecture": "gemma3", "tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.scores": scores, "tokenizer.ggml.token_type": np.array(types, np.int32),
+            "tokenizer.ggml.bos_token_id": 2, "tokenizer.ggml.eos_token_id": 1,
+            "tokenizer.ggml.add_space_prefix": False, "tokenizer.ggml.add_bos_token": True}
+
+
 @case
-def gemma_user_defined_spaces_refused():
-    """llama.cpp's converter stores a user-defined token's U+2581 as spaces (Gemma 3's "▁▁" as
-    two spaces, type 4) and llama.cpp matches them as spaces, which kind 0 does not: refused,
-    naming --tokenizer; a normal token holding a space is refused as ambiguous."""
+def gemma3_gguf_vocabulary_tokenises_like_its_tokenizer_json():
+    """Gemma 3's real vocabulary as a GGUF (its 30 whitespace tokens user-defined, spelled with
+    spaces) gives the ids its tokenizer.json gives (tests/test_tokenizer_hf.py checks those
+    against Hugging Face's), whitespace runs and literal U+2581 included; the whitespace tokens
+    are stored as the tokenizer.json path stores them."""
+    import test_tokenizer_hf as hf
+    why = hf.ensure_pkgs()
+    assert why is None, why
+    d = os.path.join(hf.LENML, "tokenizer-gemma3", "models")
+    gguf_write.write_gguf(tmp("gemma3_vocab.gguf"), gemma3_gguf_meta(os.path.join(d, "tokenizer.json")), {})
+    n = 262144
+    want_tok, _ = convert.read_tokenizer(os.path.join(d, "tokenizer.json"), n, "Gemma 3")
+    got_tok, _ = convert.read_tokenizer(tmp("gemma3_vocab.gguf"), n, "Gemma 3")
+    assert got_tok[1:3] == want_tok[1:3], (got_tok[1:], want_tok[1:])
+    want_p, _, _, want_added = mf.parse_tokenizer(want_tok[0], with_added=True)
+    got_p, _, _, got_added = mf.parse_tokenizer(got_tok[0], with_added=True)
+    assert got_p[138:168] == want_p[138:168] == [b" " * k for k in range(2, 32)], got_p[138:168]
+    assert [a for a in got_added if 138 <= a[0] < 168] == [a for a in want_added if 138 <= a[0] < 168]
+    special, ordinary = hf.family_tokens(d)
+    texts = hf.fixed_texts() + hf.ggml_texts("llama-spm") + hf.random_texts(random.Random(3), 200, special + ordinary)
+    texts += ["a  b", "   x", "\tx\t\ty", "a\n\nb\n", " " * 40 + "z", "\u2581", "a\u2581b", " \u2581 ",
+              "\u2581\u2581 a", "  \t  \n  ", "<start_of_turn>user\n  hi  <end_of_turn>\n"]
+    texts += ["x" + "\u2581" * k + "y" + " " * k for k in range(1, 40)]
+    want, got = tok_cli_ids(want_tok, texts), tok_cli_ids(got_tok, texts)
+    for t, g, w in zip(texts, got, want):
+        assert g == w, "%r: %s, tokenizer.json gives %s" % (t, g, w)
+
+
+@case
+def normal_token_holding_a_space_refused():
+    """A normal token holding a space is refused as ambiguous (a user-defined one is Gemma 3's)."""
     meta = dict(spm_tokenizer(300), **{"general.architecture": "gemma3", "tokenizer.ggml.add_space_prefix": False})
-    for ty, words in ((4, ("user-defined token 299", "--tokenizer")), (1, ("token 299", "holds a space"))):
-        meta["tokenizer.ggml.tokens"][299], meta["tokenizer.ggml.token_type"][299] = "  ", ty
-        gguf_write.write_gguf(tmp("gemma_tok.gguf"), meta, {})
-        try:
-            tokenizer_blob.from_gguf(tmp("gemma_tok.gguf"))
-            raise AssertionError("token 299 of type %d holding spaces was accepted" % ty)
-        except ValueError as e:
-            assert all(w in str(e) for w in words), e
+    meta["tokenizer.ggml.tokens"][299] = "  "
+    gguf_write.write_gguf(tmp("gemma_tok.gguf"), meta, {})
+    try:
+        tokenizer_blob.from_gguf(tmp("gemma_tok.gguf"))
+        raise AssertionError("normal token 299 holding spaces was accepted")
+    except ValueError as e:
+        assert "token 299" in str(e) and "holds a space" in str(e), e
 
 
 @case

@@ -601,7 +601,7 @@ def _gguf_list(path, m, key, n=None):
 
 def from_gguf(path, vocab_size=None, f=None):
     """A GGUF file's tokenizer.ggml.*: model llama (SentencePiece with byte fallback: pieces and
-    their scores, kind 0, llama2.c's merging by score) or gpt2 (byte-level BPE with its merges,
+    their scores, kind 0, merging by score written as merges) or gpt2 (byte-level BPE with its merges,
     kind 1, its tokenizer.ggml.pre one of gpt-2, llama-bpe, qwen2, smollm, starcoder). Control
     and unknown tokens become special added tokens, user-defined ones ordinary added tokens;
     EOS and EOT stop generation. f: the file already open (tools/gguf.py's GGUFFile)."""
@@ -670,24 +670,43 @@ def _gguf_byte_level(path, m, tokens, types, ids, vocab_size, pre):
     return _from_hf(files, vocab_size)
 
 
+def _score_merges(pieces, scores):
+    """Merging by score as merges in rank order: every split of a mergeable piece into two
+    pieces, the highest-scoring piece's first, so that the blob has merges and a U+2581 in the
+    text is a space as llama.cpp and Hugging Face take it (tokenizer.h)."""
+    ids = {}
+    for i, p in enumerate(pieces):
+        ids.setdefault(p, i)
+    out = []
+    for i, p in enumerate(pieces):
+        if scores[i] == NEVER_MERGED or ids[p] != i:
+            continue
+        text = p.decode("utf-8", "surrogateescape")
+        for k in range(1, len(text)):
+            a = ids.get(text[:k].encode("utf-8", "surrogateescape"))
+            b = ids.get(text[k:].encode("utf-8", "surrogateescape"))
+            if a is not None and b is not None:
+                out.append((-scores[i], i, a, b))
+    out.sort()
+    return [(a, b) for _, _, a, b in out]
+
+
 def _gguf_sentencepiece(path, m, tokens, types, ids, vocab_size):
-    """Kind 0 without merges: pieces merge by score as llama.cpp's SentencePiece tokenizer does;
-    control, unknown, user-defined, unused and byte pieces never result from a merge."""
+    """Kind 0: pieces merge by score as llama.cpp's SentencePiece tokenizer does (as merges);
+    control, unknown, user-defined, unused and byte pieces never result from a merge, except
+    user-defined ones holding spaces (below)."""
     scores = _gguf_list(path, m, "scores", len(tokens))
     added = _gguf_added(types, tokens)
     pieces, out_scores = [], []
     for i, (p, t, s) in enumerate(zip(tokens, types, scores)):
-        if " " in p and int(t) == GGUF_USER_DEFINED:
-            # llama.cpp's converter turns a user-defined token's U+2581 into spaces (Gemma 3's
-            # whitespace tokens) and matches them in text as spaces; kind 0 matches U+2581
-            _fail(path, "user-defined token %d %r is matched as spaces by llama.cpp, which this build's "
-                  "SentencePiece tokenizer does not reproduce: pass the model's tokenizer.json with --tokenizer"
-                  % (i, p))
-        if " " in p:
+        spaced = int(t) == GGUF_USER_DEFINED and " " in p
+        if " " in p and not spaced:
             _fail(path, "token %d %r holds a space, which SentencePiece-style pieces cannot tell from %s"
                   % (i, p, SP_SPACE))
         pieces.append(p.replace(SP_SPACE, " ").encode("utf-8"))
-        out_scores.append(float(s) if int(t) == GGUF_NORMAL else NEVER_MERGED)
+        # llama.cpp's converter wrote a user-defined token's U+2581 as spaces (Gemma 3's runs of
+        # U+2581): as in the tokenizer.json it came from, it matches U+2581 and merges make it too
+        out_scores.append(float(s) if int(t) == GGUF_NORMAL or spaced else NEVER_MERGED)
     n = vocab_size if vocab_size is not None else len(pieces)
     if len(pieces) > n:
         _fail(path, "has %d tokens, more than the model's vocab_size %d" % (len(pieces), n))
@@ -704,6 +723,6 @@ def _gguf_sentencepiece(path, m, tokens, types, ids, vocab_size):
     table = [(i, (TOKA_SPECIAL if special else 0) | (TOKA_STOP if i in stops else 0))
              for i, (_, special) in sorted(added.items())]
     blob = pack_tokenizer(pieces + [b""] * (n - len(pieces)), out_scores + [NEVER_MERGED] * (n - len(pieces)),
-                          (), table)
+                          _score_merges(pieces, out_scores), table)
     return TokenizerSpec(blob, TOK_SENTENCEPIECE, flags, -1 if ids["bos"] is None else ids["bos"],
                          -1 if ids["eos"] is None else ids["eos"])
