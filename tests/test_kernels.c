@@ -64,6 +64,16 @@ static void test_norms(void **state) {
     free(want);
 }
 
+// want[T, n_out] = x[T, n_in] · w[n_out, n_in]ᵀ (+ b, if not NULL), in double precision.
+static void naive_linear(double *want, const float *x, const float *w, const float *b, int T, int n_in, int n_out) {
+    for (int t = 0; t < T; t++)
+        for (int o = 0; o < n_out; o++) {
+            double s = b ? b[o] : 0.0;
+            for (int i = 0; i < n_in; i++) s += (double)x[(size_t)t * n_in + i] * w[(size_t)o * n_in + i];
+            want[(size_t)t * n_out + o] = s;
+        }
+}
+
 static void test_matmul(void **state) {
     (void)state;
     int sizes[][3] = {{1, 37, 13}, {1, 768, 64}, {7, 33, 17}, {64, 100, 3}};
@@ -73,12 +83,7 @@ static void test_matmul(void **state) {
         float *b = rand_vec(n_out, 1.0f), *out = malloc(sizeof(float) * T * n_out);
         double *want = malloc(sizeof(double) * T * n_out);
         for (int with_bias = 0; with_bias < 2; with_bias++) {
-            for (int t = 0; t < T; t++)
-                for (int o = 0; o < n_out; o++) {
-                    double s = with_bias ? b[o] : 0.0;
-                    for (int i = 0; i < n_in; i++) s += (double)x[t * n_in + i] * w[(size_t)o * n_in + i];
-                    want[t * n_out + o] = s;
-                }
+            naive_linear(want, x, w, with_bias ? b : NULL, T, n_in, n_out);
             matmul_forward(out, x, w, with_bias ? b : NULL, T, n_in, n_out);
             assert_close(out, want, (size_t)T * n_out, 1e-4);
         }
@@ -230,12 +235,7 @@ static void test_matmul_q8(void **state) {
         dequantize_rows(w, &m, n_in, 0, n_out);
         for (size_t i = 0; i < (size_t)n_out * n_in; i++)
             if (w[i] != (float)m.q[i] * m.s[i / gs]) fail_msg("dequantised weight %zu", i);
-        for (int t = 0; t < T; t++)
-            for (int o = 0; o < n_out; o++) {
-                double s = b[o];
-                for (int i = 0; i < n_in; i++) s += (double)x[(size_t)t * n_in + i] * w[(size_t)o * n_in + i];
-                want[t * n_out + o] = s;
-            }
+        naive_linear(want, x, w, b, T, n_in, n_out);
         Linear l = {.out = out, .b = b, .n_out = n_out, .qw = m, .wbuf = wbuf};
         matmul_part(&l, x, T, n_in, 0, n_out);
         assert_close(out, want, (size_t)T * n_out, 1e-4);
@@ -330,12 +330,7 @@ static void test_matmul_half(void **state) {
             float *w = malloc(sizeof(float) * n_out * n_in), *wbuf = malloc(sizeof(float) * qchunk_floats(n_in));
             double *want = malloc(sizeof(double) * T * n_out);
             dequantize_rows(w, &m, n_in, 0, n_out);
-            for (int t = 0; t < T; t++)
-                for (int o = 0; o < n_out; o++) {
-                    double s = b[o];
-                    for (int i = 0; i < n_in; i++) s += (double)x[(size_t)t * n_in + i] * w[(size_t)o * n_in + i];
-                    want[t * n_out + o] = s;
-                }
+            naive_linear(want, x, w, b, T, n_in, n_out);
             Linear l = {.out = out, .b = b, .n_out = n_out, .qw = m, .wbuf = wbuf};
             Linear l32 = {.out = out32, .w = w, .b = b, .n_out = n_out};
             matmul_part(&l, x, T, n_in, 0, n_out);
