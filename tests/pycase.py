@@ -90,6 +90,15 @@ def shakespeare_prefix(folder, n_chars):
     return path
 
 
+def csv_rows(out):
+    """{step: (train_loss, val_loss, lr)} as ./train logged them in out's CSV, everything but the timing."""
+    rows = {}
+    for line in open(out + ".csv").read().splitlines()[1:]:
+        f = line.split(",")
+        rows[int(f[0])] = tuple(f[1:4])
+    return rows
+
+
 def logged_steps(out):
     """The steps ./train has logged in out's CSV so far (0 before it exists)."""
     try:

@@ -72,15 +72,6 @@ def run(cmd, threads=None):
     return r
 
 
-def csv_rows(out):
-    """{step: (train_loss, val_loss, lr)} as logged, everything but the timing."""
-    rows = {}
-    for line in open(out + ".csv").read().splitlines()[1:]:
-        f = line.split(",")
-        rows[int(f[0])] = tuple(f[1:4])
-    return rows
-
-
 def rel(a, b):
     return abs(float(a) - float(b)) / max(abs(float(b)), 1e-30)
 
@@ -90,7 +81,7 @@ WORST = {}  # the largest differences seen, for the closing report
 
 def compare_runs(got_out, want_out):
     """Every logged loss and the final weights of two runs agree within TOL; a list of what does not."""
-    got, want, bad = csv_rows(got_out), csv_rows(want_out), []
+    got, want, bad = pycase.csv_rows(got_out), pycase.csv_rows(want_out), []
     if sorted(got) != sorted(want):
         return ["logged steps %s vs %s" % (sorted(got)[-3:], sorted(want)[-3:])]
     for step in sorted(want):
@@ -173,7 +164,7 @@ def killed(arch):
         raise AssertionError("mpirun did not end the job within 60 s of rank 1's kill -9")
     assert p.returncode != 0, "mpirun exited 0 after rank 1 was killed"
     run(mpirun(2, *train_cmd(TRAIN_MPI, out, arch, ["--resume"])))
-    got, ref = csv_rows(out), csv_rows(want)
+    got, ref = pycase.csv_rows(out), pycase.csv_rows(want)
     diff = [s for s in sorted(set(ref) | set(got)) if ref.get(s) != got.get(s)]
     assert not diff, "killed at step %d: %d logged steps differ from the uninterrupted run, first %d: %s vs %s" % (
         at, len(diff), diff[0], got.get(diff[0]), ref.get(diff[0]))

@@ -33,15 +33,6 @@ OPTS = ["--n-layer", "2", "--n-head", "2", "--n-embd", "32", "--block-size", "32
 SEED = os.environ.get("TEST_SEED", repr(time.time()))
 
 
-def csv_rows(out):
-    """{step: (train_loss, val_loss, lr)}, everything but the timing."""
-    rows = {}
-    for line in open(out + ".csv").read().splitlines()[1:]:
-        f = line.split(",")
-        rows[int(f[0])] = tuple(f[1:4])
-    return rows
-
-
 @functools.lru_cache(None)
 def corpus_small():
     return pycase.shakespeare_prefix(TMP, 200000)
@@ -78,7 +69,7 @@ def reference(arch):
     ref = os.path.join(TMP, "ref_%s.bin" % arch)
     r = run(ref, arch=arch)
     assert r.returncode == 0, "reference run failed: " + r.stderr.strip()
-    return csv_rows(ref), open(ref, "rb").read()
+    return pycase.csv_rows(ref), open(ref, "rb").read()
 
 
 def fresh(out):
@@ -107,7 +98,7 @@ def killed(arch):
     rc, _, _ = interrupt(out, k2, signal.SIGKILL, True, arch)
     check("%s kill -9 at step %d after --resume" % (arch, k2), rc == -signal.SIGKILL, "exit %s" % rc, fails)
     r = run(out, ["--resume"], arch)
-    got = csv_rows(out)
+    got = pycase.csv_rows(out)
     diff = [s for s in sorted(set(want) | set(got)) if want.get(s) != got.get(s)]
     check("%s resumed losses" % arch, r.returncode == 0 and not diff,
           "exit %d, %d steps logged, %d differ from the uninterrupted run%s" % (
@@ -130,7 +121,7 @@ def terminated(arch):
     check("%s SIGTERM near step %d" % (arch, k), rc == 0 and "checkpoint written" in stdout,
           "exit %d, %s" % (rc, stdout.strip().splitlines()[-1] if stdout.strip() else "no output"), fails)
     r = run(out, ["--resume"], arch)
-    got = csv_rows(out)
+    got = pycase.csv_rows(out)
     same = got == want and open(out, "rb").read() == ref_bytes
     check("%s resumed after SIGTERM" % arch, r.returncode == 0 and same,
           "exit %d, losses and final model %s" % (r.returncode, "identical" if same else "differ"), fails)
