@@ -1,6 +1,7 @@
 // model.h: the one header a front door (run.c, train.c) includes for the model. Data flows
 // through its parts in this order:
-//   model/file.h       the model file: header, Config, weight tensors, mapping and saving
+//   model/header.h     the model file's header, its checks, and the Config read from it
+//   model/file.h       the model file: weight tensors, mapping and saving
 //   model/threads.h    splitting work across threads; the barrier; the wait policy
 //   model/matmul.h     linear layers' products, float32 and Q8_0, forward and backward
 //   model/layers.h     norms, activations, RoPE, embedding, softmax and the loss
