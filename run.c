@@ -217,7 +217,7 @@ static void generate(const Model *m, const Tokenizer *tok, const ChatTemplate *c
     int n = n_prompt, pos = n_prompt, shifts = 0; // tokens so far; of them in the KV cache
     while (n < n_prompt + n_new) {
         int next = sample(sampler, logits, tokens, n);
-        if (tokenizer_is_stop(tok, next) || (ct && chat_is_end_of_turn(ct, tok, next))) break;
+        if (ct ? chat_is_end_of_turn(ct, tok, next) : tokenizer_is_stop(tok, next)) break;
         size_t len;
         const char *piece = tokenizer_decode(tok, tokens[n - 1], next, &len);
         print_piece(&san, piece, len, 0);

@@ -135,7 +135,7 @@ static int write_reply(Conversation *cv, const ChatRunner *r, const char **why_s
             break;
         }
         int next = r->sample(r->ctx, cv->cached, cv->n_cached);
-        if (chat_is_end_of_turn(cv->ct, cv->tok, next) || tokenizer_is_stop(cv->tok, next)) break;
+        if (chat_is_end_of_turn(cv->ct, cv->tok, next)) break; // the tokenizer's own stops included
         size_t len;
         const char *piece = tokenizer_decode(cv->tok, cv->cached[cv->n_cached - 1], next, &len);
         r->print(r->ctx, piece, len, 0);
