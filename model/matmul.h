@@ -293,7 +293,8 @@ static inline void dequantize_weights(const Config *c, const Weights *from, cons
     memcpy(at.to, at.from, (size_t)((const char *)from_block + carve_weights(c, NULL, NULL) - at.from));
 }
 
-// The chunk of a matrix not in float32 that a prompt's product widens at once: at most
+// wbuf's size: a panel (PANEL_ROWS × PANEL_K floats) fits; without AVX-512 it is the chunk of
+// a matrix not in float32 that a prompt's product widens at once for sgemm, at most
 // QCHUNK_FLOATS (or one row) per thread, few enough to stay in cache, enough rows for sgemm to
 // run at speed.
 #define QCHUNK_FLOATS ((size_t)1 << 18)
@@ -303,8 +304,9 @@ static inline size_t qchunk_floats(int n_in) { return (size_t)n_in > QCHUNK_FLOA
 // A sub-layer's output projection also adds out into residual (laid out as out), each thread
 // on its own features, so that no meeting of the threads comes between; it adds after the
 // whole product, as the reference rounds x + (W·in + b), not as sgemm's beta = 1 would.
-// A matrix not in float32 (qw.type, w NULL) meets many rows a chunk at a time, widened or
-// dequantised into wbuf; a bfloat16 one meets one row with x reordered there.
+// A matrix not in float32 (qw.type, w NULL) meets many rows a panel at a time, widened or
+// dequantised into wbuf (without AVX-512, a chunk at a time for sgemm); a bfloat16 one meets
+// one row with x reordered there.
 typedef struct {
     float *out;     // (T, n_out)
     const float *w; // (n_out, n_in), or NULL for a matrix not in float32
@@ -314,6 +316,138 @@ typedef struct {
     QMat qw;
     float *wbuf; // (qchunk_floats(n_in)) for a matrix not in float32
 } Linear;
+
+#if defined(__AVX512F__)
+// ----------------------------------------------------------------------------
+// Many rows of x times a matrix not in float32, without sgemm. Widening a chunk into float32
+// and handing it to sgemm costs sgemm's own packing of that chunk and of all of x again, each
+// chunk; here the widening is the packing. PANEL_ROWS weights' rows are widened and laid out
+// by input (panel[k][r]), PANEL_K inputs at a time (256 KiB, so a panel stays in L2), and a
+// tile of up to TILE_T tokens × PANEL_ROWS outputs sums in 16 registers, the weights two
+// vectors a step and each token's x[t][k] broadcast (docs/KERNELS.md has the measurements).
+// Every output is summed as a float32 loop over the inputs in order would with fmaf, then
+// the bias added: a panel's partial sums go to out and come back for the next PANEL_K.
+#define PANEL_ROWS 32
+#define PANEL_K 2048
+#define TILE_T 8
+_Static_assert(PANEL_K <= QCHUNK_FLOATS / PANEL_ROWS, "a panel fits wbuf");
+
+// Weights [k, k + 16) of row r as float32, the values dequantize_rows gives (Q8_0: a group
+// size that is a multiple of 16, so that the 16 share one scale).
+static inline __m512 weights16(const QMat *m, int n_in, size_t r, int k) {
+    if (m->type != WEIGHTS_Q8_0) return widen16(m->half + r * n_in, k, m->type);
+    __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(m->q + r * n_in + k))));
+    return _mm512_mul_ps(q, _mm512_set1_ps(m->s[r * (n_in / m->gs) + k / m->gs]));
+}
+
+static inline float weight1(const QMat *m, int n_in, size_t r, int k) {
+    if (m->type != WEIGHTS_Q8_0) return widen1(m->half + r * n_in, k, m->type);
+    return (float)m->q[r * n_in + k] * m->s[r * (n_in / m->gs) + k / m->gs];
+}
+
+// v[i] lane j <- v[j] lane i: three rounds of shuffles, pairs of lanes, then of 4 and 8.
+static inline void transpose16(__m512 v[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2)
+        t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]), t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+    for (int i = 0; i < 16; i += 4) {
+        v[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44), v[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+        v[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44), v[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(v[i], v[i + 4], 0x88), t[i + 4] = _mm512_shuffle_f32x4(v[i], v[i + 4], 0xdd);
+        t[i + 8] = _mm512_shuffle_f32x4(v[i + 8], v[i + 12], 0x88);
+        t[i + 12] = _mm512_shuffle_f32x4(v[i + 8], v[i + 12], 0xdd);
+    }
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88), v[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+        v[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+        v[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xdd);
+    }
+}
+
+// panel [kn, PANEL_ROWS] <- rows [r0, r0 + rows) of m, inputs [k0, k0 + kn), widened; the
+// rows past the matrix's are zeros. 16 rows × 16 inputs at a time, transposed in registers.
+static inline void pack_panel(float *restrict panel, const QMat *m, int n_in, size_t r0, int rows, int k0, int kn) {
+    int k = 0;
+    if (m->type != WEIGHTS_Q8_0 || m->gs % 16 == 0)
+        for (; k + 16 <= kn; k += 16)
+            for (int half = 0; half < PANEL_ROWS; half += 16) {
+                __m512 v[16];
+                for (int i = 0; i < 16; i++)
+                    v[i] = half + i < rows ? weights16(m, n_in, r0 + half + i, k0 + k) : _mm512_setzero_ps();
+                transpose16(v);
+                for (int i = 0; i < 16; i++) _mm512_storeu_ps(panel + (size_t)(k + i) * PANEL_ROWS + half, v[i]);
+            }
+    for (; k < kn; k++)
+        for (int r = 0; r < PANEL_ROWS; r++)
+            panel[(size_t)k * PANEL_ROWS + r] = r < rows ? weight1(m, n_in, r0 + r, k0 + k) : 0.0f;
+}
+
+// out[t, r] for tokens [0, nt) and the panel's rows (mask0, mask1: the two vectors' valid
+// lanes): the panel's kn inputs summed onto 0 (first) or onto out's partial sums, then the
+// bias added (last; b NULL for none). Inlined with nt a constant, so that the accumulators
+// stay in registers.
+__attribute__((always_inline)) static inline void panel_tile(float *out, size_t ld_out, const float *x, size_t ld_x,
+                                                             const float *panel, int kn, const float *b,
+                                                             __mmask16 mask0, __mmask16 mask1, int first, int last,
+                                                             const int nt) {
+    __m512 acc0[TILE_T], acc1[TILE_T];
+    for (int t = 0; t < nt; t++) {
+        acc0[t] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask0, out + t * ld_out);
+        acc1[t] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask1, out + t * ld_out + 16);
+    }
+    for (int k = 0; k < kn; k++) {
+        __m512 w0 = _mm512_loadu_ps(panel + (size_t)k * PANEL_ROWS),
+               w1 = _mm512_loadu_ps(panel + (size_t)k * PANEL_ROWS + 16);
+        for (int t = 0; t < nt; t++) {
+            __m512 xt = _mm512_set1_ps(x[t * ld_x + k]);
+            acc0[t] = _mm512_fmadd_ps(w0, xt, acc0[t]);
+            acc1[t] = _mm512_fmadd_ps(w1, xt, acc1[t]);
+        }
+    }
+    if (last && b) {
+        __m512 b0 = _mm512_maskz_loadu_ps(mask0, b), b1 = _mm512_maskz_loadu_ps(mask1, b + 16);
+        for (int t = 0; t < nt; t++) acc0[t] = _mm512_add_ps(acc0[t], b0), acc1[t] = _mm512_add_ps(acc1[t], b1);
+    }
+    for (int t = 0; t < nt; t++) {
+        _mm512_mask_storeu_ps(out + t * ld_out, mask0, acc0[t]);
+        _mm512_mask_storeu_ps(out + t * ld_out + 16, mask1, acc1[t]);
+    }
+}
+
+// Output features [lo, hi) of out[T, n_out] = x[T, n_in] · Wᵀ (+ b), W = l->qw, the panel in
+// l->wbuf.
+static inline void matmul_panels(const Linear *l, const float *x, int T, int n_in, size_t lo, size_t hi) {
+    for (size_t r0 = lo; r0 < hi; r0 += PANEL_ROWS) {
+        int rows = hi - r0 < PANEL_ROWS ? (int)(hi - r0) : PANEL_ROWS;
+        __mmask16 mask0 = rows >= 16 ? 0xffff : (__mmask16)((1u << rows) - 1);
+        __mmask16 mask1 = rows >= 32 ? 0xffff : rows > 16 ? (__mmask16)((1u << (rows - 16)) - 1) : 0;
+        const float *b = l->b ? l->b + r0 : NULL;
+        for (int k0 = 0; k0 < n_in; k0 += PANEL_K) {
+            int kn = n_in - k0 < PANEL_K ? n_in - k0 : PANEL_K, first = k0 == 0, last = k0 + kn == n_in;
+            pack_panel(l->wbuf, &l->qw, n_in, r0, rows, k0, kn);
+            for (int t = 0; t < T; t += TILE_T) {
+                float *o = l->out + (size_t)t * l->n_out + r0;
+                const float *xt = x + (size_t)t * n_in + k0;
+                switch (T - t < TILE_T ? T - t : TILE_T) { // one copy of the loop per count of tokens
+#define PANEL_TILE(nt)                                                                                                 \
+    case nt: panel_tile(o, l->n_out, xt, n_in, l->wbuf, kn, b, mask0, mask1, first, last, nt); break
+                    PANEL_TILE(1);
+                    PANEL_TILE(2);
+                    PANEL_TILE(3);
+                    PANEL_TILE(4);
+                    PANEL_TILE(5);
+                    PANEL_TILE(6);
+                    PANEL_TILE(7);
+                    PANEL_TILE(8);
+#undef PANEL_TILE
+                }
+            }
+        }
+    }
+}
+#endif
 
 // Output features [lo, hi) of the product: one thread's share when the caller splits the
 // features across threads, each thread streaming its own rows of the weights.
@@ -330,9 +464,14 @@ static inline void matmul_part(const Linear *l, const float *x, int T, int n_in,
         else
             for (size_t r = lo; r < hi; r++)
                 out[r] = dot_q8(qw->q + r * n_in, qw->s + r * (n_in / qw->gs), x, n_in, qw->gs) + (b ? b[r] : 0.0f);
+#if defined(__AVX512F__)
+    } else if (!w) {
+        matmul_panels(l, x, T, n_in, lo, hi);
+#endif
     } else {
-        // a matrix not in float32 in the fewest chunks that fit wbuf, of equal size, as each
-        // sgemm call packs all of x again and a short last chunk would run slowly
+        // a matrix not in float32 (without AVX-512) in the fewest chunks that fit wbuf, of
+        // equal size, as each sgemm call packs all of x again and a short last chunk would
+        // run slowly
         size_t chunk = hi - lo;
         if (!w) {
             size_t most = qchunk_floats(n_in) / n_in, chunks = (hi - lo + most - 1) / most;

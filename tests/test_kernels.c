@@ -74,6 +74,28 @@ static void naive_linear(double *want, const float *x, const float *w, const flo
         }
 }
 
+// The many-row product of a matrix not in float32 with AVX-512 (matmul_panels): each output
+// the float32 sum over the inputs in order, each step fused, then the bias added.
+static void fused_linear(float *want, const float *x, const float *w, const float *b, int T, int n_in, int n_out) {
+    for (int t = 0; t < T; t++)
+        for (int o = 0; o < n_out; o++) {
+            float s = 0.0f;
+            for (int i = 0; i < n_in; i++) s = fmaf(w[(size_t)o * n_in + i], x[(size_t)t * n_in + i], s);
+            want[(size_t)t * n_out + o] = s + (b ? b[o] : 0.0f);
+        }
+}
+
+// out, of a product of a matrix not in float32 over T > 1 rows, against fused_linear on its
+// widened weights w: bit for bit where matmul_panels ran.
+static void assert_fused(const float *out, const float *x, const float *w, const float *b, int T, int n_in, int n_out) {
+#if defined(__AVX512F__)
+    float *fused = malloc(sizeof(float) * T * n_out);
+    fused_linear(fused, x, w, b, T, n_in, n_out);
+    assert_memory_equal(out, fused, sizeof(float) * T * n_out);
+    free(fused);
+#endif
+}
+
 static void test_matmul(void **state) {
     (void)state;
     int sizes[][3] = {{1, 37, 13}, {1, 768, 64}, {7, 33, 17}, {64, 100, 3}};
@@ -215,15 +237,18 @@ static QMat random_q8(size_t rows, int n_in, int gs) {
     return (QMat){.q = q, .s = sc, .gs = gs, .type = WEIGHTS_Q8_0};
 }
 
-// Q8_0 products, one row (dot_q8) and many (rows dequantised in chunks, then sgemm), against
-// the dequantised weights in double precision. The group sizes take the vector path (multiples
-// of 16, with and without a 16-wide tail) and the scalar one; the widest inputs make the
-// many-row path work in several chunks, and in chunks of one row.
+// Q8_0 products, one row (dot_q8) and many (matmul_panels, or rows dequantised in chunks and
+// then sgemm), against the dequantised weights in double precision, and many rows against
+// assert_fused. The group sizes take the vector path (multiples of 16, with and without a
+// 16-wide tail) and the scalar one; many tokens take whole tiles and a short one, many outputs
+// whole panels and a short one, and over PANEL_K inputs two panels in turn; the widest inputs
+// make the sgemm path work in several chunks, and in chunks of one row.
 static void test_matmul_q8(void **state) {
     (void)state;
-    int sizes[][4] = {{1, 768, 13, 64}, {1, 48, 7, 48},      {1, 40, 5, 4},
-                      {1, 24, 3, 24},   {7, 64, 9, 16},      {5, 40, 11, 8},
-                      {1, 96, 5, 96},   {2, 1 << 17, 5, 64}, {3, (1 << 18) + 64, 3, 32}};
+    int sizes[][4] = {{1, 768, 13, 64},   {1, 48, 7, 48},      {1, 40, 5, 4},
+                      {1, 24, 3, 24},     {7, 64, 9, 16},      {5, 40, 11, 8},
+                      {1, 96, 5, 96},     {2, 1 << 17, 5, 64}, {3, (1 << 18) + 64, 3, 32},
+                      {19, 2112, 45, 32}, {9, 96, 33, 8}};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         int T = sizes[k][0], n_in = sizes[k][1], n_out = sizes[k][2], gs = sizes[k][3];
         QMat m = random_q8(n_out, n_in, gs);
@@ -239,6 +264,7 @@ static void test_matmul_q8(void **state) {
         Linear l = {.out = out, .b = b, .n_out = n_out, .qw = m, .wbuf = wbuf};
         matmul_part(&l, x, T, n_in, 0, n_out);
         assert_close(out, want, (size_t)T * n_out, 1e-4);
+        if (T > 1) assert_fused(out, x, w, b, T, n_in, n_out);
         free((void *)m.q);
         free((void *)m.s);
         free(x);
@@ -311,16 +337,19 @@ static uint16_t *random_half(size_t n, int type, float scale) {
 }
 
 // bfloat16 and float16 products: one row (dot_w on the 16-bit values) bit for bit equal to the
-// float32 dot on the widened weights, and many rows (widened in chunks, then sgemm); both
-// against the widened weights in double precision. Odd widths take the scalar tails; the
-// widest inputs make the many-row path work in several chunks, and in chunks of one row. The
+// float32 dot on the widened weights, and many rows (matmul_panels, assert_fused; or widened in
+// chunks, then sgemm); both against the widened weights in double precision. Odd widths take
+// the scalar tails; the sizes take whole and short tiles and panels, and two panels in turn
+// over PANEL_K inputs; the widest inputs make the sgemm path work in several chunks, and in
+// chunks of one row. The
 // weights are scaled by 2 / sqrt(n_in), so that the sums, and float32's rounding of them, stay
 // of the size of one.
 static void test_matmul_half(void **state) {
     (void)state;
-    int sizes[][3] = {{1, 768, 13}, {1, 1, 3},       {1, 31, 4},
-                      {1, 47, 5},   {1, 65, 3},      {5, 33, 17},
-                      {7, 64, 9},   {2, 1 << 17, 5}, {3, (1 << 18) + 48, 3}};
+    int sizes[][3] = {{1, 768, 13},   {1, 1, 3},       {1, 31, 4},
+                      {1, 47, 5},     {1, 65, 3},      {5, 33, 17},
+                      {7, 64, 9},     {2, 1 << 17, 5}, {3, (1 << 18) + 48, 3},
+                      {17, 2101, 70}, {8, 31, 32},     {11, 100, 33}};
     for (int type = WEIGHTS_BF16; type <= WEIGHTS_F16; type++)
         for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
             int T = sizes[k][0], n_in = sizes[k][1], n_out = sizes[k][2];
@@ -337,6 +366,7 @@ static void test_matmul_half(void **state) {
             matmul_part(&l32, x, T, n_in, 0, n_out);
             assert_close(out, want, (size_t)T * n_out, 1e-4);
             if (T == 1) assert_memory_equal(out, out32, sizeof(float) * n_out);
+            else assert_fused(out, x, w, b, T, n_in, n_out);
             free((void *)m.half);
             free(x);
             free(b);
