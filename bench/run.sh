@@ -17,7 +17,7 @@ J=${BENCH_THREADS:-2}
 TMP=bench/tmp
 BIN=bench/bin
 mkdir -p "$TMP" "$BIN"
-if [ "${BENCH_QUICK:-0}" = 1 ]; then ROUNDS=1 STEPS=8 MB_REPS=3; else ROUNDS=3 STEPS=48 MB_REPS=5; fi
+if [ "${BENCH_QUICK:-0}" = 1 ]; then ROUNDS=1 STORED_ROUNDS=1 STEPS=8 MB_REPS=3; else ROUNDS=3 STORED_ROUNDS=6 STEPS=48 MB_REPS=5; fi
 T_START=$(date +%s)
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -29,6 +29,11 @@ max() { vals "$@" | sort -g | tail -1; }
 min() { vals "$@" | sort -g | head -1; }
 calc() { awk "BEGIN { printf \"$1\", $2 }"; }
 ratio() { calc "%.2f" "$1 / $2"; }
+# Each round's own ratio of field 1 of key in file a to that in file b (the files hold the
+# rounds in the same order), and their median: a ratio taken within a round sees one state
+# of the machine, which moves between rounds.
+round_ratios() { paste -d' ' <(vals "$1" "$3") <(vals "$2" "$3") | awk '{ printf "%.2f\n", $1 / $2 }'; }
+ratio_median() { round_ratios "$@" | sort -g | awk '{ v[n++] = $1 } END { if (n) printf "%.2f", (n % 2) ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
 
 # ---- load: what the other processes on the machine did while a phase ran ----
 NCPU=$(nproc)
@@ -160,14 +165,16 @@ for m in llama gpt2; do
 done
 
 # ---- the Llama model in Q8_0 and bfloat16 against float32, alternating in the same minutes ----
-phase_start "forward pass, llama Q8_0, bfloat16 and float32, $ROUNDS rounds"
+phase_start "forward pass, llama Q8_0, bfloat16 and float32, $STORED_ROUNDS rounds"
 # into the page cache in 2 MiB folios, as in the forward phases
 $PYTHON -c 'import os, sys
 for p in sys.argv[1:]: fd = os.open(p, os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' \
     $LLAMA_Q8 $LLAMA_BF16 $LLAMA
-for round in $(seq $ROUNDS); do
+for round in $(seq $STORED_ROUNDS); do
     bounds 3
-    for m in q8:$LLAMA_Q8 bf16:$LLAMA_BF16 f32:$LLAMA; do
+    order="q8:$LLAMA_Q8 bf16:$LLAMA_BF16 f32:$LLAMA" # every other round backwards, so that none always goes first
+    [ $((round % 2)) = 0 ] && order="f32:$LLAMA bf16:$LLAMA_BF16 q8:$LLAMA_Q8"
+    for m in $order; do
         $BIN/bench_forward ${m#*:} -j $J -p 256 -n $STEPS -r 2 >> $TMP/fwd_stored_${m%%:*}.txt ||
             die "bench_forward ${m#*:} failed"
     done
@@ -267,16 +274,18 @@ done
 ff=$TMP/fwd_stored_f32.txt
 genf=$(med $ff gen_tok_s) prf=$(med $ff prompt_tok_s)
 echo
-echo "Llama 110M stored in Q8_0 and bfloat16, $J threads, medians of $ROUNDS rounds, float32 alternating   [${LOADNOTE[stored]}]"
+echo "Llama 110M stored in Q8_0 and bfloat16, $J threads, $STORED_ROUNDS rounds, float32 alternating   [${LOADNOTE[stored]}]"
+echo "  (tok/s: medians of the rounds; against float32: the median of each round's own ratio, the rounds' in brackets)"
 echo "  float32: generation after a 256-token prompt $genf tok/s, 256-token prompt $prf tok/s"
 for m in "q8:Q8_0 (convert.py --quantize q8_0)" "bf16:bfloat16 (convert.py --weights bf16; goals: generation 1.8x, prompt 1x)"; do
     f=$TMP/fwd_stored_${m%%:*}.txt
     wb=$(max $f step_weight_bytes) gen=$(med $f gen_tok_s) pr=$(med $f prompt_tok_s)
     echo "  ${m#*:}, file mapped with 2 MiB pages: $(calc %.0f "100 * $(min $f file_2m_mapped_fraction)")%"
-    printf "    generation: %s tok/s x %.1f MB/token = %.2f GB/s -> %s of the memory bound; float32's -> %sx\n" \
+    printf "    generation: %s tok/s x %.1f MB/token = %.2f GB/s -> %s of the memory bound; float32's -> %sx (%s)\n" \
         "$gen" "$(calc %.1f "$wb / 1e6")" "$(calc %.2f "$gen * $wb / 1e9")" "$(calc %.3f "$gen * $wb / 1e9 / $BW")" \
-        "$(ratio $gen $genf)"
-    printf "    256-token prompt: %s tok/s; float32's -> %sx\n" "$pr" "$(ratio $pr $prf)"
+        "$(ratio_median $f $ff gen_tok_s)" "$(round_ratios $f $ff gen_tok_s | tr '\n' ' ' | sed 's/ $//')"
+    printf "    256-token prompt: %s tok/s; float32's -> %sx (%s)\n" "$pr" "$(ratio_median $f $ff prompt_tok_s)" \
+        "$(round_ratios $f $ff prompt_tok_s | tr '\n' ' ' | sed 's/ $//')"
 done
 echo
 cat $TMP/train.txt
