@@ -33,6 +33,11 @@ endif
 DEB_BUILD = libopenblas-dev libopenblas0-openmp
 DEB_PACKAGES = $(DEB_BUILD) openmpi-bin libopenmpi-dev libcmocka-dev python3-numpy python3-torch python3-matplotlib clang libclang-rt-14-dev valgrind clang-format
 TESTS_C = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
+# test_kernels again for the kernels' other paths, AVX2 (x86-64-v3) and none (x86-64), on a
+# machine that runs them: built with -march=native it takes only the widest.
+ifneq ($(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && uname -m),)
+TESTS_ISA = tests/bin/test_kernels_isa_x86-64-v3 tests/bin/test_kernels_isa_x86-64
+endif
 
 .PHONY: all deps deps-build demo test check bench clean format format-check FORCE
 
@@ -69,6 +74,10 @@ tests/bin/train_mpi: train.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS)
 tests/bin/%: tests/%.c tests/test_util.h $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS) $(CHAT_DEPS)
 	@mkdir -p tests/bin
 	$(CC) $(ALL_CFLAGS) -I. -o $@ $< $(TOKENIZER_SRC) $(CHAT_SRC) $(LDLIBS) -lcmocka
+
+tests/bin/test_kernels_isa_%: tests/test_kernels.c tests/test_util.h $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS) $(CHAT_DEPS)
+	@mkdir -p tests/bin
+	$(CC) $(filter-out $(ARCH_FLAGS),$(ALL_CFLAGS)) -march=$* -I. -o $@ $< $(TOKENIZER_SRC) $(CHAT_SRC) $(LDLIBS) -lcmocka
 
 tests/bin/tok_cli: tests/tok_cli.c $(TOKENIZER_DEPS)
 	@mkdir -p tests/bin
@@ -118,7 +127,7 @@ demo: deps-build
 test: deps
 	@$(MAKE) --no-print-directory check
 
-check: all $(TESTS_C) tests/bin/tok_cli tests/bin/chat_cli tests/bin/train_mpi tests/node/node_modules/gpt-3-encoder/Encoder.js \
+check: all $(TESTS_C) $(TESTS_ISA) tests/bin/tok_cli tests/bin/chat_cli tests/bin/train_mpi tests/node/node_modules/gpt-3-encoder/Encoder.js \
   $(HF_ORACLE) $(JINJA_ORACLE)
 	@PYTHON=$(PYTHON) bash tests/run_all.sh
 

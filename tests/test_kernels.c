@@ -74,6 +74,7 @@ static void naive_linear(double *want, const float *x, const float *w, const flo
         }
 }
 
+#if defined(__AVX512F__)
 // The many-row product of a matrix not in float32 with AVX-512 (matmul_panels): each output
 // the float32 sum over the inputs in order, each step fused, then the bias added.
 static void fused_linear(float *want, const float *x, const float *w, const float *b, int T, int n_in, int n_out) {
@@ -84,6 +85,7 @@ static void fused_linear(float *want, const float *x, const float *w, const floa
             want[(size_t)t * n_out + o] = s + (b ? b[o] : 0.0f);
         }
 }
+#endif
 
 // out, of a product of a matrix not in float32 over T > 1 rows, against fused_linear on its
 // widened weights w: bit for bit where matmul_panels ran.
