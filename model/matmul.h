@@ -56,6 +56,11 @@ static inline __m512 widen16(const void *w, size_t i, int type) {
     if (type == WEIGHTS_F16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
+
+// 16 int8 values from q as float32: Q8_0's weights before their group's scale.
+static inline __m512 int8x16_to_float(const int8_t *q) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q)));
+}
 #elif defined(__AVX2__) && defined(__FMA__)
 static inline __m256 widen8(const void *w, size_t i, int type) {
     if (type == WEIGHTS_F32) return _mm256_loadu_ps((const float *)w + i);
@@ -186,17 +191,10 @@ static inline float dot_q8(const int8_t *restrict q, const float *restrict scale
             // float one, so it asks for the weights 2 KiB ahead (docs/KERNELS.md).
             _mm_prefetch((const char *)(q + g + 2048), _MM_HINT_T0);
             for (; i + 32 <= g + gs; i += 32) {
-                p0 =
-                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i)))),
-                                    _mm512_loadu_ps(x + i), p0);
-                p1 = _mm512_fmadd_ps(
-                    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i + 16)))),
-                    _mm512_loadu_ps(x + i + 16), p1);
+                p0 = _mm512_fmadd_ps(int8x16_to_float(q + i), _mm512_loadu_ps(x + i), p0);
+                p1 = _mm512_fmadd_ps(int8x16_to_float(q + i + 16), _mm512_loadu_ps(x + i + 16), p1);
             }
-            if (i < g + gs)
-                p0 =
-                    _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i)))),
-                                    _mm512_loadu_ps(x + i), p0);
+            if (i < g + gs) p0 = _mm512_fmadd_ps(int8x16_to_float(q + i), _mm512_loadu_ps(x + i), p0);
             acc = _mm512_fmadd_ps(_mm512_add_ps(p0, p1), _mm512_set1_ps(scale[g / gs]), acc);
         }
         s = _mm512_reduce_add_ps(acc);
@@ -336,8 +334,7 @@ _Static_assert(PANEL_K <= QCHUNK_FLOATS / PANEL_ROWS, "a panel fits wbuf");
 // size that is a multiple of 16, so that the 16 share one scale).
 static inline __m512 weights16(const QMat *m, int n_in, size_t r, int k) {
     if (m->type != WEIGHTS_Q8_0) return widen16(m->half + r * n_in, k, m->type);
-    __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(m->q + r * n_in + k))));
-    return _mm512_mul_ps(q, _mm512_set1_ps(m->s[r * (n_in / m->gs) + k / m->gs]));
+    return _mm512_mul_ps(int8x16_to_float(m->q + r * n_in + k), _mm512_set1_ps(m->s[r * (n_in / m->gs) + k / m->gs]));
 }
 
 static inline float weight1(const QMat *m, int n_in, size_t r, int k) {
