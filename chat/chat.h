@@ -53,6 +53,12 @@ int chat_template_by_name(ChatTemplate *ct, const char *name, const Tokenizer *t
 void chat_template_free(ChatTemplate *ct);
 // "chatml", "qwen3", "llama3", "llama2", "gemma", "zephyr"; NULL for another number.
 const char *chat_family_name(int family);
+// Every family's name, "chatml, qwen3, ...", into buf; returns buf.
+const char *chat_families(char *buf, size_t size);
+// "system", "user", "assistant" for CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT.
+const char *chat_role_name(int role);
+// The chat files' errors: one line, printf-style, into err; returns -1.
+int chat_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 // Renders the conversation as the family's Jinja template does (HF apply_chat_template with
 // add_generation_prompt), BOS included where the template writes it; special tokens by id, message
 // text encoded WITHOUT TOKE_SPECIAL (a user's "<|im_end|>" stays text). Returns the id count, or -1

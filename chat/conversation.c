@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,14 +22,6 @@ static double seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int say(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
 }
 
 int conversation_init(Conversation *cv, const ChatTemplate *ct, const Tokenizer *tok, int seq_len) {
@@ -75,7 +66,7 @@ static int render_all(Conversation *cv, char *err, size_t errlen) {
     size_t need = chat_max_tokens(cv->ct, cv->tok, cv->msgs, cv->n_msgs);
     if (need > cv->cap_render) {
         int *bigger = realloc(cv->render, sizeof(int) * need);
-        if (!bigger) return say(err, errlen, "out of memory rendering the conversation");
+        if (!bigger) return chat_fail(err, errlen, "out of memory rendering the conversation");
         cv->render = bigger;
         cv->cap_render = need;
     }
@@ -92,10 +83,10 @@ int conversation_render(Conversation *cv, int max_tokens, int *dropped, char *er
         int first = cv->n_msgs > 0 && cv->msgs[0].role == CHAT_SYSTEM, end = first + 1;
         while (end < cv->n_msgs - 1 && cv->msgs[end].role != CHAT_USER) end++;
         if (end >= cv->n_msgs)
-            return say(err, errlen,
-                       "the newest turn is %d tokens as the template renders it%s, more than the %d the "
-                       "context leaves for it (-c, -n)",
-                       n, first ? " with the system prompt" : "", max_tokens);
+            return chat_fail(err, errlen,
+                             "the newest turn is %d tokens as the template renders it%s, more than the %d the "
+                             "context leaves for it (-c, -n)",
+                             n, first ? " with the system prompt" : "", max_tokens);
         drop_messages(cv, first, end - first);
         *dropped += end - first;
     }
@@ -174,7 +165,7 @@ static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errle
     const char *why_stopped;
     int written = write_reply(cv, r, &why_stopped);
     if (written < 0 || conversation_add(cv, CHAT_ASSISTANT, cv->reply ? cv->reply : "", cv->n_reply))
-        return say(err, errlen, "out of memory");
+        return chat_fail(err, errlen, "out of memory");
     double t2 = seconds();
     r->print(r->ctx, "\n\n", 2, 1);
     fprintf(stderr,
@@ -215,10 +206,10 @@ int conversation_run(Conversation *cv, const ChatRunner *r, char *err, size_t er
     size_t cap = 0;
     int rc = 0;
     if (cv->n_msgs && cv->msgs[cv->n_msgs - 1].role == CHAT_USER && answer(cv, r, why, sizeof why))
-        rc = say(err, errlen, "the history's last message: %s", why);
+        rc = chat_fail(err, errlen, "the history's last message: %s", why);
     for (int turn = 1; rc == 0; turn++) {
         ssize_t len = read_turn(cv, &line, &cap);
-        if (len < 0 && ferror(stdin)) rc = say(err, errlen, "standard input: read error: %s", strerror(errno));
+        if (len < 0 && ferror(stdin)) rc = chat_fail(err, errlen, "standard input: read error: %s", strerror(errno));
         if (len < 0 || !strcmp(line, "/bye")) break;
         size_t bad = tokenizer_first_non_text(line, (size_t)len);
         if (bad < (size_t)len)
@@ -226,7 +217,7 @@ int conversation_run(Conversation *cv, const ChatRunner *r, char *err, size_t er
         else if (conversation_add(cv, CHAT_USER, line, (size_t)len)) snprintf(why, sizeof why, "out of memory");
         else if (answer(cv, r, why, sizeof why)) drop_messages(cv, cv->n_msgs - 1, 1);
         else continue;
-        if (!cv->interactive) rc = say(err, errlen, "standard input: line %d: %s", turn, why);
+        if (!cv->interactive) rc = chat_fail(err, errlen, "standard input: line %d: %s", turn, why);
         else fprintf(stderr, "[that message was not sent: %s]\n", why);
     }
     if (cv->interactive && rc == 0) fputs("\n", stdout), fflush(stdout); // the shell's prompt on a line of its own

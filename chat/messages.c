@@ -144,10 +144,10 @@ static int read_string(Reader *r, char **out, size_t *len) {
     return 0;
 }
 
-int chat_role_from_name(const char *s, size_t len) {
-    static const char *const names[] = {[CHAT_SYSTEM] = "system", [CHAT_USER] = "user", [CHAT_ASSISTANT] = "assistant"};
-    for (int i = 0; i < 3; i++)
-        if (strlen(names[i]) == len && !memcmp(names[i], s, len)) return i;
+// chat_role_name's names: CHAT_SYSTEM ..., or -1.
+static int role_from_name(const char *s, size_t len) {
+    for (int i = CHAT_SYSTEM; i <= CHAT_ASSISTANT; i++)
+        if (strlen(chat_role_name(i)) == len && !memcmp(chat_role_name(i), s, len)) return i;
     return -1;
 }
 
@@ -157,6 +157,7 @@ static int read_message(Reader *r, int k, ChatMessage *m) {
     if (expect(r, '{', "a message object {\"role\": ..., \"content\": ...}")) return -1;
     char *role = NULL, *content = NULL;
     size_t role_len = 0, content_len = 0;
+    int role_id = -1;
     skip_space(r);
     for (int first = 1; r->p < r->end && *r->p != '}'; first = 0) {
         if (!first && expect(r, ',', "',' or '}'")) goto bad;
@@ -179,7 +180,7 @@ static int read_message(Reader *r, int k, ChatMessage *m) {
             goto bad;
         }
         if (read_string(r, into, into_len)) goto bad;
-        if (is_role && chat_role_from_name(role, role_len) < 0) {
+        if (is_role && (role_id = role_from_name(role, role_len)) < 0) {
             fail(r, key_at, "message %d: unknown role \"%s\" (the roles are system, user and assistant)", k, role);
             goto bad;
         }
@@ -190,7 +191,7 @@ static int read_message(Reader *r, int k, ChatMessage *m) {
         fail(r, open, "message %d: no \"%s\"", k, role ? "content" : "role");
         goto bad;
     }
-    *m = (ChatMessage){chat_role_from_name(role, role_len), content, content_len};
+    *m = (ChatMessage){role_id, content, content_len};
     free(role);
     return 0;
 bad:

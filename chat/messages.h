@@ -19,7 +19,4 @@ int chat_messages_parse(const char *name, const char *json, size_t len, ChatMess
 int chat_messages_load(const char *path, const char *system, ChatMessage **msgs, int *n, char *err, size_t errlen);
 void chat_messages_free(ChatMessage *msgs, int n);
 
-// "system", "user", "assistant": CHAT_SYSTEM ..., or -1.
-int chat_role_from_name(const char *s, size_t len);
-
 #endif

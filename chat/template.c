@@ -36,8 +36,7 @@ static const Family families[CHAT_KINDS] = {
     [CHAT_ZEPHYR] = {"zephyr", 2, {NULL, NULL}, ID_EOS},
 };
 
-static int chat_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int chat_fail(char *err, size_t errlen, const char *fmt, ...) {
+int chat_fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
@@ -47,6 +46,13 @@ static int chat_fail(char *err, size_t errlen, const char *fmt, ...) {
 
 const char *chat_family_name(int family) {
     return family > CHAT_NONE && family < CHAT_KINDS ? families[family].name : NULL;
+}
+
+const char *chat_families(char *buf, size_t size) {
+    buf[0] = 0;
+    for (int k = CHAT_NONE + 1; k < CHAT_KINDS; k++)
+        snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", k > CHAT_NONE + 1 ? ", " : "", chat_family_name(k));
+    return buf;
 }
 
 void chat_template_free(ChatTemplate *ct) {
@@ -117,9 +123,10 @@ int chat_template_by_name(ChatTemplate *ct, const char *name, const Tokenizer *t
     int family = CHAT_NONE;
     for (int f = CHAT_NONE + 1; f < CHAT_KINDS; f++)
         if (!strcmp(name, families[f].name)) family = f;
+    char known[128];
     if (family == CHAT_NONE)
-        return chat_fail(err, errlen,
-                         "chat template %s is unknown (known: chatml, qwen3, llama3, llama2, gemma, zephyr)", name);
+        return chat_fail(err, errlen, "chat template %s is unknown (known: %s)", name,
+                         chat_families(known, sizeof known));
     const Family *f = &families[family];
     for (int i = 0; i < f->n_ids; i++) {
         const char *s = f->spelling[i];
@@ -232,7 +239,10 @@ static void rstrip_newlines(const char *s, size_t *n) {
     while (*n && s[*n - 1] == '\n') --*n;
 }
 
-static const char *const role_names[] = {"system", "user", "assistant"};
+const char *chat_role_name(int role) {
+    static const char *const names[] = {[CHAT_SYSTEM] = "system", [CHAT_USER] = "user", [CHAT_ASSISTANT] = "assistant"};
+    return names[role];
+}
 
 // The first occurrence of needle in [s, s + n), or NULL.
 static const char *find(const char *s, size_t n, const char *needle) {
@@ -258,7 +268,7 @@ static void render_chatml(Render *r, const ChatTemplate *ct, const ChatMessage *
     }
     for (int i = 0; i < n; i++) {
         put_id(r, ct->ids[ID_START]);
-        put_str(r, role_names[m[i].role]);
+        put_str(r, chat_role_name(m[i].role));
         put_str(r, "\n");
         put_text(r, m[i].text, m[i].len);
         put_id(r, ct->ids[ID_END]);
@@ -315,7 +325,7 @@ static void render_qwen3(Render *r, const ChatTemplate *ct, const ChatMessage *m
         if (m[i].role == CHAT_ASSISTANT) {
             render_qwen3_reply(r, &m[i], i > last_query, i == n - 1);
         } else {
-            put_str(r, role_names[m[i].role]);
+            put_str(r, chat_role_name(m[i].role));
             put_str(r, "\n");
             put_text(r, m[i].text, m[i].len);
         }
@@ -354,7 +364,7 @@ static void render_llama3(Render *r, const ChatTemplate *ct, const ChatMessage *
     }
     for (int i = first; i < n; i++) {
         put_id(r, ct->ids[ID_L3_HEADER]);
-        put_str(r, role_names[m[i].role]);
+        put_str(r, chat_role_name(m[i].role));
         put_id(r, ct->ids[ID_L3_HEADER_END]);
         put_str(r, "\n\n");
         put_stripped(r, m[i].text, m[i].len);
@@ -370,7 +380,7 @@ static int alternates(Render *r, const ChatTemplate *ct, const ChatMessage *m, i
             return r->failed = chat_fail(r->err, r->errlen,
                                          "the %s chat format needs the turns to alternate user, assistant, user, "
                                          "... (message %d is a %s turn)",
-                                         families[ct->family].name, i + 1, role_names[m[i].role]);
+                                         families[ct->family].name, i + 1, chat_role_name(m[i].role));
     return 0;
 }
 
@@ -410,7 +420,7 @@ static void render_gemma(Render *r, const ChatTemplate *ct, const ChatMessage *m
     if (alternates(r, ct, m, n, first)) return;
     for (int i = first; i < n; i++) {
         put_id(r, ct->ids[ID_TURN]);
-        put_str(r, m[i].role == CHAT_ASSISTANT ? "model" : role_names[m[i].role]);
+        put_str(r, m[i].role == CHAT_ASSISTANT ? "model" : chat_role_name(m[i].role));
         put_str(r, "\n");
         if (i == first && first) {
             put_text(r, m[0].text, m[0].len);

@@ -22,14 +22,6 @@ typedef struct {
     const char *sampling_flag; // the first sampling flag given, refused outside generate
 } Options;
 
-// The chat formats --chat-template knows, "chatml, qwen3, ...", into buf.
-static const char *chat_families(char *buf, size_t size) {
-    buf[0] = 0;
-    for (int k = CHAT_NONE + 1; k < CHAT_KINDS; k++)
-        snprintf(buf + strlen(buf), size - strlen(buf), "%s%s", k > CHAT_NONE + 1 ? ", " : "", chat_family_name(k));
-    return buf;
-}
-
 static void usage(FILE *f) {
     char families[128];
     fprintf(
