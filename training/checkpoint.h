@@ -50,8 +50,9 @@ static void write_state_cb(Sink *s, const void *ctx) {
     float *piece = d->ranks > 1 ? xcalloc(MOMENT_CHUNK, sizeof(float), "a moment's piece") : NULL;
     sink_write(s, &sd->h, sizeof sd->h);
     sink_write(s, sd->md->params, sd->md->param_bytes);
-    for (const float *moment = sd->m; moment; moment = moment == sd->m ? sd->v : NULL) {
-        sink_write(s, moment, (d->hi - d->lo) * sizeof(float));
+    const float *moments[] = {sd->m, sd->v};
+    for (int k = 0; k < 2; k++) {
+        sink_write(s, moments[k], (d->hi - d->lo) * sizeof(float));
         for (int r = 1; r < d->ranks; r++) dist_write_shard(d, s, r, piece);
     }
     free(piece);

@@ -77,13 +77,6 @@ static Dist dist_init(int *argc, char ***argv) {
     return d;
 }
 
-static void dist_finish(Dist *d) {
-    free(d->counts);
-    free(d->starts);
-    free(d->grad_shard);
-    if (d->mpi) MPI_Finalize();
-}
-
 // vals[i] becomes its maximum over the ranks.
 static void dist_max(const Dist *d, int *vals, int n) {
     if (d->mpi) MPI_Allreduce(MPI_IN_PLACE, vals, n, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -175,10 +168,6 @@ static Dist dist_init(int *argc, char ***argv) {
     return (Dist){.ranks = 1, .node_ranks = 1};
 }
 
-static void dist_finish(Dist *d) {
-    free(d->counts);
-    free(d->starts);
-}
 static void dist_max(const Dist *d, int *vals, int n) {}
 static float *dist_sum_step(Dist *d, float *g, size_t n, double *grad_sq, double *losses, int n_losses) { return g; }
 static void dist_gather_params(Dist *d, float *p) {}
@@ -243,8 +232,19 @@ static void dist_shard(Dist *d, size_t n) {
     if (d->ranks > 1) d->grad_shard = xcalloc(d->hi - d->lo, sizeof(float), "the gradient shard");
 }
 
-// A moment of this rank's shard: zeros, or from the whole one a resume state held (freed).
+static void dist_finish(Dist *d) {
+    free(d->counts);
+    free(d->starts);
+    free(d->grad_shard);
+#ifdef ATTN_MPI
+    if (d->mpi) MPI_Finalize();
+#endif
+}
+
+// A moment of this rank's shard: zeros, or from the whole one a resume state held (freed;
+// alone, the shard is the whole one, kept as it is).
 static float *dist_moment_shard(const Dist *d, float *whole) {
+    if (whole && d->ranks == 1) return whole;
     float *shard = xcalloc(d->hi - d->lo, sizeof(float), "AdamW moments");
     if (whole) memcpy(shard, whole + d->lo, (d->hi - d->lo) * sizeof(float));
     free(whole);
