@@ -47,6 +47,7 @@ print("; ".join(bad[:3]) if bad else ", ".join("%s within %.2g" % kv for kv in s
 sys.exit(bool(bad))' "$@"
 }
 
+steps=$(test_mpi 'print(t.STEPS)')
 for arch in gpt llama; do
   flags=$(test_mpi 'print(" ".join(t.OPTS + t.ARCH_OPTS[sys.argv[1]]))' $arch)
   OMP_NUM_THREADS=1 ./train -d $tmp/corpus.txt -o $tmp/one_$arch.bin $flags --grad-accum 4 >$tmp/one_$arch.log 2>&1 ||
@@ -70,7 +71,6 @@ for arch in gpt llama; do
   # (all-gather): 4 bytes per parameter per step from host a alone.
   params=$("$PYTHON" -c 'import sys; sys.path.insert(0, "tools"); import modelfile
 print(sum(t.size for t in modelfile.read_model(sys.argv[1])[2].values()))' $tmp/one_$arch.bin)
-  steps=$(test_mpi 'print(t.STEPS)')
   if [ "$sent" -ge $((steps * 4 * params)) ]; then
     ok "$arch: $sent bytes left host a over the veth ($steps steps x 4 x $params parameters at least)"
   else
