@@ -37,8 +37,6 @@ FAMILY_IDS = {
     "gemma": ["<bos>", "<start_of_turn>", "<end_of_turn>"],
     "zephyr": [None, None],
 }
-MAX_IDS = 16
-MAX_TEXT = 1 << 20
 # What `./run --chat-template llama3` uses too: Llama 3.2's preamble with today's date.
 LLAMA3_PREAMBLE = "Cutting Knowledge Date: December 2023\nToday Date: {date}\n\n"
 KNOWN = ", ".join(FAMILIES)

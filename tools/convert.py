@@ -1219,10 +1219,10 @@ def main(argv):
     ap.add_argument("--export-hf", action="store_true", help="write MODEL.bin as a Hugging Face directory OUT "
                     "(tools/export_hf.py)")
     add_quantize_arguments(ap)
-    ap.add_argument("--chat-template", metavar="NAME", choices=["chatml", "qwen3", "llama3", "llama2", "gemma",
-                                                                "zephyr"],
+    from chat_template import FAMILIES
+    ap.add_argument("--chat-template", metavar="NAME", choices=FAMILIES,
                     help="the chat format to store, instead of the one the checkpoint's chat template is "
-                    "recognised as: chatml, qwen3, llama3, llama2, gemma or zephyr")
+                    "recognised as: %s or %s" % (", ".join(FAMILIES[:-1]), FAMILIES[-1]))
     a = ap.parse_args(argv)
     if a.export_torch and a.quantize:
         ap.error("--weights does not apply to --export-torch, whose state dict holds the weights as the model "
