@@ -144,6 +144,11 @@ format-check:
 	@bad=$$(for f in $(C_SOURCES); do clang-format $$f | cmp -s - $$f || echo $$f; done); \
 	if [ -n "$$bad" ]; then echo "not formatted (run make format):" $$bad; exit 1; fi
 
+# make print-VAR prints a variable, for the scripts that build as the Makefile does
+# (bench/lib.sh's mkvar, tests/test_valgrind.sh).
+print-%:
+	@echo '$($*)'
+
 clean:
 	rm -rf run train .train-variant tests/bin tests/tmp bench/bin
 

@@ -14,6 +14,7 @@
 # N = 1 and N = 2 alternate within each round and each figure is the median over the rounds.
 set -u
 cd "$(dirname "$0")/.."
+. bench/lib.sh # vals, med, mkvar
 PYTHON=${PYTHON:-/usr/bin/python3}
 J=${BENCH_THREADS:-2}
 TMP=bench/tmp
@@ -32,11 +33,6 @@ command -v mpicc > /dev/null && command -v mpirun > /dev/null || skip "Open MPI 
 [ -f $DATA ] || skip "$DATA not found"
 make -s --no-print-directory train tests/bin/train_mpi > $TMP/mpi_build.txt 2>&1 ||
     skip "cannot build ./train and tests/bin/train_mpi: $(tail -n 1 $TMP/mpi_build.txt)"
-mkvar() {
-    make -s --no-print-directory -f Makefile -f - "print-$1" << 'EOF'
-print-%: ; @echo '$($*)'
-EOF
-}
 # bench.h's helpers this program does not use are not warnings here.
 mpicc $(mkvar ALL_CFLAGS) -Wno-unused-function -I. -o $BIN/allreduce bench/allreduce.c $(mkvar LDLIBS) ||
     skip "cannot build bench/allreduce.c"
@@ -49,8 +45,6 @@ netns_up $TMP || NET=0
 head -c 60000 $DATA > $TMP/mpi_corpus.txt
 rm -f $TMP/mpi_*.res
 
-vals() { awk -v k="$2" '$1 == k { print $2 }' "$1" 2> /dev/null; }
-med() { vals "$@" | sort -g | awk '{ v[n++] = $1 } END { if (n) print (n % 2) ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
 # Two ranks on this machine: a waiting rank yields its core (two ranks and the other
 # processes share two cores), the OS places them (no binding).
 mpirun_here() { mpirun --oversubscribe --bind-to none --mca mpi_yield_when_idle 1 -np 2 "$@"; }

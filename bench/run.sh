@@ -21,10 +21,8 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then ROUNDS=1 STORED_ROUNDS=1 STEPS=8 MB_REPS=3;
 T_START=$(date +%s)
 
 die() { echo "bench: $*" >&2; exit 1; }
-# Result files hold "key value..." lines, possibly many runs appended: every value of field n
-# (1 = first value) of key, then their median / maximum.
-vals() { awk -v k="$2" -v n="${3:-1}" '$1 == k { print $(n + 1) }' "$1" 2> /dev/null; }
-med() { vals "$@" | sort -g | awk '{ v[n++] = $1 } END { if (n) print (n % 2) ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
+. bench/lib.sh # vals, med, mkvar
+# The maximum and minimum of vals.
 max() { vals "$@" | sort -g | tail -1; }
 min() { vals "$@" | sort -g | head -1; }
 calc() { awk "BEGIN { printf \"$1\", $2 }"; }
@@ -65,11 +63,6 @@ echo "bench: loadavg before: $(cat /proc/loadavg)"
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- build with exactly the Makefile's compiler, flags and BLAS ----
-mkvar() {
-    make -s --no-print-directory -f Makefile -f - "print-$1" <<'EOF'
-print-%: ; @echo '$($*)'
-EOF
-}
 CC=$(mkvar CC) CFLAGS=$(mkvar ALL_CFLAGS) LDLIBS=$(mkvar LDLIBS)
 [ -n "$LDLIBS" ] || die "cannot read LDLIBS from the Makefile"
 for p in membw sgemm matvec attention bench_forward; do

@@ -22,24 +22,9 @@ mkdir -p $tmp
 trap '[ "${failed:-1}" = 0 ] && rm -rf $tmp' EXIT # kept when something failed
 passed=0 failed=0
 CC=${CC:-gcc}
-BLAS=$(make -s --no-print-directory -f - print-blas <<'MK'
-include Makefile
-print-blas:
-	@echo $(BLAS_LIBS)
-MK
-)
-TOKENIZER_SRC=$(make -s --no-print-directory -f - print-tokenizer <<'MK'
-include Makefile
-print-tokenizer:
-	@echo $(TOKENIZER_SRC)
-MK
-)
-CHAT_SRC=$(make -s --no-print-directory -f - print-chat <<'MK'
-include Makefile
-print-chat:
-	@echo $(CHAT_SRC)
-MK
-)
+BLAS=$(make -s --no-print-directory print-BLAS_LIBS)
+TOKENIZER_SRC=$(make -s --no-print-directory print-TOKENIZER_SRC)
+CHAT_SRC=$(make -s --no-print-directory print-CHAT_SRC)
 # AVX2 + FMA when the CPU has them (valgrind does too), else the compiler's baseline.
 arch=""
 grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && arch="-mavx2 -mfma"
