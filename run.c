@@ -186,11 +186,12 @@ static int *prompt_ids(const Tokenizer *tok, const Config *c, const ChatTemplate
     int *tokens = malloc(sizeof(int) * (cap ? cap : 1));
     if (!tokens) die("out of memory");
     if (ct && (*n = chat_render(ct, tok, msgs, n_msgs, 1, tokens, (int)cap, err, sizeof err)) < 0)
-        die("%s: %s", o->chat_path, err);
+        die("%s: %s", input_name(o->chat_path), err);
     if (!ct) check_utf8("prompt", o->prompt, plen);
     if (!ct) *n = encode_prompt(tok, c, o, "prompt", o->prompt, plen, tokens);
     if (*n > c->seq_len)
-        die("%s: %d tokens, longer than the model's context of %d", ct ? o->chat_path : "prompt", *n, c->seq_len);
+        die("%s: %d tokens, longer than the model's context of %d", ct ? input_name(o->chat_path) : "prompt", *n,
+            c->seq_len);
     return tokens;
 }
 
@@ -330,7 +331,17 @@ static void dump_logits(const Model *m, RunState *s, const Options *o, int *toke
     if (!logits) die("out of memory");
     LogitsFile f = {.m = m, .s = s, .tokens = tokens, .n = n, .bad = -1, .logits = logits};
     char err[512] = "";
-    int rc = write_atomic(o->out_path, write_logits, &f, err, sizeof err);
+    int rc = 0;
+    if (!strcmp(o->out_path, "-")) { // a stream: written as computed, and nothing else goes to stdout
+        Sink out = {STDOUT_FILENO, 0};
+        write_logits(&out, &f);
+        if (out.err > 0) {
+            snprintf(err, sizeof err, "stdout: cannot write: %s", strerror(out.err));
+            rc = -1;
+        }
+    } else {
+        rc = write_atomic(o->out_path, write_logits, &f, err, sizeof err);
+    }
     // freed before any exit, so that these leave nothing for LeakSanitizer (make test-asan)
     free(tokens);
     free(logits);
@@ -373,8 +384,13 @@ static void load_template(ChatTemplate *ct, const Model *m, const Tokenizer *tok
     } else if (!m->chat_bytes) {
         die("%s: the model file has no chat template; name its format with --chat-template NAME (%s)", o->model_path,
             chat_families(families, sizeof families));
-    } else if (chat_template_init(ct, m->chat_section, m->chat_bytes, tok, err, sizeof err)) {
+    } else if (chat_template_init(ct, m->chat_section, m->chat_bytes, m->version, tok, err, sizeof err)) {
         die("%s: chat template: %s", o->model_path, err);
+    } else if (ct->family == CHAT_NONE) {
+        chat_template_free(ct);
+        die("%s: the model's chat template is of no family this build formats; name its format with "
+            "--chat-template NAME (%s)",
+            o->model_path, chat_families(families, sizeof families));
     }
 }
 
@@ -400,15 +416,32 @@ static void chat(const Model *m, const Tokenizer *tok, const ChatTemplate *ct, R
 
 // ----------------------------------------------------------------------------
 
+// --verify: the layout checks, then the checksum over the whole file; one line, and the exit code.
+_Noreturn static void verify(const char *path) {
+    Model m;
+    char err[512];
+    if (model_open(&m, path, err, sizeof err)) die("%s", err);
+    int version = m.version;
+    model_close(&m);
+    if (model_verify_checksum(path, err, sizeof err)) die("%s", err);
+    if (version < 5)
+        printf("%s: ok (format version %d, which has no checksum: only its layout was checked)\n", path, version);
+    else printf("%s: ok\n", path);
+    if (fflush(stdout) || ferror(stdout)) die("stdout: cannot write: %s", strerror(errno));
+    exit(0);
+}
+
 int main(int argc, char **argv) {
     prefer_passive_threads(argv);
     Options o = parse_options(argc, argv);
-    if (same_file(o.out_path, o.model_path) || same_file(o.out_path, o.text_path) ||
-        same_file(o.out_path, o.tokenizer_path) || same_file(o.out_path, o.chat_path))
-        die("-o %s is also an input: writing it would destroy it", o.out_path);
+    if (o.verify) verify(o.model_path);
+    const char *out_file = o.out_path && strcmp(o.out_path, "-") ? o.out_path : NULL; // -o -: stdout
+    if (same_file(out_file, o.model_path) || same_file(out_file, o.text_path) ||
+        same_file(out_file, o.tokenizer_path) || same_file(out_file, o.chat_path))
+        die("-o %s is also an input: writing it would destroy it", out_file);
     signal(SIGXFSZ, SIG_IGN); // past `ulimit -f` a write fails (and is reported) instead of killing run
     char err[512];
-    if (o.out_path && check_output(o.out_path, err, sizeof err)) die("%s", err);
+    if (out_file && check_output(out_file, err, sizeof err)) die("%s", err);
     choose_threads(o.threads);
     double t0 = now_s();
     Model m;

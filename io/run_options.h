@@ -18,6 +18,7 @@ typedef struct {
     float temperature, topp, minp, repeat_penalty;
     int topk, steps, threads, repeat_window, context;
     int special; // --special: the text's spelling of a special token becomes that token
+    int verify;  // --verify: check the file's checksum and exit
     uint64_t seed;
     const char *sampling_flag; // the first sampling flag given, refused outside generate
 } Options;
@@ -42,17 +43,20 @@ static void usage(FILE *f) {
         "               - reads standard input\n"
         "  -c N         context length: at most N positions instead of the model's full context\n"
         "  -o FILE      where -m logits writes the prompt's logits (int32 T, int32 vocab, int32 tokens[T],\n"
-        "               float32 logits[T][vocab])\n"
+        "               float32 logits[T][vocab]); - writes them to standard output\n"
         "  -z FILE      use this llama2.c tokenizer.bin instead of the model's own tokenizer\n"
         "  --special    special tokens spelled in the text (<|im_end|>, <end_of_turn>) become those tokens;\n"
         "               without it they are text, as any other characters\n"
         "  --chat FILE  a conversation, [{\"role\": \"system\"|\"user\"|\"assistant\", \"content\": \"...\"}, ...]:\n"
         "               -m chat starts from it; -m generate writes the assistant's next reply; -m logits\n"
-        "               scores the prompt the chat template renders from it (generation prompt included)\n"
+        "               scores the prompt the chat template renders from it (generation prompt included);\n"
+        "               - reads standard input (not with -m chat, whose turns come from there)\n"
         "  -y TEXT      -m chat or --chat: the system prompt (default: the template's own, if any)\n"
         "  --chat-template NAME  the chat format, for a model file without one or to override it:\n"
         "               %s\n"
         "  -j N         threads (default: OMP_NUM_THREADS, else every core)\n"
+        "  --verify     read the whole model file and check its checksum (format version 5): prints ok\n"
+        "               or that the file is damaged, and exits 0 or 1\n"
         "  -h, --help   this text\n"
         "-n -t -p -k --min-p -r --repeat-window and -s shape generation; -m ppl and -m logits refuse them.\n"
         "Text goes to stdout (exactly the prompt, then the continuation; with --chat only the reply); timings go\n"
@@ -107,6 +111,18 @@ static void check_chat_options(const Options *o, int prompt_given) {
     if (templated && o->special) die("--special: in a conversation what the user writes is always text");
 }
 
+// "-" is standard input or output where a stream will do; elsewhere it is refused, not taken
+// for a file named "-".
+static void check_stdio_options(const Options *o) {
+    int chat_stdin = o->chat_path && !strcmp(o->chat_path, "-");
+    if (o->tokenizer_path && !strcmp(o->tokenizer_path, "-"))
+        die("-z -: the tokenizer is read from a file; give its name");
+    if (chat_stdin && !strcmp(o->mode, "chat"))
+        die("--chat -: -m chat reads its turns from standard input; give the conversation as a file");
+    if (chat_stdin && o->text_path && !strcmp(o->text_path, "-"))
+        die("--chat - and -f -: standard input can be only one of them");
+}
+
 static Options parse_options(int argc, char **argv) {
     Options o = {.mode = "generate",
                  .prompt = "",
@@ -127,8 +143,8 @@ static Options parse_options(int argc, char **argv) {
             o.model_path = a;
             continue;
         }
-        if (!strcmp(a, "--special")) {
-            o.special = 1;
+        if (!strcmp(a, "--special") || !strcmp(a, "--verify")) {
+            *(a[2] == 's' ? &o.special : &o.verify) = 1;
             continue;
         }
         // An unknown flag is named as such even when it comes last.
@@ -162,6 +178,9 @@ static Options parse_options(int argc, char **argv) {
         usage(stderr);
         exit(1);
     }
+    if (!strcmp(o.model_path, "-")) die("-: the model is a file, mapped where it lies; standard input cannot be one");
+    if (o.verify && argc != 3) die("--verify checks the model file and takes no other option");
+    check_stdio_options(&o);
     if (strcmp(o.mode, "generate") && strcmp(o.mode, "ppl") && strcmp(o.mode, "logits") && strcmp(o.mode, "chat"))
         die("-m %s: the modes are generate, ppl, logits and chat", o.mode);
     check_chat_options(&o, prompt_given);
