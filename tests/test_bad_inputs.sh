@@ -55,7 +55,19 @@ head -c 2000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus_seed.txt
 
 # Files made from the good model: cut at an offset, or with header fields overwritten.
 cut_at() { head -c "$2" $model >"$1"; }
-patched() { # out, then (struct format, offset, value) triples
+# The checksum of a changed file made right again (version 5 on; zero before), so that a row
+# meets the change it makes, not the checksum: sealed FILE.
+sealed() {
+  "$PYTHON" - "$1" <<'PY'
+import struct, sys, zlib
+d = bytearray(open(sys.argv[1], "rb").read())
+d[200:204] = bytes(4)
+if struct.unpack_from("<I", d, 4)[0] >= 5:
+    struct.pack_into("<I", d, 200, zlib.crc32(d))
+open(sys.argv[1], "wb").write(d)
+PY
+}
+patched() { # out, then (struct format, offset, value) triples; the result sealed
   local out=$1; shift
   "$PYTHON" - "$model" "$out" "$@" <<'PY'
 import struct, sys
@@ -65,6 +77,7 @@ for fmt, off, val in zip(a[0::3], a[1::3], a[2::3]):
     struct.pack_into(fmt, d, int(off), float(val) if fmt == "<f" else int(val))
 open(sys.argv[2], "wb").write(d)
 PY
+  sealed "$out"
 }
 
 # ---- ./run: model files
@@ -118,13 +131,13 @@ row run "dim 65536 x vocab 65536 (past 2^32 elements)" "but the config needs" ./
 patched $tmp/overflow.bin "<I" 12 65536 "<I" 16 262144 "<I" 20 1024 "<I" 24 1024 "<I" 28 1024 "<I" 32 4096 \
   "<I" 36 16777216 "<I" 40 1048576 "<I" 84 4096
 row run "every dimension at its limit (a product near 2^52)" "weights_bytes is" ./run $tmp/overflow.bin
-patched $tmp/newer.bin "<I" 4 5
-row run "a model file of format version 5" "format version 5 is newer than this build reads (4)" ./run $tmp/newer.bin
+patched $tmp/newer.bin "<I" 4 6
+row run "a model file of format version 6" "format version 6 is newer than this build reads (5)" ./run $tmp/newer.bin
 patched $tmp/wtype.bin "<I" 4 3 "<I" 136 7
 row run "a version 3 header with weight_type 7" "weight_type is 7, outside [0, 3]" ./run $tmp/wtype.bin
 patched $tmp/wtype_v2.bin "<I" 4 2 "<I" 136 2
 row run "a version 2 header with bfloat16 weights (weight_type 2)" "a version 2 file uses a version 3 weight_type" ./run $tmp/wtype_v2.bin
-patched $tmp/v1q8.bin "<I" 136 1 "<I" 140 4
+patched $tmp/v1q8.bin "<I" 4 1 "<I" 136 1 "<I" 140 4
 row run "a version 1 header with Q8_0 fields" "version 1 file has no weight_type" ./run $tmp/v1q8.bin
 patched $tmp/group.bin "<I" 4 2 "<I" 136 1 "<I" 140 3
 row run "a Q8_0 header whose group_size does not divide a row" "group_size 3 does not divide the rows of width 64" ./run $tmp/group.bin
@@ -138,6 +151,40 @@ patched $tmp/maxlen.bin "<I" 264 3
 row run "an embedded tokenizer with a wrong max_piece_len" "tokenizer max_piece_len is 3" ./run $tmp/maxlen.bin
 { cat $model; printf 'x'; } >$tmp/padded.bin
 row run "a model with a byte appended" "truncated or padded" ./run $tmp/padded.bin
+# ---- ./run: format version 5's checksum, read only by --verify (and ./train, convert.py)
+"$PYTHON" -c "import sys; d = bytearray(open(sys.argv[1], 'rb').read()); d[-5] ^= 1; open(sys.argv[2], 'wb').write(d)" \
+  $model $tmp/damaged.bin
+row run "--verify on a model with one weight bit flipped" "$tmp/damaged.bin: checksum mismatch: the file is damaged" \
+  ./run --verify $tmp/damaged.bin
+"$PYTHON" -c "import sys; d = bytearray(open(sys.argv[1], 'rb').read()); d[4] = 4; open(sys.argv[2], 'wb').write(d)" \
+  $model $tmp/v4sum.bin # its checksum kept
+row run "a version 4 file with a checksum" "header bytes 200..203 (the checksum) are not zero in a version 4 file" \
+  ./run $tmp/v4sum.bin
+row run "--verify with another option" "--verify checks the model file and takes no other option" \
+  ./run --verify $model -n 4
+# ---- ./run: a checkpoint or folder tools/convert.py reads, given instead of a model file
+mkdir -p $tmp/hf_dir
+row run "a directory (a Hugging Face folder)" \
+  "$tmp/hf_dir: a directory, not a model file; convert it with /usr/bin/python3 tools/convert.py $tmp/hf_dir model.bin" \
+  ./run $tmp/hf_dir
+row run "a GGUF file" "$SHARED/models/gguf/rand256-F32.gguf: a GGUF file, not an attn.c model file; convert it with /usr/bin/python3 tools/convert.py" \
+  ./run $SHARED/models/gguf/rand256-F32.gguf
+row run "a PyTorch .pt checkpoint (a zip archive)" "a PyTorch checkpoint (a zip archive), not an attn.c model file; convert it with" \
+  ./run $SHARED/models/llama2xs_ckpt.pt
+"$PYTHON" -c "import pickle, sys; open(sys.argv[1], 'wb').write(pickle.dumps({'vocab_size': 65, 'itos': {0: 'a'}}, protocol=2) + bytes(300))" \
+  $tmp/meta.pkl
+row run "a pickle (nanoGPT's meta.pkl)" "$tmp/meta.pkl: a pickle (an old PyTorch checkpoint), not an attn.c model file" ./run $tmp/meta.pkl
+"$PYTHON" -c "import json, struct, sys; h = json.dumps({'w': {'dtype': 'F32', 'shape': [64], 'data_offsets': [0, 256]}}).encode()
+open(sys.argv[1], 'wb').write(struct.pack('<Q', len(h)) + h + bytes(256))" $tmp/model.safetensors
+row run "a safetensors file" "$tmp/model.safetensors: a safetensors file, not an attn.c model file" ./run $tmp/model.safetensors
+# ---- ./run: "-" is standard input or output where a stream will do, else refused
+row run "- as the model" "-: the model is a file, mapped where it lies; standard input cannot be one" ./run - -i hi
+row run "-z - (the tokenizer from standard input)" "-z -: the tokenizer is read from a file; give its name" ./run $model -z -
+row run "-m chat --chat - (turns and conversation both from standard input)" \
+  "--chat -: -m chat reads its turns from standard input; give the conversation as a file" \
+  ./run $model -m chat --chat - --chat-template llama2
+row run "--chat - with -f -" "--chat - and -f -: standard input can be only one of them" \
+  ./run $model --chat - -f - --chat-template llama2
 
 # A model file that shrinks while run has it mapped: with the prompt from standard input (-f -),
 # run blocks reading it after the model is mapped and before any weight is read, so the cut
@@ -299,6 +346,13 @@ d = bytearray(open(sys.argv[1], "rb").read())
 struct.pack_into("<f", d, struct.unpack_from("<Q", d, 120)[0] + 4 * 5, float("inf"))
 open(sys.argv[2], "wb").write(d)
 PY
+sealed $tmp/nan_init.bin
+cp $tmp/done.bin $tmp/damaged_init.bin && printf '\x7f' | dd of=$tmp/damaged_init.bin bs=1 seek=300 conv=notrunc 2>/dev/null
+row train "--init a model with a damaged byte" "$tmp/damaged_init.bin: checksum mismatch: the file is damaged" \
+  ./train -d $tmp/corpus.txt -o $tmp/m2.bin --init $tmp/damaged_init.bin --max-iters 2
+row train "-o - (the model to standard output)" "-o -: the model is a file" ./train -d $tmp/corpus.txt -o -
+row train "--init - (the model from standard input)" "--init -: the model to start from is a file" \
+  ./train -d $tmp/corpus.txt -o $tmp/m2.bin --init -
 row train "--init a model with an Inf weight" "$tmp/nan_init.bin: the initial weights are not finite: tok_embedding[5] is inf" \
   ./train -d $tmp/corpus.txt -o $tmp/m2.bin --init $tmp/nan_init.bin --max-iters 2
 row train "--resume with no state file" "$tmp/fresh.bin&&cannot open" ./train -d $tmp/corpus.txt -o $tmp/fresh.bin --resume
@@ -510,9 +564,11 @@ row run "a --chat conversation longer than the context" "$tmp/chat_long.json: 61
 mkdir -p $tmp/hf_tpl && cp $tmp/hf/* $tmp/hf_tpl/
 printf '%s' '{"chat_template": "{{ bos_token }}{% for message in messages %}{{ '"'"'[INST] '"'"' + message['"'"'content'"'"'] + '"'"' [/INST]'"'"' }}{% endfor %}"}' \
   >$tmp/hf_tpl/tokenizer_config.json
-row convert.py "a chat template of no known family" \
-  "$tmp/hf_tpl/tokenizer_config.json: chat template not recognised ('{{ bos_token }}{% for message in message'...); pass --chat-template NAME" \
-  "${convert[@]}" $tmp/hf_tpl $tmp/o.bin
+# a template of no known family is kept as text, with family 0: -m chat then asks for --chat-template
+"${convert[@]}" $tmp/hf_tpl $tmp/tpl0.bin 2>/dev/null
+row run "-m chat on a model whose chat template is of no known family" \
+  "$tmp/tpl0.bin: the model's chat template is of no family this build formats; name its format with --chat-template NAME (chatml, qwen3, llama3, llama2, gemma, zephyr)" \
+  ./run $tmp/tpl0.bin -m chat
 row convert.py "--chat-template nosuch" "argument --chat-template: invalid choice: 'nosuch'" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --chat-template nosuch
 row convert.py "--chat-template chatml for a tokenizer without <|im_start|>" \
@@ -526,6 +582,19 @@ at = struct.unpack_from("<Q", data, 184)[0]  # chat_offset: family, n_ids, then 
 struct.pack_into("<i", data, at + 8, 99999)
 open(sys.argv[2], "wb").write(data)
 PY
+sealed $tmp/chat_bad.bin
+"$PYTHON" - $tmp/chat.bin $tmp/chat_tlen.bin <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+at, n = struct.unpack_from("<QQ", data, 184)  # the section ends in template_len (0: no template)
+struct.pack_into("<I", data, at + n - 4, 5)
+open(sys.argv[2], "wb").write(data)
+PY
+sealed $tmp/chat_tlen.bin
+row run "-m chat on a chat section whose template_len runs past its end" \
+  "$tmp/chat_tlen.bin: chat template: chat section: its template is 5 bytes, but 0 remain" ./run $tmp/chat_tlen.bin -m chat
+row convert.py "a model file with one weight bit flipped" "$tmp/damaged.bin: checksum mismatch: the file is damaged" \
+  "${convert[@]}" $tmp/damaged.bin $tmp/o.bin
 row convert.py "a model file whose chat section has an id outside the vocabulary" \
   "$tmp/chat_bad.bin: chat section: id 0 is 99999, outside the vocabulary of 512" "${convert[@]}" $tmp/chat_bad.bin $tmp/o.bin
 row run "-m chat on a model file whose chat section has an id outside the vocabulary" \
