@@ -180,6 +180,14 @@ static unsigned char *as_version(const unsigned char *file, size_t size, uint32_
     return old;
 }
 
+// refuse_patched on file as a file of an older version.
+static void refuse_patched_as_version(const unsigned char *file, size_t size, uint32_t version, const Patch *cases,
+                                      size_t n) {
+    unsigned char *old = as_version(file, size, version);
+    refuse_patched(old, size, cases, n);
+    free(old);
+}
+
 static void test_bad_fields(void **state) {
     (void)state;
     Patch cases[] = {
@@ -215,14 +223,12 @@ static void test_bad_fields(void **state) {
         {20, 1000, "weights_bytes"},
     };
     refuse_patched(good, good_size, cases, sizeof cases / sizeof cases[0]);
-    unsigned char *v1 = as_version(good, good_size, 1);
     Patch v1_cases[] = {
         {136, 1, "version 1 file has no weight_type"},
         {140, 8, "version 1 file has no weight_type"},
         {200, 1, "header bytes 200..203 (the checksum) are not zero in a version 1 file"},
     };
-    refuse_patched(v1, good_size, v1_cases, sizeof v1_cases / sizeof v1_cases[0]);
-    free(v1);
+    refuse_patched_as_version(good, good_size, 1, v1_cases, sizeof v1_cases / sizeof v1_cases[0]);
     Patch q8_cases[] = {
         {140, 0, "group_size is 0"},
         {140, 65537, "group_size is 65537"},
@@ -232,14 +238,12 @@ static void test_bad_fields(void **state) {
         {136, 0, "group_size is 8, outside [0, 0]"}, // float32 with a group size
     };
     refuse_patched(good_q8, good_q8_size, q8_cases, sizeof q8_cases / sizeof q8_cases[0]);
-    unsigned char *q8_v2 = as_version(good_q8, good_q8_size, 2);
     Patch q8_v2_cases[] = {
         {136, 2, "version 2 file uses a version 3 weight_type"},
         {4, 1, "version 1 file has no weight_type"},
         {184, 1, "header bytes 184..199 (the chat section) are not zero in a version 2 file"},
     };
-    refuse_patched(q8_v2, good_q8_size, q8_v2_cases, sizeof q8_v2_cases / sizeof q8_v2_cases[0]);
-    free(q8_v2);
+    refuse_patched_as_version(good_q8, good_q8_size, 2, q8_v2_cases, sizeof q8_v2_cases / sizeof q8_v2_cases[0]);
 }
 
 // zlib's CRC-32 (reflected polynomial 0xEDB88320), bit by bit: an implementation of the
