@@ -268,15 +268,14 @@ static inline int model_open(Model *m, const char *path, char *err, size_t n) {
         return -1;
     }
     struct stat st;
-    if (!fstat(fd, &st) && S_ISDIR(st.st_mode)) { // a Hugging Face folder, most likely
-        snprintf(err, n,
-                 "%s: a directory, not a model file; convert it with /usr/bin/python3 tools/convert.py %s model.bin",
-                 path, path);
-        close(fd);
-        return -1;
-    }
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        snprintf(err, n, "%s: not a regular file", path);
+    int stat_ok = !fstat(fd, &st);
+    if (!stat_ok || !S_ISREG(st.st_mode)) {
+        if (stat_ok && S_ISDIR(st.st_mode)) // a Hugging Face folder, most likely
+            snprintf(
+                err, n,
+                "%s: a directory, not a model file; convert it with /usr/bin/python3 tools/convert.py %s model.bin",
+                path, path);
+        else snprintf(err, n, "%s: not a regular file", path);
         close(fd);
         return -1;
     }

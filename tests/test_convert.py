@@ -13,6 +13,7 @@ import shutil
 import struct
 import sys
 import tempfile
+import zlib
 
 import numpy as np
 import torch
@@ -899,12 +900,14 @@ def modelfile_layout():
     """Offsets, alignment and padding of a written file, checked by hand."""
     c, tok, t = mr.make_model(tmp("layout.bin"), mr.PRESETS["mixed"], seed=1)
     data = open(tmp("layout.bin"), "rb").read()
-    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (1, 256)
+    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (5, 256)
+    # the checksum: CRC-32 of the file with its own four bytes as zero
+    assert struct.unpack_from("<I", data, 200)[0] == zlib.crc32(data[:200] + bytes(4) + data[204:])
     assert struct.unpack_from("<f", data, 80)[0] == np.float32(2.5)
     tok_bytes, woff, wbytes = struct.unpack_from("<QQQ", data, 112)
     assert struct.unpack_from("<Q", data, 104)[0] == 256 and data[256:256 + tok_bytes] == tok[0]
     assert woff % 64 == 0 and woff - 256 - tok_bytes < 64 and not any(data[256 + tok_bytes:woff])
-    assert len(data) == woff + wbytes and not any(data[136:256])
+    assert len(data) == woff + wbytes and not any(data[136:200]) and not any(data[204:256])
     off = woff
     for name, shape in mf.tensor_specs(c):
         n = int(np.prod(shape)) * 4
@@ -929,19 +932,30 @@ def refused(data, needle):
     raises(lambda: mf.read_model(tmp("bad.bin")), needle)
 
 
+def sealed(data):
+    """data with its checksum made right again (zero before version 5), so that a damaged file
+    meets the check of what was changed, not the checksum."""
+    b = bytearray(data)
+    b[200:204] = bytes(4)
+    if struct.unpack_from("<I", b, 4)[0] >= 5:
+        struct.pack_into("<I", b, 200, zlib.crc32(b))
+    return b
+
+
 def patched(data, off, fmt, v):
     b = bytearray(data)
     struct.pack_into(fmt, b, off, v)
-    return b
+    return sealed(b)
 
 
 @case(needs=[stories260K_legacy_bin, modelfile_layout])
 def float32_files_unchanged():
-    """Float32 files are what the version-1-only writer made, byte for byte: stories260K's SHA-256
-    is the one it gave, and layout.bin (checked by hand above) comes out the same whether cfg
-    says float32, leaves it out, or comes from with_weight_type."""
-    assert hashlib.sha256(open(tmp("s260.bin"), "rb").read()).hexdigest() == \
-        "a9cadcdb7fef006c4365886d960b3a66e359d6ee69beb474aae49b612a1e1a68"
+    """Float32 files are what the version-1-only writer made, byte for byte but for the version
+    and the checksum: stories260K's SHA-256 with those set back is the one it gave, and layout.bin
+    (checked by hand above) comes out the same whether cfg says float32, leaves it out, or comes
+    from with_weight_type."""
+    v1 = patched(open(tmp("s260.bin"), "rb").read(), 4, "<I", 1)
+    assert hashlib.sha256(v1).hexdigest() == "a9cadcdb7fef006c4365886d960b3a66e359d6ee69beb474aae49b612a1e1a68"
     c, tok, t = mf.read_model(tmp("layout.bin"))
     assert (c["weight_type"], c["group_size"]) == (mf.WEIGHTS_F32, 0)
     legacy = {k: v for k, v in c.items() if k not in ("weight_type", "group_size")}
@@ -960,7 +974,10 @@ def modelfile_refuses_bad_files():
     refused(good[:-4], "header implies")
     refused(good + b"\0" * 64, "header implies")
     refused(patched(good, 0, "<4s", b"ATTM"), "magic")
-    refused(patched(good, 4, "<I", 5), "newer than this build")
+    refused(patched(good, 4, "<I", 6), "newer than this build")
+    damaged = bytearray(good)
+    damaged[-100] ^= 1
+    refused(damaged, "checksum mismatch: the file is damaged")
     refused(patched(good, 4, "<I", 0), "version 0 is not supported")
     refused(patched(good, 12, "<I", 0), "dim")
     refused(patched(good, 20, "<I", 1 << 20), "n_layers")
@@ -968,8 +985,11 @@ def modelfile_refuses_bad_files():
     refused(patched(good, 44, "<I", 7), "pos_kind")
     refused(patched(good, 60, "<f", float("nan")), "norm_eps")
     refused(patched(good, 84, "<I", 3), "rope_dims")
-    refused(patched(good, 200, "<I", 1), "reserved")
-    refused(patched(good, 136, "<I", 1), "reserved header bytes 136..255 of a version 1 file")
+    refused(patched(good, 204, "<I", 1), "reserved")
+    refused(patched(patched(good, 4, "<I", 1), 136, "<I", 1), "reserved header bytes 136..255 of a version 1 file")
+    v4 = patched(good, 4, "<I", 4)
+    v4[200] = 1
+    refused(v4, "reserved header bytes 200..255 of a version 4 file")
     refused(patched(good, 120, "<Q", 257), "weights_offset")
     refused(patched(good, len(good) - 4, "<f", 1.0), "padding after tensor classifier")  # 301 x 40 floats: 32 bytes pad
     refused(patched(good, 256, "<I", 7), "tokenizer")
@@ -997,8 +1017,8 @@ def check_q8_file(path, c, tensors, gs):
     values and scales q80_by_hand gives, every other tensor as it was, each piece padded to 64.
     Then read_model: the same pieces raw, and dequantised within half a step of the originals."""
     data = open(path, "rb").read()
-    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (2, 256)
-    assert struct.unpack_from("<II", data, 136) == (1, gs) and not any(data[144:256])
+    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (5, 256)
+    assert struct.unpack_from("<II", data, 136) == (1, gs) and not any(data[144:200]) and not any(data[204:256])
     woff, wbytes = struct.unpack_from("<QQ", data, 120)
     assert len(data) == woff + wbytes
     pad = lambda n: (n + 63) // 64 * 64  # noqa: E731
@@ -1059,15 +1079,17 @@ def q8_0_round_trip():
 @case(needs=[q8_0_round_trip])
 def q8_0_refusals():
     good = open(tmp("q8.bin"), "rb").read()
-    refused(patched(good, 136, "<I", 2), "version 2 file uses a version 3 weight_type")
+    v2 = patched(good, 4, "<I", 2)  # Q8_0 came in version 2
+    refused(patched(v2, 136, "<I", 2), "version 2 file uses a version 3 weight_type")
     refused(patched(good, 140, "<I", 0), "group_size = 0 is outside [1, 65536]")
     refused(patched(good, 140, "<I", 65537), "group_size = 65537 is outside")
     refused(patched(good, 140, "<I", 5), "group_size 5 does not divide every quantised row: dim 48")
     refused(patched(good, 140, "<I", 8), "weights_bytes")  # a valid group size, another layout
     refused(patched(good, 136, "<I", 0), "group_size = 16 with float32 weights")
     refused(patched(good, 4, "<I", 1), "reserved header bytes 136..255 of a version 1 file")
-    refused(patched(good, 144, "<I", 1), "reserved header bytes 144..255 of a version 2 file")
-    refused(patched(good, 255, "<B", 1), "reserved header bytes 144..255")
+    refused(patched(v2, 144, "<I", 1), "reserved header bytes 144..255 of a version 2 file")
+    refused(patched(v2, 255, "<B", 1), "reserved header bytes 144..255")
+    refused(patched(good, 255, "<B", 1), "reserved header bytes 204..255")
     refused(good[:-4], "header implies")
     refused(good[:len(good) // 2], "header implies")
     woff = struct.unpack_from("<Q", good, 120)[0]
