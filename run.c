@@ -401,8 +401,9 @@ static void select_range(int range[2], const int given[2], const char *flag, con
                          const char *model_path) {
     range[0] = given[0] < 0 ? 0 : given[0];
     range[1] = given[0] < 0 ? count - 1 : given[1];
-    if (range[1] >= count)
-        die("%s %d-%d: %s has %d %s, 0-%d", flag, given[0], given[1], model_path, count, what, count - 1);
+    char as_given[32];
+    snprintf(as_given, sizeof as_given, given[0] == given[1] ? "%d" : "%d-%d", given[0], given[1]);
+    if (range[1] >= count) die("%s %s: %s has %d %s, 0-%d", flag, as_given, model_path, count, what, count - 1);
 }
 
 // tokens: n prompt ids, malloc'd; dump_attention owns them.

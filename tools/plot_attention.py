@@ -51,6 +51,8 @@ class Attention:
             data = f.read()
         if len(data) < 12:
             raise Damaged("%d bytes, shorter than the 12-byte header (int32 T, layers, heads)" % len(data))
+        if data[:4] == b"ATTN":
+            raise Damaged("an attn.c model file; make its attention file with ./run MODEL -m attention -i TEXT -o FILE")
         T, L, H = struct.unpack_from("<3i", data)
         if T < 1 or L < 1 or H < 1:
             raise Damaged("the header says T %d, layers %d, heads %d: not a -m attention file" % (T, L, H))
@@ -159,7 +161,7 @@ def heatmap(ax, a, layer, head, plt):
 def plot_grid(a, plt):
     L, H = a.n_layers, a.n_heads
     panel = max(0.9, min(2.6, 28.0 / max(L, H)))  # inches: 4 x 4 heads of 100 tokens readable, 16 x 32 a page
-    fig, axes = plt.subplots(L, H, figsize=(panel * H + 1.6, panel * L + 1.0), squeeze=False)
+    fig, axes = plt.subplots(L, H, figsize=(panel * H + 1.6, panel * L + 1.0), squeeze=False, layout="constrained")
     for l in range(L):
         for h in range(H):
             ax = axes[l, h]
@@ -171,14 +173,14 @@ def plot_grid(a, plt):
             if h == 0:
                 ax.set_ylabel(a.layer_name(l), fontsize=8)
     fig.suptitle("%s: %d tokens; row = query, column = key" % (os.path.basename(a.path), a.T), fontsize=10)
-    fig.colorbar(im, ax=axes, fraction=0.02, pad=0.01, label="weight (square-root scale)")
+    fig.colorbar(im, ax=axes, shrink=0.6, label="weight (square-root scale)")
     return fig
 
 
 def plot_head(a, layer, head, plt):
     T = a.T
     size = min(28.0, max(6.0, 0.12 * T + 2.5))  # inches: some 12 pixels a token at 100 dpi
-    fig, ax = plt.subplots(figsize=(size + 1.2, size))
+    fig, ax = plt.subplots(figsize=(size + 1.2, size), layout="constrained")
     im = heatmap(ax, a, layer, head, plt)
     every = max(1, math.ceil(T / 200))  # past 200 tokens every other label, and so on
     ticks = list(range(0, T, every))
@@ -192,7 +194,7 @@ def plot_head(a, layer, head, plt):
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query")
     ax.set_title("%s, %s: %s" % (a.layer_name(layer), a.head_name(head), os.path.basename(a.path)), pad=12)
-    fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02, label="weight (square-root scale)")
+    fig.colorbar(im, ax=ax, shrink=0.6, label="weight (square-root scale)")
     return fig
 
 
