@@ -231,6 +231,7 @@ PY
 row run "a model with NaN weights, generating" "$tmp/nan_weights.bin: the logits at position 2 are not finite" ./run $tmp/nan_weights.bin -i "Once upon"
 row run "a model with NaN weights, -m ppl" "$tmp/nan_weights.bin: the logits at position 0 are not finite" ./run $tmp/nan_weights.bin -m ppl -f $tmp/corpus_seed.txt
 row run "a model with NaN weights, -m logits" "$tmp/nan_weights.bin: the logits at position 0 are not finite" ./run $tmp/nan_weights.bin -m logits -i hi -o $tmp/l.bin
+row run "a model with NaN weights, -m attention" "$tmp/nan_weights.bin: the attention weights of layer 0, head 0 at position 0 are not finite" ./run $tmp/nan_weights.bin -m attention -i hi -o $tmp/l.bin
 
 if [ -w /dev/full ]; then # writes to /dev/full fail with ENOSPC, as on a full disk
   row run "stdout on a full disk (/dev/full)" "run: stdout: cannot write: No space left on device" \
