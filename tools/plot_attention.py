@@ -33,6 +33,7 @@ import outfile  # noqa: E402
 LABELS_MAGIC = b"LABL"
 ROW_TOLERANCE = 1e-3  # float32 rows of thousands of weights sum to 1 within far less
 HTML_MAX_WEIGHTS = 64 << 20  # a page past this many weights is too heavy for a browser to draw
+HTML_MAX_TOKENS = 1000  # rows of 20 pixels: a taller canvas passes what browsers draw (32767 pixels)
 
 
 class Damaged(ValueError):
@@ -299,9 +300,11 @@ fromHash();
 
 def page(a):
     n = a.n_layers * a.n_heads * a.T * a.T
+    if a.T > HTML_MAX_TOKENS:
+        raise ValueError("%d tokens, more than a page shows (%d): a shorter prompt" % (a.T, HTML_MAX_TOKENS))
     if n > HTML_MAX_WEIGHTS:
-        raise Damaged("%d weights, more than a page can hold (%d); select fewer layers or heads with ./run's "
-                      "--layers A-B and --heads A-B, or a shorter prompt" % (n, HTML_MAX_WEIGHTS))
+        raise ValueError("%d weights, more than a page can hold (%d); select fewer layers or heads with ./run's "
+                         "--layers A-B and --heads A-B, or a shorter prompt" % (n, HTML_MAX_WEIGHTS))
     q = np.rint(a.weights * 255).astype(np.uint8)  # opacity steps of 1/255
     data = dict(tokens=a.token_texts(), layers=[a.layer_name(l) for l in range(a.n_layers)],
                 heads=[a.head_name(h) for h in range(a.n_heads)], colors=head_colors(a.n_heads),
