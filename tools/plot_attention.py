@@ -205,7 +205,8 @@ PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>attention: %(title)s</title>
 <style>
 body { font-family: sans-serif; margin: 0; background: #fff; color: #222; }
-#controls { padding: 8px 12px; height: 28px; display: flex; align-items: center; gap: 10px; font-size: 14px; }
+#controls { padding: 8px 12px; min-height: 28px; display: flex; flex-wrap: wrap; align-items: center; gap: 10px;
+  font-size: 14px; }
 #heads span { display: inline-block; width: 18px; height: 18px; margin-right: 3px; cursor: pointer;
   vertical-align: middle; border: 2px solid #fff; }
 #heads span.off { opacity: 0.15; }
