@@ -278,6 +278,7 @@ PY
 row run "a model with NaN weights, generating" "$tmp/nan_weights.bin: the logits at position 2 are not finite" ./run $tmp/nan_weights.bin -i "Once upon"
 row run "a model with NaN weights, -m ppl" "$tmp/nan_weights.bin: the logits at position 0 are not finite" ./run $tmp/nan_weights.bin -m ppl -f $tmp/corpus_seed.txt
 row run "a model with NaN weights, -m logits" "$tmp/nan_weights.bin: the logits at position 0 are not finite" ./run $tmp/nan_weights.bin -m logits -i hi -o $tmp/l.bin
+row run "a model with NaN weights, -m attention" "$tmp/nan_weights.bin: the attention weights of layer 0, head 0 at position 0 are not finite" ./run $tmp/nan_weights.bin -m attention -i hi -o $tmp/l.bin
 
 if [ -w /dev/full ]; then # writes to /dev/full fail with ENOSPC, as on a full disk
   row run "stdout on a full disk (/dev/full)" "run: stdout: cannot write: No space left on device" \
@@ -285,6 +286,33 @@ if [ -w /dev/full ]; then # writes to /dev/full fail with ENOSPC, as on a full d
 fi
 limited=(bash -c 'ulimit -f 8 && exec "$@"' limited) # files up to 8 KiB
 row run "-m logits -o past ulimit -f" "$tmp/logits.bin: cannot write: File too large" "${limited[@]}" ./run $model -m logits -i "Once upon a time" -o $tmp/logits.bin
+
+# ---- ./run -m attention and tools/plot_attention.py
+row run "-m attention without -o" "-m attention needs an output file: -o FILE" ./run $model -m attention -i hi
+row run "--layers out of range" "--layers 3-7: $model has 5 layers, 0-4" ./run $model -m attention -i hi -o $tmp/a.bin --layers 3-7
+row run "--heads out of range" "--heads 8: $model has 8 query heads, 0-7" ./run $model -m attention -i hi -o $tmp/a.bin --heads 8
+row run "--layers 2-1 (backwards)" "--layers 2-1: expected A-B, numbers from 0 with A <= B, or one number" ./run $model -m attention -i hi -o $tmp/a.bin --layers 2-1
+row run "--heads without -m attention (it would be ignored)" "--heads selects what -m attention writes" ./run $model -i hi --heads 0
+"$PYTHON" tools/make_random.py --set seq_len=4096 --set n_layers=4 --set dim=32 --set n_heads=8 --set n_kv_heads=8 \
+  --set head_dim=4 --set rope_dims=4 --set hidden_dim=32 $tmp/wide.bin >/dev/null 2>&1
+head -c 6000 $SHARED/data/tinyshakespeare.txt >$tmp/long_prompt.txt
+row run "-m attention on a prompt whose weights pass 1 GiB (3669 tokens, 4 layers, 8 heads)" \
+  "-m attention: 3669 tokens x 4 layers x 8 heads make a 1.60 GiB file, over the 1 GiB limit; select fewer with --layers A-B and --heads A-B" \
+  ./run $tmp/wide.bin -m attention -f $tmp/long_prompt.txt -o $tmp/a.bin
+./run $model -m attention -i "Once upon a time" -o $tmp/attention.bin 2>/dev/null
+head -c 3000 $tmp/attention.bin >$tmp/attention_cut.bin
+row plot_attention.py "an attention file cut short" "$tmp/attention_cut.bin: truncated: the header (T 5, layers 5, heads 8) implies 4032 bytes, the file has 3000" \
+  "$PYTHON" tools/plot_attention.py $tmp/attention_cut.bin -o $tmp/a.png
+"$PYTHON" - $tmp/attention.bin $tmp/attention_bad.bin <<'PY'
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+struct.pack_into("<f", d, 12 + 4 * 5 + 4 * (5 * 3 + 1), 0.75)  # layer 0, head 0, row 3 of 5 tokens: a weight changed
+open(sys.argv[2], "wb").write(d)
+PY
+row plot_attention.py "an attention file with a damaged weight" "$tmp/attention_bad.bin: layer 0 head 0: row 3 sums to" \
+  "$PYTHON" tools/plot_attention.py $tmp/attention_bad.bin -o $tmp/a.png
+row plot_attention.py "a model file instead of an attention file" "$model: an attn.c model file; make its attention file with ./run MODEL -m attention" \
+  "$PYTHON" tools/plot_attention.py $model --html $tmp/a.html
 
 # ---- ./train
 head -c 3000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus.txt

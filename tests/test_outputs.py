@@ -116,6 +116,16 @@ def plot_refuses_special_outputs():
 
 
 @case
+def plot_attention_refuses_special_outputs():
+    att = tmp("attention.bin")
+    r = subprocess.run([os.path.join(ROOT, "run"), model(), "-m", "attention", "-i", "Once", "-o", att],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    refuses_each("plot_attention", lambda out: [PY, tool("plot_attention.py"), att, "-o", out])
+    refuses_each("plot_attention_html", lambda out: [PY, tool("plot_attention.py"), att, "--html", out])
+
+
+@case
 def reference_refuses_special_outputs():
     """reference.py --logits X writes X.npy, as numpy names it: the nodes are named so."""
     refuses_each("reference", lambda out: [PY, tool("reference.py"), model(), "--tokens", "1,2", "--logits", out],

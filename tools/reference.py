@@ -765,6 +765,33 @@ def encode(tok, text):
         seq[at:at + 2] = [best]
 
 
+def attention_probabilities(model, tokens):
+    """[n_layers] numpy arrays [heads, T, T]: the probabilities each layer's attention computes over
+    tokens (query row, key column; 0 where masked) in model's own forward, a Transformer's or an
+    HFModel's. Every softmax that forward calls is recorded as it is computed, the attention's being
+    its only ones (the logits are not turned into probabilities here), so that nothing is computed
+    a second way; a TorchFunctionMode sees each call without touching the modules."""
+    from torch.overrides import TorchFunctionMode
+
+    class Recorder(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.layers = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func in (torch.Tensor.softmax, torch.softmax, F.softmax):
+                self.layers.append(out.reshape(-1, *out.shape[-2:]).numpy())
+            return out
+
+    with torch.no_grad(), Recorder() as rec:
+        if isinstance(model, HFModel):
+            model.hidden(tokens, [])
+        else:
+            model(torch.tensor([list(tokens)], dtype=torch.long))
+    return rec.layers
+
+
 def parse_ids(s):
     if s.startswith("@"):
         s = open(s[1:]).read()
