@@ -28,8 +28,8 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import gguf  # noqa: E402
-import gguf_write  # noqa: E402
+from attn import gguf_file as gguf  # noqa: E402
+from attn import gguf_write  # noqa: E402
 
 SHARED_GGUF = os.path.join(ROOT, "..", "shared", "models", "gguf")
 BAD_DIR = os.path.join(ROOT, "tests", "gguf_bad")

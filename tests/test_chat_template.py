@@ -25,10 +25,10 @@ import sys
 
 from pycase import Cases, ROOT, refused
 
-import chat_template as ct  # noqa: E402  (tools/, on the path by pycase)
+from attn import chat_template as ct  # noqa: E402  (tools/, on the path by pycase)
 import make_random  # noqa: E402
-import modelfile as mf  # noqa: E402
-import tokenizer_blob  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
+from attn import tokenizer_blob  # noqa: E402
 
 NODE_DIR = os.path.join(ROOT, "tests", "node")
 MODULES = os.path.join(NODE_DIR, "node_modules")

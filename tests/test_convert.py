@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from pycase import ROOT  # puts tools/ on the path too
 import convert  # noqa: E402
 import make_random as mr  # noqa: E402
-import modelfile as mf  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
 import reference as ref  # noqa: E402
 import pycase  # noqa: E402
 
@@ -319,7 +319,7 @@ def hf_gpt2_pytorch_model_bin():
 
 def has_tokenizer_blob():
     try:
-        import tokenizer_blob  # noqa: F401
+        from attn import tokenizer_blob  # noqa: F401
         return True
     except ImportError:
         return False

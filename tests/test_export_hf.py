@@ -28,12 +28,12 @@ import tempfile
 import numpy as np
 
 from pycase import ROOT  # puts tools/ on the path too
-import export_hf  # noqa: E402
+from attn.exports import hf as export_hf  # noqa: E402
 import make_random as mr  # noqa: E402
-import modelfile as mf  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 import reference as ref  # noqa: E402
-import tokenizer_blob  # noqa: E402
+from attn import tokenizer_blob  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared")
 TMP = tempfile.mkdtemp(prefix="attn-test-export-hf-")

@@ -19,9 +19,9 @@ import numpy as np
 
 from pycase import ROOT  # puts tools/ on the path too
 import pycase  # noqa: E402
-import gguf  # noqa: E402
-import gguf_write  # noqa: E402
-import modelfile  # noqa: E402
+from attn import gguf_file as gguf  # noqa: E402
+from attn import gguf_write  # noqa: E402
+from attn import modelfile  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared")
 GGUF_DIR = os.path.join(SHARED, "models", "gguf")

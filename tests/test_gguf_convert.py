@@ -22,14 +22,14 @@ import torch
 
 from pycase import ROOT  # puts tools/ on the path too
 import convert  # noqa: E402
-import gguf  # noqa: E402
-import gguf_model  # noqa: E402
-import gguf_write  # noqa: E402
+from attn import gguf_file as gguf  # noqa: E402
+from attn.sources import gguf as gguf_model  # noqa: E402
+from attn import gguf_write  # noqa: E402
 import make_random as mr  # noqa: E402
-import modelfile as mf  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 import reference as ref  # noqa: E402
-import tokenizer_blob  # noqa: E402
+from attn import tokenizer_blob  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared")
 GGUF_DIR = os.path.join(SHARED, "models", "gguf")

@@ -15,8 +15,8 @@ import tempfile
 
 from pycase import ROOT  # puts tools/ on the path too
 import make_random as mr  # noqa: E402
-import modelfile as mf  # noqa: E402
-import outfile  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
+from attn import outfile  # noqa: E402
 import pycase  # noqa: E402
 
 MODELS = os.path.join(ROOT, "..", "shared", "models")

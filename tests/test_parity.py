@@ -38,7 +38,7 @@ import torch
 from pycase import ROOT  # puts tools/ on the path too
 import convert  # noqa: E402
 import make_random as mr  # noqa: E402
-import modelfile as mf  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 import reference as ref  # noqa: E402
 

@@ -15,7 +15,7 @@ import sys
 
 from pycase import ROOT  # puts tools/ on the path too
 import pycase  # noqa: E402
-import tokenizer_blob as tb  # noqa: E402
+from attn import tokenizer_blob as tb  # noqa: E402
 from test_tokenizer_gpt2 import ensure_cli, ensure_pkg, CLI, PKG, TMP  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared")
@@ -508,7 +508,7 @@ def run_special_and_stops():
     an added token with the stop attribute (a model whose final norm is zero: every logit 0, so
     greedy picks id 0, <pad>)."""
     import make_random as mr
-    import modelfile as mf
+    from attn import modelfile as mf
     subprocess.run(["make", "-s", "-C", ROOT, "run"], check=True)
     cfg = dict(mr.PRESETS["llama_gqa"], vocab_size=266, seq_len=32)
     for stops in ([1], [1, 0]):  # EOS is the first; <pad> stops only by its attribute

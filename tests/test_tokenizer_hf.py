@@ -37,7 +37,7 @@ import unicodedata
 
 from pycase import ROOT  # puts tools/ on the path too
 import pycase  # noqa: E402
-import tokenizer_blob  # noqa: E402
+from attn import tokenizer_blob  # noqa: E402
 
 NODE_DIR = os.path.join(ROOT, "tests", "node")
 MODULES = os.path.join(NODE_DIR, "node_modules")

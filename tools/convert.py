@@ -59,8 +59,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import modelfile as mf  # noqa: E402
-import outfile  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
+from attn import outfile  # noqa: E402
 
 
 class Bad(Exception):
@@ -968,17 +968,17 @@ def read_tokenizer(path, vocab_size, model):
         if base.endswith(".pkl"):
             tok = read_char_meta(path, vocab_size, model)
         elif is_gguf(path):
-            import tokenizer_blob
+            from attn import tokenizer_blob
             tok = tokenizer_blob.from_gguf(path, vocab_size)
             notes = tok.notes
         elif base.endswith(".json") and base != "tokenizer.json":
-            import tokenizer_blob
+            from attn import tokenizer_blob
             other = os.path.join(os.path.dirname(path), "vocab.bpe" if base == "encoder.json" else "merges.txt")
             if not os.path.exists(other):
                 raise Bad(path, "needs %s beside it" % os.path.basename(other))
             tok = tokenizer_blob.from_gpt2(path, other)
         elif base.endswith(".json"):
-            import tokenizer_blob
+            from attn import tokenizer_blob
             tok = tokenizer_blob.from_hf_dir(path, vocab_size)
             notes = tok.notes
         else:
@@ -1051,7 +1051,7 @@ def read_source(src):
         return read_attn(src)
     if head[:4] == b"GGUF":
         sys.modules.setdefault("convert", sys.modules[__name__])  # gguf_model's Bad is this run's
-        import gguf_model
+        from attn.sources import gguf as gguf_model
         return gguf_model.read_gguf(src)
     if len(head) < 28:  # the smallest header of any format here: llama2.c's 7 int32
         raise Bad(src, "file of %d bytes is too short for any known format" % len(head))
@@ -1116,7 +1116,7 @@ def chat_section(src, tokpath, tok, source, name):
     """(the chat section for OUT, b"" for none; its family for the closing note): from --chat-template
     NAME, else the template beside the tokenizer.json (or in SRC), else the source's own section
     when OUT keeps its tokenizer."""
-    import chat_template
+    from attn import chat_template
     folder = tokpath if tokpath and os.path.isdir(tokpath) else \
         os.path.dirname(tokpath) if tokpath and os.path.basename(tokpath) == "tokenizer.json" else \
         src if os.path.isdir(src) else None
@@ -1128,7 +1128,7 @@ def chat_section(src, tokpath, tok, source, name):
     gguf = tokpath or src
     if folder is None and os.path.isfile(gguf) and is_gguf(gguf):  # a GGUF keeps tokenizer.chat_template
         sys.modules.setdefault("convert", sys.modules[__name__])
-        import gguf_model
+        from attn.sources import gguf as gguf_model
         template, where = gguf_model.chat_template(gguf), gguf
     if template is None and name is None:
         section = source.chat if source.chat and not tokpath else b""
@@ -1219,7 +1219,7 @@ def main(argv):
     ap.add_argument("--export-hf", action="store_true", help="write MODEL.bin as a Hugging Face directory OUT "
                     "(tools/export_hf.py)")
     add_quantize_arguments(ap)
-    from chat_template import FAMILIES
+    from attn.chat_template import FAMILIES
     ap.add_argument("--chat-template", metavar="NAME", choices=FAMILIES,
                     help="the chat format to store, instead of the one the checkpoint's chat template is "
                     "recognised as: %s or %s" % (", ".join(FAMILIES[:-1]), FAMILIES[-1]))
@@ -1249,7 +1249,7 @@ def main(argv):
             print("convert.py: wrote %s" % a.out, file=sys.stderr)
         elif a.export_hf:
             sys.modules.setdefault("convert", sys.modules[__name__])  # export_hf's Bad is this run's
-            import export_hf
+            from attn.exports import hf as export_hf
             mt = export_hf.export(a.src, a.out)
             print("convert.py: %s -> %s: Hugging Face %s directory" % (a.src, a.out, mt), file=sys.stderr)
         else:

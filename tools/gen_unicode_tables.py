@@ -32,7 +32,7 @@ import sys
 import unicodedata
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import outfile  # noqa: E402
+from attn import outfile  # noqa: E402
 
 CLS_L, CLS_N, CLS_S = 1, 2, 3
 NFC_DECOMP, NFC_SECOND = 1 << 8, 1 << 9  # nfc_prop_table's flags above the ccc rank

@@ -30,8 +30,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import modelfile as mf  # noqa: E402
-import outfile  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
+from attn import outfile  # noqa: E402
 
 SHARED = os.path.join(HERE, "..", "..", "shared")
 

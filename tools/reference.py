@@ -31,8 +31,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import modelfile as mf  # noqa: E402
-import outfile  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
+from attn import outfile  # noqa: E402
 
 
 # ---- RoPE frequencies (Hugging Face's modeling_rope_utils semantics), shared by both modes ----

@@ -13,8 +13,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
-import gguf  # noqa: E402
-import gguf_write  # noqa: E402
+from attn import gguf_file as gguf  # noqa: E402
+from attn import gguf_write  # noqa: E402
 
 TMP = os.path.join(HERE, "base.tmp")
 

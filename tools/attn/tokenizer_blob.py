@@ -32,10 +32,8 @@ import collections
 import json
 import os
 import struct
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from modelfile import (pack_tokenizer, TOK_SENTENCEPIECE, TOK_BYTE_BPE, TOKF_DUMMY_PREFIX,  # noqa: E402
+from attn.modelfile import (pack_tokenizer, TOK_SENTENCEPIECE, TOK_BYTE_BPE, TOKF_DUMMY_PREFIX,
                        TOKF_ADD_BOS, TOKF_BOS_STOPS, TOKF_NFC, TOKF_IGNORE_MERGES, TOKF_PRE_SHIFT, TOK_PRE_GPT2,
                        TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_DIGITS_GPT2)
 
@@ -605,7 +603,7 @@ def from_gguf(path, vocab_size=None, f=None):
     kind 1, its tokenizer.ggml.pre one of gpt-2, llama-bpe, qwen2, smollm, starcoder). Control
     and unknown tokens become special added tokens, user-defined ones ordinary added tokens;
     EOS and EOT stop generation. f: the file already open (tools/gguf.py's GGUFFile)."""
-    import gguf
+    from attn import gguf_file as gguf
     own = f is None
     try:
         f = gguf.GGUFFile(path) if own else f

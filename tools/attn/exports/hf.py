@@ -29,16 +29,14 @@ import collections
 import json
 import os
 import struct
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import convert  # noqa: E402
-import modelfile as mf  # noqa: E402
-import outfile  # noqa: E402
-from convert import Bad  # noqa: E402
-from tokenizer_blob import bytes_to_unicode, SP_SPACE as SPACE, SPLIT_REGEXES, TOKA_SPECIAL, TOKA_STOP  # noqa: E402
+import convert
+from attn import modelfile as mf
+from attn import outfile
+from convert import Bad
+from attn.tokenizer_blob import bytes_to_unicode, SP_SPACE as SPACE, SPLIT_REGEXES, TOKA_SPECIAL, TOKA_STOP
 
 FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 NO_MERGE_SCORE = -1e10  # kind-0 encoding merges only into pieces scoring above this (tokenizer/internal.h)

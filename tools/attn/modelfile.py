@@ -14,7 +14,7 @@ import struct
 
 import numpy as np
 
-import outfile
+from attn import outfile
 
 MAGIC = b"ATTN"
 VERSION = 4  # the newest this reads; files are written in the lowest version that describes them
@@ -405,7 +405,7 @@ def resize_tokenizer(blob, vocab_size):
 
 def read_llama2c_tokenizer(path, vocab_size):
     """A llama2.c tokenizer.bin as (blob, kind, flags, bos, eos), exactly vocab_size pieces."""
-    import tokenizer_blob  # imports this module: import it late
+    from attn import tokenizer_blob  # imports this module: import it late
     tok = tokenizer_blob.from_llama2c(path, vocab_size)
     n = len(parse_tokenizer(tok[0])[0])
     if n != vocab_size:  # llama2.c reads exactly vocab_size pieces: this is another model's vocabulary

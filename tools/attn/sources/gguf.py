@@ -21,15 +21,13 @@ Weight types (the closing note says which happened):
 A file with any quantised matrix is stored as Q8_0 unless --weights says otherwise. Any other
 type is refused by name (tools/gguf.py). Tensors are read one at a time from the mapped file.
 """
-import os
 import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import convert as cv  # noqa: E402
-import gguf  # noqa: E402
-import modelfile as mf  # noqa: E402
+import convert as cv
+from attn import gguf_file as gguf
+from attn import modelfile as mf
 
 FLOATS = ("F32", "F16", "BF16")
 EXACT_Q8 = {"Q8_0": 32, "Q4_0": 32, "Q6_K": 16}  # types q8_blocks maps exactly, and their group
@@ -329,7 +327,7 @@ def read_gguf(path):
         cfg["arch_flags"] &= ~mf.ARCH_NORM_PLUS_ONE
     tok = None
     if "tokenizer.ggml.model" in f.metadata:  # else --tokenizer must give one
-        import tokenizer_blob
+        from attn import tokenizer_blob
         try:
             tok = tokenizer_blob.from_gguf(path, cfg["vocab_size"], f)
         except ValueError as e:
