@@ -78,7 +78,7 @@ row run "a model cut inside the tokenizer" "truncated: tok_bytes" ./run $tmp/cut
 "$PYTHON" - "$model" >$tmp/boundaries.txt <<'PY'
 import sys
 sys.path.insert(0, "tools")
-import modelfile as mf
+from attn import modelfile as mf
 d = open(sys.argv[1], "rb").read()
 h = mf.read_header(d)
 off = h["weights_offset"]
@@ -373,7 +373,8 @@ row convert.py "an output in a missing directory" "$tmp/no/o.bin: cannot write" 
 "$PYTHON" - $tmp <<'PY'
 import json, os, shutil, struct, sys
 sys.path.insert(0, "tools")
-import convert, make_random as mr
+import make_random as mr
+from attn import safetensors
 t = sys.argv[1]
 base = os.path.join(t, "hf")
 mr.write_hf_llama(base, dict(mr.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), seed=1)
@@ -399,9 +400,9 @@ tokenizer_json(copy("hf_pre"), 300, {"type": "Sequence", "pretokenizers": [
     {"type": "Split", "pattern": {"Regex": "\\w+|[^\\w]+"}, "behavior": "Isolated", "invert": False},
     dict(byte_level, use_regex=False)]})
 d = copy("hf_bf16")
-sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
 sd["model.layers.1.mlp.up_proj.weight"] = sd["model.layers.1.mlp.up_proj.weight"][:, :63]
-convert.write_safetensors(os.path.join(d, "model.safetensors"), sd, "BF16")
+safetensors.write_safetensors(os.path.join(d, "model.safetensors"), sd, "BF16")
 st = os.path.join(d, "model.safetensors")  # the header says 64 columns, the bytes hold 63
 data = open(st, "rb").read()
 n = struct.unpack_from("<Q", data)[0]
@@ -453,7 +454,7 @@ row convert.py "a GGUF model with a tensor of a type this build does not convert
 "$PYTHON" - $SHARED/models/gguf/rand256-F32.gguf "$tmp" <<'PY'
 import sys
 sys.path.insert(0, "tools")
-import gguf, gguf_write
+from attn import gguf_file as gguf, gguf_write
 src, d = sys.argv[1], sys.argv[2]
 def variant(name, meta):
     with gguf.GGUFFile(src) as f, gguf_write.GGUFWriter("%s/%s" % (d, name)) as w:

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from pycase import ROOT  # puts tools/ on the path too
 import convert  # noqa: E402
+from attn import safetensors  # noqa: E402
 import make_random as mr  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
 import reference as ref  # noqa: E402
@@ -277,7 +278,7 @@ def hf_gpt2_directory():
     d = tmp("hf_gpt2")
     cfg = dict(mr.PRESETS["gpt2"], vocab_size=300, seq_len=40)
     c0, t0 = mr.write_hf_gpt2(d, cfg, seed=3)
-    sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+    sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
     assert sd["h.0.attn.c_attn.weight"].shape == (48, 144)  # Conv1D: input-major
     extra = [] if has_tokenizer_blob() else ["--tokenizer", synthetic_tokenizer_bin(300)]
     c, tok, t = conv(d, tmp("hf_gpt2.bin"), *extra)
@@ -294,7 +295,7 @@ def hf_gpt2_directory():
 def hf_gpt2_pytorch_model_bin():
     """pytorch_model.bin, whole and sharded with an index, instead of safetensors; --seq-len."""
     src = tmp("hf_gpt2")
-    sd = convert.read_safetensors(os.path.join(src, "model.safetensors"))
+    sd = safetensors.read_safetensors(os.path.join(src, "model.safetensors"))
     for sharded in (False, True):
         d = tmp("hf_gpt2_pt%d" % sharded)
         shutil.copytree(src, d)
@@ -370,7 +371,7 @@ def read_hf_dir_weights(d):
     files = sorted(set(json.load(open(idx))["weight_map"].values())) if os.path.exists(idx) else ["model.safetensors"]
     sd = {}
     for f in files:
-        sd.update(convert.read_safetensors(os.path.join(d, f)))
+        sd.update(safetensors.read_safetensors(os.path.join(d, f)))
     return sd
 
 
@@ -439,7 +440,7 @@ def safetensors_dtypes():
            "b": {"dtype": "F16", "shape": [6], "data_offsets": [12, 24]}, "__metadata__": {"format": "pt"}}
     h = json.dumps(hdr).encode()
     open(tmp("dt.safetensors"), "wb").write(struct.pack("<Q", len(h)) + h + bf.tobytes() + f16.tobytes())
-    r = convert.read_safetensors(tmp("dt.safetensors"))
+    r = safetensors.read_safetensors(tmp("dt.safetensors"))
     assert np.array_equal(r["a"].ravel(), (bf.astype(np.uint32) << 16).view(np.float32))
     assert np.array_equal(r["b"], f16.astype(np.float32)) and r["b"].dtype == np.float32
 
@@ -521,12 +522,12 @@ def write_hf_dir(name, c, dtype="BF16", seed=0, shards=1):
     json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=2)
     sd = hf_state_dict(c, dtype, seed)
     if shards == 1:
-        convert.write_safetensors(os.path.join(d, "model.safetensors"), sd, dtype)
+        safetensors.write_safetensors(os.path.join(d, "model.safetensors"), sd, dtype)
     else:
         names, wmap = sorted(sd), {}
         for s in range(shards):
             fn = "model-%05d-of-%05d.safetensors" % (s + 1, shards)
-            convert.write_safetensors(os.path.join(d, fn), {k: sd[k] for k in names[s::shards]}, dtype)
+            safetensors.write_safetensors(os.path.join(d, fn), {k: sd[k] for k in names[s::shards]}, dtype)
             wmap.update({k: fn for k in names[s::shards]})
         json.dump({"metadata": {}, "weight_map": wmap}, open(os.path.join(d, "model.safetensors.index.json"), "w"))
     mr.write_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), mr.synthetic_vocab(c["vocab_size"])[0])
@@ -735,7 +736,7 @@ def hf_half_sources_elsewhere():
     (bfloat16 matrices in the state dict) are kept bfloat16 too, bit for bit."""
     d = tmp("tiny_pt")
     shutil.copytree(tmp("hf_tinyllama"), d)
-    sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+    sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
     os.remove(os.path.join(d, "model.safetensors"))
     torch.save({k: torch.from_numpy(v).to(torch.bfloat16) for k, v in sd.items()}, os.path.join(d, "pytorch_model.bin"))
     assert open(conv_file(d, "tiny_pt.bin"), "rb").read() == open(tmp("hf_tinyllama.bin"), "rb").read()
@@ -833,9 +834,9 @@ def hf_weight_refusals():
     conv_refused([tmp("hf_qwen3"), tmp("o.bin"), "--weights", "bf16", "--quantize", "q8_0"],
                  "--quantize q8_0 contradicts the weight type given before (bf16)")
     d = hf_edited("f16_big", "qwen3", dtype="BF16")
-    sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+    sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
     sd["model.layers.0.mlp.down_proj.weight"][3, 4] = 70000.0
-    convert.write_safetensors(os.path.join(d, "model.safetensors"), sd, "BF16")
+    safetensors.write_safetensors(os.path.join(d, "model.safetensors"), sd, "BF16")
     conv_refused([d, tmp("o.bin"), "--weights", "f16"],
                  "tensor layers.0.w2: a weight of magnitude 70144 does not fit float16")
     assert not os.path.exists(tmp("o.bin"))
@@ -1251,14 +1252,14 @@ def hf_llama_edited(name, edit_config=None, edit_weights=None, pytorch_bin=False
     if edit_config:
         edit_config(conf)
     json.dump(conf, open(cpath, "w"))
-    w = {k: np.array(v) for k, v in convert.read_safetensors(st).items()}
+    w = {k: np.array(v) for k, v in safetensors.read_safetensors(st).items()}
     if edit_weights:
         edit_weights(w)
     if pytorch_bin:
         os.remove(st)
         torch.save({k: torch.from_numpy(v) for k, v in w.items()}, os.path.join(d, "pytorch_model.bin"))
     else:
-        convert.write_safetensors(st, w)
+        safetensors.write_safetensors(st, w)
     return d
 
 
@@ -1346,7 +1347,7 @@ def skips_known_buffers_and_says_so():
     assert open(tmp("llama_inv.bin"), "rb").read() == open(tmp("llama_plain.bin"), "rb").read()
     d = tmp("gpt2_buf")
     mr.write_hf_gpt2(d, dict(mr.PRESETS["gpt2"], vocab_size=300, seq_len=40), seed=3)
-    sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+    sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
     conv_stderr([d, tmp("gpt2_nobuf.bin")])
     os.remove(os.path.join(d, "model.safetensors"))
     sd = {"transformer." + k: torch.tensor(np.array(v)) for k, v in sd.items()}

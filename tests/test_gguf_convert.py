@@ -22,6 +22,7 @@ import torch
 
 from pycase import ROOT  # puts tools/ on the path too
 import convert  # noqa: E402
+from attn.sources import tokenizer as tokenizer_files  # noqa: E402
 from attn import gguf_file as gguf  # noqa: E402
 from attn.sources import gguf as gguf_model  # noqa: E402
 from attn import gguf_write  # noqa: E402
@@ -138,7 +139,7 @@ def vocab_only(name, kind):
     assert len(texts) > 30
     with gguf.GGUFFile(shared(name)) as f:
         n = len(f.metadata["tokenizer.ggml.tokens"])
-    tok, notes = convert.read_tokenizer(shared(name), n, "a model of vocab_size %d" % n)  # what --tokenizer does
+    tok, notes = tokenizer_files.read_tokenizer(shared(name), n, "a model of vocab_size %d" % n)  # what --tokenizer does
     assert tok[1] == kind, tok[1:]
     got = tok_cli_ids(tok, texts)
     for t, g, w in zip(texts, got, want):
@@ -439,8 +440,8 @@ def gemma3_gguf_vocabulary_tokenises_like_its_tokenizer_json():
     d = os.path.join(hf.LENML, "tokenizer-gemma3", "models")
     gguf_write.write_gguf(tmp("gemma3_vocab.gguf"), gemma3_gguf_meta(os.path.join(d, "tokenizer.json")), {})
     n = 262144
-    want_tok, _ = convert.read_tokenizer(os.path.join(d, "tokenizer.json"), n, "Gemma 3")
-    got_tok, _ = convert.read_tokenizer(tmp("gemma3_vocab.gguf"), n, "Gemma 3")
+    want_tok, _ = tokenizer_files.read_tokenizer(os.path.join(d, "tokenizer.json"), n, "Gemma 3")
+    got_tok, _ = tokenizer_files.read_tokenizer(tmp("gemma3_vocab.gguf"), n, "Gemma 3")
     assert got_tok[1:3] == want_tok[1:3], (got_tok[1:], want_tok[1:])
     want_p, _, _, want_added = mf.parse_tokenizer(want_tok[0], with_added=True)
     got_p, _, _, got_added = mf.parse_tokenizer(got_tok[0], with_added=True)

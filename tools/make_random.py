@@ -684,7 +684,7 @@ def main(argv):
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--bf16", action="store_true", help="Hugging Face directories: bfloat16 safetensors")
     ap.add_argument("--list", action="store_true", help="list the presets")
-    from convert import add_quantize_arguments, storage_config
+    from attn.weights import add_quantize_arguments, storage_config
     add_quantize_arguments(ap)
     a = ap.parse_args(argv)
     if a.list or not a.out:

@@ -32,10 +32,9 @@ import struct
 
 import numpy as np
 
-import convert
 from attn import modelfile as mf
 from attn import outfile
-from convert import Bad
+from attn.errors import Bad, listing
 from attn.tokenizer_blob import bytes_to_unicode, SP_SPACE as SPACE, SPLIT_REGEXES, TOKA_SPECIAL, TOKA_STOP
 
 FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
@@ -465,7 +464,7 @@ def prepare_dir(d):
             others = sorted(set(os.listdir(d)) - set(FILES))
             if others:
                 raise Bad(d, "holds %s, which an export would not write: give a new or empty directory"
-                          % convert.listing(others))
+                          % listing(others))
         os.makedirs(d, exist_ok=True)
     except OSError as e:
         raise Bad(d, str(e) if isinstance(e, outfile.Refused) else "cannot make the directory: %s" % (e.strerror or e))
