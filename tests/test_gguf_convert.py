@@ -31,6 +31,7 @@ from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 import reference as ref  # noqa: E402
 from attn import tokenizer_blob  # noqa: E402
+from attn import tokenizer_gguf  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared")
 GGUF_DIR = os.path.join(SHARED, "models", "gguf")
@@ -464,7 +465,7 @@ def normal_token_holding_a_space_refused():
     meta["tokenizer.ggml.tokens"][299] = "  "
     gguf_write.write_gguf(tmp("gemma_tok.gguf"), meta, {})
     try:
-        tokenizer_blob.from_gguf(tmp("gemma_tok.gguf"))
+        tokenizer_gguf.from_gguf(tmp("gemma_tok.gguf"))
         raise AssertionError("normal token 299 holding spaces was accepted")
     except ValueError as e:
         assert "token 299" in str(e) and "holds a space" in str(e), e
@@ -478,7 +479,7 @@ def gpt2_pre_tokenizers_map():
             "smollm": mf.TOK_PRE_DIGITS_GPT2, "starcoder": mf.TOK_PRE_DIGITS_GPT2}
     for pre, split in want.items():
         gguf_write.write_gguf(tmp("pre.gguf"), dict(bpe_tokenizer(300, pre), **{"general.architecture": "gpt2"}), {})
-        tok = tokenizer_blob.from_gguf(tmp("pre.gguf"))
+        tok = tokenizer_gguf.from_gguf(tmp("pre.gguf"))
         assert tok.kind == mf.TOK_BYTE_BPE and tok.flags >> mf.TOKF_PRE_SHIFT == split, (pre, tok.flags)
         assert bool(tok.flags & mf.TOKF_NFC) == (pre == "qwen2") and \
             bool(tok.flags & mf.TOKF_IGNORE_MERGES) == (pre == "llama-bpe"), (pre, tok.flags)

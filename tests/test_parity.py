@@ -41,6 +41,7 @@ import make_random as mr  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 import reference as ref  # noqa: E402
+from attn import tokenizer_blob  # noqa: E402
 
 RUN = os.path.join(ROOT, "run")
 SHARED = os.path.join(ROOT, "..", "shared")
@@ -291,7 +292,7 @@ class Pieces:
         if hf is not None:
             self.piece = [hf[i][0] if i in hf and not hf[i][1] else b"" for i in range(V)]
         else:  # llama2.c's tokenizer.bin: BOS and EOS print nothing, <0xNN> is the byte
-            blob, _, _, bos, eos = mf.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), V)
+            blob, _, _, bos, eos = tokenizer_blob.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), V)
             self.piece = [b"" if i in (bos, eos) else bytes([int(p[3:5], 16)]) if len(p) == 6 and
                           p.startswith(b"<0x") and p.endswith(b">") else p
                           for i, p in enumerate(mf.parse_tokenizer(blob)[0])]
@@ -362,7 +363,7 @@ def check_hf(model, d, prompt):
         if os.path.exists(os.path.join(d, "tokenizer.json")):
             want = oracle_tokens(d, prompt)
         else:
-            want = ref.encode(mf.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), hf.V), prompt)
+            want = ref.encode(tokenizer_blob.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), hf.V), prompt)
         if want != toks:
             fails.append("prompt tokens differ: ./run %s, oracle %s" % (toks, want))
         lr = hf.in_double().all_logits(toks)

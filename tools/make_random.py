@@ -32,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from attn import modelfile as mf  # noqa: E402
 from attn import outfile  # noqa: E402
+from attn import tokenizer_blob  # noqa: E402
 
 SHARED = os.path.join(HERE, "..", "..", "shared")
 
@@ -158,10 +159,10 @@ def synthetic_vocab(V):
 
 def default_vocab(V, tokenizer=None):
     if tokenizer:
-        return mf.read_llama2c_tokenizer(tokenizer, V)
+        return tokenizer_blob.read_llama2c_tokenizer(tokenizer, V)
     named = {512: "tok512.bin", 32000: "tokenizer.bin"}
     if V in named and os.path.exists(os.path.join(SHARED, "models", named[V])):
-        return mf.read_llama2c_tokenizer(os.path.join(SHARED, "models", named[V]), V)
+        return tokenizer_blob.read_llama2c_tokenizer(os.path.join(SHARED, "models", named[V]), V)
     return synthetic_vocab(V)
 
 

@@ -403,16 +403,6 @@ def resize_tokenizer(blob, vocab_size):
     return pack_tokenizer(pieces + [b""] * extra, scores + [-1e30] * extra, merges, added)
 
 
-def read_llama2c_tokenizer(path, vocab_size):
-    """A llama2.c tokenizer.bin as (blob, kind, flags, bos, eos), exactly vocab_size pieces."""
-    from attn import tokenizer_blob  # imports this module: import it late
-    tok = tokenizer_blob.from_llama2c(path, vocab_size)
-    n = len(parse_tokenizer(tok[0])[0])
-    if n != vocab_size:  # llama2.c reads exactly vocab_size pieces: this is another model's vocabulary
-        raise ValueError("%s: has %d pieces but the model's vocab_size is %d" % (path, n, vocab_size))
-    return tok
-
-
 # ---- whole files ----
 
 def write_model(path, cfg, tok, tensors, chat=b""):

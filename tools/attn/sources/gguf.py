@@ -330,9 +330,9 @@ def read_gguf(path):
         cfg["arch_flags"] &= ~mf.ARCH_NORM_PLUS_ONE
     tok = None
     if "tokenizer.ggml.model" in f.metadata:  # else --tokenizer must give one
-        from attn import tokenizer_blob
+        from attn import tokenizer_gguf
         try:
-            tok = tokenizer_blob.from_gguf(path, cfg["vocab_size"], f)
+            tok = tokenizer_gguf.from_gguf(path, cfg["vocab_size"], f)
         except ValueError as e:
             where, _, msg = str(e).partition(": ")
             raise Bad(where, msg or str(e))

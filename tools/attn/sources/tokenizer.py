@@ -29,8 +29,8 @@ def read_tokenizer(path, vocab_size, model):
         if base.endswith(".pkl"):
             tok = read_char_meta(path, vocab_size, model)
         elif is_gguf(path):
-            from attn import tokenizer_blob
-            tok = tokenizer_blob.from_gguf(path, vocab_size)
+            from attn import tokenizer_gguf
+            tok = tokenizer_gguf.from_gguf(path, vocab_size)
             notes = tok.notes
         elif base.endswith(".json") and base != "tokenizer.json":
             from attn import tokenizer_blob
@@ -43,13 +43,14 @@ def read_tokenizer(path, vocab_size, model):
             tok = tokenizer_blob.from_hf_dir(path, vocab_size)
             notes = tok.notes
         else:
-            tok = mf.read_llama2c_tokenizer(path, vocab_size)
+            from attn import tokenizer_blob
+            tok = tokenizer_blob.read_llama2c_tokenizer(path, vocab_size)
         n = len(mf.parse_tokenizer(tok[0])[0])
         if n > vocab_size:
             raise Bad(path, "has %d pieces, more than the model's vocab_size %d (%s)" % (n, vocab_size, model))
         return (mf.resize_tokenizer(tok[0], vocab_size),) + tuple(tok[1:]), notes
     except ImportError:
-        raise Bad(path, "this tokenizer kind needs tools/tokenizer_blob.py, which is missing")
+        raise Bad(path, "this tokenizer kind needs tools/attn/tokenizer_blob.py, which is missing")
     except (ValueError, KeyError, OSError) as e:
         # the readers' messages start with the file at fault, which may be one beside path
         where, _, msg = str(e).partition(": ")
