@@ -41,6 +41,7 @@ import make_random as mr  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 import reference as ref  # noqa: E402
+from attn.reference import hf as ref_hf  # noqa: E402
 from attn import tokenizer_blob  # noqa: E402
 
 RUN = os.path.join(ROOT, "run")
@@ -288,7 +289,7 @@ class Pieces:
     reference.py's greedy: a guess at the ids of a printed continuation."""
 
     def __init__(self, d, V):
-        hf = ref.hf_pieces(d)
+        hf = ref_hf.hf_pieces(d)
         if hf is not None:
             self.piece = [hf[i][0] if i in hf and not hf[i][1] else b"" for i in range(V)]
         else:  # llama2.c's tokenizer.bin: BOS and EOS print nothing, <0xNN> is the byte
@@ -610,7 +611,7 @@ def oracle_refusals():
     base = os.path.join(TMP, "refuse_base")
     mr.write_hf_llama(base, dict(mr.PRESETS["llama_gqa"], vocab_size=300), seed=1)
     conf = json.load(open(os.path.join(base, "config.json")))
-    sd = ref.read_safetensors(os.path.join(base, "model.safetensors"))
+    sd = ref_hf.read_safetensors(os.path.join(base, "model.safetensors"))
     rows = [("model_type", dict(conf, model_type="mistral"), sd, "model_type 'mistral'"),
             ("rope", dict(conf, rope_scaling={"rope_type": "yarn", "factor": 4.0}), sd, "rope_scaling type 'yarn'"),
             ("softcap", dict(conf, model_type="gemma3_text", final_logit_softcapping=30.0), sd,
