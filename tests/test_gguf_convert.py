@@ -26,7 +26,8 @@ from attn.sources import tokenizer as tokenizer_files  # noqa: E402
 from attn import gguf_file as gguf  # noqa: E402
 from attn.sources import gguf as gguf_model  # noqa: E402
 from attn import gguf_write  # noqa: E402
-import make_random as mr  # noqa: E402
+from attn import fake_hf  # noqa: E402
+from attn import random_models  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 import reference as ref  # noqa: E402
@@ -140,7 +141,8 @@ def vocab_only(name, kind):
     assert len(texts) > 30
     with gguf.GGUFFile(shared(name)) as f:
         n = len(f.metadata["tokenizer.ggml.tokens"])
-    tok, notes = tokenizer_files.read_tokenizer(shared(name), n, "a model of vocab_size %d" % n)  # what --tokenizer does
+    # what --tokenizer does
+    tok, notes = tokenizer_files.read_tokenizer(shared(name), n, "a model of vocab_size %d" % n)
     assert tok[1] == kind, tok[1:]
     got = tok_cli_ids(tok, texts)
     for t, g, w in zip(texts, got, want):
@@ -304,7 +306,7 @@ def write_family_gguf(path, arch, cfg, t, wtype="F32"):
                     # Qwen and Gemma keep Hugging Face's half-split RoPE rows; llama.cpp's Llama
                     # converter permutes them back to the interleaved order the model file has
                     n = {"wq": H, "bq": H, "wk": KV, "bk": KV}.get(ours, 1)
-                    v = mr.permute_rope_hf(v, n, hd, c["rope_dims"])
+                    v = fake_hf.permute_rope_hf(v, n, hd, c["rope_dims"])
                 if gemma and ours.endswith("norm_w"):
                     v = v + np.float32(1)
                 out["blk.%d.%s" % (i, (GEMMA_GGUF if gemma else LAYER_GGUF)[ours])] = v
@@ -315,7 +317,7 @@ def write_family_gguf(path, arch, cfg, t, wtype="F32"):
     gguf_write.write_gguf(path, meta, tensors)
 
 
-P = mr.PRESETS
+P = random_models.PRESETS
 WIDE = dict(P["llama_gqa"], dim=256, hidden_dim=512, n_layers=1, n_heads=4, n_kv_heads=2)  # rows of whole K blocks
 GEMMA = dict(P["gemma_like"], rope_scaling=0, rope_factor=0, rope_low_freq_factor=0, rope_high_freq_factor=0,
              rope_original_ctx=0, attn_scale=float(np.float32(32 ** -0.5)))
@@ -328,7 +330,7 @@ FAMILIES = [("llama_gqa", "llama", P["llama_gqa"]), ("llama_untied", "llama", P[
 def family_case(name, arch, cfg):
     def f():
         c = mf.complete_config(cfg)
-        t = mr.random_tensors(c, seed=5)
+        t = random_models.random_tensors(c, seed=5)
         write_family_gguf(tmp(name + ".gguf"), arch, c, t)
         (got, _, t2), _ = converted(tmp(name + ".gguf"), name + ".bin")
         want = dict(c)
@@ -349,7 +351,7 @@ def gemma3_layer_flags():
     flags with no period are refused; without either, a global layer every 6 (llama.cpp's loader
     sets that for gemma3, whose converter writes no pattern)."""
     c = mf.complete_config(GEMMA)
-    write_family_gguf(tmp("g.gguf"), "gemma3", c, mr.random_tensors(c, seed=6))
+    write_family_gguf(tmp("g.gguf"), "gemma3", c, random_models.random_tensors(c, seed=6))
     with gguf.GGUFFile(tmp("g.gguf")) as f:
         meta = {k: (v, f.metadata_types[k]) for k, v in f.metadata.items()}
         tensors = {k: ("F32", f.dequantize(t)) for k, t in f.tensors.items()}
@@ -373,7 +375,7 @@ for _n, _a, _c in FAMILIES:
 def written_q8_0_q4_0_q6_k_map_exactly():
     """Q8_0 and Q4_0 (group 32) and Q6_K (group 16) written by gguf_write convert without loss."""
     c = mf.complete_config(WIDE)
-    t = mr.random_tensors(c, seed=2)
+    t = random_models.random_tensors(c, seed=2)
     for ty, group in (("Q8_0", 32), ("Q4_0", 32), ("Q6_K", 16)):
         write_family_gguf(tmp("w_%s.gguf" % ty), "llama", c, t, ty)
         (cfg, _, t2), note = converted(tmp("w_%s.gguf" % ty), "w_%s.bin" % ty)
@@ -389,7 +391,7 @@ def llama3_rope_freqs_without_original_context():
     from config.json's top level, 8192 if absent), no rope.scaling keys: read with 8192, the
     fitted factors give the file's frequencies."""
     c = mf.complete_config(P["rope_llama3"])
-    write_family_gguf(tmp("l3.gguf"), "llama", c, mr.random_tensors(c, seed=4))
+    write_family_gguf(tmp("l3.gguf"), "llama", c, random_models.random_tensors(c, seed=4))
     with gguf.GGUFFile(tmp("l3.gguf")) as f:
         meta = {k: (v, f.metadata_types[k]) for k, v in f.metadata.items()
                 if k != "llama.rope.scaling.original_context_length"}
@@ -491,7 +493,7 @@ def chat_template_and_tokenizer_from_elsewhere():
     """tokenizer.chat_template is kept for chat mode; a model file without tokenizer.ggml.* takes
     --tokenizer, and without it is refused naming what to pass."""
     c = mf.complete_config(P["llama_gqa"])
-    write_family_gguf(tmp("chat.gguf"), "llama", c, mr.random_tensors(c, seed=3))
+    write_family_gguf(tmp("chat.gguf"), "llama", c, random_models.random_tensors(c, seed=3))
     with gguf.GGUFFile(tmp("chat.gguf")) as f:
         meta = {k: (v, f.metadata_types[k]) for k, v in f.metadata.items() if not k.startswith("tokenizer.")}
         tensors = {k: ("F32", f.dequantize(t)) for k, t in f.tensors.items()}
@@ -510,7 +512,7 @@ def chat_template_and_tokenizer_from_elsewhere():
 @case
 def bad_inputs_refused_by_name():
     c = mf.complete_config(WIDE)
-    t = mr.random_tensors(c, seed=1)
+    t = random_models.random_tensors(c, seed=1)
     good = tmp("good.gguf")
     write_family_gguf(good, "llama", c, t)
     with gguf.GGUFFile(good) as f:

@@ -14,7 +14,7 @@ import sys
 import tempfile
 
 from pycase import ROOT  # puts tools/ on the path too
-import make_random as mr  # noqa: E402
+from attn import random_models  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
 from attn import outfile  # noqa: E402
 import pycase  # noqa: E402
@@ -76,7 +76,7 @@ def refuses_each(tag, command, suffix="", want="a regular file"):
 def model():
     """A small model file to read."""
     if not os.path.exists(tmp("model.bin")):
-        mr.make_model(tmp("model.bin"), mr.PRESETS["llama_gqa"], seed=1)
+        random_models.make_model(tmp("model.bin"), random_models.PRESETS["llama_gqa"], seed=1)
     return tmp("model.bin")
 
 
