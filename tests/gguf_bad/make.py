@@ -2,6 +2,8 @@
 finds there as mutant-*.gguf). Each is a small valid file from tools/gguf_write.py with one field
 cut, inflated or given a wrong type; tests/test_gguf.py's BAD table says what the reader must
 answer for each, and tests/test_bad_inputs.sh feeds some to convert.py.
+Every .gguf file here is generated, by this script or (mutant-*.gguf) by tests/gguf_mutate.py: they
+are binary, so they cannot carry a BEGIN GENERATED comment; do not edit them, rerun the command.
 
   /usr/bin/python3 tests/gguf_bad/make.py
 """
