@@ -21,7 +21,7 @@ import tempfile
 import time
 
 from pycase import ROOT  # puts tools/ on the path too
-from attn import fake_hf  # noqa: E402
+from attn import safetensors  # noqa: E402
 from attn import families  # noqa: E402
 import pycase  # noqa: E402
 
@@ -48,7 +48,7 @@ def build():
     os.makedirs(d)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(conf, f)
-    fake_hf.write_safetensors(os.path.join(d, "model.safetensors"), families.family_weights(conf, seed=3))
+    safetensors.write_safetensors(os.path.join(d, "model.safetensors"), families.family_weights(conf, seed=3))
     families.write_family_tokenizer(d, "smollm2_135m")
     r = subprocess.run([PY, os.path.join(ROOT, "tools", "convert.py"), d, MODEL], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

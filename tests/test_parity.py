@@ -38,6 +38,7 @@ import torch
 from pycase import ROOT  # puts tools/ on the path too
 import convert  # noqa: E402
 from attn import fake_hf  # noqa: E402
+from attn import safetensors  # noqa: E402
 from attn import families  # noqa: E402
 from attn import random_models  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
@@ -629,7 +630,7 @@ def oracle_refusals():
         d = os.path.join(TMP, "refuse_" + name)
         os.makedirs(d, exist_ok=True)
         open(os.path.join(d, "config.json"), "w").write(json.dumps(c))
-        fake_hf.write_safetensors(os.path.join(d, "model.safetensors"), tensors)
+        safetensors.write_safetensors(os.path.join(d, "model.safetensors"), tensors)
         err = io.StringIO()
         with contextlib.redirect_stderr(err):  # in this process: torch loads once
             rc = ref.main([d, "--tokens", "1,2", "--logits", os.path.join(TMP, "refused.npy")])

@@ -2,13 +2,13 @@
 Llama-family names, as transformers saves them (config.json, safetensors, vocabulary)."""
 import json
 import os
-import struct
 import sys
 
 import numpy as np
 
 from attn import modelfile as mf
 from attn import outfile
+from attn.safetensors import write_safetensors
 from attn.random_models import HERE, default_vocab, random_tensors, synthetic_pieces, write_llama2c_tokenizer
 
 
@@ -130,35 +130,6 @@ def write_hf_gpt2(d, cfg, seed=0):
     return c, t
 
 
-def write_safetensors(path, tensors, dtype="F32"):
-    """A .safetensors file of float32 arrays stored as dtype F32 or BF16 (rounded to nearest even):
-    an 8-byte header length, the JSON header, the data in the header's order."""
-    header, off = {}, 0
-    for name in sorted(tensors):
-        n = int(np.prod(np.shape(tensors[name]))) * (2 if dtype == "BF16" else 4)
-        header[name] = {"dtype": dtype, "shape": list(np.shape(tensors[name])), "data_offsets": [off, off + n]}
-        off += n
-    head = json.dumps(header, separators=(",", ":")).encode()
-    head += b" " * (-len(head) % 8)  # the data starts 8-aligned, as the safetensors library writes it
-    with outfile.replacing(path) as f:
-        f.write(struct.pack("<Q", len(head)) + head)
-        for name in sorted(tensors):
-            a = np.ascontiguousarray(tensors[name], dtype="<f4").reshape(-1)
-            for i in range(0, len(a), 1 << 22):  # a chunk at a time: no whole-tensor copy
-                f.write(memoryview(bf16_bits(a[i:i + (1 << 22)]) if dtype == "BF16" else a[i:i + (1 << 22)]).cast("B"))
-
-
-def bf16_bits(a):
-    """float32 -> bfloat16 bits, rounded to nearest even (finite values, which cannot carry out of 32 bits)."""
-    u = np.asarray(a, dtype="<f4").view("<u4")
-    return ((u + np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1))) >> 16).astype("<u2")
-
-
-def bf16_round(a):
-    """float32 values rounded to bfloat16's, as float32."""
-    return (bf16_bits(a).astype("<u4") << 16).view("<f4")
-
-
 def permute_rope_hf(w, n_heads, head_dim, rope_dims):
     """Our interleaved RoPE rows -> HF's half-split rows (what HF's Llama converter does to Meta's).
     A 1-D per-head vector (a q/k norm's weight) is one head's rows."""
@@ -276,7 +247,7 @@ def write_hf_llama(d, cfg, seed=0, shards=1, model_type="llama", tokenizer=None,
     os.makedirs(d, exist_ok=True)
     t = random_tensors(c, seed)
     if dtype == "BF16":
-        t = {k: bf16_round(v) for k, v in t.items()}
+        t = {k: mf.from_bf16(mf.to_bf16(v)) for k, v in t.items()}
         conf["torch_dtype"] = "bfloat16"
     outfile.write(os.path.join(d, "config.json"), json.dumps(conf, indent=2).encode())
     write_hf_weights(d, llama_hf_state_dict(c, t, model_type), shards, dtype)

@@ -6,7 +6,8 @@ import os
 import numpy as np
 
 from attn import outfile
-from attn.fake_hf import find_gpt2_vocab, write_safetensors
+from attn.fake_hf import find_gpt2_vocab
+from attn.safetensors import write_safetensors
 from attn.random_models import HERE, SHARED
 
 

@@ -60,21 +60,28 @@ def read_safetensors(path):
     return {k: v.float32() for k, v in read_safetensors_stored(path).items()}
 
 
-def write_safetensors(path, tensors, dtype="F32"):
+def write_safetensors(path, tensors, dtype="F32", metadata=None):
     """Tensors (float32 values) to a .safetensors file, stored as dtype: F32, F16, or BF16
     (rounded to nearest even; exact for values that are bfloat16 already)."""
     to_stored = {"F32": lambda v: np.ascontiguousarray(v, dtype="<f4"),
                  "F16": lambda v: np.ascontiguousarray(v, dtype="<f2"),
                  "BF16": lambda v: mf.to_bf16(np.asarray(v, dtype=np.float32))}[dtype]
-    item = np.dtype(SAFETENSORS_DTYPES[dtype]).itemsize
-    meta, off = {}, 0
-    for k, v in tensors.items():
-        nb = int(np.prod(np.shape(v))) * item
-        meta[k] = {"dtype": dtype, "shape": list(np.shape(v)), "data_offsets": [off, off + nb]}
+    write_stored(path, {k: (dtype, np.shape(v), lambda v=v: to_stored(v)) for k, v in tensors.items()}, metadata)
+
+
+def write_stored(path, tensors, metadata=None):
+    """tensors: name -> (dtype F32, F16 or BF16, shape, make), make() giving the tensor as stored
+    (bfloat16 as its uint16 bits) when its bytes are written, so that one tensor at a time is in
+    memory; metadata: the header's __metadata__, if any. In the order given, the data starting
+    8-aligned after the header, as the safetensors library writes it."""
+    meta, off = ({"__metadata__": metadata} if metadata else {}), 0
+    for k, (dtype, shape, _) in tensors.items():
+        nb = int(np.prod(shape)) * np.dtype(SAFETENSORS_DTYPES[dtype]).itemsize
+        meta[k] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + nb]}
         off += nb
-    h = json.dumps(meta).encode()
+    h = json.dumps(meta, separators=(",", ":")).encode()
     h += b" " * (-len(h) % 8)
     with outfile.replacing(path) as f:
         f.write(struct.pack("<Q", len(h)) + h)
-        for v in tensors.values():
-            f.write(to_stored(v).tobytes())
+        for dtype, _, make in tensors.values():
+            f.write(memoryview(np.ascontiguousarray(make(), dtype=SAFETENSORS_DTYPES[dtype])).cast("B"))
