@@ -450,7 +450,7 @@ PY
 row convert.py "a GGUF model with a tensor of a type this build does not convert (IQ4_XS)" \
   "$tmp/iq4_xs.gguf: tensor blk.0.attn_q.weight has type IQ4_XS" "${convert[@]}" $tmp/iq4_xs.gguf $tmp/o.bin
 
-# GGUF files for convert.py (tools/gguf_model.py): llama.cpp's rand256 with one thing changed
+# GGUF files for convert.py (tools/attn/sources/gguf.py): llama.cpp's rand256 with one thing changed
 "$PYTHON" - $SHARED/models/gguf/rand256-F32.gguf "$tmp" <<'PY'
 import sys
 sys.path.insert(0, "tools")

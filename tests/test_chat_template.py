@@ -4,7 +4,7 @@ For each model with a template in ../shared/hf (SmolLM2, Qwen2.5, Qwen3, Llama 3
 TinyLlama) and Meta's Llama 2 chat template, scripted conversations are rendered by
 @huggingface/jinja (npm; it renders the templates as transformers' apply_chat_template does, with
 add_generation_prompt) and tokenized by the Hugging Face oracle with the special tokens parsed;
-the ids tests/bin/chat_cli renders from the chat section tools/chat_template.py makes must equal
+the ids tests/bin/chat_cli renders from the chat section tools/attn/chat_template.py makes must equal
 them exactly. One node process renders every case (tests/oracle/chat_render.mjs).
 
 The tokenizers are the families' real ones as tools/make_random.py writes them (SmolLM2's chat

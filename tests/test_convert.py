@@ -1,4 +1,4 @@
-"""tools/convert.py, tools/modelfile.py and tools/reference.py against real checkpoints and
+"""tools/convert.py, tools/attn/modelfile.py and tools/reference.py against real checkpoints and
 against independently written readers and forward passes (no C involved).
 
 Run from the repository root: /usr/bin/python3 tests/test_convert.py [-k SUBSTRING]

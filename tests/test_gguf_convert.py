@@ -1,5 +1,5 @@
-"""convert.py on GGUF files (tools/gguf_model.py, tokenizer_blob.from_gguf): llama.cpp's own files
-in ../shared/models/gguf, and files this test writes with tools/gguf_write.py the way llama.cpp's
+"""convert.py on GGUF files (tools/attn/sources/gguf.py, tokenizer_gguf.from_gguf): llama.cpp's own files
+in ../shared/models/gguf, and files this test writes with tools/attn/gguf_write.py the way llama.cpp's
 converter lays a family out (Llama's q/k rows interleaved, Gemma's norms as 1 + w, GPT-2's
 fused qkv), each converted back and compared with the model it was written from.
 

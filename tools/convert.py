@@ -11,7 +11,7 @@ SRC is recognised by its content:
   (Llama 2 and 3.x, TinyLlama, SmolLM2), mistral, qwen2 (Qwen2.5), qwen3 or gemma3_text
   (Gemma 3 270M and 1B), this tool's own --export-torch output, and attn.c model files (a
   Q8_0 one dequantised), e.g. to quantise a model ./train wrote, and GGUF files of
-  general.architecture llama, qwen2, qwen3, gemma3 or gpt2 (tools/gguf_model.py, which says
+  general.architecture llama, qwen2, qwen3, gemma3 or gpt2 (tools/attn/sources/gguf.py, which says
   how each GGUF weight type is stored).
 A Hugging Face config.json is read as transformers reads it, family by family; a setting it
 would act on that this build cannot reproduce (a RoPE scaling other than linear and llama3,
@@ -42,7 +42,7 @@ the closing note names them. An OUT that exists and is not a regular file is ref
 
 An instruct checkpoint's chat template (chat_template.jinja or tokenizer_config.json's
 chat_template, beside the tokenizer.json or in SRC) goes into OUT as a chat section, its family
-recognised by tools/chat_template.py (chatml, qwen3, llama3, llama2, gemma, zephyr); a template it
+recognised by tools/attn/chat_template.py (chatml, qwen3, llama3, llama2, gemma, zephyr); a template it
 does not recognise is refused by name. --chat-template NAME chooses the family instead, also for a
 checkpoint without a template (a llama2.c-format Llama-2-chat: llama2). An attn.c model file
 keeps its chat section.
@@ -180,7 +180,7 @@ def main(argv):
                     "(e.g. 128k); longer only for RoPE or sinusoidal positions")
     ap.add_argument("--export-torch", action="store_true", help="write MODEL.bin back as a PyTorch state dict")
     ap.add_argument("--export-hf", action="store_true", help="write MODEL.bin as a Hugging Face directory OUT "
-                    "(tools/export_hf.py)")
+                    "(tools/attn/exports/hf.py)")
     add_quantize_arguments(ap)
     from attn.chat_template import FAMILIES
     ap.add_argument("--chat-template", metavar="NAME", choices=FAMILIES,

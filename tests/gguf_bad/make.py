@@ -1,5 +1,5 @@
 """Rebuild the hand-made damaged GGUF files of tests/gguf_bad/ (the mutation harness adds its
-finds there as mutant-*.gguf). Each is a small valid file from tools/gguf_write.py with one field
+finds there as mutant-*.gguf). Each is a small valid file from tools/attn/gguf_write.py with one field
 cut, inflated or given a wrong type; tests/test_gguf.py's BAD table says what the reader must
 answer for each, and tests/test_bad_inputs.sh feeds some to convert.py.
 Every .gguf file here is generated, by this script or (mutant-*.gguf) by tests/gguf_mutate.py: they

@@ -5,7 +5,7 @@ the weights are stored (weight_type, group_size: 0, 0 for float32); the tokenize
 tok = (blob_bytes, tok_kind, tok_flags, bos_id, eos_id); tensors is a dict of float32
 numpy arrays named as in FORMAT.md (layers.{i}.wq and so on), whatever the file stores:
 write_model quantises or rounds them as cfg says, read_model widens them back. A chat section
-(format 4, tools/chat_template.py makes one) travels as its bytes: write_model(chat=...),
+(format 4, tools/attn/chat_template.py makes one) travels as its bytes: write_model(chat=...),
 read_chat_section.
 """
 import math

@@ -47,7 +47,7 @@ def from_gguf(path, vocab_size=None, f=None):
     their scores, kind 0, merging by score written as merges) or gpt2 (byte-level BPE with its merges,
     kind 1, its tokenizer.ggml.pre one of gpt-2, llama-bpe, qwen2, smollm, starcoder). Control
     and unknown tokens become special added tokens, user-defined ones ordinary added tokens;
-    EOS and EOT stop generation. f: the file already open (tools/gguf.py's GGUFFile)."""
+    EOS and EOT stop generation. f: the file already open (tools/attn/gguf_file.py's GGUFFile)."""
     from attn import gguf_file as gguf
     own = f is None
     try:

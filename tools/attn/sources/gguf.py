@@ -19,7 +19,7 @@ Weight types (the closing note says which happened):
                    dequantised exactly, then by default quantised to our Q8_0 (which loses a
                    little); --weights f32 or bf16 stores those exact values instead
 A file with any quantised matrix is stored as Q8_0 unless --weights says otherwise. Any other
-type is refused by name (tools/gguf.py). Tensors are read one at a time from the mapped file.
+type is refused by name (tools/attn/gguf_file.py). Tensors are read one at a time from the mapped file.
 """
 import sys
 
