@@ -26,6 +26,7 @@ from attn import fake_hf  # noqa: E402
 from attn import random_models  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
 import reference as ref  # noqa: E402
+from attn.reference import model as ref_model  # noqa: E402
 import pycase  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared")
@@ -892,7 +893,7 @@ def export_torch_round_trips():
         src = tmp(name)
         conv_stderr(["--export-torch", src, tmp(name + ".pt")])
         ck = torch.load(tmp(name + ".pt"))
-        m = ref.Transformer(ck["attn_config"])
+        m = ref_model.Transformer(ck["attn_config"])
         m.load_state_dict(ck["model"])  # the state dict is reference.py's module's
         conv_stderr([tmp(name + ".pt"), tmp(name + ".again")])
         assert open(src, "rb").read() == open(tmp(name + ".again"), "rb").read(), name

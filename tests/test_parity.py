@@ -45,6 +45,7 @@ from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 import reference as ref  # noqa: E402
 from attn.reference import hf as ref_hf  # noqa: E402
+from attn.reference import model as ref_model  # noqa: E402
 from attn import tokenizer_blob  # noqa: E402
 
 RUN = os.path.join(ROOT, "run")
@@ -358,7 +359,7 @@ def valid_utf8(b):
 def check_hf(model, d, prompt):
     """A converted model file against reference.py on the Hugging Face directory d: (results, failures)."""
     fails, res = [], dict(dmax=float("nan"), rel=float("nan"), ppl=float("nan"), dppl=float("nan"), greedy=False)
-    hf = ref.HFModel(d, torch.float32)
+    hf = ref_hf.HFModel(d, torch.float32)
     toks = []
 
     def logits():
@@ -569,10 +570,10 @@ def oracle_pair(name, preset, model_type, dtype="F32"):
         c, t = fake_hf.write_hf_gpt2(d, random_models.PRESETS[preset], seed=41)
     else:
         c, t = fake_hf.write_hf_llama(d, random_models.PRESETS[preset], seed=41, model_type=model_type, dtype=dtype)
-    m = ref.Transformer(c)
+    m = ref_model.Transformer(c)
     m.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in t.items()})
     m.tok = random_models.default_vocab(c["vocab_size"])
-    return m.double().eval(), ref.HFModel(d, torch.float64), d
+    return m.double().eval(), ref_hf.HFModel(d, torch.float64), d
 
 
 def oracle_check(name, preset, model_type, dtype="F32"):
