@@ -406,7 +406,7 @@ safetensors.write_safetensors(os.path.join(d, "model.safetensors"), sd, "BF16")
 st = os.path.join(d, "model.safetensors")  # the header says 64 columns, the bytes hold 63
 data = open(st, "rb").read()
 n = struct.unpack_from("<Q", data)[0]
-head = data[8:8 + n].replace(b"[172, 63]", b"[172, 64]")
+head = data[8:8 + n].replace(b"[172,63]", b"[172,64]")
 open(st, "wb").write(data[:8] + head + data[8 + n:])
 PY
 row convert.py "a Hugging Face config.json with rope_scaling yarn" \
