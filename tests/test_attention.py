@@ -24,10 +24,11 @@ import numpy as np
 import torch
 
 from pycase import ROOT  # puts tools/ on the path too
-import make_random as mr  # noqa: E402
-import modelfile as mf  # noqa: E402
+from attn import families  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 import reference as ref  # noqa: E402
+from attn.reference.model import window_mask  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_parity as tp  # noqa: E402  (its model builders; its TMP is where they write)
@@ -91,7 +92,7 @@ def compare(w, want, windows, what):
         assert d <= TOL, "%s layer %d: max|d| %.3g > %g" % (what, l, d, TOL)
         rows = np.abs(got.astype(np.float64).sum(-1) - 1).max()
         assert rows <= TOL, "%s layer %d: a row sums to 1 +- %.3g" % (what, l, rows)
-        masked = ~ref.window_mask(pos, pos, windows[l]).numpy()
+        masked = ~window_mask(pos, pos, windows[l]).numpy()
         assert (r[:, masked] == 0).all(), "%s layer %d: the reference's mask differs from the window's" % (what, l)
         nonzero = int((got[:, masked] != 0).sum())
         assert nonzero == 0, "%s layer %d: %d masked entries are not 0" % (what, l, nonzero)
@@ -122,7 +123,7 @@ def family_case(name, prompt):
         d = os.path.join(TMP, name)
         out = d + ".bin"
         try:
-            mr.write_family(d, name, "F32", seed=17)
+            families.write_family(d, name, "F32", seed=17)
             with contextlib.redirect_stderr(io.StringIO()):  # convert.py's notes
                 tp.converted(d, out)
             ids, w, labels = c_attention(out, prompt)
@@ -154,7 +155,7 @@ model_file_case("gemma_like_bf16", tp.PROMPT)
 
 # Gemma 3 270M's first two layers are local with a window of 512: a prompt of some 600 tokens
 # goes past it, through the ring cache, in three batches.
-for name in mr.FAMILIES:
+for name in families.FAMILIES:
     family_case(name, tp.ascii_text(2600) if name.startswith("gemma3") else tp.HF_PROMPT)
 
 

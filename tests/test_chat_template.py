@@ -4,7 +4,7 @@ For each model with a template in ../shared/hf (SmolLM2, Qwen2.5, Qwen3, Llama 3
 TinyLlama) and Meta's Llama 2 chat template, scripted conversations are rendered by
 @huggingface/jinja (npm; it renders the templates as transformers' apply_chat_template does, with
 add_generation_prompt) and tokenized by the Hugging Face oracle with the special tokens parsed;
-the ids tests/bin/chat_cli renders from the chat section tools/chat_template.py makes must equal
+the ids tests/bin/chat_cli renders from the chat section tools/attn/chat_template.py makes must equal
 them exactly. One node process renders every case (tests/oracle/chat_render.mjs).
 
 The tokenizers are the families' real ones as tools/make_random.py writes them (SmolLM2's chat
@@ -25,10 +25,10 @@ import sys
 
 from pycase import Cases, ROOT, refused
 
-import chat_template as ct  # noqa: E402  (tools/, on the path by pycase)
-import make_random  # noqa: E402
-import modelfile as mf  # noqa: E402
-import tokenizer_blob  # noqa: E402
+from attn import chat_template as ct  # noqa: E402  (tools/, on the path by pycase)
+from attn import families  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
+from attn import tokenizer_blob  # noqa: E402
 
 NODE_DIR = os.path.join(ROOT, "tests", "node")
 MODULES = os.path.join(NODE_DIR, "node_modules")
@@ -138,7 +138,7 @@ class Model:
         self.dir = os.path.join(TMP, name)
         os.makedirs(self.dir, exist_ok=True)
         if family:
-            make_random.write_family_tokenizer(self.dir, family)
+            families.write_family_tokenizer(self.dir, family)
         else:
             for f in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copy(os.path.join(LENML, "tokenizer-llama2", "models", f), self.dir)

@@ -16,7 +16,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import outfile  # noqa: E402
+from attn import outfile  # noqa: E402
 
 COLUMNS = ["step", "train_loss", "val_loss", "lr", "tokens_per_sec"]
 

@@ -28,7 +28,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import outfile  # noqa: E402
+from attn import outfile  # noqa: E402
 
 LABELS_MAGIC = b"LABL"
 ROW_TOLERANCE = 1e-3  # float32 rows of thousands of weights sum to 1 within far less

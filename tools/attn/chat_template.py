@@ -22,11 +22,9 @@ parse_section are the layout itself; parse_section also reads version 4's, which
 """
 import re
 import struct
-import sys
 import os
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import modelfile as mf  # noqa: E402
+from attn import modelfile as mf
 
 # chat/chat.h's CHAT_* numbers, and the ids each family's section holds (None: the tokenizer's
 # bos_id, then eos_id, which llama2.c's tokenizer.bin spells "\n<s>\n" and "\n</s>\n")

@@ -28,17 +28,14 @@ score of what it makes.
 import collections
 import json
 import os
-import struct
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import convert  # noqa: E402
-import modelfile as mf  # noqa: E402
-import outfile  # noqa: E402
-from convert import Bad  # noqa: E402
-from tokenizer_blob import bytes_to_unicode, SP_SPACE as SPACE, SPLIT_REGEXES, TOKA_SPECIAL, TOKA_STOP  # noqa: E402
+from attn import modelfile as mf
+from attn import outfile
+from attn import safetensors
+from attn.errors import Bad, listing
+from attn.tokenizer_blob import bytes_to_unicode, SP_SPACE as SPACE, SPLIT_REGEXES, TOKA_SPECIAL, TOKA_STOP
 
 FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 NO_MERGE_SCORE = -1e10  # kind-0 encoding merges only into pieces scoring above this (tokenizer/internal.h)
@@ -295,18 +292,7 @@ def write_safetensors(path, sd):
     checks. The tensors follow one another without gaps, the 4-byte ones first so that every
     tensor starts at a multiple of its element size."""
     order = sorted(sd, key=lambda n: (sd[n].dtype != "F32", n))
-    meta, off = {"__metadata__": {"format": "pt"}}, 0
-    for n in order:
-        nb = int(np.prod(sd[n].shape)) * (4 if sd[n].dtype == "F32" else 2)
-        meta[n] = {"dtype": sd[n].dtype, "shape": list(sd[n].shape), "data_offsets": [off, off + nb]}
-        off += nb
-    head = json.dumps(meta, separators=(",", ":")).encode()
-    head += b" " * (-len(head) % 8)
-    with outfile.replacing(path) as f:
-        f.write(struct.pack("<Q", len(head)) + head)
-        for n in order:
-            a = np.ascontiguousarray(sd[n].make(), dtype={"F32": "<f4", "BF16": "<u2", "F16": "<f2"}[sd[n].dtype])
-            f.write(memoryview(a).cast("B"))
+    safetensors.write_stored(path, {n: (sd[n].dtype, sd[n].shape, sd[n].make) for n in order}, {"format": "pt"})
 
 
 # ---- the tokenizer ----
@@ -467,7 +453,7 @@ def prepare_dir(d):
             others = sorted(set(os.listdir(d)) - set(FILES))
             if others:
                 raise Bad(d, "holds %s, which an export would not write: give a new or empty directory"
-                          % convert.listing(others))
+                          % listing(others))
         os.makedirs(d, exist_ok=True)
     except OSError as e:
         raise Bad(d, str(e) if isinstance(e, outfile.Refused) else "cannot make the directory: %s" % (e.strerror or e))

@@ -5,7 +5,7 @@ the weights are stored (weight_type, group_size: 0, 0 for float32); the tokenize
 tok = (blob_bytes, tok_kind, tok_flags, bos_id, eos_id); tensors is a dict of float32
 numpy arrays named as in FORMAT.md (layers.{i}.wq and so on), whatever the file stores:
 write_model quantises or rounds them as cfg says, read_model widens them back. A chat section
-(tools/chat_template.py makes one) travels as its bytes in version 5's layout:
+(tools/attn/chat_template.py makes one) travels as its bytes in version 5's layout:
 write_model(chat=...), read_chat_section. Every file is written in version 5, with its CRC-32
 checksum, which read_model verifies.
 """
@@ -16,7 +16,7 @@ import zlib
 
 import numpy as np
 
-import outfile
+from attn import outfile
 
 MAGIC = b"ATTN"
 VERSION = 5  # the newest this reads, and the one every file is written in
@@ -397,16 +397,6 @@ def resize_tokenizer(blob, vocab_size):
         raise ValueError("tokenizer has %d pieces, more than the model's vocab_size %d" % (len(pieces), vocab_size))
     extra = vocab_size - len(pieces)
     return pack_tokenizer(pieces + [b""] * extra, scores + [-1e30] * extra, merges, added)
-
-
-def read_llama2c_tokenizer(path, vocab_size):
-    """A llama2.c tokenizer.bin as (blob, kind, flags, bos, eos), exactly vocab_size pieces."""
-    import tokenizer_blob  # imports this module: import it late
-    tok = tokenizer_blob.from_llama2c(path, vocab_size)
-    n = len(parse_tokenizer(tok[0])[0])
-    if n != vocab_size:  # llama2.c reads exactly vocab_size pieces: this is another model's vocabulary
-        raise ValueError("%s: has %d pieces but the model's vocab_size is %d" % (path, n, vocab_size))
-    return tok
 
 
 # ---- whole files ----
