@@ -41,11 +41,13 @@ attn.masked_bias, Llama's rotary_emb.inv_freq, llama2.c's freq_cis tables) are s
 the closing note names them. An OUT that exists and is not a regular file is refused.
 
 An instruct checkpoint's chat template (chat_template.jinja or tokenizer_config.json's
-chat_template, beside the tokenizer.json or in SRC) goes into OUT as a chat section, its family
-recognised by tools/attn/chat_template.py (chatml, qwen3, llama3, llama2, gemma, zephyr); a template it
-does not recognise is refused by name. --chat-template NAME chooses the family instead, also for a
-checkpoint without a template (a llama2.c-format Llama-2-chat: llama2). An attn.c model file
-keeps its chat section.
+chat_template, beside the tokenizer.json or in SRC; a GGUF's tokenizer.chat_template) goes into
+OUT as a chat section, its text kept and its family recognised by tools/attn/chat_template.py
+(chatml, qwen3, llama3, llama2, gemma, zephyr); a template it does not recognise is kept as text
+with no family, with a note: ./run -m chat then needs --chat-template NAME. --chat-template NAME
+chooses the family instead, also for a checkpoint without a template (a llama2.c-format
+Llama-2-chat: llama2). An attn.c model file and --export-torch's output keep their chat section;
+--export-hf writes the template's text back as tokenizer_config.json's chat_template.
 """
 import argparse
 import os
@@ -96,9 +98,10 @@ def read_source(src):
 
 
 def chat_section(src, tokpath, tok, source, name):
-    """(the chat section for OUT, b"" for none; its family for the closing note): from --chat-template
-    NAME, else the template beside the tokenizer.json (or in SRC), else the source's own section
-    when OUT keeps its tokenizer."""
+    """(the chat section for OUT, b"" for none; its family for the closing note, None for none or
+    family 0): from --chat-template NAME, else the template beside the tokenizer.json (or in SRC,
+    or a GGUF's), else the source's own section when OUT keeps its tokenizer. The template's text
+    is kept in it; a template of no known family is kept with family 0 and a note, never refused."""
     from attn import chat_template
     folder = tokpath if tokpath and os.path.isdir(tokpath) else \
         os.path.dirname(tokpath) if tokpath and os.path.basename(tokpath) == "tokenizer.json" else \
@@ -113,7 +116,7 @@ def chat_section(src, tokpath, tok, source, name):
         from attn.sources import gguf as gguf_model
         template, where = gguf_model.chat_template(gguf), gguf
     if template is None and name is None:
-        section = source.chat if source.chat and not tokpath else b""
+        section, where = (source.chat if source.chat and not tokpath else b""), src
     else:
         try:
             section = chat_template.chat_section(template, tok, name)
@@ -122,9 +125,12 @@ def chat_section(src, tokpath, tok, source, name):
     if not section:
         return b"", None
     try:
-        return section, chat_template.parse_section(section, len(mf.parse_tokenizer(tok[0])[0]))[0]
+        family, _, _, text = chat_template.parse_section(section, len(mf.parse_tokenizer(tok[0])[0]))
     except ValueError as e:
         raise Bad(src, str(e))
+    if family is None:  # kept, but -m chat cannot use it alone: one line, and the conversion goes on
+        print("convert.py: note: %s: %s" % (where, chat_template.no_family_note(text)), file=sys.stderr)
+    return section, family
 
 
 def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=None, chat_template=None):

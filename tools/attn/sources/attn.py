@@ -1,8 +1,11 @@
 """attn.c's own files as a source: a model file (docs/FORMAT.md), and convert.py
 --export-torch's output (given loaded by torchfile.read_torch)."""
 
+import struct
+
 import numpy as np
 
+from attn import chat_template
 from attn import modelfile as mf
 from attn.errors import Bad
 from attn.tensors import Source, Stored, Tensors, stored
@@ -33,4 +36,17 @@ def read_own_export(path, ck):
     tk = ck["tokenizer"]
     tok = (np.asarray(tk["blob"], dtype=np.uint8).tobytes(), int(tk["kind"]), int(tk["flags"]),
            int(tk["bos_id"]), int(tk["eos_id"]))
-    return Source(cfg, t, "attn.c torch export", tok)
+    return Source(cfg, t, "attn.c torch export", tok, chat=export_chat(path, ck.get("chat"), tok[0]))
+
+
+def export_chat(path, chat, blob):
+    """The chat section of --export-torch's "chat" entry (exports/torch.py; None or absent: none),
+    checked as a model file's is."""
+    if chat is None:
+        return b""
+    try:
+        section = chat_template.pack_section(chat["family"], list(chat["ids"]), chat["text"], chat["template"])
+        chat_template.parse_section(section, len(mf.parse_tokenizer(blob)[0]))
+    except (ValueError, KeyError, TypeError, AttributeError, struct.error) as e:
+        raise Bad(path, "its chat entry is not a chat section (%s: %s)" % (type(e).__name__, e))
+    return section
