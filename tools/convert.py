@@ -6,18 +6,19 @@
 
 SRC is recognised by its content:
   llama2.c legacy .bin (7-int header), llama2.c `ak42` version 1 (fp32) and version 2
-  (Q8_0, dequantised) .bin, llama2.c train.py checkpoints (.pt with model_args.dim),
+  (Q8_0) .bin, llama2.c train.py checkpoints (.pt with model_args.dim),
   nanoGPT ckpt.pt (model_args.n_layer), a Hugging Face directory of model_type gpt2, llama
   (Llama 2 and 3.x, TinyLlama, SmolLM2), mistral, qwen2 (Qwen2.5), qwen3 or gemma3_text
-  (Gemma 3 270M and 1B), this tool's own --export-torch output, and attn.c model files (a
-  Q8_0 one dequantised), e.g. to quantise a model ./train wrote, and GGUF files of
+  (Gemma 3 270M and 1B), this tool's own --export-torch output, and attn.c model files,
+  e.g. to quantise a model ./train wrote, and GGUF files of
   general.architecture llama, qwen2, qwen3, gemma3 or gpt2 (tools/attn/sources/gguf.py, which says
   how each GGUF weight type is stored).
 A Hugging Face config.json is read as transformers reads it, family by family; a setting it
 would act on that this build cannot reproduce (a RoPE scaling other than linear and llama3,
 an activation, softcapping, sliding windows outside Gemma 3, ...) is refused by name.
-OUT stores the matrices as SRC does (float32, bfloat16 or float16; a checkpoint mixing them,
-or holding Q8_0, gives float32), or as --weights says: f32, bf16, f16 (rounded to nearest
+OUT stores the matrices as SRC does (float32, bfloat16 or float16; a checkpoint mixing them
+gives float32; llama2.c's and attn.c's Q8_0 keep their integers and scales, tools/attn/weights.py),
+or as --weights says: f32, bf16, f16 (rounded to nearest
 even), or q8_0, int8 with a float32 scale per group of --group-size weights in a row
 (docs/FORMAT.md); --quantize q8_0 is --weights q8_0. bfloat16 and float16 are read bit for
 bit and widen to float32 exactly. The closing note says which type was chosen and why.
@@ -27,8 +28,8 @@ GGUF file's tokenizer.ggml.* (vocabulary-only files too).
 A tokenizer with more pieces than the model's vocab_size is refused; one with fewer is
 padded with empty pieces that nothing produces.
 
---export-torch writes {'model': state_dict, 'attn_config': cfg, 'tokenizer': {...}} with
-torch.save; the state dict holds float32 tensors (a Q8_0 file's dequantised; a bfloat16 or
+--export-torch writes {'model': state_dict, 'attn_config': cfg, 'tokenizer': {...}, 'chat': the
+chat section's family, ids, text and template, or None} with torch.save; the state dict holds float32 tensors (a Q8_0 file's dequantised; a bfloat16 or
 float16 file's matrices as torch.bfloat16 or float16) under the model file's tensor names, the
 parameter names of tools/reference.py's module (load_state_dict works on it), and
 convert.py reads it back bit for bit.

@@ -17,11 +17,13 @@ Files and formats
   gguf_write       a GGUF writer, for the tests                        <- gguf_file, modelfile
   tensors          what a source hands convert.py: Source, Stored, Weight, Tensors
                                                                       <- errors, modelfile
-  weights          the weight type to store (--weights, --group-size)  <- tensors, modelfile
+  weights          the weight type to store (--weights, --group-size); Q8_0 kept as it is
+                                                                      <- tensors, modelfile
   safetensors      .safetensors read and written                <- errors, tensors, outfile
 Sources (convert.py SRC), one module per format
-  sources.attn     an attn.c model file, and --export-torch's output    <- tensors, chat_template
-  sources.llama2c  llama2.c's .bin (legacy, ak42) and train.py's .pt    <- tensors
+  sources.attn     an attn.c model file, and --export-torch's output
+                                                       <- tensors, weights, chat_template
+  sources.llama2c  llama2.c's .bin (legacy, ak42) and train.py's .pt    <- tensors, weights
   sources.gpt2     GPT-2's tensor names, shared by nanoGPT and Hugging Face gpt2
   sources.nanogpt  nanoGPT's ckpt.pt                                    <- tensors, sources.gpt2
   torchfile        everything torch.load or pickle reads: a .pt goes to its source module,

@@ -19,6 +19,8 @@ it back. chat_section(template, tok, name=None) returns the section's bytes; a t
 matches is stored with family 0, none (`./run -m chat` then asks for --chat-template), and a name
 overrides the recognition (also for a checkpoint without a template). pack_section and
 parse_section are the layout itself; parse_section also reads version 4's, which had no template.
+no_family_note is convert.py's note on a family-0 section; for_export gives the text an export
+writes back.
 """
 import re
 import struct

@@ -9,23 +9,25 @@ from attn import chat_template
 from attn import modelfile as mf
 from attn.errors import Bad
 from attn.tensors import Source, Stored, Tensors, stored
+from attn.weights import Q8Stored, q8_0_choice
 
 
 def read_attn(path):
     """An attn.c model file as a source: float32, bfloat16 or float16 matrices as stored, Q8_0
-    ones dequantised."""
+    ones as their integers and scales (kept exactly unless --weights says otherwise)."""
     try:
         cfg, tok, t = mf.read_model(path, dequantize=False)
     except (ValueError, OSError) as e:
         raise Bad(path, str(e))
     bf16 = cfg["weight_type"] == mf.WEIGHTS_BF16
-    sd = {n: Stored(mf.dequantize_q8_0(*a), "F32") if isinstance(a, tuple) else
+    gs = cfg["group_size"]
+    sd = {n: Q8Stored.of(a[0], a[1], gs) if isinstance(a, tuple) else
           Stored(a, "BF16") if bf16 and a.dtype == np.uint16 else stored(a) for n, a in t.items()}
     tn = Tensors(path, sd)
     t = {n: tn.take(n) for n in sd}
     q8 = cfg["weight_type"] == mf.WEIGHTS_Q8_0
-    return Source(cfg, t, "attn.c model file" + (" (Q8_0, dequantised)" if q8 else ""), tok,
-                  chat=mf.read_chat_section(path))
+    return Source(cfg, t, "attn.c model file" + (" (Q8_0)" if q8 else ""), tok, chat=mf.read_chat_section(path),
+                  weights=q8_0_choice(gs, "the file's Q8_0 matrices") if q8 else None)
 
 
 def read_own_export(path, ck):
