@@ -638,6 +638,17 @@ row convert.py "a model file whose chat section has an id outside the vocabulary
   "$tmp/chat_bad.bin: chat section: id 0 is 99999, outside the vocabulary of 512" "${convert[@]}" $tmp/chat_bad.bin $tmp/o.bin
 row run "-m chat on a model file whose chat section has an id outside the vocabulary" \
   "$tmp/chat_bad.bin: &&chat section: id 0 is 99999, outside the vocabulary of 512" ./run $tmp/chat_bad.bin -m chat
+# --export-torch's "chat" entry (the section's fields), read back as a model file's section is
+"${convert[@]}" --export-torch $tmp/chat.bin $tmp/chat.pt 2>/dev/null
+"$PYTHON" - $tmp/chat.pt $tmp/chat_bad.pt <<'PY'
+import sys, torch
+ck = torch.load(sys.argv[1])
+ck["chat"]["ids"][0] = 99999
+torch.save(ck, sys.argv[2])
+PY
+row convert.py "an --export-torch file whose chat entry has an id outside the vocabulary" \
+  "$tmp/chat_bad.pt: its chat entry is not a chat section (ValueError: chat section: id 0 is 99999, outside the vocabulary of 512)" \
+  "${convert[@]}" $tmp/chat_bad.pt $tmp/o.bin
 patched $tmp/chat_misplaced.bin "<I" 4 4 "<Q" 184 300 "<Q" 192 16
 row run "a chat section that does not follow the tokenizer blob" "does not follow the tokenizer blob" \
   ./run $tmp/chat_misplaced.bin -i hi -n 1
