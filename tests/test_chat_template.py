@@ -14,7 +14,9 @@ and Llama 2, the same SentencePiece format and the same <s> and </s>.
 
 Also: the families recognised from their templates and others refused by name; a user's
 spelling of a special token stays text (injection); the section's checks; --chat-template in
-convert.py.
+convert.py; the template's text through --export-hf (byte for byte, rendered alike by the Jinja
+oracle) and --export-torch and back, -m chat working on what comes back; a template of no known
+family kept as text with a note.
 """
 import json
 import os
