@@ -349,6 +349,29 @@ row convert.py "a llama2.c .bin cut short" "implies 1040156 or 1056540 bytes, fi
 row convert.py "a llama2.c .bin with dim -64" "header field dim = -64 is not a plausible size" "${convert[@]}" $tmp/l2c_neg.bin $tmp/o.bin
 head -c 1000 $SHARED/models/llama2xs_ckpt.pt >$tmp/cut.pt
 row convert.py "a .pt checkpoint cut short" "$tmp/cut.pt: cannot read the PyTorch file, truncated or corrupt" "${convert[@]}" $tmp/cut.pt $tmp/o.bin
+# Pickles that run a command when loaded (tests/test_safe_pickle.py has more): refused, the command not run
+mkdir -p $tmp/hf_evil
+"$PYTHON" - $tmp <<'PY'
+import collections, json, os, pickle, sys, torch
+t = sys.argv[1]
+class Call:
+    def __reduce__(self):
+        return os.system, ("touch %s/ran" % t,)
+ck = {"model": {}, "model_args": {"n_layer": 1}, "config": {"x": Call()}}
+torch.save(ck, t + "/evil.pt")
+torch.save(ck, t + "/evil_legacy.pt", _use_new_zipfile_serialization=False)
+torch.save(collections.OrderedDict(w=Call()), t + "/hf_evil/pytorch_model.bin")
+json.dump({"model_type": "llama", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "vocab_size": 16}, open(t + "/hf_evil/config.json", "w"))
+pickle.dump({"itos": {0: Call()}}, open(t + "/meta.pkl", "wb"))
+PY
+for f in evil.pt evil_legacy.pt hf_evil; do
+  row convert.py "a pickle that calls os.system ($f)" "the pickle asks for posix.system; refusing to run code from a checkpoint" \
+    "${convert[@]}" $tmp/$f $tmp/o.bin
+done
+row convert.py "a meta.pkl that calls os.system" "$tmp/meta.pkl: the pickle asks for posix.system; refusing to run code" \
+  "${convert[@]}" $SHARED/models/llama2xs_ckpt.pt $tmp/o.bin --tokenizer $tmp/meta.pkl
+[ -e $tmp/ran ] && { failed=$((failed + 1)); echo "FAIL: convert.py: a pickle ran os.system"; }
 row convert.py "a tokenizer for another vocabulary" "has 32000 pieces, more than the model's vocab_size 512" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tokenizer.bin
 row convert.py "a tokenizer file of random bytes" "$tmp/random.bin: piece 0 has length" \
