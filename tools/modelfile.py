@@ -415,6 +415,12 @@ def read_llama2c_tokenizer(path, vocab_size):
 
 # ---- whole files ----
 
+def is_model_file(path):
+    """Whether the regular file path starts as a model file does (./train's check before replacing one)."""
+    with open(path, "rb") as f:
+        return f.read(4) == MAGIC
+
+
 def write_model(path, cfg, tok, tensors, chat=b""):
     """Write a model file atomically (outfile.replacing); an existing path that is not a regular
     file is refused (outfile.Refused, an OSError). chat: the chat section's bytes, or empty."""

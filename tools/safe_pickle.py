@@ -135,3 +135,17 @@ def torch_load(path):
             with ts._open_zipfile_reader(f) as z:
                 return ts._load(z, "cpu", sys.modules[__name__], encoding="utf-8")
         return ts._legacy_load(f, "cpu", sys.modules[__name__], encoding="utf-8")
+
+
+def torch_strings(path):
+    """The strings in the pickle of path, a torch zip file, read without unpickling it (pickletools
+    parses the opcodes and runs nothing); empty for any other file."""
+    import pickletools
+    import zipfile
+    try:
+        with zipfile.ZipFile(path) as z:
+            pkl = [n for n in z.namelist() if n.endswith("/data.pkl")]
+            data = z.read(pkl[0]) if pkl else b""
+        return {arg for _, arg, _ in pickletools.genops(data) if isinstance(arg, str)}
+    except (zipfile.BadZipFile, ValueError, EOFError, OSError):  # damaged: not a file of ours either
+        return set()
