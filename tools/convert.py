@@ -1245,6 +1245,11 @@ def main(argv):
     if a.export_hf and a.out == outfile.STDIO:
         sys.stderr.write("convert.py: -: --export-hf writes a folder, which standard output cannot hold\n")
         return 1
+    try:  # a device or FIFO as OUT would be replaced by a regular file in the end
+        outfile.check(a.out, "a directory" if a.export_hf else "a regular file")
+    except OSError as e:
+        sys.stderr.write("convert.py: %s: %s\n" % (a.out, e))
+        return 1
     # An output that is an input (or a file in an input directory) would be destroyed.
     for inp in (a.src, a.tokenizer):
         if not (inp and a.out != outfile.STDIO and os.path.exists(a.out) and os.path.exists(inp)):
