@@ -62,6 +62,9 @@ import re
 import struct
 import sys
 
+if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/cli_main.py)
+    import cli_main
+    cli_main.guard()
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -1297,6 +1300,8 @@ def main(argv):
     except MemoryError:
         sys.stderr.write("convert.py: %s: out of memory\n" % a.src)
         return 1
+    except ModuleNotFoundError:  # torch, imported when needed: cli_main says what to install
+        raise
     except Exception as e:  # a malformed file can break a reader in ways not foreseen
         msg = str(e).splitlines()[0] if str(e) else ""
         sys.stderr.write("convert.py: %s: cannot convert (%s%s)\n"

@@ -31,6 +31,9 @@ import subprocess
 import sys
 import unicodedata
 
+if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/cli_main.py)
+    import cli_main
+    cli_main.guard()
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import outfile  # noqa: E402
 

@@ -26,6 +26,9 @@ import os
 import struct
 import sys
 
+if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/cli_main.py)
+    import cli_main
+    cli_main.guard()
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))

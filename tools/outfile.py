@@ -16,11 +16,13 @@ import contextlib
 import errno
 import os
 import shutil
+import signal
 import stat
 import sys
 import tempfile
 
 STDIO = "-"
+PENDING = set()  # the temporary files and folders being written, for remove_pending()
 
 KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
@@ -111,6 +113,7 @@ def replacing(path, mode="wb", drop_cache=False):
     check(path)
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(path) + ".")
+    PENDING.add(tmp)
     try:
         with os.fdopen(fd, mode) as f:
             yield f
@@ -124,6 +127,8 @@ def replacing(path, mode="wb", drop_cache=False):
     except BaseException:
         os.unlink(tmp)
         raise
+    finally:
+        PENDING.discard(tmp)
     _fsync_dir(d)
 
 
@@ -141,15 +146,21 @@ def replacing_dir(path):
     check(path, "a directory")
     parent, base = os.path.split(os.path.abspath(path))
     tmp, old = tempfile.mkdtemp(dir=parent, prefix=base + ".tmp-"), None
+    PENDING.add(tmp)
     try:
         yield tmp
         os.chmod(tmp, 0o777 & ~_umask())  # what mkdir would have made; mkdtemp makes 0700
         _fsync_dir(tmp)
         check(path, "a directory")
-        if os.path.isdir(path):
-            old = tempfile.mkdtemp(dir=parent, prefix=base + ".old-")
-            os.replace(path, old)  # over the empty folder mkdtemp made
-        os.replace(tmp, path)
+        # Ctrl-C waits until both renames are done: between them path is missing
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            if os.path.isdir(path):
+                old = tempfile.mkdtemp(dir=parent, prefix=base + ".old-")
+                os.replace(path, old)  # over the empty folder mkdtemp made
+            os.replace(tmp, path)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     except BaseException:
         if old and not os.path.exists(path):  # the new one could not take its place: the old one back
             os.replace(old, path)
@@ -157,6 +168,20 @@ def replacing_dir(path):
             os.rmdir(old)  # made, but path could not move there
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        PENDING.discard(tmp)
     _fsync_dir(parent)
     if old:
+        PENDING.add(old)
         shutil.rmtree(old)
+        PENDING.discard(old)
+
+
+def remove_pending():
+    """Remove the temporary files and folders being written, for a process about to end at once
+    (cli_main on Ctrl-C), which runs no finally clause."""
+    for p in list(PENDING):
+        try:
+            shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
+        except OSError:
+            pass  # renamed into place or removed already

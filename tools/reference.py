@@ -25,6 +25,9 @@ import struct
 import sys
 import warnings
 
+if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/cli_main.py)
+    import cli_main
+    cli_main.guard()
 import numpy as np
 import torch
 import torch.nn as nn
