@@ -15,6 +15,7 @@ import struct
 import numpy as np
 
 import outfile
+import progress
 
 MAGIC = b"ATTN"
 VERSION = 4  # the newest this reads; files are written in the lowest version that describes them
@@ -457,15 +458,16 @@ def write_model(path, cfg, tok, tensors, chat=b""):
     header += bytes(HEADER_SIZE - len(header))
     # drop_cache: out of the page cache, so that ./run reads it back into 2 MiB folios (model.h's
     # write_atomic says why)
-    with outfile.replacing(path, drop_cache=True) as f:
+    with outfile.replacing(path, drop_cache=True) as f, progress.Progress(len(specs), weights_bytes) as shown:
         f.write(header)
         f.write(blob)
         f.write(chat)
         f.write(bytes(weights_offset - HEADER_SIZE - len(blob) - len(chat)))
-        for n, _ in specs:
+        for n, shape in specs:
             for a in stored_pieces(c, n, tensors[n]):
                 f.write(memoryview(a).cast("B"))
                 f.write(bytes(padded(a.nbytes) - a.nbytes))
+            shown.done(stored_bytes(c, n, shape))
 
 
 def read_header(data):

@@ -124,8 +124,10 @@ def replacing(path, mode="wb", drop_cache=False):
         os.chmod(tmp, 0o666 & ~_umask())  # what open() would have made; mkstemp makes 0600
         check(path)  # the work may have taken minutes, and path may be something else by now
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename is None:  # a failed write names no file
+            e.filename = path
         raise
     finally:
         PENDING.discard(tmp)
