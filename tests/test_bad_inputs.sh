@@ -392,6 +392,34 @@ row convert.py "an output past ulimit -f (a full disk)" "$tmp/o.bin: cannot writ
   "${limited[@]}" "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin
 row convert.py "an output in a missing directory" "$tmp/no/o.bin: cannot write" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/no/o.bin --tokenizer $SHARED/models/tok512.bin
+# ./train's output policy (tests/test_output_policy.py has more): replaced only with --force, and only the tool's own files
+echo "my notes" >$tmp/notes.txt
+row convert.py "OUT a file that is not a model, even with --force" \
+  "$tmp/notes.txt: exists and is not an attn.c model file; refusing to replace it" \
+  "${convert[@]}" $model $tmp/notes.txt --force
+row convert.py "OUT an existing model without --force" "$model: exists; give --force to replace it" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $model --tokenizer $SHARED/models/tok512.bin
+cp $SHARED/models/llama2xs_ckpt.pt $tmp/theirs.pt
+row convert.py "--export-torch over a torch file it did not write, with --force" \
+  "$tmp/theirs.pt: exists and is not a PyTorch file that --export-torch wrote; refusing to replace it" \
+  "${convert[@]}" --export-torch $model $tmp/theirs.pt --force
+"${convert[@]}" $model --export-hf $tmp/export 2>/dev/null
+row convert.py "--export-hf over a former export without --force" "$tmp/export: exists; give --force to replace it" \
+  "${convert[@]}" $model --export-hf $tmp/export
+cp -r $tmp/export $tmp/downloaded && rm $tmp/downloaded/attn_export.json
+row convert.py "--export-hf over a downloaded checkpoint (an export's files, no attn_export.json), with --force" \
+  "$tmp/downloaded: exists and is not a folder that --export-hf wrote (it has no attn_export.json)" \
+  "${convert[@]}" $model --export-hf $tmp/downloaded --force
+row convert.py "- as the checkpoint" "-: a checkpoint is not read from standard input; give its path" \
+  "${convert[@]}" - $tmp/o.bin
+row convert.py "--tokenizer -" "-: a tokenizer is not read from standard input; give its path" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer -
+row convert.py "--export-hf -" "-: --export-hf writes a folder, which standard output cannot hold" \
+  "${convert[@]}" $model --export-hf -
+mkdir -p $tmp/py && ln -sf "$(command -v "$PYTHON")" $tmp/py/python3
+row convert.py "a python3 without numpy (python3 -S: no dist-packages)" \
+  "numpy is missing from this Python (&&/py/python3): run the tools with /usr/bin/python3" \
+  $tmp/py/python3 -S tools/convert.py $model $tmp/o.bin
 # Hugging Face directories (a small Llama, float32) with one thing wrong each
 "$PYTHON" - $tmp <<'PY'
 import json, os, shutil, struct, sys
@@ -577,7 +605,7 @@ fi
 if ((markdown)); then
   echo "| program | input | message (stderr, exit status 1) |"
   echo "|---|---|---|"
-  printf '%s\n' "${table[@]}" | sed "s|$tmp|tests/tmp/bad|g"
+  printf '%s\n' "${table[@]}" | sed "s|$PWD/||g; s|$tmp|tests/tmp/bad|g"
 fi
 echo "$passed passed, $failed failed ($pending pending)"
 [ $failed -eq 0 ]
