@@ -414,8 +414,13 @@ row convert.py "- as the checkpoint" "-: a checkpoint is not read from standard 
   "${convert[@]}" - $tmp/o.bin
 row convert.py "--tokenizer -" "-: a tokenizer is not read from standard input; give its path" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer -
-row convert.py "--export-hf -" "-: --export-hf writes a folder, which standard output cannot hold" \
+row convert.py "--export-hf -" "-: is standard output, which cannot be a directory" \
   "${convert[@]}" $model --export-hf -
+row reference.py "--logits - with --greedy (two outputs on standard output)" \
+  "--logits -: standard output would hold the --ppl-tokens or --greedy text too" \
+  "$PYTHON" tools/reference.py $model --tokens 1 --logits - --greedy 2
+row make_random.py "- as a Hugging Face folder" "-: is standard output, which cannot be a directory" \
+  "$PYTHON" tools/make_random.py - --hf-gpt2
 mkdir -p $tmp/py && ln -sf "$(command -v "$PYTHON")" $tmp/py/python3
 row convert.py "a python3 without numpy (python3 -S: no dist-packages)" \
   "numpy is missing from this Python (&&/py/python3): run the tools with /usr/bin/python3" \

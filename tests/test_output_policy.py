@@ -3,7 +3,8 @@ an existing OUT only with --force, and one the tool did not write (a file that i
 model, a torch file --export-torch did not write, a folder --export-hf did not write) never, its
 bytes untouched. An --export-hf folder is written beside its place and renamed into it, so a
 failed write and a SIGKILL midway leave the old folder as it was. `-` is standard output for
-OUT, refused as an input and as an --export-hf folder; binary output to a terminal is refused.
+OUT (and for reference.py --logits, plot.py -o, make_random.py), refused as an input, as a
+folder and as a second output on standard output; binary output to a terminal is refused.
 
 Run from the repository root: /usr/bin/python3 tests/test_output_policy.py [-k SUBSTRING]
 """
@@ -165,13 +166,38 @@ def dash_is_standard_output():
     pycase.refused(CONVERT + [S260[0], tmp("x.bin"), "--tokenizer", "-"],
                    "convert.py: -: a tokenizer is not read from standard input")
     pycase.refused(CONVERT + [out, "--export-hf", "-"],
-                   "convert.py: -: --export-hf writes a folder, which standard output cannot hold")
+                   "convert.py: -: is standard output, which cannot be a directory")
     m, s = pty.openpty()  # a terminal as standard output
     r = subprocess.run(CONVERT + [S260[0], "-"] + S260[1:], stdout=s, stderr=subprocess.PIPE, text=True)
     os.close(s)
     os.close(m)
     assert r.returncode == 1 and r.stderr == "convert.py: -: standard output is a terminal: redirect it to a file\n", \
         r.stderr
+
+
+@case
+def dash_in_the_other_tools():
+    """reference.py --logits -, plot.py -o - and make_random.py - write what they write to a file, and
+    nothing else, to standard output; a folder or a second output there is refused."""
+    def tool(name, *args):
+        return [PY, os.path.join(ROOT, "tools", name)] + list(args)
+
+    def same(cmd_file, cmd_dash, path):
+        assert subprocess.run(cmd_file, capture_output=True).returncode == 0
+        r = subprocess.run(cmd_dash, capture_output=True)
+        assert r.returncode == 0 and r.stdout == open(path, "rb").read(), (cmd_dash, r.stderr[-300:])
+    same(tool("reference.py", model(), "--tokens", "1,2,3", "--logits", tmp("l.npy")),
+         tool("reference.py", model(), "--tokens", "1,2,3", "--logits", "-"), tmp("l.npy"))
+    same(tool("make_random.py", tmp("r.bin")), tool("make_random.py", "-"), tmp("r.bin"))
+    with open(tmp("log.csv"), "w") as f:
+        f.write("step,train_loss,val_loss,lr,tokens_per_sec\n0,4.5,4.6,0.001,100.0\n1,4.4,,0.001,100.0\n")
+    r = subprocess.run(tool("plot.py", tmp("log.csv"), "-o", "-"), capture_output=True)
+    assert r.returncode == 0 and r.stdout.startswith(b"\x89PNG") and r.stdout.endswith(b"IEND\xaeB`\x82"), r.stderr
+    pycase.refused(tool("reference.py", model(), "--tokens", "1", "--logits", "-", "--greedy", "2"),
+                   "reference.py: --logits -: standard output would hold the --ppl-tokens or --greedy text too")
+    pycase.refused(tool("make_random.py", "-", "--hf-gpt2"), "make_random.py: -: is standard output, which cannot be "
+                   "a directory")
+    assert not os.path.exists("-")
 
 
 if __name__ == "__main__":

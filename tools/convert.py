@@ -1245,9 +1245,6 @@ def main(argv):
         if inp == outfile.STDIO:  # formats are told apart by name and by seeking, and may be folders
             sys.stderr.write("convert.py: -: %s is not read from standard input; give its path\n" % what)
             return 1
-    if a.export_hf and a.out == outfile.STDIO:
-        sys.stderr.write("convert.py: -: --export-hf writes a folder, which standard output cannot hold\n")
-        return 1
     try:  # a device or FIFO as OUT would be replaced by a regular file in the end
         outfile.check(a.out, "a directory" if a.export_hf else "a regular file")
     except OSError as e:

@@ -9,8 +9,8 @@ claim() and claim_dir() are ./train's policy for an output (training/checkpoint.
 claim_outputs), checked before any work: an existing output is replaced only with --force, and
 one the tool did not write (not an attn.c model, not an export) never. A folder is written as a
 new folder beside it (replacing_dir), synced, then renamed into place, so a failure or a kill
-leaves the old folder or none. "-" is standard output (replacing yields it), or is refused by
-the caller.
+leaves the old folder or none. "-" is standard output (replacing yields it); check() refuses it
+for a folder, and when standard output is a terminal.
 """
 import contextlib
 import errno
@@ -48,7 +48,14 @@ def kind(path):
 
 
 def check(path, want="a regular file"):
-    """Raise Refused if path exists and is not want, a kind() answer."""
+    """Raise Refused if path exists and is not want, a kind() answer; "-" (standard output) may be
+    a regular file's contents only, and not to a terminal."""
+    if path == STDIO:
+        if want != "a regular file":
+            raise Refused(errno.EINVAL, "is standard output, which cannot be %s" % want, path)
+        if sys.stdout.isatty():
+            raise Refused(errno.EINVAL, "standard output is a terminal: redirect it to a file", path)
+        return
     k = kind(path)
     if k not in (None, want):
         raise Refused(errno.EEXIST, "is %s, not %s: refusing to replace it" % (k, want), path)
@@ -72,12 +79,8 @@ def claim(path, force, ours, what):
     """Raise Refused unless the tool may write path (a file): absent, "-" (standard output, not a
     terminal), or, with force, what ours(path) recognises as a file of its own: what, e.g. "an
     attn.c model file", names that in the message."""
-    if path == STDIO:
-        if sys.stdout.isatty():
-            raise Refused(errno.EINVAL, "standard output is a terminal: redirect it to a file", path)
-        return
     check(path)
-    if kind(path) is not None:
+    if path != STDIO and kind(path) is not None:
         _existing(path, force, ours(path), what)
 
 
@@ -107,6 +110,7 @@ def replacing(path, mode="wb", drop_cache=False):
 
     drop_cache: evict the written pages from the page cache once synced (modelfile.py says why)."""
     if path == STDIO:  # flushed at the end, never closed
+        check(path)
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return

@@ -114,7 +114,7 @@ def main(argv):
             fig.savefig(f, format=os.path.splitext(a.out)[1][1:].lower() or None, dpi=110)
     except (OSError, ValueError) as e:
         sys.exit("plot.py: %s: cannot write: %s" % (a.out, e.strerror if isinstance(e, OSError) else e))
-    print("wrote %s" % a.out)
+    print("wrote %s" % a.out, file=sys.stderr if a.out == outfile.STDIO else sys.stdout)  # not into the PNG
 
 
 if __name__ == "__main__":

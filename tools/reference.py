@@ -784,7 +784,11 @@ def main(argv):
     ap.add_argument("--greedy", type=int, help="new tokens to generate greedily after --tokens")
     ap.add_argument("--double", action="store_true", help="compute in float64")
     a = ap.parse_args(argv)
-    npy = a.logits and (a.logits if a.logits.endswith(".npy") else a.logits + ".npy")  # as np.save names it
+    npy = a.logits and (a.logits if a.logits.endswith(".npy") or a.logits == outfile.STDIO
+                        else a.logits + ".npy")  # as np.save names it
+    if npy == outfile.STDIO and (a.ppl_tokens or a.greedy):
+        sys.stderr.write("reference.py: --logits -: standard output would hold the --ppl-tokens or --greedy text too\n")
+        return 1
     try:
         if npy:
             outfile.check(npy)  # before any work
