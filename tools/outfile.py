@@ -109,12 +109,12 @@ def replacing(path, mode="wb", drop_cache=False):
     path "-" is standard output, written as it goes.
 
     drop_cache: evict the written pages from the page cache once synced (modelfile.py says why)."""
-    if path == STDIO:  # flushed at the end, never closed
-        check(path)
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
-        return
     check(path)
+    if path == STDIO:  # flushed at the end, never closed
+        out = sys.stdout.buffer if "b" in mode else sys.stdout
+        yield out
+        out.flush()
+        return
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(path) + ".")
     PENDING.add(tmp)

@@ -24,7 +24,7 @@ import importlib
 import pickle
 import sys
 
-# module -> names in it that a checkpoint may ask for; CALLABLE: those it may also call or construct.
+# module -> the names in it a pickle may ask for; it may call or construct each but NOT_CALLABLE.
 ADMITTED = {
     "collections": ("OrderedDict",),
     "builtins": ("set", "frozenset", "complex"),
