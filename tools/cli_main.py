@@ -61,6 +61,9 @@ def guard():
         end(*one_line(tool, exc))
 
     def interrupted(sig, frame):
+        if outfile.HELD["depth"]:  # in a step that must not be split: at its end
+            outfile.HELD["interrupted"] = True
+            return
         outfile.remove_pending()
         end(*one_line(tool, KeyboardInterrupt()))
 

@@ -23,6 +23,7 @@ import tempfile
 
 STDIO = "-"
 PENDING = set()  # the temporary files and folders being written, for remove_pending()
+HELD = {"depth": 0, "interrupted": False}  # held(): how deep, and whether Ctrl-C came meanwhile
 
 KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
@@ -116,8 +117,9 @@ def replacing(path, mode="wb", drop_cache=False):
         out.flush()
         return
     d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(path) + ".")
-    PENDING.add(tmp)
+    with held():  # made and recorded for remove_pending as one step
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(path) + ".")
+        PENDING.add(tmp)
     try:
         with os.fdopen(fd, mode) as f:
             yield f
@@ -151,22 +153,19 @@ def replacing_dir(path):
     renamed away (path.old-XXXXXX) and removed after; on an exception it is removed, path untouched."""
     check(path, "a directory")
     parent, base = os.path.split(os.path.abspath(path))
-    tmp, old = tempfile.mkdtemp(dir=parent, prefix=base + ".tmp-"), None
-    PENDING.add(tmp)
+    with held():
+        tmp, old = tempfile.mkdtemp(dir=parent, prefix=base + ".tmp-"), None
+        PENDING.add(tmp)
     try:
         yield tmp
         os.chmod(tmp, 0o777 & ~_umask())  # what mkdir would have made; mkdtemp makes 0700
         _fsync_dir(tmp)
         check(path, "a directory")
-        # Ctrl-C waits until both renames are done: between them path is missing
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
+        with held():  # between the two renames path is missing
             if os.path.isdir(path):
                 old = tempfile.mkdtemp(dir=parent, prefix=base + ".old-")
                 os.replace(path, old)  # over the empty folder mkdtemp made
             os.replace(tmp, path)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     except BaseException:
         if old and not os.path.exists(path):  # the new one could not take its place: the old one back
             os.replace(old, path)
@@ -181,6 +180,20 @@ def replacing_dir(path):
         PENDING.add(old)
         shutil.rmtree(old)
         PENDING.discard(old)
+
+
+@contextlib.contextmanager
+def held():
+    """A block that Ctrl-C does not split: cli_main's handler, finding HELD["depth"] above 0, sets
+    HELD["interrupted"] and returns, and the signal is raised again when the outermost block ends."""
+    HELD["depth"] += 1
+    try:
+        yield
+    finally:
+        HELD["depth"] -= 1
+        if not HELD["depth"] and HELD["interrupted"]:
+            HELD["interrupted"] = False
+            signal.raise_signal(signal.SIGINT)
 
 
 def remove_pending():
