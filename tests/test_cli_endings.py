@@ -1,4 +1,4 @@
-"""How the tools end and what they show on a terminal (tools/cli_main.py, tools/progress.py):
+"""How the tools end and what they show on a terminal (tools/attn/cli_main.py, tools/attn/progress.py):
 Ctrl-C (SIGINT) ends convert.py (converting and exporting), reference.py, make_random.py and
 plot.py in one line, `TOOL: interrupted`, with exit status 130 and no temporary file left; a
 python3 without numpy or torch ends in one line naming the package and /usr/bin/python3; a
@@ -21,9 +21,9 @@ import time
 import numpy as np
 
 from pycase import ROOT  # puts tools/ on the path too
-import export_hf  # noqa: E402
-import make_random as mr  # noqa: E402
-import modelfile as mf  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
+from attn import random_models as mr  # noqa: E402
+from attn.exports import hf as export_hf  # noqa: E402
 import pycase  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="attn-test-cli-endings-")

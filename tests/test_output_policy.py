@@ -1,4 +1,4 @@
-"""tools/convert.py replaces an output as ./train does (tools/outfile.py's claim and claim_dir):
+"""tools/convert.py replaces an output as ./train does (tools/attn/outfile.py's claim and claim_dir):
 an existing OUT only with --force, and one the tool did not write (a file that is not an attn.c
 model, a torch file --export-torch did not write, a folder --export-hf did not write) never, its
 bytes untouched. An --export-hf folder is written beside its place and renamed into it, so a
@@ -19,7 +19,7 @@ import tempfile
 import time
 
 from pycase import ROOT  # puts tools/ on the path too
-import make_random as mr  # noqa: E402
+from attn import random_models as mr  # noqa: E402
 import pycase  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="attn-test-output-policy-")

@@ -1,4 +1,4 @@
-"""No pickle runs code (tools/safe_pickle.py): a .pt in torch's zip and legacy formats, a Hugging
+"""No pickle runs code (tools/attn/safe_pickle.py): a .pt in torch's zip and legacy formats, a Hugging
 Face pytorch_model.bin and a nanoGPT meta.pkl whose pickles call a function are refused by
 tools/convert.py in one line naming it, and the function did not run (its marker file is
 absent); the calls, constructions and state settings the restricted unpickler narrows are each
@@ -20,7 +20,7 @@ import torch
 
 from pycase import ROOT  # puts tools/ on the path too
 import pycase  # noqa: E402
-import safe_pickle  # noqa: E402
+from attn import safe_pickle  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="attn-test-safe-pickle-")
 PY = "/usr/bin/python3"

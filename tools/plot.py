@@ -15,11 +15,11 @@ import math
 import os
 import sys
 
-if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/cli_main.py)
-    import cli_main
-    cli_main.guard()
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import outfile  # noqa: E402
+if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/attn/cli_main.py)
+    from attn import cli_main
+    cli_main.guard()
+from attn import outfile  # noqa: E402
 
 COLUMNS = ["step", "train_loss", "val_loss", "lr", "tokens_per_sec"]
 

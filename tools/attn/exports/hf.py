@@ -28,17 +28,14 @@ score of what it makes.
 import collections
 import json
 import os
-import struct
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import convert  # noqa: E402
-import modelfile as mf  # noqa: E402
-import outfile  # noqa: E402
-from convert import Bad  # noqa: E402
-from tokenizer_blob import bytes_to_unicode, SP_SPACE as SPACE, SPLIT_REGEXES, TOKA_SPECIAL, TOKA_STOP  # noqa: E402
+from attn import modelfile as mf
+from attn import outfile
+from attn import safetensors
+from attn.errors import Bad, listing
+from attn.tokenizer_blob import bytes_to_unicode, SP_SPACE as SPACE, SPLIT_REGEXES, TOKA_SPECIAL, TOKA_STOP
 
 # MARKER says a folder is an export, which --force may replace; a downloaded checkpoint with the same files is not.
 MARKER = "attn_export.json"
@@ -297,18 +294,7 @@ def write_safetensors(path, sd):
     checks. The tensors follow one another without gaps, the 4-byte ones first so that every
     tensor starts at a multiple of its element size."""
     order = sorted(sd, key=lambda n: (sd[n].dtype != "F32", n))
-    meta, off = {"__metadata__": {"format": "pt"}}, 0
-    for n in order:
-        nb = int(np.prod(sd[n].shape)) * (4 if sd[n].dtype == "F32" else 2)
-        meta[n] = {"dtype": sd[n].dtype, "shape": list(sd[n].shape), "data_offsets": [off, off + nb]}
-        off += nb
-    head = json.dumps(meta, separators=(",", ":")).encode()
-    head += b" " * (-len(head) % 8)
-    with outfile.replacing(path) as f:
-        f.write(struct.pack("<Q", len(head)) + head)
-        for n in order:
-            a = np.ascontiguousarray(sd[n].make(), dtype={"F32": "<f4", "BF16": "<u2", "F16": "<f2"}[sd[n].dtype])
-            f.write(memoryview(a).cast("B"))
+    safetensors.write_stored(path, {n: (sd[n].dtype, sd[n].shape, sd[n].make) for n in order}, {"format": "pt"})
 
 
 # ---- the tokenizer ----
@@ -472,7 +458,7 @@ def claim_dir(d, force):
     model.safetensors)."""
     def others(d):
         names = sorted(set(os.listdir(d)) - set(FILES))
-        return "holds %s, which an export would not write; refusing to replace it" % convert.listing(names) \
+        return "holds %s, which an export would not write; refusing to replace it" % listing(names) \
             if names else None
     outfile.claim_dir(d, force, is_export, "a folder that --export-hf wrote (it has no %s)" % MARKER, others)
 

@@ -9,10 +9,11 @@ tools are written for (Debian's, whose python3-numpy and python3-torch the Makef
 guard() sets this up; a tool calls it before importing those packages, so that their absence
 is caught too:
 
-    if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/cli_main.py)
-        import cli_main
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/attn/cli_main.py)
+        from attn import cli_main
         cli_main.guard()
-    import numpy as np
+    import numpy as np  # noqa: E402
 
 Every other uncaught exception keeps its traceback: it is a bug to fix, not an input to refuse.
 """
@@ -20,7 +21,7 @@ import os
 import signal
 import sys
 
-import outfile
+from attn import outfile
 
 PYTHON = "/usr/bin/python3"
 PACKAGES = {"numpy": "python3-numpy", "torch": "python3-torch", "matplotlib": "python3-matplotlib"}
