@@ -2,8 +2,10 @@
 
 DIR gets config.json, generation_config.json, model.safetensors, tokenizer.json and
 tokenizer_config.json, which transformers loads as they are (AutoModelForCausalLM,
-AutoTokenizer) and convert.py reads back into the same model. Which Hugging Face architecture
-a file is follows from its knobs alone:
+AutoTokenizer) and convert.py reads back into the same model, and attn_export.json, the mark
+by which --force knows a folder it may replace. The folder is written beside DIR and renamed
+into place (outfile.replacing_dir). Which Hugging Face architecture a file is follows from its
+knobs alone:
 
   gpt2          learned positions, LayerNorm, GELU or ReLU, one head per kv head (missing
                 biases are written as zeros, which is what they compute)
