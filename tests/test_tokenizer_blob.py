@@ -549,7 +549,9 @@ def byte_level_without_unused_bytes():
     src = os.path.join(TMP, "bl_utf8_only_random.bin")
     random_models.make_model(src, dict(random_models.PRESETS["llama_gqa"], vocab_size=part.n_pieces, seq_len=64),
                              seed=1)
-    out = os.path.join(TMP, "bl_utf8_only.bin")
+    out = os.path.join(TMP, "bl_utf8_only.bin")  # TMP is kept between runs: a fresh output
+    if os.path.exists(out):
+        os.remove(out)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert.py"), src, out, "--tokenizer",
                         os.path.join(d, "tokenizer.json")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
