@@ -29,10 +29,11 @@ A tokenizer with more pieces than the model's vocab_size is refused; one with fe
 padded with empty pieces that nothing produces.
 
 --export-torch writes {'model': state_dict, 'attn_config': cfg, 'tokenizer': {...}, 'chat': the
-chat section's family, ids, text and template, or None} with torch.save; the state dict holds float32 tensors (a Q8_0 file's dequantised; a bfloat16 or
-float16 file's matrices as torch.bfloat16 or float16) under the model file's tensor names, the
-parameter names of tools/reference.py's module (load_state_dict works on it), and
-convert.py reads it back bit for bit.
+chat section's family, ids, text and template, or None} with torch.save; the state dict holds
+float32 tensors (a Q8_0 file's dequantised; a bfloat16 or float16 file's matrices as
+torch.bfloat16 or float16) under the model file's tensor names, the parameter names of
+tools/reference.py's module (load_state_dict works on it), and convert.py reads it back bit for
+bit, chat section included.
 
 Nothing is lost and nothing guessed: every tensor of SRC is used exactly once, with the shape
 its config implies, and finite. A tensor the converter does not use, a missing one, a shape
