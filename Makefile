@@ -8,7 +8,8 @@ ARCH_FLAGS ?= -march=native
 # The project's flags; a user's CFLAGS (e.g. make CFLAGS=-Werror) are added after them.
 BASE_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -O3 $(ARCH_FLAGS) -ffp-contract=fast -fno-math-errno -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation
 ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
-LDLIBS = $(BLAS_LIBS) -lm
+# -lz: zlib's crc32, the checksum of MODEL.state (and of model files, docs/FORMAT.md)
+LDLIBS = $(BLAS_LIBS) -lm -lz
 
 # What each program is built from: model.h and the headers of model/ and io/, the tokenizer's
 # C files, run's chat formats and conversation (chat/), and train's own headers in training/.
@@ -30,7 +31,7 @@ else
 BLAS_LIBS = -lopenblas
 endif
 
-DEB_BUILD = libopenblas-dev libopenblas0-openmp
+DEB_BUILD = libopenblas-dev libopenblas0-openmp zlib1g-dev
 DEB_PACKAGES = $(DEB_BUILD) openmpi-bin libopenmpi-dev libcmocka-dev python3-numpy python3-torch python3-matplotlib clang libclang-rt-14-dev valgrind clang-format
 TESTS_C = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
 # test_kernels again for the kernels' other paths, AVX2 (x86-64-v3) and none (x86-64), on a
