@@ -199,6 +199,7 @@ static void save_checkpoint(const char *out, const char *state_path, StateData *
     if (sd->dist->rank) {
         dist_send_shard(sd->dist, sd->m);
         dist_send_shard(sd->dist, sd->v);
+        sd->ours = 1;
         return;
     }
     sd->h.step = (uint64_t)step;
