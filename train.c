@@ -364,15 +364,17 @@ static void close_step(Run *r, int step, StepRow row) {
     if (due && speaks) {
         row.evaluated = evaluate(t, &row.eval_train, &row.val);
         h->eval_pending = !row.evaluated;
-        h->pending_loss = row.loss;
-        h->pending_lr = row.lr;
-        h->pending_tps = row.tps;
         better = row.evaluated && row.val < h->best_val;
         if (better) {
             h->best_val = row.val;
             h->best_step = (uint32_t)step;
         }
     }
+    // a pending row is kept for --resume; otherwise none is, and the state is the same bytes
+    // however fast the run went
+    h->pending_loss = h->eval_pending ? row.loss : 0;
+    h->pending_lr = h->eval_pending ? row.lr : 0;
+    h->pending_tps = h->eval_pending ? row.tps : 0;
     if (!h->eval_pending) log_row(r->csv, step, &row);
     show_step(t, step, &row, r->tps_avg, r->tokens_per_step, r->spread);
     if (row.evaluated) report_evaluation(t, step, &row, r->args->out);
@@ -423,16 +425,14 @@ static void finish(Run *r, int start_step, int step, double train_time, double t
                (int)stop_signal, step, r->args->out);
         return;
     }
-    printf("done: %d steps, %.1f s training (%.0f tok/s), %.1f s total; val loss over %s validation split "
-           "(%zu tokens): %.4f\n",
-           step - start_step, train_time, (step - start_step) * r->tokens_per_step / (train_time > 0 ? train_time : 1),
-           now_s() - t_start, t->val.n > FULL_LOSS_MAX_TOKENS + 1 ? "the start of the" : "the whole", counted, full);
-    printf("wrote %s", r->args->out);
-    if (r->args->keep_best)
-        printf(" (the weights of step %u, the lowest val loss %.4f)", r->sd.h.best_step, r->sd.h.best_val);
-    printf(", %s.state and %s.csv; run it: ./run ", r->args->out, r->args->out);
+    printf("done: %d steps, %.1f s training (%.0f tok/s), %.1f s total; wrote %s", step - start_step, train_time,
+           (step - start_step) * r->tokens_per_step / (train_time > 0 ? train_time : 1), now_s() - t_start,
+           r->args->out);
+    if (r->args->keep_best) printf(" (the weights of step %u, the lowest val loss)", r->sd.h.best_step);
+    fputs(", run it: ./run ", stdout);
     print_shell_word(r->args->out);
-    putchar('\n');
+    printf("; val loss over %s validation split (%zu tokens): %.4f\n",
+           t->val.n > FULL_LOSS_MAX_TOKENS + 1 ? "the start of the" : "the whole", counted, full);
     if (t->dist.mpi)
         printf("%s: %.3f s of the training in the ranks' collectives (rank 0's, waits for the others included), "
                "%.3f s of them agreeing after each micro-batch whether to stop\n",

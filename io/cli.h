@@ -65,16 +65,17 @@ static char *read_stream(int fd, const char *name, size_t *len) {
 }
 
 // A whole regular file, NUL-terminated, or a one-line death naming it and, if given, what it
-// was for ("the corpus"). With allow_stdin, "-" is standard input, and a FIFO, a pipe (<(cmd),
-// /dev/stdin) or a terminal is read to its end as standard input is; otherwise such a file is
-// refused as not a regular file. O_NONBLOCK: opening a FIFO must not wait for its writer.
-static char *read_input(const char *path, size_t *len, const char *what, int allow_stdin) {
+// was for ("the corpus"); "-" (with allow_stdin) is standard input. With streams, a FIFO, a
+// pipe (<(cmd), /dev/stdin) or a terminal is read to its end as standard input is (it waits
+// for a FIFO's writer); otherwise such a file is refused as not a regular file, as is any other
+// device. O_NONBLOCK: opening a FIFO must not wait for its writer.
+static char *read_input_or_stream(const char *path, size_t *len, const char *what, int allow_stdin, int streams) {
     if (allow_stdin && !strcmp(path, "-")) return read_stream(STDIN_FILENO, "standard input", len);
     const char *w = what ? what : "";
     int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) die("%s: cannot open%s%s: %s", path, what ? " " : "", w, strerror(errno));
     struct stat st;
-    if (!fstat(fd, &st) && allow_stdin && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode))) {
+    if (streams && !fstat(fd, &st) && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || isatty(fd))) {
         char *text = read_stream(fd, path, len);
         close(fd);
         return text;
@@ -93,6 +94,10 @@ static char *read_input(const char *path, size_t *len, const char *what, int all
     buf[n] = 0;
     *len = n;
     return buf;
+}
+
+static char *read_input(const char *path, size_t *len, const char *what, int allow_stdin) {
+    return read_input_or_stream(path, len, what, allow_stdin, 0);
 }
 
 static char *read_file(const char *path, size_t *len, const char *what) { return read_input(path, len, what, 0); }

@@ -234,7 +234,7 @@ def keep_best():
     best, stdout = run("best.bin", ["--max-iters", "60", "--keep-best"])
     vals = {s: float(v[1]) for s, v in pycase.csv_rows(best).items() if v[1]}
     assert min(vals, key=vals.get) == 40 and vals[60] > vals[40], "val losses %s: not the case to test" % vals
-    assert "(the weights of step 40, the lowest val loss" in stdout, stdout[-300:]
+    assert "(the weights of step 40, the lowest val loss)" in stdout, stdout[-300:]
     at40, _ = run("at40.bin", ["--max-iters", "40"])
     assert open(best, "rb").read() == open(at40, "rb").read(), "the model file is not step 40's weights"
     # MODEL.state goes on from step 60, as an uninterrupted 100-step --keep-best run does

@@ -20,7 +20,7 @@ typedef struct {
 // is dropped with a note: it marks the encoding, it is not text to learn. (Freed before a
 // refusal, so that it exits with nothing for LeakSanitizer to report.)
 static char *read_corpus(const char *path, size_t *len) {
-    char *corpus = read_input(path, len, "the corpus", 1), why[64];
+    char *corpus = read_input_or_stream(path, len, "the corpus", 1, 1), why[64];
     if (*len >= 3 && !memcmp(corpus, "\xEF\xBB\xBF", 3)) {
         fprintf(stderr, "%s: note: %s: skipped the UTF-8 byte-order mark at its start\n", prog, input_name(path));
         memmove(corpus, corpus + 3, *len - 2); // with the terminating NUL
