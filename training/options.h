@@ -212,13 +212,15 @@ static void set_flag(Args *a, Flag flags[N_FLAGS], const char *name, const char 
 // A switch (a flag without a value) by name; from a --config file (value true or false) only
 // --keep-best, since --resume and --force are about one invocation.
 static int set_switch(Args *a, const char *name, const char *value, const char *where) {
+    if (!value && (!strcmp(name, "resume") || !strcmp(name, "force"))) {
+        *(name[0] == 'r' ? &a->resume : &a->force) = 1;
+        return 1;
+    }
+    if (strcmp(name, "keep-best")) return 0;
     int on = !value || !strcmp(value, "true") || !strcmp(value, "1");
     if (value && !on && strcmp(value, "false") && strcmp(value, "0"))
         die("%s: %s = '%s': give true or false", where, name, value);
-    if (!strcmp(name, "keep-best")) a->keep_best = on;
-    else if (!value && (!strcmp(name, "resume") || !strcmp(name, "force")))
-        *(name[0] == 'r' ? &a->resume : &a->force) = 1;
-    else return 0;
+    a->keep_best = on;
     return 1;
 }
 
