@@ -368,7 +368,7 @@ row train "--config with an unknown option" "$tmp/unknown.conf:2: unknown option
 printf '# model\nn_layer 2\n' >$tmp/noeq.conf
 row train "--config with a line that is not name = value" "$tmp/noeq.conf:2: 'n_layer 2' is not 'name = value'" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/noeq.conf
 printf 'lr = fast\n' >$tmp/badnum.conf
-row train "--config with a value that is not a number" "--lr: 'fast' is not a number" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/badnum.conf
+row train "--config with a value that is not a number" "$tmp/badnum.conf:1: --lr: 'fast' is not a number" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/badnum.conf
 printf 'keep_best = maybe\n' >$tmp/badbool.conf
 row train "--config with keep_best = maybe" "$tmp/badbool.conf:1: keep-best = 'maybe': give true or false" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/badbool.conf
 printf 'resume = true\n' >$tmp/resume.conf

@@ -66,16 +66,20 @@ static void usage(FILE *f, const Flag *flags, int n) {
     fprintf(f, "  -h, --help             this text\n");
 }
 
+// Where the option being set comes from, starting its error lines: "" for the command line,
+// "FILE:LINE: " while a --config file is read.
+static char option_source[4200] = "";
+
 // Strict: the whole argument must be a number within the flag's range.
 static void parse_number(const Flag *f, const char *s) {
     char *end;
     errno = 0;
     double v = f->type == 'f' ? strtod(s, &end) : (double)strtoll(s, &end, 10);
     if (end == s || *end || errno == ERANGE || !isfinite(v))
-        die("--%s: '%s' is not %s", f->name, s, f->type == 'f' ? "a number" : "an integer");
+        die("%s--%s: '%s' is not %s", option_source, f->name, s, f->type == 'f' ? "a number" : "an integer");
     if (v < f->lo || v > f->hi) {
-        if (f->type == 'f') die("--%s: %s is outside [%g, %g]", f->name, s, f->lo, f->hi);
-        die("--%s: %s is outside [%.0f, %.0f]", f->name, s, f->lo, f->hi);
+        if (f->type == 'f') die("%s--%s: %s is outside [%g, %g]", option_source, f->name, s, f->lo, f->hi);
+        die("%s--%s: %s is outside [%.0f, %.0f]", option_source, f->name, s, f->lo, f->hi);
     }
     if (f->type == 'f') *(float *)f->ptr = (float)v;
     else if (f->type == 'l') *(int64_t *)f->ptr = strtoll(s, NULL, 10);
@@ -187,8 +191,8 @@ static void set_flag(Args *a, Flag flags[N_FLAGS], const char *name, const char 
                                         &progress, &a->sample_prompt, &config,  &a->dump}; // text_flags' order
     int k = numeric_flag(flags, name), t = text_flag(name);
     if (name_index(path_flags, sizeof path_flags / sizeof *path_flags, name) >= 0 && !*val)
-        die("--%s: the path is empty", name);
-    if (!strcmp(name, "sample-prompt") && !*val) die("--sample-prompt: the prompt is empty");
+        die("%s--%s: the path is empty", option_source, name);
+    if (!strcmp(name, "sample-prompt") && !*val) die("%s--sample-prompt: the prompt is empty", option_source);
     if (t >= 0) *texts[t] = val;
     if (k >= 0) {
         parse_number(&flags[k], val);
@@ -200,12 +204,12 @@ static void set_flag(Args *a, Flag flags[N_FLAGS], const char *name, const char 
     }
     if (arch) {
         a->o.arch = name_index(arch_names, 2, arch);
-        if (a->o.arch < 0) die("--arch: '%s' is not gpt or llama", arch);
+        if (a->o.arch < 0) die("%s--arch: '%s' is not gpt or llama", option_source, arch);
         a->arch_given = 1;
     }
     if (progress) {
         a->progress = name_index(progress_names, 3, progress);
-        if (a->progress < 0) die("--progress: '%s' is not plain, tty or auto", progress);
+        if (a->progress < 0) die("%s--progress: '%s' is not plain, tty or auto", option_source, progress);
     }
 }
 
@@ -263,7 +267,9 @@ static void read_config(Args *a, Flag flags[N_FLAGS], const char *path) {
         if (numeric_flag(flags, line) < 0 && text_flag(line) < 0)
             die("%s: unknown option '%s' (see --help)", where, line);
         if (!*value) die("%s: %s has no value", where, line);
+        snprintf(option_source, sizeof option_source, "%s: ", where);
         set_flag(a, flags, line, value);
+        *option_source = 0;
     }
 }
 
