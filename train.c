@@ -256,13 +256,16 @@ static void print_sample(Trainer *t, uint64_t rng) {
     fputs("\n---\n", stdout);
 }
 
+static void evaluation_tick(void *ctx, int done, int total) { still_working(ctx, "evaluating: batches", done, total); }
+
 // Both splits' losses, on eval_iters batches each; 0 if a signal stopped it first.
 static int evaluate(Trainer *t, double *train_loss, double *val_loss) {
     const Opts *o = &t->o;
+    EvalTick tick = {evaluation_tick, t};
     *train_loss = estimate_loss(&t->md.c, &t->w, &t->acts, &t->train, o->eval_iters, (uint64_t)o->seed, RNG_EVAL_TRAIN,
-                                &stop_signal);
-    *val_loss =
-        estimate_loss(&t->md.c, &t->w, &t->acts, &t->val, o->eval_iters, (uint64_t)o->seed, RNG_EVAL_VAL, &stop_signal);
+                                &stop_signal, tick);
+    *val_loss = estimate_loss(&t->md.c, &t->w, &t->acts, &t->val, o->eval_iters, (uint64_t)o->seed, RNG_EVAL_VAL,
+                              &stop_signal, tick);
     return !stop_signal;
 }
 

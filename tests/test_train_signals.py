@@ -13,6 +13,7 @@
   MODEL.state resumes the latest step; -d <(cat corpus) and a FIFO train as the file does.
 - Files beside -o that ./train did not write are refused even with --force; stale temporary
   files of a stopped run are removed under the lock.
+- --config, a byte-order mark, a vocabulary that stops short, step 0's evaluation, --sample-prompt.
 - The memory estimate is within 10 % of the peak resident size.
 
 Run from the repository root after `make train tests/bin/train_mpi`:
@@ -285,6 +286,36 @@ def foreign_siblings_and_stale_temporaries():
     r = train(out, TINY + ["--max-iters", "2", "--eval-interval", "2"])
     assert not any(os.path.exists(f) for f in stale) and os.path.exists(kept), os.listdir(TMP)
     assert r.stderr.count("a temporary file left by a run that was stopped while writing") == 2, r.stderr
+
+
+@case
+def nanogpt_habits():
+    """--config (the command line overriding it) trains what the same flags do; a byte-order mark is
+    skipped with a note; a vocabulary that stops short says so; step 0 is evaluated; the samples
+    start from --sample-prompt."""
+    opts = TINY + ["--max-iters", "2", "--eval-interval", "2"]
+    want = fresh("flags.bin")
+    r = train(want, opts + ["--sample-prompt", "First Citizen"])
+    assert "step 0: train loss" in r.stdout and "---\nFirst Citizen" in r.stdout, r.stdout[:600]
+    conf = path("run.conf")
+    with open(conf, "w") as f:
+        f.write("# the tiny model\n")
+        for name, value in zip(opts[::2], opts[1::2]):
+            f.write("%s = %s\n" % (name[2:].replace("-", "_"), value))
+        f.write("max_iters = 7\nsample_prompt = \"First Citizen\"\n")
+    got = fresh("config.bin")
+    train(got, ["--config", conf, "--max-iters", "2"])
+    same_run(got, want)
+    bom = path("bom.txt")
+    open(bom, "wb").write(b"\xef\xbb\xbf" + open(corpus(), "rb").read())
+    got = fresh("bom.bin")
+    r = subprocess.run([TRAIN, "-d", bom, "-o", got] + opts + ["--sample-prompt", "First Citizen"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "%s: skipped the UTF-8 byte-order mark" % bom in r.stderr, r.stderr
+    same_run(got, want)
+    r = train(fresh("vocab.bin"), opts + ["--vocab-size", "5000"])
+    m = re.search(r"note: --vocab-size 5000: the corpus gives (\d+) pieces", r.stderr)
+    assert m and 256 < int(m.group(1)) < 5000 and "vocab %s" % m.group(1) in r.stdout, r.stderr + r.stdout[:300]
 
 
 @case

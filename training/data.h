@@ -66,15 +66,22 @@ static void fill_batch(Acts *a, const Split *s, int B, uint64_t rng) {
     }
 }
 
+// Told after each batch of an evaluation how many of how many are done (a status for slow ones).
+typedef struct {
+    void (*fn)(void *ctx, int done, int total);
+    void *ctx;
+} EvalTick;
+
 // The mean loss over iters random batches of the split; NaN if *stop became non-zero (a signal)
 // before the last batch.
 static double estimate_loss(const Config *c, const Weights *w, Acts *a, const Split *s, int iters, uint64_t seed,
-                            int purpose, const volatile sig_atomic_t *stop) {
+                            int purpose, const volatile sig_atomic_t *stop, EvalTick tick) {
     double sum = 0.0;
     for (int i = 0; i < iters; i++) {
         if (*stop) return NAN;
         fill_batch(a, s, a->B, rng_for(seed, purpose, i));
         sum += model_step(c, w, NULL, a, a->B, 0.0f, NULL);
+        tick.fn(tick.ctx, i + 1, iters);
     }
     return sum / iters;
 }
