@@ -459,7 +459,7 @@ int main(int argc, char **argv) {
 
     static char *corpus;
     size_t corpus_len;
-    corpus = read_corpus(args.data, &corpus_len);
+    corpus = read_corpus(args.data, &corpus_len, t.dist.ranks);
     uint64_t corpus_hash = fnv1a(corpus, corpus_len);
     StateHeader saved;
     t.o = args.o;

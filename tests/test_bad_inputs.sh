@@ -595,6 +595,8 @@ if command -v mpirun >/dev/null && make -s --no-print-directory tests/bin/train_
   row train "the single-process build run by mpirun -np 2" "mpirun started 2 copies of this ./train, which is built without MPI" \
     "${mpirun[@]}" -np 2 ./train -d $tmp/corpus.txt -o $tmp/mpi_single.bin "${small[@]}"
   "${mpirun[@]}" -np 2 tests/bin/train_mpi -d $tmp/corpus.txt -o $tmp/np2.bin "${small[@]}" >/dev/null 2>&1
+  row train "-d <(cat corpus) under mpirun -np 2" "under mpirun every rank reads the corpus, and a pipe or FIFO gives it to one of them only" \
+    bash -c '"$@" -d <(cat $0) -o $0.mpi_pipe.bin' $tmp/corpus.txt "${mpirun[@]}" -np 2 tests/bin/train_mpi
   row train "--resume on 3 ranks of a run of 2 ranks x --grad-accum 1" \
     "--resume on 3 ranks: the run saved in $tmp/np2.bin.state draws 2 micro-batches per step" \
     "${mpirun[@]}" -np 3 tests/bin/train_mpi -d $tmp/corpus.txt -o $tmp/np2.bin --resume --max-iters 4

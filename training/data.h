@@ -18,8 +18,16 @@ typedef struct {
 
 // The corpus, whole, refused unless it is non-empty UTF-8 text. A byte-order mark at its start
 // is dropped with a note: it marks the encoding, it is not text to learn. (Freed before a
-// refusal, so that it exits with nothing for LeakSanitizer to report.)
-static char *read_corpus(const char *path, size_t *len) {
+// refusal, so that it exits with nothing for LeakSanitizer to report.) Under mpirun (ranks > 1)
+// every rank reads the file, which a pipe or FIFO would give to one of them only; mpirun does
+// not pass its shell's descriptors on, so <(cmd) (a /dev/fd/N path) reaches no rank at all.
+static char *read_corpus(const char *path, size_t *len, int ranks) {
+    struct stat st;
+    int descriptor = !strncmp(path, "/dev/fd/", 8) || !strcmp(path, "/dev/stdin");
+    if (ranks > 1 && (descriptor || (!stat(path, &st) && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))))
+        die("-d %s: under mpirun every rank reads the corpus, and a pipe or FIFO gives it to one of them only; give "
+            "it as a file",
+            path);
     char *corpus = read_input_or_stream(path, len, "the corpus", 1, 1), why[64];
     if (*len >= 3 && !memcmp(corpus, "\xEF\xBB\xBF", 3)) {
         fprintf(stderr, "%s: note: %s: skipped the UTF-8 byte-order mark at its start\n", prog, input_name(path));
