@@ -123,4 +123,14 @@ static inline int write_atomic(const char *path, SinkWriter fn, const void *ctx,
     return s.err ? -1 : 0;
 }
 
+// write_atomic, or for the path "-" a stream to standard output written as computed (nothing
+// else may go to stdout then).
+static inline int write_output(const char *path, SinkWriter fn, const void *ctx, char *err, size_t n) {
+    if (strcmp(path, "-")) return write_atomic(path, fn, ctx, err, n);
+    Sink out = {STDOUT_FILENO, 0, 0};
+    fn(&out, ctx);
+    if (out.err > 0) snprintf(err, n, "stdout: cannot write: %s", strerror(out.err));
+    return out.err ? -1 : 0;
+}
+
 #endif

