@@ -445,18 +445,17 @@ row train "--sample-prompt with a character the corpus lacks" "--sample-prompt: 
   ./train -d $tmp/corpus.txt -o $tmp/m3.bin "${small[@]}" --sample-prompt 'ζ'
 row train "--config a missing file" "$tmp/nope.conf: cannot open the config file" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/nope.conf
 row train "--config given twice" "--config is given twice" ./train --config $tmp/a.conf --config $tmp/b.conf
-printf 'n_layer = 2\nfrobnicate = 3\n' >$tmp/unknown.conf
-row train "--config with an unknown option" "$tmp/unknown.conf:2: unknown option 'frobnicate'" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/unknown.conf
-printf '# model\nn_layer 2\n' >$tmp/noeq.conf
-row train "--config with a line that is not name = value" "$tmp/noeq.conf:2: 'n_layer 2' is not 'name = value'" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/noeq.conf
-printf 'lr = fast\n' >$tmp/badnum.conf
-row train "--config with a value that is not a number" "$tmp/badnum.conf:1: --lr: 'fast' is not a number" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/badnum.conf
-printf 'keep_best = maybe\n' >$tmp/badbool.conf
-row train "--config with keep_best = maybe" "$tmp/badbool.conf:1: keep-best = 'maybe': give true or false" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/badbool.conf
-printf 'resume = true\n' >$tmp/resume.conf
-row train "--config with resume" "$tmp/resume.conf:1: --resume is given on the command line, not in a config file" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/resume.conf
-printf 'lr =\n' >$tmp/novalue.conf
-row train "--config with an empty value" "$tmp/novalue.conf:1: lr has no value" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/novalue.conf
+# conf_row NAME TEXT WHAT WANT: a --config file $tmp/NAME.conf holding TEXT (printf's format), refused
+conf_row() {
+  printf "$2" >$tmp/$1.conf
+  row train "--config with $3" "$4" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/$1.conf
+}
+conf_row unknown 'n_layer = 2\nfrobnicate = 3\n' "an unknown option" "$tmp/unknown.conf:2: unknown option 'frobnicate'"
+conf_row noeq '# model\nn_layer 2\n' "a line that is not name = value" "$tmp/noeq.conf:2: 'n_layer 2' is not 'name = value'"
+conf_row badnum 'lr = fast\n' "a value that is not a number" "$tmp/badnum.conf:1: --lr: 'fast' is not a number"
+conf_row badbool 'keep_best = maybe\n' "keep_best = maybe" "$tmp/badbool.conf:1: keep-best = 'maybe': give true or false"
+conf_row resume 'resume = true\n' "resume" "$tmp/resume.conf:1: --resume is given on the command line, not in a config file"
+conf_row novalue 'lr =\n' "an empty value" "$tmp/novalue.conf:1: lr has no value"
 ./train -d $tmp/corpus.txt -o $tmp/conf.bin "${small[@]}" >/dev/null 2>&1
 printf 'n_layer = 2\nlr = 5e-3\n' >$tmp/other.conf
 row train "--resume with a --config whose options differ from the saved run's" \
