@@ -519,6 +519,7 @@ int main(int argc, char **argv) {
     }
     if (r.csv) fclose(r.csv);
     trainer_free(&t);
+    free(args.config_text);
     release_outputs(&files);
     dist_finish(&t.dist);
     return r.stdout_error ? 1 : 0;
