@@ -309,11 +309,18 @@ static void show_step(Trainer *t, int step, const StepRow *r, double tps_avg, si
     }
 }
 
-// An evaluation's line and a sample; a loss that is not finite stops the run before it is saved.
+// An evaluation's line and a sample; a loss that is not finite stops the run before it is saved,
+// except a run of --max-iters 0, which trains nothing and so writes the model it was given.
 static void report_evaluation(Trainer *t, int step, const StepRow *r, const char *out) {
     printf("%sstep %d: train loss %.4f, val loss %.4f\n", t->tty ? "\r\033[K" : "", step, r->eval_train, r->val);
-    if (!isfinite(r->eval_train) || !isfinite(r->val))
+    int finite = isfinite(r->eval_train) && isfinite(r->val);
+    if (!finite && t->o.max_iters > 0)
         die("evaluation loss is not finite at step %d; stopping without overwriting %s", step, out);
+    if (!finite) {
+        fprintf(stderr, "%s: note: the evaluation loss is not finite: the model overflows float32 on this corpus\n",
+                prog);
+        return;
+    }
     print_sample(t, rng_for((uint64_t)t->o.seed, RNG_SAMPLE, step));
     t->last_line = now_s();
 }
