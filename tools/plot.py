@@ -89,7 +89,7 @@ def main(argv):
     a = ap.parse_args(argv)
     if a.smooth < 1:
         sys.exit("plot.py: --smooth must be at least 1")
-    try:  # before any work, as ./train's claim_outputs: a device, a FIFO, a file of another kind, or one without --force
+    try:  # before any work, as ./train's claim_outputs: a device, a FIFO, another kind of file, or no --force
         outfile.claim_picture(a.out, a.force)
     except OSError as e:
         sys.exit("plot.py: %s: %s" % (a.out, e))

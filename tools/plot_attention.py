@@ -337,7 +337,7 @@ def main(argv):
     png = a.out or (None if a.html else "attention.png")
     if png == a.html == outfile.STDIO:
         sys.exit("plot_attention.py: -: standard output cannot hold both the picture and the page")
-    try:  # before any work, as ./train's claim_outputs: a device, a FIFO, a file of another kind, or one without --force
+    try:  # before any work, as ./train's claim_outputs: a device, a FIFO, another kind of file, or no --force
         if png:
             outfile.claim_picture(png, a.force)
         if a.html:
