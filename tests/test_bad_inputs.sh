@@ -625,6 +625,13 @@ tokenizer_json(copy("hf_tok400"), 400, byte_level)
 tokenizer_json(copy("hf_pre"), 300, {"type": "Sequence", "pretokenizers": [
     {"type": "Split", "pattern": {"Regex": "\\w+|[^\\w]+"}, "behavior": "Isolated", "invert": False},
     dict(byte_level, use_regex=False)]})
+# byte-level without a piece for "A" (0x41), which UTF-8 text holds: its id goes to a new piece
+d = copy("hf_no41")
+tokenizer_json(d, 300, byte_level)
+j = json.load(open(os.path.join(d, "tokenizer.json")))
+j["model"]["vocab"]["\u0120" * 12] = j["model"]["vocab"].pop("A")
+j["model"]["merges"] = [m for m in j["model"]["merges"] if "A" not in m.split(" ")]
+json.dump(j, open(os.path.join(d, "tokenizer.json"), "w"))
 d = copy("hf_bf16")
 sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
 sd["model.layers.1.mlp.up_proj.weight"] = sd["model.layers.1.mlp.up_proj.weight"][:, :63]
@@ -643,6 +650,9 @@ row convert.py "a tokenizer.json with a pre-tokenizer this build lacks" "$tmp/hf
 row convert.py "a tokenizer.json of 400 pieces for config.json's vocab_size 300" \
   "$tmp/hf_tok400/tokenizer.json: piece 'wa' (id 300) is past the model's vocab_size 300, and text would produce it" \
   "${convert[@]}" $tmp/hf_tok400 $tmp/o.bin
+row convert.py "a byte-level tokenizer.json without a piece for a byte UTF-8 text holds" \
+  "$tmp/hf_no41/tokenizer.json: model.vocab has no piece for the byte 0x41, which UTF-8 text can hold" \
+  "${convert[@]}" $tmp/hf_no41 $tmp/o.bin
 row convert.py "a bfloat16 tensor whose bytes disagree with its shape" \
   "$tmp/hf_bf16/model.safetensors: tensor model.layers.1.mlp.up_proj.weight: BF16 of shape [172, 64] takes 22016 bytes, but its data_offsets" \
   "${convert[@]}" $tmp/hf_bf16 $tmp/o.bin
@@ -772,6 +782,17 @@ row convert.py "a model file whose chat section has an id outside the vocabulary
   "$tmp/chat_bad.bin: chat section: id 0 is 99999, outside the vocabulary of 512" "${convert[@]}" $tmp/chat_bad.bin $tmp/o.bin
 row run "-m chat on a model file whose chat section has an id outside the vocabulary" \
   "$tmp/chat_bad.bin: &&chat section: id 0 is 99999, outside the vocabulary of 512" ./run $tmp/chat_bad.bin -m chat
+# --export-torch's "chat" entry (the section's fields), read back as a model file's section is
+"${convert[@]}" --export-torch $tmp/chat.bin $tmp/chat.pt 2>/dev/null
+"$PYTHON" - $tmp/chat.pt $tmp/chat_bad.pt <<'PY'
+import sys, torch
+ck = torch.load(sys.argv[1])
+ck["chat"]["ids"][0] = 99999
+torch.save(ck, sys.argv[2])
+PY
+row convert.py "an --export-torch file whose chat entry has an id outside the vocabulary" \
+  "$tmp/chat_bad.pt: its chat entry is not a chat section (ValueError: chat section: id 0 is 99999, outside the vocabulary of 512)" \
+  "${convert[@]}" $tmp/chat_bad.pt $tmp/o.bin
 patched $tmp/chat_misplaced.bin "<I" 4 4 "<Q" 184 300 "<Q" 192 16
 row run "a chat section that does not follow the tokenizer blob" "does not follow the tokenizer blob" \
   ./run $tmp/chat_misplaced.bin -i hi -n 1
