@@ -79,10 +79,10 @@ if [ ! -s $LLAMA ]; then
     $PYTHON tools/make_random.py $LLAMA --preset llama_110m --seed 1 || die "cannot make $LLAMA"
 fi
 if [ ! -s $LLAMA_Q8 ] || [ $LLAMA -nt $LLAMA_Q8 ]; then
-    $PYTHON tools/convert.py $LLAMA $LLAMA_Q8 --quantize q8_0 2> /dev/null || die "cannot quantise $LLAMA"
+    $PYTHON tools/convert.py $LLAMA $LLAMA_Q8 --quantize q8_0 --force 2> /dev/null || die "cannot quantise $LLAMA"
 fi
 if [ ! -s $LLAMA_BF16 ] || [ $LLAMA -nt $LLAMA_BF16 ]; then
-    $PYTHON tools/convert.py $LLAMA $LLAMA_BF16 --weights bf16 2> /dev/null || die "cannot store $LLAMA in bfloat16"
+    $PYTHON tools/convert.py $LLAMA $LLAMA_BF16 --weights bf16 --force 2> /dev/null || die "cannot store $LLAMA in bfloat16"
 fi
 if [ ! -s $GPT2 ]; then
     rm -rf $TMP/gpt2_hf

@@ -553,6 +553,44 @@ row reference.py "--logits - with --greedy (two outputs on standard output)" \
   "$PYTHON" tools/reference.py $model --tokens 1 --logits - --greedy 2
 row make_random.py "- as a Hugging Face folder" "-: is standard output, which cannot be a directory" \
   "$PYTHON" tools/make_random.py - --hf-gpt2
+# the other tools' outputs, as convert.py's: an existing one only with --force, another kind never
+printf 'step,train_loss,val_loss,lr,tokens_per_sec\n0,4.5,4.6,0.001,100.0\n' >$tmp/log.csv
+"$PYTHON" tools/plot.py $tmp/log.csv -o $tmp/loss.png >/dev/null
+row plot.py "-o an existing picture without --force" "$tmp/loss.png: exists; give --force to replace it" \
+  "$PYTHON" tools/plot.py $tmp/log.csv -o $tmp/loss.png
+row plot.py "-o a file that is no picture (the log itself), with --force" \
+  "$tmp/log.csv: exists and is not a picture; refusing to replace it" \
+  "$PYTHON" tools/plot.py $tmp/log.csv -o $tmp/log.csv --force
+row plot.py "-o X.pdf over a PNG, with --force" "$tmp/loss.pdf: exists and is not a PDF picture; refusing to replace it" \
+  sh -c 'cp "$1/loss.png" "$1/loss.pdf" && exec "$2" tools/plot.py "$1/log.csv" -o "$1/loss.pdf" --force' sh $tmp "$PYTHON"
+row plot.py "- twice (standard input is read once)" "-: standard input is read once: give the other file by its path" \
+  sh -c 'exec "$2" tools/plot.py - - -o "$1/twice.png" <"$1/log.csv"' sh $tmp "$PYTHON"
+row plot_attention.py "-o - and --html - (two outputs on standard output)" \
+  "-: standard output cannot hold both the picture and the page" \
+  "$PYTHON" tools/plot_attention.py $tmp/attention.bin -o - --html -
+row plot_attention.py "--html over a file it did not write, with --force" \
+  "$tmp/notes.txt: exists and is not a page plot_attention.py wrote; refusing to replace it" \
+  "$PYTHON" tools/plot_attention.py $tmp/attention.bin --html $tmp/notes.txt --force
+"$PYTHON" tools/reference.py $model --tokens 1,2 --logits $tmp/logits.npy
+row reference.py "--logits over an existing .npy without --force" "$tmp/logits.npy: exists; give --force to replace it" \
+  "$PYTHON" tools/reference.py $model --tokens 1,2 --logits $tmp/logits.npy
+row reference.py "--logits over a file that is not a .npy, with --force" \
+  "$tmp/stories260K.bin.npy: exists and is not a .npy file; refusing to replace it" \
+  sh -c 'cp "$1/notes.txt" "$1/stories260K.bin.npy" && exec "$2" tools/reference.py "$1/stories260K.bin" --tokens 1 --logits "$1/stories260K.bin" --force' sh $tmp "$PYTHON"
+row reference.py "- as the model" "-: a model is not read from standard input; give its path" \
+  "$PYTHON" tools/reference.py - --tokens 1
+row reference.py "--greedy without --tokens" "--logits and --greedy need --tokens" \
+  "$PYTHON" tools/reference.py $model --greedy 3
+row make_random.py "OUT an existing model without --force" "$model: exists; give --force to replace it" \
+  "$PYTHON" tools/make_random.py $model
+row make_random.py "OUT a file that is not a model, with --force" \
+  "$tmp/notes.txt: exists and is not an attn.c model file; refusing to replace it" \
+  "$PYTHON" tools/make_random.py $tmp/notes.txt --force
+row make_random.py "a folder it did not write (an export), with --force" \
+  "$tmp/export: exists and is not a folder that make_random.py wrote (it has no attn_random.json)" \
+  "$PYTHON" tools/make_random.py $tmp/export --hf-gpt2 --preset gpt2 --force
+row make_random.py "--tokenizer -" "-: a tokenizer is not read from standard input; give its path" \
+  "$PYTHON" tools/make_random.py $tmp/r.bin --tokenizer -
 mkdir -p $tmp/py && ln -sf "$(command -v "$PYTHON")" $tmp/py/python3
 row convert.py "a python3 without numpy (python3 -S: no dist-packages)" \
   "numpy is missing from this Python (&&/py/python3): run the tools with /usr/bin/python3" \

@@ -3,8 +3,13 @@ an existing OUT only with --force, and one the tool did not write (a file that i
 model, a torch file --export-torch did not write, a folder --export-hf did not write) never, its
 bytes untouched. An --export-hf folder is written beside its place and renamed into it, so a
 failed write and a SIGKILL midway leave the old folder as it was. `-` is standard output for
-OUT (and for reference.py --logits, plot.py -o, make_random.py), refused as an input, as a
-folder and as a second output on standard output; binary output to a terminal is refused.
+OUT (and for reference.py --logits, plot.py -o, plot_attention.py -o and --html, make_random.py),
+refused as a folder and as a second output on standard output; binary output to a terminal is
+refused. The other tools follow the same rule, each with its own kind of file: plot.py and
+plot_attention.py a picture of the format the name asks for (and the page plot_attention.py
+writes), reference.py --logits a .npy, make_random.py a model file or a folder it marked. As an
+input, `-` is standard input for plot.py's logs, plot_attention.py's file and reference.py's
+@- token lists (read once, not from a terminal), and refused for checkpoints, models and tokenizers.
 
 Run from the repository root: /usr/bin/python3 tests/test_output_policy.py [-k SUBSTRING]
 """
@@ -16,7 +21,10 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import struct
 import time
+
+import numpy as np
 
 from pycase import ROOT  # puts tools/ on the path too
 from attn import random_models as mr  # noqa: E402
@@ -40,17 +48,60 @@ def model():
     return tmp("model.bin")
 
 
-def ok(args, **kw):
-    r = subprocess.run(CONVERT + args, capture_output=True, **kw)
-    assert r.returncode == 0, "%s: exit %d: %s" % (args, r.returncode, r.stderr.decode()[-300:])
+def tool(name, *args):
+    return [PY, os.path.join(ROOT, "tools", name)] + list(args)
+
+
+def succeeds(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, **kw)
+    assert r.returncode == 0, "%s: exit %d: %s" % (cmd[1:], r.returncode, r.stderr.decode()[-300:])
     return r
 
 
-def unchanged(path, args, needle):
-    """args refused with needle, path's bytes as they were."""
+def ok(args, **kw):
+    return succeeds(CONVERT + args, **kw)
+
+
+def kept(path, cmd, needle):
+    """cmd refused with needle, path's bytes as they were."""
     before = open(path, "rb").read()
-    pycase.refused(CONVERT + args, needle)
+    pycase.refused(cmd, needle)
     assert open(path, "rb").read() == before, "%s changed" % path
+
+
+def unchanged(path, args, needle):
+    kept(path, CONVERT + args, needle)
+
+
+def force_rule(cmd, out, what):
+    """cmd(path) writes path: it is then refused without --force, its bytes as they were, and with
+    --force replaced whole (from its first 300 bytes, still its kind); a file of notes named as out
+    is refused with and without --force as not what (the tool's kind of file)."""
+    succeeds(cmd(out))
+    kept(out, cmd(out), "%s: exists; give --force to replace it" % out)
+    size = os.path.getsize(out)
+    os.truncate(out, 300)
+    succeeds(cmd(out) + ["--force"])
+    assert os.path.getsize(out) == size, "%s: %d bytes, not %d" % (out, os.path.getsize(out), size)
+    notes = os.path.join(os.path.dirname(out), "notes_" + os.path.basename(out))
+    with open(notes, "w") as f:
+        f.write("my notes\n")
+    for force in ([], ["--force"]):
+        kept(notes, cmd(notes) + force, "%s: exists and is not %s; refusing to replace it" % (notes, what))
+
+
+def log_csv():
+    with open(tmp("log.csv"), "w") as f:
+        f.write("step,train_loss,val_loss,lr,tokens_per_sec\n0,4.5,4.6,0.001,100.0\n1,4.4,,0.001,100.0\n")
+    return tmp("log.csv")
+
+
+def attention_file():
+    """A -m attention file of 3 tokens, 1 layer, 1 head, each query's weight spread evenly over its keys."""
+    w = np.tril(np.ones((3, 3), np.float32))
+    with open(tmp("a.att"), "wb") as f:
+        f.write(struct.pack("<6i", 3, 1, 1, 5, 6, 7) + (w / w.sum(1, keepdims=True)).tobytes())
+    return tmp("a.att")
 
 
 def tree(d):
@@ -179,9 +230,6 @@ def dash_is_standard_output():
 def dash_in_the_other_tools():
     """reference.py --logits -, plot.py -o - and make_random.py - write what they write to a file, and
     nothing else, to standard output; a folder or a second output there is refused."""
-    def tool(name, *args):
-        return [PY, os.path.join(ROOT, "tools", name)] + list(args)
-
     def same(cmd_file, cmd_dash, path):
         assert subprocess.run(cmd_file, capture_output=True).returncode == 0
         r = subprocess.run(cmd_dash, capture_output=True)
@@ -189,15 +237,99 @@ def dash_in_the_other_tools():
     same(tool("reference.py", model(), "--tokens", "1,2,3", "--logits", tmp("l.npy")),
          tool("reference.py", model(), "--tokens", "1,2,3", "--logits", "-"), tmp("l.npy"))
     same(tool("make_random.py", tmp("r.bin")), tool("make_random.py", "-"), tmp("r.bin"))
-    with open(tmp("log.csv"), "w") as f:
-        f.write("step,train_loss,val_loss,lr,tokens_per_sec\n0,4.5,4.6,0.001,100.0\n1,4.4,,0.001,100.0\n")
-    r = subprocess.run(tool("plot.py", tmp("log.csv"), "-o", "-"), capture_output=True)
+    r = subprocess.run(tool("plot.py", log_csv(), "-o", "-"), capture_output=True)
     assert r.returncode == 0 and r.stdout.startswith(b"\x89PNG") and r.stdout.endswith(b"IEND\xaeB`\x82"), r.stderr
     pycase.refused(tool("reference.py", model(), "--tokens", "1", "--logits", "-", "--greedy", "2"),
                    "reference.py: --logits -: standard output would hold the --ppl-tokens or --greedy text too")
     pycase.refused(tool("make_random.py", "-", "--hf-gpt2"), "make_random.py: -: is standard output, which cannot be "
                    "a directory")
     assert not os.path.exists("-")
+
+
+@case
+def plots_replaced_only_with_force():
+    """A picture of the format the name asks for is plot.py's and plot_attention.py's own; the page
+    is plot_attention.py's own when it begins as its pages do."""
+    log, att = log_csv(), attention_file()
+    force_rule(lambda out: tool("plot.py", log, "-o", out), tmp("loss.png"), "a PNG picture")
+    force_rule(lambda out: tool("plot.py", log, "-o", out), tmp("loss.svg"), "an SVG picture")
+    shutil.copy(tmp("loss.png"), tmp("png.pdf"))  # a picture, of another format than the name's
+    kept(tmp("png.pdf"), tool("plot.py", log, "-o", tmp("png.pdf"), "--force"),
+         "%s: exists and is not a PDF picture; refusing to replace it" % tmp("png.pdf"))
+    kept(log, tool("plot.py", log, "-o", log, "--force"), "%s: exists and is not a picture" % log)
+    force_rule(lambda out: tool("plot_attention.py", att, "-o", out), tmp("grid.png"), "a PNG picture")
+    force_rule(lambda out: tool("plot_attention.py", att, "--html", out), tmp("page.html"),
+               "a page plot_attention.py wrote")
+
+
+@case
+def npy_and_model_files_replaced_only_with_force():
+    force_rule(lambda out: tool("reference.py", model(), "--tokens", "1,2,3", "--logits", out), tmp("logits.npy"),
+               "a .npy file")
+    force_rule(lambda out: tool("make_random.py", out), tmp("random.bin"), "an attn.c model file")
+
+
+@case
+def random_folders_replaced_only_if_make_random_wrote_them():
+    """make_random.py marks each folder it writes (attn_random.json lists its files); --force replaces
+    one so marked that holds nothing else, and no other folder."""
+    d = tmp("fake_hf")
+    cmd = tool("make_random.py", d, "--preset", "gpt2", "--hf-gpt2")
+    succeeds(cmd)
+    before = tree(d)
+    assert "attn_random.json" in before and "config.json" in before, sorted(before)
+    pycase.refused(cmd, "%s: exists; give --force to replace it" % d)
+    succeeds(cmd + ["--force"])
+    assert tree(d) == before and not glob.glob(d + ".*"), "leftovers: %s" % glob.glob(d + ".*")
+    ok([os.path.join(d), tmp("fake_hf.bin")])  # the marker is no file convert.py minds
+    download = tmp("downloaded_hf")
+    shutil.copytree(d, download)
+    os.remove(os.path.join(download, "attn_random.json"))
+    pycase.refused(cmd[:2] + [download] + cmd[3:] + ["--force"],
+                   "%s: exists and is not a folder that make_random.py wrote (it has no attn_random.json)" % download)
+    open(os.path.join(d, "notes.txt"), "w").write("mine\n")
+    pycase.refused(cmd + ["--force"], "%s: holds notes.txt, which make_random.py did not write" % d)
+    assert open(os.path.join(d, "notes.txt")).read() == "mine\n"
+    empty = tmp("empty_hf")
+    os.mkdir(empty)
+    succeeds(cmd[:2] + [empty] + cmd[3:])
+    assert tree(empty) == before
+
+
+@case
+def dash_as_standard_input():
+    """plot.py's logs, plot_attention.py's file and reference.py's @- lists from standard input, once
+    and not from a terminal; a model or tokenizer "-" refused."""
+    log, att = log_csv(), attention_file()
+    r = succeeds(tool("plot.py", "-", "-o", tmp("stdin.png")), input=open(log, "rb").read())
+    assert open(tmp("stdin.png"), "rb").read(8) == b"\x89PNG\r\n\x1a\n", r.stderr
+    r = subprocess.run(tool("plot.py", "-", "-", "-o", tmp("twice.png")), input=open(log).read(), capture_output=True,
+                       text=True)
+    assert r.returncode == 1 and r.stderr == "plot.py: -: standard input is read once: give the other file by its " \
+        "path\n", r.stderr
+    r = succeeds(tool("plot_attention.py", "-", "-o", "-"), input=open(att, "rb").read())
+    assert r.stdout.startswith(b"\x89PNG") and r.stdout.endswith(b"IEND\xaeB`\x82"), r.stderr
+    succeeds(tool("plot_attention.py", att, "--html", tmp("file.html")))
+    r = succeeds(tool("plot_attention.py", "-", "--html", "-"), input=open(att, "rb").read())
+    page = open(tmp("file.html"), "rb").read()
+    assert r.stdout == page.replace(b"a.att", b"standard input"), "the page from standard input differs"
+    pycase.refused(tool("plot_attention.py", att, "-o", "-", "--html", "-"),
+                   "plot_attention.py: -: standard output cannot hold both the picture and the page")
+    succeeds(tool("reference.py", model(), "--tokens", "1,2,3", "--logits", tmp("ids.npy")))
+    r = succeeds(tool("reference.py", model(), "--tokens", "@-", "--logits", "-"), input=b"1, 2,3\n")
+    assert r.stdout == open(tmp("ids.npy"), "rb").read(), "--tokens @- gave other logits"
+    pycase.refused(tool("reference.py", "-", "--tokens", "1"),
+                   "reference.py: -: a model is not read from standard input; give its path")
+    pycase.refused(tool("make_random.py", tmp("tok.bin"), "--tokenizer", "-"),
+                   "make_random.py: -: a tokenizer is not read from standard input; give its path")
+    m, s = pty.openpty()  # a terminal as standard input: it would wait for typing
+    for cmd in (tool("plot.py", "-", "-o", tmp("tty.png")), tool("plot_attention.py", "-", "-o", tmp("tty.png"))):
+        r = subprocess.run(cmd, stdin=s, capture_output=True, text=True, timeout=60)
+        want = "%s: -: standard input is a terminal: redirect a file to it\n" % os.path.basename(cmd[1])
+        assert r.returncode == 1 and r.stderr == want, r.stderr
+    os.close(s)
+    os.close(m)
+    assert not os.path.exists(tmp("tty.png")) and not os.path.exists("-")
 
 
 if __name__ == "__main__":

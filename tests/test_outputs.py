@@ -92,18 +92,18 @@ def convert_refuses_special_outputs():
 @case
 def make_random_refuses_special_outputs():
     refuses_each("make_random", lambda out: [PY, tool("make_random.py"), out, "--preset", "gpt2"])
-    # a Hugging Face directory: anything but a directory is refused, and so is a file in one
+    # a Hugging Face directory: anything but a directory is refused, and so is a folder holding a FIFO
     os.makedirs(tmp("hf_dirs"))
     for path, kind, is_kind in specials("hf_dirs/nodes"):
         if kind != "a directory":
             pycase.refused([PY, tool("make_random.py"), path, "--preset", "gpt2", "--hf-gpt2"],
                            "%s: is %s, not a directory" % (path, kind))
             assert is_kind(os.stat(path).st_mode)
-    d = tmp("hf_dirs/hf")
+    d = tmp("hf_dirs/hf")  # a folder with a FIFO in it: not one make_random.py wrote, so never replaced
     os.makedirs(d)
     os.mkfifo(os.path.join(d, "config.json"))
-    pycase.refused([PY, tool("make_random.py"), d, "--preset", "gpt2", "--hf-gpt2"],
-                   "%s/config.json: is a FIFO, not a regular file" % d)
+    pycase.refused([PY, tool("make_random.py"), d, "--preset", "gpt2", "--hf-gpt2", "--force"],
+                   "%s: exists and is not a folder that make_random.py wrote" % d)
     assert stat.S_ISFIFO(os.stat(os.path.join(d, "config.json")).st_mode)
     assert os.listdir(d) == ["config.json"], os.listdir(d)
 

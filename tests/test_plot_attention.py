@@ -58,8 +58,10 @@ def pngs():
     head = os.path.join(TMP, "head.png")
     plotted(whole, "--layer", "1", "--head", "1", "-o", head)
     assert png(head).shape[0] > 600
-    plotted(part, "--layer", "3", "--head", "2", "-o", head)
-    pycase.refused(PLOT + [part, "--layer", "1", "--head", "1", "-o", head], "--layer 1: %s holds layers 2-3" % part)
+    plotted(part, "--layer", "3", "--head", "2", "-o", head, "--force")
+    assert png(head).shape[0] > 600
+    never = os.path.join(TMP, "never.png")
+    pycase.refused(PLOT + [part, "--layer", "1", "--head", "1", "-o", never], "--layer 1: %s holds layers 2-3" % part)
     pycase.refused(PLOT + [whole, "--layer", "1"], "--layer and --head go together")
 
 

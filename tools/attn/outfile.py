@@ -9,11 +9,15 @@ claim() and claim_dir() are ./train's policy for an output (training/checkpoint.
 claim_outputs), checked before any work: an existing output is replaced only with --force, and
 one the tool did not write (not an attn.c model, not an export) never. A folder is written as a
 new folder beside it (replacing_dir), synced, then renamed into place, so a failure or a kill
-leaves the old folder or none. "-" is standard output (replacing yields it); check() refuses it
-for a folder, and when standard output is a terminal.
+leaves the old folder or none. What is a tool's own: starts_with() a format's magic, a picture
+of the format a plot's name asks for (claim_picture), a folder a tool marked (mark_dir,
+claim_marked_dir). "-" is standard output (replacing yields it); check() refuses it for a folder,
+and when standard output is a terminal. As an input, "-" is standard input (read), or refused
+(not_stdin).
 """
 import contextlib
 import errno
+import json
 import os
 import shutil
 import signal
@@ -24,6 +28,7 @@ import tempfile
 STDIO = "-"
 PENDING = set()  # the temporary files and folders being written, for remove_pending()
 HELD = {"depth": 0, "interrupted": False}  # held(): how deep, and whether Ctrl-C came meanwhile
+STDIN = {"read": False}  # read() reads standard input once: a second "-" would find it empty
 
 KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
@@ -94,6 +99,90 @@ def claim_dir(path, force, ours, what, refusal=None):
         if why:
             raise Refused(errno.EEXIST, why, path)
         _existing(path, force, ours(path), what)
+
+
+def starts_with(magic):
+    """An ours() for claim(): whether a file begins with the bytes magic, its format's."""
+    def ours(path):
+        with open(path, "rb") as f:
+            return f.read(len(magic)) == magic
+    return ours
+
+
+# The first bytes of the pictures matplotlib's savefig writes, by format; an SVG is told by its
+# <svg element, which follows the XML declaration and doctype.
+PICTURES = {"png": (b"\x89PNG\r\n\x1a\n",), "pdf": (b"%PDF-",), "ps": (b"%!PS",), "eps": (b"%!PS",),
+            "jpg": (b"\xff\xd8\xff",), "jpeg": (b"\xff\xd8\xff",), "tif": (b"II*\0", b"MM\0*"),
+            "tiff": (b"II*\0", b"MM\0*")}
+
+
+def picture_format(path):
+    """The format savefig writes path in, named by its extension (lower case); "png" without one, as for "-"."""
+    return os.path.splitext(path)[1][1:].lower() or "png"
+
+
+def claim_picture(path, force):
+    """claim() for a plot: an existing file is the tool's own if it is a picture of the format path names."""
+    fmt = picture_format(path)
+
+    def ours(p):
+        with open(p, "rb") as f:
+            head = f.read(1024)
+        return b"<svg" in head if fmt == "svg" else head.startswith(PICTURES.get(fmt, ()))
+    if fmt in PICTURES or fmt == "svg":  # the format's letters are read by name: an SVG, a PNG
+        what = "%s %s picture" % ("an" if fmt[0] in "aefhilmnorsx" else "a", fmt.upper())
+    else:
+        what = "a picture"
+    claim(path, force, ours, what)
+
+
+def mark_dir(d, marker, written_by):
+    """Write the file marker into folder d, naming written_by and the files d holds: the mark
+    claim_marked_dir() knows a folder of the tool's own by."""
+    text = json.dumps({"written_by": written_by, "files": sorted(os.listdir(d))}, indent=2) + "\n"
+    write(os.path.join(d, marker), text.encode())
+
+
+def _unmarked(d, marker):
+    """The files in folder d that its marker does not list, or None when it has no readable marker."""
+    try:
+        with open(os.path.join(d, marker), "rb") as f:
+            listed = set(json.load(f)["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return sorted(set(os.listdir(d)) - listed - {marker})
+
+
+def claim_marked_dir(path, force, marker, who):
+    """claim_dir() for a folder that mark_dir(path, marker, ...) marked as who's (a tool's name): it
+    is who's own while it holds nothing else."""
+    def others(d):
+        extra = _unmarked(d, marker)
+        return "holds %s, which %s did not write; refusing to replace it" % (", ".join(extra), who) if extra else None
+    claim_dir(path, force, lambda d: _unmarked(d, marker) == [],
+              "a folder that %s wrote (it has no %s)" % (who, marker), others)
+
+
+def read(path):
+    """The bytes of the file path. "-" is standard input: read once, and not from a terminal, which
+    would wait for typing (Refused)."""
+    if path != STDIO:
+        with open(path, "rb") as f:
+            return f.read()
+    if STDIN["read"]:
+        raise Refused(errno.EINVAL, "standard input is read once: give the other file by its path", path)
+    if sys.stdin is None:
+        raise Refused(errno.EBADF, "standard input is closed", path)
+    if sys.stdin.isatty():
+        raise Refused(errno.EINVAL, "standard input is a terminal: redirect a file to it", path)
+    STDIN["read"] = True
+    return sys.stdin.buffer.read()
+
+
+def not_stdin(path, what):
+    """Refused for path "-": what (e.g. "a tokenizer") is not read from standard input."""
+    if path == STDIO:
+        raise Refused(errno.EINVAL, "%s is not read from standard input; give its path" % what, path)
 
 
 def _existing(path, force, ours, what):
