@@ -270,7 +270,7 @@ def refusals():
     _, got = render(m, [[("user", "a"), ("user", "b")], [("assistant", "a")]])
     assert all(isinstance(g, str) and "alternate user, assistant" in g for g in got), got
     _, got = render(MODEL_OBJS["llama2"], [[("system", "s"), ("assistant", "a")]])
-    assert "message 2 is a assistant turn" in got[0], got
+    assert "message 2 is an assistant turn" in got[0], got
     # the section's checks: each damage refused naming it
     good = open(m.section, "rb").read()
     damaged = {"family 9 is unknown": struct.pack("<I", 9) + good[4:],
