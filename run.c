@@ -24,6 +24,17 @@ static const char *prog = "run";
 
 // -s 0: a seed from the clock in nanoseconds and the process id, so that two runs started in
 // the same second differ; never 0, which xorshift would keep at 0.
+static uint64_t seed_from_clock; // -s 0's seed until it is told
+
+// A good reply can be had again only with its seed: when it came from the clock, it goes to
+// stderr once, before the first token drawn at random (a terminal's chat banner shows it instead).
+static void tell_seed(float temperature) {
+    if (seed_from_clock && temperature > 0)
+        fprintf(stderr, "seed %llu, from the clock (-s %llu samples the same again)\n",
+                (unsigned long long)seed_from_clock, (unsigned long long)seed_from_clock);
+    if (temperature > 0) seed_from_clock = 0;
+}
+
 static uint64_t clock_seed(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -231,6 +242,7 @@ static void generate(const Model *m, const Tokenizer *tok, const ChatTemplate *c
 
     double t0 = now_s();
     forward_or_die(m, s, tokens, n_prompt, 0, logits, NULL, NULL);
+    tell_seed(o->temperature);
     double t1 = now_s();
     int n = n_prompt, pos = n_prompt, shifts = 0; // tokens so far; of them in the KV cache
     while (n < n_prompt + n_new) {
@@ -379,6 +391,7 @@ static void chat_forward(void *ctx, const int *ids, int n, int pos0) {
 
 static int chat_sample(void *ctx, const int *history, int n) {
     ChatModel *cm = ctx;
+    tell_seed(cm->sampler->temperature);
     return sample(cm->sampler, cm->logits, history, n);
 }
 
@@ -458,6 +471,7 @@ static void chat(const Model *m, const Tokenizer *tok, ChatTemplate *ct, RunStat
     ChatLines lines = {0};
     ChatInput in = {&lines, chat_lines_read, NULL};
     Console *console = NULL;
+    if (cv.interactive && !o->quiet) seed_from_clock = 0; // the banner shows it
     if (cv.interactive) {
         int keep = !o->no_history && !console_history_path(history, sizeof history);
         if (!(console = console_open(prog, keep ? history : NULL, err, sizeof err))) die("%s", err);
@@ -502,12 +516,7 @@ int main(int argc, char **argv) {
     Sampler sampler;
     uint64_t seed = o.seed ? o.seed : clock_seed();
     if (sampler_init(&sampler, c->vocab_size, o.temperature, seed)) die("out of memory");
-    int samples = strcmp(o.mode, "ppl") && strcmp(o.mode, "logits"),
-        banner = !strcmp(o.mode, "chat") && isatty(STDIN_FILENO) && !o.quiet;
-    // a good reply can be had again only with its seed (on a terminal the chat's banner shows it)
-    if (!o.seed && samples && !banner)
-        fprintf(stderr, "seed %llu, from the clock (-s %llu samples the same again)\n", (unsigned long long)seed,
-                (unsigned long long)seed);
+    if (!o.seed) seed_from_clock = seed;
     sampler.topp = o.topp;
     sampler.topk = o.topk;
     sampler.minp = o.minp;

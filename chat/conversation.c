@@ -406,7 +406,11 @@ static int command(Conversation *cv, const ChatRunner *r, char *line) {
             fputs("[/set NAME VALUE: NAME is temperature, top_p, top_k, min_p, repeat_penalty, seed or max_tokens]\n",
                   stderr);
         else if (r->set(r->ctx, arg, value, err, sizeof err)) fprintf(stderr, "[/set %s]\n", err);
-        else fprintf(stderr, "[%s is %s]\n", arg, value);
+        else {
+            char now[64]; // as it is now: seed 0 is one from the clock
+            r->get(r->ctx, arg, now, sizeof now);
+            fprintf(stderr, "[%s is %s]\n", arg, now);
+        }
     } else if (IS("/show")) show(cv, r);
     else if (IS("/save") || IS("/load")) {
         if (!*arg) fprintf(stderr, "[%.5s needs a file name]\n", line);

@@ -227,7 +227,7 @@ def terminal():
     and the conversation goes on; the next turn's reply comes; Ctrl-D ends with exit status 0."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: run on the terminal; greedy replies of 1000 tokens, seconds long
-        os.execv(RUN, [RUN, MODEL, "-j", "1", "-m", "chat", "-t", "0", "-n", "1000"])
+        os.execv(RUN, [RUN, MODEL, "-j", "1", "-m", "chat", "--no-history", "-t", "0", "-n", "1000"])
     try:
         read_until(fd, rb"> $")
         os.write(fd, b"Write a very long story.\r")
