@@ -295,6 +295,51 @@ def refusals():
     assert r.returncode == 1 and "chat template nosuch is unknown" in r.stderr, r.stderr
 
 
+@case(needs=[oracle_parity])
+def qwen3_thinking_switch():
+    """./run's --no-think and --think on a Qwen3 model file (one small random layer, Qwen3's real
+    tokenizer and template, through convert.py): the ids -m logits --chat scores equal Qwen3's
+    template rendered with enable_thinking false and true (true as when it is not given)."""
+    d = os.path.join(TMP, "qwen3_model")
+    conf = make_random.family_config("qwen3_0_6b", 1)
+    conf.update(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_key_value_heads=1, head_dim=16)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(conf, f)
+    make_random.write_safetensors(os.path.join(d, "model.safetensors"), make_random.family_weights(conf, seed=1))
+    make_random.write_family_tokenizer(d, "qwen3_0_6b")
+    model = os.path.join(TMP, "qwen3.bin")
+    r = subprocess.run([PY, os.path.join(ROOT, "tools", "convert.py"), d, model], capture_output=True, text=True)
+    assert r.returncode == 0 and "chat template qwen3" in r.stderr, r.stderr
+    subprocess.run(["make", "-s", "-C", ROOT, "run"], check=True)
+    m = MODEL_OBJS["qwen3"]
+    convs = [CONVERSATIONS[k] for k in ("no system", "system+user", "a reply that thought", "no system, two turns")]
+    cases, flags = [], []
+    for conv in convs:
+        for thinking, flag in ((False, ["--no-think"]), (True, ["--think"]), (True, [])):
+            cases.append(dict(m.oracle_case(conv), enable_thinking=thinking))
+            flags.append(flag)
+    req = os.path.join(TMP, "thinking.json")
+    with open(req, "w", encoding="utf-8") as f:
+        json.dump({"cases": cases}, f, ensure_ascii=False)
+    r = subprocess.run(["node", ORACLE, MODULES, req], capture_output=True, env=ENV)
+    assert r.returncode == 0, r.stderr.decode()[-800:]
+    results = json.loads(r.stdout)["results"]
+    assert "<think>\n\n</think>\n\n" in results[0]["text"] and "</think>" not in results[1]["text"]
+    for case_, flag, res in zip(cases, flags, results):
+        conv_file, out = os.path.join(TMP, "thinking_conv.json"), os.path.join(TMP, "thinking_logits.bin")
+        with open(conv_file, "w", encoding="utf-8") as f:
+            json.dump(case_["messages"], f, ensure_ascii=False)
+        r = subprocess.run([os.path.join(ROOT, "run"), model, "-m", "logits", "-o", out, "--chat", conv_file, "-q"]
+                           + flag, capture_output=True, text=True, env=ENV)
+        assert r.returncode == 0, r.stderr
+        data = open(out, "rb").read()
+        n = struct.unpack_from("<i", data)[0]
+        got = list(struct.unpack_from("<%di" % n, data, 8))
+        assert got == res["ids"], "%s %s:\n  template text %r\n  want %s\n  got  %s" % (
+            flag, case_["messages"], res["text"], pieces_of(m, res["ids"]), pieces_of(m, got))
+
+
 @case
 def llama2_as_llama2c_chats():
     """On Llama 2's own vocabulary (llama2.c's tokenizer.bin): the first turn is llama2.c's chat
