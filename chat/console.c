@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 #include <wchar.h>
 #include "../io/files.h"
@@ -41,6 +42,26 @@ struct Console {
     char *line;        // (line_cap) the last line read
     size_t line_cap;
 };
+
+// The terminal's settings before the console changed them, put back at exit however it comes.
+static struct termios terminal_before;
+static int terminal_saved;
+
+static void restore_terminal(void) {
+    if (terminal_saved) tcsetattr(STDIN_FILENO, TCSANOW, &terminal_before);
+}
+
+// Between lines (while a reply streams, and while libedit draws its prompt before it takes the
+// terminal) keys typed ahead are kept as they are, not echoed into the reply nor edited by the
+// terminal's own line discipline (which would take Ctrl-U, Ctrl-W and Ctrl-D itself); Ctrl-C still
+// signals. libedit returns the terminal to terminal_before at the end of each line.
+static void hold_keys(void) {
+    struct termios t = terminal_before;
+    t.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+    t.c_cc[VMIN] = 1;
+    t.c_cc[VTIME] = 0;
+    if (terminal_saved) tcsetattr(STDIN_FILENO, TCSANOW, &t);
+}
 
 int console_history_path(char *path, size_t size) {
     const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
@@ -208,11 +229,17 @@ Console *console_open(const char *prog, const char *history_path, char *err, siz
     for (size_t i = 0; i < sizeof bindings / sizeof *bindings; i++)
         el_set(el, EL_BIND, bindings[i][0], bindings[i][1], NULL);
     el_source(el, NULL); // the user's ~/.editrc, as every libedit program reads it
+    if (!terminal_saved && !tcgetattr(STDIN_FILENO, &terminal_before)) {
+        terminal_saved = 1;
+        atexit(restore_terminal);
+    }
+    hold_keys();
     return c;
 }
 
 void console_close(Console *c) {
     if (!c) return;
+    restore_terminal();
     if (c->el) el_end(c->el);
     if (c->hist) history_end(c->hist);
     free(c->history_path);
@@ -235,6 +262,7 @@ long console_read_line(void *ctx, const char *prompt, const char *again, char **
     errno = 0;
     const char *got = el_gets(c->el, &count);
     int e = errno;
+    hold_keys();
     fputs(PASTE_OFF, stdout);
     fflush(stdout);
     if (!got && count < 0 && e == EINTR) {
