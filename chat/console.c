@@ -218,6 +218,7 @@ Console *console_open(const char *prog, const char *history_path, char *err, siz
     el_set(el, EL_ADDFN, "attn-paste", "insert a bracketed paste", insert_paste);
     static const char *const bindings[][2] = {
         {"\036", "attn-paste"},
+        {"^R", "em-inc-search-prev"},       // search the history, as in a shell
         {"^W", "ed-delete-prev-word"},      // as in a shell, not emacs's kill-region
         {"^U", "vi-kill-line-prev"},        // the line before the cursor, as in a shell
         {"\033[1;5D", "ed-prev-word"},      // Ctrl-Left
