@@ -261,13 +261,15 @@ static void generate(const Model *m, const Tokenizer *tok, const ChatTemplate *c
         }
     }
     print_piece(&san, "", 0, 1);
-    if (last_printed && last_printed != '\n' && isatty(STDOUT_FILENO)) print_piece(&san, "\n", 1, 1);
+    // on a terminal the text ends its line, so that the shell's prompt starts a new one
+    int terminal = isatty(STDOUT_FILENO);
+    if (terminal && last_printed && last_printed != '\n') print_piece(&san, "\n", 1, 1);
     double t2 = now_s();
     int generated = n - n_prompt;
     if (!o->quiet)
-        fprintf(stderr, "\nprompt: %d token%s in %.3f s (%.1f tok/s); generated: %d token%s in %.3f s (%.1f tok/s)",
-                n_prompt, plural(n_prompt), t1 - t0, n_prompt / (t1 - t0), generated, plural(generated), t2 - t1,
-                generated > 0 ? generated / (t2 - t1) : 0.0);
+        fprintf(stderr, "%sprompt: %d token%s in %.3f s (%.1f tok/s); generated: %d token%s in %.3f s (%.1f tok/s)",
+                terminal ? "" : "\n", n_prompt, plural(n_prompt), t1 - t0, n_prompt / (t1 - t0), generated,
+                plural(generated), t2 - t1, generated > 0 ? generated / (t2 - t1) : 0.0);
     if (shifts && !o->quiet) fprintf(stderr, "; the full context moved on by half %d time%s", shifts, plural(shifts));
     if (!o->quiet) fprintf(stderr, "\n");
     free(tokens);

@@ -338,5 +338,32 @@ def refused_message_changes_nothing():
         s.kill()
 
 
+@case(needs=[build])
+def generate_ends_its_line():
+    """-m generate on a terminal ends its text with a newline (the shell's prompt on a line of its
+    own); piped, stdout is exactly the text, with none added."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(RUN, [RUN, MODEL, "-j", "1", "-i", "Hello", "-n", "5", "-s", "3", "-q"])
+    screen = b""
+    try:
+        while True:
+            if not select.select([fd], [], [], 60)[0]:
+                raise AssertionError("no end within 60 s: %r" % screen)
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            screen += chunk
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert status == 0 and screen.startswith(b"Hello") and screen.endswith(b"\r\n"), (status, screen)
+    piped = subprocess.run([RUN, MODEL, "-j", "1", "-i", "Hello", "-n", "5", "-s", "3", "-q"], capture_output=True)
+    assert piped.stdout.replace(b"\n", b"\r\n") + b"\r\n" == screen, (piped.stdout, screen)
+
+
 if __name__ == "__main__":
     sys.exit(case.main(TMP))
