@@ -116,16 +116,19 @@ static int reusable_prefix(const Conversation *cv, int n) {
     return cv->n_cached - k > cv->rewind_limit ? 0 : k;
 }
 
-static int reply_append(Conversation *cv, const char *piece, size_t len) {
-    if (cv->n_reply + len + 1 > cv->cap_reply) {
-        size_t cap = 2 * (cv->n_reply + len + 1);
-        char *bigger = realloc(cv->reply, cap);
+// Appends s[0..n) to the text in *buf (*len bytes of *cap), which stays NUL-terminated; 0, or -1
+// when out of memory.
+static int append(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t bigger_cap = 2 * (*len + n + 1);
+        char *bigger = realloc(*buf, bigger_cap);
         if (!bigger) return -1;
-        cv->reply = bigger;
-        cv->cap_reply = cap;
+        *buf = bigger;
+        *cap = bigger_cap;
     }
-    memcpy(cv->reply + cv->n_reply, piece, len);
-    cv->n_reply += len;
+    memcpy(*buf + *len, s, n);
+    *len += n;
+    (*buf)[*len] = 0;
     return 0;
 }
 
@@ -145,7 +148,7 @@ static int write_reply(Conversation *cv, const ChatRunner *r, const char **why_s
         size_t len;
         const char *piece = tokenizer_decode(cv->tok, cv->cached[cv->n_cached - 1], next, &len);
         r->print(r->ctx, piece, len, 0);
-        if (reply_append(cv, piece, len)) return -1;
+        if (append(&cv->reply, &cv->n_reply, &cv->cap_reply, piece, len)) return -1;
         if (++written == cv->max_new) {
             *why_stopped = "-n tokens written";
             break;
@@ -231,19 +234,7 @@ typedef struct {
     size_t len, cap;
 } Reader;
 
-static int text_append(Reader *rd, const char *s, size_t n) {
-    if (rd->len + n + 1 > rd->cap) {
-        size_t cap = 2 * (rd->len + n + 1);
-        char *bigger = realloc(rd->text, cap);
-        if (!bigger) return -1;
-        rd->text = bigger;
-        rd->cap = cap;
-    }
-    memcpy(rd->text + rd->len, s, n);
-    rd->len += n;
-    rd->text[rd->len] = 0;
-    return 0;
-}
+static int text_append(Reader *rd, const char *s, size_t n) { return append(&rd->text, &rd->len, &rd->cap, s, n); }
 
 static int is_blank(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)

@@ -20,8 +20,8 @@ import tempfile
 import time
 
 from pycase import ROOT  # puts tools/ on the path too
-import make_random as mr  # noqa: E402
 import pycase  # noqa: E402
+import chat_models  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="attn-test-console-")
 PY = "/usr/bin/python3"
@@ -43,16 +43,7 @@ PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"
 @case
 def build():
     """SmolLM2-135M-Instruct's directory cut to 1 layer of width 64, through convert.py."""
-    d = os.path.join(TMP, "smol")
-    conf = mr.family_config("smollm2_135m", 1)
-    conf.update(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
-    os.makedirs(d)
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(conf, f)
-    mr.write_safetensors(os.path.join(d, "model.safetensors"), mr.family_weights(conf, seed=3))
-    mr.write_family_tokenizer(d, "smollm2_135m")
-    r = subprocess.run([PY, os.path.join(ROOT, "tools", "convert.py"), d, MODEL], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    chat_models.build_smol(os.path.join(TMP, "smol"), MODEL)
 
 
 class Session:
