@@ -286,13 +286,15 @@ def commands():
 @case(needs=[build])
 def ctrl_c_mid_reply():
     """Ctrl-C while a long reply streams stops it; what was written stays in the conversation, and the
-    next turn is answered."""
+    next turn is answered. At the prompt, Ctrl-C drops the line and says how to end."""
     s = session("-t", "0", "-n", "1000", "--no-history")
     try:
         s.type(b"Write a very long story.\r", rb"story\.\r\n.{40}")
         shown = s.type(b"\x03", rb"stopped by Ctrl-C.*" + PROMPT)
         assert b"context is full" not in shown
         s.turn(b"And another?")
+        # at the prompt Ctrl-C drops the line typed so far and says how to quit
+        assert b"Ctrl-D or /bye ends the conversation" in s.type(b"half a line" + b"\x03")
         _, msgs = s.save("ctrl_c.json")
         assert [r for r, _ in msgs] == ["user", "assistant", "user", "assistant"] and msgs[1][1], msgs
         assert s.end() == 0
