@@ -1,5 +1,6 @@
-# attn.c — `make` builds ./run and ./train; `make test` installs what the tests need
-# (Debian packages, as root), builds everything and runs the whole suite.
+# attn.c — `make` builds ./run and ./train, installing the Debian packages the build needs first
+# if any is missing (as root, else with sudo); `make test` installs what the tests need, builds
+# everything and runs the whole suite.
 CC ?= gcc
 PYTHON ?= /usr/bin/python3
 ARCH_FLAGS ?= -march=native
@@ -8,7 +9,7 @@ ARCH_FLAGS ?= -march=native
 # The project's flags; a user's CFLAGS (e.g. make CFLAGS=-Werror) are added after them.
 BASE_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -O3 $(ARCH_FLAGS) -ffp-contract=fast -fno-math-errno -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation
 ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
-LDLIBS = $(BLAS_LIBS) -lm
+LDLIBS = $(BLAS_LIBS) -lz -lm
 
 # What each program is built from: model.h and the headers of model/ and io/, the tokenizer's
 # C files, run's chat formats and conversation (chat/), and train's own headers in training/.
@@ -25,16 +26,15 @@ C_SOURCES = $(wildcard *.c *.h model/*.h io/*.h tokenizer/*.c tokenizer/*.h chat
 
 # OpenBLAS built on OpenMP shares one thread pool with our own parallel loops; the default
 # pthread build keeps a second pool whose spinning threads fight ours for the two cores.
+# Looked for when a recipe is expanded, not when the Makefile is read: deps-build may just have
+# installed it.
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 OPENBLAS_OMP := /usr/lib/$(MULTIARCH)/openblas-openmp
-ifneq ($(wildcard $(OPENBLAS_OMP)/libopenblas.so.0),)
-BLAS_LIBS = -L$(OPENBLAS_OMP) -Wl,-rpath,$(OPENBLAS_OMP) -l:libopenblas.so.0
-else
-BLAS_LIBS = -lopenblas
-endif
+BLAS_LIBS = $(if $(shell test -e $(OPENBLAS_OMP)/libopenblas.so.0 && echo y),-L$(OPENBLAS_OMP) -Wl$(comma)-rpath$(comma)$(OPENBLAS_OMP) -l:libopenblas.so.0,-lopenblas)
+comma := ,
 
-DEB_BUILD = libopenblas-dev libopenblas0-openmp libedit-dev
-DEB_PACKAGES = $(DEB_BUILD) openmpi-bin libopenmpi-dev libcmocka-dev python3-numpy python3-torch python3-matplotlib clang libclang-rt-14-dev valgrind clang-format
+DEB_BUILD = libopenblas-dev libopenblas0-openmp zlib1g-dev libedit-dev
+DEB_PACKAGES = $(DEB_BUILD) openmpi-bin libopenmpi-dev libcmocka-dev python3-numpy python3-torch python3-matplotlib clang libclang-rt-14-dev valgrind clang-format chromium
 TESTS_C = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
 # test_kernels again for the kernels' other paths, AVX2 (x86-64-v3) and none (x86-64), on a
 # machine that runs them: built with -march=native it takes only the widest.
@@ -43,6 +43,24 @@ TESTS_ISA = tests/bin/test_kernels_isa_x86-64-v3 tests/bin/test_kernels_isa_x86-
 endif
 
 .PHONY: all deps deps-build demo test check bench clean format format-check FORCE
+
+# A goal that builds ./run or ./train first finds the build's packages that are not installed
+# (dpkg-query, fast; apt is not touched when none is missing), before anything compiles: a
+# missing OpenBLAS would otherwise end in an implicit declaration and "cannot find -lopenblas".
+# Root or sudo installs them (deps-build, an order-only prerequisite of run and train); without
+# either, make stops here with one line naming them.
+BUILD_GOALS = all run train demo
+ifneq ($(filter $(BUILD_GOALS),$(or $(MAKECMDGOALS),all)),)
+MISSING_BUILD := $(shell for p in $(DEB_BUILD); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done)
+ifneq ($(MISSING_BUILD),)
+ifneq ($(shell id -u),0)
+ifeq ($(shell command -v sudo),)
+$(error the build needs Debian packages that are not installed, and there is no root or sudo to install them: as root, run apt-get install $(MISSING_BUILD))
+endif
+endif
+endif
+endif
+INSTALL_BUILD = $(if $(MISSING_BUILD),deps-build)
 
 # MPI (docs/TRAINING.md): make MPI=1 builds ./train with Open MPI's mpicc, for mpirun -np N ./train;
 # the suite builds that variant as tests/bin/train_mpi beside the plain ./train. .train-variant
@@ -61,10 +79,10 @@ endif
 
 all: run train
 
-run: run.c $(MODEL_DEPS) $(TOKENIZER_DEPS) $(CHAT_DEPS) $(CONSOLE_SRC)
+run: run.c $(MODEL_DEPS) $(TOKENIZER_DEPS) $(CHAT_DEPS) $(CONSOLE_SRC) | $(INSTALL_BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ run.c $(TOKENIZER_SRC) $(CHAT_SRC) $(CONSOLE_SRC) $(LDLIBS) $(CONSOLE_LIBS)
 
-train: train.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS) .train-variant
+train: train.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS) .train-variant | $(INSTALL_BUILD)
 	$(TRAIN_CC) $(ALL_CFLAGS) -o $@ train.c $(TOKENIZER_SRC) $(LDLIBS)
 
 .train-variant: FORCE
@@ -88,7 +106,7 @@ tests/bin/tok_cli: tests/tok_cli.c $(TOKENIZER_DEPS)
 
 tests/bin/chat_cli: tests/chat_cli.c $(TOKENIZER_DEPS) $(CHAT_DEPS)
 	@mkdir -p tests/bin
-	$(CC) $(ALL_CFLAGS) -I. -o $@ tests/chat_cli.c $(TOKENIZER_SRC) $(CHAT_SRC) -lm
+	$(CC) $(ALL_CFLAGS) -I. -o $@ tests/chat_cli.c $(TOKENIZER_SRC) $(CHAT_SRC) -lm -lz
 
 # The chat template oracle (tests/test_chat_template.py): Hugging Face's Jinja in JavaScript,
 # which renders the templates as transformers does. A failed install is ignored as below.
@@ -115,8 +133,9 @@ deps-build: PACKAGES = $(DEB_BUILD)
 deps deps-build:
 	@missing=$$(for p in $(PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; elif command -v sudo >/dev/null; then SUDO=sudo; \
+	  else echo "Debian packages are missing, and there is no root or sudo to install them: as root, run apt-get install" $$missing >&2; exit 1; fi; \
 	  echo "installing Debian packages:" $$missing; \
-	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q $$missing; \
 	fi
 

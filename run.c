@@ -206,7 +206,7 @@ static int *prompt_ids(const Tokenizer *tok, const Config *c, const ChatTemplate
                        int n_msgs, const Options *o, int *n) {
     char err[512], context[64];
     size_t plen = strlen(o->prompt), least = ct ? chat_min_tokens(tok, msgs, n_msgs) : tokenizer_min_tokens(tok, plen);
-    const char *name = ct ? o->chat_path : o->text_path ? input_name(o->text_path) : "prompt";
+    const char *name = ct ? input_name(o->chat_path) : o->text_path ? input_name(o->text_path) : "prompt";
     // refused by its length alone: tokenizing a text of many megabytes takes seconds and gigabytes
     if (least > (size_t)c->seq_len)
         die("%s: at least %zu tokens by its length, longer than %s", name, least,
@@ -215,7 +215,7 @@ static int *prompt_ids(const Tokenizer *tok, const Config *c, const ChatTemplate
     int *tokens = malloc(sizeof(int) * (cap ? cap : 1));
     if (!tokens) die("out of memory");
     if (ct && (*n = chat_render(ct, tok, msgs, n_msgs, 1, tokens, (int)cap, err, sizeof err)) < 0)
-        die("%s: %s", o->chat_path, err);
+        die("%s: %s", input_name(o->chat_path), err);
     if (!ct) check_utf8("prompt", o->prompt, plen);
     if (!ct) *n = encode_prompt(tok, c, o, "prompt", o->prompt, plen, tokens);
     if (*n > c->seq_len)
@@ -365,11 +365,117 @@ static void dump_logits(const Model *m, RunState *s, const Options *o, int *toke
     if (!logits) die("out of memory");
     LogitsFile f = {.m = m, .s = s, .tokens = tokens, .n = n, .bad = -1, .logits = logits};
     char err[512] = "";
-    int rc = write_atomic(o->out_path, write_logits, &f, err, sizeof err);
+    int rc = write_output(o->out_path, write_logits, &f, err, sizeof err);
     // freed before any exit, so that these leave nothing for LeakSanitizer (make test-asan)
     free(tokens);
     free(logits);
     if (f.bad >= 0) die_not_finite(f.bad);
+    if (rc) die("%s", err);
+}
+
+// The attention weights at every prompt position (-m attention), copied from the forward pass
+// itself (model/forward.h's s->keep) and laid out as docs/ATTENTION.md says: int32 T, layers,
+// heads; T int32 ids; float32 [layers][heads][T][T]; then the labels the plots use: "LABL",
+// int32 first layer, first head, query heads per key/value head, each layer's window, each
+// token's text (int32 length, bytes). Whole or not at all, as -m logits writes.
+#define ATTENTION_MAX_BYTES (1ull << 30)
+#define LABELS_MAGIC "LABL"
+
+typedef struct {
+    const Config *c;
+    const Tokenizer *tok;
+    const int *tokens;
+    int n, range[2][2]; // layers and heads kept: [first, last]
+    const float *weights;
+} AttentionFile;
+
+// A token as the plots write it: the text it decodes to after prev, or, for a token that decodes
+// to nothing (BOS, EOS, special tokens), its own spelling.
+static const char *token_label(const Tokenizer *tok, int prev, int id, size_t *len) {
+    const char *text = tokenizer_decode(tok, prev, id, len);
+    if (*len) return text;
+    *len = tok->len[id];
+    return tok->bytes + tok->offset[id];
+}
+
+static uint64_t labels_bytes(const AttentionFile *f) {
+    uint64_t bytes = 4 + 3 * sizeof(int32_t) + sizeof(int32_t) * (f->range[0][1] - f->range[0][0] + 1);
+    for (int t = 0; t < f->n; t++) {
+        size_t len;
+        token_label(f->tok, t ? f->tokens[t - 1] : -1, f->tokens[t], &len);
+        bytes += sizeof(int32_t) + len;
+    }
+    return bytes;
+}
+
+static void write_attention(Sink *sink, const void *ctx) {
+    const AttentionFile *f = ctx;
+    const Config *c = f->c;
+    int32_t head[3] = {f->n, f->range[0][1] - f->range[0][0] + 1, f->range[1][1] - f->range[1][0] + 1};
+    sink_write(sink, head, sizeof head);
+    sink_write(sink, f->tokens, sizeof(int32_t) * f->n);
+    sink_write(sink, f->weights, sizeof(float) * head[1] * head[2] * (size_t)f->n * f->n);
+    int32_t labels[3] = {f->range[0][0], f->range[1][0], c->n_heads / c->n_kv_heads};
+    sink_write(sink, LABELS_MAGIC, 4);
+    sink_write(sink, labels, sizeof labels);
+    for (int l = f->range[0][0]; l <= f->range[0][1]; l++) {
+        int32_t window = layer_is_local(c, l) ? c->sliding_window : 0;
+        sink_write(sink, &window, sizeof window);
+    }
+    for (int t = 0; t < f->n; t++) {
+        size_t len;
+        const char *text = token_label(f->tok, t ? f->tokens[t - 1] : -1, f->tokens[t], &len);
+        int32_t n = (int32_t)len;
+        sink_write(sink, &n, sizeof n);
+        sink_write(sink, text, len);
+    }
+}
+
+// --layers or --heads against the model's count of them: range (all of them when not given).
+static void select_range(int range[2], const int given[2], const char *flag, const char *what, int count,
+                         const char *model_path) {
+    range[0] = given[0] < 0 ? 0 : given[0];
+    range[1] = given[0] < 0 ? count - 1 : given[1];
+    char as_given[32];
+    snprintf(as_given, sizeof as_given, given[0] == given[1] ? "%d" : "%d-%d", given[0], given[1]);
+    if (range[1] >= count) die("%s %s: %s has %d %s, 0-%d", flag, as_given, model_path, count, what, count - 1);
+}
+
+// tokens: n prompt ids, malloc'd; dump_attention owns them.
+static void dump_attention(const Model *m, const Tokenizer *tok, RunState *s, const Options *o, int *tokens, int n) {
+    const Config *c = &m->config;
+    AttentionFile f = {.c = c, .tok = tok, .tokens = tokens, .n = n};
+    select_range(f.range[0], o->layers, "--layers", "layers", c->n_layers, o->model_path);
+    select_range(f.range[1], o->heads, "--heads", "query heads", c->n_heads, o->model_path);
+    int layers = f.range[0][1] - f.range[0][0] + 1, heads = f.range[1][1] - f.range[1][0] + 1;
+    size_t floats = (size_t)layers * heads * n * n;
+    uint64_t bytes = 3 * sizeof(int32_t) + sizeof(int32_t) * (uint64_t)n + sizeof(float) * floats + labels_bytes(&f);
+    if (bytes > ATTENTION_MAX_BYTES)
+        die("-m attention: %d tokens x %d layers x %d heads make a %.2f GiB file, over the 1 GiB limit; select fewer "
+            "with --layers A-B and --heads A-B, or shorten the prompt",
+            n, layers, heads, bytes / 1073741824.0);
+    float *weights = calloc(floats, sizeof(float)); // masked entries stay 0: the forward never writes them
+    if (!weights) die("-m attention: out of memory for %.0f MiB of attention weights", floats * 4 / 1048576.0);
+    AttentionKeep keep = {weights, f.range[0][0], layers, f.range[1][0], heads, n};
+    s->keep = &keep;
+    for (int done = 0, T; done < n; done += T) {
+        T = n - done < s->max_batch ? n - done : s->max_batch;
+        forward(c, &m->weights, s, tokens + done, T, done, NULL, T);
+    }
+    s->keep = NULL;
+    for (size_t i = 0; i < floats; i++)
+        if (!isfinite(weights[i])) {
+            size_t row = i / n;
+            die("%s: the attention weights of layer %d, head %d at position %d are not finite: the weights hold NaN "
+                "or Inf, or overflow",
+                o->model_path, f.range[0][0] + (int)(row / n / heads), f.range[1][0] + (int)(row / n % heads),
+                (int)(row % n));
+        }
+    f.weights = weights;
+    char err[512] = "";
+    int rc = write_output(o->out_path, write_attention, &f, err, sizeof err);
+    free(tokens);
+    free(weights);
     if (rc) die("%s", err);
 }
 
@@ -443,8 +549,13 @@ static void load_template(ChatTemplate *ct, const Model *m, const Tokenizer *tok
     } else if (!m->chat_bytes) {
         die("%s: the model file has no chat template; name its format with --chat-template NAME (%s)", o->model_path,
             chat_families(families, sizeof families));
-    } else if (chat_template_init(ct, m->chat_section, m->chat_bytes, tok, err, sizeof err)) {
+    } else if (chat_template_init(ct, m->chat_section, m->chat_bytes, m->version, tok, err, sizeof err)) {
         die("%s: chat template: %s", o->model_path, err);
+    } else if (ct->family == CHAT_NONE) {
+        chat_template_free(ct);
+        die("%s: the model's chat template is of no family this build formats; name its format with "
+            "--chat-template NAME (%s)",
+            o->model_path, chat_families(families, sizeof families));
     }
 }
 
@@ -489,15 +600,32 @@ static void chat(const Model *m, const Tokenizer *tok, ChatTemplate *ct, RunStat
 
 // ----------------------------------------------------------------------------
 
+// --verify: the layout checks, then the checksum over the whole file; one line, and the exit code.
+_Noreturn static void verify(const char *path) {
+    Model m;
+    char err[512];
+    if (model_open(&m, path, err, sizeof err)) die("%s", err);
+    int version = m.version;
+    model_close(&m);
+    if (model_verify_checksum(path, err, sizeof err)) die("%s", err);
+    if (version < 5)
+        printf("%s: ok (format version %d, which has no checksum: only its layout was checked)\n", path, version);
+    else printf("%s: ok\n", path);
+    if (fflush(stdout) || ferror(stdout)) die("stdout: cannot write: %s", strerror(errno));
+    exit(0);
+}
+
 int main(int argc, char **argv) {
     prefer_passive_threads(argv);
     Options o = parse_options(argc, argv);
-    if (same_file(o.out_path, o.model_path) || same_file(o.out_path, o.text_path) ||
-        same_file(o.out_path, o.tokenizer_path) || same_file(o.out_path, o.chat_path))
-        die("-o %s is also an input: writing it would destroy it", o.out_path);
+    if (o.verify) verify(o.model_path);
+    const char *out_file = o.out_path && strcmp(o.out_path, "-") ? o.out_path : NULL; // -o -: stdout
+    if (same_file(out_file, o.model_path) || same_file(out_file, o.text_path) ||
+        same_file(out_file, o.tokenizer_path) || same_file(out_file, o.chat_path))
+        die("-o %s is also an input: writing it would destroy it", out_file);
     signal(SIGXFSZ, SIG_IGN); // past `ulimit -f` a write fails (and is reported) instead of killing run
     char err[512];
-    if (o.out_path && check_output(o.out_path, err, sizeof err)) die("%s", err);
+    if (out_file && check_output(out_file, err, sizeof err)) die("%s", err);
     choose_threads(o.threads);
     double t0 = now_s();
     Model m;
@@ -548,6 +676,7 @@ int main(int argc, char **argv) {
     else {
         int n, *tokens = prompt_ids(&tok, c, templated ? &ct : NULL, msgs, n_msgs, &o, &n);
         if (!strcmp(o.mode, "logits")) dump_logits(&m, &s, &o, tokens, n);
+        else if (!strcmp(o.mode, "attention")) dump_attention(&m, &tok, &s, &o, tokens, n);
         else generate(&m, &tok, templated ? &ct : NULL, &s, &sampler, &o, tokens, n);
     }
 

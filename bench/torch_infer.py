@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
-import modelfile as mf  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
 
 
 def bench_tokens(n, vocab):

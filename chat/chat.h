@@ -25,6 +25,7 @@
 //   the assistant named "model"; text empty.
 // ZEPHYR (TinyLlama): <s>, </s>: <|user|> / <|system|> / <|assistant|> as text, each turn ended
 //   by </s>, BOS first as the tokenizer adds it; text empty.
+// CHAT_NONE (version 5): no family; the section keeps the template's source only.
 enum { CHAT_NONE, CHAT_CHATML, CHAT_QWEN3, CHAT_LLAMA3, CHAT_LLAMA2, CHAT_GEMMA, CHAT_ZEPHYR, CHAT_KINDS };
 enum { CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT };
 #define CHAT_MAX_IDS 16
@@ -42,14 +43,18 @@ typedef struct {
     int ids[CHAT_MAX_IDS];
     char *system; // the section's text, NUL-terminated (owned)
     size_t system_len;
+    char *jinja; // version 5: the Jinja template's source, NUL-terminated (owned); NULL before
+    size_t jinja_len;
     // QWEN3: the generation prompt closes an empty <think> block, as the template does with
     // enable_thinking false (--no-think, /no_think); 0 renders as enable_thinking true or unset.
     int no_thinking;
 } ChatTemplate;
 
-// Validates the section (family, ids < t->n_pieces, lengths, UTF-8); 0 or -1 with one line in err.
-int chat_template_init(ChatTemplate *ct, const void *section, size_t bytes, const Tokenizer *tok, char *err,
-                       size_t errlen);
+// Validates the section of a file of format version (4: no template; 5: the template's text
+// after the family's, and family CHAT_NONE, a template no family formats, allowed): family,
+// ids < t->n_pieces, lengths, UTF-8. 0 or -1 with one line in err.
+int chat_template_init(ChatTemplate *ct, const void *section, size_t bytes, int version, const Tokenizer *tok,
+                       char *err, size_t errlen);
 // For `./run --chat-template NAME` on a file without (or overriding) a section: finds the ids the
 // family needs by their spelling among the tokenizer's special tokens; -1 naming what is missing.
 int chat_template_by_name(ChatTemplate *ct, const char *name, const Tokenizer *tok, char *err, size_t errlen);

@@ -244,9 +244,10 @@ void chat_messages_free(ChatMessage *msgs, int n) {
     free(msgs);
 }
 
-// The whole of path, NUL-terminated, in *text; -1 with err.
+// The whole of path ("-": standard input), NUL-terminated, in *text; -1 with err.
 static int slurp(const char *path, char **text, size_t *len, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
+    int is_stdin = !strcmp(path, "-");
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
     size_t cap = 4096, n = 0;
     char *buf = f ? malloc(cap) : NULL;
     for (size_t got = 1; buf && got; n += got) {
@@ -259,7 +260,7 @@ static int slurp(const char *path, char **text, size_t *len, char *err, size_t e
         got = fread(buf + n, 1, cap - 1 - n, f);
     }
     int e = errno, bad = !f || !buf || ferror(f);
-    if (f) fclose(f);
+    if (f && !is_stdin) fclose(f);
     if (bad) {
         free(buf);
         snprintf(err, errlen, "%s: cannot read: %s", path, f && !buf ? "out of memory" : strerror(e));
@@ -277,6 +278,7 @@ int chat_messages_load(const char *path, const char *system, ChatMessage **msgs,
     *msgs = NULL;
     *n = 0;
     if (path && slurp(path, &json, &len, err, errlen)) return -1;
+    if (path && !strcmp(path, "-")) path = "standard input";
     int rc = path ? chat_messages_parse(path, json, len, msgs, n, err, errlen) : 0;
     if (path) free(json);
     if (rc || !system) return rc;

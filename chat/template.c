@@ -57,33 +57,42 @@ const char *chat_families(char *buf, size_t size) {
 
 void chat_template_free(ChatTemplate *ct) {
     free(ct->system);
+    free(ct->jinja);
     memset(ct, 0, sizeof *ct);
-}
-
-static int set_system(ChatTemplate *ct, const char *text, size_t len, char *err, size_t errlen) {
-    ct->system = malloc(len + 1);
-    if (!ct->system) return chat_fail(err, errlen, "out of memory");
-    memcpy(ct->system, text, len);
-    ct->system[len] = 0;
-    ct->system_len = len;
-    return 0;
 }
 
 static uint32_t read_u32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-int chat_template_init(ChatTemplate *ct, const void *section, size_t bytes, const Tokenizer *tok, char *err,
-                       size_t errlen) {
+// A section's text or template: UTF-8 without NUL, copied NUL-terminated into *out.
+static int take_text(char **out, size_t *out_len, const char *what, const unsigned char *b, size_t len, char *err,
+                     size_t errlen) {
+    size_t bad = tokenizer_first_non_text((const char *)b, len);
+    if (bad < len)
+        return chat_fail(err, errlen, "chat section: its %s is not UTF-8 (or holds NUL) at byte %zu", what, bad);
+    *out = malloc(len + 1);
+    if (!*out) return chat_fail(err, errlen, "out of memory");
+    memcpy(*out, b, len);
+    (*out)[len] = 0;
+    *out_len = len;
+    return 0;
+}
+
+int chat_template_init(ChatTemplate *ct, const void *section, size_t bytes, int version, const Tokenizer *tok,
+                       char *err, size_t errlen) {
     memset(ct, 0, sizeof *ct);
     const unsigned char *b = section;
     if (bytes < 8) return chat_fail(err, errlen, "chat section: %zu bytes, shorter than its 8-byte start", bytes);
     uint32_t family = read_u32(b), n_ids = read_u32(b + 4);
-    if (family == CHAT_NONE || family >= CHAT_KINDS)
+    // family 0 (version 5): a template no family formats, kept as text only
+    int none = family == CHAT_NONE && version >= 5;
+    if ((family == CHAT_NONE && !none) || family >= CHAT_KINDS)
         return chat_fail(err, errlen, "chat section: family %u is unknown to this build", family);
-    if (n_ids != (uint32_t)families[family].n_ids)
-        return chat_fail(err, errlen, "chat section: n_ids is %u, but family %s has %d", n_ids, families[family].name,
-                         families[family].n_ids);
+    int want_ids = none ? 0 : families[family].n_ids;
+    if (n_ids != (uint32_t)want_ids)
+        return chat_fail(err, errlen, "chat section: n_ids is %u, but family %s has %d", n_ids,
+                         none ? "0 (none)" : families[family].name, want_ids);
     size_t at = 8 + 4 * (size_t)n_ids;
     if (bytes < at + 4) return chat_fail(err, errlen, "chat section: truncated in its ids (%zu bytes)", bytes);
     ct->family = (int)family;
@@ -97,15 +106,30 @@ int chat_template_init(ChatTemplate *ct, const void *section, size_t bytes, cons
     }
     uint32_t system_len = read_u32(b + at);
     at += 4;
-    if (system_len != bytes - at)
-        return chat_fail(err, errlen, "chat section: its text is %u bytes, but %zu remain", system_len, bytes - at);
+    // version 4: the text is exactly the bytes that remain; version 5: a template follows it
+    size_t rest = bytes - at;
+    if (version >= 5 ? rest < 4 || system_len > rest - 4 : system_len != rest)
+        return chat_fail(err, errlen, "chat section: its text is %u bytes, but %zu remain%s", system_len, bytes - at,
+                         version >= 5 ? " before the template's length" : "");
     if (system_len > CHAT_MAX_SYSTEM)
         return chat_fail(err, errlen, "chat section: its text is %u bytes, more than %d", system_len, CHAT_MAX_SYSTEM);
-    const char *text = (const char *)b + at;
-    size_t bad = tokenizer_first_non_text(text, system_len);
-    if (bad < system_len)
-        return chat_fail(err, errlen, "chat section: its text is not UTF-8 (or holds NUL) at byte %zu", bad);
-    return set_system(ct, text, system_len, err, errlen);
+    if (none && system_len)
+        return chat_fail(err, errlen, "chat section: family 0 (none) has a text of %u bytes", system_len);
+    if (take_text(&ct->system, &ct->system_len, "text", b + at, system_len, err, errlen)) return -1;
+    at += system_len;
+    if (version < 5) return 0;
+    uint32_t template_len = read_u32(b + at);
+    at += 4;
+    if (template_len != bytes - at) {
+        chat_template_free(ct);
+        return chat_fail(err, errlen, "chat section: its template is %u bytes, but %zu remain", template_len,
+                         bytes - at);
+    }
+    if (take_text(&ct->jinja, &ct->jinja_len, "template", b + at, template_len, err, errlen)) {
+        chat_template_free(ct);
+        return -1;
+    }
+    return 0;
 }
 
 // The id of a special token spelled s: its spelling encodes to it alone when special tokens are
@@ -143,7 +167,7 @@ int chat_template_by_name(ChatTemplate *ct, const char *name, const Tokenizer *t
     // the templates' own texts: Llama 3.2's date lines; the other families' defaults are the
     // checkpoints' own, which only a converted chat section knows
     const char *text = family == CHAT_LLAMA3 ? "Cutting Knowledge Date: December 2023\nToday Date: {date}\n\n" : "";
-    return set_system(ct, text, strlen(text), err, errlen);
+    return take_text(&ct->system, &ct->system_len, "text", (const unsigned char *)text, strlen(text), err, errlen);
 }
 
 int chat_is_end_of_turn(const ChatTemplate *ct, const Tokenizer *tok, int id) {

@@ -18,9 +18,12 @@ typedef struct {
     float temperature, topp, minp, repeat_penalty;
     int topk, steps, threads, repeat_window, context;
     int special;    // --special: the text's spelling of a special token becomes that token
+    int verify;     // --verify: check the file's checksum and exit
     int quiet;      // -q: no banner, timings or summary on stderr
     int no_history; // --no-history: -m chat keeps no history file
     int thinking;   // --think 1, --no-think 0, else -1 (the template's default)
+    // -m attention's --layers A-B and --heads A-B, inclusive; {-1, -1} when not given: all of them
+    int layers[2], heads[2];
     uint64_t seed;
     const char *sampling_flag; // the first sampling flag given, refused outside generate
 } Options;
@@ -40,18 +43,24 @@ static void usage(FILE *f) {
         "  -r R         repetition penalty, CTRL-style; 1 = off (default 1)\n"
         "  --repeat-window N  positions the penalty looks back over; 0 = all (default 64)\n"
         "  -s SEED      random seed; 0 = from the clock and process id (default 0)\n"
-        "  -m MODE      generate | ppl | logits | chat (default generate)\n"
+        "  -m MODE      generate | ppl | logits | attention | chat (default generate)\n"
         "  -f FILE      -m ppl: the text to score; otherwise the prompt, read from FILE as it is;\n"
         "               - reads standard input\n"
         "  -c N         context length: at most N positions instead of the model's full context\n"
         "  -o FILE      where -m logits writes the prompt's logits (int32 T, int32 vocab, int32 tokens[T],\n"
-        "               float32 logits[T][vocab])\n"
+        "               float32 logits[T][vocab]), and -m attention the attention weights at every prompt\n"
+        "               position (int32 T, int32 layers, int32 heads, int32 tokens[T],\n"
+        "               float32 weights[layers][heads][T][T], then labels: docs/ATTENTION.md);\n"
+        "               - writes them to standard output\n"
+        "  --layers A-B -m attention: only layers A to B (from 0; one number for one layer)\n"
+        "  --heads A-B  -m attention: only query heads A to B; the file's layers and heads count these\n"
         "  -z FILE      use this llama2.c tokenizer.bin instead of the model's own tokenizer\n"
         "  --special    special tokens spelled in the text (<|im_end|>, <end_of_turn>) become those tokens;\n"
         "               without it they are text, as any other characters\n"
         "  --chat FILE  a conversation, [{\"role\": \"system\"|\"user\"|\"assistant\", \"content\": \"...\"}, ...]:\n"
         "               -m chat starts from it; -m generate writes the assistant's next reply; -m logits\n"
-        "               scores the prompt the chat template renders from it (generation prompt included)\n"
+        "               scores the prompt the chat template renders from it (generation prompt included);\n"
+        "               - reads standard input (not with -m chat, whose turns come from there)\n"
         "  -y TEXT      -m chat or --chat: the system prompt (default: the template's own, if any)\n"
         "  --chat-template NAME  the chat format, for a model file without one or to override it:\n"
         "               %s\n"
@@ -61,8 +70,11 @@ static void usage(FILE *f) {
         "               else ~/.local/state/attn.c/chat_history)\n"
         "  -q           quiet: no banner, no timings and no summary on stderr (errors still)\n"
         "  -j N         threads (default: OMP_NUM_THREADS, else every core)\n"
+        "  --verify     read the whole model file and check its checksum (format version 5): prints ok\n"
+        "               or that the file is damaged, and exits 0 or 1\n"
         "  -h, --help   this text\n"
-        "-n -t -p -k --min-p -r --repeat-window and -s shape generation; -m ppl and -m logits refuse them.\n"
+        "-n -t -p -k --min-p -r --repeat-window and -s shape generation; -m ppl, logits and attention refuse\n"
+        "them. -m attention refuses a file over 1 GiB: select fewer layers or heads, or shorten the prompt.\n"
         "Text goes to stdout (exactly the prompt, then the continuation; with --chat only the reply); timings go\n"
         "to stderr. The seed is printed to stderr when it comes from the clock.\n"
         "-m chat: type a message after the prompt marker; the reply streams; Ctrl-C stops a reply, Ctrl-D or\n"
@@ -122,6 +134,22 @@ static int parse_int(const char *flag, const char *s, long lo, long hi) {
     return v;
 }
 
+// --layers or --heads: "A-B" or "A", whole numbers from 0 with A <= B, into r[0] and r[1]
+// (whether they exist in the model is run.c's to say).
+static void parse_range(const char *flag, const char *s, int r[2]) {
+    char *end;
+    errno = 0;
+    long a = strtol(value(flag, s), &end, 10), b = a;
+    int digits = *s >= '0' && *s <= '9';
+    if (digits && *end == '-') {
+        digits = end[1] >= '0' && end[1] <= '9';
+        b = strtol(end + 1, &end, 10);
+    }
+    if (!digits || *end || errno || b < a || b > 1 << 20)
+        die("%s %s: expected A-B, numbers from 0 with A <= B, or one number", flag, s);
+    r[0] = (int)a, r[1] = (int)b;
+}
+
 static uint64_t parse_seed(const char *flag, const char *s) {
     char err[160];
     uint64_t v;
@@ -145,6 +173,18 @@ static void check_chat_options(const Options *o, int prompt_given) {
     if (!chat && o->no_history) die("--no-history: only -m chat keeps a history");
 }
 
+// "-" is standard input or output where a stream will do; elsewhere it is refused, not taken
+// for a file named "-".
+static void check_stdio_options(const Options *o) {
+    int chat_stdin = o->chat_path && !strcmp(o->chat_path, "-");
+    if (o->tokenizer_path && !strcmp(o->tokenizer_path, "-"))
+        die("-z -: the tokenizer is read from a file; give its name");
+    if (chat_stdin && !strcmp(o->mode, "chat"))
+        die("--chat -: -m chat reads its turns from standard input; give the conversation as a file");
+    if (chat_stdin && o->text_path && !strcmp(o->text_path, "-"))
+        die("--chat - and -f -: standard input can be only one of them");
+}
+
 static Options parse_options(int argc, char **argv) {
     Options o = {.mode = "generate",
                  .prompt = "",
@@ -153,7 +193,9 @@ static Options parse_options(int argc, char **argv) {
                  .repeat_penalty = 1.0f,
                  .steps = -1,
                  .repeat_window = 64,
-                 .thinking = -1}; // steps -1: the default, see generate
+                 .thinking = -1,
+                 .layers = {-1, -1},
+                 .heads = {-1, -1}}; // steps -1: the default, see generate
     int prompt_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -166,9 +208,10 @@ static Options parse_options(int argc, char **argv) {
             o.model_path = a;
             continue;
         }
-        if (!strcmp(a, "--special") || !strcmp(a, "-q") || !strcmp(a, "--no-history") || !strcmp(a, "--think") ||
-            !strcmp(a, "--no-think")) { // the flags without a value
+        if (!strcmp(a, "--special") || !strcmp(a, "--verify") || !strcmp(a, "-q") || !strcmp(a, "--no-history") ||
+            !strcmp(a, "--think") || !strcmp(a, "--no-think")) { // the flags without a value
             if (!strcmp(a, "--special")) o.special = 1;
+            else if (!strcmp(a, "--verify")) o.verify = 1;
             else if (!strcmp(a, "-q")) o.quiet = 1;
             else if (!strcmp(a, "--no-history")) o.no_history = 1;
             else o.thinking = !strcmp(a, "--think");
@@ -196,6 +239,8 @@ static Options parse_options(int argc, char **argv) {
         else if (!strcmp(a, "--chat")) o.chat_path = value(a, v);
         else if (!strcmp(a, "-y")) o.system = value(a, v);
         else if (!strcmp(a, "--chat-template")) o.template_name = value(a, v);
+        else if (!strcmp(a, "--layers")) parse_range(a, v, o.layers);
+        else if (!strcmp(a, "--heads")) parse_range(a, v, o.heads);
         else die("unknown option %s (see --help)", a);
         const char *sampling[] = {"-n", "-t", "-p", "-k", "--min-p", "-r", "--repeat-window", "-s"};
         for (size_t k = 0; k < sizeof sampling / sizeof *sampling && !o.sampling_flag; k++)
@@ -205,17 +250,25 @@ static Options parse_options(int argc, char **argv) {
         usage(stderr);
         exit(1);
     }
-    if (strcmp(o.mode, "generate") && strcmp(o.mode, "ppl") && strcmp(o.mode, "logits") && strcmp(o.mode, "chat"))
-        die("-m %s: the modes are generate, ppl, logits and chat", o.mode);
+    if (!strcmp(o.model_path, "-")) die("-: the model is a file, mapped where it lies; standard input cannot be one");
+    if (o.verify && argc != 3) die("--verify checks the model file and takes no other option");
+    check_stdio_options(&o);
+    if (strcmp(o.mode, "generate") && strcmp(o.mode, "ppl") && strcmp(o.mode, "logits") &&
+        strcmp(o.mode, "attention") && strcmp(o.mode, "chat"))
+        die("-m %s: the modes are generate, ppl, logits, attention and chat", o.mode);
     check_chat_options(&o, prompt_given);
     // A flag the mode would ignore is refused: the user meant something by it.
-    int ppl = !strcmp(o.mode, "ppl"), logits = !strcmp(o.mode, "logits");
+    int ppl = !strcmp(o.mode, "ppl"), logits = !strcmp(o.mode, "logits"), attention = !strcmp(o.mode, "attention");
     if (ppl && !o.text_path) die("-m ppl needs the text to score: -f FILE");
     if (ppl && prompt_given) die("-m ppl scores the text of -f; -i has no use there");
     if (!ppl && prompt_given && o.text_path) die("give the prompt with -i or with -f, not both");
-    if (logits && !o.out_path) die("-m logits needs an output file: -o FILE");
-    if (!logits && o.out_path) die("-o is where -m logits writes; -m %s writes to stdout", o.mode);
-    if ((ppl || logits) && o.sampling_flag)
+    if ((logits || attention) && !o.out_path) die("-m %s needs an output file: -o FILE", o.mode);
+    if (!logits && !attention && o.out_path)
+        die("-o is where -m logits writes (and -m attention); -m %s writes to stdout", o.mode);
+    if (!attention && (o.layers[0] >= 0 || o.heads[0] >= 0))
+        die("%s selects what -m attention writes; -m %s has no use for it", o.layers[0] >= 0 ? "--layers" : "--heads",
+            o.mode);
+    if ((ppl || logits || attention) && o.sampling_flag)
         die("%s shapes generation; -m %s does not generate and would ignore it", o.sampling_flag, o.mode);
     return o;
 }

@@ -185,6 +185,24 @@ static inline void causal_softmax_row(float *row, int lo, int n, int L) {
 // ----------------------------------------------------------------------------
 // Attention
 
+// Where attention probabilities are copied when someone asks to see them (./run -m attention):
+// those of layers [layer0, layer0 + layers) and query heads [head0, head0 + heads) of a
+// sequence of positions tokens, as [layers, heads, positions, positions]: query position t's
+// probability for key position j at ((layer * heads + head) * positions + t) * positions + j,
+// counted from layer0 and head0. The attention itself sees one layer: forward() hands it a copy
+// whose p points at that layer's block, at the row of its first query and the column of its
+// first key. Entries for masked keys are never written: the caller zeroes the buffer.
+typedef struct {
+    float *p;
+    int layer0, layers, head0, heads, positions;
+} AttentionKeep;
+
+// Where head h's probabilities go, or NULL for a head not kept.
+static inline float *attention_kept(const AttentionKeep *keep, int h) {
+    if (h < keep->head0 || h >= keep->head0 + keep->heads) return NULL;
+    return keep->p + (size_t)(h - keep->head0) * keep->positions * keep->positions;
+}
+
 // Masked scaled dot-product attention for B sequences of T new rows each, after P rows
 // already in k/v. q, out: [B, T, n_heads * head_dim]; k, v: [B, P + T, n_kv_heads * head_dim].
 // Scores are scaled by scale; with window > 0 row t attends only to its last window keys,
@@ -193,10 +211,12 @@ static inline void causal_softmax_row(float *row, int lo, int n, int L) {
 // (zero where masked) so that training can keep them for the backward pass; in a band it is
 // only scratch. Parallel across (sequence, head): attention_pairs_masked does the (sequence,
 // head) pairs [lo, hi) of B × n_heads, a thread's share.
+// keep, when not NULL, receives a copy of the probabilities as they are computed (one sequence
+// only, B = 1): the same numbers the values are weighted with, for ./run -m attention.
 #define BAND_ROWS 32 // a band's rows go in blocks this tall, each over only the keys its rows see
 static inline void attention_pairs_masked(float *out, float *att, const float *q, const float *k, const float *v, int T,
                                           int P, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
-                                          size_t lo, size_t hi) {
+                                          const AttentionKeep *keep, size_t lo, size_t hi) {
     int L = P + T, qd = n_heads * head_dim, kvd = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
     int rows = window ? BAND_ROWS : T;
     for (size_t i = lo; i < hi; i++) {
@@ -205,6 +225,7 @@ static inline void attention_pairs_masked(float *out, float *att, const float *q
         const float *vb = v + (size_t)b * L * kvd + (size_t)(h / group) * head_dim;
         const float *qb = q + (size_t)b * T * qd + (size_t)h * head_dim;
         float *a = att + i * T * L, *o = out + (size_t)b * T * qd + (size_t)h * head_dim;
+        float *kept = keep ? attention_kept(keep, h) : NULL;
         // rows [t0, t0 + n) over keys [k0, P + t0 + n): p of them before the block's first row
         for (int t0 = 0; t0 < T;) {
             int n = T - t0 < rows ? T - t0 : rows;
@@ -214,6 +235,8 @@ static inline void attention_pairs_masked(float *out, float *att, const float *q
                 int first = window && p + t + 1 - window > 0 ? p + t + 1 - window : 0;
                 causal_softmax_row(a + (size_t)t * l, first, p + t + 1, l);
             }
+            for (int t = 0; t < n && kept; t++) // row t sees keys k0 .. k0 + p + t
+                memcpy(kept + (size_t)(t0 + t) * keep->positions + k0, a + (size_t)t * l, (p + t + 1) * sizeof(float));
             causal_product(o + (size_t)t0 * qd, qd, a, l, 0, vb + (size_t)k0 * kvd, kvd, n, head_dim, l, CAUSAL_BELOW,
                            p, 1.0f, 0);
             a += (size_t)n * l; // the blocks' scores [n, l] lie one after another
@@ -225,8 +248,8 @@ static inline void attention_pairs_masked(float *out, float *att, const float *q
 // Causal attention scaled by 1 / sqrt(head_dim), as ./train's models have it.
 static inline void attention_pairs(float *out, float *att, const float *q, const float *k, const float *v, int T, int P,
                                    int n_heads, int n_kv_heads, int head_dim, size_t lo, size_t hi) {
-    attention_pairs_masked(out, att, q, k, v, T, P, n_heads, n_kv_heads, head_dim, 1.0f / sqrtf((float)head_dim), 0, lo,
-                           hi);
+    attention_pairs_masked(out, att, q, k, v, T, P, n_heads, n_kv_heads, head_dim, 1.0f / sqrtf((float)head_dim), 0,
+                           NULL, lo, hi);
 }
 
 static inline void attention_forward(float *out, float *att, const float *q, const float *k, const float *v, int B,

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <zlib.h>
 #include "../io/files.h"
 #include "../tokenizer.h"
 #include "header.h"
@@ -161,6 +162,7 @@ typedef struct {
     size_t tok_bytes;
     const void *chat_section; // the chat section's bytes, inside the mapping; NULL, 0 without one
     size_t chat_bytes;
+    int version; // the file's format version: a chat section's layout depends on it
     void *map;
     size_t map_bytes;
 } Model;
@@ -195,6 +197,10 @@ static inline int model_check_layout(const void *data, size_t size, Config *c, c
                      offsetof(FileHeader, reserved) + i);
             return -1;
         }
+    if (h.version < 5 && h.checksum) {
+        snprintf(err, n, "header bytes 200..203 (the checksum) are not zero in a version %u file", h.version);
+        return -1;
+    }
     if (h.version < 4 && (h.chat_offset || h.chat_bytes)) {
         snprintf(err, n, "header bytes 184..199 (the chat section) are not zero in a version %u file", h.version);
         return -1;
@@ -240,6 +246,20 @@ static inline int model_check_layout(const void *data, size_t size, Config *c, c
     return 0;
 }
 
+// What a checkpoint that tools/convert.py reads looks like from its first bytes (head, got of
+// them, of a file of size bytes), or NULL: a user who gives one to ./run is told to convert it.
+static inline const char *checkpoint_kind(const unsigned char *head, size_t got, size_t size) {
+    if (got >= 4 && !memcmp(head, "GGUF", 4)) return "a GGUF file";
+    if (got >= 4 && !memcmp(head, "PK\3\4", 4)) return "a PyTorch checkpoint (a zip archive)";
+    if (got >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) return "a pickle (an old PyTorch checkpoint)";
+    if (got >= 4 && !memcmp(head, "ak42", 4)) return "a llama2.c checkpoint";
+    // safetensors: a u64 length, then that many bytes of a JSON object
+    uint64_t json = 0;
+    for (int i = 7; got >= 9 && i >= 0; i--) json = json << 8 | head[i];
+    if (got >= 9 && head[8] == '{' && json >= 2 && json <= size - 8) return "a safetensors file";
+    return NULL;
+}
+
 static inline int model_open(Model *m, const char *path, char *err, size_t n) {
     memset(m, 0, sizeof *m);
     int fd = open(path, O_RDONLY | O_NONBLOCK); // a FIFO with no writer must not hang the open
@@ -248,12 +268,28 @@ static inline int model_open(Model *m, const char *path, char *err, size_t n) {
         return -1;
     }
     struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        snprintf(err, n, "%s: not a regular file", path);
+    int stat_ok = !fstat(fd, &st);
+    if (!stat_ok || !S_ISREG(st.st_mode)) {
+        if (stat_ok && S_ISDIR(st.st_mode)) // a Hugging Face folder, most likely
+            snprintf(
+                err, n,
+                "%s: a directory, not a model file; convert it with /usr/bin/python3 tools/convert.py %s model.bin",
+                path, path);
+        else snprintf(err, n, "%s: not a regular file", path);
         close(fd);
         return -1;
     }
     size_t size = (size_t)st.st_size;
+    unsigned char head[16];
+    ssize_t got = pread(fd, head, sizeof head, 0);
+    const char *kind = got >= 4 && memcmp(head, MODEL_MAGIC, 4) ? checkpoint_kind(head, (size_t)got, size) : NULL;
+    if (kind) {
+        snprintf(err, n,
+                 "%s: %s, not an attn.c model file; convert it with /usr/bin/python3 tools/convert.py %s model.bin",
+                 path, kind, path);
+        close(fd);
+        return -1;
+    }
     char why[256];
     if (size < MODEL_HEADER_SIZE) {
         model_check_layout("", size, &m->config, why, sizeof why);
@@ -284,6 +320,7 @@ static inline int model_open(Model *m, const char *path, char *err, size_t n) {
     m->tok_bytes = h->tok_bytes;
     m->chat_section = h->chat_bytes ? (const char *)map + h->chat_offset : NULL;
     m->chat_bytes = h->chat_bytes;
+    m->version = (int)h->version;
     if (weights_init(&m->weights, &m->config, (float *)((char *)map + h->weights_offset))) {
         snprintf(err, n, "%s: out of memory", path);
         munmap(map, size);
@@ -299,6 +336,56 @@ static inline void model_close(Model *m) {
 }
 
 // ----------------------------------------------------------------------------
+// The checksum (version 5): zlib's CRC-32 of the whole file, its own four bytes taken as zero.
+
+#define MODEL_CHECKSUM_CHUNK (1 << 20)
+
+// The CRC-32 of the file at path (0 or -1 with err); a file of a version before 5 has none and
+// passes. Reads the whole file: ./run --verify and ./train's --init and --resume call it, a
+// plain ./run does not, so that mapping a model stays instant.
+static inline int model_verify_checksum(const char *path, char *err, size_t n) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) {
+        snprintf(err, n, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    FileHeader h;
+    // not a model, or one without a checksum: the layout checks (model_open) say the rest
+    if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || memcmp(h.magic, MODEL_MAGIC, 4) || h.version < 5) {
+        close(fd);
+        return 0;
+    }
+    unsigned char *buf = malloc(MODEL_CHECKSUM_CHUNK);
+    if (!buf) {
+        close(fd);
+        snprintf(err, n, "%s: out of memory", path);
+        return -1;
+    }
+    uint32_t want = h.checksum;
+    h.checksum = 0;
+    uLong crc = crc32_z(crc32_z(0, Z_NULL, 0), (const Bytef *)&h, sizeof h);
+    ssize_t r;
+    for (off_t at = sizeof h; (r = pread(fd, buf, MODEL_CHECKSUM_CHUNK, at)) != 0;) {
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) break;
+        crc = crc32_z(crc, buf, (size_t)r);
+        at += r;
+    }
+    int read_errno = r < 0 ? errno : 0;
+    free(buf);
+    close(fd);
+    if (read_errno) {
+        snprintf(err, n, "%s: read error: %s", path, strerror(read_errno));
+        return -1;
+    }
+    if (crc != want) {
+        snprintf(err, n, "%s: checksum mismatch: the file is damaged", path);
+        return -1;
+    }
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
 // Saving: the same layout, written whole (io/files.h's write_atomic).
 
 typedef struct {
@@ -307,31 +394,44 @@ typedef struct {
     const float *weights;
 } ModelFileParts;
 
+static const char model_zeros[MODEL_ALIGN];
+
+static inline size_t model_padding(const FileHeader *h) {
+    return h->weights_offset - MODEL_HEADER_SIZE - h->tok_bytes - h->chat_bytes;
+}
+
 static inline void write_model_parts(Sink *s, const void *ctx) {
     const ModelFileParts *p = ctx;
-    static const char zeros[MODEL_ALIGN];
     sink_write(s, &p->h, sizeof p->h);
     sink_write(s, p->tok_blob, p->h.tok_bytes);
     sink_write(s, p->chat, p->h.chat_bytes);
-    sink_write(s, zeros, p->h.weights_offset - MODEL_HEADER_SIZE - p->h.tok_bytes - p->h.chat_bytes);
+    sink_write(s, model_zeros, model_padding(&p->h));
     sink_write(s, p->weights, p->h.weights_bytes);
 }
 
-// Writes a whole model file, atomically: header, tokenizer blob, the chat section if chat_bytes
-// (a version 4 file), then the weights block as carve_weights lays it out (padding included).
-// Returns 0, or -1 with err.
+// The checksum of the parts as write_model_parts lays them out, p->h.checksum being zero.
+static inline uint32_t model_parts_checksum(const ModelFileParts *p) {
+    uLong crc = crc32_z(0, Z_NULL, 0);
+    crc = crc32_z(crc, (const Bytef *)&p->h, sizeof p->h);
+    crc = crc32_z(crc, p->tok_blob, p->h.tok_bytes);
+    if (p->h.chat_bytes) crc = crc32_z(crc, p->chat, p->h.chat_bytes);
+    crc = crc32_z(crc, (const Bytef *)model_zeros, model_padding(&p->h));
+    return (uint32_t)crc32_z(crc, (const Bytef *)p->weights, p->h.weights_bytes);
+}
+
+// Writes a whole version 5 model file, atomically: header (with its checksum), tokenizer blob,
+// the chat section if chat_bytes (in version 5's layout, chat/chat.h), then the weights block
+// as carve_weights lays it out (padding included). Returns 0, or -1 with err.
 static inline int model_save_chat(const char *path, const Config *c, const void *tok_blob, size_t tok_bytes,
                                   const void *chat, size_t chat_bytes, const float *weights, char *err, size_t n) {
     ModelFileParts p = {header_from_config(c), tok_blob, chat, weights};
     p.h.tok_offset = MODEL_HEADER_SIZE;
     p.h.tok_bytes = tok_bytes;
-    if (chat_bytes) {
-        p.h.version = 4;
-        p.h.chat_offset = MODEL_HEADER_SIZE + tok_bytes;
-        p.h.chat_bytes = chat_bytes;
-    }
+    p.h.chat_offset = chat_bytes ? MODEL_HEADER_SIZE + tok_bytes : 0;
+    p.h.chat_bytes = chat_bytes;
     p.h.weights_offset = align_up(MODEL_HEADER_SIZE + tok_bytes + chat_bytes);
     p.h.weights_bytes = carve_weights(c, NULL, NULL);
+    p.h.checksum = model_parts_checksum(&p);
     return write_atomic(path, write_model_parts, &p, err, n);
 }
 

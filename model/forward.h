@@ -38,6 +38,7 @@ typedef struct {
     float *mem;   // the one allocation the buffers above are carved from
     size_t bytes; // its size
     Barrier barrier;
+    const AttentionKeep *keep; // NULL (state_init's), or where forward copies attention probabilities
 } RunState;
 
 #define STATE_ALIGN 16 // floats: every buffer starts on a 64-byte line
@@ -178,12 +179,24 @@ static inline void add_sublayer(const Config *c, RunState *s, const float *in, c
     barrier_wait(&s->barrier, nt);
 }
 
+// The part of s->keep that layer l's attention fills, for queries from pos0 and keys from first,
+// in *part; NULL when the layer's probabilities are not kept.
+static inline const AttentionKeep *layer_keep(const AttentionKeep *keep, int l, int pos0, int first,
+                                              AttentionKeep *part) {
+    if (!keep || l < keep->layer0 || l >= keep->layer0 + keep->layers) return NULL;
+    *part = *keep;
+    size_t n = (size_t)keep->positions;
+    part->p += ((size_t)(l - keep->layer0) * keep->heads * n + (size_t)pos0) * n + (size_t)first;
+    return part;
+}
+
 // Runs T tokens at positions pos0 .. pos0+T-1 (T ≤ max_batch, pos0 + T ≤ seq_len) through
 // the model, appending their keys and values to the cache: it must hold the positions before
 // pos0 that the layers see (a local layer's ring keeps its last sliding_window - 1 + max_batch;
 // every caller goes on from where the last call ended, or starts again at 0). Logits are
 // computed only for rows logits_from .. T-1, into logits [T - logits_from, vocab_size]; the
-// prompt asks for its last row alone, perplexity for all.
+// prompt asks for its last row alone, perplexity for all. With s->keep set, the attention
+// probabilities of the layers and heads it names are copied there as they are computed.
 static inline void forward(const Config *c, const Weights *w, RunState *s, const int *tokens, int T, int pos0,
                            float *logits, int logits_from) {
     int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, hid = c->hidden_dim;
@@ -243,8 +256,10 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             // a local layer's queries see positions from first on, in one piece of its cache
             int first = local && pos0 - c->sliding_window + 1 > 0 ? pos0 - c->sliding_window + 1 : 0;
             size_t from = (size_t)(first % lc.rows) * kvd;
+            AttentionKeep part;
             attention_pairs_masked(s->attn_out, s->att, s->q, lc.k + from, lc.v + from, T, pos0 - first, c->n_heads,
-                                   c->n_kv_heads, hd, scale, local ? c->sliding_window : 0, h0, h1);
+                                   c->n_kv_heads, hd, scale, local ? c->sliding_window : 0,
+                                   layer_keep(s->keep, l, pos0, first, &part), h0, h1);
             barrier_wait(&s->barrier, nt);
             add_sublayer(c, s, s->attn_out, L->wo, L->qwo, L->bo, L->attn_out_norm_w, L->attn_norm_w, L->attn_norm_b, T,
                          qd, id, nt, r0, r1);

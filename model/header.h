@@ -15,8 +15,9 @@
 // The file header (docs/FORMAT.md)
 
 #define MODEL_MAGIC "ATTN"
-#define MODEL_VERSION                                                                                                  \
-    4 // 1: float32 only; 2 adds weight_type and group_size; 3 the knobs of today's families; 4 a chat section
+// 1: float32 only; 2 adds weight_type and group_size; 3 the knobs of today's families; 4 a chat
+// section; 5 the checksum and the chat template's text. Every file written is version 5.
+#define MODEL_VERSION 5
 #define MODEL_HEADER_SIZE 256
 #define MODEL_ALIGN 64
 
@@ -59,11 +60,14 @@ typedef struct {
     float rope_local_theta;
     // version 4: the chat section (chat/chat.h reads it), right after the tokenizer blob; 0, 0: none
     uint64_t chat_offset, chat_bytes;
-    uint8_t reserved[MODEL_HEADER_SIZE - 200];
+    // version 5: CRC-32 (zlib's) of the whole file with these four bytes taken as zero
+    uint32_t checksum;
+    uint8_t reserved[MODEL_HEADER_SIZE - 204];
 } FileHeader;
 _Static_assert(sizeof(FileHeader) == MODEL_HEADER_SIZE, "header is 256 bytes");
 _Static_assert(offsetof(FileHeader, tok_offset) == 104, "header layout follows docs/FORMAT.md");
 _Static_assert(offsetof(FileHeader, chat_offset) == 184, "header layout follows docs/FORMAT.md");
+_Static_assert(offsetof(FileHeader, checksum) == 200, "header layout follows docs/FORMAT.md");
 
 // The config is the header's numbers as ints, checked against the limits below first.
 typedef struct {
@@ -250,14 +254,10 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
     return 0;
 }
 
-// The header that describes c; the caller fills in the tokenizer's and weights' offsets.
+// The header that describes c, in the newest version (the one every file is written in); the
+// caller fills in the tokenizer's, chat section's and weights' offsets and the checksum.
 static inline FileHeader header_from_config(const Config *c) {
-    // the lowest version that describes c, so that older builds read what they can
-    int v3 = c->weight_type > WEIGHTS_Q8_0 || c->ffn_kind > FFN_RELU || c->tok_flags > 7 || c->rope_scaling ||
-             c->arch_flags || c->attn_scale != 0 || c->sliding_window;
-    FileHeader h = {.version = v3                              ? 3
-                               : c->weight_type == WEIGHTS_F32 ? 1
-                                                               : 2,
+    FileHeader h = {.version = MODEL_VERSION,
                     .rope_scaling = c->rope_scaling,
                     .rope_factor = c->rope_factor,
                     .rope_low_freq_factor = c->rope_low_freq_factor,

@@ -1,4 +1,4 @@
-// Test helper: renders conversations with chat/chat.h. TEMPLATE is a chat section file, or
+// Test helper: renders conversations with chat/chat.h. TEMPLATE is a chat section file (version 5), or
 // name:NAME for chat_template_by_name. The first line printed lists the ids that end a turn
 // (chat_is_end_of_turn); then each input line, a conversation, gives one line of ids (or
 // "error: ..."). An input line is G then messages, space-separated: G is 1 to add the generation
@@ -9,6 +9,9 @@
 #include <string.h>
 
 #include "../chat/chat.h"
+
+// The section files the tests write are in format version 5's layout (tools/chat_template.py).
+#define SECTION_VERSION 5
 
 static char *read_file(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
@@ -60,7 +63,7 @@ static int load_template(ChatTemplate *ct, const char *arg, const Tokenizer *t) 
         perror(arg);
         return -1;
     }
-    int rc = chat_template_init(ct, section, n, t, err, sizeof err);
+    int rc = chat_template_init(ct, section, n, SECTION_VERSION, t, err, sizeof err);
     free(section);
     if (rc) fprintf(stderr, "%s: %s\n", arg, err);
     return rc;

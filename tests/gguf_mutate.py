@@ -1,6 +1,6 @@
 """The GGUF reader's mutation harness: damaged copies of valid files, each read in full.
 
-Seeds are small valid files: ones tools/gguf_write.py makes here (every metadata value type, a
+Seeds are small valid files: ones tools/attn/gguf_write.py makes here (every metadata value type, a
 tensor of every dequantisable type and one of a refused type, alignments 32 and 64, versions 2
 and 3) and some of ../shared/models/gguf/. Each damaged file is one seeded mutation, or a few,
 of a seed: byte flips, truncation, inserted or deleted bytes, or a structural field (a count,
@@ -28,8 +28,8 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-import gguf  # noqa: E402
-import gguf_write  # noqa: E402
+from attn import gguf_file as gguf  # noqa: E402
+from attn import gguf_write  # noqa: E402
 
 SHARED_GGUF = os.path.join(ROOT, "..", "shared", "models", "gguf")
 BAD_DIR = os.path.join(ROOT, "tests", "gguf_bad")

@@ -254,9 +254,9 @@ static void test_geglu(void **state) {
 // Sliding-window attention over the ring
 
 // Attention at every position t of a sequence over keys [t - window + 1, t] (window 0: [0, t]),
-// in double, with GQA and the given scale.
-static void naive_attention(double *out, const float *q, const float *k, const float *v, int N, int H, int KV, int hd,
-                            double scale, int window) {
+// in double, with GQA and the given scale; its probabilities in probs [H, N, N], 0 where masked.
+static void naive_attention(double *out, double *probs, const float *q, const float *k, const float *v, int N, int H,
+                            int KV, int hd, double scale, int window) {
     int qd = H * hd, kvd = KV * hd;
     double *s = malloc(sizeof(double) * N);
     for (int t = 0; t < N; t++)
@@ -270,6 +270,8 @@ static void naive_attention(double *out, const float *q, const float *k, const f
                 max = fmax(max, s[j]);
             }
             for (int j = j0; j <= t; j++) sum += exp(s[j] - max);
+            for (int j = 0; j < N; j++)
+                probs[((size_t)h * N + t) * N + j] = j >= j0 && j <= t ? exp(s[j] - max) / sum : 0;
             for (int i = 0; i < hd; i++) out[t * qd + h * hd + i] = 0;
             for (int j = j0; j <= t; j++)
                 for (int i = 0; i < hd; i++)
@@ -281,6 +283,8 @@ static void naive_attention(double *out, const float *q, const float *k, const f
 // A local layer (0) and a global one (1) fed a sequence's keys and values as forward feeds
 // them: each chunk's rows written at their ring rows and mirrored, then attended to from the
 // first position the chunk's rows see. Chunks take sizes from splits in turn (cut to max_batch).
+// The probabilities of heads 1 .. H - 1 are kept as ./run -m attention keeps them (layer_keep):
+// each row where its position says, exactly 0 where masked, whatever chunk and ring row it came from.
 static void check_ring(int N, int seq_len, int window, int max_batch, const int *splits, int n_splits, int H, int KV,
                        int hd, int want_ring) {
     Config c = knob_config();
@@ -293,8 +297,9 @@ static void check_ring(int N, int seq_len, int window, int max_batch, const int 
     else assert_int_equal(s.ring, 0);
     float *q = rand_vec((size_t)N * qd, 1.0f), *k = rand_vec((size_t)N * kvd, 1.0f),
           *v = rand_vec((size_t)N * kvd, 1.0f);
-    float *out = malloc(sizeof(float) * N * qd);
-    double *want = malloc(sizeof(double) * N * qd);
+    float *out = malloc(sizeof(float) * N * qd), *kept = calloc((size_t)2 * (H - 1) * N * N, sizeof(float));
+    double *want = malloc(sizeof(double) * N * qd), *probs = malloc(sizeof(double) * H * N * N);
+    AttentionKeep keep = {.p = kept, .layer0 = 0, .layers = 2, .head0 = 1, .heads = H - 1, .positions = N};
     for (int l = 0; l < 2; l++) {
         int local = layer_is_local(&c, l);
         assert_int_equal(local, l == 0);
@@ -312,11 +317,17 @@ static void check_ring(int N, int seq_len, int window, int max_batch, const int 
             }
             int first = local && pos0 - window + 1 > 0 ? pos0 - window + 1 : 0;
             size_t from = (size_t)(first % lc.rows) * kvd;
+            AttentionKeep part;
             attention_pairs_masked(out + (size_t)pos0 * qd, s.att, q + (size_t)pos0 * qd, lc.k + from, lc.v + from, T,
-                                   pos0 - first, H, KV, hd, c.attn_scale, local ? window : 0, 0, H);
+                                   pos0 - first, H, KV, hd, c.attn_scale, local ? window : 0,
+                                   layer_keep(&keep, l, pos0, first, &part), 0, H);
         }
-        naive_attention(want, q, k, v, N, H, KV, hd, c.attn_scale, local ? window : 0);
+        naive_attention(want, probs, q, k, v, N, H, KV, hd, c.attn_scale, local ? window : 0);
         assert_close(out, want, (size_t)N * qd, 1e-5);
+        const float *layer = kept + (size_t)l * (H - 1) * N * N;
+        assert_close(layer, probs + (size_t)N * N, (size_t)(H - 1) * N * N, 1e-5);
+        for (size_t i = 0; i < (size_t)(H - 1) * N * N; i++)
+            if (probs[N * N + i] == 0) assert_true(layer[i] == 0.0f);
     }
     state_free(&s);
     free(q);
@@ -324,6 +335,8 @@ static void check_ring(int N, int seq_len, int window, int max_batch, const int 
     free(v);
     free(out);
     free(want);
+    free(kept);
+    free(probs);
 }
 
 // Prompts in chunks, one token at a time, and both mixed; short head dimensions (dot products)

@@ -55,7 +55,19 @@ head -c 2000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus_seed.txt
 
 # Files made from the good model: cut at an offset, or with header fields overwritten.
 cut_at() { head -c "$2" $model >"$1"; }
-patched() { # out, then (struct format, offset, value) triples
+# The checksum of a changed file made right again (version 5 on; zero before), so that a row
+# meets the change it makes, not the checksum: sealed FILE.
+sealed() {
+  "$PYTHON" - "$1" <<'PY'
+import struct, sys, zlib
+d = bytearray(open(sys.argv[1], "rb").read())
+d[200:204] = bytes(4)
+if struct.unpack_from("<I", d, 4)[0] >= 5:
+    struct.pack_into("<I", d, 200, zlib.crc32(d))
+open(sys.argv[1], "wb").write(d)
+PY
+}
+patched() { # out, then (struct format, offset, value) triples; the result sealed
   local out=$1; shift
   "$PYTHON" - "$model" "$out" "$@" <<'PY'
 import struct, sys
@@ -65,6 +77,7 @@ for fmt, off, val in zip(a[0::3], a[1::3], a[2::3]):
     struct.pack_into(fmt, d, int(off), float(val) if fmt == "<f" else int(val))
 open(sys.argv[2], "wb").write(d)
 PY
+  sealed "$out"
 }
 
 # ---- ./run: model files
@@ -78,7 +91,7 @@ row run "a model cut inside the tokenizer" "truncated: tok_bytes" ./run $tmp/cut
 "$PYTHON" - "$model" >$tmp/boundaries.txt <<'PY'
 import sys
 sys.path.insert(0, "tools")
-import modelfile as mf
+from attn import modelfile as mf
 d = open(sys.argv[1], "rb").read()
 h = mf.read_header(d)
 off = h["weights_offset"]
@@ -118,13 +131,13 @@ row run "dim 65536 x vocab 65536 (past 2^32 elements)" "but the config needs" ./
 patched $tmp/overflow.bin "<I" 12 65536 "<I" 16 262144 "<I" 20 1024 "<I" 24 1024 "<I" 28 1024 "<I" 32 4096 \
   "<I" 36 16777216 "<I" 40 1048576 "<I" 84 4096
 row run "every dimension at its limit (a product near 2^52)" "weights_bytes is" ./run $tmp/overflow.bin
-patched $tmp/newer.bin "<I" 4 5
-row run "a model file of format version 5" "format version 5 is newer than this build reads (4)" ./run $tmp/newer.bin
+patched $tmp/newer.bin "<I" 4 6
+row run "a model file of format version 6" "format version 6 is newer than this build reads (5)" ./run $tmp/newer.bin
 patched $tmp/wtype.bin "<I" 4 3 "<I" 136 7
 row run "a version 3 header with weight_type 7" "weight_type is 7, outside [0, 3]" ./run $tmp/wtype.bin
 patched $tmp/wtype_v2.bin "<I" 4 2 "<I" 136 2
 row run "a version 2 header with bfloat16 weights (weight_type 2)" "a version 2 file uses a version 3 weight_type" ./run $tmp/wtype_v2.bin
-patched $tmp/v1q8.bin "<I" 136 1 "<I" 140 4
+patched $tmp/v1q8.bin "<I" 4 1 "<I" 136 1 "<I" 140 4
 row run "a version 1 header with Q8_0 fields" "version 1 file has no weight_type" ./run $tmp/v1q8.bin
 patched $tmp/group.bin "<I" 4 2 "<I" 136 1 "<I" 140 3
 row run "a Q8_0 header whose group_size does not divide a row" "group_size 3 does not divide the rows of width 64" ./run $tmp/group.bin
@@ -138,6 +151,40 @@ patched $tmp/maxlen.bin "<I" 264 3
 row run "an embedded tokenizer with a wrong max_piece_len" "tokenizer max_piece_len is 3" ./run $tmp/maxlen.bin
 { cat $model; printf 'x'; } >$tmp/padded.bin
 row run "a model with a byte appended" "truncated or padded" ./run $tmp/padded.bin
+# ---- ./run: format version 5's checksum, read only by --verify (and ./train, convert.py)
+"$PYTHON" -c "import sys; d = bytearray(open(sys.argv[1], 'rb').read()); d[-5] ^= 1; open(sys.argv[2], 'wb').write(d)" \
+  $model $tmp/damaged.bin
+row run "--verify on a model with one weight bit flipped" "$tmp/damaged.bin: checksum mismatch: the file is damaged" \
+  ./run --verify $tmp/damaged.bin
+"$PYTHON" -c "import sys; d = bytearray(open(sys.argv[1], 'rb').read()); d[4] = 4; open(sys.argv[2], 'wb').write(d)" \
+  $model $tmp/v4sum.bin # its checksum kept
+row run "a version 4 file with a checksum" "header bytes 200..203 (the checksum) are not zero in a version 4 file" \
+  ./run $tmp/v4sum.bin
+row run "--verify with another option" "--verify checks the model file and takes no other option" \
+  ./run --verify $model -n 4
+# ---- ./run: a checkpoint or folder tools/convert.py reads, given instead of a model file
+mkdir -p $tmp/hf_dir
+row run "a directory (a Hugging Face folder)" \
+  "$tmp/hf_dir: a directory, not a model file; convert it with /usr/bin/python3 tools/convert.py $tmp/hf_dir model.bin" \
+  ./run $tmp/hf_dir
+row run "a GGUF file" "$SHARED/models/gguf/rand256-F32.gguf: a GGUF file, not an attn.c model file; convert it with /usr/bin/python3 tools/convert.py" \
+  ./run $SHARED/models/gguf/rand256-F32.gguf
+row run "a PyTorch .pt checkpoint (a zip archive)" "a PyTorch checkpoint (a zip archive), not an attn.c model file; convert it with" \
+  ./run $SHARED/models/llama2xs_ckpt.pt
+"$PYTHON" -c "import pickle, sys; open(sys.argv[1], 'wb').write(pickle.dumps({'vocab_size': 65, 'itos': {0: 'a'}}, protocol=2) + bytes(300))" \
+  $tmp/meta.pkl
+row run "a pickle (nanoGPT's meta.pkl)" "$tmp/meta.pkl: a pickle (an old PyTorch checkpoint), not an attn.c model file" ./run $tmp/meta.pkl
+"$PYTHON" -c "import json, struct, sys; h = json.dumps({'w': {'dtype': 'F32', 'shape': [64], 'data_offsets': [0, 256]}}).encode()
+open(sys.argv[1], 'wb').write(struct.pack('<Q', len(h)) + h + bytes(256))" $tmp/model.safetensors
+row run "a safetensors file" "$tmp/model.safetensors: a safetensors file, not an attn.c model file" ./run $tmp/model.safetensors
+# ---- ./run: "-" is standard input or output where a stream will do, else refused
+row run "- as the model" "-: the model is a file, mapped where it lies; standard input cannot be one" ./run - -i hi
+row run "-z - (the tokenizer from standard input)" "-z -: the tokenizer is read from a file; give its name" ./run $model -z -
+row run "-m chat --chat - (turns and conversation both from standard input)" \
+  "--chat -: -m chat reads its turns from standard input; give the conversation as a file" \
+  ./run $model -m chat --chat - --chat-template llama2
+row run "--chat - with -f -" "--chat - and -f -: standard input can be only one of them" \
+  ./run $model --chat - -f - --chat-template llama2
 
 # A model file that shrinks while run has it mapped: with the prompt from standard input (-f -),
 # run blocks reading it after the model is mapped and before any weight is read, so the cut
@@ -164,7 +211,9 @@ rm -f $tmp/fifo
 mkfifo $tmp/fifo
 row run "a FIFO as the model" "$tmp/fifo: not a regular file" ./run $tmp/fifo
 row run "-m ppl -f a FIFO" "$tmp/fifo: not a regular file" ./run $model -m ppl -f $tmp/fifo
-LIMIT=5 row train "a FIFO as corpus" "$tmp/fifo: the corpus is not a regular file" ./train -d $tmp/fifo -o $tmp/m.bin
+# ./train reads a FIFO as it reads standard input (tests/test_train_signals.py): to its end
+(: >$tmp/fifo &)
+LIMIT=5 row train "a FIFO as corpus whose writer sends nothing" "$tmp/fifo: the corpus is empty" ./train -d $tmp/fifo -o $tmp/m.bin
 LIMIT=10 row convert.py "a FIFO as the checkpoint" "$tmp/fifo: not a regular file" "$PYTHON" tools/convert.py $tmp/fifo $tmp/o.bin
 rm -f $tmp/fifo
 
@@ -231,6 +280,7 @@ PY
 row run "a model with NaN weights, generating" "$tmp/nan_weights.bin: the logits at position 2 are not finite" ./run $tmp/nan_weights.bin -i "Once upon"
 row run "a model with NaN weights, -m ppl" "$tmp/nan_weights.bin: the logits at position 0 are not finite" ./run $tmp/nan_weights.bin -m ppl -f $tmp/corpus_seed.txt
 row run "a model with NaN weights, -m logits" "$tmp/nan_weights.bin: the logits at position 0 are not finite" ./run $tmp/nan_weights.bin -m logits -i hi -o $tmp/l.bin
+row run "a model with NaN weights, -m attention" "$tmp/nan_weights.bin: the attention weights of layer 0, head 0 at position 0 are not finite" ./run $tmp/nan_weights.bin -m attention -i hi -o $tmp/l.bin
 
 if [ -w /dev/full ]; then # writes to /dev/full fail with ENOSPC, as on a full disk
   row run "stdout on a full disk (/dev/full)" "run: stdout: cannot write: No space left on device" \
@@ -238,6 +288,33 @@ if [ -w /dev/full ]; then # writes to /dev/full fail with ENOSPC, as on a full d
 fi
 limited=(bash -c 'ulimit -f 8 && exec "$@"' limited) # files up to 8 KiB
 row run "-m logits -o past ulimit -f" "$tmp/logits.bin: cannot write: File too large" "${limited[@]}" ./run $model -m logits -i "Once upon a time" -o $tmp/logits.bin
+
+# ---- ./run -m attention and tools/plot_attention.py
+row run "-m attention without -o" "-m attention needs an output file: -o FILE" ./run $model -m attention -i hi
+row run "--layers out of range" "--layers 3-7: $model has 5 layers, 0-4" ./run $model -m attention -i hi -o $tmp/a.bin --layers 3-7
+row run "--heads out of range" "--heads 8: $model has 8 query heads, 0-7" ./run $model -m attention -i hi -o $tmp/a.bin --heads 8
+row run "--layers 2-1 (backwards)" "--layers 2-1: expected A-B, numbers from 0 with A <= B, or one number" ./run $model -m attention -i hi -o $tmp/a.bin --layers 2-1
+row run "--heads without -m attention (it would be ignored)" "--heads selects what -m attention writes" ./run $model -i hi --heads 0
+"$PYTHON" tools/make_random.py --set seq_len=4096 --set n_layers=4 --set dim=32 --set n_heads=8 --set n_kv_heads=8 \
+  --set head_dim=4 --set rope_dims=4 --set hidden_dim=32 $tmp/wide.bin >/dev/null 2>&1
+head -c 6000 $SHARED/data/tinyshakespeare.txt >$tmp/long_prompt.txt
+row run "-m attention on a prompt whose weights pass 1 GiB (3669 tokens, 4 layers, 8 heads)" \
+  "-m attention: 3669 tokens x 4 layers x 8 heads make a 1.60 GiB file, over the 1 GiB limit; select fewer with --layers A-B and --heads A-B" \
+  ./run $tmp/wide.bin -m attention -f $tmp/long_prompt.txt -o $tmp/a.bin
+./run $model -m attention -i "Once upon a time" -o $tmp/attention.bin 2>/dev/null
+head -c 3000 $tmp/attention.bin >$tmp/attention_cut.bin
+row plot_attention.py "an attention file cut short" "$tmp/attention_cut.bin: truncated: the header (T 5, layers 5, heads 8) implies 4032 bytes, the file has 3000" \
+  "$PYTHON" tools/plot_attention.py $tmp/attention_cut.bin -o $tmp/a.png
+"$PYTHON" - $tmp/attention.bin $tmp/attention_bad.bin <<'PY'
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+struct.pack_into("<f", d, 12 + 4 * 5 + 4 * (5 * 3 + 1), 0.75)  # layer 0, head 0, row 3 of 5 tokens: a weight changed
+open(sys.argv[2], "wb").write(d)
+PY
+row plot_attention.py "an attention file with a damaged weight" "$tmp/attention_bad.bin: layer 0 head 0: row 3 sums to" \
+  "$PYTHON" tools/plot_attention.py $tmp/attention_bad.bin -o $tmp/a.png
+row plot_attention.py "a model file instead of an attention file" "$model: an attn.c model file; make its attention file with ./run MODEL -m attention" \
+  "$PYTHON" tools/plot_attention.py $model --html $tmp/a.html
 
 # ---- ./train
 head -c 3000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus.txt
@@ -260,8 +337,8 @@ row train "--dropout 1" "--dropout: 1 is outside [0, 0.99]" ./train -d $tmp/corp
 row train "--max-iters 1e3" "--max-iters: '1e3' is not an integer" ./train -d $tmp/corpus.txt -o $tmp/m.bin --max-iters 1e3
 row train "--n-head 3 with --n-embd 128" "--n-embd 128 is not a multiple of --n-head 3" ./train -d $tmp/corpus.txt -o $tmp/m.bin --n-head 3
 row train "--n-embd 65536 --n-head 4" "head_dim is 16384, outside [1, 4096]" ./train -d $tmp/corpus.txt -o $tmp/m.bin --n-embd 65536
-row train "--block-size 100000 on a 3000-byte corpus" "each needs more than the block size 100000" \
-  ./train -d $tmp/corpus.txt -o $tmp/m.bin --block-size 100000
+row train "--block-size 5000 on a 3000-byte corpus" "each needs more than the block size 5000" \
+  ./train -d $tmp/corpus.txt -o $tmp/m.bin --block-size 5000 --batch-size 1 --n-layer 1 --n-head 1
 row train "--vocab-size 100" "--vocab-size 100: a BPE vocabulary needs 256 to 1048576 pieces" ./train -d $tmp/corpus.txt -o $tmp/m.bin --vocab-size 100
 row train "no -o" "no output: give -o FILE" ./train -d $tmp/corpus.txt
 row train "an unknown flag" "unknown option '--frobnicate'" ./train -d $tmp/corpus.txt -o $tmp/m.bin --frobnicate 1
@@ -299,6 +376,13 @@ d = bytearray(open(sys.argv[1], "rb").read())
 struct.pack_into("<f", d, struct.unpack_from("<Q", d, 120)[0] + 4 * 5, float("inf"))
 open(sys.argv[2], "wb").write(d)
 PY
+sealed $tmp/nan_init.bin
+cp $tmp/done.bin $tmp/damaged_init.bin && printf '\x7f' | dd of=$tmp/damaged_init.bin bs=1 seek=300 conv=notrunc 2>/dev/null
+row train "--init a model with a damaged byte" "$tmp/damaged_init.bin: checksum mismatch: the file is damaged" \
+  ./train -d $tmp/corpus.txt -o $tmp/m2.bin --init $tmp/damaged_init.bin --max-iters 2
+row train "-o - (the model to standard output)" "-o -: the model is a file" ./train -d $tmp/corpus.txt -o -
+row train "--init - (the model from standard input)" "--init -: the model to start from is a file" \
+  ./train -d $tmp/corpus.txt -o $tmp/m2.bin --init -
 row train "--init a model with an Inf weight" "$tmp/nan_init.bin: the initial weights are not finite: tok_embedding[5] is inf" \
   ./train -d $tmp/corpus.txt -o $tmp/m2.bin --init $tmp/nan_init.bin --max-iters 2
 row train "--resume with no state file" "$tmp/fresh.bin&&cannot open" ./train -d $tmp/corpus.txt -o $tmp/fresh.bin --resume
@@ -325,9 +409,57 @@ d = bytearray(open(sys.argv[1], "rb").read())
 struct.pack_into("<I", d, 8, 1)
 open(sys.argv[2], "wb").write(d)
 PY
-row train "--resume from a version-1 state" "$tmp/v1.bin.state: not a resume state of this build" ./train -d $tmp/corpus.txt -o $tmp/v1.bin --resume
+row train "--resume from a version-1 state" "$tmp/v1.bin.state: a resume state of version 1, this build reads version 3" ./train -d $tmp/corpus.txt -o $tmp/v1.bin --resume
+# One byte of the weights in the state flipped: the CRC-32 at its end names the damage.
+cp $tmp/m.bin $tmp/flip.bin
+"$PYTHON" - $tmp/m.bin.state $tmp/flip.bin.state <<'PY'
+import sys
+d = bytearray(open(sys.argv[1], "rb").read())
+d[len(d) // 2] ^= 1
+open(sys.argv[2], "wb").write(d)
+PY
+row train "--resume from a state with one byte flipped" "$tmp/flip.bin.state: checksum mismatch: the file is damaged" ./train -d $tmp/corpus.txt -o $tmp/flip.bin --resume
 row train "--resume with --max-iters below the checkpoint's step" "--max-iters 1: $tmp/m.bin is already at step 2" ./train -d $tmp/corpus.txt -o $tmp/m.bin --resume --max-iters 1
 row train "--resume on another corpus" "the run was trained on a different corpus" ./train -d $tmp/short.txt -o $tmp/m.bin --resume
+# Issue 29: empty paths, the files beside -o, --config, --sample-prompt, --progress, memory.
+row train "-o ''" "--out: the path is empty" ./train -d $tmp/corpus.txt -o ''
+row train "-d ''" "--data: the path is empty" ./train -d '' -o $tmp/m3.bin
+row train "--init ''" "--init: the path is empty" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --init=
+for sib in state csv lock; do
+  echo "my notes" >$tmp/sib_$sib.bin.$sib
+  row train "a MODEL.$sib that attn.c did not write, even with --force" \
+    "$tmp/sib_$sib.bin.$sib exists and is not an attn.c" ./train -d $tmp/corpus.txt -o $tmp/sib_$sib.bin --force "${small[@]}"
+done
+cp $tmp/m.bin.state $tmp/orphan.bin.state
+row train "a MODEL.state of an earlier run without MODEL, without --force" \
+  "$tmp/orphan.bin.state exists, left by an earlier run of -o $tmp/orphan.bin; use --force" ./train -d $tmp/corpus.txt -o $tmp/orphan.bin "${small[@]}"
+ln -sf loop2.bin $tmp/loop1.bin && ln -sf loop1.bin $tmp/loop2.bin
+row train "-o a symbolic link in a loop" "$tmp/loop1.bin: too many levels of symbolic links" ./train -d $tmp/corpus.txt -o $tmp/loop1.bin
+row train "--n-layer 1024 --n-embd 8192: more memory than the machine has" "GiB, this machine has&&GiB available (MemAvailable)" \
+  ./train -d $tmp/corpus.txt -o $tmp/huge.bin --n-layer 1024 --n-embd 8192 --n-head 64
+row train "--progress fancy" "--progress: 'fancy' is not plain, tty or auto" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --progress fancy
+row train "--sample-prompt ''" "--sample-prompt: the prompt is empty" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --sample-prompt ''
+row train "--sample-prompt longer than the context" "--sample-prompt: 40 tokens, which leave no room in the model's context of 32" \
+  ./train -d $tmp/corpus.txt -o $tmp/m3.bin "${small[@]}" --block-size 32 --sample-prompt "$(head -c 40 $tmp/corpus.txt)"
+row train "--sample-prompt with a character the corpus lacks" "--sample-prompt: cannot encode it with the model's vocabulary" \
+  ./train -d $tmp/corpus.txt -o $tmp/m3.bin "${small[@]}" --sample-prompt 'ζ'
+row train "--config a missing file" "$tmp/nope.conf: cannot open the config file" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/nope.conf
+row train "--config given twice" "--config is given twice" ./train --config $tmp/a.conf --config $tmp/b.conf
+# conf_row NAME TEXT WHAT WANT: a --config file $tmp/NAME.conf holding TEXT (printf's format), refused
+conf_row() {
+  printf "$2" >$tmp/$1.conf
+  row train "--config with $3" "$4" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/$1.conf
+}
+conf_row unknown 'n_layer = 2\nfrobnicate = 3\n' "an unknown option" "$tmp/unknown.conf:2: unknown option 'frobnicate'"
+conf_row noeq '# model\nn_layer 2\n' "a line that is not name = value" "$tmp/noeq.conf:2: 'n_layer 2' is not 'name = value'"
+conf_row badnum 'lr = fast\n' "a value that is not a number" "$tmp/badnum.conf:1: --lr: 'fast' is not a number"
+conf_row badbool 'keep_best = maybe\n' "keep_best = maybe" "$tmp/badbool.conf:1: keep-best = 'maybe': give true or false"
+conf_row resume 'resume = true\n' "resume" "$tmp/resume.conf:1: --resume is given on the command line, not in a config file"
+conf_row novalue 'lr =\n' "an empty value" "$tmp/novalue.conf:1: lr has no value"
+./train -d $tmp/corpus.txt -o $tmp/conf.bin "${small[@]}" >/dev/null 2>&1
+printf 'n_layer = 2\nlr = 5e-3\n' >$tmp/other.conf
+row train "--resume with a --config whose options differ from the saved run's" \
+  "--n-layer 2 (saved: 1), --lr 0.005 (saved: 0.001)" ./train -d $tmp/corpus.txt -o $tmp/conf.bin --resume --config $tmp/other.conf
 
 # ---- tools/convert.py
 convert=("$PYTHON" tools/convert.py)
@@ -349,6 +481,29 @@ row convert.py "a llama2.c .bin cut short" "implies 1040156 or 1056540 bytes, fi
 row convert.py "a llama2.c .bin with dim -64" "header field dim = -64 is not a plausible size" "${convert[@]}" $tmp/l2c_neg.bin $tmp/o.bin
 head -c 1000 $SHARED/models/llama2xs_ckpt.pt >$tmp/cut.pt
 row convert.py "a .pt checkpoint cut short" "$tmp/cut.pt: cannot read the PyTorch file, truncated or corrupt" "${convert[@]}" $tmp/cut.pt $tmp/o.bin
+# Pickles that run a command when loaded (tests/test_safe_pickle.py has more): refused, the command not run
+mkdir -p $tmp/hf_evil
+"$PYTHON" - $tmp <<'PY'
+import collections, json, os, pickle, sys, torch
+t = sys.argv[1]
+class Call:
+    def __reduce__(self):
+        return os.system, ("touch %s/ran" % t,)
+ck = {"model": {}, "model_args": {"n_layer": 1}, "config": {"x": Call()}}
+torch.save(ck, t + "/evil.pt")
+torch.save(ck, t + "/evil_legacy.pt", _use_new_zipfile_serialization=False)
+torch.save(collections.OrderedDict(w=Call()), t + "/hf_evil/pytorch_model.bin")
+json.dump({"model_type": "llama", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "vocab_size": 16}, open(t + "/hf_evil/config.json", "w"))
+pickle.dump({"itos": {0: Call()}}, open(t + "/meta.pkl", "wb"))
+PY
+for f in evil.pt evil_legacy.pt hf_evil; do
+  row convert.py "a pickle that calls os.system ($f)" "the pickle asks for posix.system; refusing to run code from a checkpoint" \
+    "${convert[@]}" $tmp/$f $tmp/o.bin
+done
+row convert.py "a meta.pkl that calls os.system" "$tmp/meta.pkl: the pickle asks for posix.system; refusing to run code" \
+  "${convert[@]}" $SHARED/models/llama2xs_ckpt.pt $tmp/o.bin --tokenizer $tmp/meta.pkl
+[ -e $tmp/ran ] && { failed=$((failed + 1)); echo "FAIL: convert.py: a pickle ran os.system"; }
 row convert.py "a tokenizer for another vocabulary" "has 32000 pieces, more than the model's vocab_size 512" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tokenizer.bin
 row convert.py "a tokenizer file of random bytes" "$tmp/random.bin: piece 0 has length" \
@@ -369,14 +524,48 @@ row convert.py "an output past ulimit -f (a full disk)" "$tmp/o.bin: cannot writ
   "${limited[@]}" "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin
 row convert.py "an output in a missing directory" "$tmp/no/o.bin: cannot write" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/no/o.bin --tokenizer $SHARED/models/tok512.bin
+# ./train's output policy (tests/test_output_policy.py has more): replaced only with --force, and only the tool's own files
+echo "my notes" >$tmp/notes.txt
+row convert.py "OUT a file that is not a model, even with --force" \
+  "$tmp/notes.txt: exists and is not an attn.c model file; refusing to replace it" \
+  "${convert[@]}" $model $tmp/notes.txt --force
+row convert.py "OUT an existing model without --force" "$model: exists; give --force to replace it" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $model --tokenizer $SHARED/models/tok512.bin
+cp $SHARED/models/llama2xs_ckpt.pt $tmp/theirs.pt
+row convert.py "--export-torch over a torch file it did not write, with --force" \
+  "$tmp/theirs.pt: exists and is not a PyTorch file that --export-torch wrote; refusing to replace it" \
+  "${convert[@]}" --export-torch $model $tmp/theirs.pt --force
+"${convert[@]}" $model --export-hf $tmp/export 2>/dev/null
+row convert.py "--export-hf over a former export without --force" "$tmp/export: exists; give --force to replace it" \
+  "${convert[@]}" $model --export-hf $tmp/export
+cp -r $tmp/export $tmp/downloaded && rm $tmp/downloaded/attn_export.json
+row convert.py "--export-hf over a downloaded checkpoint (an export's files, no attn_export.json), with --force" \
+  "$tmp/downloaded: exists and is not a folder that --export-hf wrote (it has no attn_export.json)" \
+  "${convert[@]}" $model --export-hf $tmp/downloaded --force
+row convert.py "- as the checkpoint" "-: a checkpoint is not read from standard input; give its path" \
+  "${convert[@]}" - $tmp/o.bin
+row convert.py "--tokenizer -" "-: a tokenizer is not read from standard input; give its path" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer -
+row convert.py "--export-hf -" "-: is standard output, which cannot be a directory" \
+  "${convert[@]}" $model --export-hf -
+row reference.py "--logits - with --greedy (two outputs on standard output)" \
+  "--logits -: standard output would hold the --ppl-tokens or --greedy text too" \
+  "$PYTHON" tools/reference.py $model --tokens 1 --logits - --greedy 2
+row make_random.py "- as a Hugging Face folder" "-: is standard output, which cannot be a directory" \
+  "$PYTHON" tools/make_random.py - --hf-gpt2
+mkdir -p $tmp/py && ln -sf "$(command -v "$PYTHON")" $tmp/py/python3
+row convert.py "a python3 without numpy (python3 -S: no dist-packages)" \
+  "numpy is missing from this Python (&&/py/python3): run the tools with /usr/bin/python3" \
+  $tmp/py/python3 -S tools/convert.py $model $tmp/o.bin
 # Hugging Face directories (a small Llama, float32) with one thing wrong each
 "$PYTHON" - $tmp <<'PY'
 import json, os, shutil, struct, sys
 sys.path.insert(0, "tools")
-import convert, make_random as mr
+from attn import fake_hf, random_models
+from attn import safetensors
 t = sys.argv[1]
 base = os.path.join(t, "hf")
-mr.write_hf_llama(base, dict(mr.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), seed=1)
+fake_hf.write_hf_llama(base, dict(random_models.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), seed=1)
 def copy(name, edit_config=None):
     d = os.path.join(t, name)
     shutil.copytree(base, d)
@@ -388,7 +577,7 @@ def copy(name, edit_config=None):
 copy("hf_yarn", lambda c: c.update(rope_scaling={"rope_type": "yarn", "factor": 4.0,
                                                  "original_max_position_embeddings": 32}))
 def tokenizer_json(d, n, pre):
-    enc, merges = mr.synthetic_gpt2_vocab(n)
+    enc, merges = fake_hf.synthetic_gpt2_vocab(n)
     j = {"model": {"type": "BPE", "vocab": json.loads(enc), "merges": merges.splitlines()[1:]},
          "pre_tokenizer": pre, "normalizer": None, "added_tokens": [], "decoder": {"type": "ByteLevel"}}
     os.remove(os.path.join(d, "tokenizer.bin"))
@@ -398,14 +587,21 @@ tokenizer_json(copy("hf_tok400"), 400, byte_level)
 tokenizer_json(copy("hf_pre"), 300, {"type": "Sequence", "pretokenizers": [
     {"type": "Split", "pattern": {"Regex": "\\w+|[^\\w]+"}, "behavior": "Isolated", "invert": False},
     dict(byte_level, use_regex=False)]})
+# byte-level without a piece for "A" (0x41), which UTF-8 text holds: its id goes to a new piece
+d = copy("hf_no41")
+tokenizer_json(d, 300, byte_level)
+j = json.load(open(os.path.join(d, "tokenizer.json")))
+j["model"]["vocab"]["\u0120" * 12] = j["model"]["vocab"].pop("A")
+j["model"]["merges"] = [m for m in j["model"]["merges"] if "A" not in m.split(" ")]
+json.dump(j, open(os.path.join(d, "tokenizer.json"), "w"))
 d = copy("hf_bf16")
-sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
 sd["model.layers.1.mlp.up_proj.weight"] = sd["model.layers.1.mlp.up_proj.weight"][:, :63]
-convert.write_safetensors(os.path.join(d, "model.safetensors"), sd, "BF16")
+safetensors.write_safetensors(os.path.join(d, "model.safetensors"), sd, "BF16")
 st = os.path.join(d, "model.safetensors")  # the header says 64 columns, the bytes hold 63
 data = open(st, "rb").read()
 n = struct.unpack_from("<Q", data)[0]
-head = data[8:8 + n].replace(b"[172, 63]", b"[172, 64]")
+head = data[8:8 + n].replace(b"[172,63]", b"[172,64]")
 open(st, "wb").write(data[:8] + head + data[8 + n:])
 PY
 row convert.py "a Hugging Face config.json with rope_scaling yarn" \
@@ -416,6 +612,9 @@ row convert.py "a tokenizer.json with a pre-tokenizer this build lacks" "$tmp/hf
 row convert.py "a tokenizer.json of 400 pieces for config.json's vocab_size 300" \
   "$tmp/hf_tok400/tokenizer.json: piece 'wa' (id 300) is past the model's vocab_size 300, and text would produce it" \
   "${convert[@]}" $tmp/hf_tok400 $tmp/o.bin
+row convert.py "a byte-level tokenizer.json without a piece for a byte UTF-8 text holds" \
+  "$tmp/hf_no41/tokenizer.json: model.vocab has no piece for the byte 0x41, which UTF-8 text can hold" \
+  "${convert[@]}" $tmp/hf_no41 $tmp/o.bin
 row convert.py "a bfloat16 tensor whose bytes disagree with its shape" \
   "$tmp/hf_bf16/model.safetensors: tensor model.layers.1.mlp.up_proj.weight: BF16 of shape [172, 64] takes 22016 bytes, but its data_offsets" \
   "${convert[@]}" $tmp/hf_bf16 $tmp/o.bin
@@ -449,11 +648,11 @@ PY
 row convert.py "a GGUF model with a tensor of a type this build does not convert (IQ4_XS)" \
   "$tmp/iq4_xs.gguf: tensor blk.0.attn_q.weight has type IQ4_XS" "${convert[@]}" $tmp/iq4_xs.gguf $tmp/o.bin
 
-# GGUF files for convert.py (tools/gguf_model.py): llama.cpp's rand256 with one thing changed
+# GGUF files for convert.py (tools/attn/sources/gguf.py): llama.cpp's rand256 with one thing changed
 "$PYTHON" - $SHARED/models/gguf/rand256-F32.gguf "$tmp" <<'PY'
 import sys
 sys.path.insert(0, "tools")
-import gguf, gguf_write
+from attn import gguf_file as gguf, gguf_write
 src, d = sys.argv[1], sys.argv[2]
 def variant(name, meta):
     with gguf.GGUFFile(src) as f, gguf_write.GGUFWriter("%s/%s" % (d, name)) as w:
@@ -528,9 +727,11 @@ row run "--no-history outside -m chat" "--no-history: only -m chat keeps a histo
 mkdir -p $tmp/hf_tpl && cp $tmp/hf/* $tmp/hf_tpl/
 printf '%s' '{"chat_template": "{{ bos_token }}{% for message in messages %}{{ '"'"'[INST] '"'"' + message['"'"'content'"'"'] + '"'"' [/INST]'"'"' }}{% endfor %}"}' \
   >$tmp/hf_tpl/tokenizer_config.json
-row convert.py "a chat template of no known family" \
-  "$tmp/hf_tpl/tokenizer_config.json: chat template not recognised ('{{ bos_token }}{% for message in message'...); pass --chat-template NAME" \
-  "${convert[@]}" $tmp/hf_tpl $tmp/o.bin
+# a template of no known family is kept as text, with family 0: -m chat then asks for --chat-template
+"${convert[@]}" $tmp/hf_tpl $tmp/tpl0.bin 2>/dev/null
+row run "-m chat on a model whose chat template is of no known family" \
+  "$tmp/tpl0.bin: the model's chat template is of no family this build formats; name its format with --chat-template NAME (chatml, qwen3, llama3, llama2, gemma, zephyr)" \
+  ./run $tmp/tpl0.bin -m chat
 row convert.py "--chat-template nosuch" "argument --chat-template: invalid choice: 'nosuch'" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --chat-template nosuch
 row convert.py "--chat-template chatml for a tokenizer without <|im_start|>" \
@@ -544,10 +745,34 @@ at = struct.unpack_from("<Q", data, 184)[0]  # chat_offset: family, n_ids, then 
 struct.pack_into("<i", data, at + 8, 99999)
 open(sys.argv[2], "wb").write(data)
 PY
+sealed $tmp/chat_bad.bin
+"$PYTHON" - $tmp/chat.bin $tmp/chat_tlen.bin <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+at, n = struct.unpack_from("<QQ", data, 184)  # the section ends in template_len (0: no template)
+struct.pack_into("<I", data, at + n - 4, 5)
+open(sys.argv[2], "wb").write(data)
+PY
+sealed $tmp/chat_tlen.bin
+row run "-m chat on a chat section whose template_len runs past its end" \
+  "$tmp/chat_tlen.bin: chat template: chat section: its template is 5 bytes, but 0 remain" ./run $tmp/chat_tlen.bin -m chat
+row convert.py "a model file with one weight bit flipped" "$tmp/damaged.bin: checksum mismatch: the file is damaged" \
+  "${convert[@]}" $tmp/damaged.bin $tmp/o.bin
 row convert.py "a model file whose chat section has an id outside the vocabulary" \
   "$tmp/chat_bad.bin: chat section: id 0 is 99999, outside the vocabulary of 512" "${convert[@]}" $tmp/chat_bad.bin $tmp/o.bin
 row run "-m chat on a model file whose chat section has an id outside the vocabulary" \
   "$tmp/chat_bad.bin: &&chat section: id 0 is 99999, outside the vocabulary of 512" ./run $tmp/chat_bad.bin -m chat
+# --export-torch's "chat" entry (the section's fields), read back as a model file's section is
+"${convert[@]}" --export-torch $tmp/chat.bin $tmp/chat.pt 2>/dev/null
+"$PYTHON" - $tmp/chat.pt $tmp/chat_bad.pt <<'PY'
+import sys, torch
+ck = torch.load(sys.argv[1])
+ck["chat"]["ids"][0] = 99999
+torch.save(ck, sys.argv[2])
+PY
+row convert.py "an --export-torch file whose chat entry has an id outside the vocabulary" \
+  "$tmp/chat_bad.pt: its chat entry is not a chat section (ValueError: chat section: id 0 is 99999, outside the vocabulary of 512)" \
+  "${convert[@]}" $tmp/chat_bad.pt $tmp/o.bin
 patched $tmp/chat_misplaced.bin "<I" 4 4 "<Q" 184 300 "<Q" 192 16
 row run "a chat section that does not follow the tokenizer blob" "does not follow the tokenizer blob" \
   ./run $tmp/chat_misplaced.bin -i hi -n 1
@@ -562,6 +787,8 @@ if command -v mpirun >/dev/null && make -s --no-print-directory tests/bin/train_
   row train "the single-process build run by mpirun -np 2" "mpirun started 2 copies of this ./train, which is built without MPI" \
     "${mpirun[@]}" -np 2 ./train -d $tmp/corpus.txt -o $tmp/mpi_single.bin "${small[@]}"
   "${mpirun[@]}" -np 2 tests/bin/train_mpi -d $tmp/corpus.txt -o $tmp/np2.bin "${small[@]}" >/dev/null 2>&1
+  row train "-d <(cat corpus) under mpirun -np 2" "under mpirun every rank reads the corpus, and a pipe or FIFO gives it to one of them only" \
+    bash -c '"$@" -d <(cat $0) -o $0.mpi_pipe.bin' $tmp/corpus.txt "${mpirun[@]}" -np 2 tests/bin/train_mpi
   row train "--resume on 3 ranks of a run of 2 ranks x --grad-accum 1" \
     "--resume on 3 ranks: the run saved in $tmp/np2.bin.state draws 2 micro-batches per step" \
     "${mpirun[@]}" -np 3 tests/bin/train_mpi -d $tmp/corpus.txt -o $tmp/np2.bin --resume --max-iters 4
@@ -569,10 +796,12 @@ else
   echo "skipped: the mpirun rows: no mpirun, or tests/bin/train_mpi does not build (Open MPI: make deps)"
 fi
 
-if ((markdown)); then
+if ((markdown)); then  # the markers let docs/ROBUSTNESS.md's copy be found and replaced whole
+  echo "<!-- BEGIN GENERATED by \`bash tests/test_bad_inputs.sh --markdown\` (do not edit: rerun it) -->"
   echo "| program | input | message (stderr, exit status 1) |"
   echo "|---|---|---|"
-  printf '%s\n' "${table[@]}" | sed "s|$tmp|tests/tmp/bad|g"
+  printf '%s\n' "${table[@]}" | sed "s|$PWD/||g; s|$tmp|tests/tmp/bad|g"
+  echo "<!-- END GENERATED by \`bash tests/test_bad_inputs.sh --markdown\` -->"
 fi
 echo "$passed passed, $failed failed ($pending pending)"
 [ $failed -eq 0 ]

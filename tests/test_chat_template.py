@@ -4,7 +4,7 @@ For each model with a template in ../shared/hf (SmolLM2, Qwen2.5, Qwen3, Llama 3
 TinyLlama) and Meta's Llama 2 chat template, scripted conversations are rendered by
 @huggingface/jinja (npm; it renders the templates as transformers' apply_chat_template does, with
 add_generation_prompt) and tokenized by the Hugging Face oracle with the special tokens parsed;
-the ids tests/bin/chat_cli renders from the chat section tools/chat_template.py makes must equal
+the ids tests/bin/chat_cli renders from the chat section tools/attn/chat_template.py makes must equal
 them exactly. One node process renders every case (tests/oracle/chat_render.mjs).
 
 The tokenizers are the families' real ones as tools/make_random.py writes them (SmolLM2's chat
@@ -14,7 +14,9 @@ and Llama 2, the same SentencePiece format and the same <s> and </s>.
 
 Also: the families recognised from their templates and others refused by name; a user's
 spelling of a special token stays text (injection); the section's checks; --chat-template in
-convert.py.
+convert.py; the template's text through --export-hf (byte for byte, rendered alike by the Jinja
+oracle) and --export-torch and back, -m chat working on what comes back; a template of no known
+family kept as text with a note.
 """
 import json
 import os
@@ -25,10 +27,10 @@ import sys
 
 from pycase import Cases, ROOT, refused
 
-import chat_template as ct  # noqa: E402  (tools/, on the path by pycase)
-import make_random  # noqa: E402
-import modelfile as mf  # noqa: E402
-import tokenizer_blob  # noqa: E402
+from attn import chat_template as ct  # noqa: E402  (tools/, on the path by pycase)
+from attn import families  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
+from attn import tokenizer_blob  # noqa: E402
 
 NODE_DIR = os.path.join(ROOT, "tests", "node")
 MODULES = os.path.join(NODE_DIR, "node_modules")
@@ -138,7 +140,7 @@ class Model:
         self.dir = os.path.join(TMP, name)
         os.makedirs(self.dir, exist_ok=True)
         if family:
-            make_random.write_family_tokenizer(self.dir, family)
+            families.write_family_tokenizer(self.dir, family)
         else:
             for f in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copy(os.path.join(LENML, "tokenizer-llama2", "models", f), self.dir)
@@ -272,12 +274,20 @@ def refusals():
     _, got = render(MODEL_OBJS["llama2"], [[("system", "s"), ("assistant", "a")]])
     assert "message 2 is an assistant turn" in got[0], got
     # the section's checks: each damage refused naming it
-    good = open(m.section, "rb").read()
+    name, ids, text, template = ct.parse_section(open(m.section, "rb").read(), len(m.pieces))
+    assert template == m.template, "the section keeps the template's text"
+    good = ct.pack_section(name, ids, text)  # an empty template: its length is the last 4 bytes
     damaged = {"family 9 is unknown": struct.pack("<I", 9) + good[4:],
                "n_ids is 2, but family gemma has 3": good[:4] + struct.pack("<I", 2) + good[8:],
+               "n_ids is 3, but family 0 (none) has 0": struct.pack("<I", 0) + good[4:],
                "outside the vocabulary": good[:8] + struct.pack("<i", 1 << 30) + good[12:],
-               "but 1 remain": good + b"x", "shorter than its 8-byte start": good[:5],
-               "not UTF-8": good[:-4] + struct.pack("<I", 2) + b"\xff\xfe"}
+               "its template is 0 bytes, but 1 remain": good + b"x",
+               "its template is 5 bytes, but 0 remain": good[:-4] + struct.pack("<I", 5),
+               "its text is 9 bytes, but 4 remain before the template's length": good[:-8] + struct.pack("<I", 9)
+               + good[-4:],
+               "family 0 (none) has a text of 1 bytes": struct.pack("<III", 0, 0, 1) + b"x" + bytes(4),
+               "shorter than its 8-byte start": good[:5],
+               "its template is not UTF-8": good[:-4] + struct.pack("<I", 2) + b"\xff\xfe"}
     for want, data in damaged.items():
         path = os.path.join(TMP, "damaged.section")
         with open(path, "wb") as f:
@@ -300,17 +310,11 @@ def qwen3_thinking_switch():
     """./run's --no-think and --think on a Qwen3 model file (one small random layer, Qwen3's real
     tokenizer and template, through convert.py): the ids -m logits --chat scores equal Qwen3's
     template rendered with enable_thinking false and true (true as when it is not given)."""
-    d = os.path.join(TMP, "qwen3_model")
-    conf = make_random.family_config("qwen3_0_6b", 1)
-    conf.update(hidden_size=32, intermediate_size=64, num_attention_heads=2, num_key_value_heads=1, head_dim=16)
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(conf, f)
-    make_random.write_safetensors(os.path.join(d, "model.safetensors"), make_random.family_weights(conf, seed=1))
-    make_random.write_family_tokenizer(d, "qwen3_0_6b")
-    model = os.path.join(TMP, "qwen3.bin")
-    r = subprocess.run([PY, os.path.join(ROOT, "tools", "convert.py"), d, model], capture_output=True, text=True)
-    assert r.returncode == 0 and "chat template qwen3" in r.stderr, r.stderr
+    d, model = os.path.join(TMP, "qwen3_model"), os.path.join(TMP, "qwen3_thinking.bin")
+    small_family_dir(d, "qwen3_0_6b")
+    if os.path.exists(model):
+        os.remove(model)
+    assert "chat template qwen3" in convert(d, model)
     subprocess.run(["make", "-s", "-C", ROOT, "run"], check=True)
     m = MODEL_OBJS["qwen3"]
     convs = [CONVERSATIONS[k] for k in ("no system", "system+user", "a reply that thought", "no system, two turns")]
@@ -330,7 +334,7 @@ def qwen3_thinking_switch():
         conv_file, out = os.path.join(TMP, "thinking_conv.json"), os.path.join(TMP, "thinking_logits.bin")
         with open(conv_file, "w", encoding="utf-8") as f:
             json.dump(case_["messages"], f, ensure_ascii=False)
-        r = subprocess.run([os.path.join(ROOT, "run"), model, "-m", "logits", "-o", out, "--chat", conv_file, "-q"]
+        r = subprocess.run([RUN, model, "-m", "logits", "-o", out, "--chat", conv_file, "-q"]
                            + flag, capture_output=True, text=True, env=ENV)
         assert r.returncode == 0, r.stderr
         data = open(out, "rb").read()
@@ -391,6 +395,19 @@ def recognition():
             raise AssertionError("recognised %r" % t[:40])
         except ValueError as e:
             assert "chat template not recognised (" in str(e) and "pass --chat-template NAME" in str(e), str(e)
+    # a template no family matches is kept as text, with family 0 (none); version 4's sections,
+    # which end at their text, still parse
+    for t in (MIXTRAL, PHI3):
+        assert ct.parse_section(ct.chat_section(t, None), 0) == (None, [], "", t)
+    v4 = struct.pack("<II2iI", 4, 2, 1, 2, 3) + b"sys"
+    assert ct.parse_section(v4, 3, version=4) == ("llama2", [1, 2], "sys", "")
+    for bad, want in ((v4 + bytes(4), "its text is 3 bytes, but 7 remain"),
+                      (struct.pack("<III", 0, 0, 0), "family 0 is unknown")):
+        try:
+            ct.parse_section(bad, 3, version=4)
+            raise AssertionError("parse_section accepted a version 4 section: " + want)
+        except ValueError as e:
+            assert want in str(e), (want, str(e))
 
     # where a Hugging Face folder keeps its template: chat_template.jinja first, else
     # tokenizer_config.json's chat_template, a string or the "default" of a list
@@ -418,16 +435,17 @@ def convert_stores_the_section():
     r = subprocess.run([PY, conv, src, out, "--tokenizer", tok, "--chat-template", "llama2"], capture_output=True,
                        text=True)
     assert r.returncode == 0 and "chat template llama2" in r.stderr, r.stderr
-    assert mf.read_header(open(out, "rb").read(256))["version"] == 4
-    assert ct.parse_section(mf.read_chat_section(out), 512) == ("llama2", [1, 2], "")
+    assert mf.read_header(open(out, "rb").read(256))["version"] == 5
+    assert ct.parse_section(mf.read_chat_section(out), 512) == ("llama2", [1, 2], "", "")
     r = subprocess.run([PY, conv, out, again, "--weights", "q8_0"], capture_output=True, text=True)
     assert r.returncode == 0 and mf.read_chat_section(again) == mf.read_chat_section(out), r.stderr
     r = subprocess.run([PY, conv, src, plain, "--tokenizer", tok], capture_output=True, text=True)
     assert r.returncode == 0 and "chat template" not in r.stderr and mf.read_chat_section(plain) == b"", r.stderr
-    assert mf.read_header(open(plain, "rb").read(256))["version"] == 1
-    refused([PY, conv, src, plain, "--tokenizer", tok, "--chat-template", "nosuch"],
+    assert mf.read_header(open(plain, "rb").read(256))["version"] == 5
+    never = os.path.join(TMP, "s260_refused.bin")
+    refused([PY, conv, src, never, "--tokenizer", tok, "--chat-template", "nosuch"],
             "argument --chat-template: invalid choice: 'nosuch'")
-    refused([PY, conv, src, plain, "--tokenizer", tok, "--chat-template", "chatml"],
+    refused([PY, conv, src, never, "--tokenizer", tok, "--chat-template", "chatml"],
             "chat template chatml needs the special token <|im_start|>, which the tokenizer does not have")
 
 
@@ -446,6 +464,156 @@ def train_keeps_the_section():
         assert r.returncode == 0, r.stderr[-500:]
         assert mf.read_chat_section(out) == chat, more
         mf.read_model(out)
+    # a version 4 file's section, which ends at its text, comes back in version 5's layout with an
+    # empty template, from ./train --init and from read_chat_section alike
+    data = bytearray(open(os.path.join(TMP, "s260_chat.bin"), "rb").read())
+    at, n = struct.unpack_from("<QQ", data, 184)
+    assert data[at + n - 4:at + n] == bytes(4), "the section ends in an empty template"
+    data[at + n - 4:at + n] = bytes(4)  # now padding
+    struct.pack_into("<I", data, 4, 4)
+    struct.pack_into("<Q", data, 192, n - 4)
+    struct.pack_into("<I", data, 200, 0)
+    v4 = os.path.join(TMP, "s260_chat_v4.bin")
+    open(v4, "wb").write(data)
+    assert mf.read_chat_section(v4) == chat
+    r = subprocess.run(base + ["--init", v4, "--max-iters", "1", "--force"], capture_output=True, text=True)
+    assert r.returncode == 0 and mf.read_chat_section(out) == chat, r.stderr[-500:]
+    assert mf.read_header(open(out, "rb").read(256))["version"] == 5
+
+
+# ---- round trips: the template's text through --export-hf and --export-torch ----
+
+CONVERT = os.path.join(ROOT, "tools", "convert.py")
+RUN = os.path.join(ROOT, "run")
+
+
+def convert(*args):
+    """convert.py ARGS, which must succeed; its stderr."""
+    r = subprocess.run([PY, CONVERT] + list(args), capture_output=True, text=True, env=ENV)
+    assert r.returncode == 0, "convert.py %s: %s" % (" ".join(map(os.path.basename, args)), r.stderr.strip())
+    return r.stderr
+
+
+def small_family_dir(d, family, template=None):
+    """The family's published config cut to 1 layer of width 64, random weights, its real
+    tokenizer files (tokenizer_config.json's chat_template replaced by template if given)."""
+    from attn import safetensors
+    conf = families.family_config(family, 1)
+    conf.update(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(conf, f)
+    safetensors.write_safetensors(os.path.join(d, "model.safetensors"), families.family_weights(conf, seed=3))
+    families.write_family_tokenizer(d, family)
+    if template is not None:
+        tcfg = read_json(os.path.join(d, "tokenizer_config.json"))
+        tcfg["chat_template"] = template
+        with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+            json.dump(tcfg, f, ensure_ascii=False)
+
+
+def chats(model, *args):
+    """./run MODEL -m chat with two piped turns: exit status 0 and two replies (each ends in an
+    empty line), or AssertionError with what it said."""
+    r = subprocess.run([RUN, model, "-j", "1", "-m", "chat", "-t", "0", "-n", "4"] + list(args),
+                       input="Hello there!\nAnd then?\n", capture_output=True, text=True, env=ENV, timeout=120)
+    assert r.returncode == 0 and r.stdout.count("\n\n") == 2, "-m chat on %s: exit %d, %r, %s" % (
+        model, r.returncode, r.stdout, r.stderr.strip()[-300:])
+
+
+def render_both(pairs):
+    """For each (template, folder) pair, chat_render.mjs's renderings of every conversation, with
+    the folder's tokenizer and its tokenizer_config.json's bos_token and eos_token."""
+    cases = []
+    for template, folder in pairs:
+        tcfg = read_json(os.path.join(folder, "tokenizer_config.json"))
+        for conv in CONVERSATIONS.values():
+            cases.append({"template": template, "messages": [{"role": r, "content": c} for r, c in conv],
+                          "bos_token": token_string(tcfg.get("bos_token")),
+                          "eos_token": token_string(tcfg.get("eos_token")), "dir": folder})
+    req = os.path.join(TMP, "round_trip_request.json")
+    with open(req, "w", encoding="utf-8") as f:
+        json.dump({"cases": cases}, f, ensure_ascii=False)
+    r = subprocess.run(["node", ORACLE, MODULES, req], capture_output=True, text=True, env=ENV)
+    assert r.returncode == 0, "chat_render.mjs: %s" % r.stderr[-800:]
+    results = json.loads(r.stdout)["results"]
+    n = len(CONVERSATIONS)
+    return [results[k * n:(k + 1) * n] for k in range(len(pairs))]
+
+
+@case
+def round_trips_keep_the_template():
+    """SmolLM2's and Llama 3.2's published templates (1-layer models with their real tokenizers):
+    convert.py stores the template's text; --export-hf writes it back as tokenizer_config.json's
+    chat_template byte for byte, which @huggingface/jinja renders, with the exported tokenizer's
+    BOS and EOS and tokenized by the exported tokenizer.json, into the same text and ids as the
+    original; the export converts back to the same chat section, and -m chat works on it. The
+    same through --export-torch, whose file carries the template's text."""
+    ensure_pkgs()
+    subprocess.run(["make", "-s", "-C", ROOT, "run"], check=True)
+    import torch
+    for family in ("smollm2_135m", "llama3_2_1b"):
+        src, first, hf, back, pt, again = (os.path.join(TMP, "rt_" + family + x) for x in
+                                           ("", ".bin", "_hf", "_back.bin", ".pt", "_again.bin"))
+        small_family_dir(src, family)
+        original = read_json(os.path.join(src, "tokenizer_config.json"))["chat_template"]
+        convert(src, first)
+        section = mf.read_chat_section(first)
+        assert ct.parse_section(section, mf.read_header(open(first, "rb").read(256))["vocab_size"])[3] == original
+        assert "note" not in convert(first, "--export-hf", hf)
+        exported = read_json(os.path.join(hf, "tokenizer_config.json"))["chat_template"]
+        assert exported.encode("utf-8") == original.encode("utf-8"), family
+        theirs, ours = render_both([(original, src), (exported, hf)])
+        for conv, a, b in zip(CONVERSATIONS, theirs, ours):
+            assert "error" not in a and a == b, "%s, %s: original %r, export %r" % (family, conv, a, b)
+        convert(hf, back)
+        assert mf.read_chat_section(back) == section, family
+        chats(back)
+        convert("--export-torch", back, pt)
+        assert torch.load(pt)["chat"]["template"] == original, family  # our own file: the plain loader
+        convert(pt, again)
+        assert mf.read_chat_section(again) == section, family
+        chats(again)
+
+
+@case
+def unknown_template_kept_as_text():
+    """A template of no known family (Phi-3's) converts with one note; -m chat then names
+    --chat-template, and works with it; the exports write the text back and convert back to the
+    same section. A family chosen with --chat-template alone has no text: --export-hf writes no
+    chat_template and says so in a note, --export-torch keeps the section."""
+    src, first, hf, back, pt, again = (os.path.join(TMP, "phi3" + x) for x in
+                                       ("", ".bin", "_hf", "_back.bin", ".pt", "_again.bin"))
+    small_family_dir(src, "smollm2_135m", PHI3)
+    for out, tree in ((first, src), (back, hf)):
+        if out == back:
+            assert "note" not in convert(first, "--export-hf", hf)
+            assert read_json(os.path.join(hf, "tokenizer_config.json"))["chat_template"] == PHI3
+        err = convert(tree, out)
+        notes = [ln for ln in err.splitlines() if "note" in ln]
+        assert len(notes) == 1 and "is of no family this build formats: kept as text" in notes[0] and \
+            "./run -m chat needs --chat-template NAME (chatml, qwen3, llama3, llama2, gemma, zephyr)" in notes[0], err
+        assert "; chat template" not in err, err
+        assert ct.parse_section(mf.read_chat_section(out), 49152) == (None, [], "", PHI3)
+        refused([RUN, out, "-m", "chat"], "name its format with --chat-template NAME")
+    chats(back, "--chat-template", "chatml")
+    convert("--export-torch", back, pt)
+    convert(pt, again)
+    assert mf.read_chat_section(again) == mf.read_chat_section(first)
+    # --chat-template alone: the family, no text
+    models = os.path.join(ROOT, "..", "shared", "models")
+    named, hf2, pt2, named_again = (os.path.join(TMP, x) for x in ("named.bin", "named_hf", "named.pt", "named2.bin"))
+    convert(os.path.join(models, "stories260K.bin"), named, "--tokenizer", os.path.join(models, "tok512.bin"),
+            "--chat-template", "llama2")
+    err = convert(named, "--export-hf", hf2)
+    assert "family llama2 without its template's text" in err and \
+        "converting the export back needs --chat-template llama2" in err, err
+    assert "chat_template" not in read_json(os.path.join(hf2, "tokenizer_config.json"))
+    convert("--export-torch", named, pt2)
+    convert(pt2, named_again)
+    assert mf.read_chat_section(named_again) == mf.read_chat_section(named)
+    chats(named_again)
 
 
 if __name__ == "__main__":

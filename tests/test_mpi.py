@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from pycase import ROOT  # puts tools/ on the path too
-import modelfile as mf  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 
 TMP = os.path.join(ROOT, "tests", "tmp", "mpi.%d" % os.getpid())

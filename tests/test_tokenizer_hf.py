@@ -1,4 +1,4 @@
-"""Today's tokenizers end to end: tokenizer.c (tests/bin/tok_cli, on the blob tools/tokenizer_blob.py
+"""Today's tokenizers end to end: tokenizer.c (tests/bin/tok_cli, on the blob tools/attn/tokenizer_blob.py
 makes from a real tokenizer.json) against Hugging Face's encoding as the npm package
 @lenml/tokenizers (a transformers.js fork, run by tests/oracle/hf_encode.mjs) computes it, its
 pre-tokenizers made to follow Hugging Face's Rust where their JavaScript regexes differ
@@ -37,7 +37,7 @@ import unicodedata
 
 from pycase import ROOT  # puts tools/ on the path too
 import pycase  # noqa: E402
-import tokenizer_blob  # noqa: E402
+from attn import tokenizer_blob  # noqa: E402
 
 NODE_DIR = os.path.join(ROOT, "tests", "node")
 MODULES = os.path.join(NODE_DIR, "node_modules")

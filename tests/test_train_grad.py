@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from pycase import ROOT  # puts tools/ on the path too
-import modelfile as mf  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 import reference  # noqa: E402
 
@@ -158,7 +158,7 @@ def read_batches(path, B, T):
 
 def read_losses(csv):
     rows = [line.split(",") for line in open(csv).read().splitlines()[1:]]
-    return [float(r[1]) for r in rows]
+    return [float(r[1]) for r in rows if r[1]]  # the row of step 0 has its evaluation alone
 
 
 def setup(name, c, t, text):

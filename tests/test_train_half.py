@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 from pycase import ROOT  # puts tools/ on the path too
-import modelfile as mf  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 
 TMP = os.path.join(ROOT, "tests", "tmp", "train_half.%d" % os.getpid())

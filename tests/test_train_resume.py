@@ -20,7 +20,7 @@ import sys
 import time
 
 from pycase import ROOT  # puts tools/ on the path too
-import modelfile as mf  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 
 # its own directory: another suite may run this test at the same time; removed when it passes

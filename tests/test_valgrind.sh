@@ -22,7 +22,7 @@ mkdir -p $tmp
 trap '[ "${failed:-1}" = 0 ] && rm -rf $tmp' EXIT # kept when something failed
 passed=0 failed=0
 CC=${CC:-gcc}
-BLAS=$(make -s --no-print-directory print-BLAS_LIBS)
+LDLIBS=$(make -s --no-print-directory print-LDLIBS)
 TOKENIZER_SRC=$(make -s --no-print-directory print-TOKENIZER_SRC)
 CHAT_SRC=$(make -s --no-print-directory print-CHAT_SRC)
 # AVX2 + FMA when the CPU has them (valgrind does too), else the compiler's baseline.
@@ -32,7 +32,7 @@ flags="-std=c11 -D_DEFAULT_SOURCE -O1 -g $arch -fopenmp"
 for prog in run train; do
   src="$TOKENIZER_SRC"
   [ $prog = run ] && src+=" $CHAT_SRC"
-  $CC $flags -o $tmp/$prog $prog.c $src $BLAS -lm || { echo "FAIL: build $prog"; echo "0 passed, 1 failed"; exit 1; }
+  $CC $flags -o $tmp/$prog $prog.c $src $LDLIBS || { echo "FAIL: build $prog"; echo "0 passed, 1 failed"; exit 1; }
 done
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 

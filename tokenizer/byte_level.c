@@ -192,7 +192,10 @@ static int encode_chunk(Encoding *e, const unsigned char *s, size_t a, size_t z)
     }
     for (size_t k = a; k < z; k++) {
         int id = t->byte_piece[s[k]];
-        if (id < 0) return fail(e->err, e->errlen, "byte 0x%02X at offset %zu has no one-byte piece", s[k], k);
+        // a vocabulary may lack the bytes UTF-8 never uses (0xC0, 0xC1, 0xF5..0xFF)
+        if (id < 0)
+            return fail(e->err, e->errlen, "byte 0x%02X at offset %zu has no piece in this vocabulary", s[k],
+                        e->at + k);
         e->id[k] = id;
     }
     return merge_and_emit(e, (int)a, (int)(z - a));

@@ -17,212 +17,21 @@ it checks them.
   reference.py MODEL|DIR --tokens 1,2,3 --greedy N          greedy continuation (ids and text)
 Token lists may also be given as @FILE (ids separated by commas or whitespace).
 """
-import copy
-import json
 import math
 import os
-import struct
 import sys
-import warnings
-
-import numpy as np
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import modelfile as mf  # noqa: E402
-import outfile  # noqa: E402
-
-
-# ---- RoPE frequencies (Hugging Face's modeling_rope_utils semantics), shared by both modes ----
-
-def inv_frequencies(theta, dims, scaling=None):
-    """float64 [dims / 2]: theta^(-2i / dims), then scaled. scaling is None or (kind, factor,
-    low_freq_factor, high_freq_factor, original_context): "linear" divides every frequency by factor
-    (positions / factor); "llama3" divides only those whose wavelength exceeds original / low, keeps
-    those whose wavelength is below original / high, and blends the band between linearly in
-    original / wavelength."""
-    inv = 1.0 / theta ** (np.arange(0, dims, 2, dtype=np.float64) / dims)
-    if scaling is None:
-        return inv
-    kind, factor, low, high, original = scaling
-    if kind == "linear":
-        return inv / factor
-    wavelen = 2 * math.pi / inv
-    scaled = np.where(wavelen > original / low, inv / factor, inv)
-    smooth = (original / wavelen - low) / (high - low)
-    medium = (wavelen >= original / high) & (wavelen <= original / low)
-    return np.where(medium, (1 - smooth) * scaled / factor + smooth * scaled, scaled)
-
-
-def window_mask(qpos, kpos, window):
-    """[Tq, Tk] bool, True where a query at qpos may read a key at kpos: causal, and with a window
-    only the last `window` positions, its own included."""
-    ok = kpos[None, :] <= qpos[:, None]
-    if window:
-        ok &= qpos[:, None] - kpos[None, :] < window
-    return ok
-
-
-# ---- attn.c model files ----
-
-class Block(nn.Module):
-    """One layer's parameters (attn_norm_w, wq, ...), registered by Transformer."""
-
-
-class Transformer(nn.Module):
-    # Dropout, for the training tests: None, or drop(site, x) -> x with a mask applied, at
-    # nanoGPT's places, the sites numbered as docs/TRAINING.md does: the embeddings' sum 0;
-    # in layer l the attention probabilities 3l + 1, the attention's output 3l + 2 and the
-    # feed-forward's output 3l + 3, before their residual adds.
-    drop = None
-
-    def __init__(self, cfg):
-        super().__init__()
-        self.cfg = c = mf.complete_config(cfg)
-        self.layers = nn.ModuleList(Block() for _ in range(c["n_layers"]))
-        for name, shape in mf.tensor_specs(c):
-            owner = self
-            if name.startswith("layers."):
-                _, i, name = name.split(".", 2)
-                owner = self.layers[int(i)]
-            owner.register_parameter(name, nn.Parameter(torch.zeros(shape)))
-
-    def is_local(self, layer):
-        c = self.cfg
-        return bool(c["sliding_window"]) and (layer + 1) % c["global_every"] != 0
-
-    def norm(self, x, w, b):
-        c = self.cfg
-        if c["norm_kind"] == mf.NORM_LAYER:
-            return F.layer_norm(x, (x.shape[-1],), w, b, c["norm_eps"])
-        if c["arch_flags"] & mf.ARCH_NORM_PLUS_ONE:
-            w = (1 + w.float()).to(x.dtype)  # Gemma forms 1 + w in float32
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + c["norm_eps"]) * w
-
-    def frequencies(self, layer):
-        """The RoPE inverse frequencies of a layer: a local one's base unscaled, a global one's scaled."""
-        c = self.cfg
-        if self.is_local(layer):
-            return inv_frequencies(c["rope_local_theta"], c["rope_dims"])
-        kind = {mf.ROPE_SCALING_NONE: None, mf.ROPE_SCALING_LINEAR: "linear",
-                mf.ROPE_SCALING_LLAMA3: "llama3"}[c["rope_scaling"]]
-        return inv_frequencies(c["rope_theta"], c["rope_dims"], kind and (
-            kind, c["rope_factor"], c["rope_low_freq_factor"], c["rope_high_freq_factor"], c["rope_original_ctx"]))
-
-    def rope(self, x, layer):
-        """Rotate interleaved pairs (2i, 2i+1) of the first rope_dims of each head (Meta's Llama)."""
-        r, T = self.cfg["rope_dims"], x.shape[1]
-        inv = torch.from_numpy(self.frequencies(layer))
-        ang = torch.outer(torch.arange(T, dtype=torch.float64), inv)
-        rot = torch.polar(torch.ones_like(ang), ang).to(torch.complex128 if x.dtype == torch.float64
-                                                         else torch.complex64)
-        z = torch.view_as_complex(x[..., :r].reshape(*x.shape[:-1], r // 2, 2).contiguous())
-        z = torch.view_as_real(z * rot[None, :, None, :]).reshape(*x.shape[:-1], r)
-        return torch.cat([z, x[..., r:]], -1)
-
-    def dropout(self, site, x):
-        return x if self.drop is None else self.drop(site, x)
-
-    def attention(self, L, x, layer):
-        c = self.cfg
-        B, T, _ = x.shape
-        H, KV, hd = c["n_heads"], c["n_kv_heads"], c["head_dim"]
-        q = F.linear(x, L.wq, getattr(L, "bq", None)).view(B, T, H, hd)
-        k = F.linear(x, L.wk, getattr(L, "bk", None)).view(B, T, KV, hd)
-        v = F.linear(x, L.wv, getattr(L, "bv", None)).view(B, T, KV, hd)
-        if c["arch_flags"] & mf.ARCH_QK_NORM:
-            q, k = self.norm(q, L.q_norm_w, None), self.norm(k, L.k_norm_w, None)
-        if c["pos_kind"] == mf.POS_ROPE:
-            q, k = self.rope(q, layer), self.rope(k, layer)
-        # query head h reads kv head h // (H / KV)
-        k = k.repeat_interleave(H // KV, dim=2)
-        v = v.repeat_interleave(H // KV, dim=2)
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # B, H, T, hd
-        s = q @ k.transpose(-1, -2) * (c["attn_scale"] or 1 / math.sqrt(hd))
-        pos = torch.arange(T)
-        s = s.masked_fill(~window_mask(pos, pos, c["sliding_window"] if self.is_local(layer) else 0), float("-inf"))
-        y = (self.dropout(3 * layer + 1, s.softmax(-1)) @ v).transpose(1, 2).reshape(B, T, H * hd)
-        return F.linear(y, L.wo, getattr(L, "bo", None))
-
-    def ffn(self, L, x):
-        kind = self.cfg["ffn_kind"]
-        h = F.linear(x, L.w1, getattr(L, "b1", None))
-        if kind == mf.FFN_SWIGLU:
-            h = F.silu(h) * F.linear(x, L.w3, getattr(L, "b3", None))
-        elif kind == mf.FFN_GEGLU_TANH:
-            h = F.gelu(h, approximate="tanh") * F.linear(x, L.w3, getattr(L, "b3", None))
-        elif kind == mf.FFN_GELU_TANH:
-            h = F.gelu(h, approximate="tanh")
-        elif kind == mf.FFN_GELU_ERF:
-            h = F.gelu(h)
-        else:
-            h = F.relu(h)
-        return F.linear(h, L.w2, getattr(L, "b2", None))
-
-    def sinusoid(self, T, dtype):
-        d = self.cfg["dim"]
-        j = torch.arange(d, dtype=torch.float64)
-        ang = torch.arange(T, dtype=torch.float64)[:, None] / 10000.0 ** ((j - j % 2) / d)[None, :]
-        return torch.where(j % 2 == 0, torch.sin(ang), torch.cos(ang)).to(dtype)
-
-    def forward(self, tokens):
-        """tokens [B, T] (int64) -> logits [B, T, vocab]."""
-        c = self.cfg
-        T = tokens.shape[1]
-        if T > c["seq_len"]:
-            raise ValueError("%d tokens exceed seq_len %d" % (T, c["seq_len"]))
-        x = self.tok_embedding[tokens] * c["embed_scale"]
-        if c["pos_kind"] == mf.POS_LEARNED:
-            x = x + self.pos_embedding[:T]
-        elif c["pos_kind"] == mf.POS_SINUSOID:
-            x = x + self.sinusoid(T, x.dtype)
-        x = self.dropout(0, x)
-        out_norms = c["arch_flags"] & mf.ARCH_OUT_NORMS
-        for l, L in enumerate(self.layers):
-            na = lambda t: self.norm(t, L.attn_norm_w, getattr(L, "attn_norm_b", None))  # noqa: E731
-            nf = lambda t: self.norm(t, L.ffn_norm_w, getattr(L, "ffn_norm_b", None))  # noqa: E731
-            # Gemma 3 normalises each sublayer's output before its residual add
-            oa = lambda t: self.norm(t, L.attn_out_norm_w, None) if out_norms else t  # noqa: E731
-            of = lambda t: self.norm(t, L.ffn_out_norm_w, None) if out_norms else t  # noqa: E731
-            da = lambda t: self.dropout(3 * l + 2, t)  # noqa: E731
-            df = lambda t: self.dropout(3 * l + 3, t)  # noqa: E731
-            if c["post_norm"]:
-                x = na(x + da(oa(self.attention(L, x, l))))
-                x = nf(x + df(of(self.ffn(L, x))))
-            else:
-                x = x + da(oa(self.attention(L, na(x), l)))
-                x = x + df(of(self.ffn(L, nf(x))))
-        if c["final_norm"]:
-            x = self.norm(x, self.final_norm_w, getattr(self, "final_norm_b", None))
-        return F.linear(x, self.tok_embedding if c["tied_classifier"] else self.classifier)
-
-    # the interface logits(), perplexity() and greedy() use, shared with HFModel
-    def all_logits(self, tokens):
-        with torch.no_grad():
-            return self(torch.tensor([list(tokens)], dtype=torch.long))[0]
-
-    def in_double(self):
-        """This model computing in float64, for perplexity."""
-        return copy.deepcopy(self).double()
-
-    def context(self):
-        return self.cfg["seq_len"]
-
-    def stops(self, t):
-        _, _, flags, bos, eos = self.tok
-        return t == eos or (flags & mf.TOKF_BOS_STOPS and t == bos)
-
-    def generate(self, tokens, n):
-        toks, out = list(tokens), []
-        while len(out) < n and len(toks) < self.context():
-            t = int(self.all_logits(toks)[-1].argmax())
-            if self.stops(t):
-                break
-            toks.append(t)
-            out.append(t)
-        return out
+if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/attn/cli_main.py)
+    from attn import cli_main
+    cli_main.guard()
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
+from attn import outfile  # noqa: E402
+from attn.reference.hf import Bad, HFModel, hf_decode  # noqa: E402
+from attn.reference.model import Transformer  # noqa: E402
 
 
 def load(path, dtype=torch.float32):
@@ -235,450 +44,6 @@ def load(path, dtype=torch.float32):
     m.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in tensors.items()})
     m.tok = tok
     return m.to(dtype).eval()
-
-
-# ---- Hugging Face directories ----
-
-class Bad(ValueError):
-    """A problem with one file of a Hugging Face directory: main prints `reference.py: FILE: PROBLEM`."""
-
-    def __init__(self, path, msg):
-        super().__init__(msg)
-        self.path = path
-
-
-SAFETENSORS_DTYPES = {"F32": "<f4", "BF16": "<u2", "F16": "<f2"}
-
-
-def read_safetensors(path):
-    """name -> float32 numpy array of a .safetensors file: an 8-byte header length, a JSON header
-    {name: {dtype, shape, data_offsets}}, the data. BF16 and F16 are widened exactly."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if len(head) < 8:
-            raise Bad(path, "%d bytes: no safetensors header" % size)
-        n = struct.unpack("<Q", head)[0]
-        if n > size - 8:
-            raise Bad(path, "header length %d runs past the file's %d bytes" % (n, size))
-        try:
-            header = json.loads(f.read(n))
-        except ValueError as e:
-            raise Bad(path, "safetensors header is not JSON: %s" % e)
-    if not isinstance(header, dict):
-        raise Bad(path, "safetensors header is not a JSON object")
-    data = np.memmap(path, dtype=np.uint8, mode="r") if size > 8 + n else np.zeros(0, np.uint8)
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype, shape, (b, end) = e["dtype"], [int(s) for s in e["shape"]], e["data_offsets"]
-        except (TypeError, KeyError, ValueError):
-            raise Bad(path, "tensor %s: a malformed header entry" % name)
-        if dtype not in SAFETENSORS_DTYPES:
-            raise Bad(path, "tensor %s: dtype %s (this reads %s)" % (name, dtype, ", ".join(SAFETENSORS_DTYPES)))
-        width = np.dtype(SAFETENSORS_DTYPES[dtype]).itemsize
-        if not 0 <= b <= end <= size - 8 - n or end - b != width * int(np.prod(shape)):
-            raise Bad(path, "tensor %s: data_offsets [%d, %d] do not hold %s %s" % (name, b, end, dtype, shape))
-        raw = data[8 + n + b:8 + n + end].view(SAFETENSORS_DTYPES[dtype]).reshape(shape)
-        if dtype == "BF16":
-            out[name] = (raw.astype("<u4") << 16).view("<f4")
-        else:  # float32 read where it lies (read-only; nothing writes to the weights)
-            out[name] = raw if dtype == "F32" else raw.astype(np.float32)
-    return out
-
-
-def read_hf_weights(d):
-    """Every tensor of model.safetensors, or of the shards model.safetensors.index.json maps."""
-    single, index = os.path.join(d, "model.safetensors"), os.path.join(d, "model.safetensors.index.json")
-    if os.path.exists(single):
-        return read_safetensors(single)
-    if not os.path.exists(index):
-        raise Bad(d, "no model.safetensors or model.safetensors.index.json")
-    try:
-        wmap = json.load(open(index))["weight_map"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise Bad(index, "no weight_map: %s" % e)
-    out = {}
-    for shard in sorted(set(wmap.values())):
-        got = read_safetensors(os.path.join(d, shard))
-        for name in got:
-            if wmap.get(name) != shard:
-                raise Bad(index, "tensor %s is in %s but the weight map says %s" % (name, shard, wmap.get(name)))
-        out.update(got)
-    missing = set(wmap) - set(out)
-    if missing:
-        raise Bad(index, "tensor(s) in the weight map but in no shard: %s" % ", ".join(sorted(missing)[:4]))
-    return out
-
-
-def read_json(path, required=True):
-    if not os.path.exists(path) and not required:
-        return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        raise Bad(path, "unreadable JSON: %s" % e)
-
-
-# What transformers assumes when config.json leaves a field out, per model_type.
-HF_DEFAULTS = {
-    "llama": dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu"),
-    "qwen2": dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu"),
-    "qwen3": dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu",
-                  head_dim=128),
-    "gemma3_text": dict(rms_norm_eps=1e-6, rope_theta=1e6, rope_local_base_freq=10000.0, tie_word_embeddings=True,
-                        hidden_activation="gelu_pytorch_tanh", head_dim=256, query_pre_attn_scalar=256,
-                        sliding_window=4096, sliding_window_pattern=6),
-    "gpt2": dict(layer_norm_epsilon=1e-5, activation_function="gelu_new", tie_word_embeddings=True, n_inner=None,
-                 scale_attn_weights=True, scale_attn_by_inverse_layer_idx=False, n_positions=1024),
-}
-ACTIVATIONS = {"silu": F.silu, "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
-               "gelu_new": lambda x: F.gelu(x, approximate="tanh"), "gelu": F.gelu, "relu": F.relu}
-# buffers some checkpoints carry that hold nothing a forward pass reads
-IGNORED = (".rotary_emb.inv_freq", ".attn.bias", ".attn.masked_bias")
-
-
-class HFModel:
-    """A Hugging Face checkpoint computed as transformers computes it (eager attention), in dtype."""
-
-    def __init__(self, d, dtype=torch.float32):
-        self.dir, self.dtype = d, dtype
-        cpath = os.path.join(d, "config.json")
-        conf = read_json(cpath)
-        self.model_type = mt = conf.get("model_type")
-        if mt not in HF_DEFAULTS:
-            raise Bad(cpath, "model_type %r (this reads %s)" % (mt, ", ".join(HF_DEFAULTS)))
-        self.conf = dict(HF_DEFAULTS[mt], **{k: v for k, v in conf.items() if v is not None})
-        self.cpath = cpath
-        with warnings.catch_warnings():  # float32 tensors on the read-only file mapping
-            warnings.simplefilter("ignore", UserWarning)
-            tensors = {k: torch.from_numpy(v) for k, v in read_hf_weights(d).items()}
-        try:
-            (self.configure_gpt2 if mt == "gpt2" else self.configure_decoder)(tensors)
-        except (KeyError, TypeError, ZeroDivisionError) as e:  # a field of the wrong kind
-            raise Bad(cpath, "malformed: %s: %s" % (type(e).__name__, e))
-        gen = read_json(os.path.join(d, "generation_config.json"), required=False)
-        eos = gen.get("eos_token_id", conf.get("eos_token_id"))
-        self.stop_ids = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
-
-    def need(self, key):
-        if key not in self.conf:
-            raise Bad(self.cpath, "no %s" % key)
-        return self.conf[key]
-
-    def take(self, tensors, name, shape):
-        """Pop a tensor by its Hugging Face name, its shape checked."""
-        if name not in tensors:
-            raise Bad(self.dir, "missing tensor %s" % name)
-        t = tensors.pop(name)
-        if tuple(t.shape) != tuple(shape):
-            raise Bad(self.dir, "tensor %s has shape %s, the config implies %s" % (name, tuple(t.shape), tuple(shape)))
-        return t
-
-    def leftovers(self, tensors):
-        extra = [n for n in tensors if not n.endswith(IGNORED)]
-        if extra:
-            raise Bad(self.dir, "tensor(s) this model_type does not use: %s" % ", ".join(sorted(extra)[:4]))
-
-    def rope_config(self):
-        """(theta, scaling) for the global layers: rope_scaling (or the newer rope_parameters) as
-        modeling_rope_utils reads it; "type" is the older spelling of "rope_type"."""
-        c = self.conf
-        rs = c.get("rope_parameters") or c.get("rope_scaling") or {}
-        if self.model_type == "gemma3_text" and "full_attention" in rs:
-            rs = rs["full_attention"] or {}
-        theta = float(rs.get("rope_theta", c["rope_theta"]))
-        kind = rs.get("rope_type", rs.get("type", "default"))
-        if kind == "default":
-            return theta, None
-        if kind == "linear":
-            return theta, ("linear", float(rs["factor"]), 0, 0, 0)
-        if kind == "llama3":
-            try:
-                return theta, ("llama3", float(rs["factor"]), float(rs["low_freq_factor"]),
-                               float(rs["high_freq_factor"]), float(rs["original_max_position_embeddings"]))
-            except KeyError as e:
-                raise Bad(self.cpath, "rope_scaling llama3 lacks %s" % e)
-        raise Bad(self.cpath, "rope_scaling type %r (this reads default, linear, llama3)" % kind)
-
-    def configure_decoder(self, t):
-        """llama, qwen2, qwen3, gemma3_text: the model.layers.N.* tensors and the config's knobs."""
-        c, mt = self.conf, self.model_type
-        d, hidden, L = self.need("hidden_size"), self.need("intermediate_size"), self.need("num_hidden_layers")
-        H = self.need("num_attention_heads")
-        KV = c.get("num_key_value_heads", H)
-        hd = c.get("head_dim") or d // H
-        V = self.need("vocab_size")
-        gemma = mt == "gemma3_text"
-        act = c["hidden_activation"] if gemma else c["hidden_act"]
-        if act not in ACTIVATIONS:
-            raise Bad(self.cpath, "activation %r (this reads %s)" % (act, ", ".join(ACTIVATIONS)))
-        for k in ("use_sliding_window", "use_bidirectional_attention", "attn_logit_softcapping",
-                  "final_logit_softcapping"):
-            if c.get(k):
-                raise Bad(self.cpath, "%s = %r: not modelled here" % (k, c[k]))
-        r = int(hd * c.get("partial_rotary_factor", 1.0))
-        self.eps, self.act, self.plus_one, self.gemma = c["rms_norm_eps"], ACTIVATIONS[act], gemma, gemma
-        self.H, self.KV, self.hd, self.rope_dims, self.V = H, KV, hd, r, V
-        self.qk_norm = mt in ("qwen3", "gemma3_text")
-        self.embed_scale = float(np.float32(d ** 0.5)) if gemma else 1.0  # a float32 tensor in transformers
-        self.scaling = c["query_pre_attn_scalar"] ** -0.5 if gemma else hd ** -0.5
-        theta, scaling = self.rope_config()
-        global_inv = inv_frequencies(theta, r, scaling)
-        if gemma:
-            types = c.get("layer_types") or [
-                "sliding_attention" if (i + 1) % c["sliding_window_pattern"] else "full_attention" for i in range(L)]
-            if len(types) != L or set(types) - {"sliding_attention", "full_attention"}:
-                raise Bad(self.cpath, "layer_types %s does not give each of %d layers a known kind" % (types, L))
-            rl = c.get("rope_parameters", {}).get("sliding_attention") or {}
-            local_inv = inv_frequencies(float(rl.get("rope_theta", c["rope_local_base_freq"])), r)
-            self.windows = [c["sliding_window"] if k == "sliding_attention" else 0 for k in types]
-            self.layer_inv = [local_inv if w else global_inv for w in self.windows]
-        else:
-            self.windows, self.layer_inv = [0] * L, [global_inv] * L
-        qkv_bias = True if mt == "qwen2" else c.get("attention_bias", False)
-        o_bias = False if mt == "qwen2" else c.get("attention_bias", False)
-        mlp_bias = c.get("mlp_bias", False) if mt == "llama" else False
-        self.embed = self.take(t, "model.embed_tokens.weight", (V, d))
-        self.final_norm = self.take(t, "model.norm.weight", (d,))
-        tied = c["tie_word_embeddings"]
-        self.lm_head = self.embed if tied else self.take(t, "lm_head.weight", (V, d))
-        if tied:
-            t.pop("lm_head.weight", None)  # transformers ties it to the embedding whatever it holds
-        shapes = {"self_attn.q_proj": (H * hd, d), "self_attn.k_proj": (KV * hd, d), "self_attn.v_proj": (KV * hd, d),
-                  "self_attn.o_proj": (d, H * hd), "mlp.gate_proj": (hidden, d), "mlp.up_proj": (hidden, d),
-                  "mlp.down_proj": (d, hidden)}
-        biased = {"self_attn.q_proj": qkv_bias, "self_attn.k_proj": qkv_bias, "self_attn.v_proj": qkv_bias,
-                  "self_attn.o_proj": o_bias, "mlp.gate_proj": mlp_bias, "mlp.up_proj": mlp_bias,
-                  "mlp.down_proj": mlp_bias}
-        norms = ["input_layernorm", "post_attention_layernorm"]
-        if gemma:
-            norms += ["pre_feedforward_layernorm", "post_feedforward_layernorm"]
-        self.layers = []
-        for i in range(L):
-            p, W = "model.layers.%d." % i, {}
-            for n, shape in shapes.items():
-                W[n + ".weight"] = self.take(t, p + n + ".weight", shape)
-                if biased[n]:
-                    W[n + ".bias"] = self.take(t, p + n + ".bias", shape[:1])
-            for n in norms:
-                W[n] = self.take(t, p + n + ".weight", (d,))
-            if self.qk_norm:
-                W["q_norm"] = self.take(t, p + "self_attn.q_norm.weight", (hd,))
-                W["k_norm"] = self.take(t, p + "self_attn.k_norm.weight", (hd,))
-            self.layers.append(W)
-        self.leftovers(t)
-        self.max_positions = c.get("max_position_embeddings", 1 << 30)
-
-    def configure_gpt2(self, t):
-        c = self.conf
-        d, L, H, V = self.need("n_embd"), self.need("n_layer"), self.need("n_head"), self.need("vocab_size")
-        S, hidden = c["n_positions"], c["n_inner"] or 4 * d
-        if c["activation_function"] not in ACTIVATIONS:
-            raise Bad(self.cpath, "activation_function %r (this reads %s)" % (c["activation_function"],
-                                                                           ", ".join(ACTIVATIONS)))
-        if c["scale_attn_by_inverse_layer_idx"] or not c["scale_attn_weights"]:
-            raise Bad(self.cpath, "GPT-2 attention scaled other than by 1 / sqrt(head_dim): not modelled here")
-        self.eps, self.act, self.H, self.hd, self.V = c["layer_norm_epsilon"], ACTIVATIONS[c["activation_function"]], \
-            H, d // H, V
-        pre = "transformer." if "transformer.wte.weight" in t else ""
-        self.embed = self.take(t, pre + "wte.weight", (V, d))
-        self.wpe = self.take(t, pre + "wpe.weight", (S, d))
-        self.final_norm = (self.take(t, pre + "ln_f.weight", (d,)), self.take(t, pre + "ln_f.bias", (d,)))
-        tied = c["tie_word_embeddings"]
-        self.lm_head = self.embed if tied else self.take(t, "lm_head.weight", (V, d))
-        if tied:
-            t.pop("lm_head.weight", None)
-        shapes = {"ln_1": (d,), "ln_2": (d,), "attn.c_attn": (d, 3 * d), "attn.c_proj": (d, d),
-                  "mlp.c_fc": (d, hidden), "mlp.c_proj": (hidden, d)}  # Conv1D: [in, out]
-        self.layers = []
-        for i in range(L):
-            p, W = pre + "h.%d." % i, {}
-            for n, shape in shapes.items():
-                W[n + ".weight"] = self.take(t, p + n + ".weight", shape)
-                W[n + ".bias"] = self.take(t, p + n + ".bias", shape[-1:])
-            self.layers.append(W)
-        self.leftovers(t)
-        self.max_positions = S
-
-    # -- computation --
-
-    def cast(self, w):
-        return w.to(self.dtype)
-
-    def rms_norm(self, x, w):
-        w = (1 + w.float()) if self.plus_one else w  # Gemma forms 1 + w in float32
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.cast(w)
-
-    def linear(self, x, W, name):
-        b = W.get(name + ".bias")
-        return F.linear(x, self.cast(W[name + ".weight"]), None if b is None else self.cast(b))
-
-    def rope(self, x, layer, pos):
-        """x [T, heads, hd]: transformers' apply_rotary_pos_emb, x cos + rotate_half(x) sin, where
-        rotate_half(a, b) = (-b, a) over the halves of the first rope_dims."""
-        r = self.rope_dims
-        ang = torch.outer(pos.double(), torch.from_numpy(self.layer_inv[layer]))
-        emb = torch.cat([ang, ang], -1)
-        cos, sin = emb.cos().to(self.dtype)[:, None, :], emb.sin().to(self.dtype)[:, None, :]
-        xr = x[..., :r]
-        half = torch.cat([-xr[..., r // 2:], xr[..., :r // 2]], -1)
-        return torch.cat([xr * cos + half * sin, x[..., r:]], -1)
-
-    def attend(self, q, k, v, pos, window, scaling):
-        """q [T, H, hd], k and v [S, KV, hd] (every position so far), pos the queries' positions."""
-        H, KV = q.shape[1], k.shape[1]
-        k = k.repeat_interleave(H // KV, dim=1)
-        v = v.repeat_interleave(H // KV, dim=1)
-        s = torch.einsum("thd,shd->hts", q, k) * scaling
-        s = s.masked_fill(~window_mask(pos, torch.arange(k.shape[0]), window), float("-inf"))
-        return torch.einsum("hts,shd->thd", s.softmax(-1), v).reshape(q.shape[0], -1)
-
-    def hidden(self, tokens, cache):
-        """The final normed hidden states [T, dim] of tokens following the cache's positions; the
-        cache (a list of per-layer (k, v), or [] to start) grows by them."""
-        start = cache[0][0].shape[0] if cache else 0
-        T = len(tokens)
-        if start + T > self.max_positions:
-            raise ValueError("%d positions exceed the model's %d" % (start + T, self.max_positions))
-        pos = torch.arange(start, start + T)
-        ids = torch.tensor(list(tokens), dtype=torch.long)
-        if self.model_type == "gpt2":
-            return self.gpt2_hidden(ids, pos, cache)
-        x = self.cast(self.embed[ids]) * self.embed_scale
-        H, KV, hd = self.H, self.KV, self.hd
-        for l, W in enumerate(self.layers):
-            h = self.rms_norm(x, W["input_layernorm"])
-            q = self.linear(h, W, "self_attn.q_proj").view(T, H, hd)
-            k = self.linear(h, W, "self_attn.k_proj").view(T, KV, hd)
-            v = self.linear(h, W, "self_attn.v_proj").view(T, KV, hd)
-            if self.qk_norm:
-                q, k = self.rms_norm(q, W["q_norm"]), self.rms_norm(k, W["k_norm"])
-            q, k = self.rope(q, l, pos), self.rope(k, l, pos)
-            if len(cache) <= l:
-                cache.append((k[:0], v[:0]))
-            k, v = torch.cat([cache[l][0], k]), torch.cat([cache[l][1], v])
-            cache[l] = (k, v)
-            a = self.linear(self.attend(q, k, v, pos, self.windows[l], self.scaling), W, "self_attn.o_proj")
-            if self.gemma:  # Gemma 3: post_attention_layernorm on the output, pre_feedforward before the MLP
-                x = x + self.rms_norm(a, W["post_attention_layernorm"])
-                h = self.rms_norm(x, W["pre_feedforward_layernorm"])
-            else:  # Llama, Qwen: post_attention_layernorm is the MLP's input norm
-                x = x + a
-                h = self.rms_norm(x, W["post_attention_layernorm"])
-            f = self.linear(self.act(self.linear(h, W, "mlp.gate_proj")) * self.linear(h, W, "mlp.up_proj"),
-                            W, "mlp.down_proj")
-            x = x + (self.rms_norm(f, W["post_feedforward_layernorm"]) if self.gemma else f)
-        return self.rms_norm(x, self.final_norm)
-
-    def gpt2_hidden(self, ids, pos, cache):
-        T, d = len(ids), self.embed.shape[1]
-        ln = lambda x, w, b: F.layer_norm(x, (d,), self.cast(w), self.cast(b), self.eps)  # noqa: E731
-        conv1d = lambda x, W, n: x @ self.cast(W[n + ".weight"]) + self.cast(W[n + ".bias"])  # noqa: E731
-        x = self.cast(self.embed[ids]) + self.cast(self.wpe[pos])
-        for l, W in enumerate(self.layers):
-            q, k, v = conv1d(ln(x, W["ln_1.weight"], W["ln_1.bias"]), W, "attn.c_attn").split(d, -1)
-            q, k, v = (z.view(T, self.H, self.hd) for z in (q, k, v))
-            if len(cache) <= l:
-                cache.append((k[:0], v[:0]))
-            k, v = torch.cat([cache[l][0], k]), torch.cat([cache[l][1], v])
-            cache[l] = (k, v)
-            x = x + conv1d(self.attend(q, k, v, pos, 0, self.hd ** -0.5), W, "attn.c_proj")
-            h = ln(x, W["ln_2.weight"], W["ln_2.bias"])
-            x = x + conv1d(self.act(conv1d(h, W, "mlp.c_fc")), W, "mlp.c_proj")
-        return ln(x, *self.final_norm)
-
-    def classify(self, h):
-        """[T, vocab] logits; in another dtype than float32 the classifier is cast a slice at a time
-        (a float64 copy of a 262k-row matrix would be large)."""
-        if self.dtype == torch.float32:
-            return F.linear(h, self.lm_head)
-        rows = 1 << 15
-        return torch.cat([F.linear(h, self.cast(self.lm_head[i:i + rows])) for i in range(0, self.V, rows)], -1)
-
-    # the interface logits(), perplexity() and greedy() use, shared with Transformer
-    def all_logits(self, tokens):
-        with torch.no_grad():
-            return self.classify(self.hidden(tokens, []))
-
-    def in_double(self):
-        """This model computing in float64 (the weights shared, cast as they are used), for perplexity."""
-        m = copy.copy(self)
-        m.dtype = torch.float64
-        return m
-
-    def context(self):
-        return self.max_positions
-
-    def stops(self, t):
-        return t in self.stop_ids
-
-    def generate(self, tokens, n, draft=None):
-        """Greedy with a KV cache, as transformers' generate does. A step of one token reads every
-        weight for one row of work; draft(new tokens so far) -> a guess at the tokens that follow
-        (another program's output, say) lets the layers run over the whole guess at once, and the
-        classifier over a block of its states, each state's argmax checked against the guess. The
-        first that differs is taken instead and the rest guessed again; with no guess a step is the
-        plain one. The result is the greedy continuation whatever draft guesses."""
-        room = min(n, self.context() - len(tokens))  # new tokens allowed
-        out, cache = [], []
-        with torch.no_grad():
-            state = self.hidden(tokens, cache)[-1:]
-            while len(out) < room:
-                guess = (draft(out) if draft else [])[:room - len(out)]
-                states = torch.cat([state, self.hidden(guess, cache)]) if guess else state
-                for b in range(0, len(guess) + 1, 16):
-                    best = self.classify(states[b:b + 16]).argmax(-1).tolist()
-                    i = next((b + j for j, t in enumerate(best) if b + j == len(guess) or t != guess[b + j]), None)
-                    if i is not None:
-                        break
-                out += guess[:i]
-                cache[:] = [(k[:len(tokens) + len(out)], v[:len(tokens) + len(out)]) for k, v in cache]
-                t = best[i - b]
-                if len(out) == room or self.stops(t):
-                    break
-                out.append(t)
-                state = self.hidden([t], cache)
-        return out
-
-
-def hf_pieces(d):
-    """id -> (bytes, special) of a Hugging Face directory's tokenizer.json, as text decodes: a
-    byte-level vocabulary's characters mapped back to bytes, a SentencePiece one's '▁' as a space
-    and <0xNN> as the byte; added tokens as their text. None when the directory has no tokenizer.json."""
-    path = os.path.join(d, "tokenizer.json")
-    if not os.path.exists(path):
-        return None
-    tj = read_json(path)
-    vocab = tj.get("model", {}).get("vocab", {})
-    byte_level = "ByteLevel" in json.dumps(tj.get("decoder"))
-    if byte_level:
-        keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-        extra = [b for b in range(256) if b not in keep]
-        char_byte = {chr(b): b for b in keep}
-        char_byte.update({chr(256 + i): b for i, b in enumerate(extra)})
-    out = {}
-    for piece, i in vocab.items():
-        if byte_level:
-            out[i] = (bytes(char_byte[ch] for ch in piece), False)
-        elif len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
-            out[i] = (bytes([int(piece[3:5], 16)]), False)
-        else:
-            out[i] = (piece.replace("\u2581", " ").encode("utf-8"), False)
-    for a in tj.get("added_tokens", []):
-        out[a["id"]] = (a["content"].encode("utf-8"), bool(a.get("special")))
-    return out
-
-
-def hf_decode(d, ids):
-    """The bytes ids stand for, as ./run prints them: special tokens as nothing."""
-    pieces = hf_pieces(d)
-    if pieces is None:
-        raise Bad(d, "no tokenizer.json to decode with")
-    return b"".join(b"" if pieces[t][1] else pieces[t][0] for t in ids)
 
 
 def logits(model, tokens):
@@ -765,6 +130,33 @@ def encode(tok, text):
         seq[at:at + 2] = [best]
 
 
+def attention_probabilities(model, tokens):
+    """[n_layers] numpy arrays [heads, T, T]: the probabilities each layer's attention computes over
+    tokens (query row, key column; 0 where masked) in model's own forward, a Transformer's or an
+    HFModel's. Every softmax that forward calls is recorded as it is computed, the attention's being
+    its only ones (the logits are not turned into probabilities here), so that nothing is computed
+    a second way; a TorchFunctionMode sees each call without touching the modules."""
+    from torch.overrides import TorchFunctionMode
+
+    class Recorder(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.layers = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func in (torch.Tensor.softmax, torch.softmax, F.softmax):
+                self.layers.append(out.reshape(-1, *out.shape[-2:]).numpy())
+            return out
+
+    with torch.no_grad(), Recorder() as rec:
+        if isinstance(model, HFModel):
+            model.hidden(tokens, [])
+        else:
+            model(torch.tensor([list(tokens)], dtype=torch.long))
+    return rec.layers
+
+
 def parse_ids(s):
     if s.startswith("@"):
         s = open(s[1:]).read()
@@ -781,7 +173,11 @@ def main(argv):
     ap.add_argument("--greedy", type=int, help="new tokens to generate greedily after --tokens")
     ap.add_argument("--double", action="store_true", help="compute in float64")
     a = ap.parse_args(argv)
-    npy = a.logits and (a.logits if a.logits.endswith(".npy") else a.logits + ".npy")  # as np.save names it
+    npy = a.logits and (a.logits if a.logits.endswith(".npy") or a.logits == outfile.STDIO
+                        else a.logits + ".npy")  # as np.save names it
+    if npy == outfile.STDIO and (a.ppl_tokens or a.greedy):
+        sys.stderr.write("reference.py: --logits -: standard output would hold the --ppl-tokens or --greedy text too\n")
+        return 1
     try:
         if npy:
             outfile.check(npy)  # before any work

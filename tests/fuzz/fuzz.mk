@@ -15,7 +15,7 @@ SHARED_DIR ?= $(abspath ../shared)
 FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O1 $(ARCH_FLAGS) -fno-omit-frame-pointer \
   -fsanitize=address,undefined -fno-sanitize-recover=all -Wall -Wno-unknown-pragmas \
   -DSHARED_DIR='"$(SHARED_DIR)"'
-FUZZ_DEPS = tests/fuzz/fuzz.h $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS)
+FUZZ_DEPS = tests/fuzz/fuzz.h $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS) $(CHAT_DEPS)
 # Inputs longer than this are cut: enough for small model files and every tokenizer blob
 # the seeds hold, short enough to keep executions fast.
 FUZZ_MAX_LEN_model = 65536
@@ -23,21 +23,21 @@ FUZZ_MAX_LEN_tokenizer = 16384
 FUZZ_MAX_LEN_sampler = 1024
 FUZZ_MAX_LEN_learn = 4096
 
-# The tokenizer's objects are compiled once for every target and seed writer, with the
-# fuzzer's coverage instrumentation (which a seed writer links and leaves unused).
-FUZZ_TOKENIZER_OBJ = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(TOKENIZER_SRC))
-$(FUZZ_DIR)/obj/%.o: %.c $(TOKENIZER_DEPS)
+# The tokenizer's and chat formats' objects are compiled once for every target and seed writer,
+# with the fuzzer's coverage instrumentation (which a seed writer links and leaves unused).
+FUZZ_OBJ = $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(TOKENIZER_SRC) $(CHAT_SRC))
+$(FUZZ_DIR)/obj/%.o: %.c $(TOKENIZER_DEPS) $(CHAT_DEPS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 
-$(FUZZ_DIR)/bin/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS) $(FUZZ_TOKENIZER_OBJ)
+$(FUZZ_DIR)/bin/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS) $(FUZZ_OBJ)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_TOKENIZER_OBJ) $(LDLIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
 
 # -O0: a seed writer runs for milliseconds, and compiles in a ninth of -O1's time.
-$(FUZZ_DIR)/bin/seeds_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS) $(FUZZ_TOKENIZER_OBJ)
+$(FUZZ_DIR)/bin/seeds_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS) $(FUZZ_OBJ)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -O0 -DMAKE_SEEDS -o $@ $< $(FUZZ_TOKENIZER_OBJ) $(LDLIBS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -O0 -DMAKE_SEEDS -o $@ $< $(FUZZ_OBJ) $(LDLIBS)
 
 # Seeds: what each target's seed writer makes, plus for the loader stories260K converted
 # (cut to FUZZ_MAX_LEN_model when fuzzed) and its tokenizer blob as a tokenizer input.

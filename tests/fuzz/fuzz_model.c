@@ -1,9 +1,11 @@
 // Fuzz target: the model-file loader. Any bytes go through model_check_layout, then through
-// a real file (a memfd) into model_open, which must agree. An accepted file then has its
-// embedded tokenizer loaded and, if the model is small, one forward step run on a heap copy
-// of the file: AddressSanitizer sees heap overreads that a mapping would hide, so every
-// weight pointer the loader carved is proven to lie inside the file.
+// a real file (a memfd) into model_open, which must agree, and model_verify_checksum. An
+// accepted file then has its embedded tokenizer and chat section loaded and, if the model is
+// small, one forward step run on a heap copy of the file: AddressSanitizer sees heap overreads
+// that a mapping would hide, so every weight pointer the loader carved is proven to lie inside
+// the file.
 #include "../../model.h"
+#include "../../chat/chat.h"
 #include "fuzz.h"
 
 static int small_enough(const Config *c) {
@@ -52,6 +54,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     Model m;
     int opened = model_open(&m, path, err2, sizeof err2) == 0;
+    if (opened && model_verify_checksum(path, err, sizeof err)) { // a mutated file fails it, in one line
+        fuzz_check_message(err);
+        FUZZ_ASSERT(strstr(err, path) == err, "model_verify_checksum's message does not start with the file name");
+    }
     close(fd);
     FUZZ_ASSERT(opened == accepted, "model_check_layout and model_open disagree");
     if (!opened) {
@@ -72,6 +78,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int tok_ok = tokenizer_init(&tok, copy + h->tok_offset, h->tok_bytes, c.tok_kind, c.tok_flags, c.bos_id, c.eos_id,
                                 err, sizeof err) == 0;
     if (!tok_ok) fuzz_check_message(err);
+    if (tok_ok && h->chat_bytes) {
+        ChatTemplate ct;
+        if (chat_template_init(&ct, copy + h->chat_offset, h->chat_bytes, (int)h->version, &tok, err, sizeof err))
+            fuzz_check_message(err);
+        else chat_template_free(&ct);
+    }
     if (small_enough(&c)) {
         int tokens[8] = {0, c.vocab_size - 1, c.vocab_size / 2}, n = 3;
         if (tok_ok && tok.n_pieces == c.vocab_size) {
@@ -141,7 +153,10 @@ int main(int argc, char **argv) {
         for (size_t k = 0; k < bytes / sizeof(float); k++) w[k] = (float)((k * 37 % 101) - 50) / 100.0f;
         char path[4096];
         snprintf(path, sizeof path, "%s/small%zu.bin", argv[1], i);
-        if (model_save(path, &configs[i], blob, blob_bytes, w, err, sizeof err)) {
+        // every other seed with a version 5 chat section: family 0 and a template's text
+        static const unsigned char chat[] = "\0\0\0\0\0\0\0\0\0\0\0\0\x0b\0\0\0{{ bos }}ab";
+        if (model_save_chat(path, &configs[i], blob, blob_bytes, chat, i % 2 ? sizeof chat - 1 : 0, w, err,
+                            sizeof err)) {
             fprintf(stderr, "%s\n", err);
             return 1;
         }

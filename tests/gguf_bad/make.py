@@ -1,7 +1,9 @@
 """Rebuild the hand-made damaged GGUF files of tests/gguf_bad/ (the mutation harness adds its
-finds there as mutant-*.gguf). Each is a small valid file from tools/gguf_write.py with one field
+finds there as mutant-*.gguf). Each is a small valid file from tools/attn/gguf_write.py with one field
 cut, inflated or given a wrong type; tests/test_gguf.py's BAD table says what the reader must
 answer for each, and tests/test_bad_inputs.sh feeds some to convert.py.
+Every .gguf file here is generated, by this script or (mutant-*.gguf) by tests/gguf_mutate.py: they
+are binary, so they cannot carry a BEGIN GENERATED comment; do not edit them, rerun the command.
 
   /usr/bin/python3 tests/gguf_bad/make.py
 """
@@ -13,8 +15,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
-import gguf  # noqa: E402
-import gguf_write  # noqa: E402
+from attn import gguf_file as gguf  # noqa: E402
+from attn import gguf_write  # noqa: E402
 
 TMP = os.path.join(HERE, "base.tmp")
 

@@ -14,17 +14,19 @@ and stored as the family chat/template.c formats, the special token ids it write
   gemma   <start_of_turn> / <end_of_turn>, the system folded into the first user turn
   zephyr  <|user|> / <|assistant|> / <|system|> text, each turn ended by eos_token (TinyLlama)
 
-chat_section(template, tok, name=None) returns the section's bytes; a template no family
-matches is refused ("chat template not recognised (...); pass --chat-template NAME"), and a name
-overrides the recognition (also for a checkpoint without a template).
+The section (format version 5) also keeps the template's own text, so that an export can write
+it back. chat_section(template, tok, name=None) returns the section's bytes; a template no family
+matches is stored with family 0, none (`./run -m chat` then asks for --chat-template), and a name
+overrides the recognition (also for a checkpoint without a template). pack_section and
+parse_section are the layout itself; parse_section also reads version 4's, which had no template.
+no_family_note is convert.py's note on a family-0 section; for_export gives the text an export
+writes back.
 """
 import re
 import struct
-import sys
 import os
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import modelfile as mf  # noqa: E402
+from attn import modelfile as mf
 
 # chat/chat.h's CHAT_* numbers, and the ids each family's section holds (None: the tokenizer's
 # bos_id, then eos_id, which llama2.c's tokenizer.bin spells "\n<s>\n" and "\n</s>\n")
@@ -104,8 +106,46 @@ def recognise(template):
         return "gemma", ""
     if has("<|user|>", "<|assistant|>", "<|system|>", "eos_token") and "<|end|>" not in template:
         return "zephyr", ""
-    head = " ".join(template.split())[:40]
-    raise ValueError("chat template not recognised (%r...); pass --chat-template NAME (%s)" % (head, KNOWN))
+    raise ValueError("chat template not recognised (%r...); pass --chat-template NAME (%s)" % (_head(template), KNOWN))
+
+
+def _head(template):
+    return " ".join(template.split())[:40]
+
+
+def _family_of(template):
+    try:
+        return recognise(template)[0]
+    except ValueError:
+        return None
+
+
+def no_family_note(template):
+    """convert.py's note for a template stored with family 0."""
+    return ("chat template %r... is of no family this build formats: kept as text (--export-hf writes it back), "
+            "but ./run -m chat needs --chat-template NAME (%s)" % (_head(template), KNOWN))
+
+
+def for_export(section, n_pieces):
+    """(the template text an export writes, None for none; a note, None if none is due) of a model
+    file's chat section (b"" for none). The template is the section's text as the checkpoint had
+    it: this project keeps no canonical template of its own per family, so a family without its
+    text (chosen with --chat-template alone, or from a version 4 file) exports no template, and a
+    family chosen over the template's own is not in it either; the note says that converting the
+    export back then needs --chat-template NAME."""
+    if not section:
+        return None, None
+    name, _, _, template = parse_section(section, n_pieces)
+    if name is None or _family_of(template) == name:
+        return template or None, None
+    back = "converting the export back needs --chat-template %s" % name
+    if not template:
+        return None, ("the chat section is family %s without its template's text (--chat-template alone, or a "
+                      "version 4 file): tokenizer_config.json gets no chat_template; %s" % (name, back))
+    theirs = _family_of(template)
+    return template, ("tokenizer_config.json gets the checkpoint's chat template, %s, while the model file formats "
+                      "chats as %s (--chat-template); %s" % ("of family %s" % theirs if theirs else "of no family",
+                                                            name, back))
 
 
 def _default_text(name):
@@ -133,41 +173,63 @@ def _token_ids(tok, name):
     return ids
 
 
-def pack_section(name, ids, text):
-    t = text.encode("utf-8")
-    return struct.pack("<II%di" % len(ids), family_number(name), len(ids), *ids) + struct.pack("<I", len(t)) + t
+def pack_section(name, ids, text, template=""):
+    """A version 5 chat section: family name (None: family 0, no family, with no ids and no
+    text), the ids it writes, its text, and the Jinja template's source (may be empty)."""
+    t, j = text.encode("utf-8"), (template or "").encode("utf-8")
+    if name is None and (ids or t):
+        raise ValueError("chat section: family 0 (none) has no ids and no text")
+    family = 0 if name is None else family_number(name)
+    return (struct.pack("<II%di" % len(ids), family, len(ids), *ids) + struct.pack("<I", len(t)) + t
+            + struct.pack("<I", len(j)) + j)
 
 
 def chat_section(template, tok, name_override=None):
     """The chat section's bytes for a Jinja chat template (None: the checkpoint has none) and the
-    tokenizer spec tok (blob, kind, flags, bos_id, eos_id) it goes with. name_override (--chat-template)
-    chooses the family instead of recognising it; the template's own text is kept when it is of
-    that family. ValueError, one line, if the template is not recognised or the tokenizer lacks
-    a token the family writes."""
+    tokenizer spec tok (blob, kind, flags, bos_id, eos_id) it goes with; the template's text is
+    kept in it. name_override (--chat-template) chooses the family instead of recognising it;
+    the template's own text is kept when it is of that family. A template no family matches gives
+    a section of family 0 (parse_section's name None). ValueError, one line, if the template
+    names an unknown family or the tokenizer lacks a token the family writes."""
     name = name_override
     if name is not None and name not in FAMILIES:
         raise ValueError("--chat-template %s: unknown chat template (known: %s)" % (name, KNOWN))
+    try:
+        found = recognise(template) if template is not None else None
+    except ValueError:
+        found = None
+    if name is None and found is None:
+        return pack_section(None, [], "", template)
     if name is None:
-        name, text = recognise(template)
+        name, text = found
     else:
-        try:
-            found = recognise(template) if template is not None else None
-        except ValueError:
-            found = None
         text = found[1] if found and found[0] == name else _default_text(name)
-    return pack_section(name, _token_ids(tok, name), text)
+    return pack_section(name, _token_ids(tok, name), text, template)
 
 
-def parse_section(data, n_pieces):
-    """(family name, ids, text) of a chat section, checked as chat/template.c checks it."""
+def _utf8(what, data):
+    try:
+        s = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError("chat section: its %s is not UTF-8 (or holds NUL) at byte %d" % (what, e.start))
+    if "\0" in s:
+        raise ValueError("chat section: its %s is not UTF-8 (or holds NUL) at byte %d" % (what, data.index(b"\0")))
+    return s
+
+
+def parse_section(data, n_pieces, version=mf.VERSION):
+    """(family name or None for family 0, ids, text, template) of a chat section of a file of
+    format version (4: no template, returned as ""; family 0 only from 5), checked as
+    chat/template.c checks it."""
     if len(data) < 8:
         raise ValueError("chat section: %d bytes, shorter than its 8-byte start" % len(data))
     family, n = struct.unpack_from("<II", data)
-    if not 1 <= family <= len(FAMILIES):
+    if not (version >= 5 and family == 0) and not 1 <= family <= len(FAMILIES):
         raise ValueError("chat section: family %d is unknown to this build" % family)
-    name = FAMILIES[family - 1]
-    if n != len(FAMILY_IDS[name]):
-        raise ValueError("chat section: n_ids is %d, but family %s has %d" % (n, name, len(FAMILY_IDS[name])))
+    name = FAMILIES[family - 1] if family else None
+    want = len(FAMILY_IDS[name]) if name else 0
+    if n != want:
+        raise ValueError("chat section: n_ids is %d, but family %s has %d" % (n, name or "0 (none)", want))
     if len(data) < 12 + 4 * n:
         raise ValueError("chat section: truncated in its ids (%d bytes)" % len(data))
     ids = list(struct.unpack_from("<%di" % n, data, 8))
@@ -175,16 +237,24 @@ def parse_section(data, n_pieces):
         if not 0 <= i < n_pieces:
             raise ValueError("chat section: id %d is %d, outside the vocabulary of %d" % (k, i, n_pieces))
     (length,) = struct.unpack_from("<I", data, 8 + 4 * n)
-    text = data[12 + 4 * n:]
-    if length != len(text):
-        raise ValueError("chat section: its text is %d bytes, but %d remain" % (length, len(text)))
-    try:
-        s = text.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError("chat section: its text is not UTF-8 (or holds NUL) at byte %d" % e.start)
-    if "\0" in s:
-        raise ValueError("chat section: its text is not UTF-8 (or holds NUL) at byte %d" % text.index(b"\0"))
-    return name, ids, s
+    at = 12 + 4 * n
+    rest = len(data) - at
+    if version >= 5 and (rest < 4 or length > rest - 4):
+        raise ValueError("chat section: its text is %d bytes, but %d remain before the template's length"
+                         % (length, rest))
+    if version < 5 and length != rest:
+        raise ValueError("chat section: its text is %d bytes, but %d remain" % (length, rest))
+    if not name and length:
+        raise ValueError("chat section: family 0 (none) has a text of %d bytes" % length)
+    text = _utf8("text", data[at:at + length])
+    if version < 5:
+        return name, ids, text, ""
+    at += length
+    (template_len,) = struct.unpack_from("<I", data, at)
+    at += 4
+    if template_len != len(data) - at:
+        raise ValueError("chat section: its template is %d bytes, but %d remain" % (template_len, len(data) - at))
+    return name, ids, text, _utf8("template", data[at:])
 
 
 def read_template(folder):

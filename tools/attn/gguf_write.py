@@ -18,9 +18,9 @@ import struct
 
 import numpy as np
 
-import gguf
-import modelfile
-from gguf import T_ARRAY, T_BOOL, T_FLOAT32, T_INT32, T_INT64, T_STRING, T_UINT64, VALUE_TYPES
+from attn import gguf_file as gguf
+from attn import modelfile
+from attn.gguf_file import T_ARRAY, T_BOOL, T_FLOAT32, T_INT32, T_INT64, T_STRING, T_UINT64, VALUE_TYPES
 
 
 class GGUFWriter:

@@ -1,23 +1,26 @@
-"""Read and write attn.c model files (docs/FORMAT.md, format versions 1 to 4).
+"""Read and write attn.c model files (docs/FORMAT.md, format versions 1 to 5).
 
 cfg is a dict of the header's model fields (dim ... rope_dims, and format 3's knobs) and how
 the weights are stored (weight_type, group_size: 0, 0 for float32); the tokenizer travels as
 tok = (blob_bytes, tok_kind, tok_flags, bos_id, eos_id); tensors is a dict of float32
 numpy arrays named as in FORMAT.md (layers.{i}.wq and so on), whatever the file stores:
 write_model quantises or rounds them as cfg says, read_model widens them back. A chat section
-(format 4, tools/chat_template.py makes one) travels as its bytes: write_model(chat=...),
-read_chat_section.
+(tools/attn/chat_template.py makes one) travels as its bytes in version 5's layout:
+write_model(chat=...), read_chat_section. Every file is written in version 5, with its CRC-32
+checksum, which read_model verifies.
 """
 import math
 import os
 import struct
+import zlib
 
 import numpy as np
 
-import outfile
+from attn import outfile
+from attn import progress
 
 MAGIC = b"ATTN"
-VERSION = 4  # the newest this reads; files are written in the lowest version that describes them
+VERSION = 5  # the newest this reads, and the one every file is written in
 HEADER_SIZE = 256
 ALIGN = 64
 
@@ -54,12 +57,14 @@ HEADER_FIELDS = [
     ("rope_scaling", "I"), ("rope_factor", "f"), ("rope_low_freq_factor", "f"), ("rope_high_freq_factor", "f"),
     ("rope_original_ctx", "I"), ("arch_flags", "I"), ("attn_scale", "f"), ("sliding_window", "I"),
     ("global_every", "I"), ("rope_local_theta", "f"),
-    ("chat_offset", "Q"), ("chat_bytes", "Q"),
+    ("chat_offset", "Q"), ("chat_bytes", "Q"), ("checksum", "I"),
 ]
 HEADER_STRUCT = struct.Struct("<" + "".join(code for _, code in HEADER_FIELDS))
-assert HEADER_STRUCT.size == 200
+assert HEADER_STRUCT.size == 204
 # where each version's fields end: the bytes from there to 256 are reserved and zero
-HEADER_END = {1: 136, 2: 144, 3: 184, 4: 200}
+HEADER_END = {1: 136, 2: 144, 3: 184, 4: 200, 5: 204}
+CHECKSUM_OFFSET = 200  # the checksum's four bytes, taken as zero when it is computed
+CHECKSUM_CHUNK = 1 << 24
 
 CONFIG_FIELDS = ["dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "head_dim",
                  "vocab_size", "seq_len", "pos_kind", "rope_theta", "ffn_kind", "norm_kind",
@@ -164,14 +169,6 @@ def check_v3_fields(c):
         raise ValueError("arch_flags %d need RMSNorm (norm_kind 0)" % c["arch_flags"])
     if c["ffn_kind"] == FFN_GEGLU_TANH and c["bias_flags"] & BIAS_FFN:
         raise ValueError("ffn_kind GeGLU has no feed-forward biases")
-
-
-def file_version(c, tok_flags=0, n_added=0):
-    """The lowest format version that describes the file, so that older builds read what they can."""
-    if (any(c[k] for k in V3_FIELDS) or c["weight_type"] > WEIGHTS_Q8_0 or c["ffn_kind"] > FFN_RELU
-            or tok_flags > 7 or n_added):
-        return 3
-    return 1 if c["weight_type"] == WEIGHTS_F32 else 2
 
 
 def quantized_widths(c):
@@ -403,21 +400,20 @@ def resize_tokenizer(blob, vocab_size):
     return pack_tokenizer(pieces + [b""] * extra, scores + [-1e30] * extra, merges, added)
 
 
-def read_llama2c_tokenizer(path, vocab_size):
-    """A llama2.c tokenizer.bin as (blob, kind, flags, bos, eos), exactly vocab_size pieces."""
-    import tokenizer_blob  # imports this module: import it late
-    tok = tokenizer_blob.from_llama2c(path, vocab_size)
-    n = len(parse_tokenizer(tok[0])[0])
-    if n != vocab_size:  # llama2.c reads exactly vocab_size pieces: this is another model's vocabulary
-        raise ValueError("%s: has %d pieces but the model's vocab_size is %d" % (path, n, vocab_size))
-    return tok
-
-
 # ---- whole files ----
 
+def is_model_file(path):
+    """Whether the regular file path starts as a model file does (./train's check before replacing one)."""
+    with open(path, "rb") as f:
+        return f.read(4) == MAGIC
+
+
 def write_model(path, cfg, tok, tensors, chat=b""):
-    """Write a model file atomically (outfile.replacing); an existing path that is not a regular
-    file is refused (outfile.Refused, an OSError). chat: the chat section's bytes, or empty."""
+    """Write a version 5 model file atomically (outfile.replacing); an existing path that is not
+    a regular file is refused (outfile.Refused, an OSError). chat: the chat section's bytes in
+    version 5's layout (chat_template.pack_section), or empty. The checksum is computed as the
+    bytes are written, and patched into the header at the end (path "-", standard output: computed
+by a first pass, which writes nothing, and written with the header)."""
     c = complete_config(cfg)
     check_config(c)
     blob, kind, flags, bos, eos = tok
@@ -441,25 +437,45 @@ def write_model(path, cfg, tok, tensors, chat=b""):
     chat = bytes(chat)
     weights_offset = padded(HEADER_SIZE + len(blob) + len(chat))
     weights_bytes = sum(stored_bytes(c, n, s) for n, s in specs)
-    version = 4 if chat else file_version(c, int(flags), struct.unpack_from("<I", blob, 12)[0])
-    h = dict(c, magic=MAGIC, version=version, header_size=HEADER_SIZE, tok_kind=int(kind),
+    h = dict(c, magic=MAGIC, version=VERSION, header_size=HEADER_SIZE, tok_kind=int(kind),
              tok_flags=int(flags), bos_id=int(bos), eos_id=int(eos), tok_offset=HEADER_SIZE,
              tok_bytes=len(blob), weights_offset=weights_offset, weights_bytes=weights_bytes,
-             chat_offset=HEADER_SIZE + len(blob) if chat else 0, chat_bytes=len(chat))
+             chat_offset=HEADER_SIZE + len(blob) if chat else 0, chat_bytes=len(chat), checksum=0)
     check_config(h)
     header = HEADER_STRUCT.pack(*[h[n] for n, _ in HEADER_FIELDS])
     header += bytes(HEADER_SIZE - len(header))
+    crc = zlib.crc32(header)  # its checksum field is zero here
+
+    def body(write, shown=None):
+        """Everything after the header, to write(bytes)."""
+        write(blob)
+        write(chat)
+        write(bytes(weights_offset - HEADER_SIZE - len(blob) - len(chat)))
+        for n, shape in specs:
+            for a in stored_pieces(c, n, tensors[n]):
+                write(memoryview(a).cast("B"))
+                write(bytes(padded(a.nbytes) - a.nbytes))
+            if shown:
+                shown.done(stored_bytes(c, n, shape))
+
+    def add(data):
+        nonlocal crc
+        crc = zlib.crc32(data, crc)
     # drop_cache: out of the page cache, so that ./run reads it back into 2 MiB folios (model.h's
     # write_atomic says why)
-    with outfile.replacing(path, drop_cache=True) as f:
-        f.write(header)
-        f.write(blob)
-        f.write(chat)
-        f.write(bytes(weights_offset - HEADER_SIZE - len(blob) - len(chat)))
-        for n, _ in specs:
-            for a in stored_pieces(c, n, tensors[n]):
-                f.write(memoryview(a).cast("B"))
-                f.write(bytes(padded(a.nbytes) - a.nbytes))
+    with outfile.replacing(path, drop_cache=True) as f, progress.Progress(len(specs), weights_bytes) as shown:
+        def put(data):
+            add(data)
+            f.write(data)
+        if path != outfile.STDIO:
+            f.write(header)
+            body(put, shown)
+            f.seek(CHECKSUM_OFFSET)
+            f.write(struct.pack("<I", crc))
+        else:  # no seeking back on standard output: a first pass that writes nothing gives the checksum
+            body(add)
+            f.write(header[:CHECKSUM_OFFSET] + struct.pack("<I", crc) + header[CHECKSUM_OFFSET + 4:])
+            body(f.write, shown)
 
 
 def read_header(data):
@@ -517,6 +533,8 @@ def read_model(path, dequantize=True):
     if size != h["weights_offset"] + need:
         raise ValueError("file is %d bytes, the header implies %d" % (size, h["weights_offset"] + need))
     mm = np.memmap(path, dtype=np.uint8, mode="r")
+    if h["version"] >= 5 and file_checksum(mm) != h["checksum"]:
+        raise ValueError("checksum mismatch: the file is damaged")
     blob = bytes(mm[HEADER_SIZE:HEADER_SIZE + h["tok_bytes"]])
     pieces, _, _ = parse_tokenizer(blob)
     if len(pieces) != c["vocab_size"]:
@@ -551,9 +569,23 @@ def read_model(path, dequantize=True):
     return c, tok, tensors
 
 
+def file_checksum(data):
+    """Version 5's checksum of a whole model file's bytes (bytes-like or a memmap): zlib's CRC-32
+    with the checksum's own four bytes taken as zero."""
+    view = memoryview(data).cast("B")
+    crc = zlib.crc32(view[:CHECKSUM_OFFSET])
+    crc = zlib.crc32(bytes(4), crc)
+    for at in range(CHECKSUM_OFFSET + 4, len(view), CHECKSUM_CHUNK):
+        crc = zlib.crc32(view[at:at + CHECKSUM_CHUNK], crc)
+    return crc
+
+
 def read_chat_section(path):
-    """The chat section's bytes of a model file read_model accepts (empty without one)."""
+    """The chat section's bytes of a model file read_model accepts (empty without one), in
+    version 5's layout: a version 4 section, which ends at its text, gains a zero template_len
+    (an empty template)."""
     with open(path, "rb") as f:
         h = read_header(f.read(HEADER_SIZE))
         f.seek(h["chat_offset"])
-        return f.read(h["chat_bytes"]) if h["chat_bytes"] else b""
+        data = f.read(h["chat_bytes"]) if h["chat_bytes"] else b""
+    return data + bytes(4) if data and h["version"] < 5 else data

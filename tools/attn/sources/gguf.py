@@ -19,17 +19,18 @@ Weight types (the closing note says which happened):
                    dequantised exactly, then by default quantised to our Q8_0 (which loses a
                    little); --weights f32 or bf16 stores those exact values instead
 A file with any quantised matrix is stored as Q8_0 unless --weights says otherwise. Any other
-type is refused by name (tools/gguf.py). Tensors are read one at a time from the mapped file.
+type is refused by name (tools/attn/gguf_file.py). Tensors are read one at a time from the mapped file.
 """
-import os
 import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import convert as cv  # noqa: E402
-import gguf  # noqa: E402
-import modelfile as mf  # noqa: E402
+from attn.errors import Bad
+from attn.sources.hf import read_hf_decoder, read_hf_gpt2, rope_rows
+from attn.tensors import Stored
+from attn.weights import weight_choice
+from attn import gguf_file as gguf
+from attn import modelfile as mf
 
 FLOATS = ("F32", "F16", "BF16")
 EXACT_Q8 = {"Q8_0": 32, "Q4_0": 32, "Q6_K": 16}  # types q8_blocks maps exactly, and their group
@@ -86,7 +87,7 @@ class Rows:
         return self.pick(q), np.repeat(self.pick(s), native // group, axis=1)
 
 
-class QuantStored(cv.Stored):
+class QuantStored(Stored):
     """A quantised tensor as convert.py's readers take tensors: float32() dequantises it."""
 
     def float32(self):
@@ -105,12 +106,12 @@ def mapped(f, t):
 
 
 def stored(f, t, rows=None):
-    """A GGUF tensor (those rows of it, if given) as convert.Stored, read from the mapping."""
+    """A GGUF tensor (those rows of it, if given) as Stored, read from the mapping."""
     if t.type_name in FLOATS:
-        return cv.Stored(mapped(f, t) if rows is None else Rows(f, t, rows), t.type_name)
+        return Stored(mapped(f, t) if rows is None else Rows(f, t, rows), t.type_name)
     if t.type_name in EXACT_Q8 or t.type_name in DEQUANTISED:
         return QuantStored(Rows(f, t, rows), t.type_name)
-    raise cv.Bad(f.path, "tensor %s has type %s, which this build does not convert (supported: %s)"
+    raise Bad(f.path, "tensor %s has type %s, which this build does not convert (supported: %s)"
                  % (t.name, t.type_name, ", ".join(FLOATS + tuple(EXACT_Q8) + DEQUANTISED)))
 
 
@@ -133,16 +134,16 @@ class Meta:
         full = key if key.startswith(("general.", "tokenizer.")) else "%s.%s" % (self.arch, key)
         if full not in self.m:
             if default is None:
-                raise cv.Bad(self.path, "metadata lacks %s" % full)
+                raise Bad(self.path, "metadata lacks %s" % full)
             return default
         v = self.m[full]
         ok = isinstance(v, str) if kind is str else (
             isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and (kind is float or v == int(v)))
         if not ok:
-            raise cv.Bad(self.path, "metadata %s is %r, not %s" % (full, v, {
+            raise Bad(self.path, "metadata %s is %r, not %s" % (full, v, {
                 int: "a positive integer", float: "a positive number", str: "a string"}[kind]))
         if key in LIMITS and v > LIMITS[key]:
-            raise cv.Bad(self.path, "metadata %s %d exceeds this build's limit %d" % (full, v, LIMITS[key]))
+            raise Bad(self.path, "metadata %s %d exceeds this build's limit %d" % (full, v, LIMITS[key]))
         return kind(v)
 
     def has(self, key):
@@ -172,7 +173,7 @@ def llama3_rope(path, meta, freqs, head_dim, theta):
         s = (ctx / wavelen - low) / (high - low)
         want = np.where(want == 0, 1 / ((1 - s) / factor + s), want)
     if want is None or v.shape != want.shape or not np.allclose(v, want, rtol=1e-5):
-        raise cv.Bad(path, "rope_freqs.weight is not Llama 3's RoPE scaling with original context %d, the one this "
+        raise Bad(path, "rope_freqs.weight is not Llama 3's RoPE scaling with original context %d, the one this "
                      "build reads from it" % ctx)
     return dict(rope_type="llama3", factor=factor, low_freq_factor=low, high_freq_factor=high,
                 original_max_position_embeddings=ctx)
@@ -182,14 +183,14 @@ def hf_config(f, arch, mt):
     """The config.json llama.cpp's converter read the metadata from, family by family."""
     g, T = Meta(f, arch), f.tensors
     if "token_embd.weight" not in T:
-        raise cv.Bad(f.path, "no tensor token_embd.weight (a vocabulary-only GGUF is a tokenizer: pass it as "
+        raise Bad(f.path, "no tensor token_embd.weight (a vocabulary-only GGUF is a tokenizer: pass it as "
                      "--tokenizer)")
     V = T["token_embd.weight"].shape[0]
     tied = "output.weight" not in T or (
         T["output.weight"].type == T["token_embd.weight"].type
         and np.array_equal(f.raw(T["output.weight"]), f.raw(T["token_embd.weight"])))
     if f.metadata.get(arch + ".expert_count"):
-        raise cv.Bad(f.path, "%s.expert_count %s: mixture-of-experts models are not supported by this build"
+        raise Bad(f.path, "%s.expert_count %s: mixture-of-experts models are not supported by this build"
                      % (arch, f.metadata[arch + ".expert_count"]))
     if mt == "gpt2":
         return dict(model_type="gpt2", n_embd=g.get("embedding_length"), n_layer=g.get("block_count"),
@@ -199,7 +200,7 @@ def hf_config(f, arch, mt):
     dim, H = g.get("embedding_length"), g.get("attention.head_count")
     hd = g.get("attention.key_length", max(dim // H, 1))  # a wrong one is refused by the shapes
     if g.get("attention.value_length", hd) != hd:
-        raise cv.Bad(f.path, "%s.attention.value_length %d differs from key_length %d, which this build does not "
+        raise Bad(f.path, "%s.attention.value_length %d differs from key_length %d, which this build does not "
                      "support" % (arch, g.get("attention.value_length"), hd))
     c = dict(model_type=mt, hidden_size=dim, intermediate_size=g.get("feed_forward_length"),
              num_hidden_layers=g.get("block_count"), num_attention_heads=H,
@@ -214,11 +215,11 @@ def hf_config(f, arch, mt):
     if kind == "linear":
         c["rope_scaling"] = dict(rope_type="linear", factor=g.get("rope.scaling.factor", kind=float))
     elif kind != "none":
-        raise cv.Bad(f.path, "%s.rope.scaling.type %r is not supported by this build (none, linear, and Llama 3's "
+        raise Bad(f.path, "%s.rope.scaling.type %r is not supported by this build (none, linear, and Llama 3's "
                      "rope_freqs)" % (arch, kind))
     if "rope_freqs.weight" in T:
         if mt != "llama" or "rope_scaling" in c:
-            raise cv.Bad(f.path, "rope_freqs.weight is read only as Llama 3's RoPE scaling of a llama model")
+            raise Bad(f.path, "rope_freqs.weight is read only as Llama 3's RoPE scaling of a llama model")
         c["rope_scaling"] = llama3_rope(f.path, g, f.dequantize(T["rope_freqs.weight"]), n_rot, c["rope_theta"])
     if mt == "llama":
         c["attention_bias"] = "blk.0.attn_q.bias" in T
@@ -254,7 +255,7 @@ def hf_tensors(f, mt, c):
         rd = int(hd * c.get("partial_rotary_factor", 1.0))
         rd -= rd % 2
         for w, n in (("attn_q", c["num_attention_heads"]), ("attn_k", c["num_key_value_heads"])):
-            unrope[w] = np.argsort(cv.rope_rows(n, hd, rd))
+            unrope[w] = np.argsort(rope_rows(n, hd, rd))
     sd = {}
     for name, t in f.tensors.items():
         if name == "rope_freqs.weight":
@@ -284,7 +285,7 @@ def weight_chooser(f):
 
     def choose(tensors, asked, group_size):
         if not quant:
-            return cv.weight_choice(tensors, asked) + (group_size,)
+            return weight_choice(tensors, asked) + (group_size,)
         names = "the file's %s matrices" % ", ".join(kinds)
         if asked not in (None, "q8_0"):
             rounded = {"f32": "", "bf16": ", rounded to bfloat16", "f16": ", rounded to float16"}[asked]
@@ -311,7 +312,7 @@ def open_gguf(path):
     try:
         return gguf.GGUFFile(path)
     except gguf.GGUFError as e:
-        raise cv.Bad(e.path, e.msg)
+        raise Bad(e.path, e.msg)
 
 
 def read_gguf(path):
@@ -319,22 +320,22 @@ def read_gguf(path):
     f = open_gguf(path)
     arch = f.metadata.get("general.architecture")
     if arch not in ARCHS:
-        raise cv.Bad(path, "general.architecture %r is not supported (supported: %s)" % (arch, ", ".join(ARCHS)))
+        raise Bad(path, "general.architecture %r is not supported (supported: %s)" % (arch, ", ".join(ARCHS)))
     mt = ARCHS[arch]
     c = hf_config(f, arch, mt)
     sd = hf_tensors(f, mt, c)
-    src = (cv.read_hf_gpt2 if mt == "gpt2" else cv.read_hf_decoder)(path, path, c, sd)
+    src = (read_hf_gpt2 if mt == "gpt2" else read_hf_decoder)(path, path, c, sd)
     cfg = src.cfg
     if mt == "gemma3_text":  # llama.cpp stored Gemma's norms as 1 + w: a model computing x * w reads them
         cfg["arch_flags"] &= ~mf.ARCH_NORM_PLUS_ONE
     tok = None
     if "tokenizer.ggml.model" in f.metadata:  # else --tokenizer must give one
-        import tokenizer_blob
+        from attn import tokenizer_gguf
         try:
-            tok = tokenizer_blob.from_gguf(path, cfg["vocab_size"], f)
+            tok = tokenizer_gguf.from_gguf(path, cfg["vocab_size"], f)
         except ValueError as e:
             where, _, msg = str(e).partition(": ")
-            raise cv.Bad(where, msg or str(e))
+            raise Bad(where, msg or str(e))
         for n in tok.notes:
             print("convert.py: note: %s: %s" % (path, n), file=sys.stderr)
     return src._replace(desc="GGUF %s file" % arch, tok=tok, weights=weight_chooser(f),

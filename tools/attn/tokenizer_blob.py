@@ -32,12 +32,11 @@ import collections
 import json
 import os
 import struct
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from modelfile import (pack_tokenizer, TOK_SENTENCEPIECE, TOK_BYTE_BPE, TOKF_DUMMY_PREFIX,  # noqa: E402
+from attn.modelfile import (parse_tokenizer, pack_tokenizer, TOK_SENTENCEPIECE, TOK_BYTE_BPE, TOKF_DUMMY_PREFIX,
                        TOKF_ADD_BOS, TOKF_BOS_STOPS, TOKF_NFC, TOKF_IGNORE_MERGES, TOKF_PRE_SHIFT, TOK_PRE_GPT2,
                        TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_DIGITS_GPT2)
+
 
 NEVER_MERGED = -1e30  # score of pieces no merge makes: kind-0 encoding never forms them
 TOKA_SPECIAL, TOKA_STOP = 1, 2  # tokenizer.h's added-token attributes
@@ -98,6 +97,8 @@ def bytes_to_unicode():
 
 
 BYTE_OF_CHAR = {c: b for b, c in bytes_to_unicode().items()}
+# the bytes no well-formed UTF-8 text holds: overlong leads 0xC0 and 0xC1, and 0xF5..0xFF
+NOT_IN_UTF8 = frozenset([0xC0, 0xC1] + list(range(0xF5, 0x100)))
 
 
 def _dense(path, vocab):
@@ -139,6 +140,15 @@ def from_llama2c(path, vocab_size=None):
                          2 if len(pieces) > 2 else -1)
 
 
+def read_llama2c_tokenizer(path, vocab_size):
+    """A llama2.c tokenizer.bin as (blob, kind, flags, bos, eos), exactly vocab_size pieces."""
+    tok = from_llama2c(path, vocab_size)
+    n = len(parse_tokenizer(tok[0])[0])
+    if n != vocab_size:  # llama2.c reads exactly vocab_size pieces: this is another model's vocabulary
+        raise ValueError("%s: has %d pieces but the model's vocab_size is %d" % (path, n, vocab_size))
+    return tok
+
+
 def _byte_level(path, i, piece):
     """The bytes a byte-level piece's printable characters stand for."""
     try:
@@ -175,6 +185,7 @@ def from_gpt2(vocab_path, merges_path):
     merges, _ = _merges(merges_path, [ln for ln in lines if ln.strip()], vocab)
     eot = vocab.get("<|endoftext|>", -1)
     raw = [p.encode("utf-8") if i == eot else _byte_level(vocab_path, i, p) for i, p in enumerate(pieces)]
+    _check_bytes(vocab_path, raw, "the vocabulary")
     return TokenizerSpec(pack_tokenizer(raw, [0.0] * len(pieces), merges), TOK_BYTE_BPE, 0, eot, eot)
 
 
@@ -512,11 +523,18 @@ def _dense_pieces(path, raw, n):
     return [raw[i] for i in range(len(raw))] + [b""] * (n - len(raw))
 
 
-def _byte_level_scores(path, pieces):
+def _check_bytes(path, pieces, where):
+    """A byte-level vocabulary needs a piece for every byte UTF-8 text can hold; the bytes it never
+    holds (0xC0, 0xC1, 0xF5..0xFF) may lack one, as in some published vocabularies: tokenizer.c
+    refuses a text needing one, naming the byte."""
     have = set(pieces)
-    lacking = [b for b in range(256) if bytes([b]) not in have]
+    lacking = [b for b in range(256) if bytes([b]) not in have and b not in NOT_IN_UTF8]
     if lacking:
-        _fail(path, "model.vocab has no piece for the byte 0x%02X" % lacking[0])
+        _fail(path, "%s has no piece for the byte 0x%02X, which UTF-8 text can hold" % (where, lacking[0]))
+
+
+def _byte_level_scores(path, pieces):
+    _check_bytes(path, pieces, "model.vocab")
     return [0.0] * len(pieces)
 
 
@@ -563,166 +581,3 @@ def _from_hf(f, vocab_size):
 
 # tokenizer.ggml.token_type: llama.cpp's token attributes
 GGUF_NORMAL, GGUF_UNKNOWN, GGUF_CONTROL, GGUF_USER_DEFINED, GGUF_UNUSED, GGUF_BYTE = 1, 2, 3, 4, 5, 6
-# tokenizer.ggml.pre of a gpt2-model vocabulary -> the pre_tokenizer (and normalizer, and
-# model.ignore_merges) of the tokenizer.json llama.cpp's converter recognised it by
-_BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True}
-_GGUF_PRE = {
-    "gpt-2": (_BYTE_LEVEL, None, False),
-    "llama-bpe": ({"type": "Sequence", "pretokenizers": [
-        {"type": "Split", "pattern": {"Regex": LLAMA3_REGEX}, "behavior": "Isolated", "invert": False},
-        dict(_BYTE_LEVEL, use_regex=False)]}, None, True),
-    "qwen2": ({"type": "Sequence", "pretokenizers": [
-        {"type": "Split", "pattern": {"Regex": QWEN2_REGEX}, "behavior": "Isolated", "invert": False},
-        dict(_BYTE_LEVEL, use_regex=False)]}, {"type": "NFC"}, False),
-}
-_GGUF_PRE["smollm"] = _GGUF_PRE["starcoder"] = ({"type": "Sequence", "pretokenizers": [
-    {"type": "Digits", "individual_digits": True}, _BYTE_LEVEL]}, None, False)
-
-
-def _gguf_id(path, m, key, n):
-    """tokenizer.ggml.KEY as a token id, None if absent (or llama.cpp's -1 for none)."""
-    v = m.get("tokenizer.ggml." + key)
-    if v is None or v in (-1, 0xFFFFFFFF):
-        return None
-    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < n:
-        _fail(path, "tokenizer.ggml.%s %r is not a token id of the %d" % (key, v, n))
-    return v
-
-
-def _gguf_list(path, m, key, n=None):
-    v = m.get("tokenizer.ggml." + key)
-    if v is None:
-        _fail(path, "metadata lacks tokenizer.ggml.%s" % key)
-    v = list(v)
-    if n is not None and len(v) != n:
-        _fail(path, "tokenizer.ggml.%s has %d entries for %d tokens" % (key, len(v), n))
-    return v
-
-
-def from_gguf(path, vocab_size=None, f=None):
-    """A GGUF file's tokenizer.ggml.*: model llama (SentencePiece with byte fallback: pieces and
-    their scores, kind 0, merging by score written as merges) or gpt2 (byte-level BPE with its merges,
-    kind 1, its tokenizer.ggml.pre one of gpt-2, llama-bpe, qwen2, smollm, starcoder). Control
-    and unknown tokens become special added tokens, user-defined ones ordinary added tokens;
-    EOS and EOT stop generation. f: the file already open (tools/gguf.py's GGUFFile)."""
-    import gguf
-    own = f is None
-    try:
-        f = gguf.GGUFFile(path) if own else f
-    except gguf.GGUFError as e:
-        _fail(e.path, e.msg)
-    try:
-        m = f.metadata
-        model = m.get("tokenizer.ggml.model")
-        if model is None:
-            _fail(path, "metadata lacks tokenizer.ggml.model: the file carries no tokenizer")
-        if model not in ("llama", "gpt2"):
-            _fail(path, "tokenizer.ggml.model %r is not one this build reproduces (llama, gpt2)" % (model,))
-        tokens = _gguf_list(path, m, "tokens")
-        n = len(tokens)
-        if not n:
-            _fail(path, "tokenizer.ggml.tokens is empty")
-        types = _gguf_list(path, m, "token_type", n) if "tokenizer.ggml.token_type" in m else [GGUF_NORMAL] * n
-        pre = m.get("tokenizer.ggml.pre", "default")
-        ids = {k: _gguf_id(path, m, k + "_token_id", n) for k in ("bos", "eos", "eot", "padding")}
-        if m.get("tokenizer.ggml.add_eos_token"):
-            _fail(path, "tokenizer.ggml.add_eos_token true is not one this build reproduces")
-        if model == "llama":
-            if pre != "default":
-                _fail(path, "tokenizer.ggml.pre %r with model llama is not one this build reproduces (default)" % pre)
-            spec = _gguf_sentencepiece(path, m, tokens, types, ids, vocab_size)
-        else:
-            if pre not in _GGUF_PRE:
-                _fail(path, "tokenizer.ggml.pre %r is not one this build reproduces (%s)" % (pre, ", ".join(_GGUF_PRE)))
-            spec = _gguf_byte_level(path, m, tokens, types, ids, vocab_size, pre)
-    finally:
-        if own:
-            f.close()
-    return spec
-
-
-def _gguf_added(types, tokens):
-    """{id: (content, special)}: control and unknown tokens special, user-defined ones not."""
-    return {i: (tokens[i], int(t) in (GGUF_CONTROL, GGUF_UNKNOWN)) for i, t in enumerate(types)
-            if int(t) in (GGUF_CONTROL, GGUF_UNKNOWN, GGUF_USER_DEFINED)}
-
-
-def _gguf_stops(ids):
-    return [i for i in (ids["eos"], ids["eot"]) if i is not None]
-
-
-def _gguf_byte_level(path, m, tokens, types, ids, vocab_size, pre):
-    """Through the tokenizer.json reader: the tokenizer.json llama.cpp's converter read."""
-    node, norm, ignore_merges = _GGUF_PRE[pre]
-    added = _gguf_added(types, tokens)
-    vocab = {t: i for i, t in enumerate(tokens) if i not in added}
-    j = {"model": {"type": "BPE", "vocab": vocab, "merges": _gguf_list(path, m, "merges"),
-                   "ignore_merges": ignore_merges},
-         "pre_tokenizer": node, "normalizer": norm, "decoder": {"type": "ByteLevel"},
-         "added_tokens": [{"id": i, "content": c, "special": s} for i, (c, s) in sorted(added.items())]}
-    gen = {"eos_token_id": _gguf_stops(ids)}
-    if ids["bos"] is not None:
-        gen["bos_token_id"] = ids["bos"]
-    # without the key llama.cpp adds BOS for llama-bpe only (llama-vocab.cpp's pre-type defaults)
-    add_bos = bool(m.get("tokenizer.ggml.add_bos_token", pre == "llama-bpe"))
-    files = HfFiles(path, j, path, {"add_bos_token": add_bos},
-                    path, gen, path, {})
-    return _from_hf(files, vocab_size)
-
-
-def _score_merges(pieces, scores):
-    """Merging by score as merges in rank order: every split of a mergeable piece into two
-    pieces, the highest-scoring piece's first, so that the blob has merges and a U+2581 in the
-    text is a space as llama.cpp and Hugging Face take it (tokenizer.h)."""
-    ids = {}
-    for i, p in enumerate(pieces):
-        ids.setdefault(p, i)
-    out = []
-    for i, p in enumerate(pieces):
-        if scores[i] == NEVER_MERGED or ids[p] != i:
-            continue
-        text = p.decode("utf-8", "surrogateescape")
-        for k in range(1, len(text)):
-            a = ids.get(text[:k].encode("utf-8", "surrogateescape"))
-            b = ids.get(text[k:].encode("utf-8", "surrogateescape"))
-            if a is not None and b is not None:
-                out.append((-scores[i], i, a, b))
-    out.sort()
-    return [(a, b) for _, _, a, b in out]
-
-
-def _gguf_sentencepiece(path, m, tokens, types, ids, vocab_size):
-    """Kind 0: pieces merge by score as llama.cpp's SentencePiece tokenizer does (as merges);
-    control, unknown, user-defined, unused and byte pieces never result from a merge, except
-    user-defined ones holding spaces (below)."""
-    scores = _gguf_list(path, m, "scores", len(tokens))
-    added = _gguf_added(types, tokens)
-    pieces, out_scores = [], []
-    for i, (p, t, s) in enumerate(zip(tokens, types, scores)):
-        spaced = int(t) == GGUF_USER_DEFINED and " " in p
-        if " " in p and not spaced:
-            _fail(path, "token %d %r holds a space, which SentencePiece-style pieces cannot tell from %s"
-                  % (i, p, SP_SPACE))
-        pieces.append(p.replace(SP_SPACE, " ").encode("utf-8"))
-        # llama.cpp's converter wrote a user-defined token's U+2581 as spaces (Gemma 3's runs of
-        # U+2581): as in the tokenizer.json it came from, it matches U+2581 and merges make it too
-        out_scores.append(float(s) if int(t) == GGUF_NORMAL or spaced else NEVER_MERGED)
-    n = vocab_size if vocab_size is not None else len(pieces)
-    if len(pieces) > n:
-        _fail(path, "has %d tokens, more than the model's vocab_size %d" % (len(pieces), n))
-    stops = _gguf_stops(ids)
-    for name in ("bos", "eos", "eot"):
-        if name == "eot" and ids[name] is not None and ids[name] not in added and ids[name] != ids["eos"]:
-            _fail(path, "tokenizer.ggml.eot_token_id %d is an ordinary piece; this build stops only at added "
-                  "tokens and EOS" % ids[name])
-    dummy = m.get("tokenizer.ggml.add_space_prefix", True)
-    if dummy and b" " not in pieces:
-        _fail(path, "prepends %s but has no %s piece" % (SP_SPACE, SP_SPACE))
-    flags = (TOKF_DUMMY_PREFIX if dummy else 0) | (TOKF_ADD_BOS if m.get("tokenizer.ggml.add_bos_token", True)
-                                                   and ids["bos"] is not None else 0)
-    table = [(i, (TOKA_SPECIAL if special else 0) | (TOKA_STOP if i in stops else 0))
-             for i, (_, special) in sorted(added.items())]
-    blob = pack_tokenizer(pieces + [b""] * (n - len(pieces)), out_scores + [NEVER_MERGED] * (n - len(pieces)),
-                          _score_merges(pieces, out_scores), table)
-    return TokenizerSpec(blob, TOK_SENTENCEPIECE, flags, -1 if ids["bos"] is None else ids["bos"],
-                         -1 if ids["eos"] is None else ids["eos"])

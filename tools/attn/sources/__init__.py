@@ -1,0 +1,1 @@
+"""Where convert.py finds each source format (one module per format)."""

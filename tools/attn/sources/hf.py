@@ -1,0 +1,357 @@
+"""Hugging Face directories: config.json read family by family as transformers reads it, and
+the weights in any of the four layouts (model.safetensors, its index, pytorch_model.bin, its index)."""
+import json
+import math
+import os
+
+import numpy as np
+
+from attn import modelfile as mf
+from attn.errors import Bad, listing
+from attn.safetensors import read_safetensors_stored
+from attn.sources.gpt2 import GELU_TANH_NAMES, GPT2_ACTIVATIONS, GPT2_BUFFERS, gpt2_cfg, gpt2_dims, gpt2_tensors
+from attn.tensors import Source, Tensors, classifier, strip_prefix
+from attn.torchfile import read_torch_state_dict
+
+
+def read_hf_weights(d):
+    """All weights of a Hugging Face directory as Stored, whichever of the four layouts it uses."""
+    st, st_index = os.path.join(d, "model.safetensors"), os.path.join(d, "model.safetensors.index.json")
+    pt, pt_index = os.path.join(d, "pytorch_model.bin"), os.path.join(d, "pytorch_model.bin.index.json")
+    if os.path.exists(st):
+        return read_safetensors_stored(st)
+    for index, reader in ((st_index, read_safetensors_stored), (pt_index, read_torch_state_dict)):
+        if os.path.exists(index):
+            try:
+                shards = sorted(set(json.load(open(index))["weight_map"].values()))
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                raise Bad(index, "bad index file (%s)" % e)
+            out = {}
+            for s in shards:
+                p = os.path.join(d, s)
+                if not os.path.exists(p):
+                    raise Bad(p, "shard named in %s is missing" % os.path.basename(index))
+                part = reader(p)
+                twice = sorted(set(part) & set(out))
+                if twice:  # one copy would be dropped, and they may differ
+                    raise Bad(p, "holds %s, which another shard holds too" % listing(twice))
+                out.update(part)
+            return out
+    if os.path.exists(pt):
+        return read_torch_state_dict(pt)
+    raise Bad(d, "no model.safetensors, model.safetensors.index.json or pytorch_model.bin")
+B_ATTN = mf.BIAS_QKV | mf.BIAS_O
+
+# The Hugging Face decoder families read here: the causal-LM class config.json's architectures
+# names, the biases that attention_bias and mlp_bias bring (always: biases the family has
+# whatever the config says), and the defaults each family's configuration_*.py gives the keys a
+# config.json may leave out (None: derived, as num_key_value_heads = num_attention_heads).
+HF_DECODERS = {
+    "llama": dict(cls="LlamaForCausalLM", attention_bias=B_ATTN, mlp_bias=mf.BIAS_FFN,
+                  num_key_value_heads=None, head_dim=None, max_position_embeddings=2048),
+    "mistral": dict(cls="MistralForCausalLM", num_key_value_heads=8, head_dim=None,
+                    max_position_embeddings=4096 * 32, sliding_window=4096),
+    "qwen2": dict(cls="Qwen2ForCausalLM", always=mf.BIAS_QKV, num_key_value_heads=32, head_dim=None,
+                  max_position_embeddings=32768),
+    "qwen3": dict(cls="Qwen3ForCausalLM", attention_bias=B_ATTN, qk_norm=True, num_key_value_heads=32,
+                  head_dim=128, max_position_embeddings=32768),
+    "gemma3_text": dict(cls="Gemma3ForCausalLM", attention_bias=B_ATTN, qk_norm=True, num_key_value_heads=4,
+                        head_dim=256, max_position_embeddings=131072, rope_theta=1e6, tie_word_embeddings=True,
+                        sliding_window=4096, rope_local_base_freq=10000.0, query_pre_attn_scalar=256,
+                        hidden_activation="gelu_pytorch_tanh"),
+}
+HF_DEFAULTS = dict(rope_theta=10000.0, rms_norm_eps=1e-6, tie_word_embeddings=False, hidden_act="silu")
+
+# What each RoPE scaling the format holds reads from a config's rope_scaling (or transformers
+# 5's rope_parameters), as modeling_rope_utils.py does
+ROPE_SCALINGS = {"linear": (mf.ROPE_SCALING_LINEAR, ("factor",)),
+                 "llama3": (mf.ROPE_SCALING_LLAMA3, ("factor", "low_freq_factor", "high_freq_factor",
+                                                     "original_max_position_embeddings"))}
+
+
+def conf(path, c, key, default=None, required=True):
+    if key in c and c[key] is not None:
+        return c[key]
+    if required and default is None:
+        raise Bad(path, "config.json lacks %s" % key)
+    return default
+
+
+def setting(c, fam, key):
+    """What config.json says for key, or, when it leaves the key out, the family's default (null
+    stays None: Hugging Face's None)."""
+    return c[key] if key in c else fam.get(key, HF_DEFAULTS.get(key))
+
+
+def number(cpath, key, v, integer=False):
+    """v, a config value, as an int or float; Bad naming key if it is not a positive one."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+    if not ok or (integer and v != int(v)):
+        raise Bad(cpath, "%s is %s, not a positive %s" % (key, json.dumps(v), "whole number" if integer else "number"))
+    return int(v) if integer else float(v)
+
+
+def read_hf_dir(d):
+    cpath = os.path.join(d, "config.json")
+    if not os.path.exists(cpath):
+        subs = sorted(e for e in os.listdir(d) if os.path.exists(os.path.join(d, e, "config.json")))
+        hint = " (did you mean %s?)" % os.path.join(d, subs[0]) if subs else ""
+        raise Bad(d, "a directory without config.json is not a Hugging Face model%s" % hint)
+    try:
+        c = json.load(open(cpath))
+    except ValueError as e:
+        raise Bad(cpath, "bad JSON: %s" % e)
+    if not isinstance(c, dict):
+        raise Bad(cpath, "not a JSON object")
+    mt = c.get("model_type")
+    if mt == "gpt2":
+        return read_hf_gpt2(d, cpath, c)
+    if mt in HF_DECODERS:
+        return read_hf_decoder(d, cpath, c)
+    if mt == "gemma3":
+        raise Bad(cpath, "model_type 'gemma3' (Gemma 3 4B and up, with their vision tower) is not supported by "
+                  "this build; the text-only gemma3_text (Gemma 3 270M and 1B) is")
+    raise Bad(cpath, "unknown architecture model_type=%r (supported: gpt2, %s)" % (mt, ", ".join(HF_DECODERS)))
+
+
+def read_hf_gpt2(d, cpath, c, sd=None):
+    """sd: the weights, if not d's, under nanoGPT's names in nn.Linear's layout (GGUF)."""
+    d_, L, H = (int(conf(cpath, c, k)) for k in ("n_embd", "n_layer", "n_head"))
+    V = int(conf(cpath, c, "vocab_size"))
+    S_field = "n_positions" if c.get("n_positions") else "n_ctx"
+    S = int(conf(cpath, c, S_field))
+    act = conf(cpath, c, "activation_function", "gelu_new")
+    if act not in GPT2_ACTIVATIONS:
+        raise Bad(cpath, "activation_function %r is not supported (%s)" % (act, ", ".join(GPT2_ACTIVATIONS)))
+    for key, ok in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
+                    ("add_cross_attention", False)):
+        if bool(c.get(key, ok)) != ok:
+            raise Bad(cpath, "%s = %s is not supported" % (key, c[key]))
+    if d_ % H:
+        raise Bad(cpath, "n_head %d does not divide n_embd %d" % (H, d_))
+    # the feed-forward width: n_inner, or 4 x n_embd when it is null, as Hugging Face's GPT2MLP has it
+    hidden = int(c.get("n_inner") or 4 * d_)
+    why = "n_inner %d" % hidden if c.get("n_inner") else "4 x n_embd %d" % d_
+    conv1d = sd is None  # Hugging Face's Conv1D matrices are (in, out), GGUF's (out, in)
+    sd = strip_prefix(read_hf_weights(d), "transformer.") if conv1d else sd
+    tn = Tensors(d, sd, gpt2_dims(d_, V, S, S_field, hidden, why),
+                 ("h.%d.", L, "n_layer %d in config.json" % L), skip=GPT2_BUFFERS)
+    t = gpt2_tensors(L, tn, transpose=conv1d, bias=True)
+    cfg = gpt2_cfg(d_, hidden, L, H, V, S, GPT2_ACTIVATIONS[act], float(c.get("layer_norm_epsilon", 1e-5)),
+                   bias=True)
+    cfg["tied_classifier"] = int(classifier(tn, "lm_head.weight", t, bool(c.get("tie_word_embeddings", True))))
+    return Source(cfg, t, "Hugging Face GPT-2 directory", skipped=tn.finish(), tok_hint=HF_TOKENIZER_HINT)
+
+
+def rope_rows(n_heads, head_dim, rope_dims):
+    """The rows that take Hugging Face's RoPE layout to FORMAT.md's: HF rotates the pairs
+    (j, j + rope_dims/2) of each head, FORMAT.md the pairs (2j, 2j + 1)."""
+    half = rope_dims // 2
+    idx = np.concatenate([np.stack([np.arange(half), np.arange(half) + half], 1).reshape(-1),
+                          np.arange(rope_dims, head_dim)])
+    return (np.arange(n_heads)[:, None] * head_dim + idx[None, :]).reshape(-1)
+
+
+def rope_scaling_fields(cpath, rs, where):
+    """The header's RoPE scaling fields from a config's scaling object (where: its key, for
+    messages); {} for none. A kind of scaling the format lacks is refused by name."""
+    if rs is None:
+        return {}
+    if not isinstance(rs, dict):
+        raise Bad(cpath, "%s is %s, not an object" % (where, json.dumps(rs)))
+    kind = rs.get("rope_type", rs.get("type"))  # "type" is the older spelling
+    if kind in (None, "default"):
+        return {}
+    if kind not in ROPE_SCALINGS:
+        raise Bad(cpath, "%s rope_type %r is not supported by this build (supported: default, %s)"
+                  % (where, kind, ", ".join(ROPE_SCALINGS)))
+    code, keys = ROPE_SCALINGS[kind]
+    v = {k: number(cpath, "%s %s" % (where, k), rs.get(k), integer=k.startswith("original")) for k in keys}
+    if v["factor"] < 1:
+        raise Bad(cpath, "%s factor %s is below 1, which this build does not support" % (where, rs["factor"]))
+    f = dict(rope_scaling=code, rope_factor=v["factor"])
+    if kind == "llama3":
+        if not v["low_freq_factor"] < v["high_freq_factor"]:
+            raise Bad(cpath, "%s low_freq_factor %s is not below high_freq_factor %s, which this build needs"
+                      % (where, rs["low_freq_factor"], rs["high_freq_factor"]))
+        f.update(rope_low_freq_factor=v["low_freq_factor"], rope_high_freq_factor=v["high_freq_factor"],
+                 rope_original_ctx=v["original_max_position_embeddings"])
+    return f
+
+
+def hf_rope(cpath, c, fam):
+    """(rope_theta, the scaling fields, the local layers' RoPE base) as Hugging Face reads them:
+    rope_theta, rope_scaling and Gemma 3's rope_local_base_freq, or transformers 5's
+    rope_parameters (for Gemma 3, one object per kind of layer). The local base is None for a
+    family without local layers."""
+    rp, rs = c.get("rope_parameters"), c.get("rope_scaling")
+    local = "rope_local_base_freq" in fam
+    base = setting(c, fam, "rope_theta")
+    local_base = setting(c, fam, "rope_local_base_freq") if local else None
+    if rp is None:
+        glob, scaling = base, rope_scaling_fields(cpath, rs, "rope_scaling")
+    else:
+        if rs is not None:
+            raise Bad(cpath, "has both rope_scaling and rope_parameters; which one Hugging Face uses depends on "
+                      "its version")
+        if not isinstance(rp, dict):
+            raise Bad(cpath, "rope_parameters is %s, not an object" % json.dumps(rp))
+        if local:
+            full, sliding = (rp.get(k) or {} for k in ("full_attention", "sliding_attention"))
+            if rope_scaling_fields(cpath, sliding, "rope_parameters sliding_attention"):
+                raise Bad(cpath, "rope_parameters sliding_attention scales the local layers' RoPE, which this "
+                          "build does not support (only the global layers')")
+            local_base = sliding.get("rope_theta", local_base) if isinstance(sliding, dict) else local_base
+        else:
+            full = rp
+        glob = full.get("rope_theta", base) if isinstance(full, dict) else base
+        scaling = rope_scaling_fields(cpath, full, "rope_parameters" + (" full_attention" if local else ""))
+    return (number(cpath, "rope_theta", glob), scaling,
+            None if local_base is None else number(cpath, "rope_local_base_freq", local_base))
+
+
+def gemma_layer_pattern(cpath, c, L):
+    """P such that layer l is global when (l + 1) % P == 0 and local otherwise, from Gemma 3's
+    layer_types, or when it has none from sliding_window_pattern (6 if absent), as
+    Gemma3TextConfig does; 0 when every layer is global. A layer_types list that is no such
+    pattern, and a pattern key that contradicts what Hugging Face uses, are refused."""
+    def kinds(p):
+        return ["full_attention" if p and (i + 1) % p == 0 else "sliding_attention" for i in range(L)]
+    keys = {k: number(cpath, k, c[k], integer=True) for k in ("sliding_window_pattern", "_sliding_window_pattern")
+            if c.get(k) is not None}
+    types = c.get("layer_types")
+    if types is None:
+        p = keys.get("sliding_window_pattern", 6)
+        if kinds(keys.get("_sliding_window_pattern", p)) != kinds(p):
+            raise Bad(cpath, "_sliding_window_pattern %d, but without layer_types Hugging Face uses "
+                      "sliding_window_pattern %d" % (keys["_sliding_window_pattern"], p))
+        types = kinds(p)
+    else:
+        if not isinstance(types, list) or len(types) != L or not set(types) <= {"full_attention", "sliding_attention"}:
+            raise Bad(cpath, "layer_types must list full_attention or sliding_attention for each of the %d layers" % L)
+        first = types.index("full_attention") + 1 if "full_attention" in types else None
+        p = first or min(keys.values(), default=L + 1)
+        if types != kinds(p):
+            raise Bad(cpath, "layer_types %s is not a global layer every P layers, the only pattern this build "
+                      "supports" % listing(types, 8))
+        for k, v in keys.items():
+            if kinds(v) != types:
+                raise Bad(cpath, "layer_types and %s %d describe different layers" % (k, v))
+    return 0 if "sliding_attention" not in types else p
+
+
+# Hugging Face's names of a decoder layer's tensors (model.layers.N.), ours and their shapes in
+# Tensors' dims; the norms after the attention and the feed-forward in a Gemma 3 layer; the
+# q/k norms; then the biases by the bias_flags bit that brings them
+HF_DECODER_LAYER = dict(attn_norm_w=("input_layernorm.weight", "d"), wq=("self_attn.q_proj.weight", "qd"),
+                        wk=("self_attn.k_proj.weight", "kd"), wv=("self_attn.v_proj.weight", "kd"),
+                        wo=("self_attn.o_proj.weight", "dq"), ffn_norm_w=("post_attention_layernorm.weight", "d"),
+                        w1=("mlp.gate_proj.weight", "hd"), w3=("mlp.up_proj.weight", "hd"),
+                        w2=("mlp.down_proj.weight", "dh"))
+HF_GEMMA3_NORMS = dict(attn_out_norm_w=("post_attention_layernorm.weight", "d"),
+                       ffn_norm_w=("pre_feedforward_layernorm.weight", "d"),
+                       ffn_out_norm_w=("post_feedforward_layernorm.weight", "d"))
+HF_QK_NORMS = dict(q_norm_w=("self_attn.q_norm.weight", "e"), k_norm_w=("self_attn.k_norm.weight", "e"))
+HF_DECODER_BIASES = {mf.BIAS_QKV: dict(bq=("self_attn.q_proj.bias", "q"), bk=("self_attn.k_proj.bias", "k"),
+                                       bv=("self_attn.v_proj.bias", "k")),
+                     mf.BIAS_O: dict(bo=("self_attn.o_proj.bias", "d")),
+                     mf.BIAS_FFN: dict(b1=("mlp.gate_proj.bias", "h"), b3=("mlp.up_proj.bias", "h"),
+                                       b2=("mlp.down_proj.bias", "d"))}
+HF_TOKENIZER_HINT = "the model's tokenizer.json, or vocab.json with merges.txt beside it"
+
+
+def read_hf_decoder(d, cpath, c, sd=None):
+    """A Hugging Face Llama, Mistral, Qwen2, Qwen3 or Gemma 3 (text) directory. Each key is read
+    as the family's configuration_*.py and modeling_*.py read it; a value they would act on
+    that this build cannot reproduce is refused by name. sd: the weights, if not d's (GGUF)."""
+    mt = c["model_type"]
+    fam, gemma = HF_DECODERS[mt], mt == "gemma3_text"
+    archs = c.get("architectures")
+    if archs is not None and archs != [fam["cls"]]:
+        raise Bad(cpath, "architectures %s is not supported by this build (model_type %s: %s)"
+                  % (json.dumps(archs), mt, fam["cls"]))
+    for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
+        conf(cpath, c, k)
+    dim, hidden, L, H, V = (number(cpath, k, c[k], integer=True) for k in (
+        "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size"))
+    kv, hd = setting(c, fam, "num_key_value_heads"), setting(c, fam, "head_dim")
+    KV = H if kv is None else number(cpath, "num_key_value_heads", kv, integer=True)
+    hd = dim // H if hd is None else number(cpath, "head_dim", hd, integer=True)
+    S = number(cpath, "max_position_embeddings", setting(c, fam, "max_position_embeddings"), integer=True)
+    eps = number(cpath, "rms_norm_eps", setting(c, fam, "rms_norm_eps"))
+    if H % KV:
+        raise Bad(cpath, "num_key_value_heads %d does not divide num_attention_heads %d" % (KV, H))
+    act_key = "hidden_activation" if gemma else "hidden_act"
+    act = setting(c, fam, act_key)
+    acts = GELU_TANH_NAMES if gemma else ("silu", "swish")
+    if act not in acts:
+        raise Bad(cpath, "%s %s is not supported by this build (model_type %s: %s)"
+                  % (act_key, json.dumps(act), mt, " or ".join(acts)))
+    theta, scaling, local_theta = hf_rope(cpath, c, fam)
+    cfg = dict(scaling, dim=dim, hidden_dim=hidden, n_layers=L, n_heads=H, n_kv_heads=KV, head_dim=hd,
+               vocab_size=V, seq_len=S, rope_theta=theta, norm_eps=eps)
+    if mt in ("qwen2", "qwen3"):
+        types = c.get("layer_types") or []
+        if c.get("use_sliding_window") or "sliding_attention" in types:
+            raise Bad(cpath, "%s is not supported by this build (sliding-window attention on model_type %s)"
+                      % ("use_sliding_window true" if c.get("use_sliding_window") else "layer_types with "
+                         "sliding_attention", mt))
+    desc = "Hugging Face %s directory" % mt
+    if mt == "mistral":
+        window = setting(c, fam, "sliding_window")
+        if window is not None and number(cpath, "sliding_window", window, integer=True) < S:
+            # every layer attends to the window: within it, to everything, as the file's layers do
+            cfg["seq_len"] = int(window)
+            desc += " (context cut to its sliding_window %d)" % window
+    if gemma:
+        for k in ("final_logit_softcapping", "attn_logit_softcapping"):
+            if c.get(k) is not None:
+                raise Bad(cpath, "%s %s is not supported by this build" % (k, json.dumps(c[k])))
+        if c.get("use_bidirectional_attention"):
+            raise Bad(cpath, "use_bidirectional_attention true is not supported by this build (causal attention only)")
+        every = gemma_layer_pattern(cpath, c, L)
+        if every:
+            window = setting(c, fam, "sliding_window")
+            if window is None:
+                raise Bad(cpath, "sliding_window is null, but some layers are sliding_attention")
+            cfg.update(sliding_window=number(cpath, "sliding_window", window, integer=True), global_every=every,
+                       rope_local_theta=local_theta)
+        scalar = number(cpath, "query_pre_attn_scalar", setting(c, fam, "query_pre_attn_scalar"))
+        # Gemma3TextScaledWordEmbedding multiplies by hidden_size ** 0.5 held in float32, as the file does
+        cfg.update(ffn_kind=mf.FFN_GEGLU_TANH, embed_scale=dim ** 0.5, attn_scale=scalar ** -0.5,
+                   arch_flags=mf.ARCH_NORM_PLUS_ONE | mf.ARCH_OUT_NORMS)
+    if fam.get("qk_norm"):
+        cfg["arch_flags"] = cfg.get("arch_flags", 0) | mf.ARCH_QK_NORM
+    rope_dims = int(hd * number(cpath, "partial_rotary_factor", c.get("partial_rotary_factor", 1.0)))
+    cfg["rope_dims"] = rope_dims = rope_dims - rope_dims % 2
+    bias = fam.get("always", 0)
+    for k in ("attention_bias", "mlp_bias"):
+        if c.get(k):
+            bias |= fam.get(k, 0)
+    cfg["bias_flags"] = bias
+    dims = {"d": (dim, "hidden_size %d" % dim), "h": (hidden, "intermediate_size %d" % hidden),
+            "q": (H * hd, "num_attention_heads %d x head_dim %d" % (H, hd)),
+            "k": (KV * hd, "num_key_value_heads %d x head_dim %d" % (KV, hd)), "V": (V, "vocab_size %d" % V),
+            "e": (hd, "head_dim %d" % hd)}
+    sd = read_hf_weights(d) if sd is None else sd
+    tn = Tensors(d, sd, dims, ("model.layers.%d.", L, "num_hidden_layers %d in config.json" % L),
+                 skip=("rotary_emb.inv_freq",))
+    names = dict(HF_DECODER_LAYER, **(HF_GEMMA3_NORMS if gemma else {}), **(HF_QK_NORMS if fam.get("qk_norm") else {}))
+    for flag, more in HF_DECODER_BIASES.items():
+        if bias & flag:
+            names.update(more)
+    # HF's q and k rows, and the q/k norms over a head, are in HF's RoPE layout
+    rows = {"wq": rope_rows(H, hd, rope_dims), "bq": rope_rows(H, hd, rope_dims), "wk": rope_rows(KV, hd, rope_dims),
+            "bk": rope_rows(KV, hd, rope_dims), "q_norm_w": rope_rows(1, hd, rope_dims),
+            "k_norm_w": rope_rows(1, hd, rope_dims)}
+    t = {"tok_embedding": tn.take("model.embed_tokens.weight", "Vd"), "final_norm_w": tn.take("model.norm.weight", "d")}
+    for i in range(L):
+        p, q = "model.layers.%d." % i, "layers.%d." % i
+        for ours, (theirs, shape) in names.items():
+            w = tn.take(p + theirs, shape)
+            t[q + ours] = w.view(lambda a, r=rows[ours]: a[r]) if ours in rows else w
+    tied = classifier(tn, "lm_head.weight", t, bool(setting(c, fam, "tie_word_embeddings")))
+    cfg["tied_classifier"] = int(tied)
+    biases = "attention_bias %s, mlp_bias %s, model_type %s in config.json" % (
+        json.dumps(bool(c.get("attention_bias"))), json.dumps(bool(c.get("mlp_bias"))), mt)
+    return Source(cfg, t, desc, skipped=tn.finish(biases), tok_hint=HF_TOKENIZER_HINT)
