@@ -16,8 +16,11 @@ LDLIBS = $(BLAS_LIBS) -lz -lm
 MODEL_DEPS = model.h $(wildcard model/*.h) $(wildcard io/*.h)
 TOKENIZER_SRC = tokenizer.c $(wildcard tokenizer/*.c)
 TOKENIZER_DEPS = $(TOKENIZER_SRC) tokenizer.h $(wildcard tokenizer/*.h)
-CHAT_SRC = $(wildcard chat/*.c)
+CHAT_SRC = $(filter-out $(CONSOLE_SRC),$(wildcard chat/*.c))
 CHAT_DEPS = $(CHAT_SRC) $(wildcard chat/*.h)
+# ./run's line editor on a terminal (libedit); the tests' programs link the chat without it.
+CONSOLE_SRC = chat/console.c
+CONSOLE_LIBS = -ledit
 TRAIN_DEPS = $(wildcard training/*.h)
 C_SOURCES = $(wildcard *.c *.h model/*.h io/*.h tokenizer/*.c tokenizer/*.h chat/*.c chat/*.h training/*.h tests/*.c tests/*.h tests/fuzz/*.c tests/fuzz/*.h bench/*.c bench/*.h)
 
@@ -30,7 +33,7 @@ OPENBLAS_OMP := /usr/lib/$(MULTIARCH)/openblas-openmp
 BLAS_LIBS = $(if $(shell test -e $(OPENBLAS_OMP)/libopenblas.so.0 && echo y),-L$(OPENBLAS_OMP) -Wl$(comma)-rpath$(comma)$(OPENBLAS_OMP) -l:libopenblas.so.0,-lopenblas)
 comma := ,
 
-DEB_BUILD = libopenblas-dev libopenblas0-openmp zlib1g-dev
+DEB_BUILD = libopenblas-dev libopenblas0-openmp zlib1g-dev libedit-dev
 DEB_PACKAGES = $(DEB_BUILD) openmpi-bin libopenmpi-dev libcmocka-dev python3-numpy python3-torch python3-matplotlib clang libclang-rt-14-dev valgrind clang-format chromium
 TESTS_C = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
 # test_kernels again for the kernels' other paths, AVX2 (x86-64-v3) and none (x86-64), on a
@@ -76,8 +79,8 @@ endif
 
 all: run train
 
-run: run.c $(MODEL_DEPS) $(TOKENIZER_DEPS) $(CHAT_DEPS) | $(INSTALL_BUILD)
-	$(CC) $(ALL_CFLAGS) -o $@ run.c $(TOKENIZER_SRC) $(CHAT_SRC) $(LDLIBS)
+run: run.c $(MODEL_DEPS) $(TOKENIZER_DEPS) $(CHAT_DEPS) $(CONSOLE_SRC) | $(INSTALL_BUILD)
+	$(CC) $(ALL_CFLAGS) -o $@ run.c $(TOKENIZER_SRC) $(CHAT_SRC) $(CONSOLE_SRC) $(LDLIBS) $(CONSOLE_LIBS)
 
 train: train.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS) .train-variant | $(INSTALL_BUILD)
 	$(TRAIN_CC) $(ALL_CFLAGS) -o $@ train.c $(TOKENIZER_SRC) $(LDLIBS)
@@ -103,7 +106,7 @@ tests/bin/tok_cli: tests/tok_cli.c $(TOKENIZER_DEPS)
 
 tests/bin/chat_cli: tests/chat_cli.c $(TOKENIZER_DEPS) $(CHAT_DEPS)
 	@mkdir -p tests/bin
-	$(CC) $(ALL_CFLAGS) -I. -o $@ tests/chat_cli.c $(TOKENIZER_SRC) $(CHAT_SRC) -lm
+	$(CC) $(ALL_CFLAGS) -I. -o $@ tests/chat_cli.c $(TOKENIZER_SRC) $(CHAT_SRC) -lm -lz
 
 # The chat template oracle (tests/test_chat_template.py): Hugging Face's Jinja in JavaScript,
 # which renders the templates as transformers does. A failed install is ignored as below.

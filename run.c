@@ -11,6 +11,7 @@
 #include "chat/chat.h"
 #include "chat/messages.h"
 #include "chat/conversation.h"
+#include "chat/console.h"
 
 static const char *prog = "run";
 #include "io/cli.h"
@@ -23,6 +24,17 @@ static const char *prog = "run";
 
 // -s 0: a seed from the clock in nanoseconds and the process id, so that two runs started in
 // the same second differ; never 0, which xorshift would keep at 0.
+static uint64_t seed_from_clock; // -s 0's seed until it is told
+
+// A good reply can be had again only with its seed: when it came from the clock, it goes to
+// stderr once, before the first token drawn at random (a terminal's chat banner shows it instead).
+static void tell_seed(float temperature) {
+    if (seed_from_clock && temperature > 0)
+        fprintf(stderr, "seed %llu, from the clock (-s %llu samples the same again)\n",
+                (unsigned long long)seed_from_clock, (unsigned long long)seed_from_clock);
+    if (temperature > 0) seed_from_clock = 0;
+}
+
 static uint64_t clock_seed(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -125,6 +137,13 @@ static void forward_or_die(const Model *m, RunState *s, const int *tokens, int n
     if (bad >= 0) die_not_finite(bad);
 }
 
+// How a message names the context: the model's, or the shorter one -c asked for.
+static const char *context_phrase(const Options *o, int seq_len, char *buf, size_t size) {
+    if (o->context) snprintf(buf, size, "the context of %d set with -c", seq_len);
+    else snprintf(buf, size, "the model's context of %d", seq_len);
+    return buf;
+}
+
 // Encodes text into tokens (room for tokenizer_max_tokens of them); a model with no BOS still
 // needs a first token.
 static int encode_prompt(const Tokenizer *tok, const Config *c, const Options *o, const char *what, const char *text,
@@ -142,13 +161,18 @@ static int encode_prompt(const Tokenizer *tok, const Config *c, const Options *o
     return n;
 }
 
+// The last byte print_piece wrote (0: none yet), so that a terminal's output can end its line.
+static char last_printed;
+
 // Streams decoded bytes to stdout whole characters at a time, with control bytes dropped
 // and invalid UTF-8 shown as U+FFFD, so that no model output can drive the terminal.
 static void print_piece(TokSanitizer *san, const char *piece, size_t len, int flush) {
     char buf[3 * PRINT_CHUNK + 12]; // each byte may become a 3-byte U+FFFD, plus a held-back character
     do {
-        size_t n = len < PRINT_CHUNK ? len : PRINT_CHUNK;
-        fwrite(buf, 1, tokenizer_sanitize(san, piece, n, buf, flush && n == len), stdout);
+        size_t n = len < PRINT_CHUNK ? len : PRINT_CHUNK,
+               out = tokenizer_sanitize(san, piece, n, buf, flush && n == len);
+        fwrite(buf, 1, out, stdout);
+        if (out) last_printed = buf[out - 1];
         piece += n;
         len -= n;
     } while (len);
@@ -180,9 +204,14 @@ static int shift_window(const Model *m, RunState *s, const int *history, int n, 
 // renders it, generation prompt included.
 static int *prompt_ids(const Tokenizer *tok, const Config *c, const ChatTemplate *ct, const ChatMessage *msgs,
                        int n_msgs, const Options *o, int *n) {
-    char err[512];
-    size_t plen = strlen(o->prompt),
-           cap = ct ? chat_max_tokens(ct, tok, msgs, n_msgs) : tokenizer_max_tokens(tok, plen);
+    char err[512], context[64];
+    size_t plen = strlen(o->prompt), least = ct ? chat_min_tokens(tok, msgs, n_msgs) : tokenizer_min_tokens(tok, plen);
+    const char *name = ct ? input_name(o->chat_path) : o->text_path ? input_name(o->text_path) : "prompt";
+    // refused by its length alone: tokenizing a text of many megabytes takes seconds and gigabytes
+    if (least > (size_t)c->seq_len)
+        die("%s: at least %zu tokens by its length, longer than %s", name, least,
+            context_phrase(o, c->seq_len, context, sizeof context));
+    size_t cap = ct ? chat_max_tokens(ct, tok, msgs, n_msgs) : tokenizer_max_tokens(tok, plen);
     int *tokens = malloc(sizeof(int) * (cap ? cap : 1));
     if (!tokens) die("out of memory");
     if (ct && (*n = chat_render(ct, tok, msgs, n_msgs, 1, tokens, (int)cap, err, sizeof err)) < 0)
@@ -190,8 +219,7 @@ static int *prompt_ids(const Tokenizer *tok, const Config *c, const ChatTemplate
     if (!ct) check_utf8("prompt", o->prompt, plen);
     if (!ct) *n = encode_prompt(tok, c, o, "prompt", o->prompt, plen, tokens);
     if (*n > c->seq_len)
-        die("%s: %d tokens, longer than the model's context of %d", ct ? input_name(o->chat_path) : "prompt", *n,
-            c->seq_len);
+        die("%s: %d tokens, longer than %s", name, *n, context_phrase(o, c->seq_len, context, sizeof context));
     return tokens;
 }
 
@@ -214,6 +242,7 @@ static void generate(const Model *m, const Tokenizer *tok, const ChatTemplate *c
 
     double t0 = now_s();
     forward_or_die(m, s, tokens, n_prompt, 0, logits, NULL, NULL);
+    tell_seed(o->temperature);
     double t1 = now_s();
     int n = n_prompt, pos = n_prompt, shifts = 0; // tokens so far; of them in the KV cache
     while (n < n_prompt + n_new) {
@@ -232,13 +261,17 @@ static void generate(const Model *m, const Tokenizer *tok, const ChatTemplate *c
         }
     }
     print_piece(&san, "", 0, 1);
+    // on a terminal the text ends its line, so that the shell's prompt starts a new one
+    int terminal = isatty(STDOUT_FILENO);
+    if (terminal && last_printed && last_printed != '\n') print_piece(&san, "\n", 1, 1);
     double t2 = now_s();
     int generated = n - n_prompt;
-    fprintf(stderr, "\nprompt: %d token%s in %.3f s (%.1f tok/s); generated: %d token%s in %.3f s (%.1f tok/s)",
-            n_prompt, plural(n_prompt), t1 - t0, n_prompt / (t1 - t0), generated, plural(generated), t2 - t1,
-            generated > 0 ? generated / (t2 - t1) : 0.0);
-    if (shifts) fprintf(stderr, "; the full context moved on by half %d time%s", shifts, plural(shifts));
-    fprintf(stderr, "\n");
+    if (!o->quiet)
+        fprintf(stderr, "%sprompt: %d token%s in %.3f s (%.1f tok/s); generated: %d token%s in %.3f s (%.1f tok/s)",
+                terminal ? "" : "\n", n_prompt, plural(n_prompt), t1 - t0, n_prompt / (t1 - t0), generated,
+                plural(generated), t2 - t1, generated > 0 ? generated / (t2 - t1) : 0.0);
+    if (shifts && !o->quiet) fprintf(stderr, "; the full context moved on by half %d time%s", shifts, plural(shifts));
+    if (!o->quiet) fprintf(stderr, "\n");
     free(tokens);
     free(window);
     free(logits);
@@ -291,7 +324,8 @@ static void perplexity(const Model *m, const Tokenizer *tok, RunState *s, const 
         progress_show(&progress, "scoring", w + 1, windows, "windows", start + acc.len, "tok");
     }
     double secs = progress_end(&progress);
-    fprintf(stderr, "scored %ld tokens in %.2f s (%.1f tok/s)\n", acc.scored, secs, n / secs);
+    if (!o->quiet)
+        fprintf(stderr, "scored %ld token%s in %.2f s (%.1f tok/s)\n", acc.scored, plural(acc.scored), secs, n / secs);
     printf("tokens: %d\nperplexity: %.9g\n", n, exp(acc.nll / acc.scored));
     free(tokens);
     free(logits);
@@ -454,6 +488,8 @@ typedef struct {
     Sampler *sampler;
     float *logits; // (vocab_size) the last position's
     TokSanitizer san;
+    int *max_new;  // the conversation's -n, which /set max_tokens changes
+    uint64_t seed; // the sampler's seed, as /set seed last made it
 } ChatModel;
 
 static void chat_forward(void *ctx, const int *ids, int n, int pos0) {
@@ -463,12 +499,45 @@ static void chat_forward(void *ctx, const int *ids, int n, int pos0) {
 
 static int chat_sample(void *ctx, const int *history, int n) {
     ChatModel *cm = ctx;
+    tell_seed(cm->sampler->temperature);
     return sample(cm->sampler, cm->logits, history, n);
 }
 
 static void chat_print(void *ctx, const char *piece, size_t len, int flush) {
     ChatModel *cm = ctx;
     print_piece(&cm->san, piece, len, flush);
+}
+
+// /set NAME VALUE, checked as the flag of the same meaning is (io/run_options.h).
+static int chat_set(void *ctx, const char *name, const char *value, char *err, size_t errlen) {
+    ChatModel *cm = ctx;
+    Sampler *sp = cm->sampler;
+    double x;
+    int k;
+    uint64_t seed;
+    if (!strcmp(name, "temperature") && !check_num(name, value, 0, 100, &x, err, errlen)) sp->temperature = (float)x;
+    else if (!strcmp(name, "top_p") && !check_num(name, value, 0, 1, &x, err, errlen)) sp->topp = (float)x;
+    else if (!strcmp(name, "min_p") && !check_num(name, value, 0, 1, &x, err, errlen)) sp->minp = (float)x;
+    else if (!strcmp(name, "repeat_penalty") && !check_num(name, value, 0.01, 100, &x, err, errlen))
+        sp->repeat_penalty = (float)x;
+    else if (!strcmp(name, "top_k") && !check_int(name, value, 0, 1 << 24, &k, err, errlen)) sp->topk = k;
+    else if (!strcmp(name, "max_tokens") && !check_int(name, value, 0, 1 << 20, &k, err, errlen)) *cm->max_new = k;
+    else if (!strcmp(name, "seed") && !check_seed(name, value, &seed, err, errlen))
+        sp->rng_state = cm->seed = seed ? seed : clock_seed(); // as -s, 0 from the clock
+    else return -1;
+    return 0;
+}
+
+static void chat_get(void *ctx, const char *name, char *buf, size_t size) {
+    const ChatModel *cm = ctx;
+    const Sampler *sp = cm->sampler;
+    if (!strcmp(name, "temperature")) snprintf(buf, size, "%g", sp->temperature);
+    else if (!strcmp(name, "top_p")) snprintf(buf, size, "%g", sp->topp);
+    else if (!strcmp(name, "min_p")) snprintf(buf, size, "%g", sp->minp);
+    else if (!strcmp(name, "repeat_penalty")) snprintf(buf, size, "%g", sp->repeat_penalty);
+    else if (!strcmp(name, "top_k")) snprintf(buf, size, "%d", sp->topk);
+    else if (!strcmp(name, "max_tokens")) snprintf(buf, size, "%d", *cm->max_new);
+    else snprintf(buf, size, "%llu", (unsigned long long)cm->seed);
 }
 
 // The chat format: --chat-template's family, else the model file's chat section.
@@ -490,21 +559,40 @@ static void load_template(ChatTemplate *ct, const Model *m, const Tokenizer *tok
     }
 }
 
-static void chat(const Model *m, const Tokenizer *tok, const ChatTemplate *ct, RunState *s, Sampler *sampler,
+// On a terminal the turns come from the line editor (chat/console.h), else from stdin's lines.
+static void chat(const Model *m, const Tokenizer *tok, ChatTemplate *ct, RunState *s, Sampler *sampler, uint64_t seed,
                  const Options *o, const ChatMessage *msgs, int n_msgs) {
     const Config *c = &m->config;
-    ChatModel cm = {.m = m, .s = s, .sampler = sampler, .logits = malloc(sizeof(float) * c->vocab_size)};
     Conversation cv;
+    ChatModel cm = {.m = m,
+                    .s = s,
+                    .sampler = sampler,
+                    .logits = malloc(sizeof(float) * c->vocab_size),
+                    .max_new = &cv.max_new,
+                    .seed = seed};
     if (!cm.logits || conversation_init(&cv, ct, tok, c->seq_len)) die("out of memory");
     // A local layer's ring (model/forward.h) still holds what positions up to max_batch back need.
     cv.rewind_limit = s->ring ? s->max_batch : c->seq_len;
     cv.max_new = o->steps < 0 ? DEFAULT_NEW_TOKENS : o->steps;
     cv.interactive = isatty(STDIN_FILENO);
+    cv.quiet = o->quiet;
+    cv.model_name = o->model_path;
     for (int i = 0; i < n_msgs; i++)
         if (conversation_add(&cv, msgs[i].role, msgs[i].text, msgs[i].len)) die("out of memory");
-    ChatRunner runner = {&cm, chat_forward, chat_sample, chat_print};
-    char err[512];
-    int rc = conversation_run(&cv, &runner, err, sizeof err);
+    ChatRunner runner = {&cm, chat_forward, chat_sample, chat_print, chat_set, chat_get};
+    char err[512], history[4096];
+    ChatLines lines = {0};
+    ChatInput in = {&lines, chat_lines_read, NULL};
+    Console *console = NULL;
+    if (cv.interactive && !o->quiet) seed_from_clock = 0; // the banner shows it
+    if (cv.interactive) {
+        int keep = !o->no_history && !console_history_path(history, sizeof history);
+        if (!(console = console_open(prog, keep ? history : NULL, err, sizeof err))) die("%s", err);
+        in = (ChatInput){console, console_read_line, console_remember};
+    }
+    int rc = conversation_run(&cv, &runner, &in, err, sizeof err);
+    console_close(console);
+    chat_lines_free(&lines);
     conversation_free(&cv);
     free(cm.logits);
     if (rc) die("%s", err);
@@ -551,12 +639,14 @@ int main(int argc, char **argv) {
     load_tokenizer(&tok, &m, o.model_path, o.tokenizer_path);
     RunState s;
     int batch = c->seq_len < PROMPT_BATCH ? c->seq_len : PROMPT_BATCH;
+    char context[64];
     if (state_init(&s, c, batch))
-        die("%s: out of memory for the run state: it needs %.0f MiB at a context of %d; a shorter one (-c N) needs "
-            "less",
-            o.model_path, s.bytes / 1048576.0, c->seq_len);
+        die("%s: out of memory for the run state: it needs %.0f MiB at %s; a shorter one (-c N) needs less",
+            o.model_path, s.bytes / 1048576.0, context_phrase(&o, c->seq_len, context, sizeof context));
     Sampler sampler;
-    if (sampler_init(&sampler, c->vocab_size, o.temperature, o.seed ? o.seed : clock_seed())) die("out of memory");
+    uint64_t seed = o.seed ? o.seed : clock_seed();
+    if (sampler_init(&sampler, c->vocab_size, o.temperature, seed)) die("out of memory");
+    if (!o.seed) seed_from_clock = seed;
     sampler.topp = o.topp;
     sampler.topk = o.topk;
     sampler.minp = o.minp;
@@ -576,9 +666,13 @@ int main(int argc, char **argv) {
     ChatMessage *msgs = NULL;
     if (templated && chat_messages_load(o.chat_path, o.system, &msgs, &n_msgs, err, sizeof err)) die("%s", err);
     if (templated) load_template(&ct, &m, &tok, &o);
+    if (templated && o.thinking >= 0 && ct.family != CHAT_QWEN3)
+        die("%s: only the qwen3 chat format thinks; this one is %s", o.thinking ? "--think" : "--no-think",
+            chat_family_name(ct.family));
+    if (templated) ct.no_thinking = o.thinking == 0;
 
     if (!strcmp(o.mode, "ppl")) perplexity(&m, &tok, &s, &o);
-    else if (!strcmp(o.mode, "chat")) chat(&m, &tok, &ct, &s, &sampler, &o, msgs, n_msgs);
+    else if (!strcmp(o.mode, "chat")) chat(&m, &tok, &ct, &s, &sampler, seed, &o, msgs, n_msgs);
     else {
         int n, *tokens = prompt_ids(&tok, c, templated ? &ct : NULL, msgs, n_msgs, &o, &n);
         if (!strcmp(o.mode, "logits")) dump_logits(&m, &s, &o, tokens, n);
@@ -591,9 +685,10 @@ int main(int argc, char **argv) {
     char weights[48];
     snprintf(weights, sizeof weights, "%s", weight_names[c->weight_type]);
     if (c->weight_type == WEIGHTS_Q8_0) snprintf(weights, sizeof weights, "Q8_0, groups of %d", c->group_size);
-    fprintf(stderr, "%s: %d layer%s, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d thread%s\n",
-            o.model_path, c->n_layers, plural(c->n_layers), c->dim, c->vocab_size, c->seq_len, weights, load_ms,
-            threads, plural(threads));
+    if (!o.quiet)
+        fprintf(stderr, "%s: %d layer%s, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d thread%s\n",
+                o.model_path, c->n_layers, plural(c->n_layers), c->dim, c->vocab_size, c->seq_len, weights, load_ms,
+                threads, plural(threads));
     free(prompt_file);
     chat_messages_free(msgs, n_msgs);
     if (templated) chat_template_free(&ct);

@@ -462,6 +462,12 @@ size_t tokenizer_max_tokens(const Tokenizer *t, size_t len) {
     return len * per_byte + (prefix_per_run ? len : 0) + 2;
 }
 
+size_t tokenizer_min_tokens(const Tokenizer *t, size_t len) {
+    // NFC composes at most 3 bytes into 1 (a Hangul syllable from its three jamo)
+    size_t per_token = (size_t)(t->max_piece_len > 0 ? t->max_piece_len : 1) * (t->flags & TOKF_NFC ? 3 : 1);
+    return len / per_token;
+}
+
 // Every byte value as a char, so that a byte piece can decode to a pointer to its byte.
 #define B4(i) (char)(i), (char)(i + 1), (char)(i + 2), (char)(i + 3)
 #define B16(i) B4(i), B4(i + 4), B4(i + 8), B4(i + 12)
@@ -532,7 +538,7 @@ size_t tokenizer_sanitize(TokSanitizer *st, const char *in, size_t n, char *out,
             o += put_replacement(out + o);
         }
         if (c < 0x80) {
-            if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F) continue; // C0 controls and DEL
+            if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7F) continue; // C0 controls (\r too) and DEL
             out[o++] = (char)c;
         } else if (c >= 0xC2 && c <= 0xF4) { // a lead byte that can start a well-formed character
             st->pending[0] = (unsigned char)c;

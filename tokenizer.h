@@ -95,6 +95,9 @@ int tokenizer_encode(const Tokenizer *t, const char *text, size_t len, unsigned 
 // of text between added tokens each get a dummy prefix, or 3 * len + 2 under TOKF_NFC (NFC
 // lengthens a few characters).
 size_t tokenizer_max_tokens(const Tokenizer *t, size_t len);
+// The fewest ids len bytes can encode to (no piece is longer than max_piece_len): a text too
+// long for a context is refused by its length alone, before it is tokenized.
+size_t tokenizer_min_tokens(const Tokenizer *t, size_t len);
 
 // The bytes token stands for when it follows prev_token (-1 at the start): "<0xNN>" pieces
 // give their byte, bos, eos and special tokens give nothing, and with the dummy prefix on, the
@@ -109,8 +112,8 @@ int tokenizer_is_stop(const Tokenizer *t, int token);
 
 // Streaming filter that makes decoded bytes safe to print. A UTF-8 character split across
 // tokens is held back until complete; invalid UTF-8 becomes U+FFFD (one per maximal invalid
-// subpart, as the Unicode standard recommends); control characters (C0 other than \t \n \r,
-// DEL, C1) are dropped so that a model cannot drive the terminal. Needs out to hold
+// subpart, as the Unicode standard recommends); control characters (C0 other than \t and \n, so
+// \r too; DEL, C1) are dropped so that a model cannot drive the terminal or overwrite a line. Needs out to hold
 // 3 * n + 12 bytes; returns the bytes written. flush = 1 ends the stream (pending bytes of an
 // unfinished character become U+FFFD). Zero-initialise the state.
 typedef struct {

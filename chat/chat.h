@@ -45,6 +45,9 @@ typedef struct {
     size_t system_len;
     char *jinja; // version 5: the Jinja template's source, NUL-terminated (owned); NULL before
     size_t jinja_len;
+    // QWEN3: the generation prompt closes an empty <think> block, as the template does with
+    // enable_thinking false (--no-think, /no_think); 0 renders as enable_thinking true or unset.
+    int no_thinking;
 } ChatTemplate;
 
 // Validates the section of a file of format version (4: no template; 5: the template's text
@@ -72,6 +75,9 @@ int chat_render(const ChatTemplate *ct, const Tokenizer *tok, const ChatMessage 
                 int add_generation_prompt, int *out, int max_out, char *err, size_t errlen);
 // The most ids chat_render can write for these messages (for sizing out).
 size_t chat_max_tokens(const ChatTemplate *ct, const Tokenizer *tok, const ChatMessage *msgs, int n_msgs);
+// The fewest ids the messages' texts can take in any format, by their lengths alone: a
+// conversation too long for a context is refused before it is tokenized.
+size_t chat_min_tokens(const Tokenizer *tok, const ChatMessage *msgs, int n_msgs);
 // Whether id ends the assistant's turn in this family (<|im_end|>, <|eot_id|>, <end_of_turn>,
 // </s>), or ends generation for the tokenizer (eos, a stop token).
 int chat_is_end_of_turn(const ChatTemplate *ct, const Tokenizer *tok, int id);

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "../tokenizer.h"
+#include "messages.h"
 
 // Set by Ctrl-C while a terminal conversation runs: the reply being written stops there.
 static volatile sig_atomic_t interrupted;
@@ -24,7 +25,7 @@ static double seconds(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int conversation_init(Conversation *cv, const ChatTemplate *ct, const Tokenizer *tok, int seq_len) {
+int conversation_init(Conversation *cv, ChatTemplate *ct, const Tokenizer *tok, int seq_len) {
     *cv = (Conversation){.ct = ct, .tok = tok, .seq_len = seq_len, .rewind_limit = seq_len};
     cv->cached = malloc(sizeof(int) * (size_t)seq_len);
     return cv->cached ? 0 : -1;
@@ -62,34 +63,48 @@ void conversation_free(Conversation *cv) {
     *cv = (Conversation){0};
 }
 
-static int render_all(Conversation *cv, char *err, size_t errlen) {
-    size_t need = chat_max_tokens(cv->ct, cv->tok, cv->msgs, cv->n_msgs);
+// Renders msgs[0..n) with the generation prompt into cv->render.
+static int render_view(Conversation *cv, const ChatMessage *msgs, int n, char *err, size_t errlen) {
+    size_t need = chat_max_tokens(cv->ct, cv->tok, msgs, n);
     if (need > cv->cap_render) {
         int *bigger = realloc(cv->render, sizeof(int) * need);
         if (!bigger) return chat_fail(err, errlen, "out of memory rendering the conversation");
         cv->render = bigger;
         cv->cap_render = need;
     }
-    return chat_render(cv->ct, cv->tok, cv->msgs, cv->n_msgs, 1, cv->render, (int)cv->cap_render, err, errlen);
+    return chat_render(cv->ct, cv->tok, msgs, n, 1, cv->render, (int)cv->cap_render, err, errlen);
 }
 
 int conversation_render(Conversation *cv, int max_tokens, int *dropped, char *err, size_t errlen) {
     *dropped = 0;
+    // The turns are dropped from a view of the history, and from the history itself only once
+    // the rest fits: a turn that cannot fit leaves the conversation as it was.
+    ChatMessage *view = malloc(sizeof(ChatMessage) * (size_t)(cv->n_msgs ? cv->n_msgs : 1));
+    if (!view) return chat_fail(err, errlen, "out of memory rendering the conversation");
+    memcpy(view, cv->msgs, sizeof(ChatMessage) * (size_t)cv->n_msgs);
+    int n_view = cv->n_msgs, first = n_view > 0 && view[0].role == CHAT_SYSTEM, n;
     for (;;) {
-        int n = render_all(cv, err, errlen);
-        if (n <= max_tokens) return n; // -1 included
+        n = render_view(cv, view, n_view, err, errlen);
+        if (n <= max_tokens) break; // -1 included
         // The oldest turn after the system prompt goes: its user message and what follows up
         // to the next user message; never the newest message.
-        int first = cv->n_msgs > 0 && cv->msgs[0].role == CHAT_SYSTEM, end = first + 1;
-        while (end < cv->n_msgs - 1 && cv->msgs[end].role != CHAT_USER) end++;
-        if (end >= cv->n_msgs)
-            return chat_fail(err, errlen,
-                             "the newest turn is %d tokens as the template renders it%s, more than the %d the "
-                             "context leaves for it (-c, -n)",
-                             n, first ? " with the system prompt" : "", max_tokens);
-        drop_messages(cv, first, end - first);
+        int end = first + 1;
+        while (end < n_view - 1 && view[end].role != CHAT_USER) end++;
+        if (end >= n_view) {
+            n = chat_fail(err, errlen,
+                          "the newest turn is %d tokens as the template renders it%s, more than the %d the "
+                          "context leaves for it (-c, -n)",
+                          n, first ? " with the system prompt" : "", max_tokens);
+            break;
+        }
+        memmove(view + first, view + end, sizeof(ChatMessage) * (size_t)(n_view - end));
+        n_view -= end - first;
         *dropped += end - first;
     }
+    free(view);
+    if (n < 0) *dropped = 0;
+    else drop_messages(cv, first, *dropped);
+    return n;
 }
 
 // The longest common prefix of the render and the cached ids, where running may start again:
@@ -101,16 +116,19 @@ static int reusable_prefix(const Conversation *cv, int n) {
     return cv->n_cached - k > cv->rewind_limit ? 0 : k;
 }
 
-static int reply_append(Conversation *cv, const char *piece, size_t len) {
-    if (cv->n_reply + len + 1 > cv->cap_reply) {
-        size_t cap = 2 * (cv->n_reply + len + 1);
-        char *bigger = realloc(cv->reply, cap);
+// Appends s[0..n) to the text in *buf (*len bytes of *cap), which stays NUL-terminated; 0, or -1
+// when out of memory.
+static int append(char **buf, size_t *len, size_t *cap, const char *s, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t bigger_cap = 2 * (*len + n + 1);
+        char *bigger = realloc(*buf, bigger_cap);
         if (!bigger) return -1;
-        cv->reply = bigger;
-        cv->cap_reply = cap;
+        *buf = bigger;
+        *cap = bigger_cap;
     }
-    memcpy(cv->reply + cv->n_reply, piece, len);
-    cv->n_reply += len;
+    memcpy(*buf + *len, s, n);
+    *len += n;
+    (*buf)[*len] = 0;
     return 0;
 }
 
@@ -130,7 +148,7 @@ static int write_reply(Conversation *cv, const ChatRunner *r, const char **why_s
         size_t len;
         const char *piece = tokenizer_decode(cv->tok, cv->cached[cv->n_cached - 1], next, &len);
         r->print(r->ctx, piece, len, 0);
-        if (reply_append(cv, piece, len)) return -1;
+        if (append(&cv->reply, &cv->n_reply, &cv->cap_reply, piece, len)) return -1;
         if (++written == cv->max_new) {
             *why_stopped = "-n tokens written";
             break;
@@ -147,10 +165,19 @@ static int write_reply(Conversation *cv, const ChatRunner *r, const char **why_s
 }
 
 // One assistant turn for the conversation as it stands (its last message the user's): render,
-// run what the cache lacks, write the reply, keep it in the history. -1 with err on failure.
+// run what the cache lacks, write the reply, keep it in the history. -1 with err on failure,
+// and then the conversation and the cache are as they were.
 static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errlen) {
     // the turn leaves room for a reply of -n tokens, at most half the context
     int reserve = cv->max_new > 0 && cv->max_new < cv->seq_len / 2 ? cv->max_new : cv->seq_len / 2, dropped;
+    const ChatMessage *last = &cv->msgs[cv->n_msgs - 1];
+    // a text whose bytes alone need more tokens than there is room for is refused untokenized
+    size_t least = chat_min_tokens(cv->tok, last, 1);
+    if (least > (size_t)(cv->seq_len - reserve))
+        return chat_fail(err, errlen,
+                         "the newest turn is %zu bytes, at least %zu tokens, more than the %d the context leaves "
+                         "for it (-c, -n)",
+                         last->len, least, cv->seq_len - reserve);
     int n = conversation_render(cv, cv->seq_len - reserve, &dropped, err, errlen);
     if (n < 0) return -1;
     if (dropped)
@@ -168,60 +195,317 @@ static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errle
         return chat_fail(err, errlen, "out of memory");
     double t2 = seconds();
     r->print(r->ctx, "\n\n", 2, 1);
-    fprintf(stderr,
-            "[prompt: %d token%s run in %.3f s, %d reused from the cache; reply: %d token%s in %.3f s "
-            "(%.1f tok/s)%s%s]\n",
-            n - keep, n - keep == 1 ? "" : "s", t1 - t0, keep, written, written == 1 ? "" : "s", t2 - t1,
-            written > 0 ? written / (t2 - t1) : 0.0, why_stopped ? "; " : "", why_stopped ? why_stopped : "");
+    if (!cv->quiet)
+        fprintf(stderr,
+                "[prompt: %d token%s run in %.3f s, %d reused from the cache; reply: %d token%s in %.3f s "
+                "(%.1f tok/s)%s%s]\n",
+                n - keep, n - keep == 1 ? "" : "s", t1 - t0, keep, written, written == 1 ? "" : "s", t2 - t1,
+                written > 0 ? written / (t2 - t1) : 0.0, why_stopped ? "; " : "", why_stopped ? why_stopped : "");
     return 0;
 }
 
-// The next line of standard input without its line ending, in *line (getline's buffer); -1 at
-// the end of input or on a read error (ferror(stdin) tells). At a terminal, Ctrl-C while
-// waiting gives a new prompt instead.
-static ssize_t read_turn(const Conversation *cv, char **line, size_t *cap) {
+long chat_lines_read(void *ctx, const char *prompt, const char *again, char **line) {
+    (void)prompt;
+    (void)again;
+    ChatLines *in = ctx;
+    errno = 0;
+    ssize_t len = getline(&in->line, &in->cap, in->f ? in->f : stdin);
+    if (len < 0) return ferror(in->f ? in->f : stdin) ? CHAT_READ_ERROR : CHAT_END;
+    if (len > 0 && in->line[len - 1] == '\n') len--;
+    if (len > 0 && in->line[len - 1] == '\r') len--;
+    in->line[len] = 0;
+    *line = in->line;
+    return len;
+}
+
+void chat_lines_free(ChatLines *lines) {
+    free(lines->line);
+    *lines = (ChatLines){0};
+}
+
+// ----------------------------------------------------------------------------
+// Reading messages: lines, blocks between """ and the commands.
+
+typedef struct {
+    const ChatInput *in;
+    int interactive;
+    long lines; // lines read so far, for the errors of piped input
+    char *text; // (cap) the message being gathered
+    size_t len, cap;
+} Reader;
+
+static int text_append(Reader *rd, const char *s, size_t n) { return append(&rd->text, &rd->len, &rd->cap, s, n); }
+
+static int is_blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') return 0;
+    return 1;
+}
+
+static int ends_with_quotes(const char *s, size_t n) { return n >= 3 && !memcmp(s + n - 3, "\"\"\"", 3); }
+
+enum { READ_MESSAGE, READ_END, READ_FAILED };
+
+static int out_of_memory(char *err, size_t errlen) {
+    chat_fail(err, errlen, "out of memory");
+    return READ_FAILED;
+}
+
+// The next message into rd->text: a line that is not blank, or the lines of a """ block joined by
+// newlines. again is put back on the line first. READ_FAILED with err on a read error or a block
+// left open at the end of input.
+static int read_message(Reader *rd, const char *again, char *err, size_t errlen) {
+    char *line;
     for (;;) {
-        if (cv->interactive) fputs("> ", stdout), fflush(stdout);
-        errno = 0;
-        ssize_t len = getline(line, cap, stdin);
-        if (len < 0 && cv->interactive && errno == EINTR) {
-            clearerr(stdin);
-            interrupted = 0;
-            fputs("\n[Ctrl-D or /bye ends the conversation]\n", stderr);
+        long len = rd->in->read_line(rd->in->ctx, "> ", again, &line);
+        again = NULL;
+        if (len == CHAT_INTERRUPTED) {
+            fputs("[Ctrl-D or /bye ends the conversation]\n", stderr);
             continue;
         }
-        if (len < 0) return -1;
-        if (len > 0 && (*line)[len - 1] == '\n') len--;
-        if (len > 0 && (*line)[len - 1] == '\r') len--;
-        (*line)[len] = 0;
-        if (len == 0 && cv->interactive) continue;
-        return len;
+        if (len == CHAT_END) return READ_END;
+        if (len == CHAT_READ_ERROR)
+            return chat_fail(err, errlen, "standard input: read error: %s", strerror(errno)), READ_FAILED;
+        rd->lines++;
+        rd->len = 0;
+        if (is_blank(line, (size_t)len)) continue;
+        if (strncmp(line, "\"\"\"", 3))
+            return text_append(rd, line, (size_t)len) ? out_of_memory(err, errlen) : READ_MESSAGE;
+        // a block: the text after the opening quotes, then whole lines up to closing ones, joined
+        // by newlines; the opening and closing lines count only for the text beside their quotes
+        size_t n = (size_t)len - 3;
+        int closed = n >= 3 && ends_with_quotes(line + 3, n), parts = n > 0;
+        if (text_append(rd, line + 3, closed ? n - 3 : n)) return out_of_memory(err, errlen);
+        while (!closed) {
+            len = rd->in->read_line(rd->in->ctx, "... ", NULL, &line);
+            if (len == CHAT_INTERRUPTED) break;
+            if (len < 0) {
+                if (len == CHAT_READ_ERROR)
+                    return chat_fail(err, errlen, "standard input: read error: %s", strerror(errno)), READ_FAILED;
+                return chat_fail(err, errlen, "standard input: line %ld: the block opened with \"\"\" is not closed",
+                                 rd->lines),
+                       READ_FAILED;
+            }
+            rd->lines++;
+            closed = ends_with_quotes(line, (size_t)len);
+            size_t keep = (size_t)len - (closed ? 3 : 0);
+            if (closed && !keep) break;
+            if ((parts++ && text_append(rd, "\n", 1)) || text_append(rd, line, keep)) return out_of_memory(err, errlen);
+        }
+        if (!closed) {
+            fputs("[the block was abandoned]\n", stderr);
+            continue;
+        }
+        if (!is_blank(rd->text, rd->len)) return READ_MESSAGE;
     }
 }
 
-int conversation_run(Conversation *cv, const ChatRunner *r, char *err, size_t errlen) {
+// ----------------------------------------------------------------------------
+// Commands.
+
+const char *const chat_setting_names[] = {"temperature",    "top_p", "top_k",      "min_p",
+                                          "repeat_penalty", "seed",  "max_tokens", NULL};
+
+static const char help_text[] =
+    "/help, /?          this list\n"
+    "/bye, /exit, /quit end the conversation (as Ctrl-D does)\n"
+    "/clear             a new conversation; the system prompt stays\n"
+    "/system TEXT       the system prompt is TEXT (no TEXT: none, the template's own if it has one)\n"
+    "/set NAME VALUE    temperature, top_p, top_k, min_p, repeat_penalty, seed or max_tokens, as the\n"
+    "                   flags -t -p -k --min-p -r -s -n take them\n"
+    "/show              the model, chat format, context used and left, settings and seed\n"
+    "/save FILE         the conversation, in --chat's messages format\n"
+    "/load FILE         a conversation saved by /save (or any --chat file) in place of this one\n"
+    "/regen             the last reply sampled again\n"
+    "/undo              the last exchange dropped\n"
+    "/think, /no_think  Qwen3: think before replying, or not (--think, --no-think)\n"
+    "//TEXT             sends /TEXT\n"
+    "\"\"\" on a line opens a block of lines sent as one message, up to a line ending with \"\"\";\n"
+    "a paste is one message as it is. Ctrl-C stops a reply.\n";
+
+enum { COMMAND_DONE, COMMAND_QUIT, COMMAND_ANSWER };
+
+static void show(const Conversation *cv, const ChatRunner *r) {
+    char value[64];
+    fprintf(stderr, "model: %s\nchat format: %s%s\ncontext: %d tokens, %d used, %d left\n", cv->model_name,
+            chat_family_name(cv->ct->family),
+            cv->ct->family == CHAT_QWEN3 ? (cv->ct->no_thinking ? ", thinking off" : ", thinking on") : "", cv->seq_len,
+            cv->n_cached, cv->seq_len - cv->n_cached);
+    for (int i = 0; chat_setting_names[i]; i++) {
+        r->get(r->ctx, chat_setting_names[i], value, sizeof value);
+        fprintf(stderr, "%s %s\n", chat_setting_names[i], value);
+    }
+}
+
+// Replaces the history with the messages of path; the history stays when they cannot be read.
+static int load(Conversation *cv, const char *path, char *err, size_t errlen) {
+    ChatMessage *msgs;
+    int n;
+    if (chat_messages_load(path, NULL, &msgs, &n, err, errlen)) return -1;
+    ChatMessage *old = cv->msgs;
+    int old_n = cv->n_msgs, old_cap = cv->cap_msgs;
+    cv->msgs = msgs;
+    cv->n_msgs = cv->cap_msgs = n;
+    // a conversation the template cannot render (Llama 2's turns must alternate) is refused now
+    if (render_view(cv, cv->msgs, cv->n_msgs, err, errlen) < 0) {
+        chat_messages_free(msgs, n);
+        cv->msgs = old;
+        cv->n_msgs = old_n;
+        cv->cap_msgs = old_cap;
+        return -1;
+    }
+    chat_messages_free(old, old_n);
+    return 0;
+}
+
+static int set_system(Conversation *cv, const char *text, size_t len) {
+    if (cv->n_msgs && cv->msgs[0].role == CHAT_SYSTEM) drop_messages(cv, 0, 1);
+    if (!len) return 0;
+    if (conversation_add(cv, CHAT_SYSTEM, text, len)) return -1;
+    ChatMessage system = cv->msgs[cv->n_msgs - 1];
+    memmove(cv->msgs + 1, cv->msgs, sizeof(ChatMessage) * (size_t)(cv->n_msgs - 1));
+    cv->msgs[0] = system;
+    return 0;
+}
+
+// Runs the command in line (it starts with /, surrounding white space trimmed). COMMAND_ANSWER:
+// the conversation now ends with a user message to answer (/regen, /load).
+static int command(Conversation *cv, const ChatRunner *r, char *line) {
+    char *arg = line + strcspn(line, " \t");
+    size_t name_len = (size_t)(arg - line);
+    arg += strspn(arg, " \t");
+    char err[512];
+#define IS(s) (name_len == sizeof s - 1 && !memcmp(line, s, name_len))
+    if (IS("/bye") || IS("/exit") || IS("/quit")) return COMMAND_QUIT;
+    if (IS("/help") || IS("/?")) fputs(help_text, stderr);
+    else if (IS("/clear")) {
+        drop_messages(cv, cv->n_msgs && cv->msgs[0].role == CHAT_SYSTEM,
+                      cv->n_msgs - (cv->n_msgs && cv->msgs[0].role == CHAT_SYSTEM));
+        fputs("[a new conversation]\n", stderr);
+    } else if (IS("/system")) {
+        if (tokenizer_first_non_text(arg, strlen(arg)) < strlen(arg))
+            fputs("[/system: the text is not UTF-8]\n", stderr);
+        else if (set_system(cv, arg, strlen(arg))) fputs("[out of memory]\n", stderr);
+        else fputs(*arg ? "[the system prompt is set]\n" : "[no system prompt]\n", stderr);
+    } else if (IS("/set")) {
+        char *value = arg + strcspn(arg, " \t");
+        if (*value) *value++ = 0;
+        value += strspn(value, " \t");
+        int known = 0;
+        for (int i = 0; chat_setting_names[i]; i++) known |= !strcmp(arg, chat_setting_names[i]);
+        if (!known || !*value)
+            fputs("[/set NAME VALUE: NAME is temperature, top_p, top_k, min_p, repeat_penalty, seed or max_tokens]\n",
+                  stderr);
+        else if (r->set(r->ctx, arg, value, err, sizeof err)) fprintf(stderr, "[/set %s]\n", err);
+        else {
+            char now[64]; // as it is now: seed 0 is one from the clock
+            r->get(r->ctx, arg, now, sizeof now);
+            fprintf(stderr, "[%s is %s]\n", arg, now);
+        }
+    } else if (IS("/show")) show(cv, r);
+    else if (IS("/save") || IS("/load")) {
+        if (!*arg) fprintf(stderr, "[%.5s needs a file name]\n", line);
+        else if (IS("/save") ? chat_messages_save(arg, cv->msgs, cv->n_msgs, err, sizeof err)
+                             : load(cv, arg, err, sizeof err))
+            fprintf(stderr, "[%.5s: %s]\n", line, err);
+        else if (IS("/save"))
+            fprintf(stderr, "[%d message%s saved to %s]\n", cv->n_msgs, cv->n_msgs == 1 ? "" : "s", arg);
+        else {
+            fprintf(stderr, "[%d message%s loaded from %s]\n", cv->n_msgs, cv->n_msgs == 1 ? "" : "s", arg);
+            if (cv->n_msgs && cv->msgs[cv->n_msgs - 1].role == CHAT_USER) return COMMAND_ANSWER;
+        }
+    } else if (IS("/regen")) {
+        if (cv->n_msgs && cv->msgs[cv->n_msgs - 1].role == CHAT_ASSISTANT) return COMMAND_ANSWER;
+        fputs("[no reply to sample again]\n", stderr);
+    } else if (IS("/undo")) {
+        int n = cv->n_msgs, from = n;
+        if (from && cv->msgs[from - 1].role == CHAT_ASSISTANT) from--;
+        if (from && cv->msgs[from - 1].role == CHAT_USER) from--;
+        if (from == n) fputs("[nothing to undo]\n", stderr);
+        else {
+            drop_messages(cv, from, n - from);
+            // the cache keeps only what the shorter conversation still starts with
+            int k = 0, m = render_view(cv, cv->msgs, cv->n_msgs, err, sizeof err);
+            while (k < m && k < cv->n_cached && cv->render[k] == cv->cached[k]) k++;
+            cv->n_cached = k;
+            fputs("[the last exchange is undone]\n", stderr);
+        }
+    } else if (IS("/think") || IS("/no_think")) {
+        if (cv->ct->family != CHAT_QWEN3)
+            fprintf(stderr, "[%s: only the qwen3 chat format thinks; this one is %s]\n", line,
+                    chat_family_name(cv->ct->family));
+        else {
+            cv->ct->no_thinking = IS("/no_think");
+            fputs(cv->ct->no_thinking ? "[thinking off]\n" : "[thinking on]\n", stderr);
+        }
+    } else fputs("[unknown command; /help lists them]\n", stderr);
+#undef IS
+    return COMMAND_DONE;
+}
+
+static void banner(const Conversation *cv, const ChatRunner *r) {
+    char seed[32];
+    r->get(r->ctx, "seed", seed, sizeof seed);
+    fprintf(stderr, "attn.c chat: %s, %s format%s, context %d, seed %s\n/help for commands, Ctrl-D to quit\n",
+            cv->model_name, chat_family_name(cv->ct->family),
+            cv->ct->family == CHAT_QWEN3 ? (cv->ct->no_thinking ? " (thinking off)" : " (thinking on)") : "",
+            cv->seq_len, seed);
+}
+
+int conversation_run(Conversation *cv, const ChatRunner *r, const ChatInput *in, char *err, size_t errlen) {
     struct sigaction on_int = {.sa_handler = on_sigint}, before; // no SA_RESTART: Ctrl-C interrupts the read
     if (cv->interactive) sigaction(SIGINT, &on_int, &before);
-    char *line = NULL, why[512];
-    size_t cap = 0;
+    if (cv->interactive && !cv->quiet) banner(cv, r);
+    char why[512], *again = NULL;
+    Reader rd = {.in = in, .interactive = cv->interactive};
     int rc = 0;
     if (cv->n_msgs && cv->msgs[cv->n_msgs - 1].role == CHAT_USER && answer(cv, r, why, sizeof why))
         rc = chat_fail(err, errlen, "the history's last message: %s", why);
-    for (int turn = 1; rc == 0; turn++) {
-        ssize_t len = read_turn(cv, &line, &cap);
-        if (len < 0 && ferror(stdin)) rc = chat_fail(err, errlen, "standard input: read error: %s", strerror(errno));
-        if (len < 0 || !strcmp(line, "/bye")) break;
-        size_t bad = tokenizer_first_non_text(line, (size_t)len);
-        if (bad < (size_t)len)
-            snprintf(why, sizeof why, "%s at byte %zu", line[bad] ? "invalid UTF-8" : "a NUL byte", bad);
-        else if (conversation_add(cv, CHAT_USER, line, (size_t)len)) snprintf(why, sizeof why, "out of memory");
+    while (rc == 0) {
+        int got = read_message(&rd, again, why, sizeof why);
+        free(again);
+        again = NULL;
+        if (got == READ_END) break;
+        if (got == READ_FAILED) {
+            rc = chat_fail(err, errlen, "%s", why);
+            break;
+        }
+        char *text = rd.text + strspn(rd.text, " \t");
+        size_t len = rd.len - (size_t)(text - rd.text);
+        if (text[0] == '/' && text[1] != '/') {
+            if (in->remember) in->remember(in->ctx, rd.text);
+            while (len && (text[len - 1] == ' ' || text[len - 1] == '\t')) text[--len] = 0;
+            int what = command(cv, r, text);
+            if (what == COMMAND_QUIT) break;
+            if (what == COMMAND_DONE) continue;
+            ChatMessage last = cv->msgs[cv->n_msgs - 1];
+            int regen = last.role == CHAT_ASSISTANT;
+            if (regen) cv->n_msgs--; // kept aside: put back if the turn cannot run
+            if (answer(cv, r, why, sizeof why)) {
+                if (regen) cv->msgs[cv->n_msgs++] = last;
+                fprintf(stderr, "[%s]\n", why);
+            } else if (regen) {
+                free((char *)last.text);
+            }
+            continue;
+        }
+        if (text[0] == '/') text++, len--; // "//" sends one slash
+        else text = rd.text, len = rd.len;
+        size_t bad = tokenizer_first_non_text(text, len);
+        if (bad < len) snprintf(why, sizeof why, "%s at byte %zu", text[bad] ? "invalid UTF-8" : "a NUL byte", bad);
+        else if (conversation_add(cv, CHAT_USER, text, len)) snprintf(why, sizeof why, "out of memory");
         else if (answer(cv, r, why, sizeof why)) drop_messages(cv, cv->n_msgs - 1, 1);
-        else continue;
-        if (!cv->interactive) rc = chat_fail(err, errlen, "standard input: line %d: %s", turn, why);
+        else {
+            if (in->remember) in->remember(in->ctx, rd.text);
+            continue;
+        }
+        if (!cv->interactive) rc = chat_fail(err, errlen, "standard input: line %ld: %s", rd.lines, why);
         else fprintf(stderr, "[that message was not sent: %s]\n", why);
+        again = strdup(rd.text); // back on the line, to be edited
     }
+    free(again);
+    free(rd.text);
     if (cv->interactive && rc == 0) fputs("\n", stdout), fflush(stdout); // the shell's prompt on a line of its own
     if (cv->interactive) sigaction(SIGINT, &before, NULL);
-    free(line);
     return rc;
 }

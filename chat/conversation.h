@@ -1,5 +1,7 @@
-// chat/conversation.h: the conversation of ./run -m chat. Turns come from a terminal or, one per
-// line, from standard input; replies stream to stdout. The KV cache is kept across turns: each
+// chat/conversation.h: the conversation of ./run -m chat. Turns come from a ChatInput (the line
+// editor of chat/console.h on a terminal, else the lines of standard input); replies stream to
+// stdout; a line that starts with / is a command (/help lists them), and what the commands and
+// the status notes say goes to stderr. The KV cache is kept across turns: each
 // turn renders the whole conversation (chat_render), finds the longest common prefix with the ids
 // already in the cache and runs only the rest, so that what the model sees is always exactly the
 // template's tokens. When the context fills, the oldest turns are dropped (the system prompt and
@@ -8,7 +10,9 @@
 #define ATTN_CHAT_CONVERSATION_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include "chat.h"
+#include "input.h"
 
 // What the conversation needs from the program that holds the model.
 typedef struct {
@@ -19,16 +23,36 @@ typedef struct {
     int (*sample)(void *ctx, const int *history, int n);
     // Writes reply bytes to stdout, safe for a terminal; flush ends a reply.
     void (*print)(void *ctx, const char *piece, size_t len, int flush);
+    // /set NAME VALUE for a name of chat_setting_names, checked as its flag is; 0, or -1 with err.
+    int (*set)(void *ctx, const char *name, const char *value, char *err, size_t errlen);
+    // A setting's current value as text, into buf (for /show and the banner).
+    void (*get)(void *ctx, const char *name, char *buf, size_t size);
 } ChatRunner;
 
+// The settings /set changes, NULL-terminated: temperature, top_p, top_k, min_p, repeat_penalty,
+// seed, max_tokens.
+extern const char *const chat_setting_names[];
+
+// The lines of a stream (standard input when it is not a terminal): a ChatInput with ctx
+// pointing at a zeroed ChatLines, freed with chat_lines_free.
 typedef struct {
-    const ChatTemplate *ct;
+    FILE *f;
+    char *line;
+    size_t cap;
+} ChatLines;
+long chat_lines_read(void *ctx, const char *prompt, const char *again, char **line);
+void chat_lines_free(ChatLines *lines);
+
+typedef struct {
+    ChatTemplate *ct; // its no_thinking follows /think and /no_think
     const Tokenizer *tok;
-    int seq_len;       // positions in the KV cache
-    int rewind_limit;  // how far back the cache can be rewound (ring caches), or seq_len
-    int max_new;       // tokens a reply may have; 0: until end-of-turn or the context is full
-    int interactive;   // a terminal: a prompt marker, Ctrl-C stops a reply, bad turns are refused and skipped
-    ChatMessage *msgs; // (n_msgs) the history; each text malloc'd, NUL-terminated
+    int seq_len;            // positions in the KV cache
+    int rewind_limit;       // how far back the cache can be rewound (ring caches), or seq_len
+    int max_new;            // tokens a reply may have; 0: until end-of-turn or the context is full
+    int interactive;        // a terminal: a prompt marker, Ctrl-C stops a reply, bad turns are refused and skipped
+    int quiet;              // -q: no banner and no timings after each reply
+    const char *model_name; // the model file, for the banner and /show
+    ChatMessage *msgs;      // (n_msgs) the history; each text malloc'd, NUL-terminated
     int n_msgs, cap_msgs;
     int *cached; // (seq_len) the ids whose keys and values are in the cache, at positions 0..n_cached-1
     int n_cached;
@@ -39,18 +63,21 @@ typedef struct {
 } Conversation;
 
 // Zeroes cv and allocates its cache of ids; 0, or -1 when out of memory.
-int conversation_init(Conversation *cv, const ChatTemplate *ct, const Tokenizer *tok, int seq_len);
+int conversation_init(Conversation *cv, ChatTemplate *ct, const Tokenizer *tok, int seq_len);
 // Appends a message (its text copied); 0, or -1 when out of memory.
 int conversation_add(Conversation *cv, int role, const char *text, size_t len);
 void conversation_free(Conversation *cv);
 
 // Renders the conversation with the generation prompt into cv->render, dropping the oldest
 // turns until at most max_tokens ids remain (*dropped: how many messages went). Returns the
-// id count, or -1 with one line in err (the newest turn alone is too long, or chat_render failed).
+// id count, or -1 with one line in err (the newest turn alone is too long, or chat_render
+// failed), and then the conversation is as it was: no turn is dropped.
 int conversation_render(Conversation *cv, int max_tokens, int *dropped, char *err, size_t errlen);
 
-// Reads turns until end of input or /bye, answering each; a history ending with a user message
-// is answered first. Returns 0, or -1 with one line in err (a bad turn when not interactive).
-int conversation_run(Conversation *cv, const ChatRunner *runner, char *err, size_t errlen);
+// Reads turns from in until its end or /bye, answering each; a history ending with a user
+// message is answered first. Empty and blank lines are skipped; a line starting with """ opens
+// a block of lines, up to one ending with """, sent as one message. Returns 0, or -1 with one
+// line in err (a bad turn when not interactive).
+int conversation_run(Conversation *cv, const ChatRunner *runner, const ChatInput *in, char *err, size_t errlen);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../io/files.h"
 #include "../tokenizer.h"
 
 typedef struct {
@@ -299,4 +300,52 @@ int chat_messages_load(const char *path, const char *system, ChatMessage **msgs,
     more[0] = (ChatMessage){CHAT_SYSTEM, copy, system_len};
     ++*n;
     return 0;
+}
+
+// A JSON string of text: the escapes JSON requires (quote, backslash, control characters), the
+// rest as it is. A reply may end inside a character or hold bytes that are not UTF-8 (it is the
+// model's bytes): each such byte, and a NUL, is written as U+FFFD, as Hugging Face decodes them.
+static void write_string(Sink *s, const char *text, size_t len) {
+    sink_write(s, "\"", 1);
+    for (size_t i = 0; i < len;) {
+        size_t ok = i + tokenizer_first_non_text(text + i, len - i);
+        for (; i < ok; i++) {
+            unsigned char c = (unsigned char)text[i];
+            char esc[8];
+            const char *short_esc = c == '"'    ? "\\\""
+                                    : c == '\\' ? "\\\\"
+                                    : c == '\n' ? "\\n"
+                                    : c == '\t' ? "\\t"
+                                                : NULL;
+            if (short_esc) sink_write(s, short_esc, 2);
+            else if (c < 0x20) sink_write(s, esc, (size_t)snprintf(esc, sizeof esc, "\\u%04x", c));
+            else sink_write(s, text + i, 1);
+        }
+        if (i < len) sink_write(s, "\xEF\xBF\xBD", 3), i++;
+    }
+    sink_write(s, "\"", 1);
+}
+
+typedef struct {
+    const ChatMessage *msgs;
+    int n;
+} MessageList;
+
+static void write_messages(Sink *s, const void *ctx) {
+    const MessageList *list = ctx;
+    sink_write(s, "[", 1);
+    for (int i = 0; i < list->n; i++) {
+        const char *role = chat_role_name(list->msgs[i].role);
+        sink_write(s, i ? ",\n {\"role\": \"" : "{\"role\": \"", i ? 13 : 10);
+        sink_write(s, role, strlen(role));
+        sink_write(s, "\", \"content\": ", 14);
+        write_string(s, list->msgs[i].text, list->msgs[i].len);
+        sink_write(s, "}", 1);
+    }
+    sink_write(s, "]\n", 2);
+}
+
+int chat_messages_save(const char *path, const ChatMessage *msgs, int n, char *err, size_t errlen) {
+    MessageList list = {msgs, n};
+    return write_atomic(path, write_messages, &list, err, errlen);
 }

@@ -18,5 +18,8 @@ int chat_messages_parse(const char *name, const char *json, size_t len, ChatMess
 // message of that text goes first, refused when the file has one.
 int chat_messages_load(const char *path, const char *system, ChatMessage **msgs, int *n, char *err, size_t errlen);
 void chat_messages_free(ChatMessage *msgs, int n);
+// Writes the messages to path in the same format, one per line (what chat_messages_parse reads
+// back to the same texts), whole or not at all; 0, or -1 with one line in err.
+int chat_messages_save(const char *path, const ChatMessage *msgs, int n, char *err, size_t errlen);
 
 #endif

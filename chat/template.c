@@ -403,8 +403,9 @@ static int alternates(Render *r, const ChatTemplate *ct, const ChatMessage *m, i
         if ((m[i].role == CHAT_USER) != ((i - first) % 2 == 0))
             return r->failed = chat_fail(r->err, r->errlen,
                                          "the %s chat format needs the turns to alternate user, assistant, user, "
-                                         "... (message %d is a %s turn)",
-                                         families[ct->family].name, i + 1, chat_role_name(m[i].role));
+                                         "... (message %d is %s %s turn)",
+                                         families[ct->family].name, i + 1, m[i].role == CHAT_ASSISTANT ? "an" : "a",
+                                         chat_role_name(m[i].role));
     return 0;
 }
 
@@ -489,6 +490,7 @@ int chat_render(const ChatTemplate *ct, const Tokenizer *tok, const ChatMessage 
         case CHAT_QWEN3:
             put_id(&r, ct->ids[ID_START]);
             put_str(&r, "assistant\n");
+            if (ct->family == CHAT_QWEN3 && ct->no_thinking) put_str(&r, "<think>\n\n</think>\n\n");
             break;
         case CHAT_LLAMA3:
             put_id(&r, ct->ids[ID_L3_HEADER]);
@@ -516,4 +518,17 @@ size_t chat_max_tokens(const ChatTemplate *ct, const Tokenizer *tok, const ChatM
     size_t bytes = ct->system_len + 64, slack = 16;
     for (int i = 0; i < n_msgs; i++) bytes += msgs[i].len + 64, slack += 12;
     return tokenizer_max_tokens(tok, bytes) + slack;
+}
+
+size_t chat_min_tokens(const Tokenizer *tok, const ChatMessage *msgs, int n_msgs) {
+    size_t least = 0;
+    for (int i = 0; i < n_msgs; i++) {
+        // without the white space at either end, which some formats strip
+        const unsigned char *s = (const unsigned char *)msgs[i].text;
+        size_t lo = 0, hi = msgs[i].len, k;
+        while (lo < hi && (k = space_len(s + lo, hi - lo))) lo += k;
+        while (hi > lo && (k = space_len_before(s + lo, hi - lo))) hi -= k;
+        least += tokenizer_min_tokens(tok, hi - lo);
+    }
+    return least;
 }

@@ -17,8 +17,11 @@ typedef struct {
     const char *chat_path, *system, *template_name; // --chat, -y, --chat-template
     float temperature, topp, minp, repeat_penalty;
     int topk, steps, threads, repeat_window, context;
-    int special; // --special: the text's spelling of a special token becomes that token
-    int verify;  // --verify: check the file's checksum and exit
+    int special;    // --special: the text's spelling of a special token becomes that token
+    int verify;     // --verify: check the file's checksum and exit
+    int quiet;      // -q: no banner, timings or summary on stderr
+    int no_history; // --no-history: -m chat keeps no history file
+    int thinking;   // --think 1, --no-think 0, else -1 (the template's default)
     // -m attention's --layers A-B and --heads A-B, inclusive; {-1, -1} when not given: all of them
     int layers[2], heads[2];
     uint64_t seed;
@@ -61,6 +64,11 @@ static void usage(FILE *f) {
         "  -y TEXT      -m chat or --chat: the system prompt (default: the template's own, if any)\n"
         "  --chat-template NAME  the chat format, for a model file without one or to override it:\n"
         "               %s\n"
+        "  --think, --no-think  Qwen3's chat format: think before replying, or not (enable_thinking true or\n"
+        "               false in its template; default: think)\n"
+        "  --no-history -m chat: keep no history of typed lines (default: $XDG_STATE_HOME/attn.c/chat_history,\n"
+        "               else ~/.local/state/attn.c/chat_history)\n"
+        "  -q           quiet: no banner, no timings and no summary on stderr (errors still)\n"
         "  -j N         threads (default: OMP_NUM_THREADS, else every core)\n"
         "  --verify     read the whole model file and check its checksum (format version 5): prints ok\n"
         "               or that the file is damaged, and exits 0 or 1\n"
@@ -68,10 +76,11 @@ static void usage(FILE *f) {
         "-n -t -p -k --min-p -r --repeat-window and -s shape generation; -m ppl, logits and attention refuse\n"
         "them. -m attention refuses a file over 1 GiB: select fewer layers or heads, or shorten the prompt.\n"
         "Text goes to stdout (exactly the prompt, then the continuation; with --chat only the reply); timings go\n"
-        "to stderr.\n"
+        "to stderr. The seed is printed to stderr when it comes from the clock.\n"
         "-m chat: type a message after the prompt marker; the reply streams; Ctrl-C stops a reply, Ctrl-D or\n"
-        "/bye ends the conversation. When standard input is not a terminal each line is a turn and each\n"
-        "reply is written followed by an empty line.\n",
+        "/bye ends the conversation, /help lists the commands (docs/CHAT.md). When standard input is not a\n"
+        "terminal each line is a turn (empty and blank lines skipped) and each reply is written followed by\n"
+        "an empty line.\n",
         chat_families(families, sizeof families));
 }
 
@@ -81,21 +90,48 @@ static const char *value(const char *flag, const char *s) {
     return s;
 }
 
-static double parse_num(const char *flag, const char *s, double lo, double hi) {
+// The checks of a flag's value, shared with -m chat's /set: 0, or -1 with the problem in err
+// (named by what, the flag or the setting).
+static int check_num(const char *what, const char *s, double lo, double hi, double *v, char *err, size_t n) {
     char *end;
     errno = 0;
-    double v = strtod(value(flag, s), &end);
-    if (!*s || *end || errno || !isfinite(v) || v < lo || v > hi)
-        die("%s %s: expected a number in [%g, %g]", flag, s, lo, hi);
+    *v = strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(*v) || *v < lo || *v > hi)
+        return snprintf(err, n, "%s %s: expected a number in [%g, %g]", what, s, lo, hi), -1;
+    return 0;
+}
+
+static int check_int(const char *what, const char *s, long lo, long hi, int *v, char *err, size_t n) {
+    char *end;
+    errno = 0;
+    long x = strtol(s, &end, 10);
+    if (!*s || *end || errno || x < lo || x > hi)
+        return snprintf(err, n, "%s %s: expected a whole number in [%ld, %ld]", what, s, lo, hi), -1;
+    *v = (int)x;
+    return 0;
+}
+
+static int check_seed(const char *what, const char *s, uint64_t *v, char *err, size_t n) {
+    char *end;
+    errno = 0;
+    *v = strtoull(s, &end, 10);
+    if (!*s || *end || errno || *s == '-')
+        return snprintf(err, n, "%s %s: expected a whole number in [0, 2^64)", what, s), -1;
+    return 0;
+}
+
+static double parse_num(const char *flag, const char *s, double lo, double hi) {
+    char err[160];
+    double v;
+    if (check_num(flag, value(flag, s), lo, hi, &v, err, sizeof err)) die("%s", err);
     return v;
 }
 
 static int parse_int(const char *flag, const char *s, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long v = strtol(value(flag, s), &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi) die("%s %s: expected a whole number in [%ld, %ld]", flag, s, lo, hi);
-    return (int)v;
+    char err[160];
+    int v;
+    if (check_int(flag, value(flag, s), lo, hi, &v, err, sizeof err)) die("%s", err);
+    return v;
 }
 
 // --layers or --heads: "A-B" or "A", whole numbers from 0 with A <= B, into r[0] and r[1]
@@ -115,10 +151,9 @@ static void parse_range(const char *flag, const char *s, int r[2]) {
 }
 
 static uint64_t parse_seed(const char *flag, const char *s) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(value(flag, s), &end, 10);
-    if (!*s || *end || errno || *s == '-') die("%s %s: expected a whole number in [0, 2^64)", flag, s);
+    char err[160];
+    uint64_t v;
+    if (check_seed(flag, value(flag, s), &v, err, sizeof err)) die("%s", err);
     return v;
 }
 
@@ -133,6 +168,9 @@ static void check_chat_options(const Options *o, int prompt_given) {
     if (!templated && o->system) die("-y is the system prompt of -m chat or --chat");
     if (!templated && o->template_name) die("--chat-template names the format of -m chat or --chat");
     if (templated && o->special) die("--special: in a conversation what the user writes is always text");
+    if (!templated && o->thinking >= 0)
+        die("%s: thinking is part of a chat format: -m chat or --chat", o->thinking ? "--think" : "--no-think");
+    if (!chat && o->no_history) die("--no-history: only -m chat keeps a history");
 }
 
 // "-" is standard input or output where a stream will do; elsewhere it is refused, not taken
@@ -155,6 +193,7 @@ static Options parse_options(int argc, char **argv) {
                  .repeat_penalty = 1.0f,
                  .steps = -1,
                  .repeat_window = 64,
+                 .thinking = -1,
                  .layers = {-1, -1},
                  .heads = {-1, -1}}; // steps -1: the default, see generate
     int prompt_given = 0;
@@ -169,8 +208,13 @@ static Options parse_options(int argc, char **argv) {
             o.model_path = a;
             continue;
         }
-        if (!strcmp(a, "--special") || !strcmp(a, "--verify")) {
-            *(a[2] == 's' ? &o.special : &o.verify) = 1;
+        if (!strcmp(a, "--special") || !strcmp(a, "--verify") || !strcmp(a, "-q") || !strcmp(a, "--no-history") ||
+            !strcmp(a, "--think") || !strcmp(a, "--no-think")) { // the flags without a value
+            if (!strcmp(a, "--special")) o.special = 1;
+            else if (!strcmp(a, "--verify")) o.verify = 1;
+            else if (!strcmp(a, "-q")) o.quiet = 1;
+            else if (!strcmp(a, "--no-history")) o.no_history = 1;
+            else o.thinking = !strcmp(a, "--think");
             continue;
         }
         // An unknown flag is named as such even when it comes last.

@@ -267,7 +267,7 @@ row run "-c above the model's context" "-c 4096: $model's context is 512 positio
   --set head_dim=4096 --set rope_dims=2 --set hidden_dim=2 $tmp/huge_context.bin >/dev/null 2>&1
 # (AddressSanitizer reserves terabytes of address space for itself, so ulimit -v cannot apply there.)
 [ -z "${ATTN_ASAN_SUITE:-}" ] && row run "a context whose KV cache does not fit in memory (ulimit -v 4 GB)" \
-  "$tmp/huge_context.bin: out of memory for the run state: it needs 66576 MiB at a context of 1048576; a shorter one (-c N) needs less" \
+  "$tmp/huge_context.bin: out of memory for the run state: it needs 66576 MiB at the model's context of 1048576; a shorter one (-c N) needs less" \
   bash -c 'ulimit -v 4000000 && exec "$@"' limited ./run $tmp/huge_context.bin -n 2
 "$PYTHON" - $model $tmp/nan_weights.bin <<'PY'
 import struct, sys
@@ -738,11 +738,29 @@ row run "--chat-template chatml with a tokenizer that lacks its tokens" "--chat-
   ./run $model -m chat --chat-template chatml
 for i in $(seq 200); do printf 'word '; done >$tmp/chat_long.txt
 echo >>$tmp/chat_long.txt
-row run "a piped chat turn longer than the context" "standard input: line 1: the newest turn is 616 tokens as the template renders it, more than the 16 the context leaves for it" \
+row run "a piped chat turn longer than the context (refused by its length, untokenized)" \
+  "standard input: line 1: the newest turn is 1000 bytes, at least 142 tokens, more than the 16 the context leaves for it" \
   bash -c "./run $model -m chat --chat-template llama2 -c 32 <$tmp/chat_long.txt"
 printf '[{"role": "user", "content": "%s"}]' "$(cat $tmp/chat_long.txt)" >$tmp/chat_long.json
-row run "a --chat conversation longer than the context" "$tmp/chat_long.json: 616 tokens, longer than the model's context of 32" \
+row run "a --chat conversation longer than the context (refused by its length, untokenized)" \
+  "$tmp/chat_long.json: at least 142 tokens by its length, longer than the context of 32 set with -c" \
   ./run $model --chat $tmp/chat_long.json --chat-template llama2 -c 32
+printf '[{"role": "user", "content": "%s"}]' "$(for i in $(seq 40); do printf 'a b '; done)" >$tmp/chat_long2.json
+row run "a --chat conversation longer than the context as tokenized" \
+  "$tmp/chat_long2.json: 96 tokens, longer than the context of 32 set with -c" \
+  ./run $model --chat $tmp/chat_long2.json --chat-template llama2 -c 32
+head -c 200000 $SHARED/data/tinyshakespeare.txt >$tmp/prompt_big.txt
+row run "a prompt file far longer than the context (refused by its length, untokenized)" \
+  "$tmp/prompt_big.txt: at least 28571 tokens by its length, longer than the model's context of 512" \
+  ./run $model -f $tmp/prompt_big.txt
+printf 'hi\n"""\nan open block\n' >$tmp/chat_block.txt
+row run "a piped chat whose \"\"\" block is never closed" "standard input: line 3: the block opened with \"\"\" is not closed" \
+  bash -c "./run $model -m chat --chat-template llama2 -n 2 -s 1 -q <$tmp/chat_block.txt"
+row run "--no-think on a model whose chat format is not Qwen3's" "--no-think: only the qwen3 chat format thinks; this one is llama2" \
+  ./run $model -m chat --chat-template llama2 --no-think
+row run "--think without -m chat or --chat" "--think: thinking is part of a chat format: -m chat or --chat" \
+  ./run $model --think
+row run "--no-history outside -m chat" "--no-history: only -m chat keeps a history" ./run $model -i hi --no-history
 # ---- chat templates (issue 19): convert.py's chat section, and the loader's checks of it
 mkdir -p $tmp/hf_tpl && cp $tmp/hf/* $tmp/hf_tpl/
 printf '%s' '{"chat_template": "{{ bos_token }}{% for message in messages %}{{ '"'"'[INST] '"'"' + message['"'"'content'"'"'] + '"'"' [/INST]'"'"' }}{% endfor %}"}' \

@@ -21,9 +21,8 @@ import tempfile
 import time
 
 from pycase import ROOT  # puts tools/ on the path too
-from attn import safetensors  # noqa: E402
-from attn import families  # noqa: E402
 import pycase  # noqa: E402
+import chat_models  # noqa: E402
 
 TMP = tempfile.mkdtemp(prefix="attn-test-chat-")
 PY = "/usr/bin/python3"
@@ -42,16 +41,7 @@ MODEL = tmp("smol.bin")
 @case
 def build():
     """SmolLM2-135M-Instruct's directory cut to 1 layer of width 64, through convert.py."""
-    d = tmp("smol")
-    conf = families.family_config("smollm2_135m", 1)
-    conf.update(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
-    os.makedirs(d)
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(conf, f)
-    safetensors.write_safetensors(os.path.join(d, "model.safetensors"), families.family_weights(conf, seed=3))
-    families.write_family_tokenizer(d, "smollm2_135m")
-    r = subprocess.run([PY, os.path.join(ROOT, "tools", "convert.py"), d, MODEL], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    chat_models.build_smol(tmp("smol"), MODEL)
 
 
 def run(*args, stdin="", ok=True):
@@ -228,7 +218,7 @@ def terminal():
     and the conversation goes on; the next turn's reply comes; Ctrl-D ends with exit status 0."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: run on the terminal; greedy replies of 1000 tokens, seconds long
-        os.execv(RUN, [RUN, MODEL, "-j", "1", "-m", "chat", "-t", "0", "-n", "1000"])
+        os.execv(RUN, [RUN, MODEL, "-j", "1", "-m", "chat", "--no-history", "-t", "0", "-n", "1000"])
     try:
         read_until(fd, rb"> $")
         os.write(fd, b"Write a very long story.\r")

@@ -272,7 +272,7 @@ def refusals():
     _, got = render(m, [[("user", "a"), ("user", "b")], [("assistant", "a")]])
     assert all(isinstance(g, str) and "alternate user, assistant" in g for g in got), got
     _, got = render(MODEL_OBJS["llama2"], [[("system", "s"), ("assistant", "a")]])
-    assert "message 2 is a assistant turn" in got[0], got
+    assert "message 2 is an assistant turn" in got[0], got
     # the section's checks: each damage refused naming it
     name, ids, text, template = ct.parse_section(open(m.section, "rb").read(), len(m.pieces))
     assert template == m.template, "the section keeps the template's text"
@@ -303,6 +303,45 @@ def refusals():
     assert r.returncode == 1 and "needs <|im_start|>, which the tokenizer does not have" in r.stderr, r.stderr
     r = subprocess.run([CLI, m.blob] + [str(x) for x in m.spec[1:]] + ["name:nosuch"], capture_output=True, text=True)
     assert r.returncode == 1 and "chat template nosuch is unknown" in r.stderr, r.stderr
+
+
+@case(needs=[oracle_parity])
+def qwen3_thinking_switch():
+    """./run's --no-think and --think on a Qwen3 model file (one small random layer, Qwen3's real
+    tokenizer and template, through convert.py): the ids -m logits --chat scores equal Qwen3's
+    template rendered with enable_thinking false and true (true as when it is not given)."""
+    d, model = os.path.join(TMP, "qwen3_model"), os.path.join(TMP, "qwen3_thinking.bin")
+    small_family_dir(d, "qwen3_0_6b")
+    if os.path.exists(model):
+        os.remove(model)
+    assert "chat template qwen3" in convert(d, model)
+    subprocess.run(["make", "-s", "-C", ROOT, "run"], check=True)
+    m = MODEL_OBJS["qwen3"]
+    convs = [CONVERSATIONS[k] for k in ("no system", "system+user", "a reply that thought", "no system, two turns")]
+    cases, flags = [], []
+    for conv in convs:
+        for thinking, flag in ((False, ["--no-think"]), (True, ["--think"]), (True, [])):
+            cases.append(dict(m.oracle_case(conv), enable_thinking=thinking))
+            flags.append(flag)
+    req = os.path.join(TMP, "thinking.json")
+    with open(req, "w", encoding="utf-8") as f:
+        json.dump({"cases": cases}, f, ensure_ascii=False)
+    r = subprocess.run(["node", ORACLE, MODULES, req], capture_output=True, env=ENV)
+    assert r.returncode == 0, r.stderr.decode()[-800:]
+    results = json.loads(r.stdout)["results"]
+    assert "<think>\n\n</think>\n\n" in results[0]["text"] and "</think>" not in results[1]["text"]
+    for case_, flag, res in zip(cases, flags, results):
+        conv_file, out = os.path.join(TMP, "thinking_conv.json"), os.path.join(TMP, "thinking_logits.bin")
+        with open(conv_file, "w", encoding="utf-8") as f:
+            json.dump(case_["messages"], f, ensure_ascii=False)
+        r = subprocess.run([RUN, model, "-m", "logits", "-o", out, "--chat", conv_file, "-q"]
+                           + flag, capture_output=True, text=True, env=ENV)
+        assert r.returncode == 0, r.stderr
+        data = open(out, "rb").read()
+        n = struct.unpack_from("<i", data)[0]
+        got = list(struct.unpack_from("<%di" % n, data, 8))
+        assert got == res["ids"], "%s %s:\n  template text %r\n  want %s\n  got  %s" % (
+            flag, case_["messages"], res["text"], pieces_of(m, res["ids"]), pieces_of(m, got))
 
 
 @case

@@ -7,7 +7,8 @@
 // usage: node chat_render.mjs NODE_MODULES REQUEST.json > RESULT.json
 // REQUEST: {"cases": [{"template": Jinja source, "messages": [{role, content}, ...],
 //                      "bos_token": string or null, "eos_token": string or null,
-//                      "dir": folder with tokenizer.json and tokenizer_config.json}, ...]}
+//                      "dir": folder with tokenizer.json and tokenizer_config.json,
+//                      "enable_thinking": true or false (optional: left undefined)}, ...]}
 // RESULT:  {"results": [{"text": the rendered string, "ids": [...]} or {"error": message}, ...]}
 import { createRequire } from "node:module";
 import { readFileSync } from "node:fs";
@@ -36,12 +37,14 @@ function tokenizer(dir) {
 
 const results = request.cases.map((c) => {
   try {
-    const text = new Template(c.template).render({
+    const context = {
       messages: c.messages,
       add_generation_prompt: true,
       bos_token: c.bos_token,
       eos_token: c.eos_token,
-    });
+    };
+    if ("enable_thinking" in c) context.enable_thinking = c.enable_thinking; // Qwen3's switch
+    const text = new Template(c.template).render(context);
     return { text, ids: tokenizer(c.dir).encode(text, { add_special_tokens: false }) };
   } catch (e) {
     return { error: String(e.message ?? e) };

@@ -1,0 +1,326 @@
+// chat/console.c: the line editor of chat/console.h, on libedit.
+#include "console.h"
+
+#include <errno.h>
+#include <histedit.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <unistd.h>
+#include <wchar.h>
+#include "../io/files.h"
+#include "input.h"
+
+// What a terminal sends around a paste once bracketed paste is on (xterm's protocol).
+#define PASTE_ON "\033[?2004h"
+#define PASTE_OFF "\033[?2004l"
+#define PASTE_START "[200~" // after ESC
+#define PASTE_END "[201~"
+// The key the reader hands libedit when a paste has arrived; bound to insert it whole. Ctrl-^
+// is bound to nothing else, and pressed alone it inserts an empty paste.
+#define PASTE_KEY 036
+// How long the rest of an escape sequence may take to arrive after its ESC.
+#define ESCAPE_WAIT_MS 50
+#define HISTORY_SIZE 1000
+
+struct Console {
+    EditLine *el;
+    History *hist;
+    char *history_path; // NULL: none kept
+    int history_failed; // said once: the file could not be written
+    const char *prompt;
+    unsigned char in[4096]; // bytes read from the terminal, in[pos..len) not yet handed on
+    size_t pos, len;
+    char *paste; // (cap) the last paste, NUL-terminated, line endings as \n
+    size_t paste_len, paste_cap;
+    int paste_waiting; // paste holds text for the line before anything is read (a refused message)
+    char *line;        // (line_cap) the last line read
+    size_t line_cap;
+};
+
+// The terminal's settings before the console changed them, put back at exit however it comes.
+static struct termios terminal_before;
+static int terminal_saved;
+
+static void restore_terminal(void) {
+    if (terminal_saved) tcsetattr(STDIN_FILENO, TCSANOW, &terminal_before);
+}
+
+// Between lines (while a reply streams, and while libedit draws its prompt before it takes the
+// terminal) keys typed ahead are kept as they are, not echoed into the reply nor edited by the
+// terminal's own line discipline (which would take Ctrl-U, Ctrl-W and Ctrl-D itself); Ctrl-C still
+// signals. libedit returns the terminal to terminal_before at the end of each line.
+static void hold_keys(void) {
+    struct termios t = terminal_before;
+    t.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+    t.c_cc[VMIN] = 1;
+    t.c_cc[VTIME] = 0;
+    if (terminal_saved) tcsetattr(STDIN_FILENO, TCSANOW, &t);
+}
+
+int console_history_path(char *path, size_t size) {
+    const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    if (state && *state) snprintf(path, size, "%s/attn.c/chat_history", state);
+    else if (home && *home) snprintf(path, size, "%s/.local/state/attn.c/chat_history", home);
+    else return -1;
+    return 0;
+}
+
+// Reads more of the terminal's bytes into c->in: 1, or 0 at the end of input or when none came
+// within timeout_ms (-1: wait), or -1 when a signal interrupted the wait (errno EINTR).
+static int fill(Console *c, int timeout_ms) {
+    if (c->pos) {
+        memmove(c->in, c->in + c->pos, c->len - c->pos);
+        c->len -= c->pos;
+        c->pos = 0;
+    }
+    if (c->len == sizeof c->in) return 1;
+    struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+    int ready = poll(&p, 1, timeout_ms);
+    if (ready < 0) return errno == EINTR ? -1 : 0;
+    if (ready == 0) return 0;
+    ssize_t n = read(STDIN_FILENO, c->in + c->len, sizeof c->in - c->len);
+    if (n < 0) return errno == EINTR ? -1 : 0;
+    c->len += (size_t)n;
+    return n > 0;
+}
+
+// The next byte from the terminal, waiting for it: 0..255, or what fill returned (0, -1) when
+// there is none.
+static int next_byte(Console *c) {
+    while (c->pos == c->len) {
+        int got = fill(c, -1);
+        if (got <= 0) return got == 0 ? -2 : -1;
+    }
+    return c->in[c->pos++];
+}
+
+// Whether the bytes still to come start with s, waiting briefly for the rest of a sequence; the
+// bytes stay unread.
+static int coming(Console *c, const char *s) {
+    size_t k = strlen(s);
+    for (;;) {
+        size_t have = c->len - c->pos, m = have < k ? have : k;
+        if (memcmp(c->in + c->pos, s, m)) return 0;
+        if (have >= k) return 1;
+        if (fill(c, ESCAPE_WAIT_MS) <= 0) return 0;
+    }
+}
+
+static int paste_put(Console *c, char ch) {
+    if (c->paste_len + 2 > c->paste_cap) {
+        size_t cap = 2 * c->paste_len + 4096;
+        char *bigger = realloc(c->paste, cap);
+        if (!bigger) return -1;
+        c->paste = bigger;
+        c->paste_cap = cap;
+    }
+    c->paste[c->paste_len++] = ch;
+    c->paste[c->paste_len] = 0;
+    return 0;
+}
+
+// The paste's bytes up to ESC[201~, into c->paste; a terminal sends its line endings as \r, which
+// become \n (\r\n one \n). NUL bytes, which no line can hold, are dropped. 0, or -1 when the
+// input ended or failed first.
+static int read_paste(Console *c) {
+    c->paste_len = 0;
+    int prev = 0;
+    for (;;) {
+        int b = next_byte(c);
+        if (b < 0) return -1;
+        if (b == 033 && coming(c, PASTE_END)) {
+            c->pos += strlen(PASTE_END);
+            return 0;
+        }
+        int skip = b == 0 || (b == '\n' && prev == '\r');
+        if (!skip && paste_put(c, b == '\r' ? '\n' : (char)b)) return -1;
+        prev = b;
+    }
+}
+
+// libedit's read function (EL_GETCFN): the terminal's next character, UTF-8 decoded, with a
+// bracketed paste gathered whole and handed on as PASTE_KEY. 1, 0 at the end of input, -1 on
+// an error or a signal (errno says which).
+static int read_char(EditLine *el, wchar_t *wc) {
+    Console *c;
+    el_get(el, EL_CLIENTDATA, &c);
+    if (c->paste_waiting) {
+        c->paste_waiting = 0;
+        *wc = PASTE_KEY;
+        return 1;
+    }
+    int b = next_byte(c);
+    if (b < 0) return b == -1 ? -1 : 0;
+    if (b == 033 && coming(c, PASTE_START)) {
+        c->pos += strlen(PASTE_START);
+        if (read_paste(c)) return errno == EINTR ? -1 : 0;
+        *wc = PASTE_KEY;
+        return 1;
+    }
+    int more = b < 0x80 ? 0 : b >= 0xF0 && b <= 0xF4 ? 3 : b >= 0xE0 ? 2 : b >= 0xC2 ? 1 : -1;
+    unsigned cp = more == 3 ? b & 7u : more == 2 ? b & 15u : more == 1 ? b & 31u : (unsigned)b;
+    for (int i = 0; i < more; i++) {
+        if (c->pos == c->len && fill(c, ESCAPE_WAIT_MS) <= 0) break;
+        if ((c->in[c->pos] & 0xC0) != 0x80) break; // left for the next call
+        cp = cp << 6 | (c->in[c->pos++] & 63u);
+        if (i == more - 1) more = 0;
+    }
+    *wc = more ? 0xFFFD : (wchar_t)cp; // an invalid or cut sequence shows as U+FFFD
+    return 1;
+}
+
+// Bound to PASTE_KEY: the paste goes in at the cursor as it is.
+static unsigned char insert_paste(EditLine *el, int ch) {
+    (void)ch;
+    Console *c;
+    el_get(el, EL_CLIENTDATA, &c);
+    if (c->paste_len) el_insertstr(el, c->paste);
+    c->paste_len = 0;
+    return CC_REFRESH;
+}
+
+static char *prompt_of(EditLine *el) {
+    Console *c;
+    el_get(el, EL_CLIENTDATA, &c);
+    return (char *)c->prompt;
+}
+
+Console *console_open(const char *prog, const char *history_path, char *err, size_t errlen) {
+    // libedit decodes and encodes the line in the locale's character set: UTF-8, as the model's
+    // text is, even where the environment names none
+    setlocale(LC_CTYPE, "");
+    if (strcmp(nl_langinfo(CODESET), "UTF-8")) setlocale(LC_CTYPE, "C.UTF-8");
+    Console *c = calloc(1, sizeof *c);
+    if (!c || !(c->hist = history_init()) || !(c->el = el_init(prog, stdin, stdout, stderr))) {
+        snprintf(err, errlen, "the line editor (libedit) cannot start");
+        console_close(c);
+        return NULL;
+    }
+    HistEvent ev;
+    history(c->hist, &ev, H_SETSIZE, HISTORY_SIZE);
+    history(c->hist, &ev, H_SETUNIQUE, 1);
+    if (history_path) {
+        c->history_path = strdup(history_path);
+        history(c->hist, &ev, H_LOAD, history_path); // an absent or unreadable file: an empty history
+    }
+    EditLine *el = c->el;
+    el_set(el, EL_CLIENTDATA, c);
+    el_set(el, EL_EDITOR, "emacs");
+    el_set(el, EL_PROMPT, prompt_of);
+    el_set(el, EL_HIST, history, c->hist);
+    el_set(el, EL_GETCFN, read_char);
+    el_set(el, EL_ADDFN, "attn-paste", "insert a bracketed paste", insert_paste);
+    static const char *const bindings[][2] = {
+        {"\036", "attn-paste"},
+        {"^R", "em-inc-search-prev"},       // search the history, as in a shell
+        {"^W", "ed-delete-prev-word"},      // as in a shell, not emacs's kill-region
+        {"^U", "vi-kill-line-prev"},        // the line before the cursor, as in a shell
+        {"\033[1;5D", "ed-prev-word"},      // Ctrl-Left
+        {"\033[1;5C", "em-next-word"},      // Ctrl-Right
+        {"\033[H", "ed-move-to-beg"},       // Home
+        {"\033[F", "ed-move-to-end"},       // End
+        {"\033[3~", "ed-delete-next-char"}, // Delete
+    };
+    for (size_t i = 0; i < sizeof bindings / sizeof *bindings; i++)
+        el_set(el, EL_BIND, bindings[i][0], bindings[i][1], NULL);
+    el_source(el, NULL); // the user's ~/.editrc, as every libedit program reads it
+    if (!terminal_saved && !tcgetattr(STDIN_FILENO, &terminal_before)) {
+        terminal_saved = 1;
+        atexit(restore_terminal);
+    }
+    hold_keys();
+    return c;
+}
+
+void console_close(Console *c) {
+    if (!c) return;
+    restore_terminal();
+    if (c->el) el_end(c->el);
+    if (c->hist) history_end(c->hist);
+    free(c->history_path);
+    free(c->paste);
+    free(c->line);
+    free(c);
+}
+
+long console_read_line(void *ctx, const char *prompt, const char *again, char **line) {
+    Console *c = ctx;
+    c->prompt = prompt;
+    // the text goes in as a paste would, el_gets starting each line empty
+    c->paste_len = 0;
+    for (const char *p = again; p && *p; p++)
+        if (paste_put(c, *p)) break;
+    c->paste_waiting = c->paste_len > 0;
+    fputs(PASTE_ON, stdout);
+    fflush(stdout);
+    int count;
+    errno = 0;
+    const char *got = el_gets(c->el, &count);
+    int e = errno;
+    hold_keys();
+    fputs(PASTE_OFF, stdout);
+    fflush(stdout);
+    if (!got && count < 0 && e == EINTR) {
+        el_reset(c->el);
+        fputs("\n", stdout);
+        return CHAT_INTERRUPTED;
+    }
+    if (!got || count <= 0) {
+        errno = e;
+        return count < 0 ? CHAT_READ_ERROR : CHAT_END;
+    }
+    size_t len = strlen(got);
+    if (len + 1 > c->line_cap) {
+        char *bigger = realloc(c->line, len + 1);
+        if (!bigger) {
+            errno = ENOMEM;
+            return CHAT_READ_ERROR;
+        }
+        c->line = bigger;
+        c->line_cap = len + 1;
+    }
+    memcpy(c->line, got, len + 1);
+    if (len && c->line[len - 1] == '\n') c->line[--len] = 0;
+    *line = c->line;
+    return (long)len;
+}
+
+static void write_history(Sink *s, const void *ctx) {
+    const Console *c = ctx;
+    int fd = dup(s->fd);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    HistEvent ev;
+    if (!f || history(c->hist, &ev, H_SAVE_FP, f) < 0 || fflush(f)) s->err = errno ? errno : EIO;
+    if (f) fclose(f);
+    else if (fd >= 0) close(fd);
+}
+
+// mkdir -p of the directories above path, private to the user as a history is.
+static void make_parents(const char *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    for (char *p = dir + 1; (p = strchr(p, '/')); p++) {
+        *p = 0;
+        mkdir(dir, 0700);
+        *p = '/';
+    }
+}
+
+void console_remember(void *ctx, const char *text) {
+    Console *c = ctx;
+    HistEvent ev;
+    history(c->hist, &ev, H_ENTER, text);
+    if (!c->history_path || c->history_failed) return;
+    char err[512];
+    make_parents(c->history_path);
+    if (write_atomic(c->history_path, write_history, c, err, sizeof err)) {
+        fprintf(stderr, "[the history is not kept: %s]\n", err);
+        c->history_failed = 1;
+    }
+}

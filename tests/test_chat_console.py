@@ -1,0 +1,362 @@
+"""./run -m chat on a terminal, driven through a pseudo-terminal as a person types: the line editor
+(chat/console.c on libedit) with its arrows, word motions and Ctrl keys; the history kept across two
+sessions in a file under $HOME; a bracketed paste of 10,000 bytes over several lines arriving as
+one message of exactly those bytes; every command; Ctrl-C in the middle of a reply; a message too
+long for the context refused with the conversation, as /save writes it, byte for byte the same and
+its text back on the line. The model is SmolLM2-Instruct's published config cut to one small random
+layer with its real tokenizer and ChatML template, as tests/test_chat.py builds it; what the
+conversation holds is read back from /save files.
+Run from the repository root: /usr/bin/python3 tests/test_chat_console.py [-k SUBSTRING]
+"""
+import json
+import os
+import pty
+import re
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from pycase import ROOT  # puts tools/ on the path too
+import pycase  # noqa: E402
+import chat_models  # noqa: E402
+
+TMP = tempfile.mkdtemp(prefix="attn-test-console-")
+PY = "/usr/bin/python3"
+RUN = os.path.join(ROOT, "run")
+MODEL = os.path.join(TMP, "smol.bin")
+# The prompt marker as the line editor draws it, last on the screen while it waits for a line: after
+# bracketed paste is turned on, and once the terminal is in its raw mode (a key typed earlier would
+# be the terminal's own line editing's).
+PROMPT = rb"\x1b\[\?2004h> $"
+case = pycase.Cases()
+
+# The keys as a terminal in xterm's mode sends them.
+LEFT, RIGHT, UP, DOWN = b"\x1b[D", b"\x1b[C", b"\x1b[A", b"\x1b[B"
+CTRL_LEFT = b"\x1b[1;5D"
+CTRL = {k: bytes([ord(k) - 64]) for k in "ACDEKUWY"}
+PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"
+
+
+@case
+def build():
+    """SmolLM2-135M-Instruct's directory cut to 1 layer of width 64, through convert.py."""
+    chat_models.build_smol(os.path.join(TMP, "smol"), MODEL)
+
+
+class Session:
+    """./run -m chat on a new pseudo-terminal, HOME at home (the history file's place)."""
+
+    def __init__(self, *args, home=None, model=MODEL):
+        self.home = home or os.path.join(TMP, "home")
+        self.screen = b""  # everything the terminal has shown
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # the child: run on the terminal
+            os.environ.update(HOME=self.home, TERM="xterm")
+            os.environ.pop("XDG_STATE_HOME", None)
+            os.execv(RUN, [RUN, model, "-j", "1", "-m", "chat", "-s", "7"] + list(args))
+
+    def until(self, pattern, timeout=60, start=None):
+        """What the terminal shows from here up to and including the first match of pattern (. matches
+        newlines too)."""
+        start, end = len(self.screen) if start is None else start, time.time() + timeout
+        while not re.search(pattern, self.screen[start:], re.S):
+            left = end - time.time()
+            assert left > 0, "no %r within %d s; the terminal shows %r" % (pattern, timeout, self.screen[-600:])
+            if select.select([self.fd], [], [], left)[0]:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:  # the child is gone
+                    chunk = b""
+                assert chunk, "the terminal closed; it showed %r" % self.screen[-600:]
+                self.screen += chunk
+        return self.screen[start:]
+
+    def type(self, keys, then=PROMPT):
+        """Types keys, as a terminal sends them, and waits for then. A long paste goes in pieces, what
+        the terminal shows read meanwhile, so that neither side waits on a full buffer."""
+        start = len(self.screen)
+        for at in range(0, len(keys), 1024):
+            os.write(self.fd, keys[at:at + 1024])
+            while select.select([self.fd], [], [], 0)[0]:
+                self.screen += os.read(self.fd, 65536)
+        return self.until(then, start=start) if then else self.screen[start:]
+
+    def turn(self, text):
+        """Sends a message and waits for its reply and the next prompt."""
+        return self.type(text + b"\r", rb"\[prompt: .*" + PROMPT)
+
+    def save(self, name):
+        """/save's file: (its bytes, its messages as [(role, content)])."""
+        path = os.path.join(TMP, name)
+        self.type(b"/save " + path.encode() + b"\r", rb"saved to .*" + PROMPT)
+        data = open(path, "rb").read()
+        return data, [(m["role"], m["content"]) for m in json.loads(data)]
+
+    def end(self, keys=CTRL["D"]):
+        """Types keys that end the session; its exit status, the terminal read to the end."""
+        os.write(self.fd, keys)
+        end = time.time() + 60
+        while True:
+            left = end - time.time()
+            assert left > 0 and select.select([self.fd], [], [], left)[0], \
+                "still running 60 s after %r; the terminal shows %r" % (keys, self.screen[-600:])
+            try:
+                chunk = os.read(self.fd, 65536)
+            except OSError:  # the child is gone
+                break
+            if not chunk:
+                break
+            self.screen += chunk
+        _, status = os.waitpid(self.pid, 0)
+        os.close(self.fd)
+        self.pid = 0
+        return os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+
+    def kill(self):
+        if self.pid:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+            os.close(self.fd)
+            self.pid = 0
+
+
+def session(*args, **kw):
+    s = Session(*args, **kw)
+    s.until(PROMPT)
+    return s
+
+
+def stats(screen):
+    """[(prompt tokens run, reused from the cache)] of each reply the screen shows."""
+    return [(int(a), int(b)) for a, b in re.findall(rb"prompt: (\d+) tokens? run in [\d.]+ s, (\d+) reused", screen)]
+
+
+@case(needs=[build])
+def banner_and_quiet():
+    """On a terminal a banner names the model, the format, the context and the seed, and how to get
+    help and quit; -q shows none, nor the timings after a reply."""
+    s = Session("-t", "0", "-n", "4", "--no-history")
+    try:
+        shown = s.until(PROMPT)
+        assert re.search(rb"attn.c chat: .*smol.bin, chatml format, context 8192, seed 7\r\n"
+                         rb"/help for commands, Ctrl-D to quit\r\n", shown), shown
+        s.turn(b"Hi")
+        assert s.end() == 0
+    finally:
+        s.kill()
+    s = Session("-t", "0", "-n", "4", "--no-history", "-q")
+    try:
+        assert b"attn.c chat" not in s.until(PROMPT)
+        shown = s.type(b"Hi\r")
+        assert b"[prompt:" not in shown and b"\r\n\r\n" in shown, shown
+        assert s.end() == 0
+    finally:
+        s.kill()
+
+
+@case(needs=[build])
+def editing_and_history():
+    """Arrows, Ctrl-A/E/K/U/W and Ctrl-Left edit the line as typed; the lines sent are recalled
+    with Up in a second session with the same HOME (the history file under it), and a session with
+    --no-history writes none."""
+    home = os.path.join(TMP, "home_history")
+    s = session("-t", "0", "-n", "4", home=home)
+    try:
+        s.turn(b"helo" + LEFT + LEFT + b"l")  # "hello"
+        s.turn(b"abc def" + CTRL["W"] + b"xyz" + CTRL["A"] + b"<" + CTRL["E"] + b">")  # "<abc xyz>"
+        s.turn(b"one two three" + CTRL_LEFT + CTRL["K"] + b"four" + LEFT * 4 + CTRL["U"] + b"(" + RIGHT * 4 + b")")
+        _, msgs = s.save("history1.json")
+        assert [c for r, c in msgs if r == "user"] == ["hello", "<abc xyz>", "(four)"], (msgs, s.screen[-3000:])
+        assert s.end() == 0
+    finally:
+        s.kill()
+    history = os.path.join(home, ".local", "state", "attn.c", "chat_history")
+    assert os.path.exists(history), os.listdir(home)
+    s = session("-t", "0", "-n", "4", home=home)
+    try:
+        # Up goes back over the /save line to "(four)", again to "<abc xyz>"; Down comes back
+        s.turn(UP + UP + UP + DOWN)
+        s.turn(UP + UP + UP + UP + UP + b"!")  # "hello!": the first session's first line
+        _, msgs = s.save("history2.json")
+        assert [c for r, c in msgs if r == "user"] == ["(four)", "hello!"], msgs
+        assert s.end() == 0
+    finally:
+        s.kill()
+    home2 = os.path.join(TMP, "home_none")
+    s = session("-t", "0", "-n", "4", "--no-history", home=home2)
+    try:
+        s.turn(b"hi")
+        assert s.end() == 0
+        assert not os.path.exists(os.path.join(home2, ".local")), "--no-history wrote a history"
+    finally:
+        s.kill()
+
+
+@case(needs=[build])
+def paste_is_one_message():
+    """A bracketed paste of 10,000 bytes over several lines (UTF-8 and tabs among them) is one
+    message of exactly those bytes, typed text before and after it on the same line, with one reply;
+    the terminal's \\r line endings become \\n. Typed without bracketed paste, a block between \"\"\"
+    lines is one message too."""
+    line = "The quick brown fox jumps over the lazy dog; caf\u00e9 \u4e16\u754c\tend."
+    body = ""
+    while len(body.encode()) < 10000:
+        body += line + "\n"
+    body = body.encode()[:10000].decode("utf-8", "ignore")
+    body = body + "x" * (10000 - len(body.encode()))
+    assert len(body.encode()) == 10000 and body.count("\n") > 100
+    s = session("-t", "0", "-n", "4", "--no-history")
+    try:
+        s.turn(b"before " + PASTE_START + body.replace("\n", "\r").encode() + PASTE_END + b" after")
+        s.turn(b'"""\r' + b"first line\r" + b"  second line\r" + b'"""\r'[:-1])
+        _, msgs = s.save("paste.json")
+        assert [r for r, _ in msgs] == ["user", "assistant"] * 2, [r for r, _ in msgs]
+        assert msgs[0][1] == "before " + body + " after", "the paste arrived as %d bytes" % len(msgs[0][1].encode())
+        assert msgs[2][1] == "first line\n  second line", msgs[2]
+        assert s.end() == 0
+    finally:
+        s.kill()
+
+
+@case(needs=[build])
+def commands():
+    """Each command: /help and /? list them all; /show; /set checked as the flags are; /system;
+    /clear keeps the system prompt; /save and /load; /regen samples the last reply again; /undo
+    drops the last exchange and the next turn reuses the cache up to it; /think on a format that
+    does not think; an unknown command; // sends one slash; /bye, /exit and /quit with spaces
+    around them end the session."""
+    s = session("-t", "1", "-n", "6", "-y", "Be brief.", "--no-history")
+    try:
+        shown = s.type(b"/help\r")
+        names = [b"/help", b"/?", b"/bye", b"/exit", b"/quit", b"/clear", b"/system", b"/set", b"/show", b"/save",
+                 b"/load", b"/regen", b"/undo", b"/think", b"/no_think", b"//"]
+        assert all(n in shown for n in names), shown
+        shown = s.type(b"/?\r")
+        assert all(n in shown for n in names), shown
+        assert b"[max_tokens is 3]" in s.type(b"/set max_tokens 3\r")
+        assert b"temperature 5000: expected a number in [0, 100]" in s.type(b"/set temperature 5000\r")
+        assert b"NAME is temperature" in s.type(b"/set nonsense 1\r")
+        shown = s.type(b"/show\r")
+        for want in (b"model: " + MODEL.encode(), b"chat format: chatml", b"context: 8192 tokens, 0 used, 8192 left",
+                     b"temperature 1", b"max_tokens 3", b"seed 7"):
+            assert want in shown, (want, shown)
+        assert re.search(rb"reply: 3 tokens", s.turn(b"Hello"))
+        first = s.save("c1.json")[1]
+        s.type(b"/regen\r", rb"\[prompt: .*" + PROMPT)
+        again = s.save("c2.json")[1]
+        assert again[:2] == first[:2] and again[2] != first[2] and len(again) == 3, (first, again)
+        s.turn(b"//etc")
+        c3, msgs = s.save("c3.json")
+        assert msgs[3] == ("user", "/etc") and len(msgs) == 5, msgs
+        used = lambda: int(re.search(rb"context: 8192 tokens, (\d+) used", s.type(b"/show\r")).group(1))
+        before = used()
+        assert b"[the last exchange is undone]" in s.type(b"/undo\r")
+        assert s.save("c4.json")[1] == again
+        after = used()
+        assert after < before, "the cache did not rewind: %d used before /undo, %d after" % (before, after)
+        assert stats(s.turn(b"//etc"))[0][1] == after, "the next turn did not reuse the cache up to the undo"
+        assert b"unknown command; /help lists them" in s.type(b"/frob\r")
+        assert b"only the qwen3 chat format thinks; this one is chatml" in s.type(b"/no_think\r")
+        s.type(b"/system Answer in French.\r")
+        assert s.save("c5.json")[1][0] == ("system", "Answer in French.")
+        assert b"[a new conversation]" in s.type(b"/clear\r")
+        assert s.save("c6.json")[1] == [("system", "Answer in French.")]
+        loaded = s.type(b"/load " + os.path.join(TMP, "c3.json").encode() + b"\r")
+        assert b"[5 messages loaded" in loaded, loaded
+        assert s.save("c7.json")[0] == c3, "/load then /save changed the conversation"
+        with open(os.path.join(TMP, "ask.json"), "w") as f:
+            json.dump([{"role": "user", "content": "A question?"}], f)
+        shown = s.type(b"/load " + os.path.join(TMP, "ask.json").encode() + b"\r", rb"\[prompt: .*" + PROMPT)
+        assert [r for r, _ in s.save("c8.json")[1]] == ["user", "assistant"], "a loaded question was not answered"
+        assert b"cannot read" in s.type(b"/load " + os.path.join(TMP, "nope.json").encode() + b"\r")
+        assert s.end(b"  /bye  \r") == 0
+    finally:
+        s.kill()
+    for quit in (b"/exit\r", b" /quit\r"):
+        s = session("--no-history")
+        try:
+            assert s.end(quit) == 0
+        finally:
+            s.kill()
+
+
+@case(needs=[build])
+def ctrl_c_mid_reply():
+    """Ctrl-C while a long reply streams stops it; what was written stays in the conversation, and the
+    next turn is answered. At the prompt, Ctrl-C drops the line and says how to end."""
+    s = session("-t", "0", "-n", "1000", "--no-history")
+    try:
+        s.type(b"Write a very long story.\r", rb"story\.\r\n.{40}")
+        shown = s.type(b"\x03", rb"stopped by Ctrl-C.*" + PROMPT)
+        assert b"context is full" not in shown
+        s.turn(b"And another?")
+        # at the prompt Ctrl-C drops the line typed so far and says how to quit
+        assert b"Ctrl-D or /bye ends the conversation" in s.type(b"half a line" + b"\x03")
+        _, msgs = s.save("ctrl_c.json")
+        assert [r for r, _ in msgs] == ["user", "assistant", "user", "assistant"] and msgs[1][1], msgs
+        assert s.end() == 0
+    finally:
+        s.kill()
+
+
+@case(needs=[build])
+def refused_message_changes_nothing():
+    """With -c 100, after two turns, a message too long for the context is refused: the conversation
+    as /save writes it is byte for byte the same, no turn is dropped, the cache is kept (the next
+    turn reuses all of it), and the refused text is back on the line to edit (here sent with an
+    edit, now short enough)."""
+    s = session("-t", "0", "-n", "8", "-c", "100", "--no-history")
+    try:
+        s.turn(b"hi")
+        before_stats = stats(s.turn(b"ok"))
+        before, _ = s.save("before.json")
+        long = b"word " * 200
+        shown = s.type(long + b"\r", rb"not sent: .*> .*word word")
+        assert b"dropped" not in shown, shown
+        s.type(CTRL["U"], None)  # the line, cut (it can be yanked back)
+        after, _ = s.save("after.json")
+        assert after == before, "the refused message changed the conversation"
+        # yanked back and edited: a short message in place of its words
+        shown = s.turn(CTRL["Y"] + CTRL["A"] + b"one more" + CTRL["K"])
+        assert b"dropped" not in shown, shown
+        ran, reused = stats(shown)[0]
+        assert reused >= sum(before_stats[0]) - 4, (stats(shown), before_stats)
+        _, msgs = s.save("after2.json")
+        assert msgs[-2] == ("user", "one more"), msgs
+        assert s.end() == 0
+    finally:
+        s.kill()
+
+
+@case(needs=[build])
+def generate_ends_its_line():
+    """-m generate on a terminal ends its text with a newline (the shell's prompt on a line of its
+    own); piped, stdout is exactly the text, with none added."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(RUN, [RUN, MODEL, "-j", "1", "-i", "Hello", "-n", "5", "-s", "3", "-q"])
+    screen = b""
+    try:
+        while True:
+            if not select.select([fd], [], [], 60)[0]:
+                raise AssertionError("no end within 60 s: %r" % screen)
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            screen += chunk
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert status == 0 and screen.startswith(b"Hello") and screen.endswith(b"\r\n"), (status, screen)
+    piped = subprocess.run([RUN, MODEL, "-j", "1", "-i", "Hello", "-n", "5", "-s", "3", "-q"], capture_output=True)
+    assert piped.stdout.replace(b"\n", b"\r\n") + b"\r\n" == screen, (piped.stdout, screen)
+
+
+if __name__ == "__main__":
+    sys.exit(case.main(TMP))
