@@ -1,0 +1,184 @@
+// model/quant.h: llama.cpp's block types (docs/FORMAT.md, version 6) turned back into float32,
+// one function per type, a block at a time: the one-token product, the many-token product's
+// panels and the embedding lookup (model/matmul.h) all go through dequantize_blocks. The layouts
+// are GGUF's, bit for bit; the values are gguf-py's (tools/attn/gguf_file.py), computed in
+// float32 in the same order, up to the build's fused multiply-adds (-ffp-contract=fast may fuse
+// a scale and an offset into one rounding, as llama.cpp's own C does).
+#ifndef ATTN_MODEL_QUANT_H
+#define ATTN_MODEL_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "header.h"
+
+// bfloat16 is float32's upper half.
+static inline float bf16_to_float(uint16_t h) {
+    union {
+        uint32_t u;
+        float f;
+    } v = {.u = (uint32_t)h << 16};
+    return v.f;
+}
+
+// IEEE binary16: 5 exponent bits (bias 15) and 10 mantissa bits; the portable path and the
+// tails of the vector ones (which use F16C's vcvtph2ps).
+static inline float f16_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 1023;
+    union {
+        uint32_t u;
+        float f;
+    } v;
+    if (e == 31) v.u = sign | 0x7f800000u | m << 13 | (m ? 0x400000u : 0); // infinities; NaNs made quiet
+    else if (e) v.u = sign | (e + 112) << 23 | m << 13;                    // normal: rebias 15 -> 127
+    else v.f = (float)m * 0x1p-24f, v.u |= sign;                           // zero and subnormal: m * 2^-24
+    return v.f;
+}
+
+// The float16 at b, which need not be aligned.
+static inline float f16_at(const uint8_t *b) { return f16_to_float((uint16_t)(b[0] | b[1] << 8)); }
+
+static inline uint32_t u32_at(const uint8_t *b) {
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+// The 32-value types: a float16 scale d (and a minimum m for _1), then the values. Value j of
+// 16 bytes of nibbles is byte j's low nibble for j < 16, byte j - 16's high nibble after.
+static inline void dequantize_q4_0(const uint8_t *b, float *out) {
+    float d = f16_at(b);
+    for (int j = 0; j < 16; j++) {
+        out[j] = d * ((float)(b[2 + j] & 15) - 8.0f);
+        out[j + 16] = d * ((float)(b[2 + j] >> 4) - 8.0f);
+    }
+}
+
+static inline void dequantize_q4_1(const uint8_t *b, float *out) {
+    float d = f16_at(b), m = f16_at(b + 2);
+    for (int j = 0; j < 16; j++) {
+        out[j] = d * (float)(b[4 + j] & 15) + m;
+        out[j + 16] = d * (float)(b[4 + j] >> 4) + m;
+    }
+}
+
+// Q5_0 and Q5_1 add a fifth bit to value j: bit j of a 32-bit word before the nibbles.
+static inline void dequantize_q5_0(const uint8_t *b, float *out) {
+    float d = f16_at(b);
+    uint32_t high = u32_at(b + 2);
+    for (int j = 0; j < 16; j++) {
+        out[j] = d * ((float)((b[6 + j] & 15) | (high >> j & 1) << 4) - 16.0f);
+        out[j + 16] = d * ((float)((b[6 + j] >> 4) | (high >> (j + 16) & 1) << 4) - 16.0f);
+    }
+}
+
+static inline void dequantize_q5_1(const uint8_t *b, float *out) {
+    float d = f16_at(b), m = f16_at(b + 2);
+    uint32_t high = u32_at(b + 4);
+    for (int j = 0; j < 16; j++) {
+        out[j] = d * (float)((b[8 + j] & 15) | (high >> j & 1) << 4) + m;
+        out[j + 16] = d * (float)((b[8 + j] >> 4) | (high >> (j + 16) & 1) << 4) + m;
+    }
+}
+
+static inline void dequantize_q8_0(const uint8_t *b, float *out) {
+    float d = f16_at(b);
+    for (int j = 0; j < 32; j++) out[j] = (float)(int8_t)b[2 + j] * d;
+}
+
+// IQ4_NL: Q4_0's layout, each nibble an index into a fixed table of non-uniform levels.
+static inline void dequantize_iq4_nl(const uint8_t *b, float *out) {
+    static const int8_t levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    float d = f16_at(b);
+    for (int j = 0; j < 16; j++) {
+        out[j] = d * (float)levels[b[2 + j] & 15];
+        out[j + 16] = d * (float)levels[b[2 + j] >> 4];
+    }
+}
+
+// The K types: 256 values in sub-blocks of 16 or 32, each with its own scale (and minimum).
+// Q2_K: 16 scale bytes (low nibble scale, high nibble minimum, per 16 values), 64 bytes of
+// 2-bit values, d and dmin. Value j = 128 h + 32 s + l is bits 2s of byte 32 h + l.
+static inline void dequantize_q2_k(const uint8_t *b, float *out) {
+    float d = f16_at(b + 80), dmin = f16_at(b + 82);
+    for (int j = 0; j < 256; j++) {
+        int h = j / 128, s = j % 128 / 32, l = j % 32, sc = b[j / 16];
+        float dl = d * (float)(sc & 15), ml = dmin * (float)(sc >> 4);
+        out[j] = dl * (float)(b[16 + 32 * h + l] >> 2 * s & 3) - ml;
+    }
+}
+
+// Q3_K: 32 bytes of high bits (value j = 32 k + l: bit k of byte l; a clear bit subtracts 4),
+// 64 bytes of 2-bit values (as Q2_K's), 12 bytes of 6-bit scales biased by 32, then d.
+static inline void dequantize_q3_k(const uint8_t *b, float *out) {
+    float d = f16_at(b + 108);
+    float dl[16];
+    for (int i = 0; i < 16; i++) {
+        int low = b[96 + i % 8] >> 4 * (i / 8) & 15, high = b[104 + i % 4] >> 2 * (i / 4) & 3;
+        dl[i] = d * ((float)(low | high << 4) - 32.0f);
+    }
+    for (int j = 0; j < 256; j++) {
+        int h = j / 128, s = j % 128 / 32, l = j % 32;
+        int q = (b[32 + 32 * h + l] >> 2 * s & 3) - ((b[l] >> j / 32 & 1) ? 0 : 4);
+        out[j] = dl[j / 16] * (float)q;
+    }
+}
+
+// Q4_K's and Q5_K's 12 scale bytes: 8 six-bit scales and 8 six-bit minimums, one per 32 values.
+static inline void k_scales(const uint8_t *s, float d, float dmin, float *dl, float *ml) {
+    for (int i = 0; i < 8; i++) {
+        int sc = i < 4 ? s[i] & 63 : (s[i + 4] & 15) | (s[i - 4] >> 6) << 4;
+        int mn = i < 4 ? s[i + 4] & 63 : (s[i + 4] >> 4) | (s[i] >> 6) << 4;
+        dl[i] = d * (float)sc, ml[i] = dmin * (float)mn;
+    }
+}
+
+// Q4_K: d, dmin, the scales, then 128 bytes: sub-block 2c is the low nibbles of bytes 32c ..
+// 32c + 31, sub-block 2c + 1 their high nibbles.
+static inline void dequantize_q4_k(const uint8_t *b, float *out) {
+    float dl[8], ml[8];
+    k_scales(b + 4, f16_at(b), f16_at(b + 2), dl, ml);
+    for (int j = 0; j < 256; j++) {
+        int sub = j / 32, q = b[16 + 32 * (sub / 2) + j % 32] >> 4 * (sub % 2) & 15;
+        out[j] = dl[sub] * (float)q - ml[sub];
+    }
+}
+
+// Q5_K: Q4_K with 32 bytes of fifth bits before the nibbles, sub-block i taking bit i.
+static inline void dequantize_q5_k(const uint8_t *b, float *out) {
+    float dl[8], ml[8];
+    k_scales(b + 4, f16_at(b), f16_at(b + 2), dl, ml);
+    for (int j = 0; j < 256; j++) {
+        int sub = j / 32, l = j % 32;
+        int q = (b[48 + 32 * (sub / 2) + l] >> 4 * (sub % 2) & 15) | (b[16 + l] >> sub & 1) << 4;
+        out[j] = dl[sub] * (float)q - ml[sub];
+    }
+}
+
+// Q6_K: 128 bytes of low nibbles, 64 of high 2 bits, 16 int8 scales (per 16 values), then d.
+// Value j = 128 h + r: low bits from byte 64 h + r % 64 (its high nibble when r >= 64), high
+// bits from byte 128 + 32 h + r % 32, bits 2 (r / 32); biased by 32.
+static inline void dequantize_q6_k(const uint8_t *b, float *out) {
+    float d = f16_at(b + 208);
+    for (int j = 0; j < 256; j++) {
+        int h = j / 128, r = j % 128;
+        int low = b[64 * h + r % 64] >> 4 * (r / 64) & 15, high = b[128 + 32 * h + r % 32] >> 2 * (r / 32) & 3;
+        out[j] = d * (float)(int8_t)b[192 + j / 16] * (float)((low | high << 4) - 32);
+    }
+}
+
+// n blocks of a block type from b into out (n × the type's block values).
+static inline void dequantize_blocks(int type, const uint8_t *b, size_t n, float *out) {
+    size_t bytes = (size_t)matrix_types[type].block_bytes, values = (size_t)matrix_types[type].block;
+    void (*one)(const uint8_t *, float *) = type == BLOCK_Q4_0   ? dequantize_q4_0
+                                            : type == BLOCK_Q4_1 ? dequantize_q4_1
+                                            : type == BLOCK_Q5_0 ? dequantize_q5_0
+                                            : type == BLOCK_Q5_1 ? dequantize_q5_1
+                                            : type == BLOCK_Q8_0 ? dequantize_q8_0
+                                            : type == BLOCK_Q2_K ? dequantize_q2_k
+                                            : type == BLOCK_Q3_K ? dequantize_q3_k
+                                            : type == BLOCK_Q4_K ? dequantize_q4_k
+                                            : type == BLOCK_Q5_K ? dequantize_q5_k
+                                            : type == BLOCK_Q6_K ? dequantize_q6_k
+                                                                 : dequantize_iq4_nl;
+    for (size_t i = 0; i < n; i++) one(b + i * bytes, out + i * values);
+}
+
+#endif
