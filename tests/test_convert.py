@@ -905,7 +905,7 @@ def modelfile_layout():
     """Offsets, alignment and padding of a written file, checked by hand."""
     c, tok, t = random_models.make_model(tmp("layout.bin"), random_models.PRESETS["mixed"], seed=1)
     data = open(tmp("layout.bin"), "rb").read()
-    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (5, 256)
+    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (mf.VERSION, 256)
     # the checksum: CRC-32 of the file with its own four bytes as zero
     assert struct.unpack_from("<I", data, 200)[0] == zlib.crc32(data[:200] + bytes(4) + data[204:])
     assert struct.unpack_from("<f", data, 80)[0] == np.float32(2.5)
@@ -1022,7 +1022,7 @@ def check_q8_file(path, c, tensors, gs):
     values and scales q80_by_hand gives, every other tensor as it was, each piece padded to 64.
     Then read_model: the same pieces raw, and dequantised within half a step of the originals."""
     data = open(path, "rb").read()
-    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (5, 256)
+    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (mf.VERSION, 256)
     assert struct.unpack_from("<II", data, 136) == (1, gs) and not any(data[144:200]) and not any(data[204:256])
     woff, wbytes = struct.unpack_from("<QQ", data, 120)
     assert len(data) == woff + wbytes

@@ -569,7 +569,8 @@ def read_model(path, dequantize=True):
     The tensors are float32, a Q8_0 file's matrices dequantised and a bfloat16 or float16
     file's widened; with dequantize=False those come as they are stored instead, a (q int8
     [rows, cols], scale float32 [rows, cols / group_size]) pair each, or a uint16 array of
-    bfloat16 bits, or a float16 array."""
+    bfloat16 bits, or a float16 array; in a file of a type per matrix (cfg["matrix_types"]),
+    each matrix's bytes, uint8 [rows, row bytes] (dequantize_matrix gives its values)."""
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         head = f.read(HEADER_SIZE)
@@ -623,14 +624,11 @@ def read_model(path, dequantize=True):
     for n, shape in specs:
         t = matrix_type(c, n)
         if t:
-            block, block_bytes, row = block_layout(t, shape)
-            raw = piece("tensor %s" % n, np.uint8, (shape[0], row))
+            raw = piece("tensor %s" % n, np.uint8, (shape[0], block_layout(t, shape)[2]))
             if not dequantize:
                 tensors[n] = raw
                 continue
-            with np.errstate(all="ignore"):  # damaged scales may be inf or NaN: values, not errors
-                values = gguf_file.DEQUANTIZE[gguf_file.TYPE_IDS[t]](raw.reshape(-1, block_bytes))
-            tensors[n] = values.reshape(shape)
+            tensors[n] = dequantize_matrix(t, raw, shape)
         elif is_quantized(c, n):
             q = piece("tensor %s's int8 values" % n, np.int8, shape)
             scale = piece("tensor %s's scales" % n, "<f4", (shape[0], shape[1] // c["group_size"]))
@@ -643,6 +641,14 @@ def read_model(path, dequantize=True):
             tensors[n] = piece("tensor %s" % n, "<f4", shape)
     tok = (blob, h["tok_kind"], h["tok_flags"], h["bos_id"], h["eos_id"])
     return c, tok, tensors
+
+
+def dequantize_matrix(t, raw, shape):
+    """A matrix of GGML type t from its bytes (uint8 [rows, row bytes]) as float32 [shape], the
+    values gguf-py gives (tools/attn/gguf_file.py's dequantisers)."""
+    block_bytes = block_layout(t, shape)[1]
+    with np.errstate(all="ignore"):  # damaged scales may be inf or NaN: values, not errors
+        return gguf_file.DEQUANTIZE[gguf_file.TYPE_IDS[t]](np.asarray(raw).reshape(-1, block_bytes)).reshape(shape)
 
 
 def read_type_table(path, h, c, at, size):
