@@ -480,14 +480,14 @@ static inline int model_verify_checksum(const char *path, char *err, size_t n) {
 
 typedef struct {
     FileHeader h;
-    const void *tok_blob, *chat;
+    const void *tok_blob, *chat, *type_table;
     const float *weights;
 } ModelFileParts;
 
 static const char model_zeros[MODEL_ALIGN];
 
 static inline size_t model_padding(const FileHeader *h) {
-    return h->weights_offset - MODEL_HEADER_SIZE - h->tok_bytes - h->chat_bytes;
+    return h->weights_offset - MODEL_HEADER_SIZE - h->tok_bytes - h->chat_bytes - h->n_matrix_types;
 }
 
 static inline void write_model_parts(Sink *s, const void *ctx) {
@@ -495,6 +495,7 @@ static inline void write_model_parts(Sink *s, const void *ctx) {
     sink_write(s, &p->h, sizeof p->h);
     sink_write(s, p->tok_blob, p->h.tok_bytes);
     sink_write(s, p->chat, p->h.chat_bytes);
+    sink_write(s, p->type_table, p->h.n_matrix_types);
     sink_write(s, model_zeros, model_padding(&p->h));
     sink_write(s, p->weights, p->h.weights_bytes);
 }
@@ -505,21 +506,25 @@ static inline uint32_t model_parts_checksum(const ModelFileParts *p) {
     crc = crc32_z(crc, (const Bytef *)&p->h, sizeof p->h);
     crc = crc32_z(crc, p->tok_blob, p->h.tok_bytes);
     if (p->h.chat_bytes) crc = crc32_z(crc, p->chat, p->h.chat_bytes);
+    if (p->h.n_matrix_types) crc = crc32_z(crc, p->type_table, p->h.n_matrix_types);
     crc = crc32_z(crc, (const Bytef *)model_zeros, model_padding(&p->h));
     return (uint32_t)crc32_z(crc, (const Bytef *)p->weights, p->h.weights_bytes);
 }
 
-// Writes a whole version 5 model file, atomically: header (with its checksum), tokenizer blob,
-// the chat section if chat_bytes (in version 5's layout, chat/chat.h), then the weights block
-// as carve_weights lays it out (padding included). Returns 0, or -1 with err.
+// Writes a whole model file of the newest version, atomically: header (with its checksum),
+// tokenizer blob, the chat section if chat_bytes (in version 5's layout, chat/chat.h), c's type
+// table if it has one (WEIGHTS_PER_MATRIX), then the weights block as carve_weights lays it out
+// (padding included). Returns 0, or -1 with err.
 static inline int model_save_chat(const char *path, const Config *c, const void *tok_blob, size_t tok_bytes,
                                   const void *chat, size_t chat_bytes, const float *weights, char *err, size_t n) {
-    ModelFileParts p = {header_from_config(c), tok_blob, chat, weights};
+    ModelFileParts p = {header_from_config(c), tok_blob, chat, c->type_table, weights};
     p.h.tok_offset = MODEL_HEADER_SIZE;
     p.h.tok_bytes = tok_bytes;
     p.h.chat_offset = chat_bytes ? MODEL_HEADER_SIZE + tok_bytes : 0;
     p.h.chat_bytes = chat_bytes;
-    p.h.weights_offset = align_up(MODEL_HEADER_SIZE + tok_bytes + chat_bytes);
+    p.h.n_matrix_types = c->weight_type == WEIGHTS_PER_MATRIX ? (uint32_t)matrix_count(c) : 0;
+    p.h.types_offset = p.h.n_matrix_types ? MODEL_HEADER_SIZE + tok_bytes + chat_bytes : 0;
+    p.h.weights_offset = align_up(MODEL_HEADER_SIZE + tok_bytes + chat_bytes + p.h.n_matrix_types);
     p.h.weights_bytes = carve_weights(c, NULL, NULL);
     p.h.checksum = model_parts_checksum(&p);
     return write_atomic(path, write_model_parts, &p, err, n);

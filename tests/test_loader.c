@@ -247,8 +247,8 @@ static void test_bad_fields(void **state) {
     refuse_patched_as_version(good_q8, good_q8_size, 2, q8_v2_cases, sizeof q8_v2_cases / sizeof q8_v2_cases[0]);
 }
 
-// A version 6 file of a type per matrix, written by hand (model_save writes float32 only): rows
-// of 256 values everywhere but w2's 288, which take 32-value blocks; zero weights.
+// A version 6 file of a type per matrix: rows of 256 values everywhere but w2's 288, which take
+// 32-value blocks; zero weights.
 static const uint8_t typed_table[9] = {3, 6, 7, 8, 20, 10, 11, 2, 14}; // tok_embedding .. classifier
 static Config typed_config(void) {
     Config c = small_config();
@@ -258,33 +258,18 @@ static Config typed_config(void) {
     return c;
 }
 
-static unsigned char *typed_file(size_t *size) {
-    Config c = typed_config();
-    const char blob[] = "not parsed by the loader";
-    FileHeader h = header_from_config(&c);
-    h.tok_offset = MODEL_HEADER_SIZE, h.tok_bytes = sizeof blob;
-    h.n_matrix_types = sizeof typed_table, h.types_offset = MODEL_HEADER_SIZE + sizeof blob;
-    h.weights_offset = align_up(h.types_offset + sizeof typed_table);
-    h.weights_bytes = carve_weights(&c, NULL, NULL);
-    *size = h.weights_offset + h.weights_bytes;
-    unsigned char *f = calloc(1, *size);
-    memcpy(f, &h, sizeof h);
-    memcpy(f + h.tok_offset, blob, sizeof blob);
-    memcpy(f + h.types_offset, typed_table, sizeof typed_table);
-    return f;
-}
-
 // Each matrix where the type table says, in its type's bytes, 64-byte aligned; a table that
 // names an unknown type, a type whose blocks do not divide a row, the wrong count or place, or
 // a version before 6, is refused by name; truncated anywhere, refused.
 static void test_type_per_matrix(void **state) {
     (void)state;
     size_t size;
-    unsigned char *good_typed = typed_file(&size);
-    write_bad(good_typed, size);
+    unsigned char *good_typed;
+    assert_int_equal(save_model(bad_path, typed_config(), &good_typed, &size), 0);
     Model m;
     char err[512];
     assert_int_equal(model_open(&m, bad_path, err, sizeof err), 0);
+    assert_int_equal(model_verify_checksum(bad_path, err, sizeof err), 0);
     const LayerWeights *L = &m.weights.layers[0];
     assert_int_equal(m.weights.qtok_embedding.type, BLOCK_Q4_1);
     assert_int_equal(L->qwq.type, BLOCK_Q5_0);
