@@ -94,31 +94,37 @@ static inline void dequantize_iq4_nl(const uint8_t *b, float *out) {
 }
 
 // The K types: 256 values in sub-blocks of 16 or 32, each with its own scale (and minimum).
+// Each loops as ggml's reference dequantisers do, a sub-block's values in an inner loop of
+// plain byte arithmetic that the compiler vectorises.
 // Q2_K: 16 scale bytes (low nibble scale, high nibble minimum, per 16 values), 64 bytes of
-// 2-bit values, d and dmin. Value j = 128 h + 32 s + l is bits 2s of byte 32 h + l.
+// 2-bit values, d and dmin. Value 128 h + 32 s + l is bits 2s of byte 32 h + l.
 static inline void dequantize_q2_k(const uint8_t *b, float *out) {
     float d = f16_at(b + 80), dmin = f16_at(b + 82);
-    for (int j = 0; j < 256; j++) {
-        int h = j / 128, s = j % 128 / 32, l = j % 32, sc = b[j / 16];
-        float dl = d * (float)(sc & 15), ml = dmin * (float)(sc >> 4);
-        out[j] = dl * (float)(b[16 + 32 * h + l] >> 2 * s & 3) - ml;
-    }
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 4; s++)
+            for (int half = 0; half < 2; half++) {
+                int sc = b[8 * h + 2 * s + half];
+                float dl = d * (float)(sc & 15), ml = dmin * (float)(sc >> 4);
+                const uint8_t *q = b + 16 + 32 * h + 16 * half;
+                float *o = out + 128 * h + 32 * s + 16 * half;
+                for (int l = 0; l < 16; l++) o[l] = dl * (float)(q[l] >> 2 * s & 3) - ml;
+            }
 }
 
-// Q3_K: 32 bytes of high bits (value j = 32 k + l: bit k of byte l; a clear bit subtracts 4),
-// 64 bytes of 2-bit values (as Q2_K's), 12 bytes of 6-bit scales biased by 32, then d.
+// Q3_K: 32 bytes of high bits (value 32 k + l: bit k of byte l; a clear bit subtracts 4), 64
+// bytes of 2-bit values (as Q2_K's), 12 bytes of sixteen 6-bit scales biased by 32, then d.
 static inline void dequantize_q3_k(const uint8_t *b, float *out) {
     float d = f16_at(b + 108);
-    float dl[16];
-    for (int i = 0; i < 16; i++) {
-        int low = b[96 + i % 8] >> 4 * (i / 8) & 15, high = b[104 + i % 4] >> 2 * (i / 4) & 3;
-        dl[i] = d * ((float)(low | high << 4) - 32.0f);
-    }
-    for (int j = 0; j < 256; j++) {
-        int h = j / 128, s = j % 128 / 32, l = j % 32;
-        int q = (b[32 + 32 * h + l] >> 2 * s & 3) - ((b[l] >> j / 32 & 1) ? 0 : 4);
-        out[j] = dl[j / 16] * (float)q;
-    }
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 4; s++)
+            for (int half = 0; half < 2; half++) {
+                int i = 8 * h + 2 * s + half, k = 4 * h + s; // the scale's index, the high bits' bit
+                int low = b[96 + i % 8] >> 4 * (i / 8) & 15, high = b[104 + i % 4] >> 2 * (i / 4) & 3;
+                float dl = d * ((float)(low | high << 4) - 32.0f);
+                const uint8_t *q = b + 32 + 32 * h + 16 * half, *hm = b + 16 * half;
+                float *o = out + 128 * h + 32 * s + 16 * half;
+                for (int l = 0; l < 16; l++) o[l] = dl * (float)((q[l] >> 2 * s & 3) - ((hm[l] >> k & 1) ^ 1) * 4);
+            }
 }
 
 // Q4_K's and Q5_K's 12 scale bytes: 8 six-bit scales and 8 six-bit minimums, one per 32 values.
@@ -131,54 +137,64 @@ static inline void k_scales(const uint8_t *s, float d, float dmin, float *dl, fl
 }
 
 // Q4_K: d, dmin, the scales, then 128 bytes: sub-block 2c is the low nibbles of bytes 32c ..
-// 32c + 31, sub-block 2c + 1 their high nibbles.
-static inline void dequantize_q4_k(const uint8_t *b, float *out) {
+// 32c + 31, sub-block 2c + 1 their high nibbles. Q5_K (fifth = 1): 32 bytes of fifth bits
+// before the nibbles, sub-block i taking bit i.
+static inline void dequantize_k4(const uint8_t *b, float *out, int fifth) {
     float dl[8], ml[8];
     k_scales(b + 4, f16_at(b), f16_at(b + 2), dl, ml);
-    for (int j = 0; j < 256; j++) {
-        int sub = j / 32, q = b[16 + 32 * (sub / 2) + j % 32] >> 4 * (sub % 2) & 15;
-        out[j] = dl[sub] * (float)q - ml[sub];
+    const uint8_t *qh = b + 16, *qs = b + (fifth ? 48 : 16);
+    for (int c = 0; c < 4; c++) {
+        const uint8_t *q = qs + 32 * c;
+        float *o = out + 64 * c;
+        for (int l = 0; l < 32; l++) {
+            int lo = q[l] & 15, hi = q[l] >> 4;
+            if (fifth) lo |= (qh[l] >> 2 * c & 1) << 4, hi |= (qh[l] >> (2 * c + 1) & 1) << 4;
+            o[l] = dl[2 * c] * (float)lo - ml[2 * c];
+            o[l + 32] = dl[2 * c + 1] * (float)hi - ml[2 * c + 1];
+        }
     }
 }
 
-// Q5_K: Q4_K with 32 bytes of fifth bits before the nibbles, sub-block i taking bit i.
-static inline void dequantize_q5_k(const uint8_t *b, float *out) {
-    float dl[8], ml[8];
-    k_scales(b + 4, f16_at(b), f16_at(b + 2), dl, ml);
-    for (int j = 0; j < 256; j++) {
-        int sub = j / 32, l = j % 32;
-        int q = (b[48 + 32 * (sub / 2) + l] >> 4 * (sub % 2) & 15) | (b[16 + l] >> sub & 1) << 4;
-        out[j] = dl[sub] * (float)q - ml[sub];
-    }
-}
+static inline void dequantize_q4_k(const uint8_t *b, float *out) { dequantize_k4(b, out, 0); }
+static inline void dequantize_q5_k(const uint8_t *b, float *out) { dequantize_k4(b, out, 1); }
 
 // Q6_K: 128 bytes of low nibbles, 64 of high 2 bits, 16 int8 scales (per 16 values), then d.
-// Value j = 128 h + r: low bits from byte 64 h + r % 64 (its high nibble when r >= 64), high
-// bits from byte 128 + 32 h + r % 32, bits 2 (r / 32); biased by 32.
+// Value 128 h + 32 s + l: low bits from byte 64 h + 32 (s % 2) + l (its high nibble for s >= 2),
+// high bits from byte 128 + 32 h + l, bits 2s; biased by 32.
 static inline void dequantize_q6_k(const uint8_t *b, float *out) {
     float d = f16_at(b + 208);
-    for (int j = 0; j < 256; j++) {
-        int h = j / 128, r = j % 128;
-        int low = b[64 * h + r % 64] >> 4 * (r / 64) & 15, high = b[128 + 32 * h + r % 32] >> 2 * (r / 32) & 3;
-        out[j] = d * (float)(int8_t)b[192 + j / 16] * (float)((low | high << 4) - 32);
-    }
+    for (int h = 0; h < 2; h++)
+        for (int s = 0; s < 4; s++)
+            for (int half = 0; half < 2; half++) {
+                float dl = d * (float)(int8_t)b[192 + 8 * h + 2 * s + half];
+                const uint8_t *ql = b + 64 * h + 32 * (s % 2) + 16 * half, *qh = b + 128 + 32 * h + 16 * half;
+                float *o = out + 128 * h + 32 * s + 16 * half;
+                for (int l = 0; l < 16; l++)
+                    o[l] = dl * (float)(((ql[l] >> 4 * (s / 2) & 15) | (qh[l] >> 2 * s & 3) << 4) - 32);
+            }
 }
 
-// n blocks of a block type from b into out (n × the type's block values).
+// n blocks of a block type from b into out (n × the type's block values): a loop per type,
+// so that each inlines its dequantiser.
 static inline void dequantize_blocks(int type, const uint8_t *b, size_t n, float *out) {
     size_t bytes = (size_t)matrix_types[type].block_bytes, values = (size_t)matrix_types[type].block;
-    void (*one)(const uint8_t *, float *) = type == BLOCK_Q4_0   ? dequantize_q4_0
-                                            : type == BLOCK_Q4_1 ? dequantize_q4_1
-                                            : type == BLOCK_Q5_0 ? dequantize_q5_0
-                                            : type == BLOCK_Q5_1 ? dequantize_q5_1
-                                            : type == BLOCK_Q8_0 ? dequantize_q8_0
-                                            : type == BLOCK_Q2_K ? dequantize_q2_k
-                                            : type == BLOCK_Q3_K ? dequantize_q3_k
-                                            : type == BLOCK_Q4_K ? dequantize_q4_k
-                                            : type == BLOCK_Q5_K ? dequantize_q5_k
-                                            : type == BLOCK_Q6_K ? dequantize_q6_k
-                                                                 : dequantize_iq4_nl;
-    for (size_t i = 0; i < n; i++) one(b + i * bytes, out + i * values);
+#define EACH_BLOCK(f)                                                                                                  \
+    for (size_t i = 0; i < n; i++) f(b + i * bytes, out + i * values);                                                 \
+    break
+    switch (type) {
+    case BLOCK_Q4_0: EACH_BLOCK(dequantize_q4_0);
+    case BLOCK_Q4_1: EACH_BLOCK(dequantize_q4_1);
+    case BLOCK_Q5_0: EACH_BLOCK(dequantize_q5_0);
+    case BLOCK_Q5_1: EACH_BLOCK(dequantize_q5_1);
+    case BLOCK_Q8_0: EACH_BLOCK(dequantize_q8_0);
+    case BLOCK_Q2_K: EACH_BLOCK(dequantize_q2_k);
+    case BLOCK_Q3_K: EACH_BLOCK(dequantize_q3_k);
+    case BLOCK_Q4_K: EACH_BLOCK(dequantize_q4_k);
+    case BLOCK_Q5_K: EACH_BLOCK(dequantize_q5_k);
+    case BLOCK_Q6_K: EACH_BLOCK(dequantize_q6_k);
+    case BLOCK_IQ4_NL: EACH_BLOCK(dequantize_iq4_nl);
+    }
+#undef EACH_BLOCK
 }
 
 #endif

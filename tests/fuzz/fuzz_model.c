@@ -65,7 +65,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_ASSERT(strstr(err2, path) == err2, "model_open's message does not start with the file name");
         return 0;
     }
-    const void *first = m.weights.tok_embedding ? (const void *)m.weights.tok_embedding : m.weights.qtok_embedding.q;
+    const QMat *qe = &m.weights.qtok_embedding; // the first tensor, in whatever type it is stored
+    const void *first = m.weights.tok_embedding ? (const void *)m.weights.tok_embedding
+                        : qe->q                 ? (const void *)qe->q
+                        : qe->half              ? (const void *)qe->half
+                                                : (const void *)qe->blocks;
     FUZZ_ASSERT((const char *)first >= (const char *)m.map + 256, "weights inside the header");
     model_close(&m);
 
