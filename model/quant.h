@@ -9,6 +9,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
 #include "header.h"
 
 // bfloat16 is float32's upper half.
@@ -34,48 +37,67 @@ static inline float f16_to_float(uint16_t h) {
     return v.f;
 }
 
-// The float16 at b, which need not be aligned.
-static inline float f16_at(const uint8_t *b) { return f16_to_float((uint16_t)(b[0] | b[1] << 8)); }
+// The float16 at b, which need not be aligned (F16C's conversion where the machine has it: the
+// same value, a NaN made quiet alike).
+static inline float f16_at(const uint8_t *b) {
+#if defined(__F16C__)
+    return _cvtsh_ss((uint16_t)(b[0] | b[1] << 8));
+#else
+    return f16_to_float((uint16_t)(b[0] | b[1] << 8));
+#endif
+}
 
 static inline uint32_t u32_at(const uint8_t *b) {
     return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
 // The 32-value types: a float16 scale d (and a minimum m for _1), then the values. Value j of
-// 16 bytes of nibbles is byte j's low nibble for j < 16, byte j - 16's high nibble after.
+// 16 bytes of nibbles is byte j's low nibble for j < 16, byte j - 16's high nibble after;
+// nibbles32 writes them as floats, 16 or 8 to a vector where the machine has them, and each
+// type scales them in a loop the compiler vectorises.
+static inline void nibbles32(const uint8_t *qs, float *out) {
+#if defined(__AVX512F__)
+    __m128i q = _mm_loadu_si128((const __m128i *)qs), low = _mm_set1_epi8(15);
+    _mm512_storeu_ps(out, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(q, low))));
+    _mm512_storeu_ps(out + 16, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(q, 4), low))));
+#elif defined(__AVX2__)
+    __m128i q = _mm_loadu_si128((const __m128i *)qs), low = _mm_set1_epi8(15);
+    __m128i lo = _mm_and_si128(q, low), hi = _mm_and_si128(_mm_srli_epi16(q, 4), low);
+    _mm256_storeu_ps(out, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)));
+    _mm256_storeu_ps(out + 8, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8))));
+    _mm256_storeu_ps(out + 16, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)));
+    _mm256_storeu_ps(out + 24, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))));
+#else
+    for (int j = 0; j < 16; j++) out[j] = (float)(qs[j] & 15), out[j + 16] = (float)(qs[j] >> 4);
+#endif
+}
+
 static inline void dequantize_q4_0(const uint8_t *b, float *out) {
     float d = f16_at(b);
-    for (int j = 0; j < 16; j++) {
-        out[j] = d * ((float)(b[2 + j] & 15) - 8.0f);
-        out[j + 16] = d * ((float)(b[2 + j] >> 4) - 8.0f);
-    }
+    nibbles32(b + 2, out);
+    for (int j = 0; j < 32; j++) out[j] = d * (out[j] - 8.0f);
 }
 
 static inline void dequantize_q4_1(const uint8_t *b, float *out) {
     float d = f16_at(b), m = f16_at(b + 2);
-    for (int j = 0; j < 16; j++) {
-        out[j] = d * (float)(b[4 + j] & 15) + m;
-        out[j + 16] = d * (float)(b[4 + j] >> 4) + m;
-    }
+    nibbles32(b + 4, out);
+    for (int j = 0; j < 32; j++) out[j] = d * out[j] + m;
 }
 
-// Q5_0 and Q5_1 add a fifth bit to value j: bit j of a 32-bit word before the nibbles.
+// Q5_0 and Q5_1 add a fifth bit to value j: bit j of a 32-bit word before the nibbles (adding
+// 16 to the nibble's float is exact, as is the bias's subtraction).
 static inline void dequantize_q5_0(const uint8_t *b, float *out) {
     float d = f16_at(b);
     uint32_t high = u32_at(b + 2);
-    for (int j = 0; j < 16; j++) {
-        out[j] = d * ((float)((b[6 + j] & 15) | (high >> j & 1) << 4) - 16.0f);
-        out[j + 16] = d * ((float)((b[6 + j] >> 4) | (high >> (j + 16) & 1) << 4) - 16.0f);
-    }
+    nibbles32(b + 6, out);
+    for (int j = 0; j < 32; j++) out[j] = d * (out[j] + (float)((high >> j & 1) << 4) - 16.0f);
 }
 
 static inline void dequantize_q5_1(const uint8_t *b, float *out) {
     float d = f16_at(b), m = f16_at(b + 2);
     uint32_t high = u32_at(b + 4);
-    for (int j = 0; j < 16; j++) {
-        out[j] = d * (float)((b[8 + j] & 15) | (high >> j & 1) << 4) + m;
-        out[j + 16] = d * (float)((b[8 + j] >> 4) | (high >> (j + 16) & 1) << 4) + m;
-    }
+    nibbles32(b + 8, out);
+    for (int j = 0; j < 32; j++) out[j] = d * (out[j] + (float)((high >> j & 1) << 4)) + m;
 }
 
 static inline void dequantize_q8_0(const uint8_t *b, float *out) {
