@@ -55,6 +55,16 @@ static inline __m256 widen8(const void *w, size_t i, int type) {
 }
 #endif
 
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+// The sum of a vector's 8 lanes.
+static inline float hsum8(__m256 v) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+#endif
+
 // The scalar end of a row's dot product, from element i on, onto s: fused the same way for
 // every type (left to itself, GCC vectorises float32's products unfused and fuses the others',
 // and a bfloat16 row would not sum as float32's).
@@ -92,11 +102,7 @@ __attribute__((always_inline)) static inline float dot_w(const void *restrict w,
         acc0 = _mm256_fmadd_ps(widen8(w, i, type), _mm256_loadu_ps(x + i), acc0);
         acc1 = _mm256_fmadd_ps(widen8(w, i + 8, type), _mm256_loadu_ps(x + i + 8), acc1);
     }
-    __m256 acc = _mm256_add_ps(acc0, acc1);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    s = _mm_cvtss_f32(h);
+    s = hsum8(_mm256_add_ps(acc0, acc1));
 #endif
     return dot_tail(w, type, x, i, n, s);
 }
@@ -188,10 +194,7 @@ static inline float dot_q8(const int8_t *restrict q, const float *restrict scale
                                     _mm256_loadu_ps(x + i), p);
             acc = _mm256_fmadd_ps(p, _mm256_set1_ps(scale[g / gs]), acc);
         }
-        __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_add_ss(h, _mm_movehdup_ps(h));
-        s = _mm_cvtss_f32(h);
+        s = hsum8(acc);
     }
 #endif
     for (; g < n; g += gs) { // other group sizes, and the portable build
@@ -203,15 +206,37 @@ static inline float dot_q8(const int8_t *restrict q, const float *restrict scale
 }
 
 // A row of a matrix in a block type times x: 256 values at a time dequantised into a buffer
-// that stays in L1, then summed by dot_w's float32 loop.
+// that stays in L1, then multiplied into accumulators that live across the whole row (one
+// reduction per row, not per buffer).
 static inline float dot_blocks(int type, const uint8_t *restrict row, const float *restrict x, int n) {
-    float buf[256], s = 0.0f;
+    float buf[256] __attribute__((aligned(64))), s = 0.0f;
     int block = matrix_types[type].block;
+#if defined(__AVX512F__)
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+#endif
     for (int i = 0; i < n; i += 256) {
-        int m = n - i < 256 ? n - i : 256; // whole blocks: n and 256 are multiples of block
+        int m = n - i < 256 ? n - i : 256, k = 0; // whole blocks: n and 256 are multiples of block
         dequantize_blocks(type, row + (size_t)(i / block) * matrix_types[type].block_bytes, (size_t)(m / block), buf);
-        s += dot_w(buf, WEIGHTS_F32, x + i, m);
+#if defined(__AVX512F__)
+        for (; k + 32 <= m; k += 32) {
+            acc0 = _mm512_fmadd_ps(_mm512_load_ps(buf + k), _mm512_loadu_ps(x + i + k), acc0);
+            acc1 = _mm512_fmadd_ps(_mm512_load_ps(buf + k + 16), _mm512_loadu_ps(x + i + k + 16), acc1);
+        }
+#elif defined(__AVX2__) && defined(__FMA__)
+        for (; k + 16 <= m; k += 16) {
+            acc0 = _mm256_fmadd_ps(_mm256_load_ps(buf + k), _mm256_loadu_ps(x + i + k), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_load_ps(buf + k + 8), _mm256_loadu_ps(x + i + k + 8), acc1);
+        }
+#endif
+        s = dot_tail(buf, WEIGHTS_F32, x + i, k, m, s);
     }
+#if defined(__AVX512F__)
+    s += _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+#elif defined(__AVX2__) && defined(__FMA__)
+    s += hsum8(_mm256_add_ps(acc0, acc1));
+#endif
     return s;
 }
 
