@@ -198,7 +198,7 @@ static inline void dequantize_q6_k(const uint8_t *b, float *out) {
 
 // n blocks of a block type from b into out (n × the type's block values): a loop per type,
 // so that each inlines its dequantiser.
-static inline void dequantize_blocks(int type, const uint8_t *b, size_t n, float *out) {
+__attribute__((always_inline)) static inline void dequantize_blocks(int type, const uint8_t *b, size_t n, float *out) {
     size_t bytes = (size_t)matrix_types[type].block_bytes, values = (size_t)matrix_types[type].block;
 #define EACH_BLOCK(f)                                                                                                  \
     for (size_t i = 0; i < n; i++) f(b + i * bytes, out + i * values);                                                 \
