@@ -51,6 +51,27 @@ static inline uint32_t u32_at(const uint8_t *b) {
     return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
+#if defined(__AVX512F__) || defined(__AVX2__)
+#define QUANT_VECTORS 1
+// 16 bytes of values (signed or not) as floats, times dl, less ml: out[0..15] = dl * q - ml.
+static inline void scale16(__m128i q, int is_signed, float dl, float ml, float *out) {
+#if defined(__AVX512F__)
+    __m512 v = _mm512_cvtepi32_ps(is_signed ? _mm512_cvtepi8_epi32(q) : _mm512_cvtepu8_epi32(q));
+    _mm512_storeu_ps(out, _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(dl), v), _mm512_set1_ps(ml)));
+#else
+    for (int k = 0; k < 2; k++, q = _mm_srli_si128(q, 8)) {
+        __m256 v = _mm256_cvtepi32_ps(is_signed ? _mm256_cvtepi8_epi32(q) : _mm256_cvtepu8_epi32(q));
+        _mm256_storeu_ps(out + 8 * k, _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(dl), v), _mm256_set1_ps(ml)));
+    }
+#endif
+}
+
+// Bits [shift, shift + width) of each of 16 bytes (width 1, 2 or 4).
+static inline __m128i bits16(__m128i v, int shift, int width) {
+    return _mm_and_si128(_mm_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm_set1_epi8((char)((1 << width) - 1)));
+}
+#endif
+
 // The 32-value types: a float16 scale d (and a minimum m for _1), then the values. Value j of
 // 16 bytes of nibbles is byte j's low nibble for j < 16, byte j - 16's high nibble after;
 // nibbles32 writes them as floats, 16 or 8 to a vector where the machine has them, and each
@@ -85,20 +106,34 @@ static inline void dequantize_q4_1(const uint8_t *b, float *out) {
 }
 
 // Q5_0 and Q5_1 add a fifth bit to value j: bit j of a 32-bit word before the nibbles (adding
-// 16 to the nibble's float is exact, as is the bias's subtraction).
-static inline void dequantize_q5_0(const uint8_t *b, float *out) {
-    float d = f16_at(b);
-    uint32_t high = u32_at(b + 2);
-    nibbles32(b + 6, out);
-    for (int j = 0; j < 32; j++) out[j] = d * (out[j] + (float)((high >> j & 1) << 4) - 16.0f);
+// 16 to the nibble's float is exact, as is the bias's subtraction). With vectors: bytes
+// (value - 16 for Q5_0, a signed byte), then scaled.
+static inline void dequantize_q5(const uint8_t *b, float *out, int one) {
+    float d = f16_at(b), m = one ? f16_at(b + 2) : 0.0f;
+    const uint8_t *high = b + (one ? 4 : 2), *qs = b + (one ? 8 : 6);
+#if defined(QUANT_VECTORS)
+    __m128i v = _mm_loadu_si128((const __m128i *)qs), bit = _mm_set1_epi64x((long long)0x8040201008040201ull);
+    for (int half = 0; half < 2;
+         half++) { // values 16 half .. 16 half + 15: their bits in high[2 half], high[2 half + 1]
+        __m128i h = _mm_shuffle_epi8(_mm_cvtsi32_si128(high[2 * half] | high[2 * half + 1] << 8),
+                                     _mm_set_epi64x(0x0101010101010101ll, 0));
+        __m128i fifth = _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(h, bit), bit), _mm_set1_epi8(16));
+        __m128i q = _mm_or_si128(bits16(v, 4 * half, 4), fifth);
+        if (one) scale16(q, 0, d, -m, out + 16 * half);
+        else scale16(_mm_sub_epi8(q, _mm_set1_epi8(16)), 1, d, 0.0f, out + 16 * half);
+    }
+#else
+    uint32_t bits = u32_at(high);
+    nibbles32(qs, out);
+    for (int j = 0; j < 32; j++) {
+        float q = out[j] + (float)((bits >> j & 1) << 4);
+        out[j] = one ? d * q + m : d * (q - 16.0f);
+    }
+#endif
 }
 
-static inline void dequantize_q5_1(const uint8_t *b, float *out) {
-    float d = f16_at(b), m = f16_at(b + 2);
-    uint32_t high = u32_at(b + 4);
-    nibbles32(b + 8, out);
-    for (int j = 0; j < 32; j++) out[j] = d * (out[j] + (float)((high >> j & 1) << 4)) + m;
-}
+static inline void dequantize_q5_0(const uint8_t *b, float *out) { dequantize_q5(b, out, 0); }
+static inline void dequantize_q5_1(const uint8_t *b, float *out) { dequantize_q5(b, out, 1); }
 
 static inline void dequantize_q8_0(const uint8_t *b, float *out) {
     float d = f16_at(b);
@@ -165,6 +200,20 @@ static inline void dequantize_k4(const uint8_t *b, float *out, int fifth) {
     float dl[8], ml[8];
     k_scales(b + 4, f16_at(b), f16_at(b + 2), dl, ml);
     const uint8_t *qh = b + 16, *qs = b + (fifth ? 48 : 16);
+#if defined(QUANT_VECTORS)
+    for (int c = 0; c < 4; c++)
+        for (int half = 0; half < 2; half++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(qs + 32 * c + 16 * half));
+            __m128i lo = bits16(v, 0, 4), hi = bits16(v, 4, 4);
+            if (fifth) {
+                __m128i h = _mm_loadu_si128((const __m128i *)(qh + 16 * half));
+                lo = _mm_or_si128(lo, _mm_slli_epi16(bits16(h, 2 * c, 1), 4));
+                hi = _mm_or_si128(hi, _mm_slli_epi16(bits16(h, 2 * c + 1, 1), 4));
+            }
+            scale16(lo, 0, dl[2 * c], ml[2 * c], out + 64 * c + 16 * half);
+            scale16(hi, 0, dl[2 * c + 1], ml[2 * c + 1], out + 64 * c + 32 + 16 * half);
+        }
+#else
     for (int c = 0; c < 4; c++) {
         const uint8_t *q = qs + 32 * c;
         float *o = out + 64 * c;
@@ -175,6 +224,7 @@ static inline void dequantize_k4(const uint8_t *b, float *out, int fifth) {
             o[l + 32] = dl[2 * c + 1] * (float)hi - ml[2 * c + 1];
         }
     }
+#endif
 }
 
 static inline void dequantize_q4_k(const uint8_t *b, float *out) { dequantize_k4(b, out, 0); }
@@ -191,8 +241,15 @@ static inline void dequantize_q6_k(const uint8_t *b, float *out) {
                 float dl = d * (float)(int8_t)b[192 + 8 * h + 2 * s + half];
                 const uint8_t *ql = b + 64 * h + 32 * (s % 2) + 16 * half, *qh = b + 128 + 32 * h + 16 * half;
                 float *o = out + 128 * h + 32 * s + 16 * half;
+#if defined(QUANT_VECTORS)
+                __m128i low = bits16(_mm_loadu_si128((const __m128i *)ql), 4 * (s / 2), 4);
+                __m128i high = bits16(_mm_loadu_si128((const __m128i *)qh), 2 * s, 2);
+                __m128i q = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
+                scale16(q, 1, dl, 0.0f, o);
+#else
                 for (int l = 0; l < 16; l++)
                     o[l] = dl * (float)(((ql[l] >> 4 * (s / 2) & 15) | (qh[l] >> 2 * s & 3) << 4) - 32);
+#endif
             }
 }
 
