@@ -144,10 +144,16 @@ static inline void dequantize_q8_0(const uint8_t *b, float *out) {
 static inline void dequantize_iq4_nl(const uint8_t *b, float *out) {
     static const int8_t levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
     float d = f16_at(b);
+#if defined(QUANT_VECTORS) // the table in a register, looked up 16 nibbles at a time
+    __m128i table = _mm_loadu_si128((const __m128i *)levels), v = _mm_loadu_si128((const __m128i *)(b + 2));
+    for (int half = 0; half < 2; half++)
+        scale16(_mm_shuffle_epi8(table, bits16(v, 4 * half, 4)), 1, d, 0.0f, out + 16 * half);
+#else
     for (int j = 0; j < 16; j++) {
         out[j] = d * (float)levels[b[2 + j] & 15];
         out[j + 16] = d * (float)levels[b[2 + j] >> 4];
     }
+#endif
 }
 
 // The K types: 256 values in sub-blocks of 16 or 32, each with its own scale (and minimum).
