@@ -278,6 +278,23 @@ def block_types_compute_as_float32():
     print("worst logit difference / largest logit: " + ", ".join(worst))
 
 
+@case(needs=[block_types_compute_as_float32])
+def kept_types_export_and_reconvert_exactly():
+    """--export-hf of a file of block types writes what the --weights f32 file's export writes,
+    byte for byte, and convert.py on the file itself gives the --weights f32 file."""
+    for name in ("rand256-Q4_K_M", "stories260K-Q6_K"):
+        for f in ("", "_f32"):
+            out = tmp("hf_%s%s" % (name, f))
+            shutil.rmtree(out, ignore_errors=True)
+            rc, err = conv([tmp("b_%s%s.bin" % (name, f)), out, "--export-hf"])
+            assert rc == 0, err
+        for f in sorted(os.listdir(tmp("hf_%s_f32" % name))):
+            a = open(os.path.join(tmp("hf_%s" % name), f), "rb").read()
+            assert a == open(os.path.join(tmp("hf_%s_f32" % name), f), "rb").read(), (name, f)
+        converted(tmp("b_%s.bin" % name), "again_%s.bin" % name)
+        assert open(tmp("again_%s.bin" % name), "rb").read() == open(tmp("b_%s_f32.bin" % name), "rb").read(), name
+
+
 def c_logits(model, prompt):
     """(token ids, logits [T, vocab]) of ./run -m logits on prompt."""
     out = tmp("logits.out")
