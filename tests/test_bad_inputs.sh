@@ -235,7 +235,9 @@ rm -f $tmp/fifo
 mkfifo $tmp/fifo
 row run "a FIFO as the model" "$tmp/fifo: not a regular file" ./run $tmp/fifo
 row run "-m ppl -f a FIFO" "$tmp/fifo: not a regular file" ./run $model -m ppl -f $tmp/fifo
-LIMIT=5 row train "a FIFO as corpus" "$tmp/fifo: the corpus is not a regular file" ./train -d $tmp/fifo -o $tmp/m.bin
+# ./train reads a FIFO as it reads standard input (tests/test_train_signals.py): to its end
+(: >$tmp/fifo &)
+LIMIT=5 row train "a FIFO as corpus whose writer sends nothing" "$tmp/fifo: the corpus is empty" ./train -d $tmp/fifo -o $tmp/m.bin
 LIMIT=10 row convert.py "a FIFO as the checkpoint" "$tmp/fifo: not a regular file" "$PYTHON" tools/convert.py $tmp/fifo $tmp/o.bin
 rm -f $tmp/fifo
 
@@ -359,8 +361,8 @@ row train "--dropout 1" "--dropout: 1 is outside [0, 0.99]" ./train -d $tmp/corp
 row train "--max-iters 1e3" "--max-iters: '1e3' is not an integer" ./train -d $tmp/corpus.txt -o $tmp/m.bin --max-iters 1e3
 row train "--n-head 3 with --n-embd 128" "--n-embd 128 is not a multiple of --n-head 3" ./train -d $tmp/corpus.txt -o $tmp/m.bin --n-head 3
 row train "--n-embd 65536 --n-head 4" "head_dim is 16384, outside [1, 4096]" ./train -d $tmp/corpus.txt -o $tmp/m.bin --n-embd 65536
-row train "--block-size 100000 on a 3000-byte corpus" "each needs more than the block size 100000" \
-  ./train -d $tmp/corpus.txt -o $tmp/m.bin --block-size 100000
+row train "--block-size 5000 on a 3000-byte corpus" "each needs more than the block size 5000" \
+  ./train -d $tmp/corpus.txt -o $tmp/m.bin --block-size 5000 --batch-size 1 --n-layer 1 --n-head 1
 row train "--vocab-size 100" "--vocab-size 100: a BPE vocabulary needs 256 to 1048576 pieces" ./train -d $tmp/corpus.txt -o $tmp/m.bin --vocab-size 100
 row train "no -o" "no output: give -o FILE" ./train -d $tmp/corpus.txt
 row train "an unknown flag" "unknown option '--frobnicate'" ./train -d $tmp/corpus.txt -o $tmp/m.bin --frobnicate 1
@@ -434,9 +436,57 @@ d = bytearray(open(sys.argv[1], "rb").read())
 struct.pack_into("<I", d, 8, 1)
 open(sys.argv[2], "wb").write(d)
 PY
-row train "--resume from a version-1 state" "$tmp/v1.bin.state: not a resume state of this build" ./train -d $tmp/corpus.txt -o $tmp/v1.bin --resume
+row train "--resume from a version-1 state" "$tmp/v1.bin.state: a resume state of version 1, this build reads version 3" ./train -d $tmp/corpus.txt -o $tmp/v1.bin --resume
+# One byte of the weights in the state flipped: the CRC-32 at its end names the damage.
+cp $tmp/m.bin $tmp/flip.bin
+"$PYTHON" - $tmp/m.bin.state $tmp/flip.bin.state <<'PY'
+import sys
+d = bytearray(open(sys.argv[1], "rb").read())
+d[len(d) // 2] ^= 1
+open(sys.argv[2], "wb").write(d)
+PY
+row train "--resume from a state with one byte flipped" "$tmp/flip.bin.state: checksum mismatch: the file is damaged" ./train -d $tmp/corpus.txt -o $tmp/flip.bin --resume
 row train "--resume with --max-iters below the checkpoint's step" "--max-iters 1: $tmp/m.bin is already at step 2" ./train -d $tmp/corpus.txt -o $tmp/m.bin --resume --max-iters 1
 row train "--resume on another corpus" "the run was trained on a different corpus" ./train -d $tmp/short.txt -o $tmp/m.bin --resume
+# Issue 29: empty paths, the files beside -o, --config, --sample-prompt, --progress, memory.
+row train "-o ''" "--out: the path is empty" ./train -d $tmp/corpus.txt -o ''
+row train "-d ''" "--data: the path is empty" ./train -d '' -o $tmp/m3.bin
+row train "--init ''" "--init: the path is empty" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --init=
+for sib in state csv lock; do
+  echo "my notes" >$tmp/sib_$sib.bin.$sib
+  row train "a MODEL.$sib that attn.c did not write, even with --force" \
+    "$tmp/sib_$sib.bin.$sib exists and is not an attn.c" ./train -d $tmp/corpus.txt -o $tmp/sib_$sib.bin --force "${small[@]}"
+done
+cp $tmp/m.bin.state $tmp/orphan.bin.state
+row train "a MODEL.state of an earlier run without MODEL, without --force" \
+  "$tmp/orphan.bin.state exists, left by an earlier run of -o $tmp/orphan.bin; use --force" ./train -d $tmp/corpus.txt -o $tmp/orphan.bin "${small[@]}"
+ln -sf loop2.bin $tmp/loop1.bin && ln -sf loop1.bin $tmp/loop2.bin
+row train "-o a symbolic link in a loop" "$tmp/loop1.bin: too many levels of symbolic links" ./train -d $tmp/corpus.txt -o $tmp/loop1.bin
+row train "--n-layer 1024 --n-embd 8192: more memory than the machine has" "GiB, this machine has&&GiB available (MemAvailable)" \
+  ./train -d $tmp/corpus.txt -o $tmp/huge.bin --n-layer 1024 --n-embd 8192 --n-head 64
+row train "--progress fancy" "--progress: 'fancy' is not plain, tty or auto" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --progress fancy
+row train "--sample-prompt ''" "--sample-prompt: the prompt is empty" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --sample-prompt ''
+row train "--sample-prompt longer than the context" "--sample-prompt: 40 tokens, which leave no room in the model's context of 32" \
+  ./train -d $tmp/corpus.txt -o $tmp/m3.bin "${small[@]}" --block-size 32 --sample-prompt "$(head -c 40 $tmp/corpus.txt)"
+row train "--sample-prompt with a character the corpus lacks" "--sample-prompt: cannot encode it with the model's vocabulary" \
+  ./train -d $tmp/corpus.txt -o $tmp/m3.bin "${small[@]}" --sample-prompt 'ζ'
+row train "--config a missing file" "$tmp/nope.conf: cannot open the config file" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/nope.conf
+row train "--config given twice" "--config is given twice" ./train --config $tmp/a.conf --config $tmp/b.conf
+# conf_row NAME TEXT WHAT WANT: a --config file $tmp/NAME.conf holding TEXT (printf's format), refused
+conf_row() {
+  printf "$2" >$tmp/$1.conf
+  row train "--config with $3" "$4" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/$1.conf
+}
+conf_row unknown 'n_layer = 2\nfrobnicate = 3\n' "an unknown option" "$tmp/unknown.conf:2: unknown option 'frobnicate'"
+conf_row noeq '# model\nn_layer 2\n' "a line that is not name = value" "$tmp/noeq.conf:2: 'n_layer 2' is not 'name = value'"
+conf_row badnum 'lr = fast\n' "a value that is not a number" "$tmp/badnum.conf:1: --lr: 'fast' is not a number"
+conf_row badbool 'keep_best = maybe\n' "keep_best = maybe" "$tmp/badbool.conf:1: keep-best = 'maybe': give true or false"
+conf_row resume 'resume = true\n' "resume" "$tmp/resume.conf:1: --resume is given on the command line, not in a config file"
+conf_row novalue 'lr =\n' "an empty value" "$tmp/novalue.conf:1: lr has no value"
+./train -d $tmp/corpus.txt -o $tmp/conf.bin "${small[@]}" >/dev/null 2>&1
+printf 'n_layer = 2\nlr = 5e-3\n' >$tmp/other.conf
+row train "--resume with a --config whose options differ from the saved run's" \
+  "--n-layer 2 (saved: 1), --lr 0.005 (saved: 0.001)" ./train -d $tmp/corpus.txt -o $tmp/conf.bin --resume --config $tmp/other.conf
 
 # ---- tools/convert.py
 convert=("$PYTHON" tools/convert.py)
@@ -458,6 +508,29 @@ row convert.py "a llama2.c .bin cut short" "implies 1040156 or 1056540 bytes, fi
 row convert.py "a llama2.c .bin with dim -64" "header field dim = -64 is not a plausible size" "${convert[@]}" $tmp/l2c_neg.bin $tmp/o.bin
 head -c 1000 $SHARED/models/llama2xs_ckpt.pt >$tmp/cut.pt
 row convert.py "a .pt checkpoint cut short" "$tmp/cut.pt: cannot read the PyTorch file, truncated or corrupt" "${convert[@]}" $tmp/cut.pt $tmp/o.bin
+# Pickles that run a command when loaded (tests/test_safe_pickle.py has more): refused, the command not run
+mkdir -p $tmp/hf_evil
+"$PYTHON" - $tmp <<'PY'
+import collections, json, os, pickle, sys, torch
+t = sys.argv[1]
+class Call:
+    def __reduce__(self):
+        return os.system, ("touch %s/ran" % t,)
+ck = {"model": {}, "model_args": {"n_layer": 1}, "config": {"x": Call()}}
+torch.save(ck, t + "/evil.pt")
+torch.save(ck, t + "/evil_legacy.pt", _use_new_zipfile_serialization=False)
+torch.save(collections.OrderedDict(w=Call()), t + "/hf_evil/pytorch_model.bin")
+json.dump({"model_type": "llama", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "vocab_size": 16}, open(t + "/hf_evil/config.json", "w"))
+pickle.dump({"itos": {0: Call()}}, open(t + "/meta.pkl", "wb"))
+PY
+for f in evil.pt evil_legacy.pt hf_evil; do
+  row convert.py "a pickle that calls os.system ($f)" "the pickle asks for posix.system; refusing to run code from a checkpoint" \
+    "${convert[@]}" $tmp/$f $tmp/o.bin
+done
+row convert.py "a meta.pkl that calls os.system" "$tmp/meta.pkl: the pickle asks for posix.system; refusing to run code" \
+  "${convert[@]}" $SHARED/models/llama2xs_ckpt.pt $tmp/o.bin --tokenizer $tmp/meta.pkl
+[ -e $tmp/ran ] && { failed=$((failed + 1)); echo "FAIL: convert.py: a pickle ran os.system"; }
 row convert.py "a tokenizer for another vocabulary" "has 32000 pieces, more than the model's vocab_size 512" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tokenizer.bin
 row convert.py "a tokenizer file of random bytes" "$tmp/random.bin: piece 0 has length" \
@@ -478,6 +551,39 @@ row convert.py "an output past ulimit -f (a full disk)" "$tmp/o.bin: cannot writ
   "${limited[@]}" "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin
 row convert.py "an output in a missing directory" "$tmp/no/o.bin: cannot write" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/no/o.bin --tokenizer $SHARED/models/tok512.bin
+# ./train's output policy (tests/test_output_policy.py has more): replaced only with --force, and only the tool's own files
+echo "my notes" >$tmp/notes.txt
+row convert.py "OUT a file that is not a model, even with --force" \
+  "$tmp/notes.txt: exists and is not an attn.c model file; refusing to replace it" \
+  "${convert[@]}" $model $tmp/notes.txt --force
+row convert.py "OUT an existing model without --force" "$model: exists; give --force to replace it" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $model --tokenizer $SHARED/models/tok512.bin
+cp $SHARED/models/llama2xs_ckpt.pt $tmp/theirs.pt
+row convert.py "--export-torch over a torch file it did not write, with --force" \
+  "$tmp/theirs.pt: exists and is not a PyTorch file that --export-torch wrote; refusing to replace it" \
+  "${convert[@]}" --export-torch $model $tmp/theirs.pt --force
+"${convert[@]}" $model --export-hf $tmp/export 2>/dev/null
+row convert.py "--export-hf over a former export without --force" "$tmp/export: exists; give --force to replace it" \
+  "${convert[@]}" $model --export-hf $tmp/export
+cp -r $tmp/export $tmp/downloaded && rm $tmp/downloaded/attn_export.json
+row convert.py "--export-hf over a downloaded checkpoint (an export's files, no attn_export.json), with --force" \
+  "$tmp/downloaded: exists and is not a folder that --export-hf wrote (it has no attn_export.json)" \
+  "${convert[@]}" $model --export-hf $tmp/downloaded --force
+row convert.py "- as the checkpoint" "-: a checkpoint is not read from standard input; give its path" \
+  "${convert[@]}" - $tmp/o.bin
+row convert.py "--tokenizer -" "-: a tokenizer is not read from standard input; give its path" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer -
+row convert.py "--export-hf -" "-: is standard output, which cannot be a directory" \
+  "${convert[@]}" $model --export-hf -
+row reference.py "--logits - with --greedy (two outputs on standard output)" \
+  "--logits -: standard output would hold the --ppl-tokens or --greedy text too" \
+  "$PYTHON" tools/reference.py $model --tokens 1 --logits - --greedy 2
+row make_random.py "- as a Hugging Face folder" "-: is standard output, which cannot be a directory" \
+  "$PYTHON" tools/make_random.py - --hf-gpt2
+mkdir -p $tmp/py && ln -sf "$(command -v "$PYTHON")" $tmp/py/python3
+row convert.py "a python3 without numpy (python3 -S: no dist-packages)" \
+  "numpy is missing from this Python (&&/py/python3): run the tools with /usr/bin/python3" \
+  $tmp/py/python3 -S tools/convert.py $model $tmp/o.bin
 # Hugging Face directories (a small Llama, float32) with one thing wrong each
 "$PYTHON" - $tmp <<'PY'
 import json, os, shutil, struct, sys
@@ -508,6 +614,13 @@ tokenizer_json(copy("hf_tok400"), 400, byte_level)
 tokenizer_json(copy("hf_pre"), 300, {"type": "Sequence", "pretokenizers": [
     {"type": "Split", "pattern": {"Regex": "\\w+|[^\\w]+"}, "behavior": "Isolated", "invert": False},
     dict(byte_level, use_regex=False)]})
+# byte-level without a piece for "A" (0x41), which UTF-8 text holds: its id goes to a new piece
+d = copy("hf_no41")
+tokenizer_json(d, 300, byte_level)
+j = json.load(open(os.path.join(d, "tokenizer.json")))
+j["model"]["vocab"]["\u0120" * 12] = j["model"]["vocab"].pop("A")
+j["model"]["merges"] = [m for m in j["model"]["merges"] if "A" not in m.split(" ")]
+json.dump(j, open(os.path.join(d, "tokenizer.json"), "w"))
 d = copy("hf_bf16")
 sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
 sd["model.layers.1.mlp.up_proj.weight"] = sd["model.layers.1.mlp.up_proj.weight"][:, :63]
@@ -526,6 +639,9 @@ row convert.py "a tokenizer.json with a pre-tokenizer this build lacks" "$tmp/hf
 row convert.py "a tokenizer.json of 400 pieces for config.json's vocab_size 300" \
   "$tmp/hf_tok400/tokenizer.json: piece 'wa' (id 300) is past the model's vocab_size 300, and text would produce it" \
   "${convert[@]}" $tmp/hf_tok400 $tmp/o.bin
+row convert.py "a byte-level tokenizer.json without a piece for a byte UTF-8 text holds" \
+  "$tmp/hf_no41/tokenizer.json: model.vocab has no piece for the byte 0x41, which UTF-8 text can hold" \
+  "${convert[@]}" $tmp/hf_no41 $tmp/o.bin
 row convert.py "a bfloat16 tensor whose bytes disagree with its shape" \
   "$tmp/hf_bf16/model.safetensors: tensor model.layers.1.mlp.up_proj.weight: BF16 of shape [172, 64] takes 22016 bytes, but its data_offsets" \
   "${convert[@]}" $tmp/hf_bf16 $tmp/o.bin
@@ -655,6 +771,17 @@ row convert.py "a model file whose chat section has an id outside the vocabulary
   "$tmp/chat_bad.bin: chat section: id 0 is 99999, outside the vocabulary of 512" "${convert[@]}" $tmp/chat_bad.bin $tmp/o.bin
 row run "-m chat on a model file whose chat section has an id outside the vocabulary" \
   "$tmp/chat_bad.bin: &&chat section: id 0 is 99999, outside the vocabulary of 512" ./run $tmp/chat_bad.bin -m chat
+# --export-torch's "chat" entry (the section's fields), read back as a model file's section is
+"${convert[@]}" --export-torch $tmp/chat.bin $tmp/chat.pt 2>/dev/null
+"$PYTHON" - $tmp/chat.pt $tmp/chat_bad.pt <<'PY'
+import sys, torch
+ck = torch.load(sys.argv[1])
+ck["chat"]["ids"][0] = 99999
+torch.save(ck, sys.argv[2])
+PY
+row convert.py "an --export-torch file whose chat entry has an id outside the vocabulary" \
+  "$tmp/chat_bad.pt: its chat entry is not a chat section (ValueError: chat section: id 0 is 99999, outside the vocabulary of 512)" \
+  "${convert[@]}" $tmp/chat_bad.pt $tmp/o.bin
 patched $tmp/chat_misplaced.bin "<I" 4 4 "<Q" 184 300 "<Q" 192 16
 row run "a chat section that does not follow the tokenizer blob" "does not follow the tokenizer blob" \
   ./run $tmp/chat_misplaced.bin -i hi -n 1
@@ -669,6 +796,8 @@ if command -v mpirun >/dev/null && make -s --no-print-directory tests/bin/train_
   row train "the single-process build run by mpirun -np 2" "mpirun started 2 copies of this ./train, which is built without MPI" \
     "${mpirun[@]}" -np 2 ./train -d $tmp/corpus.txt -o $tmp/mpi_single.bin "${small[@]}"
   "${mpirun[@]}" -np 2 tests/bin/train_mpi -d $tmp/corpus.txt -o $tmp/np2.bin "${small[@]}" >/dev/null 2>&1
+  row train "-d <(cat corpus) under mpirun -np 2" "under mpirun every rank reads the corpus, and a pipe or FIFO gives it to one of them only" \
+    bash -c '"$@" -d <(cat $0) -o $0.mpi_pipe.bin' $tmp/corpus.txt "${mpirun[@]}" -np 2 tests/bin/train_mpi
   row train "--resume on 3 ranks of a run of 2 ranks x --grad-accum 1" \
     "--resume on 3 ranks: the run saved in $tmp/np2.bin.state draws 2 micro-batches per step" \
     "${mpirun[@]}" -np 3 tests/bin/train_mpi -d $tmp/corpus.txt -o $tmp/np2.bin --resume --max-iters 4
@@ -680,7 +809,7 @@ if ((markdown)); then  # the markers let docs/ROBUSTNESS.md's copy be found and 
   echo "<!-- BEGIN GENERATED by \`bash tests/test_bad_inputs.sh --markdown\` (do not edit: rerun it) -->"
   echo "| program | input | message (stderr, exit status 1) |"
   echo "|---|---|---|"
-  printf '%s\n' "${table[@]}" | sed "s|$tmp|tests/tmp/bad|g"
+  printf '%s\n' "${table[@]}" | sed "s|$PWD/||g; s|$tmp|tests/tmp/bad|g"
   echo "<!-- END GENERATED by \`bash tests/test_bad_inputs.sh --markdown\` -->"
 fi
 echo "$passed passed, $failed failed ($pending pending)"

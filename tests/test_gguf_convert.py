@@ -26,8 +26,10 @@ from attn.sources import tokenizer as tokenizer_files  # noqa: E402
 from attn import gguf_file as gguf  # noqa: E402
 from attn.sources import gguf as gguf_model  # noqa: E402
 from attn import gguf_write  # noqa: E402
+from attn import chat_template  # noqa: E402
 from attn import fake_hf  # noqa: E402
 from attn import random_models  # noqa: E402
+from attn.exports import hf as export_hf  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 import reference as ref  # noqa: E402
@@ -281,14 +283,14 @@ def block_types_compute_as_float32():
 @case(needs=[block_types_compute_as_float32])
 def kept_types_export_and_reconvert_exactly():
     """--export-hf of a file of block types writes what the --weights f32 file's export writes,
-    byte for byte, and convert.py on the file itself gives the --weights f32 file."""
+    byte for byte (but for the marker naming the source), and convert.py on the file itself gives the --weights f32 file."""
     for name in ("rand256-Q4_K_M", "stories260K-Q6_K"):
         for f in ("", "_f32"):
             out = tmp("hf_%s%s" % (name, f))
             shutil.rmtree(out, ignore_errors=True)
             rc, err = conv([tmp("b_%s%s.bin" % (name, f)), out, "--export-hf"])
             assert rc == 0, err
-        for f in sorted(os.listdir(tmp("hf_%s_f32" % name))):
+        for f in sorted(set(os.listdir(tmp("hf_%s_f32" % name))) - {export_hf.MARKER}):  # the marker names the source
             a = open(os.path.join(tmp("hf_%s" % name), f), "rb").read()
             assert a == open(os.path.join(tmp("hf_%s_f32" % name), f), "rb").read(), (name, f)
         converted(tmp("b_%s.bin" % name), "again_%s.bin" % name)
@@ -607,6 +609,18 @@ def chat_template_and_tokenizer_from_elsewhere():
     (_, own, _), _ = converted(tmp("chat.gguf"), "chat.bin")
     (_, tok, _), _ = converted(tmp("chat2.gguf"), "chat2.bin", "--tokenizer", tmp("chat.gguf"))
     assert tok == own, (tok[1:], own[1:])
+    # a template of no known family never fails a conversion, --tokenizer X.gguf included: kept as
+    # text with family 0 and one note
+    with gguf.GGUFFile(tmp("chat.gguf")) as f:
+        full = {k: (v, f.metadata_types[k]) for k, v in f.metadata.items()}
+    gguf_write.write_gguf(tmp("chat3.gguf"), dict(full, **{"tokenizer.chat_template": template}), tensors)
+    for args in (["chat3.gguf", "chat3.bin"], ["chat2.gguf", "chat4.bin", "--tokenizer", tmp("chat3.gguf")]):
+        _, err = converted(tmp(args[0]), *args[1:])
+        notes = [ln for ln in err.splitlines() if "chat template" in ln and "note" in ln]
+        assert len(notes) == 1 and "is of no family this build formats" in notes[0] and \
+            "--chat-template NAME" in notes[0], err
+        assert chat_template.parse_section(mf.read_chat_section(tmp(args[1])), c["vocab_size"]) == \
+            (None, [], "", template), args
 
 
 # ---- refusals ----

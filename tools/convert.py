@@ -6,18 +6,19 @@
 
 SRC is recognised by its content:
   llama2.c legacy .bin (7-int header), llama2.c `ak42` version 1 (fp32) and version 2
-  (Q8_0, dequantised) .bin, llama2.c train.py checkpoints (.pt with model_args.dim),
+  (Q8_0) .bin, llama2.c train.py checkpoints (.pt with model_args.dim),
   nanoGPT ckpt.pt (model_args.n_layer), a Hugging Face directory of model_type gpt2, llama
   (Llama 2 and 3.x, TinyLlama, SmolLM2), mistral, qwen2 (Qwen2.5), qwen3 or gemma3_text
-  (Gemma 3 270M and 1B), this tool's own --export-torch output, and attn.c model files (a
-  Q8_0 one dequantised), e.g. to quantise a model ./train wrote, and GGUF files of
+  (Gemma 3 270M and 1B), this tool's own --export-torch output, and attn.c model files,
+  e.g. to quantise a model ./train wrote, and GGUF files of
   general.architecture llama, qwen2, qwen3, gemma3 or gpt2 (tools/attn/sources/gguf.py, which says
   how each GGUF weight type is stored).
 A Hugging Face config.json is read as transformers reads it, family by family; a setting it
 would act on that this build cannot reproduce (a RoPE scaling other than linear and llama3,
 an activation, softcapping, sliding windows outside Gemma 3, ...) is refused by name.
-OUT stores the matrices as SRC does (float32, bfloat16 or float16; a checkpoint mixing them,
-or holding Q8_0, gives float32), or as --weights says: f32, bf16, f16 (rounded to nearest
+OUT stores the matrices as SRC does (float32, bfloat16 or float16; a checkpoint mixing them
+gives float32; llama2.c's and attn.c's Q8_0 keep their integers and scales, tools/attn/weights.py),
+or as --weights says: f32, bf16, f16 (rounded to nearest
 even), or q8_0, int8 with a float32 scale per group of --group-size weights in a row
 (docs/FORMAT.md); --quantize q8_0 is --weights q8_0. bfloat16 and float16 are read bit for
 bit and widen to float32 exactly. The closing note says which type was chosen and why.
@@ -27,36 +28,51 @@ GGUF file's tokenizer.ggml.* (vocabulary-only files too).
 A tokenizer with more pieces than the model's vocab_size is refused; one with fewer is
 padded with empty pieces that nothing produces.
 
---export-torch writes {'model': state_dict, 'attn_config': cfg, 'tokenizer': {...}} with
-torch.save; the state dict holds float32 tensors (a Q8_0 file's dequantised; a bfloat16 or
-float16 file's matrices as torch.bfloat16 or float16) under the model file's tensor names, the
-parameter names of tools/reference.py's module (load_state_dict works on it), and
-convert.py reads it back bit for bit.
+--export-torch writes {'model': state_dict, 'attn_config': cfg, 'tokenizer': {...}, 'chat': the
+chat section's family, ids, text and template, or None} with torch.save; the state dict holds
+float32 tensors (a Q8_0 file's dequantised; a bfloat16 or float16 file's matrices as
+torch.bfloat16 or float16) under the model file's tensor names, the parameter names of
+tools/reference.py's module (load_state_dict works on it), and convert.py reads it back bit for
+bit, chat section included.
 
 Nothing is lost and nothing guessed: every tensor of SRC is used exactly once, with the shape
 its config implies, and finite. A tensor the converter does not use, a missing one, a shape
 or layer count the config contradicts, or a NaN or Inf is refused, naming it. Only buffers
 known to hold nothing a model file needs (GPT-2's causal masks attn.bias and
 attn.masked_bias, Llama's rotary_emb.inv_freq, llama2.c's freq_cis tables) are skipped, and
-the closing note names them. An OUT that exists and is not a regular file is refused.
+the closing note names them.
+
+OUT is replaced as ./train replaces its -o: only with --force, and only if it is an attn.c model
+file (with --export-torch, a file --export-torch wrote: a torch zip whose pickle holds the key
+attn_config; with --export-hf, a folder holding only an export's files and its attn_export.json).
+A device, FIFO, socket or directory as OUT is refused. OUT - writes to standard output (the
+--export-hf folder cannot); SRC and --tokenizer are read by name, never from standard input.
+Pickles (.pt, pytorch_model.bin, meta.pkl) are read by tools/attn/safe_pickle.py, which runs no
+code from them.
 
 An instruct checkpoint's chat template (chat_template.jinja or tokenizer_config.json's
-chat_template, beside the tokenizer.json or in SRC) goes into OUT as a chat section, its family
-recognised by tools/attn/chat_template.py (chatml, qwen3, llama3, llama2, gemma, zephyr); a template it
-does not recognise is refused by name. --chat-template NAME chooses the family instead, also for a
-checkpoint without a template (a llama2.c-format Llama-2-chat: llama2). An attn.c model file
-keeps its chat section.
+chat_template, beside the tokenizer.json or in SRC; a GGUF's tokenizer.chat_template) goes into
+OUT as a chat section, its text kept and its family recognised by tools/attn/chat_template.py
+(chatml, qwen3, llama3, llama2, gemma, zephyr); a template it does not recognise is kept as text
+with no family, with a note: ./run -m chat then needs --chat-template NAME. --chat-template NAME
+chooses the family instead, also for a checkpoint without a template (a llama2.c-format
+Llama-2-chat: llama2). An attn.c model file and --export-torch's output keep their chat section;
+--export-hf writes the template's text back as tokenizer_config.json's chat_template.
 """
 import argparse
 import os
 import struct
 import sys
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/attn/cli_main.py)
+    from attn import cli_main
+    cli_main.guard()
+import numpy as np  # noqa: E402
+
 from attn import modelfile as mf  # noqa: E402
 from attn import outfile  # noqa: E402
+from attn import safe_pickle  # noqa: E402
 from attn.errors import Bad, listing  # noqa: E402
 from attn.exports.torch import export_torch  # noqa: E402
 from attn.sources.attn import read_attn  # noqa: E402
@@ -96,9 +112,10 @@ def read_source(src):
 
 
 def chat_section(src, tokpath, tok, source, name):
-    """(the chat section for OUT, b"" for none; its family for the closing note): from --chat-template
-    NAME, else the template beside the tokenizer.json (or in SRC), else the source's own section
-    when OUT keeps its tokenizer."""
+    """(the chat section for OUT, b"" for none; its family for the closing note, None for none or
+    family 0): from --chat-template NAME, else the template beside the tokenizer.json (or in SRC,
+    or a GGUF's), else the source's own section when OUT keeps its tokenizer. The template's text
+    is kept in it; a template of no known family is kept with family 0 and a note, never refused."""
     from attn import chat_template
     folder = tokpath if tokpath and os.path.isdir(tokpath) else \
         os.path.dirname(tokpath) if tokpath and os.path.basename(tokpath) == "tokenizer.json" else \
@@ -113,7 +130,7 @@ def chat_section(src, tokpath, tok, source, name):
         from attn.sources import gguf as gguf_model
         template, where = gguf_model.chat_template(gguf), gguf
     if template is None and name is None:
-        section = source.chat if source.chat and not tokpath else b""
+        section, where = (source.chat if source.chat and not tokpath else b""), src
     else:
         try:
             section = chat_template.chat_section(template, tok, name)
@@ -122,9 +139,12 @@ def chat_section(src, tokpath, tok, source, name):
     if not section:
         return b"", None
     try:
-        return section, chat_template.parse_section(section, len(mf.parse_tokenizer(tok[0])[0]))[0]
+        family, _, _, text = chat_template.parse_section(section, len(mf.parse_tokenizer(tok[0])[0]))
     except ValueError as e:
         raise Bad(src, str(e))
+    if family is None:  # kept, but -m chat cannot use it alone: one line, and the conversion goes on
+        print("convert.py: note: %s: %s" % (where, chat_template.no_family_note(text)), file=sys.stderr)
+    return section, family
 
 
 def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=None, chat_template=None):
@@ -174,13 +194,15 @@ def main(argv):
     ap = Parser(description=__doc__.split("\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("src", help="checkpoint file or Hugging Face directory (MODEL.bin with --export-torch)")
-    ap.add_argument("out", help="attn.c model file to write (OUT.pt with --export-torch)")
+    ap.add_argument("out", help="attn.c model file to write, - for standard output (OUT.pt with --export-torch)")
     ap.add_argument("--tokenizer", help="tokenizer file or directory")
     ap.add_argument("--seq-len", type=int, help="the context length: shorter for a long-context checkpoint "
                     "(e.g. 128k); longer only for RoPE or sinusoidal positions")
     ap.add_argument("--export-torch", action="store_true", help="write MODEL.bin back as a PyTorch state dict")
     ap.add_argument("--export-hf", action="store_true", help="write MODEL.bin as a Hugging Face directory OUT "
                     "(tools/attn/exports/hf.py)")
+    ap.add_argument("--force", action="store_true", help="replace an existing OUT: an attn.c model file; with "
+                    "--export-torch a file it wrote; with --export-hf a folder it wrote (never another file or folder)")
     add_quantize_arguments(ap)
     from attn.chat_template import FAMILIES
     ap.add_argument("--chat-template", metavar="NAME", choices=FAMILIES,
@@ -193,19 +215,35 @@ def main(argv):
     if a.export_hf and (a.quantize or a.tokenizer or a.group_size is not None or a.seq_len is not None):
         ap.error("--weights, --group-size, --tokenizer and --seq-len do not apply to --export-hf, which writes "
                  "the model file as it is")
-    try:  # before any work: a device or FIFO as OUT would be replaced by a regular file in the end
+    for inp, what in ((a.src, "a checkpoint"), (a.tokenizer, "a tokenizer")):
+        if inp == outfile.STDIO:  # formats are told apart by name and by seeking, and may be folders
+            sys.stderr.write("convert.py: -: %s is not read from standard input; give its path\n" % what)
+            return 1
+    try:  # a device or FIFO as OUT would be replaced by a regular file in the end
         outfile.check(a.out, "a directory" if a.export_hf else "a regular file")
     except OSError as e:
         sys.stderr.write("convert.py: %s: %s\n" % (a.out, e))
         return 1
     # An output that is an input (or a file in an input directory) would be destroyed.
     for inp in (a.src, a.tokenizer):
-        if not (inp and os.path.exists(a.out) and os.path.exists(inp)):
+        if not (inp and a.out != outfile.STDIO and os.path.exists(a.out) and os.path.exists(inp)):
             continue
         out_dir = os.path.dirname(os.path.abspath(a.out))
         if os.path.samefile(a.out, inp) or (os.path.isdir(inp) and os.path.samefile(out_dir, inp)):
             sys.stderr.write("convert.py: %s: writing it would overwrite the input %s\n" % (a.out, inp))
             return 1
+    try:  # before any work, as ./train's claim_outputs: a file of another kind, or one without --force
+        if a.export_hf:
+            from attn.exports import hf as export_hf
+            export_hf.claim_dir(a.out, a.force)
+        elif a.export_torch:
+            outfile.claim(a.out, a.force, lambda p: "attn_config" in safe_pickle.torch_strings(p),
+                          "a PyTorch file that --export-torch wrote")
+        else:
+            outfile.claim(a.out, a.force, mf.is_model_file, "an attn.c model file")
+    except OSError as e:
+        sys.stderr.write("convert.py: %s: %s\n" % (a.out, e))
+        return 1
     try:
         if a.export_torch:
             export_torch(a.src, a.out)
@@ -232,6 +270,8 @@ def main(argv):
     except MemoryError:
         sys.stderr.write("convert.py: %s: out of memory\n" % a.src)
         return 1
+    except ModuleNotFoundError:  # torch, imported when needed: cli_main says what to install
+        raise
     except Exception as e:  # a malformed file can break a reader in ways not foreseen
         msg = str(e).splitlines()[0] if str(e) else ""
         sys.stderr.write("convert.py: %s: cannot convert (%s%s)\n"
