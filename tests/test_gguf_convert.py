@@ -361,7 +361,7 @@ def gemma3_layer_flags():
         if ok:
             assert converted(tmp("g2.gguf"), "g2.bin")[0][0]["global_every"] == 3
         else:
-            refused([tmp("g2.gguf"), tmp("o.bin")], "layer_types")
+            refused([tmp("g2.gguf"), tmp("o.bin")], "gemma3.attention.sliding_window_pattern")
     del meta["gemma3.attention.sliding_window_pattern"]
     gguf_write.write_gguf(tmp("g3.gguf"), meta, tensors)
     assert converted(tmp("g3.gguf"), "g3.bin")[0][0]["global_every"] == 6

@@ -64,6 +64,7 @@ from attn.sources.hf import read_hf_dir  # noqa: E402
 from attn.sources.llama2c import read_llama2c_ak42, read_llama2c_legacy  # noqa: E402
 from attn.sources.tokenizer import default_tokenizer, is_gguf, read_tokenizer  # noqa: E402
 from attn.torchfile import read_torch  # noqa: E402
+from attn.tensors import with_context  # noqa: E402
 from attn.weights import add_quantize_arguments, storage_config, weight_choice  # noqa: E402
 
 
@@ -131,15 +132,7 @@ def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=Non
     """Returns the config written, the Source read, a note on the weight type chosen and the chat
     template's family (None without one)."""
     source = read_source(src)
-    cfg, tensors = source.cfg, source.tensors
-    if seq_len is not None:
-        if seq_len < 1:
-            raise Bad(src, "--seq-len %d: a context needs at least 1 position" % seq_len)
-        if cfg.get("pos_kind") == mf.POS_LEARNED and seq_len > cfg["seq_len"]:
-            raise Bad(src, "--seq-len %d exceeds the %d learned positions" % (seq_len, cfg["seq_len"]))
-        if cfg.get("pos_kind") == mf.POS_LEARNED:
-            tensors["pos_embedding"] = np.asarray(tensors["pos_embedding"])[:seq_len]
-        cfg["seq_len"] = seq_len
+    cfg, tensors = with_context(source, seq_len)
     tokpath = tokenizer or default_tokenizer(src)
     if tokpath:
         model = os.path.join(src, "config.json") if os.path.isdir(src) else src  # where vocab_size comes from

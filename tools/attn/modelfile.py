@@ -88,7 +88,7 @@ CONFIG_DEFAULTS = dict(pos_kind=POS_ROPE, rope_theta=10000.0, ffn_kind=FFN_SWIGL
 ENUM_LIMITS = dict(pos_kind=2, ffn_kind=4, norm_kind=1, post_norm=1, final_norm=1,
                    bias_flags=7, tied_classifier=1, tok_kind=1, tok_flags=TOKF_ALL, weight_type=3,
                    rope_scaling=2, arch_flags=7, rope_original_ctx=1 << 24, sliding_window=1 << 24,
-                   global_every=1024)
+                   global_every=1025)  # n_layers' limit + 1: a model whose every layer is local
 
 
 def complete_config(cfg):
@@ -308,15 +308,17 @@ def quantize_q8_0(w, group_size):
 
 def stored_pieces(c, name, w):
     """The little-endian arrays a tensor is written as: itself in float32 or 16 bits, or its
-    Q8_0 pair. A float32 value beyond float16's range is refused rather than made infinite."""
+    Q8_0 pair. A float32 value beyond float16's range is refused rather than made infinite.
+    Messages name the tensor as its checkpoint does when w knows that name (tensors.Weight)."""
+    label = getattr(w, "name", None) or name
     if is_half(c, name):
         w = np.asarray(w, dtype=np.float32)
         if not np.isfinite(w).all():
-            raise ValueError("tensor %s: non-finite weights" % name)
+            raise ValueError("tensor %s: non-finite weights" % label)
         if c["weight_type"] == WEIGHTS_BF16:
             return (to_bf16(w),)
         if np.abs(w).max(initial=0) > 65504:
-            raise ValueError("tensor %s: a weight of magnitude %g does not fit float16" % (name, np.abs(w).max()))
+            raise ValueError("tensor %s: a weight of magnitude %g does not fit float16" % (label, np.abs(w).max()))
         return (np.ascontiguousarray(w, dtype="<f2"),)
     if not is_quantized(c, name):
         return (np.ascontiguousarray(w, dtype="<f4"),)
@@ -326,7 +328,7 @@ def stored_pieces(c, name, w):
     try:
         q, scale = quantize_q8_0(w, c["group_size"])
     except ValueError as e:
-        raise ValueError("tensor %s: %s" % (name, e))
+        raise ValueError("tensor %s: %s" % (label, e))
     return q, np.ascontiguousarray(scale, dtype="<f4")
 
 
