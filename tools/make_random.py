@@ -27,6 +27,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from attn.errors import Bad  # noqa: E402
 from attn import outfile  # noqa: E402
 from attn.fake_hf import write_hf_gpt2, write_hf_llama  # noqa: E402
 from attn.families import FAMILIES, write_family  # noqa: E402
@@ -51,7 +52,7 @@ def main(argv):
     ap.add_argument("--tokenizer", help="llama2.c tokenizer.bin to embed")
     ap.add_argument("--hf-gpt2", action="store_true", help="write a Hugging Face GPT-2 directory")
     ap.add_argument("--hf-llama", action="store_true", help="write a Hugging Face Llama-family directory")
-    ap.add_argument("--model-type", default="llama", choices=["llama", "qwen2", "qwen3", "gemma3_text"],
+    ap.add_argument("--model-type", default="llama", choices=["llama", "mistral", "qwen2", "qwen3", "gemma3_text"],
                     help="--hf-llama's model_type")
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--family", choices=sorted(FAMILIES),
@@ -81,6 +82,9 @@ def main(argv):
             write_hf_llama(a.out, cfg, a.seed, a.shards, a.model_type, a.tokenizer, "BF16" if a.bf16 else "F32")
         else:
             make_model(a.out, cfg, a.seed, tokenizer=a.tokenizer)
+    except Bad as e:  # a flag that does not fit the preset
+        sys.stderr.write("make_random.py: %s: %s\n" % (e.path, e.msg))
+        return 1
     except (ValueError, OSError, AssertionError) as e:
         where = e.filename if isinstance(e, outfile.Refused) else a.out  # maybe a file inside a directory
         sys.stderr.write("make_random.py: %s: %s\n" % (where, e or "this preset does not fit that layout"))

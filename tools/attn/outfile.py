@@ -63,7 +63,10 @@ def replacing(path, mode="wb", drop_cache=False):
     drop_cache: evict the written pages from the page cache once synced (modelfile.py says why)."""
     check(path)
     d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(path) + ".")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(path) + ".")
+    except OSError as e:
+        raise named(e, None, path)
     try:
         with os.fdopen(fd, mode) as f:
             yield f
@@ -74,10 +77,18 @@ def replacing(path, mode="wb", drop_cache=False):
         os.chmod(tmp, 0o666 & ~_umask())  # what open() would have made; mkstemp makes 0600
         check(path)  # the work may have taken minutes, and path may be something else by now
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         os.unlink(tmp)
-        raise
+        raise named(e, tmp, path)
     _fsync_dir(d)
+
+
+def named(e, tmp, path):
+    """e, an OSError about the temporary file (or, with tmp None, about any file), naming path
+    instead: the temporary file's random name means nothing to a user."""
+    if isinstance(e, OSError) and (tmp is None or e.filename == tmp):
+        e.filename = path
+    return e
 
 
 def write(path, data):
