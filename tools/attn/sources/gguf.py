@@ -287,16 +287,17 @@ def llama_biases(f, c):
     """(bias_flags, zero biases to add under Hugging Face's names) of a llama file: a group of
     biases is stored when any block holds any of it, and each one missing from a stored group is
     zero, which adds what llama.cpp adds without it: nothing."""
+    blocks = sorted({int(n.split(".")[1]) for n in f.tensors if re.match(r"blk\.\d+\.", n)})  # the ones it holds
     flags = 0
     for flag, names in LLAMA_BIASES.items():
-        if any("blk.%d.%s.bias" % (i, n) in f.tensors for i in range(c["num_hidden_layers"]) for n in names):
+        if any("blk.%d.%s.bias" % (i, n) in f.tensors for i in blocks for n in names):
             flags |= flag
     q, kv = c["num_attention_heads"] * c["head_dim"], c["num_key_value_heads"] * c["head_dim"]
     size = dict(attn_q=q, attn_k=kv, attn_v=kv, attn_output=c["hidden_size"], ffn_gate=c["intermediate_size"],
                 ffn_up=c["intermediate_size"], ffn_down=c["hidden_size"])
     zeros = {}
     for flag, names in LLAMA_BIASES.items():
-        for i in range(c["num_hidden_layers"] if flags & flag else 0):
+        for i in blocks if flags & flag else ():
             for n in names:
                 if "blk.%d.%s.bias" % (i, n) not in f.tensors:
                     zeros["model.layers.%d.%s.bias" % (i, DECODER_NAMES[n])] = np.zeros(size[n], np.float32)
