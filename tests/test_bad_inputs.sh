@@ -499,7 +499,7 @@ n = struct.unpack_from("<Q", data)[0]
 head = data[8:8 + n].replace(b"[172,63]", b"[172,64]")
 open(st, "wb").write(data[:8] + head + data[8 + n:])
 PY
-"$PYTHON" - $tmp <<'PY'
+"$PYTHON" - $tmp $SHARED/models/llama2xs_ckpt.pt <<'PY'
 import json, os, shutil, sys
 sys.path.insert(0, "tools")
 from attn import fake_hf, random_models, safetensors
@@ -510,6 +510,11 @@ def edited(name, edit):
     c = json.load(open(os.path.join(d, "config.json")))
     edit(c)
     json.dump(c, open(os.path.join(d, "config.json"), "w"))
+edited("hf_awq", lambda c: c.update(quantization_config={"quant_method": "awq", "bits": 4}))
+import torch
+ck = torch.load(sys.argv[2], map_location="cpu")
+ck["model_args"]["rope_theta"] = 5e5
+torch.save(ck, os.path.join(t, "l2c_theta.pt"))
 edited("hf_llama3_nolow", lambda c: c.update(rope_scaling={"rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0,
                                                            "original_max_position_embeddings": 16}))
 # a Mistral whose every layer attends to its last 5 positions, with linear RoPE scaling
@@ -525,6 +530,12 @@ sd = {k: v.copy() for k, v in safetensors.read_safetensors(os.path.join(d, "mode
 sd["model.layers.0.mlp.up_proj.weight"][2, 3] = 70000.0
 safetensors.write_safetensors(os.path.join(d, "model.safetensors"), sd)
 PY
+row convert.py "a llama2.c train.py checkpoint whose model_args has a key ModelArgs lacks" \
+  "$tmp/l2c_theta.pt: model_args rope_theta: not among llama2.c's ModelArgs's (dim, n_layers, n_heads, n_kv_heads, vocab_size, hidden_dim, multiple_of, norm_eps, max_seq_len, dropout), so what it would do is unknown" \
+  "${convert[@]}" $tmp/l2c_theta.pt $tmp/o.bin --tokenizer $SHARED/models/tok512.bin
+row convert.py "a Hugging Face directory of quantised weights (quantization_config)" \
+  "$tmp/hf_awq/config.json: quantization_config (quant_method \"awq\"): quantised Hugging Face weights are not supported by this build" \
+  "${convert[@]}" $tmp/hf_awq $tmp/o.bin
 row convert.py "a Hugging Face llama3 rope_scaling without low_freq_factor" \
   "$tmp/hf_llama3_nolow/config.json: rope_scaling low_freq_factor is missing" "${convert[@]}" $tmp/hf_llama3_nolow $tmp/o.bin
 row convert.py "a Mistral with rope_scaling and a sliding_window below the context" \

@@ -811,6 +811,8 @@ def hf_refusals_by_name():
                                          rope_scaling=None),
          "rope_parameters sliding_attention scales the local layers' RoPE"),
         ("qwen3", lambda c: c.update(head_dim="big"), 'head_dim is "big", not a positive whole number'),
+        ("qwen3", lambda c: c.update(quantization_config={"quant_method": "awq", "bits": 4}),
+         'config.json: quantization_config (quant_method "awq"): quantised Hugging Face weights are not supported'),
     ]
     for i, (fam, edit, needle) in enumerate(cases):
         layers = 3 if "layer_types" in needle or "describe different" in needle else 2
@@ -1372,6 +1374,21 @@ def refuses_a_classifier_the_config_contradicts():
     d = hf_llama_edited("llama_tied_head", edit_weights=lambda w: w.update(
         {"lm_head.weight": w["model.embed_tokens.weight"] + 1}))
     conv_refused([d, tmp("o.bin")], "tie_word_embeddings is true, but lm_head.weight differs from the token embedding")
+
+
+@case
+def refuses_model_args_their_code_would_not_take():
+    """A model_args key that llama2.c's ModelArgs or nanoGPT's GPTConfig does not take (a fork's
+    setting) is refused by name: its effect is unknown."""
+    src = nanogpt_edited("nano_theta.pt", lambda ck: ck["model_args"].update(rope_theta=5e5))
+    conv_refused([src, tmp("o.bin"), "--tokenizer", synthetic_tokenizer_bin(300)],
+                 "nano_theta.pt: model_args rope_theta: not among nanoGPT's GPTConfig's (block_size, vocab_size, "
+                 "n_layer, n_head, n_embd, dropout, bias), so what it would do is unknown")
+    ck = torch.load(os.path.join(MODELS, "llama2xs_ckpt.pt"), map_location="cpu")
+    ck["model_args"].update(rope_theta=5e5, use_scaled_rope=True)
+    torch.save(ck, tmp("l2c_theta.pt"))
+    conv_refused([tmp("l2c_theta.pt"), tmp("o.bin"), "--tokenizer", TOK512],
+                 "l2c_theta.pt: model_args rope_theta, use_scaled_rope: not among llama2.c's ModelArgs's (dim, ")
 
 
 @case

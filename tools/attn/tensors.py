@@ -163,6 +163,16 @@ def classifier(tn, name, t, tie=None):
     return tie
 
 
+def known_args(path, args, known, whose):
+    """Bad naming a key of a checkpoint's model_args that its model code does not take: llama2.c's
+    ModelArgs and nanoGPT's GPTConfig are dataclasses built from model_args, which refuse any
+    other key, so what it would do is unknown."""
+    other = sorted(str(k) for k in args if k not in known)
+    if other:
+        raise Bad(path, "model_args %s: not among %s's (%s), so what %s would do is unknown"
+                  % (listing(other), whose, ", ".join(known), "they" if len(other) > 1 else "it"))
+
+
 def strip_prefix(sd, prefix):
     return {(k[len(prefix):] if k.startswith(prefix) else k): v for k, v in sd.items()}
 

@@ -110,6 +110,12 @@ def read_hf_dir(d):
     if not isinstance(c, dict):
         raise Bad(cpath, "not a JSON object")
     mt = c.get("model_type")
+    q = c.get("quantization_config")
+    if q is not None:  # GPTQ, AWQ, bitsandbytes, FP8...: weights the readers here do not dequantise
+        method = q.get("quant_method") if isinstance(q, dict) else None
+        raise Bad(cpath, "quantization_config%s: quantised Hugging Face weights are not supported by this build; "
+                  "convert the unquantised checkpoint (or a GGUF)" % (" (quant_method %s)" % json.dumps(method)
+                                                                     if method else ""))
     if mt == "gpt2":
         return read_hf_gpt2(d, cpath, c)
     if mt in HF_DECODERS:
