@@ -598,6 +598,24 @@ def messages_name_gguf_keys_and_tensors():
         assert rc == 1 and err == want, "case %d: exit %d\n%r, expected\n%r" % (i, rc, err, want)
 
 
+@case
+def rope_scaling_as_llama_cpp_reads_it():
+    """llama.cpp scales RoPE linearly by rope.scaling.factor, or the older rope.scale_linear, when
+    rope.scaling.type is linear or absent, and never when it is none: so does the converter."""
+    c = mf.complete_config(P["llama_gqa"])
+    write_family_gguf(tmp("rope.gguf"), "llama", c, random_models.random_tensors(c, seed=3))
+    meta, tensors = gguf_parts(tmp("rope.gguf"))
+    for change, want in (({"llama.rope.scaling.factor": 4.0}, (mf.ROPE_SCALING_LINEAR, 4.0)),
+                         ({"llama.rope.scale_linear": 2.0}, (mf.ROPE_SCALING_LINEAR, 2.0)),
+                         ({"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 1.0}, (0, 0.0)),
+                         ({"llama.rope.scaling.type": "none", "llama.rope.scaling.factor": 4.0}, (0, 0.0))):
+        gguf_write.write_gguf(tmp("rope2.gguf"), dict(meta, **{k: (v, None) for k, v in change.items()}), tensors)
+        (cfg, _, _), _ = converted(tmp("rope2.gguf"), "rope2.bin")
+        assert (cfg["rope_scaling"], cfg["rope_factor"]) == want, (change, cfg["rope_scaling"], cfg["rope_factor"])
+    gguf_write.write_gguf(tmp("rope3.gguf"), dict(meta, **{"llama.rope.scale_linear": (0.5, None)}), tensors)
+    refused([tmp("rope3.gguf"), tmp("o.bin")], "llama.rope.scale_linear 0.5 is below 1")
+
+
 def run_logits(model, prompt):
     """(prompt tokens, [T, V] logits) of ./run -m logits."""
     out = tmp("logits.out")

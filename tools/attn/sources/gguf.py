@@ -184,6 +184,11 @@ def llama3_rope(path, meta, freqs, head_dim, theta):
                 original_max_position_embeddings=ctx)
 
 
+def linear_factor_key(g):
+    """The key of a file's linear RoPE scaling factor, llama.cpp's or its older one; None for neither."""
+    return next((k for k in ("rope.scaling.factor", "rope.scale_linear") if g.has(k)), None)
+
+
 def hf_config(f, arch, mt):
     """The config.json llama.cpp's converter read the metadata from, family by family."""
     g, T = Meta(f, arch), f.tensors
@@ -216,10 +221,13 @@ def hf_config(f, arch, mt):
     n_rot = g.get("rope.dimension_count", hd)
     if n_rot != hd:
         c["partial_rotary_factor"] = n_rot / hd
-    kind = g.get("rope.scaling.type", "none", str)
-    if kind == "linear":
-        c["rope_scaling"] = dict(rope_type="linear", factor=g.get("rope.scaling.factor", kind=float))
-    elif kind != "none":
+    # llama.cpp's reading: a file without rope.scaling.type scales linearly by rope.scaling.factor
+    # (or the older rope.scale_linear), 1 if neither; "none" never scales
+    kind = g.get("rope.scaling.type", "linear", str)
+    factor = linear_factor_key(g)
+    if kind == "linear" and factor and g.get(factor, kind=float) != 1:
+        c["rope_scaling"] = dict(rope_type="linear", factor=g.get(factor, kind=float))
+    elif kind not in ("linear", "none"):
         raise Bad(f.path, "%s.rope.scaling.type %r is not supported by this build (none, linear, and Llama 3's "
                      "rope_freqs)" % (arch, kind))
     if "rope_freqs.weight" in T:
@@ -268,7 +276,7 @@ def gguf_terms(f, arch, mt):
         keys.update(("rope_scaling " + k, "rope_freqs.weight's " + k) for k in (
             "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"))
     else:
-        keys["rope_scaling factor"] = a + "rope.scaling.factor"
+        keys["rope_scaling factor"] = a + (linear_factor_key(Meta(f, arch)) or "rope.scaling.factor")
     block, top = (GPT2_NAMES, GPT2_TOP) if mt == "gpt2" else (
         GEMMA3_NAMES if mt == "gemma3_text" else DECODER_NAMES, DECODER_TOP)
     block, top = {v: k for k, v in block.items()}, {v: k for k, v in top.items()}
