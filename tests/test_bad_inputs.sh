@@ -439,6 +439,8 @@ row convert.py "--seq-len -5" "--seq-len -5: a context needs at least 1 position
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --seq-len -5
 row convert.py "--seq-len 0" "--seq-len 0: a context needs at least 1 position" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --seq-len 0
+row convert.py "--seq-len beyond the format's limit" "convert.py: --seq-len 2000000: exceeds this build's limit of 1048576 positions" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --seq-len 2000000
 row convert.py "a truncated attn.c model file as the source" "$tmp/cut1000.bin: file is 1000 bytes, the header implies" \
   "${convert[@]}" $tmp/cut1000.bin $tmp/o.bin
 row convert.py "--quantize q8_0 --group-size 48 (dim 64, hidden_dim 172)" \
@@ -510,6 +512,7 @@ def edited(name, edit):
     c = json.load(open(os.path.join(d, "config.json")))
     edit(c)
     json.dump(c, open(os.path.join(d, "config.json"), "w"))
+edited("hf_long", lambda c: c.update(max_position_embeddings=1 << 24))
 edited("hf_awq", lambda c: c.update(quantization_config={"quant_method": "awq", "bits": 4}))
 import torch
 ck = torch.load(sys.argv[2], map_location="cpu")
@@ -536,6 +539,9 @@ row convert.py "a llama2.c train.py checkpoint whose model_args has a key ModelA
 row convert.py "a Hugging Face directory of quantised weights (quantization_config)" \
   "$tmp/hf_awq/config.json: quantization_config (quant_method \"awq\"): quantised Hugging Face weights are not supported by this build" \
   "${convert[@]}" $tmp/hf_awq $tmp/o.bin
+row convert.py "a Hugging Face max_position_embeddings beyond the format's limit" \
+  "$tmp/hf_long: its context of 16777216 positions exceeds this build's limit of 1048576: choose a shorter one with --seq-len" \
+  "${convert[@]}" $tmp/hf_long $tmp/o.bin
 row convert.py "a Hugging Face llama3 rope_scaling without low_freq_factor" \
   "$tmp/hf_llama3_nolow/config.json: rope_scaling low_freq_factor is missing" "${convert[@]}" $tmp/hf_llama3_nolow $tmp/o.bin
 row convert.py "a Mistral with rope_scaling and a sliding_window below the context" \

@@ -811,6 +811,9 @@ def hf_refusals_by_name():
                                          rope_scaling=None),
          "rope_parameters sliding_attention scales the local layers' RoPE"),
         ("qwen3", lambda c: c.update(head_dim="big"), 'head_dim is "big", not a positive whole number'),
+        ("llama32", lambda c: c.update(max_position_embeddings=1 << 24),
+         "its context of 16777216 positions exceeds this build's limit of 1048576: choose a shorter one with "
+         "--seq-len"),
         ("qwen3", lambda c: c.update(quantization_config={"quant_method": "awq", "bits": 4}),
          'config.json: quantization_config (quant_method "awq"): quantised Hugging Face weights are not supported'),
     ]
@@ -1291,6 +1294,8 @@ def error_paths_one_line_exit_1():
         ([tmp("s260.bin"), tmp("o.bin"), "--quantize", "q4_0"], "invalid choice"),
         (["--export-torch", tmp("s260.bin"), tmp("o.pt"), "--quantize", "q8_0"], "does not apply to --export-torch"),
         ([s260, "/nonexistent/dir/o.bin", "--tokenizer", TOK512], "cannot write"),
+        ([s260, tmp("o.bin"), "--tokenizer", TOK512, "--seq-len", "2000000"],
+         "convert.py: --seq-len 2000000: exceeds this build's limit of 1048576 positions"),
         (["--export-torch", s260, tmp("o.pt")], "bad magic"),
         ([], "arguments"),
     ]

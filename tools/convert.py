@@ -132,7 +132,7 @@ def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=Non
     """Returns the config written, the Source read, a note on the weight type chosen and the chat
     template's family (None without one)."""
     source = read_source(src)
-    cfg, tensors = with_context(source, seq_len)
+    cfg, tensors = with_context(source, seq_len, src)
     tokpath = tokenizer or default_tokenizer(src)
     if tokpath:
         model = os.path.join(src, "config.json") if os.path.isdir(src) else src  # where vocab_size comes from

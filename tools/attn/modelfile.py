@@ -110,6 +110,9 @@ def complete_config(cfg):
     return c
 
 
+MAX_SEQ_LEN = 1 << 20  # the longest context a loader accepts
+
+
 def check_config(c):
     """Enforce FORMAT.md's loader limits; raise ValueError naming the field."""
     for k in ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "head_dim",
@@ -117,7 +120,7 @@ def check_config(c):
         if c[k] < 1:
             raise ValueError("%s = %d must be >= 1" % (k, c[k]))
     limits = dict(dim=65536, hidden_dim=262144, head_dim=4096, n_layers=1024, n_heads=1024,
-                  n_kv_heads=1024, vocab_size=1 << 24, seq_len=1 << 20)
+                  n_kv_heads=1024, vocab_size=1 << 24, seq_len=MAX_SEQ_LEN)
     for k, lim in limits.items():
         if c[k] > lim:
             raise ValueError("%s = %d exceeds the limit %d" % (k, c[k], lim))

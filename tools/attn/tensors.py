@@ -177,14 +177,18 @@ def strip_prefix(sd, prefix):
     return {(k[len(prefix):] if k.startswith(prefix) else k): v for k, v in sd.items()}
 
 
-def with_context(source, seq_len):
-    """(cfg, tensors) of source at the context --seq-len chose (None: the source's own): learned
+def with_context(source, seq_len, src):
+    """(cfg, tensors) of source (read from src) at the context --seq-len chose (None: its own): learned
     positions cut to it (more than the source has are refused), and what the source's context
     hook makes of it."""
     cfg, tensors = source.cfg, source.tensors
+    if seq_len is None and cfg["seq_len"] > mf.MAX_SEQ_LEN:
+        raise Bad(src, "its context of %d positions exceeds this build's limit of %d: choose a "
+                  "shorter one with --seq-len" % (cfg["seq_len"], mf.MAX_SEQ_LEN))
     if seq_len is not None:
-        if seq_len < 1:
-            raise Bad("--seq-len %d" % seq_len, "a context needs at least 1 position")
+        if not 1 <= seq_len <= mf.MAX_SEQ_LEN:
+            raise Bad("--seq-len %d" % seq_len, "a context needs at least 1 position" if seq_len < 1 else
+                      "exceeds this build's limit of %d positions" % mf.MAX_SEQ_LEN)
         if cfg.get("pos_kind") == mf.POS_LEARNED:
             if seq_len > cfg["seq_len"]:
                 raise Bad("--seq-len %d" % seq_len, "exceeds the %d learned positions of the checkpoint"
