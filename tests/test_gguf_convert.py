@@ -614,6 +614,8 @@ def rope_scaling_as_llama_cpp_reads_it():
         assert (cfg["rope_scaling"], cfg["rope_factor"]) == want, (change, cfg["rope_scaling"], cfg["rope_factor"])
     gguf_write.write_gguf(tmp("rope3.gguf"), dict(meta, **{"llama.rope.scale_linear": (0.5, None)}), tensors)
     refused([tmp("rope3.gguf"), tmp("o.bin")], "llama.rope.scale_linear 0.5 is below 1")
+    gguf_write.write_gguf(tmp("rope4.gguf"), dict(meta, **{"llama.rope.scaling.attn_factor": (0.9, None)}), tensors)
+    refused([tmp("rope4.gguf"), tmp("o.bin")], "llama.rope.scaling.attn_factor 0.9 is not supported by this build")
 
 
 def run_logits(model, prompt):

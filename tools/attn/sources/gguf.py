@@ -225,11 +225,15 @@ def hf_config(f, arch, mt):
     # (or the older rope.scale_linear), 1 if neither; "none" never scales
     kind = g.get("rope.scaling.type", "linear", str)
     factor = linear_factor_key(g)
+    if kind not in ("linear", "none"):
+        raise Bad(f.path, "%s.rope.scaling.type %r is not supported by this build (none, linear, and Llama 3's "
+                  "rope_freqs)" % (arch, kind))
     if kind == "linear" and factor and g.get(factor, kind=float) != 1:
         c["rope_scaling"] = dict(rope_type="linear", factor=g.get(factor, kind=float))
-    elif kind not in ("linear", "none"):
-        raise Bad(f.path, "%s.rope.scaling.type %r is not supported by this build (none, linear, and Llama 3's "
-                     "rope_freqs)" % (arch, kind))
+    attn_factor = g.get("rope.scaling.attn_factor", 1.0, float)
+    if attn_factor != 1:
+        raise Bad(f.path, "%s.rope.scaling.attn_factor %g is not supported by this build (it scales RoPE's cosines "
+                  "and sines)" % (arch, attn_factor))
     if "rope_freqs.weight" in T:
         if mt != "llama" or "rope_scaling" in c:
             raise Bad(f.path, "rope_freqs.weight is read only as Llama 3's RoPE scaling of a llama model")
