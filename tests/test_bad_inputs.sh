@@ -629,6 +629,7 @@ variant("embd.gguf", tensors={"token_embd.weight": np.zeros((512, 128), np.float
 variant("noup.gguf", drop=["blk.1.ffn_up.weight"])
 variant("nan.gguf", tensors={"blk.0.ffn_up.weight": np.full((768, 256), np.nan, np.float32)})
 variant("kbias.gguf", tensors={"blk.0.ffn_up.bias": np.zeros(700, np.float32)})
+variant("attnf.gguf", {"llama.rope.scaling.attn_factor": 0.9})
 PY
 row convert.py "a GGUF file whose block_count the tensors contradict" \
   "$tmp/blocks.gguf: llama.block_count 3, but the weights hold layers 0, 1" "${convert[@]}" $tmp/blocks.gguf $tmp/o.bin
@@ -645,6 +646,8 @@ row convert.py "a GGUF tensor of NaNs" "$tmp/nan.gguf: tensor blk.0.ffn_up.weigh
 row convert.py "a GGUF feed-forward bias of the wrong size" \
   "$tmp/kbias.gguf: blk.0.ffn_up.bias has shape (700,), expected (768,) from llama.feed_forward_length 768" \
   "${convert[@]}" $tmp/kbias.gguf $tmp/o.bin
+row convert.py "a GGUF file with rope.scaling.attn_factor 0.9" \
+  "$tmp/attnf.gguf: llama.rope.scaling.attn_factor 0.9 is not supported by this build" "${convert[@]}" $tmp/attnf.gguf $tmp/o.bin
 row convert.py "a GGUF file of an architecture this build lacks" \
   "$tmp/arch.gguf: general.architecture 'mamba' is not supported" "${convert[@]}" $tmp/arch.gguf $tmp/o.bin
 row convert.py "a GGUF file with an unknown tokenizer.ggml.pre" \
