@@ -15,7 +15,8 @@ SRC is recognised by its content:
   how each GGUF weight type is stored).
 A Hugging Face config.json is read as transformers reads it, family by family; a setting it
 would act on that this build cannot reproduce (a RoPE scaling other than linear and llama3,
-an activation, softcapping, sliding windows outside Gemma 3, ...) is refused by name.
+an activation, softcapping, Qwen's sliding windows, ...) is refused by name. docs/CONVERT.md
+lists what happens to each setting of each source.
 OUT stores the matrices as SRC does (float32, bfloat16 or float16; a checkpoint mixing them,
 or holding Q8_0, gives float32), or as --weights says: f32, bf16, f16 (rounded to nearest
 even), or q8_0, int8 with a float32 scale per group of --group-size weights in a row
