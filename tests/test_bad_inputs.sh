@@ -431,6 +431,29 @@ row convert.py "a llama2.c .bin cut short" "implies 1040156 or 1056540 bytes, fi
 row convert.py "a llama2.c .bin with dim -64" "header field dim = -64 is not a plausible size" "${convert[@]}" $tmp/l2c_neg.bin $tmp/o.bin
 head -c 1000 $SHARED/models/llama2xs_ckpt.pt >$tmp/cut.pt
 row convert.py "a .pt checkpoint cut short" "$tmp/cut.pt: cannot read the PyTorch file, truncated or corrupt" "${convert[@]}" $tmp/cut.pt $tmp/o.bin
+# Pickles that run a command when loaded (tests/test_safe_pickle.py has more): refused, the command not run
+mkdir -p $tmp/hf_evil
+"$PYTHON" - $tmp <<'PY'
+import collections, json, os, pickle, sys, torch
+t = sys.argv[1]
+class Call:
+    def __reduce__(self):
+        return os.system, ("touch %s/ran" % t,)
+ck = {"model": {}, "model_args": {"n_layer": 1}, "config": {"x": Call()}}
+torch.save(ck, t + "/evil.pt")
+torch.save(ck, t + "/evil_legacy.pt", _use_new_zipfile_serialization=False)
+torch.save(collections.OrderedDict(w=Call()), t + "/hf_evil/pytorch_model.bin")
+json.dump({"model_type": "llama", "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1,
+           "num_attention_heads": 2, "vocab_size": 16}, open(t + "/hf_evil/config.json", "w"))
+pickle.dump({"itos": {0: Call()}}, open(t + "/meta.pkl", "wb"))
+PY
+for f in evil.pt evil_legacy.pt hf_evil; do
+  row convert.py "a pickle that calls os.system ($f)" "the pickle asks for posix.system; refusing to run code from a checkpoint" \
+    "${convert[@]}" $tmp/$f $tmp/o.bin
+done
+row convert.py "a meta.pkl that calls os.system" "$tmp/meta.pkl: the pickle asks for posix.system; refusing to run code" \
+  "${convert[@]}" $SHARED/models/llama2xs_ckpt.pt $tmp/o.bin --tokenizer $tmp/meta.pkl
+[ -e $tmp/ran ] && { failed=$((failed + 1)); echo "FAIL: convert.py: a pickle ran os.system"; }
 row convert.py "a tokenizer for another vocabulary" "has 32000 pieces, more than the model's vocab_size 512" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tokenizer.bin
 row convert.py "a tokenizer file of random bytes" "$tmp/random.bin: piece 0 has length" \
@@ -461,6 +484,39 @@ row convert.py "an output past ulimit -f (a full disk)" "$tmp/o.bin: cannot writ
   "${limited[@]}" "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin
 row convert.py "an output in a missing directory" "$tmp/no/o.bin: cannot write" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/no/o.bin --tokenizer $SHARED/models/tok512.bin
+# ./train's output policy (tests/test_output_policy.py has more): replaced only with --force, and only the tool's own files
+echo "my notes" >$tmp/notes.txt
+row convert.py "OUT a file that is not a model, even with --force" \
+  "$tmp/notes.txt: exists and is not an attn.c model file; refusing to replace it" \
+  "${convert[@]}" $model $tmp/notes.txt --force
+row convert.py "OUT an existing model without --force" "$model: exists; give --force to replace it" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $model --tokenizer $SHARED/models/tok512.bin
+cp $SHARED/models/llama2xs_ckpt.pt $tmp/theirs.pt
+row convert.py "--export-torch over a torch file it did not write, with --force" \
+  "$tmp/theirs.pt: exists and is not a PyTorch file that --export-torch wrote; refusing to replace it" \
+  "${convert[@]}" --export-torch $model $tmp/theirs.pt --force
+"${convert[@]}" $model --export-hf $tmp/export 2>/dev/null
+row convert.py "--export-hf over a former export without --force" "$tmp/export: exists; give --force to replace it" \
+  "${convert[@]}" $model --export-hf $tmp/export
+cp -r $tmp/export $tmp/downloaded && rm $tmp/downloaded/attn_export.json
+row convert.py "--export-hf over a downloaded checkpoint (an export's files, no attn_export.json), with --force" \
+  "$tmp/downloaded: exists and is not a folder that --export-hf wrote (it has no attn_export.json)" \
+  "${convert[@]}" $model --export-hf $tmp/downloaded --force
+row convert.py "- as the checkpoint" "-: a checkpoint is not read from standard input; give its path" \
+  "${convert[@]}" - $tmp/o.bin
+row convert.py "--tokenizer -" "-: a tokenizer is not read from standard input; give its path" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer -
+row convert.py "--export-hf -" "-: is standard output, which cannot be a directory" \
+  "${convert[@]}" $model --export-hf -
+row reference.py "--logits - with --greedy (two outputs on standard output)" \
+  "--logits -: standard output would hold the --ppl-tokens or --greedy text too" \
+  "$PYTHON" tools/reference.py $model --tokens 1 --logits - --greedy 2
+row make_random.py "- as a Hugging Face folder" "-: is standard output, which cannot be a directory" \
+  "$PYTHON" tools/make_random.py - --hf-gpt2
+mkdir -p $tmp/py && ln -sf "$(command -v "$PYTHON")" $tmp/py/python3
+row convert.py "a python3 without numpy (python3 -S: no dist-packages)" \
+  "numpy is missing from this Python (&&/py/python3): run the tools with /usr/bin/python3" \
+  $tmp/py/python3 -S tools/convert.py $model $tmp/o.bin
 # Hugging Face directories (a small Llama, float32) with one thing wrong each
 "$PYTHON" - $tmp <<'PY'
 import json, os, shutil, struct, sys
@@ -752,7 +808,7 @@ if ((markdown)); then  # the markers let docs/ROBUSTNESS.md's copy be found and 
   echo "<!-- BEGIN GENERATED by \`bash tests/test_bad_inputs.sh --markdown\` (do not edit: rerun it) -->"
   echo "| program | input | message (stderr, exit status 1) |"
   echo "|---|---|---|"
-  printf '%s\n' "${table[@]}" | sed "s|$tmp|tests/tmp/bad|g"
+  printf '%s\n' "${table[@]}" | sed "s|$PWD/||g; s|$tmp|tests/tmp/bad|g"
   echo "<!-- END GENERATED by \`bash tests/test_bad_inputs.sh --markdown\` -->"
 fi
 echo "$passed passed, $failed failed ($pending pending)"

@@ -401,9 +401,10 @@ def convert_stores_the_section():
     r = subprocess.run([PY, conv, src, plain, "--tokenizer", tok], capture_output=True, text=True)
     assert r.returncode == 0 and "chat template" not in r.stderr and mf.read_chat_section(plain) == b"", r.stderr
     assert mf.read_header(open(plain, "rb").read(256))["version"] == 5
-    refused([PY, conv, src, plain, "--tokenizer", tok, "--chat-template", "nosuch"],
+    never = os.path.join(TMP, "s260_refused.bin")
+    refused([PY, conv, src, never, "--tokenizer", tok, "--chat-template", "nosuch"],
             "argument --chat-template: invalid choice: 'nosuch'")
-    refused([PY, conv, src, plain, "--tokenizer", tok, "--chat-template", "chatml"],
+    refused([PY, conv, src, never, "--tokenizer", tok, "--chat-template", "chatml"],
             "chat template chatml needs the special token <|im_start|>, which the tokenizer does not have")
 
 

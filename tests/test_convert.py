@@ -267,7 +267,7 @@ def nanogpt_vocabularies():
         for k in ("_orig_mod.transformer.wte.weight", "_orig_mod.lm_head.weight"):
             model[k] = torch.tensor(rng.standard_normal((V, a["n_embd"])).astype(np.float32))
         torch.save({"model": model, "model_args": dict(a, vocab_size=V)}, tmp("nanoV.pt"))
-        c, tok, t = conv(tmp("nanoV.pt"), tmp("nanoV.bin"), "--tokenizer", tokfile)
+        c, tok, t = conv(tmp("nanoV.pt"), tmp("nanoV%d.bin" % V), "--tokenizer", tokfile)
         pieces = mf.parse_tokenizer(tok[0])[0]
         assert c["vocab_size"] == V == len(pieces) and c["tied_classifier"] == 0
         if V == 65:
@@ -314,7 +314,7 @@ def hf_gpt2_pytorch_model_bin():
                       open(os.path.join(d, "pytorch_model.bin.index.json"), "w"))
         else:
             torch.save(tens, os.path.join(d, "pytorch_model.bin"))
-        c, _, t = conv(d, tmp("hf_gpt2_pt.bin"), "--seq-len", "16")
+        c, _, t = conv(d, tmp("hf_gpt2_pt%d.bin" % sharded), "--seq-len", "16")
         full = mf.read_model(tmp("hf_gpt2.bin"))
         assert c["seq_len"] == 16 and t["pos_embedding"].shape == (16, 48)
         assert np.array_equal(t["pos_embedding"], full[2]["pos_embedding"][:16])
@@ -647,14 +647,15 @@ def hf_families_every_weight_type():
     c25 = small_config("qwen25")  # check_q8_file reads a version 2 file: no format-3 knobs
     want25 = expected_tensors(c25, hf_state_dict(c25, "BF16", seed=len("qwen25")))
     for flag in ("--weights", "--quantize"):
-        err = conv_stderr([tmp("hf_qwen25"), tmp("q25_q8.bin"), flag, "q8_0"])
+        err = conv_stderr([tmp("hf_qwen25"), tmp("q25_q8%s.bin" % flag), flag, "q8_0"])
         assert "Q8_0, group size 16 weights (--weights q8_0: the checkpoint's bfloat16 matrices quantised)" in err, err
-        check_q8_file(tmp("q25_q8.bin"), mf.read_model(tmp("q25_q8.bin"))[0], want25, 16)
+        check_q8_file(tmp("q25_q8%s.bin" % flag), mf.read_model(tmp("q25_q8%s.bin" % flag))[0], want25, 16)
     for dtype, flag in (("F32", None), ("F16", None), ("F32", "bf16")):
         d, sd = write_hf_dir("hf_qwen3_" + dtype, c0, dtype, seed=5)
         want = expected_tensors(c0, sd)
-        err = conv_stderr([d, tmp("q3_%s.bin" % dtype)] + (["--weights", flag] if flag else []))
-        c, _, t = mf.read_model(tmp("q3_%s.bin" % dtype), dequantize=False)
+        out = tmp("q3_%s_%s.bin" % (dtype, flag))
+        err = conv_stderr([d, out] + (["--weights", flag] if flag else []))
+        c, _, t = mf.read_model(out, dequantize=False)
         name = flag or {"F32": "f32", "F16": "f16"}[dtype]
         assert c["weight_type"] == mf.WEIGHT_NAMES[name], (dtype, flag, c["weight_type"])
         for k, v in want.items():

@@ -307,7 +307,7 @@ def real_tokenizer(pkg, oracle):
         spec = tokenizer_blob.from_hf_dir(os.path.join(pkg_dir, "models"))
         cfg = dict(random_models.PRESETS["llama_gqa"], dim=8, hidden_dim=16, n_layers=1, n_heads=2, n_kv_heads=1,
                    vocab_size=spec.n_pieces)
-        path, hf = tmp(pkg + ".bin"), tmp("hf_" + pkg)
+        path, hf = tmp(pkg + ".bin"), tmp("hf_real_" + pkg)
         mf.write_model(path, cfg, tuple(spec), random_models.random_tensors(cfg, 1))
         export(path, hf)
         back = tokenizer_blob.from_hf_dir(hf)
@@ -421,7 +421,8 @@ def refuses_bad_output_dirs():
         pycase.refused([PY, CONVERT, src, "--export-hf", tmp("q")] + flags, "do not apply to --export-hf")
     again = tmp("again")
     export(src, again)
-    export(src, again)  # a former export is replaced
+    pycase.refused([PY, CONVERT, src, "--export-hf", again], "%s: exists; give --force to replace it" % again)
+    run([PY, CONVERT, src, "--export-hf", again, "--force"])  # a former export is replaced
 
 
 @case

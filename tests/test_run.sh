@@ -11,8 +11,8 @@ passed=0 failed=0
 ok() { passed=$((passed + 1)); echo "ok: $1"; }
 bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
 
-model=$tmp/stories260K.bin
-"$PYTHON" tools/convert.py $SHARED/models/stories260K.bin $model --tokenizer $SHARED/models/tok512.bin >/dev/null ||
+model=$tmp/stories260K.bin # --force: the one an earlier run left in this fixed directory
+"$PYTHON" tools/convert.py $SHARED/models/stories260K.bin $model --tokenizer $SHARED/models/tok512.bin --force >/dev/null ||
   { echo "FAIL: convert stories260K"; echo "0 passed, 1 failed"; exit 1; }
 
 # llama2.c's -n counts every position; ours counts new tokens: new = n - prompt_tokens + 1.

@@ -39,7 +39,15 @@ its config implies, and finite. A tensor the converter does not use, a missing o
 or layer count the config contradicts, or a NaN or Inf is refused, naming it. Only buffers
 known to hold nothing a model file needs (GPT-2's causal masks attn.bias and
 attn.masked_bias, Llama's rotary_emb.inv_freq, llama2.c's freq_cis tables) are skipped, and
-the closing note names them. An OUT that exists and is not a regular file is refused.
+the closing note names them.
+
+OUT is replaced as ./train replaces its -o: only with --force, and only if it is an attn.c model
+file (with --export-torch, a file --export-torch wrote: a torch zip whose pickle holds the key
+attn_config; with --export-hf, a folder holding only an export's files and its attn_export.json).
+A device, FIFO, socket or directory as OUT is refused. OUT - writes to standard output (the
+--export-hf folder cannot); SRC and --tokenizer are read by name, never from standard input.
+Pickles (.pt, pytorch_model.bin, meta.pkl) are read by tools/attn/safe_pickle.py, which runs no
+code from them.
 
 An instruct checkpoint's chat template (chat_template.jinja or tokenizer_config.json's
 chat_template, beside the tokenizer.json or in SRC) goes into OUT as a chat section, its family
@@ -53,11 +61,15 @@ import os
 import struct
 import sys
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/attn/cli_main.py)
+    from attn import cli_main
+    cli_main.guard()
+import numpy as np  # noqa: E402
+
 from attn import modelfile as mf  # noqa: E402
 from attn import outfile  # noqa: E402
+from attn import safe_pickle  # noqa: E402
 from attn.errors import Bad, listing  # noqa: E402
 from attn.exports.torch import export_torch  # noqa: E402
 from attn.sources.attn import read_attn  # noqa: E402
@@ -168,13 +180,15 @@ def main(argv):
     ap = Parser(description=__doc__.split("\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("src", help="checkpoint file or Hugging Face directory (MODEL.bin with --export-torch)")
-    ap.add_argument("out", help="attn.c model file to write (OUT.pt with --export-torch)")
+    ap.add_argument("out", help="attn.c model file to write, - for standard output (OUT.pt with --export-torch)")
     ap.add_argument("--tokenizer", help="tokenizer file or directory")
     ap.add_argument("--seq-len", type=int, help="the context length: shorter for a long-context checkpoint "
                     "(e.g. 128k); longer only for RoPE or sinusoidal positions")
     ap.add_argument("--export-torch", action="store_true", help="write MODEL.bin back as a PyTorch state dict")
     ap.add_argument("--export-hf", action="store_true", help="write MODEL.bin as a Hugging Face directory OUT "
                     "(tools/attn/exports/hf.py)")
+    ap.add_argument("--force", action="store_true", help="replace an existing OUT: an attn.c model file; with "
+                    "--export-torch a file it wrote; with --export-hf a folder it wrote (never another file or folder)")
     add_quantize_arguments(ap)
     from attn.chat_template import FAMILIES
     ap.add_argument("--chat-template", metavar="NAME", choices=FAMILIES,
@@ -187,19 +201,35 @@ def main(argv):
     if a.export_hf and (a.quantize or a.tokenizer or a.group_size is not None or a.seq_len is not None):
         ap.error("--weights, --group-size, --tokenizer and --seq-len do not apply to --export-hf, which writes "
                  "the model file as it is")
-    try:  # before any work: a device or FIFO as OUT would be replaced by a regular file in the end
+    for inp, what in ((a.src, "a checkpoint"), (a.tokenizer, "a tokenizer")):
+        if inp == outfile.STDIO:  # formats are told apart by name and by seeking, and may be folders
+            sys.stderr.write("convert.py: -: %s is not read from standard input; give its path\n" % what)
+            return 1
+    try:  # a device or FIFO as OUT would be replaced by a regular file in the end
         outfile.check(a.out, "a directory" if a.export_hf else "a regular file")
     except OSError as e:
         sys.stderr.write("convert.py: %s: %s\n" % (a.out, e))
         return 1
     # An output that is an input (or a file in an input directory) would be destroyed.
     for inp in (a.src, a.tokenizer):
-        if not (inp and os.path.exists(a.out) and os.path.exists(inp)):
+        if not (inp and a.out != outfile.STDIO and os.path.exists(a.out) and os.path.exists(inp)):
             continue
         out_dir = os.path.dirname(os.path.abspath(a.out))
         if os.path.samefile(a.out, inp) or (os.path.isdir(inp) and os.path.samefile(out_dir, inp)):
             sys.stderr.write("convert.py: %s: writing it would overwrite the input %s\n" % (a.out, inp))
             return 1
+    try:  # before any work, as ./train's claim_outputs: a file of another kind, or one without --force
+        if a.export_hf:
+            from attn.exports import hf as export_hf
+            export_hf.claim_dir(a.out, a.force)
+        elif a.export_torch:
+            outfile.claim(a.out, a.force, lambda p: "attn_config" in safe_pickle.torch_strings(p),
+                          "a PyTorch file that --export-torch wrote")
+        else:
+            outfile.claim(a.out, a.force, mf.is_model_file, "an attn.c model file")
+    except OSError as e:
+        sys.stderr.write("convert.py: %s: %s\n" % (a.out, e))
+        return 1
     try:
         if a.export_torch:
             export_torch(a.src, a.out)
@@ -225,6 +255,8 @@ def main(argv):
     except MemoryError:
         sys.stderr.write("convert.py: %s: out of memory\n" % a.src)
         return 1
+    except ModuleNotFoundError:  # torch, imported when needed: cli_main says what to install
+        raise
     except Exception as e:  # a malformed file can break a reader in ways not foreseen
         msg = str(e).splitlines()[0] if str(e) else ""
         sys.stderr.write("convert.py: %s: cannot convert (%s%s)\n"

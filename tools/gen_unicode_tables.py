@@ -32,6 +32,9 @@ import sys
 import unicodedata
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/attn/cli_main.py)
+    from attn import cli_main
+    cli_main.guard()
 from attn import outfile  # noqa: E402
 
 CLS_L, CLS_N, CLS_S = 1, 2, 3

@@ -27,6 +27,9 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/attn/cli_main.py)
+    from attn import cli_main
+    cli_main.guard()
 from attn.errors import Bad  # noqa: E402
 from attn import outfile  # noqa: E402
 from attn.fake_hf import write_hf_gpt2, write_hf_llama  # noqa: E402

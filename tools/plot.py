@@ -16,6 +16,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/attn/cli_main.py)
+    from attn import cli_main
+    cli_main.guard()
 from attn import outfile  # noqa: E402
 
 COLUMNS = ["step", "train_loss", "val_loss", "lr", "tokens_per_sec"]
@@ -111,7 +114,7 @@ def main(argv):
             fig.savefig(f, format=os.path.splitext(a.out)[1][1:].lower() or None, dpi=110)
     except (OSError, ValueError) as e:
         sys.exit("plot.py: %s: cannot write: %s" % (a.out, e.strerror if isinstance(e, OSError) else e))
-    print("wrote %s" % a.out)
+    print("wrote %s" % a.out, file=sys.stderr if a.out == outfile.STDIO else sys.stdout)  # not into the PNG
 
 
 if __name__ == "__main__":

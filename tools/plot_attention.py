@@ -25,9 +25,12 @@ import os
 import struct
 import sys
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/attn/cli_main.py)
+    from attn import cli_main
+    cli_main.guard()
+import numpy as np  # noqa: E402
+
 from attn import outfile  # noqa: E402
 
 LABELS_MAGIC = b"LABL"

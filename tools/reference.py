@@ -21,11 +21,13 @@ import math
 import os
 import sys
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/attn/cli_main.py)
+    from attn import cli_main
+    cli_main.guard()
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
 from attn import outfile  # noqa: E402
 from attn.reference.hf import Bad, HFModel, hf_decode  # noqa: E402
@@ -171,7 +173,11 @@ def main(argv):
     ap.add_argument("--greedy", type=int, help="new tokens to generate greedily after --tokens")
     ap.add_argument("--double", action="store_true", help="compute in float64")
     a = ap.parse_args(argv)
-    npy = a.logits and (a.logits if a.logits.endswith(".npy") else a.logits + ".npy")  # as np.save names it
+    npy = a.logits and (a.logits if a.logits.endswith(".npy") or a.logits == outfile.STDIO
+                        else a.logits + ".npy")  # as np.save names it
+    if npy == outfile.STDIO and (a.ppl_tokens or a.greedy):
+        sys.stderr.write("reference.py: --logits -: standard output would hold the --ppl-tokens or --greedy text too\n")
+        return 1
     try:
         if npy:
             outfile.check(npy)  # before any work

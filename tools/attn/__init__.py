@@ -5,9 +5,14 @@ that none is over 600 lines).
 
 Files and formats
   errors           Bad, the one error a reader raises for a bad input file; listing for messages
-  outfile          output files written through a synced temporary file; devices, FIFOs refused
+  outfile          output files written through a synced temporary file, folders beside their
+                   place; ./train's --force rule; "-" as stdout; devices, FIFOs refused
+  cli_main         a command's ending: one line for Ctrl-C (exit 130) or a missing numpy/torch
+                                                                                  <- outfile
+  progress         the progress line on a terminal: tensor k of n, MB/s, ETA
+  safe_pickle      pickles read without running code: only tensors, dicts, numbers and dtypes
   modelfile        the attn.c model file (docs/FORMAT.md): config, tokenizer section, weights,
-                   Q8_0 and bfloat16 helpers                                      <- outfile
+                   Q8_0 and bfloat16 helpers                            <- outfile, progress
   chat_template    the chat section: a template's family recognised, its ids     <- modelfile
   tokenizer_blob   the tokenizer section from llama2.c, GPT-2 and Hugging Face files <- modelfile
   tokenizer_gguf   the tokenizer section from a GGUF file's tokenizer.ggml.*
@@ -23,8 +28,9 @@ Sources (convert.py SRC), one module per format
   sources.llama2c  llama2.c's .bin (legacy, ak42) and train.py's .pt    <- tensors
   sources.gpt2     GPT-2's tensor names, shared by nanoGPT and Hugging Face gpt2
   sources.nanogpt  nanoGPT's ckpt.pt                                    <- tensors, sources.gpt2
-  torchfile        everything torch.load or pickle reads: a .pt goes to its source module,
-                   pytorch_model.bin, nanoGPT's meta.pkl   <- sources.attn, .llama2c, .nanogpt
+  torchfile        every pickle, through safe_pickle: a .pt goes to its source module,
+                   pytorch_model.bin, nanoGPT's meta.pkl
+                                         <- safe_pickle, sources.attn, .llama2c, .nanogpt
   sources.hf       Hugging Face directories, config.json family by family
                                                <- sources.gpt2, safetensors, torchfile
   sources.gguf     GGUF files, their tensors mapped onto sources.hf's readers

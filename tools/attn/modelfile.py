@@ -17,6 +17,7 @@ import zlib
 import numpy as np
 
 from attn import outfile
+from attn import progress
 
 MAGIC = b"ATTN"
 VERSION = 5  # the newest this reads, and the one every file is written in
@@ -406,11 +407,18 @@ def resize_tokenizer(blob, vocab_size):
 
 # ---- whole files ----
 
+def is_model_file(path):
+    """Whether the regular file path starts as a model file does (./train's check before replacing one)."""
+    with open(path, "rb") as f:
+        return f.read(4) == MAGIC
+
+
 def write_model(path, cfg, tok, tensors, chat=b""):
     """Write a version 5 model file atomically (outfile.replacing); an existing path that is not
     a regular file is refused (outfile.Refused, an OSError). chat: the chat section's bytes in
     version 5's layout (chat_template.pack_section), or empty. The checksum is computed as the
-    bytes are written, and patched into the header at the end."""
+    bytes are written, and patched into the header at the end (path "-", standard output: computed
+by a first pass, which writes nothing, and written with the header)."""
     c = complete_config(cfg)
     check_config(c)
     blob, kind, flags, bos, eos = tok
@@ -441,25 +449,38 @@ def write_model(path, cfg, tok, tensors, chat=b""):
     check_config(h)
     header = HEADER_STRUCT.pack(*[h[n] for n, _ in HEADER_FIELDS])
     header += bytes(HEADER_SIZE - len(header))
-    crc = 0
+    crc = zlib.crc32(header)  # its checksum field is zero here
 
-    def put(data):
+    def body(write, shown=None):
+        """Everything after the header, to write(bytes)."""
+        write(blob)
+        write(chat)
+        write(bytes(weights_offset - HEADER_SIZE - len(blob) - len(chat)))
+        for n, shape in specs:
+            for a in stored_pieces(c, n, tensors[n]):
+                write(memoryview(a).cast("B"))
+                write(bytes(padded(a.nbytes) - a.nbytes))
+            if shown:
+                shown.done(stored_bytes(c, n, shape))
+
+    def add(data):
         nonlocal crc
         crc = zlib.crc32(data, crc)
-        f.write(data)
     # drop_cache: out of the page cache, so that ./run reads it back into 2 MiB folios (model.h's
     # write_atomic says why)
-    with outfile.replacing(path, drop_cache=True) as f:
-        put(header)
-        put(blob)
-        put(chat)
-        put(bytes(weights_offset - HEADER_SIZE - len(blob) - len(chat)))
-        for n, _ in specs:
-            for a in stored_pieces(c, n, tensors[n]):
-                put(memoryview(a).cast("B"))
-                put(bytes(padded(a.nbytes) - a.nbytes))
-        f.seek(CHECKSUM_OFFSET)
-        f.write(struct.pack("<I", crc))
+    with outfile.replacing(path, drop_cache=True) as f, progress.Progress(len(specs), weights_bytes) as shown:
+        def put(data):
+            add(data)
+            f.write(data)
+        if path != outfile.STDIO:
+            f.write(header)
+            body(put, shown)
+            f.seek(CHECKSUM_OFFSET)
+            f.write(struct.pack("<I", crc))
+        else:  # no seeking back on standard output: a first pass that writes nothing gives the checksum
+            body(add)
+            f.write(header[:CHECKSUM_OFFSET] + struct.pack("<I", crc) + header[CHECKSUM_OFFSET + 4:])
+            body(f.write, shown)
 
 
 def read_header(data):

@@ -4,12 +4,26 @@ An output path that exists and is not a regular file (a device, FIFO, socket or 
 is refused: renaming a new file over it would destroy the node, and opening it could block
 or write to hardware. A regular file is replaced whole or not at all: the new contents go to
 a unique temporary file beside it, which is synced and then renamed over it.
+
+claim() and claim_dir() are ./train's policy for an output (training/checkpoint.h's
+claim_outputs), checked before any work: an existing output is replaced only with --force, and
+one the tool did not write (not an attn.c model, not an export) never. A folder is written as a
+new folder beside it (replacing_dir), synced, then renamed into place, so a failure or a kill
+leaves the old folder or none. "-" is standard output (replacing yields it); check() refuses it
+for a folder, and when standard output is a terminal.
 """
 import contextlib
 import errno
 import os
+import shutil
+import signal
 import stat
+import sys
 import tempfile
+
+STDIO = "-"
+PENDING = set()  # the temporary files and folders being written, for remove_pending()
+HELD = {"depth": 0, "interrupted": False}  # held(): how deep, and whether Ctrl-C came meanwhile
 
 KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
@@ -35,7 +49,14 @@ def kind(path):
 
 
 def check(path, want="a regular file"):
-    """Raise Refused if path exists and is not want, a kind() answer."""
+    """Raise Refused if path exists and is not want, a kind() answer; "-" (standard output) may be
+    a regular file's contents only, and not to a terminal."""
+    if path == STDIO:
+        if want != "a regular file":
+            raise Refused(errno.EINVAL, "is standard output, which cannot be %s" % want, path)
+        if sys.stdout.isatty():
+            raise Refused(errno.EINVAL, "standard output is a terminal: redirect it to a file", path)
+        return
     k = kind(path)
     if k not in (None, want):
         raise Refused(errno.EEXIST, "is %s, not %s: refusing to replace it" % (k, want), path)
@@ -55,18 +76,53 @@ def _fsync_dir(d):
         os.close(fd)
 
 
+def claim(path, force, ours, what):
+    """Raise Refused unless the tool may write path (a file): absent, "-" (standard output, not a
+    terminal), or, with force, what ours(path) recognises as a file of its own: what, e.g. "an
+    attn.c model file", names that in the message."""
+    check(path)
+    if path != STDIO and kind(path) is not None:
+        _existing(path, force, ours(path), what)
+
+
+def claim_dir(path, force, ours, what, refusal=None):
+    """claim() for a folder: absent or empty, or with force what ours(path) recognises.
+    refusal(path): a reason of the caller's own for refusing a folder that is not ours, or None."""
+    check(path, "a directory")
+    if kind(path) is not None and os.listdir(path):
+        why = not ours(path) and refusal and refusal(path)
+        if why:
+            raise Refused(errno.EEXIST, why, path)
+        _existing(path, force, ours(path), what)
+
+
+def _existing(path, force, ours, what):
+    if not ours:
+        raise Refused(errno.EEXIST, "exists and is not %s; refusing to replace it" % what, path)
+    if not force:
+        raise Refused(errno.EEXIST, "exists; give --force to replace it", path)
+
+
 @contextlib.contextmanager
 def replacing(path, mode="wb", drop_cache=False):
     """A file object for path's new contents. When the block ends normally it is flushed, synced
     and renamed over path, and the directory synced; on an exception it is removed, path untouched.
+    path "-" is standard output, written as it goes.
 
     drop_cache: evict the written pages from the page cache once synced (modelfile.py says why)."""
     check(path)
+    if path == STDIO:  # flushed at the end, never closed
+        out = sys.stdout.buffer if "b" in mode else sys.stdout
+        yield out
+        out.flush()
+        return
     d = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(path) + ".")
-    except OSError as e:
-        raise named(e, None, path)
+    with held():  # made and recorded for remove_pending as one step
+        try:
+            fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(path) + ".")
+        except OSError as e:
+            raise named(e, None, path)
+        PENDING.add(tmp)
     try:
         with os.fdopen(fd, mode) as f:
             yield f
@@ -80,13 +136,16 @@ def replacing(path, mode="wb", drop_cache=False):
     except BaseException as e:
         os.unlink(tmp)
         raise named(e, tmp, path)
+    finally:
+        PENDING.discard(tmp)
     _fsync_dir(d)
 
 
 def named(e, tmp, path):
-    """e, an OSError about the temporary file (or, with tmp None, about any file), naming path
-    instead: the temporary file's random name means nothing to a user."""
-    if isinstance(e, OSError) and (tmp is None or e.filename == tmp):
+    """e, an OSError about the temporary file tmp, or about no file (a failed write), or with tmp
+    None about any file, naming path instead: the temporary file's random name means nothing to a
+    user."""
+    if isinstance(e, OSError) and (tmp is None or e.filename in (None, tmp)):
         e.filename = path
     return e
 
@@ -95,3 +154,63 @@ def write(path, data):
     """Replace path with the bytes data, as replacing() does."""
     with replacing(path) as f:
         f.write(data)
+
+
+@contextlib.contextmanager
+def replacing_dir(path):
+    """The name of a new folder beside path (path.tmp-XXXXXX) to write path's new contents into.
+    When the block ends normally the folder is synced and renamed into place, an old path first
+    renamed away (path.old-XXXXXX) and removed after; on an exception it is removed, path untouched."""
+    check(path, "a directory")
+    parent, base = os.path.split(os.path.abspath(path))
+    with held():
+        tmp, old = tempfile.mkdtemp(dir=parent, prefix=base + ".tmp-"), None
+        PENDING.add(tmp)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())  # what mkdir would have made; mkdtemp makes 0700
+        _fsync_dir(tmp)
+        check(path, "a directory")
+        with held():  # between the two renames path is missing
+            if os.path.isdir(path):
+                old = tempfile.mkdtemp(dir=parent, prefix=base + ".old-")
+                os.replace(path, old)  # over the empty folder mkdtemp made
+            os.replace(tmp, path)
+    except BaseException:
+        if old and not os.path.exists(path):  # the new one could not take its place: the old one back
+            os.replace(old, path)
+        elif old:
+            os.rmdir(old)  # made, but path could not move there
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        PENDING.discard(tmp)
+    _fsync_dir(parent)
+    if old:
+        PENDING.add(old)
+        shutil.rmtree(old)
+        PENDING.discard(old)
+
+
+@contextlib.contextmanager
+def held():
+    """A block that Ctrl-C does not split: cli_main's handler, finding HELD["depth"] above 0, sets
+    HELD["interrupted"] and returns, and the signal is raised again when the outermost block ends."""
+    HELD["depth"] += 1
+    try:
+        yield
+    finally:
+        HELD["depth"] -= 1
+        if not HELD["depth"] and HELD["interrupted"]:
+            HELD["interrupted"] = False
+            signal.raise_signal(signal.SIGINT)
+
+
+def remove_pending():
+    """Remove the temporary files and folders being written, for a process about to end at once
+    (cli_main on Ctrl-C), which runs no finally clause."""
+    for p in list(PENDING):
+        try:
+            shutil.rmtree(p) if os.path.isdir(p) else os.unlink(p)
+        except OSError:
+            pass  # renamed into place or removed already

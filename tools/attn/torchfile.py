@@ -1,8 +1,10 @@
-"""Everything read with torch.load or pickle: checkpoints (.pt), pytorch_model.bin state dicts
-and nanoGPT's meta.pkl. read_torch hands a checkpoint to the source module of its layout."""
+"""Everything that is a pickle: checkpoints (.pt), pytorch_model.bin state dicts and nanoGPT's
+meta.pkl, each read by safe_pickle, which runs no code from them. read_torch hands a checkpoint
+to the source module of its layout."""
 
 
 from attn import modelfile as mf
+from attn import safe_pickle
 from attn.errors import Bad
 from attn.sources.attn import read_own_export
 from attn.sources.llama2c import read_llama2c_pt
@@ -11,18 +13,15 @@ from attn.tensors import stored
 
 
 def read_torch(path):
-    import torch
     import pickle
     try:
-        ck = torch.load(path, map_location="cpu", weights_only=True)
+        ck = safe_pickle.torch_load(path)
+    except safe_pickle.Refused as e:
+        raise Bad(path, str(e))
     except (pickle.UnpicklingError, RuntimeError, AttributeError) as e:
         if "zip" in str(e).lower() or "truncat" in str(e).lower() or "EOF" in str(e):
             raise Bad(path, "cannot read the PyTorch file, truncated or corrupt (%s)" % str(e).splitlines()[0])
-        # Checkpoints may pickle harmless non-tensor objects the safe loader rejects.
-        try:
-            ck = torch.load(path, map_location="cpu")
-        except Exception as e2:
-            raise Bad(path, "cannot read the PyTorch file: %s" % (str(e2).splitlines() or [type(e2).__name__])[0])
+        raise Bad(path, "cannot read the PyTorch file: %s" % (str(e).splitlines() or [type(e).__name__])[0])
     except EOFError:
         raise Bad(path, "truncated PyTorch file")
     if not isinstance(ck, dict):
@@ -40,9 +39,10 @@ def read_torch(path):
 
 
 def read_torch_state_dict(path):
-    import torch
     try:
-        sd = torch.load(path, map_location="cpu", weights_only=True)
+        sd = safe_pickle.torch_load(path)
+    except safe_pickle.Refused as e:
+        raise Bad(path, str(e))
     except Exception as e:
         raise Bad(path, "cannot read the PyTorch file: %s" % (str(e).splitlines() or [type(e).__name__])[0])
     return {k: stored(v) for k, v in sd.items()}
@@ -52,10 +52,11 @@ def read_char_meta(path, vocab_size, model):
     """nanoGPT's character-level meta.pkl (stoi/itos): one piece per character, no merges. nanoGPT
     gives such a model exactly meta.pkl's characters as its vocabulary: any other vocab_size means
     another dataset's meta.pkl (or a model that has none)."""
-    import pickle
     with open(path, "rb") as f:
         try:
-            meta = pickle.load(f)
+            meta = safe_pickle.load(f)
+        except safe_pickle.Refused as e:
+            raise Bad(path, str(e))
         except Exception as e:  # unpickling fails in as many ways as the bytes allow
             raise Bad(path, "cannot read the pickle (%s)" % type(e).__name__)
     itos = meta.get("itos") if isinstance(meta, dict) else None

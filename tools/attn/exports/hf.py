@@ -2,8 +2,10 @@
 
 DIR gets config.json, generation_config.json, model.safetensors, tokenizer.json and
 tokenizer_config.json, which transformers loads as they are (AutoModelForCausalLM,
-AutoTokenizer) and convert.py reads back into the same model. Which Hugging Face architecture
-a file is follows from its knobs alone:
+AutoTokenizer) and convert.py reads back into the same model, and attn_export.json, the mark
+by which --force knows a folder it may replace. The folder is written beside DIR and renamed
+into place (outfile.replacing_dir). Which Hugging Face architecture a file is follows from its
+knobs alone:
 
   gpt2          learned positions, LayerNorm, GELU or ReLU, one head per kv head (missing
                 biases are written as zeros, which is what they compute)
@@ -37,7 +39,9 @@ from attn import safetensors
 from attn.errors import Bad, listing
 from attn.tokenizer_blob import bytes_to_unicode, SP_SPACE as SPACE, SPLIT_REGEXES, TOKA_SPECIAL, TOKA_STOP
 
-FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+# MARKER says a folder is an export, which --force may replace; a downloaded checkpoint with the same files is not.
+MARKER = "attn_export.json"
+FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", MARKER)
 NO_MERGE_SCORE = -1e10  # kind-0 encoding merges only into pieces scoring above this (tokenizer/internal.h)
 
 def byte_level(use_regex):
@@ -443,20 +447,22 @@ def tokenizer_config(tok, c, added):
 
 # ---- the directory ----
 
-def prepare_dir(d):
-    """Make d, or check that what it holds is a former export's files, which are replaced; a
-    directory with other files would mix two models (convert.py reads vocab.json before
-    tokenizer.json, transformers shards before model.safetensors)."""
-    try:
-        outfile.check(d, "a directory")
-        if os.path.isdir(d):
-            others = sorted(set(os.listdir(d)) - set(FILES))
-            if others:
-                raise Bad(d, "holds %s, which an export would not write: give a new or empty directory"
-                          % listing(others))
-        os.makedirs(d, exist_ok=True)
-    except OSError as e:
-        raise Bad(d, str(e) if isinstance(e, outfile.Refused) else "cannot make the directory: %s" % (e.strerror or e))
+def is_export(d):
+    """Whether folder d is a former export: its marker, and no file an export does not write."""
+    names = set(os.listdir(d))
+    return MARKER in names and names <= set(FILES)
+
+
+def claim_dir(d, force):
+    """Refuse (outfile.Refused), before any work, an out_dir export() may not write: one that is not a folder, a
+    former export without force, or any other folder but an empty one. Other files would mix two
+    models (convert.py reads vocab.json before tokenizer.json, transformers shards before
+    model.safetensors)."""
+    def others(d):
+        names = sorted(set(os.listdir(d)) - set(FILES))
+        return "holds %s, which an export would not write; refusing to replace it" % listing(names) \
+            if names else None
+    outfile.claim_dir(d, force, is_export, "a folder that --export-hf wrote (it has no %s)" % MARKER, others)
 
 
 def json_bytes(obj):
@@ -479,13 +485,16 @@ def export(model, out_dir):
     sd = gpt2_state(c, tensors) if mt == "gpt2" else llama_state(c, tensors, mt)
     generation = {"bos_token_id": bos if bos >= 0 else None,
                   "eos_token_id": ends[0] if len(ends) == 1 else (ends or None)}
-    prepare_dir(out_dir)
     try:
-        outfile.write(os.path.join(out_dir, "config.json"), json_bytes(hf_config(c, mt, bos, ends)))
-        outfile.write(os.path.join(out_dir, "generation_config.json"), json_bytes(generation))
-        outfile.write(os.path.join(out_dir, "tokenizer.json"), json_bytes(tj))
-        outfile.write(os.path.join(out_dir, "tokenizer_config.json"), json_bytes(tokenizer_config(tok, c, added)))
-        write_safetensors(os.path.join(out_dir, "model.safetensors"), sd)
-    except OSError as e:
-        raise Bad(getattr(e, "filename", None) or out_dir, "cannot write: %s" % (e.strerror or e))
+        with outfile.replacing_dir(out_dir) as d:
+            outfile.write(os.path.join(d, "config.json"), json_bytes(hf_config(c, mt, bos, ends)))
+            outfile.write(os.path.join(d, "generation_config.json"), json_bytes(generation))
+            outfile.write(os.path.join(d, "tokenizer.json"), json_bytes(tj))
+            outfile.write(os.path.join(d, "tokenizer_config.json"), json_bytes(tokenizer_config(tok, c, added)))
+            write_safetensors(os.path.join(d, "model.safetensors"), sd)
+            outfile.write(os.path.join(d, MARKER), json_bytes({"written_by": "tools/convert.py --export-hf",
+                                                               "source": os.path.basename(model)}))
+    except OSError as e:  # named as the file in out_dir, not the temporary folder's
+        name = os.path.basename(getattr(e, "filename", None) or "")
+        raise Bad(os.path.join(out_dir, name) if name in FILES else out_dir, "cannot write: %s" % (e.strerror or e))
     return mt
