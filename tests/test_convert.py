@@ -870,17 +870,17 @@ def mistral_window_at_every_context():
     window = ("sliding_window", "global_every", "rope_local_theta", "seq_len")
     for extra, want in (((), (5, 4, 1e4, 32)), (("--seq-len", "4096"), (5, 4, 1e4, 4096)),
                         (("--seq-len", "5"), (0, 0, 0.0, 5)), (("--seq-len", "3"), (0, 0, 0.0, 3))):
-        c = conv(d, tmp("mistral.bin"), *extra)[0]
+        c = conv(d, tmp("mistral.bin"), "--force", *extra)[0]
         assert tuple(c[k] for k in window) == want, (extra, c)
     cpath = os.path.join(d, "config.json")
     conf = json.load(open(cpath))
     json.dump(dict(conf, sliding_window=None), open(cpath, "w"))
-    assert tuple(conv(d, tmp("mistral.bin"))[0][k] for k in window) == (0, 0, 0.0, 32)
+    assert tuple(conv(d, tmp("mistral.bin"), "--force")[0][k] for k in window) == (0, 0, 0.0, 32)
     json.dump(dict(conf, rope_scaling={"rope_type": "linear", "factor": 2.0}), open(cpath, "w"))
     conv_refused([d, tmp("o.bin"), "--seq-len", "6"], "config.json: rope_scaling with sliding_window 5 below the "
                  "context 6: every layer is then local, and this build scales only global layers' RoPE (--seq-len 5 "
                  "or less converts it without the window)")
-    c = conv(d, tmp("mistral.bin"), "--seq-len", "5")[0]
+    c = conv(d, tmp("mistral.bin"), "--force", "--seq-len", "5")[0]
     assert (c["sliding_window"], c["rope_scaling"], c["rope_factor"]) == (0, mf.ROPE_SCALING_LINEAR, 2.0), c
     # the loader's limit on global_every lets every one of 1024 layers be local
     mf.check_config(mf.complete_config(dict(MISTRAL, n_layers=1024, global_every=1025)))

@@ -605,12 +605,13 @@ def rope_scaling_as_llama_cpp_reads_it():
     c = mf.complete_config(P["llama_gqa"])
     write_family_gguf(tmp("rope.gguf"), "llama", c, random_models.random_tensors(c, seed=3))
     meta, tensors = gguf_parts(tmp("rope.gguf"))
-    for change, want in (({"llama.rope.scaling.factor": 4.0}, (mf.ROPE_SCALING_LINEAR, 4.0)),
-                         ({"llama.rope.scale_linear": 2.0}, (mf.ROPE_SCALING_LINEAR, 2.0)),
-                         ({"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 1.0}, (0, 0.0)),
-                         ({"llama.rope.scaling.type": "none", "llama.rope.scaling.factor": 4.0}, (0, 0.0))):
+    cases = (({"llama.rope.scaling.factor": 4.0}, (mf.ROPE_SCALING_LINEAR, 4.0)),
+             ({"llama.rope.scale_linear": 2.0}, (mf.ROPE_SCALING_LINEAR, 2.0)),
+             ({"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 1.0}, (0, 0.0)),
+             ({"llama.rope.scaling.type": "none", "llama.rope.scaling.factor": 4.0}, (0, 0.0)))
+    for i, (change, want) in enumerate(cases):
         gguf_write.write_gguf(tmp("rope2.gguf"), dict(meta, **{k: (v, None) for k, v in change.items()}), tensors)
-        (cfg, _, _), _ = converted(tmp("rope2.gguf"), "rope2.bin")
+        (cfg, _, _), _ = converted(tmp("rope2.gguf"), "rope2_%d.bin" % i)
         assert (cfg["rope_scaling"], cfg["rope_factor"]) == want, (change, cfg["rope_scaling"], cfg["rope_factor"])
     gguf_write.write_gguf(tmp("rope3.gguf"), dict(meta, **{"llama.rope.scale_linear": (0.5, None)}), tensors)
     refused([tmp("rope3.gguf"), tmp("o.bin")], "llama.rope.scale_linear 0.5 is below 1")

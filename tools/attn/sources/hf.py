@@ -130,7 +130,7 @@ def read_hf_gpt2(d, cpath, c, sd=None, terms=HF_TERMS):
     """sd: the weights, if not d's, under nanoGPT's names in nn.Linear's layout (GGUF), and terms
     how its messages name keys and tensors."""
     k = terms.key
-    d_, L, H = (int(conf(cpath, c, k)) for k in ("n_embd", "n_layer", "n_head"))
+    d_, L, H = (int(conf(cpath, c, key)) for key in ("n_embd", "n_layer", "n_head"))
     V = int(conf(cpath, c, "vocab_size"))
     S_field = "n_positions" if c.get("n_positions") else "n_ctx"
     S = int(conf(cpath, c, S_field))
