@@ -568,6 +568,7 @@ def edited(name, edit):
     c = json.load(open(os.path.join(d, "config.json")))
     edit(c)
     json.dump(c, open(os.path.join(d, "config.json"), "w"))
+edited("hf_rope_dims", lambda c: c.update(partial_rotary_factor=0.01))
 edited("hf_long", lambda c: c.update(max_position_embeddings=1 << 24))
 edited("hf_awq", lambda c: c.update(quantization_config={"quant_method": "awq", "bits": 4}))
 import torch
@@ -595,6 +596,9 @@ row convert.py "a llama2.c train.py checkpoint whose model_args has a key ModelA
 row convert.py "a Hugging Face directory of quantised weights (quantization_config)" \
   "$tmp/hf_awq/config.json: quantization_config (quant_method \"awq\"): quantised Hugging Face weights are not supported by this build" \
   "${convert[@]}" $tmp/hf_awq $tmp/o.bin
+row convert.py "a Hugging Face partial_rotary_factor that leaves RoPE no pair" \
+  "$tmp/hf_rope_dims/config.json: partial_rotary_factor gives RoPE 0 of a head's 8 dimensions; it needs 2 to 8" \
+  "${convert[@]}" $tmp/hf_rope_dims $tmp/o.bin
 row convert.py "a Hugging Face max_position_embeddings beyond the format's limit" \
   "$tmp/hf_long: its context of 16777216 positions exceeds this build's limit of 1048576: choose a shorter one with --seq-len" \
   "${convert[@]}" $tmp/hf_long $tmp/o.bin
