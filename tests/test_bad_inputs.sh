@@ -597,7 +597,7 @@ row convert.py "a Hugging Face directory of quantised weights (quantization_conf
   "$tmp/hf_awq/config.json: quantization_config (quant_method \"awq\"): quantised Hugging Face weights are not supported by this build" \
   "${convert[@]}" $tmp/hf_awq $tmp/o.bin
 row convert.py "a Hugging Face partial_rotary_factor that leaves RoPE no pair" \
-  "$tmp/hf_rope_dims/config.json: partial_rotary_factor gives RoPE 0 of a head's 8 dimensions; it needs 2 to 8" \
+  "$tmp/hf_rope_dims/config.json: partial_rotary_factor gives RoPE 0 of a head's 8 dimensions; it needs an even number from 2 to 8" \
   "${convert[@]}" $tmp/hf_rope_dims $tmp/o.bin
 row convert.py "a Hugging Face max_position_embeddings beyond the format's limit" \
   "$tmp/hf_long: its context of 16777216 positions exceeds this build's limit of 1048576: choose a shorter one with --seq-len" \

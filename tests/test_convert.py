@@ -813,7 +813,8 @@ def hf_refusals_by_name():
          "rope_parameters sliding_attention scales the local layers' RoPE"),
         ("qwen3", lambda c: c.update(head_dim="big"), 'head_dim is "big", not a positive whole number'),
         ("llama32", lambda c: c.update(partial_rotary_factor=0.01),
-         "config.json: partial_rotary_factor gives RoPE 0 of a head's 32 dimensions; it needs 2 to 32"),
+         "config.json: partial_rotary_factor gives RoPE 0 of a head's 32 dimensions; it needs an even number from 2 "
+         "to 32"),
         ("llama32", lambda c: c.update(max_position_embeddings=1 << 24),
          "its context of 16777216 positions exceeds this build's limit of 1048576: choose a shorter one with "
          "--seq-len"),

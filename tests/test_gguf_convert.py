@@ -324,6 +324,8 @@ GEMMA = dict(P["gemma_like"], rope_scaling=0, rope_factor=0, rope_low_freq_facto
              rope_original_ctx=0, attn_scale=float(np.float32(32 ** -0.5)))
 FAMILIES = [("llama_gqa", "llama", P["llama_gqa"]), ("llama_untied", "llama", P["untied"]),
             ("llama_rope_llama3", "llama", P["rope_llama3"]), ("llama_rope_linear", "llama", P["rope_linear"]),
+            # RoPE on 30 of 44 dimensions: 44 x (30 / 44) is 29.999... in floating point
+            ("llama_partial_rope_44", "llama", dict(P["llama_gqa"], dim=176, n_heads=4, n_kv_heads=2, rope_dims=30)),
             ("qwen2", "qwen2", P["qkv_bias_qwen2"]), ("qwen3", "qwen3", P["qk_norm"]), ("gemma3", "gemma3", GEMMA),
             ("gpt2", "gpt2", P["gpt2"])]
 

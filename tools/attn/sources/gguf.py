@@ -21,6 +21,7 @@ Weight types (the closing note says which happened):
 A file with any quantised matrix is stored as Q8_0 unless --weights says otherwise. Any other
 type is refused by name (tools/attn/gguf_file.py). Tensors are read one at a time from the mapped file.
 """
+import math
 import re
 import sys
 
@@ -219,8 +220,10 @@ def hf_config(f, arch, mt):
              rms_norm_eps=g.get("attention.layer_norm_rms_epsilon", kind=float),
              rope_theta=g.get("rope.freq_base", 10000.0, float), tie_word_embeddings=tied)
     n_rot = g.get("rope.dimension_count", hd)
-    if n_rot != hd:
+    if n_rot != hd:  # the factor whose int(head_dim x factor), as read_hf_decoder computes it, is n_rot
         c["partial_rotary_factor"] = n_rot / hd
+        while int(hd * c["partial_rotary_factor"]) < n_rot:
+            c["partial_rotary_factor"] = math.nextafter(c["partial_rotary_factor"], 2)
     # llama.cpp's reading: a file without rope.scaling.type scales linearly by rope.scaling.factor
     # (or the older rope.scale_linear), 1 if neither; "none" never scales
     kind = g.get("rope.scaling.type", "linear", str)

@@ -345,10 +345,10 @@ def read_hf_decoder(d, cpath, c, sd=None, terms=HF_TERMS, biases=None):
     if fam.get("qk_norm"):
         cfg["arch_flags"] = cfg.get("arch_flags", 0) | mf.ARCH_QK_NORM
     rope_dims = int(hd * number(cpath, k("partial_rotary_factor"), c.get("partial_rotary_factor", 1.0)))
-    cfg["rope_dims"] = rope_dims = rope_dims - rope_dims % 2
-    if not 2 <= rope_dims <= hd:
-        raise Bad(cpath, "%s gives RoPE %d of a head's %d dimensions; it needs 2 to %d"
+    if rope_dims % 2 or not 2 <= rope_dims <= hd:  # RoPE turns pairs
+        raise Bad(cpath, "%s gives RoPE %d of a head's %d dimensions; it needs an even number from 2 to %d"
                   % (k("partial_rotary_factor"), rope_dims, hd, hd))
+    cfg["rope_dims"] = rope_dims
     bias = fam.get("always", 0)
     for key in ("attention_bias", "mlp_bias"):
         if c.get(key):
