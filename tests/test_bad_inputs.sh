@@ -690,6 +690,7 @@ variant("noup.gguf", drop=["blk.1.ffn_up.weight"])
 variant("nan.gguf", tensors={"blk.0.ffn_up.weight": np.full((768, 256), np.nan, np.float32)})
 variant("kbias.gguf", tensors={"blk.0.ffn_up.bias": np.zeros(700, np.float32)})
 variant("attnf.gguf", {"llama.rope.scaling.attn_factor": 0.9})
+variant("rot.gguf", {"llama.rope.dimension_count": 63})
 PY
 row convert.py "a GGUF file whose block_count the tensors contradict" \
   "$tmp/blocks.gguf: llama.block_count 3, but the weights hold layers 0, 1" "${convert[@]}" $tmp/blocks.gguf $tmp/o.bin
@@ -706,6 +707,9 @@ row convert.py "a GGUF tensor of NaNs" "$tmp/nan.gguf: tensor blk.0.ffn_up.weigh
 row convert.py "a GGUF feed-forward bias of the wrong size" \
   "$tmp/kbias.gguf: blk.0.ffn_up.bias has shape (700,), expected (768,) from llama.feed_forward_length 768" \
   "${convert[@]}" $tmp/kbias.gguf $tmp/o.bin
+row convert.py "a GGUF file with an odd rope.dimension_count" \
+  "$tmp/rot.gguf: llama.rope.dimension_count gives RoPE 63 of a head's 64 dimensions; it needs an even number from 2 to 64" \
+  "${convert[@]}" $tmp/rot.gguf $tmp/o.bin
 row convert.py "a GGUF file with rope.scaling.attn_factor 0.9" \
   "$tmp/attnf.gguf: llama.rope.scaling.attn_factor 0.9 is not supported by this build" "${convert[@]}" $tmp/attnf.gguf $tmp/o.bin
 row convert.py "a GGUF file of an architecture this build lacks" \

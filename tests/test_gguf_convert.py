@@ -583,6 +583,8 @@ def messages_name_gguf_keys_and_tensors():
          "tensor blk.0.attn_k.weight has 32768 non-finite values (inf at [0, 0])"),
         (dict(tensors={"blk.1.ffn_up.weight": big}, flags=["--weights", "f16"]),
          "tensor blk.1.ffn_up.weight: a weight of magnitude 100000 does not fit float16"),
+        (dict(meta={"llama.rope.dimension_count": 63}),
+         "llama.rope.dimension_count gives RoPE 63 of a head's 64 dimensions; it needs an even number from 2 to 64"),
         (dict(meta={"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 0.5}),
          "llama.rope.scaling.factor 0.5 is below 1, which this build does not support"),
         (dict(meta={"general.architecture": "qwen2", **{"qwen2" + k[5:]: v[0] for k, v in meta.items()
