@@ -646,7 +646,7 @@ def oracle_refusals():
     fake_hf.write_hf_llama(base, dict(random_models.PRESETS["llama_gqa"], vocab_size=300), seed=1)
     conf = json.load(open(os.path.join(base, "config.json")))
     sd = ref_hf.read_safetensors(os.path.join(base, "model.safetensors"))
-    rows = [("model_type", dict(conf, model_type="mistral"), sd, "model_type 'mistral'"),
+    rows = [("model_type", dict(conf, model_type="phi3"), sd, "model_type 'phi3'"),
             ("rope", dict(conf, rope_scaling={"rope_type": "yarn", "factor": 4.0}), sd, "rope_scaling type 'yarn'"),
             ("softcap", dict(conf, model_type="gemma3_text", final_logit_softcapping=30.0), sd,
              "final_logit_softcapping"),
