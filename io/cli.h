@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,8 +38,10 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-// Standard input read to its end, NUL-terminated: the text of an input named "-".
-static char *read_stdin(size_t *len) {
+// A stream (standard input, a pipe, a FIFO, a terminal) read to its end, NUL-terminated: the text
+// of an input named "-", or of one like <(cmd). name: the input, for a read error. fd may be
+// non-blocking (a FIFO opened without waiting for its writer): poll waits for the data then.
+static char *read_stream(int fd, const char *name, size_t *len) {
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     for (ssize_t r; buf; n += (size_t)r) {
@@ -48,26 +51,35 @@ static char *read_stdin(size_t *len) {
             buf = bigger;
             if (!buf) break;
         }
-        r = read(STDIN_FILENO, buf + n, cap - 1 - n);
-        if (r < 0 && errno == EINTR) r = 0;
-        else if (r < 0) die("standard input: read error: %s", strerror(errno));
+        // a FIFO no writer has opened yet reads as its end: poll waits for the writer's data
+        poll(&(struct pollfd){.fd = fd, .events = POLLIN}, 1, -1);
+        r = read(fd, buf + n, cap - 1 - n);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN)) r = 0;
+        else if (r < 0) die("%s: read error: %s", name, strerror(errno));
         else if (r == 0) break;
     }
-    if (!buf) die("standard input: out of memory after %zu bytes", n);
+    if (!buf) die("%s: out of memory after %zu bytes", name, n);
     buf[n] = 0;
     *len = n;
     return buf;
 }
 
 // A whole regular file, NUL-terminated, or a one-line death naming it and, if given, what it
-// was for ("the corpus"); "-" (with allow_stdin) is standard input. O_NONBLOCK: a FIFO nobody
-// writes to must not hang the open; it is then refused as not a regular file.
-static char *read_input(const char *path, size_t *len, const char *what, int allow_stdin) {
-    if (allow_stdin && !strcmp(path, "-")) return read_stdin(len);
+// was for ("the corpus"); "-" (with allow_stdin) is standard input. With streams, a FIFO, a
+// pipe (<(cmd), /dev/stdin) or a terminal is read to its end as standard input is (it waits
+// for a FIFO's writer); otherwise such a file is refused as not a regular file, as is any other
+// device. O_NONBLOCK: opening a FIFO must not wait for its writer.
+static char *read_input_or_stream(const char *path, size_t *len, const char *what, int allow_stdin, int streams) {
+    if (allow_stdin && !strcmp(path, "-")) return read_stream(STDIN_FILENO, "standard input", len);
     const char *w = what ? what : "";
     int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) die("%s: cannot open%s%s: %s", path, what ? " " : "", w, strerror(errno));
     struct stat st;
+    if (streams && !fstat(fd, &st) && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode) || isatty(fd))) {
+        char *text = read_stream(fd, path, len);
+        close(fd);
+        return text;
+    }
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) die("%s: %s%snot a regular file", path, w, what ? " is " : "");
     size_t n = (size_t)st.st_size, got = 0;
     char *buf = malloc(n + 1);
@@ -82,6 +94,10 @@ static char *read_input(const char *path, size_t *len, const char *what, int all
     buf[n] = 0;
     *len = n;
     return buf;
+}
+
+static char *read_input(const char *path, size_t *len, const char *what, int allow_stdin) {
+    return read_input_or_stream(path, len, what, allow_stdin, 0);
 }
 
 static char *read_file(const char *path, size_t *len, const char *what) { return read_input(path, len, what, 0); }

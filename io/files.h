@@ -7,11 +7,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 // Whether two paths name one existing file (a hard link or another spelling included): an
 // output that is also an input would be destroyed before or while it is read.
@@ -36,13 +38,16 @@ static inline int check_output(const char *path, char *err, size_t n) {
     return -1;
 }
 
-// A file being written: the first write error sticks.
+// A file being written: the first write error sticks; crc is zlib's CRC-32 of the bytes written
+// so far (a writer that wants a checksum ends its file with it).
 typedef struct {
     int fd, err;
+    uint32_t crc;
 } Sink;
 
 static inline void sink_write(Sink *s, const void *p, size_t n) {
     const char *b = p;
+    s->crc = (uint32_t)crc32_z(s->crc, p, n);
     while (n && !s->err) {
         ssize_t w = write(s->fd, b, n);
         if (w < 0) {
@@ -80,7 +85,7 @@ static inline int write_atomic(const char *path, SinkWriter fn, const void *ctx,
         return -1;
     }
     snprintf(tmp, len, "%s.tmp.XXXXXX", path);
-    Sink s = {mkstemp(tmp), 0};
+    Sink s = {mkstemp(tmp), 0, 0};
     if (s.fd < 0) {
         snprintf(err, n, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
         free(tmp);
@@ -122,7 +127,7 @@ static inline int write_atomic(const char *path, SinkWriter fn, const void *ctx,
 // else may go to stdout then).
 static inline int write_output(const char *path, SinkWriter fn, const void *ctx, char *err, size_t n) {
     if (strcmp(path, "-")) return write_atomic(path, fn, ctx, err, n);
-    Sink out = {STDOUT_FILENO, 0};
+    Sink out = {STDOUT_FILENO, 0, 0};
     fn(&out, ctx);
     if (out.err > 0) snprintf(err, n, "stdout: cannot write: %s", strerror(out.err));
     return out.err ? -1 : 0;

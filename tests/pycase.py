@@ -91,11 +91,14 @@ def shakespeare_prefix(folder, n_chars):
 
 
 def csv_rows(out):
-    """{step: (train_loss, val_loss, lr)} as ./train logged them in out's CSV, everything but the timing."""
+    """{step: (train_loss, val_loss, lr, eval_train_loss)} as ./train logged them in out's CSV (as text,
+    "" where empty), everything but the timing."""
+    lines = open(out + ".csv").read().splitlines()
+    col = {name: i for i, name in enumerate(lines[0].split(","))}
     rows = {}
-    for line in open(out + ".csv").read().splitlines()[1:]:
+    for line in lines[1:]:
         f = line.split(",")
-        rows[int(f[0])] = tuple(f[1:4])
+        rows[int(f[0])] = tuple(f[col[name]] for name in ("train_loss", "val_loss", "lr", "eval_train_loss"))
     return rows
 
 

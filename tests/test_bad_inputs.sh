@@ -211,7 +211,9 @@ rm -f $tmp/fifo
 mkfifo $tmp/fifo
 row run "a FIFO as the model" "$tmp/fifo: not a regular file" ./run $tmp/fifo
 row run "-m ppl -f a FIFO" "$tmp/fifo: not a regular file" ./run $model -m ppl -f $tmp/fifo
-LIMIT=5 row train "a FIFO as corpus" "$tmp/fifo: the corpus is not a regular file" ./train -d $tmp/fifo -o $tmp/m.bin
+# ./train reads a FIFO as it reads standard input (tests/test_train_signals.py): to its end
+(: >$tmp/fifo &)
+LIMIT=5 row train "a FIFO as corpus whose writer sends nothing" "$tmp/fifo: the corpus is empty" ./train -d $tmp/fifo -o $tmp/m.bin
 LIMIT=10 row convert.py "a FIFO as the checkpoint" "$tmp/fifo: not a regular file" "$PYTHON" tools/convert.py $tmp/fifo $tmp/o.bin
 rm -f $tmp/fifo
 
@@ -335,8 +337,8 @@ row train "--dropout 1" "--dropout: 1 is outside [0, 0.99]" ./train -d $tmp/corp
 row train "--max-iters 1e3" "--max-iters: '1e3' is not an integer" ./train -d $tmp/corpus.txt -o $tmp/m.bin --max-iters 1e3
 row train "--n-head 3 with --n-embd 128" "--n-embd 128 is not a multiple of --n-head 3" ./train -d $tmp/corpus.txt -o $tmp/m.bin --n-head 3
 row train "--n-embd 65536 --n-head 4" "head_dim is 16384, outside [1, 4096]" ./train -d $tmp/corpus.txt -o $tmp/m.bin --n-embd 65536
-row train "--block-size 100000 on a 3000-byte corpus" "each needs more than the block size 100000" \
-  ./train -d $tmp/corpus.txt -o $tmp/m.bin --block-size 100000
+row train "--block-size 5000 on a 3000-byte corpus" "each needs more than the block size 5000" \
+  ./train -d $tmp/corpus.txt -o $tmp/m.bin --block-size 5000 --batch-size 1 --n-layer 1 --n-head 1
 row train "--vocab-size 100" "--vocab-size 100: a BPE vocabulary needs 256 to 1048576 pieces" ./train -d $tmp/corpus.txt -o $tmp/m.bin --vocab-size 100
 row train "no -o" "no output: give -o FILE" ./train -d $tmp/corpus.txt
 row train "an unknown flag" "unknown option '--frobnicate'" ./train -d $tmp/corpus.txt -o $tmp/m.bin --frobnicate 1
@@ -407,9 +409,57 @@ d = bytearray(open(sys.argv[1], "rb").read())
 struct.pack_into("<I", d, 8, 1)
 open(sys.argv[2], "wb").write(d)
 PY
-row train "--resume from a version-1 state" "$tmp/v1.bin.state: not a resume state of this build" ./train -d $tmp/corpus.txt -o $tmp/v1.bin --resume
+row train "--resume from a version-1 state" "$tmp/v1.bin.state: a resume state of version 1, this build reads version 3" ./train -d $tmp/corpus.txt -o $tmp/v1.bin --resume
+# One byte of the weights in the state flipped: the CRC-32 at its end names the damage.
+cp $tmp/m.bin $tmp/flip.bin
+"$PYTHON" - $tmp/m.bin.state $tmp/flip.bin.state <<'PY'
+import sys
+d = bytearray(open(sys.argv[1], "rb").read())
+d[len(d) // 2] ^= 1
+open(sys.argv[2], "wb").write(d)
+PY
+row train "--resume from a state with one byte flipped" "$tmp/flip.bin.state: checksum mismatch: the file is damaged" ./train -d $tmp/corpus.txt -o $tmp/flip.bin --resume
 row train "--resume with --max-iters below the checkpoint's step" "--max-iters 1: $tmp/m.bin is already at step 2" ./train -d $tmp/corpus.txt -o $tmp/m.bin --resume --max-iters 1
 row train "--resume on another corpus" "the run was trained on a different corpus" ./train -d $tmp/short.txt -o $tmp/m.bin --resume
+# Issue 29: empty paths, the files beside -o, --config, --sample-prompt, --progress, memory.
+row train "-o ''" "--out: the path is empty" ./train -d $tmp/corpus.txt -o ''
+row train "-d ''" "--data: the path is empty" ./train -d '' -o $tmp/m3.bin
+row train "--init ''" "--init: the path is empty" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --init=
+for sib in state csv lock; do
+  echo "my notes" >$tmp/sib_$sib.bin.$sib
+  row train "a MODEL.$sib that attn.c did not write, even with --force" \
+    "$tmp/sib_$sib.bin.$sib exists and is not an attn.c" ./train -d $tmp/corpus.txt -o $tmp/sib_$sib.bin --force "${small[@]}"
+done
+cp $tmp/m.bin.state $tmp/orphan.bin.state
+row train "a MODEL.state of an earlier run without MODEL, without --force" \
+  "$tmp/orphan.bin.state exists, left by an earlier run of -o $tmp/orphan.bin; use --force" ./train -d $tmp/corpus.txt -o $tmp/orphan.bin "${small[@]}"
+ln -sf loop2.bin $tmp/loop1.bin && ln -sf loop1.bin $tmp/loop2.bin
+row train "-o a symbolic link in a loop" "$tmp/loop1.bin: too many levels of symbolic links" ./train -d $tmp/corpus.txt -o $tmp/loop1.bin
+row train "--n-layer 1024 --n-embd 8192: more memory than the machine has" "GiB, this machine has&&GiB available (MemAvailable)" \
+  ./train -d $tmp/corpus.txt -o $tmp/huge.bin --n-layer 1024 --n-embd 8192 --n-head 64
+row train "--progress fancy" "--progress: 'fancy' is not plain, tty or auto" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --progress fancy
+row train "--sample-prompt ''" "--sample-prompt: the prompt is empty" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --sample-prompt ''
+row train "--sample-prompt longer than the context" "--sample-prompt: 40 tokens, which leave no room in the model's context of 32" \
+  ./train -d $tmp/corpus.txt -o $tmp/m3.bin "${small[@]}" --block-size 32 --sample-prompt "$(head -c 40 $tmp/corpus.txt)"
+row train "--sample-prompt with a character the corpus lacks" "--sample-prompt: cannot encode it with the model's vocabulary" \
+  ./train -d $tmp/corpus.txt -o $tmp/m3.bin "${small[@]}" --sample-prompt 'ζ'
+row train "--config a missing file" "$tmp/nope.conf: cannot open the config file" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/nope.conf
+row train "--config given twice" "--config is given twice" ./train --config $tmp/a.conf --config $tmp/b.conf
+# conf_row NAME TEXT WHAT WANT: a --config file $tmp/NAME.conf holding TEXT (printf's format), refused
+conf_row() {
+  printf "$2" >$tmp/$1.conf
+  row train "--config with $3" "$4" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --config $tmp/$1.conf
+}
+conf_row unknown 'n_layer = 2\nfrobnicate = 3\n' "an unknown option" "$tmp/unknown.conf:2: unknown option 'frobnicate'"
+conf_row noeq '# model\nn_layer 2\n' "a line that is not name = value" "$tmp/noeq.conf:2: 'n_layer 2' is not 'name = value'"
+conf_row badnum 'lr = fast\n' "a value that is not a number" "$tmp/badnum.conf:1: --lr: 'fast' is not a number"
+conf_row badbool 'keep_best = maybe\n' "keep_best = maybe" "$tmp/badbool.conf:1: keep-best = 'maybe': give true or false"
+conf_row resume 'resume = true\n' "resume" "$tmp/resume.conf:1: --resume is given on the command line, not in a config file"
+conf_row novalue 'lr =\n' "an empty value" "$tmp/novalue.conf:1: lr has no value"
+./train -d $tmp/corpus.txt -o $tmp/conf.bin "${small[@]}" >/dev/null 2>&1
+printf 'n_layer = 2\nlr = 5e-3\n' >$tmp/other.conf
+row train "--resume with a --config whose options differ from the saved run's" \
+  "--n-layer 2 (saved: 1), --lr 0.005 (saved: 0.001)" ./train -d $tmp/corpus.txt -o $tmp/conf.bin --resume --config $tmp/other.conf
 
 # ---- tools/convert.py
 convert=("$PYTHON" tools/convert.py)
@@ -547,6 +597,13 @@ tokenizer_json(copy("hf_tok400"), 400, byte_level)
 tokenizer_json(copy("hf_pre"), 300, {"type": "Sequence", "pretokenizers": [
     {"type": "Split", "pattern": {"Regex": "\\w+|[^\\w]+"}, "behavior": "Isolated", "invert": False},
     dict(byte_level, use_regex=False)]})
+# byte-level without a piece for "A" (0x41), which UTF-8 text holds: its id goes to a new piece
+d = copy("hf_no41")
+tokenizer_json(d, 300, byte_level)
+j = json.load(open(os.path.join(d, "tokenizer.json")))
+j["model"]["vocab"]["\u0120" * 12] = j["model"]["vocab"].pop("A")
+j["model"]["merges"] = [m for m in j["model"]["merges"] if "A" not in m.split(" ")]
+json.dump(j, open(os.path.join(d, "tokenizer.json"), "w"))
 d = copy("hf_bf16")
 sd = safetensors.read_safetensors(os.path.join(d, "model.safetensors"))
 sd["model.layers.1.mlp.up_proj.weight"] = sd["model.layers.1.mlp.up_proj.weight"][:, :63]
@@ -618,6 +675,9 @@ row convert.py "a tokenizer.json with a pre-tokenizer this build lacks" "$tmp/hf
 row convert.py "a tokenizer.json of 400 pieces for config.json's vocab_size 300" \
   "$tmp/hf_tok400/tokenizer.json: piece 'wa' (id 300) is past the model's vocab_size 300, and text would produce it" \
   "${convert[@]}" $tmp/hf_tok400 $tmp/o.bin
+row convert.py "a byte-level tokenizer.json without a piece for a byte UTF-8 text holds" \
+  "$tmp/hf_no41/tokenizer.json: model.vocab has no piece for the byte 0x41, which UTF-8 text can hold" \
+  "${convert[@]}" $tmp/hf_no41 $tmp/o.bin
 row convert.py "a bfloat16 tensor whose bytes disagree with its shape" \
   "$tmp/hf_bf16/model.safetensors: tensor model.layers.1.mlp.up_proj.weight: BF16 of shape [172, 64] takes 22016 bytes, but its data_offsets" \
   "${convert[@]}" $tmp/hf_bf16 $tmp/o.bin
@@ -791,6 +851,17 @@ row convert.py "a model file whose chat section has an id outside the vocabulary
   "$tmp/chat_bad.bin: chat section: id 0 is 99999, outside the vocabulary of 512" "${convert[@]}" $tmp/chat_bad.bin $tmp/o.bin
 row run "-m chat on a model file whose chat section has an id outside the vocabulary" \
   "$tmp/chat_bad.bin: &&chat section: id 0 is 99999, outside the vocabulary of 512" ./run $tmp/chat_bad.bin -m chat
+# --export-torch's "chat" entry (the section's fields), read back as a model file's section is
+"${convert[@]}" --export-torch $tmp/chat.bin $tmp/chat.pt 2>/dev/null
+"$PYTHON" - $tmp/chat.pt $tmp/chat_bad.pt <<'PY'
+import sys, torch
+ck = torch.load(sys.argv[1])
+ck["chat"]["ids"][0] = 99999
+torch.save(ck, sys.argv[2])
+PY
+row convert.py "an --export-torch file whose chat entry has an id outside the vocabulary" \
+  "$tmp/chat_bad.pt: its chat entry is not a chat section (ValueError: chat section: id 0 is 99999, outside the vocabulary of 512)" \
+  "${convert[@]}" $tmp/chat_bad.pt $tmp/o.bin
 patched $tmp/chat_misplaced.bin "<I" 4 4 "<Q" 184 300 "<Q" 192 16
 row run "a chat section that does not follow the tokenizer blob" "does not follow the tokenizer blob" \
   ./run $tmp/chat_misplaced.bin -i hi -n 1
@@ -805,6 +876,8 @@ if command -v mpirun >/dev/null && make -s --no-print-directory tests/bin/train_
   row train "the single-process build run by mpirun -np 2" "mpirun started 2 copies of this ./train, which is built without MPI" \
     "${mpirun[@]}" -np 2 ./train -d $tmp/corpus.txt -o $tmp/mpi_single.bin "${small[@]}"
   "${mpirun[@]}" -np 2 tests/bin/train_mpi -d $tmp/corpus.txt -o $tmp/np2.bin "${small[@]}" >/dev/null 2>&1
+  row train "-d <(cat corpus) under mpirun -np 2" "under mpirun every rank reads the corpus, and a pipe or FIFO gives it to one of them only" \
+    bash -c '"$@" -d <(cat $0) -o $0.mpi_pipe.bin' $tmp/corpus.txt "${mpirun[@]}" -np 2 tests/bin/train_mpi
   row train "--resume on 3 ranks of a run of 2 ranks x --grad-accum 1" \
     "--resume on 3 ranks: the run saved in $tmp/np2.bin.state draws 2 micro-batches per step" \
     "${mpirun[@]}" -np 3 tests/bin/train_mpi -d $tmp/corpus.txt -o $tmp/np2.bin --resume --max-iters 4

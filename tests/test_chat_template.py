@@ -14,7 +14,9 @@ and Llama 2, the same SentencePiece format and the same <s> and </s>.
 
 Also: the families recognised from their templates and others refused by name; a user's
 spelling of a special token stays text (injection); the section's checks; --chat-template in
-convert.py.
+convert.py; the template's text through --export-hf (byte for byte, rendered alike by the Jinja
+oracle) and --export-torch and back, -m chat working on what comes back; a template of no known
+family kept as text with a note.
 """
 import json
 import os
@@ -438,6 +440,141 @@ def train_keeps_the_section():
     r = subprocess.run(base + ["--init", v4, "--max-iters", "1", "--force"], capture_output=True, text=True)
     assert r.returncode == 0 and mf.read_chat_section(out) == chat, r.stderr[-500:]
     assert mf.read_header(open(out, "rb").read(256))["version"] == 5
+
+
+# ---- round trips: the template's text through --export-hf and --export-torch ----
+
+CONVERT = os.path.join(ROOT, "tools", "convert.py")
+RUN = os.path.join(ROOT, "run")
+
+
+def convert(*args):
+    """convert.py ARGS, which must succeed; its stderr."""
+    r = subprocess.run([PY, CONVERT] + list(args), capture_output=True, text=True, env=ENV)
+    assert r.returncode == 0, "convert.py %s: %s" % (" ".join(map(os.path.basename, args)), r.stderr.strip())
+    return r.stderr
+
+
+def small_family_dir(d, family, template=None):
+    """The family's published config cut to 1 layer of width 64, random weights, its real
+    tokenizer files (tokenizer_config.json's chat_template replaced by template if given)."""
+    from attn import safetensors
+    conf = families.family_config(family, 1)
+    conf.update(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(conf, f)
+    safetensors.write_safetensors(os.path.join(d, "model.safetensors"), families.family_weights(conf, seed=3))
+    families.write_family_tokenizer(d, family)
+    if template is not None:
+        tcfg = read_json(os.path.join(d, "tokenizer_config.json"))
+        tcfg["chat_template"] = template
+        with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+            json.dump(tcfg, f, ensure_ascii=False)
+
+
+def chats(model, *args):
+    """./run MODEL -m chat with two piped turns: exit status 0 and two replies (each ends in an
+    empty line), or AssertionError with what it said."""
+    r = subprocess.run([RUN, model, "-j", "1", "-m", "chat", "-t", "0", "-n", "4"] + list(args),
+                       input="Hello there!\nAnd then?\n", capture_output=True, text=True, env=ENV, timeout=120)
+    assert r.returncode == 0 and r.stdout.count("\n\n") == 2, "-m chat on %s: exit %d, %r, %s" % (
+        model, r.returncode, r.stdout, r.stderr.strip()[-300:])
+
+
+def render_both(pairs):
+    """For each (template, folder) pair, chat_render.mjs's renderings of every conversation, with
+    the folder's tokenizer and its tokenizer_config.json's bos_token and eos_token."""
+    cases = []
+    for template, folder in pairs:
+        tcfg = read_json(os.path.join(folder, "tokenizer_config.json"))
+        for conv in CONVERSATIONS.values():
+            cases.append({"template": template, "messages": [{"role": r, "content": c} for r, c in conv],
+                          "bos_token": token_string(tcfg.get("bos_token")),
+                          "eos_token": token_string(tcfg.get("eos_token")), "dir": folder})
+    req = os.path.join(TMP, "round_trip_request.json")
+    with open(req, "w", encoding="utf-8") as f:
+        json.dump({"cases": cases}, f, ensure_ascii=False)
+    r = subprocess.run(["node", ORACLE, MODULES, req], capture_output=True, text=True, env=ENV)
+    assert r.returncode == 0, "chat_render.mjs: %s" % r.stderr[-800:]
+    results = json.loads(r.stdout)["results"]
+    n = len(CONVERSATIONS)
+    return [results[k * n:(k + 1) * n] for k in range(len(pairs))]
+
+
+@case
+def round_trips_keep_the_template():
+    """SmolLM2's and Llama 3.2's published templates (1-layer models with their real tokenizers):
+    convert.py stores the template's text; --export-hf writes it back as tokenizer_config.json's
+    chat_template byte for byte, which @huggingface/jinja renders, with the exported tokenizer's
+    BOS and EOS and tokenized by the exported tokenizer.json, into the same text and ids as the
+    original; the export converts back to the same chat section, and -m chat works on it. The
+    same through --export-torch, whose file carries the template's text."""
+    ensure_pkgs()
+    subprocess.run(["make", "-s", "-C", ROOT, "run"], check=True)
+    import torch
+    for family in ("smollm2_135m", "llama3_2_1b"):
+        src, first, hf, back, pt, again = (os.path.join(TMP, "rt_" + family + x) for x in
+                                           ("", ".bin", "_hf", "_back.bin", ".pt", "_again.bin"))
+        small_family_dir(src, family)
+        original = read_json(os.path.join(src, "tokenizer_config.json"))["chat_template"]
+        convert(src, first)
+        section = mf.read_chat_section(first)
+        assert ct.parse_section(section, mf.read_header(open(first, "rb").read(256))["vocab_size"])[3] == original
+        assert "note" not in convert(first, "--export-hf", hf)
+        exported = read_json(os.path.join(hf, "tokenizer_config.json"))["chat_template"]
+        assert exported.encode("utf-8") == original.encode("utf-8"), family
+        theirs, ours = render_both([(original, src), (exported, hf)])
+        for conv, a, b in zip(CONVERSATIONS, theirs, ours):
+            assert "error" not in a and a == b, "%s, %s: original %r, export %r" % (family, conv, a, b)
+        convert(hf, back)
+        assert mf.read_chat_section(back) == section, family
+        chats(back)
+        convert("--export-torch", back, pt)
+        assert torch.load(pt)["chat"]["template"] == original, family  # our own file: the plain loader
+        convert(pt, again)
+        assert mf.read_chat_section(again) == section, family
+        chats(again)
+
+
+@case
+def unknown_template_kept_as_text():
+    """A template of no known family (Phi-3's) converts with one note; -m chat then names
+    --chat-template, and works with it; the exports write the text back and convert back to the
+    same section. A family chosen with --chat-template alone has no text: --export-hf writes no
+    chat_template and says so in a note, --export-torch keeps the section."""
+    src, first, hf, back, pt, again = (os.path.join(TMP, "phi3" + x) for x in
+                                       ("", ".bin", "_hf", "_back.bin", ".pt", "_again.bin"))
+    small_family_dir(src, "smollm2_135m", PHI3)
+    for out, tree in ((first, src), (back, hf)):
+        if out == back:
+            assert "note" not in convert(first, "--export-hf", hf)
+            assert read_json(os.path.join(hf, "tokenizer_config.json"))["chat_template"] == PHI3
+        err = convert(tree, out)
+        notes = [ln for ln in err.splitlines() if "note" in ln]
+        assert len(notes) == 1 and "is of no family this build formats: kept as text" in notes[0] and \
+            "./run -m chat needs --chat-template NAME (chatml, qwen3, llama3, llama2, gemma, zephyr)" in notes[0], err
+        assert "; chat template" not in err, err
+        assert ct.parse_section(mf.read_chat_section(out), 49152) == (None, [], "", PHI3)
+        refused([RUN, out, "-m", "chat"], "name its format with --chat-template NAME")
+    chats(back, "--chat-template", "chatml")
+    convert("--export-torch", back, pt)
+    convert(pt, again)
+    assert mf.read_chat_section(again) == mf.read_chat_section(first)
+    # --chat-template alone: the family, no text
+    models = os.path.join(ROOT, "..", "shared", "models")
+    named, hf2, pt2, named_again = (os.path.join(TMP, x) for x in ("named.bin", "named_hf", "named.pt", "named2.bin"))
+    convert(os.path.join(models, "stories260K.bin"), named, "--tokenizer", os.path.join(models, "tok512.bin"),
+            "--chat-template", "llama2")
+    err = convert(named, "--export-hf", hf2)
+    assert "family llama2 without its template's text" in err and \
+        "converting the export back needs --chat-template llama2" in err, err
+    assert "chat_template" not in read_json(os.path.join(hf2, "tokenizer_config.json"))
+    convert("--export-torch", named, pt2)
+    convert(pt2, named_again)
+    assert mf.read_chat_section(named_again) == mf.read_chat_section(named)
+    chats(named_again)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import math
 import os
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 import zlib
@@ -125,7 +126,7 @@ def llama2xs_pt_equals_bin():
 
 @case(needs=[stories260K_legacy_bin])
 def q80_dequantised_close_to_fp32():
-    q = conv(os.path.join(MODELS, "stories260K_q80.bin"), tmp("q80.bin"), "--tokenizer", TOK512)
+    q = conv(os.path.join(MODELS, "stories260K_q80.bin"), tmp("q80.bin"), "--tokenizer", TOK512, "--weights", "f32")
     f = mf.read_model(tmp("s260.bin"))
     assert q[0] == f[0]
     for k in f[2]:
@@ -1173,8 +1174,9 @@ def q8_0_refusals():
 def convert_quantizes_attn_files():
     """convert.py --quantize q8_0 on the float32 stories260K converted above: dim 64 and hidden
     172 make the default group size 4 (with a note), --group-size 2 is taken as given; without
-    --quantize an attn.c source is rewritten as float32: the same bytes, or the dequantised
-    weights of a Q8_0 one; a Q8_0 source quantised again keeps its values."""
+    --weights an attn.c source is rewritten as it is, float32 or Q8_0: the same bytes; --weights
+    f32 gives a Q8_0 one's dequantised weights; a Q8_0 source quantised again keeps its integers
+    and scales."""
     c, tok, t = mf.read_model(tmp("s260.bin"))
     err = conv_stderr([tmp("s260.bin"), tmp("s260_q8.bin"), "--quantize", "q8_0"])
     assert "note: group size 4" in err and "attn.c model file -> " in err and "Q8_0, group size 4" in err, err
@@ -1186,26 +1188,104 @@ def convert_quantizes_attn_files():
     conv_stderr([tmp("s260.bin"), tmp("s260_f32.bin")])
     assert open(tmp("s260_f32.bin"), "rb").read() == open(tmp("s260.bin"), "rb").read()
     _, _, deq = mf.read_model(tmp("s260_q8.bin"))
-    back = conv(tmp("s260_q8.bin"), tmp("s260_deq.bin"))
+    back = conv(tmp("s260_q8.bin"), tmp("s260_deq.bin"), "--weights", "f32")
     assert back[0] == c and back[1] == tok
     same_tensors(back[2], deq, "Q8_0 -> float32")
+    err = conv_stderr([tmp("s260_q8.bin"), tmp("s260_q8_same.bin")])
+    assert "Q8_0, group size 4 weights (the file's Q8_0 matrices kept exactly)" in err, err
+    assert open(tmp("s260_q8_same.bin"), "rb").read() == open(tmp("s260_q8.bin"), "rb").read()
     _, _, raw = mf.read_model(tmp("s260_q8.bin"), dequantize=False)
-    _, _, again = conv(tmp("s260_q8.bin"), tmp("s260_q8q8.bin"), "--quantize", "q8_0")
+    conv(tmp("s260_q8.bin"), tmp("s260_q8q8.bin"), "--quantize", "q8_0")
+    again = mf.read_model(tmp("s260_q8q8.bin"), dequantize=False)[2]
     for name, v in raw.items():
-        if isinstance(v, tuple):
-            assert np.array_equal(mf.read_model(tmp("s260_q8q8.bin"), dequantize=False)[2][name][0], v[0]), name
-        assert np.allclose(again[name], deq[name], rtol=1e-6, atol=0), name
+        assert all(np.array_equal(a, b) for a, b in zip(again[name], v)) if isinstance(v, tuple) else \
+            np.array_equal(again[name], v), name
+
+
+def llama2c_q80_by_hand(path):
+    """llama2.c's version 2 file read from export.py's layout: the 256-byte header (group size
+    at byte 37), the norms in float32, then per matrix its int8 values and a float32 scale per
+    group of the flattened tensor. {our tensor name: float32 array, or (int8 [rows, cols],
+    scales of the flattened groups)} and the group size."""
+    data = open(path, "rb").read()
+    dim, hidden, L, H, KV, V, S = struct.unpack_from("<7i", data, 8)
+    shared, gs = data[36], struct.unpack_from("<i", data, 37)[0]
+    kvd, off, out = KV * dim // H, 256, {}
+
+    def floats(n):
+        nonlocal off
+        off += 4 * n
+        return np.frombuffer(data, "<f4", n, off - 4 * n)
+    for i in range(L):
+        out["layers.%d.attn_norm_w" % i] = floats(dim)
+    for i in range(L):
+        out["layers.%d.ffn_norm_w" % i] = floats(dim)
+    out["final_norm_w"] = floats(dim)
+    # the embedding, then each kind of matrix for every layer, then the classifier if not shared
+    mats = [("tok_embedding", (V, dim))] + [("layers.%d.%s" % (i, n), s) for n, s in (
+        ("wq", (dim, dim)), ("wk", (kvd, dim)), ("wv", (kvd, dim)), ("wo", (dim, dim)), ("w1", (hidden, dim)),
+        ("w2", (dim, hidden)), ("w3", (hidden, dim))) for i in range(L)]
+    for name, shape in mats + ([] if shared else [("classifier", (V, dim))]):
+        n = shape[0] * shape[1]
+        q = np.frombuffer(data, np.int8, n, off).reshape(shape)
+        off += n
+        out[name] = (q, floats(n // gs))
+    assert off == len(data)
+    return out, gs
 
 
 @case(needs=[q80_dequantised_close_to_fp32])
-def convert_quantizes_llama2c_q80():
-    """llama2.c's own Q8_0 export (groups across whole tensors) comes in dequantised and goes out
-    quantised in groups within rows: 4 here, as dim 64 and hidden 172 allow."""
-    err = conv_stderr([os.path.join(MODELS, "stories260K_q80.bin"), tmp("q80_q8.bin"), "--tokenizer", TOK512,
-                       "--quantize", "q8_0"])
-    assert "note: group size 4" in err and "Q8_0, dequantised" in err, err
-    c, _, t = mf.read_model(tmp("q80.bin"))  # the float32 conversion of the same file, above
-    check_q8_file(tmp("q80_q8.bin"), c, t, 4)
+def llama2c_q80_stays_q8_0():
+    """llama2.c's own Q8_0 file (groups of 32 over each flattened tensor, which cross the rows of
+    172 of w2) stays Q8_0: groups of 4, the largest dividing 32 and every row, each inside one of
+    the file's, so every tensor holds the file's integers and scales exactly (each scale repeated
+    8 times) and the norms its float32; its values are the --weights f32 conversion's bit for bit,
+    and ./run generates the same text from both and logits to float32's rounding. The Q8_0 attn.c
+    file converts to the same bytes, --group-size 2 keeps the integers too, and that file given
+    --group-size 4 (not dividing its groups of 2) is quantised again, saying so."""
+    src = os.path.join(MODELS, "stories260K_q80.bin")
+    err = conv_stderr([src, tmp("q80_q8.bin"), "--tokenizer", TOK512])
+    assert "Q8_0, group size 4 weights (llama2.c's Q8_0 matrices kept exactly, in groups of 4: the file's " \
+        "groups of 32 run across rows of 172)" in err and "dequantised" not in err and "note" not in err, err
+    theirs, gs = llama2c_q80_by_hand(src)
+    c, _, ours = mf.read_model(tmp("q80_q8.bin"), dequantize=False)
+    assert gs == 32 and c["weight_type"] == mf.WEIGHTS_Q8_0 and c["group_size"] == 4, c
+    assert set(ours) == set(theirs), set(ours) ^ set(theirs)
+    for name, v in theirs.items():
+        if isinstance(v, tuple):
+            q, scale = ours[name]
+            assert np.array_equal(q, v[0]), name
+            assert np.array_equal(scale, np.repeat(v[1], gs // 4).reshape(scale.shape)), name
+            assert scale.dtype == np.float32 and scale.shape == (q.shape[0], q.shape[1] // 4), name
+        else:
+            assert np.array_equal(ours[name], v), name
+    _, _, f32 = mf.read_model(tmp("q80.bin"))  # the --weights f32 conversion, above
+    _, _, deq = mf.read_model(tmp("q80_q8.bin"))
+    for name in f32:
+        assert f32[name].tobytes() == deq[name].tobytes(), name
+    run = os.path.join(ROOT, "run")
+    subprocess.run(["make", "-s", "-C", ROOT, "run"], check=True)
+    texts, logits = [], []
+    for m in ("q80_q8.bin", "q80.bin"):
+        r = subprocess.run([run, tmp(m), "-t", "0", "-n", "200", "-j", "1"], capture_output=True, check=True)
+        texts.append(r.stdout)
+        subprocess.run([run, tmp(m), "-m", "logits", "-o", tmp(m + ".logits"), "-j", "1", "-i",
+                        "Once upon a time, there was a little girl"], capture_output=True, check=True)
+        data = open(tmp(m + ".logits"), "rb").read()
+        T, V = struct.unpack_from("<ii", data)
+        logits.append(np.frombuffer(data, "<f4", offset=8 + 4 * T).reshape(T, V))
+    assert texts[0] == texts[1] and texts[0].startswith(b"Once upon a time"), texts
+    assert np.abs(logits[0] - logits[1]).max() <= 1e-5 * np.abs(logits[1]).max(), np.abs(logits[0] - logits[1]).max()
+    conv_stderr([tmp("q80_q8.bin"), tmp("q80_q8_again.bin")])
+    assert open(tmp("q80_q8_again.bin"), "rb").read() == open(tmp("q80_q8.bin"), "rb").read()
+    conv_stderr([src, tmp("q80_g2.bin"), "--tokenizer", TOK512, "--group-size", "2"])
+    q2 = mf.read_model(tmp("q80_g2.bin"), dequantize=False)[2]
+    assert all(np.array_equal(q2[n][0], ours[n][0]) for n in ours if isinstance(ours[n], tuple))
+    assert mf.read_model(tmp("q80_g2.bin"))[2]["layers.0.w2"].tobytes() == deq["layers.0.w2"].tobytes()
+    err = conv_stderr([tmp("q80_g2.bin"), tmp("q80_g2_g4.bin"), "--group-size", "4"])
+    assert "the file's Q8_0 matrices quantised again from their values (--group-size 4 does not divide 2)" in err, err
+    err = conv_stderr([src, tmp("q80_q8_g8.bin"), "--tokenizer", TOK512, "--weights", "q8_0", "--group-size", "4"])
+    assert "--weights q8_0: llama2.c's Q8_0 matrices kept exactly" in err, err
 
 
 @case

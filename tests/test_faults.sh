@@ -30,8 +30,10 @@ wait_for() { # file pattern pid
 # A model file is whole when ./run loads it and generates from it.
 loads() { ./run "$1" -i "The " -n 2 -t 0 >/dev/null 2>&1; }
 
-# ---- SIGINT, then SIGTERM on the resumed run
-./train -d $tmp/corpus.txt -o $tmp/sig.bin "${tiny[@]}" --max-iters 1000000 --eval-interval 100000 >$tmp/sig.out 2>$tmp/sig.err &
+# ---- SIGINT, then SIGTERM on the resumed run. A script's background job starts with SIGINT
+# ignored (POSIX shells without job control do so), which ./train keeps, as it keeps nohup's
+# SIGHUP: env gives it SIGINT's default action back, as a terminal's foreground job has.
+env --default-signal=INT ./train -d $tmp/corpus.txt -o $tmp/sig.bin "${tiny[@]}" --max-iters 1000000 --eval-interval 100000 >$tmp/sig.out 2>$tmp/sig.err &
 pid=$!
 if wait_for $tmp/sig.out '^iter 20/' $pid; then
   kill -INT $pid; wait $pid; rc=$?
@@ -156,7 +158,7 @@ if mknod $tmp/dev c 1 3 2>/dev/null; then
 fi
 
 # Two trainers on one output: the second refuses, naming the first's pid; the first is unharmed.
-./train -d $tmp/corpus.txt -o $tmp/two.bin "${tiny[@]}" --max-iters 1000000 --eval-interval 50 >$tmp/two1.out 2>&1 &
+env --default-signal=INT ./train -d $tmp/corpus.txt -o $tmp/two.bin "${tiny[@]}" --max-iters 1000000 --eval-interval 50 >$tmp/two1.out 2>&1 &
 pid=$!
 if wait_for $tmp/two1.out '^iter 10/' $pid; then
   ./train -d $tmp/corpus.txt -o $tmp/two.bin "${tiny[@]}" --force >/dev/null 2>$tmp/two2.err; rc=$?

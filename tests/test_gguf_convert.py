@@ -26,6 +26,7 @@ from attn.sources import tokenizer as tokenizer_files  # noqa: E402
 from attn import gguf_file as gguf  # noqa: E402
 from attn.sources import gguf as gguf_model  # noqa: E402
 from attn import gguf_write  # noqa: E402
+from attn import chat_template  # noqa: E402
 from attn import fake_hf  # noqa: E402
 from attn import random_models  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
@@ -508,6 +509,18 @@ def chat_template_and_tokenizer_from_elsewhere():
     (_, own, _), _ = converted(tmp("chat.gguf"), "chat.bin")
     (_, tok, _), _ = converted(tmp("chat2.gguf"), "chat2.bin", "--tokenizer", tmp("chat.gguf"))
     assert tok == own, (tok[1:], own[1:])
+    # a template of no known family never fails a conversion, --tokenizer X.gguf included: kept as
+    # text with family 0 and one note
+    with gguf.GGUFFile(tmp("chat.gguf")) as f:
+        full = {k: (v, f.metadata_types[k]) for k, v in f.metadata.items()}
+    gguf_write.write_gguf(tmp("chat3.gguf"), dict(full, **{"tokenizer.chat_template": template}), tensors)
+    for args in (["chat3.gguf", "chat3.bin"], ["chat2.gguf", "chat4.bin", "--tokenizer", tmp("chat3.gguf")]):
+        _, err = converted(tmp(args[0]), *args[1:])
+        notes = [ln for ln in err.splitlines() if "chat template" in ln and "note" in ln]
+        assert len(notes) == 1 and "is of no family this build formats" in notes[0] and \
+            "--chat-template NAME" in notes[0], err
+        assert chat_template.parse_section(mf.read_chat_section(tmp(args[1])), c["vocab_size"]) == \
+            (None, [], "", template), args
 
 
 # ---- refusals ----

@@ -458,8 +458,8 @@ MODELS.update((name, (what, quantised(name, functools.partial(built, src), extra
               for name, what, src, extra in Q8_COMBOS)
 MODELS.update((name, (what, quantised(name, functools.partial(built, src), ["--weights", weights])))
               for name, what, src, weights in HALF_COMBOS)
-MODELS["stories260K_q8"] = ("llama2.c's Q8_0 export (groups across tensors), quantised again per row",
-                            quantised("stories260K_q8", llama2c("stories260K_q80.bin", "stories260K_q80"), []))
+MODELS["stories260K_q8"] = ("llama2.c's Q8_0 export (groups of 32 across rows), kept as Q8_0",
+                            llama2c("stories260K_q80.bin", "stories260K_q8"))
 
 
 @functools.lru_cache(None)

@@ -1,7 +1,7 @@
 """tools/plot.py on the logs ./train writes (MODEL.csv), also while it is writing them: a
 last line cut short is left for later, NaN and Inf values are left out of their curves alone,
-and a file that is not a log is refused in one line. The PNGs come from matplotlib's Agg
-backend.
+and a file that is not a log is refused in one line; logs with eval_train_loss and without;
+the smoothing does not lag. The PNGs come from matplotlib's Agg backend.
 
 Run from the repository root: /usr/bin/python3 tests/test_plot.py [-k SUBSTRING]
 """
@@ -54,7 +54,7 @@ def live_log_with_a_partial_last_line():
     """./train flushes whole lines, but a reader can see one half written: it is not read yet."""
     path = log("live.csv", HEADER + "".join(rows(20)) + "20,4.3")
     assert plotted(path) == ""
-    train, val, lr, dropped = plot.read_log(path)
+    train, val, _, lr, dropped = plot.read_log(path)
     assert [s for s, _ in train] == list(range(20)) and len(val) == 4 and len(lr) == 20 and dropped == 0
     # the header alone, or with only a partial first row: nothing to plot yet
     for text in (HEADER, HEADER + "0,4.5,4.2,0.001"):
@@ -72,10 +72,10 @@ def nan_and_inf_values_left_out():
     lines[20] = "20,4.3,4.0,nan,1000.0\n"
     path = log("nan.csv", HEADER + "".join(lines))
     assert "plot.py: %s: left out 4 NaN or Inf values" % path in plotted(path)
-    train, val, lr, dropped = plot.read_log(path)
+    train, val, _, lr, dropped = plot.read_log(path)
     assert [s for s, _ in train] == [s for s in range(30) if s not in (7, 12)]
     assert [s for s, _ in val] == [0, 5, 15, 20, 25] and len(lr) == 29 and dropped == 4
-    assert all(math.isfinite(v) for v in plot.moving_average([v for _, v in train], 20))
+    assert all(math.isfinite(v) for v in plot.smooth([v for _, v in train], 20))
     # every training loss NaN: nothing to draw, said so
     pycase.refused(PLOT + [log("allnan.csv", HEADER + "0,nan,,0.001,1.0\n1,nan,,0.001,1.0\n")],
                    "the log has no finite training loss yet")
@@ -91,6 +91,29 @@ def binary_files_refused():
     pycase.refused(PLOT + [log("text.txt", "just some text\n")], "text.txt: not a ./train log")
     pycase.refused(PLOT + [log("bad_row.csv", HEADER + "0,4.5,,0.001,1.0\nhello\n1,4.4,,0.001,1.0\n")],
                    "bad_row.csv: line 3 is not step,train_loss,val_loss,lr,tokens_per_sec: 'hello'")
+
+
+@case
+def evaluated_train_loss_read():
+    """Today's log: a row at step 0 with the evaluation alone, and eval_train_loss beside val_loss."""
+    text = "step,train_loss,val_loss,eval_train_loss,lr,tokens_per_sec\n0,,4.2,4.1,,\n1,4.5,,,0.001,1000.0\n" + \
+        "2,4.4,4.0,3.9,0.001,1000.0\n"
+    path = log("today.csv", text)
+    plotted(path)
+    train, val, eval_train, lr, dropped = plot.read_log(path)
+    assert train == [(1, 4.5), (2, 4.4)] and val == [(0, 4.2), (2, 4.0)] and eval_train == [(0, 4.1), (2, 3.9)]
+    assert lr == [(1, 0.001), (2, 0.001)] and dropped == 0
+
+
+@case
+def smoothing_without_lag():
+    """A linear ramp smoothed stays on the ramp away from its ends (a trailing 20-step average
+    lags it by 9.5 steps), and a step is smoothed symmetrically about its edge."""
+    ramp = [float(i) for i in range(200)]
+    got = plot.smooth(ramp, 20)
+    assert max(abs(got[i] - ramp[i]) for i in range(80, 120)) < 0.01, "the smoothed ramp lags"
+    edge = plot.smooth([0.0] * 100 + [1.0] * 100, 20)
+    assert abs(edge[99] + edge[100] - 1.0) < 0.05 and edge[60] < 0.01 and edge[140] > 0.99, (edge[99], edge[100])
 
 
 @case

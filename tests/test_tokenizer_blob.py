@@ -493,6 +493,73 @@ def hf_refusals():
         expect_error(lambda: tb.from_hf_dir(d), "hf_refused%d" % n, *words)
 
 
+def without_unused_bytes(j, drop=tb.NOT_IN_UTF8):
+    """tokenizer.json j without the pieces holding a byte of drop (by default those UTF-8 never
+    uses), nor the merges of them, the ids made dense again."""
+    b2u = tb.bytes_to_unicode()
+    gone = {b2u[b] for b in drop}
+    keep = sorted((i, p) for p, i in j["model"]["vocab"].items() if not gone & set(p))
+    vocab = {p: n for n, (_, p) in enumerate(keep)}
+    merges = [m for m in j["model"]["merges"] if not gone & set(m)]
+    added = [dict(a, id=vocab.get(a["content"], len(vocab) + k)) for k, a in enumerate(j["added_tokens"])]
+    return dict(j, added_tokens=added, model=dict(j["model"], vocab=vocab, merges=merges))
+
+
+@case
+def byte_level_without_unused_bytes():
+    """GPT-2's vocabulary without the pieces of the 13 bytes UTF-8 never uses (0xC0, 0xC1,
+    0xF5..0xFF) converts and encodes UTF-8 text into the same pieces as the whole vocabulary;
+    tokenizer.c refuses a text that needs a missing piece, naming the byte. A vocabulary missing
+    a byte UTF-8 uses is refused, naming the byte, from tokenizer.json and vocab.json alike; and
+    convert.py with it as --tokenizer gives a model whose ./run encodes as tok_cli does."""
+    eot = {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"}
+    full = tb.from_hf_dir(hf_dir("bl_full", gpt2_json(), tokenizer_config=eot))
+    j = without_unused_bytes(gpt2_json())
+    assert len(j["model"]["vocab"]) == 50257 - 13, len(j["model"]["vocab"])
+    d = hf_dir("bl_utf8_only", j, tokenizer_config=eot)
+    part = tb.from_hf_dir(d)
+    full_pieces, part_pieces = parse_blob(full.blob)[0], parse_blob(part.blob)[0]
+    assert not {bytes([b]) for b in tb.NOT_IN_UTF8} & set(part_pieces)
+    rng = random.Random(11)
+    texts = [open(os.path.join(SHARED, "data", "tinystories_sample.txt"), encoding="utf-8").read()[:3000],
+             "Grüße, 世界! 🤖 ¿Qué tal? \u00c0\u00ff \U0010FFFF \u0080 \x7f",
+             "".join(chr(rng.choice([rng.randrange(32, 0x7f), rng.randrange(0x80, 0x800), rng.randrange(0x800, 0xd800),
+                                     rng.randrange(0x10000, 0x110000)])) for _ in range(2000))]
+    a, b = encode(full, texts), encode(part, texts)
+    for t, x, y in zip(texts, a, b):
+        assert [full_pieces[i] for i in x] == [part_pieces[i] for i in y], t[:40]
+        assert b"".join(part_pieces[i] for i in y) == t.encode("utf-8")
+    bad = os.path.join(TMP, "not_utf8.blob")
+    open(bad, "wb").write(part.blob)
+    r = subprocess.run([CLI, bad, "1", "0", "-1", "-1", "0"], input=(b"ab\xffcd".hex() + "\n").encode(),
+                       capture_output=True)
+    assert r.stdout.decode().startswith("error: byte 0xFF at offset 2 has no piece in this vocabulary"), r.stdout
+    # a byte UTF-8 text holds, missing: refused by name
+    j41 = without_unused_bytes(gpt2_json(), tb.NOT_IN_UTF8 | {0x41})
+    expect_error(lambda: tb.from_hf_dir(hf_dir("bl_no_41", j41, tokenizer_config=eot)), "tokenizer.json",
+                 "model.vocab has no piece for the byte 0x41, which UTF-8 text can hold")
+    v = os.path.join(TMP, "no_41_vocab.json")
+    m = os.path.join(TMP, "no_41_merges.txt")
+    json.dump(j41["model"]["vocab"], open(v, "w"))
+    open(m, "w").write("#version: 0.2\n" + "\n".join(j41["model"]["merges"]) + "\n")
+    expect_error(lambda: tb.from_gpt2(v, m), "no_41_vocab.json",
+                 "the vocabulary has no piece for the byte 0x41, which UTF-8 text can hold")
+    # through convert.py into a model, whose ./run encodes the prompt as tok_cli does
+    from attn import random_models
+    src = os.path.join(TMP, "bl_utf8_only_random.bin")
+    random_models.make_model(src, dict(random_models.PRESETS["llama_gqa"], vocab_size=part.n_pieces, seq_len=64),
+                             seed=1)
+    out = os.path.join(TMP, "bl_utf8_only.bin")  # TMP is kept between runs: a fresh output
+    if os.path.exists(out):
+        os.remove(out)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "convert.py"), src, out, "--tokenizer",
+                        os.path.join(d, "tokenizer.json")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    subprocess.run(["make", "-s", "-C", ROOT, "run"], check=True)
+    prompt = "Grüße, 世界! 🤖 naïve café"
+    assert run_ids(out, "-i", prompt) == encode(part, [prompt])[0]
+
+
 def run_ids(model, *args):
     """The prompt's ids as ./run -m logits writes them."""
     out = os.path.join(TMP, "run_ids.logits")

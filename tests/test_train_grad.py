@@ -158,7 +158,7 @@ def read_batches(path, B, T):
 
 def read_losses(csv):
     rows = [line.split(",") for line in open(csv).read().splitlines()[1:]]
-    return [float(r[1]) for r in rows]
+    return [float(r[1]) for r in rows if r[1]]  # the row of step 0 has its evaluation alone
 
 
 def setup(name, c, t, text):

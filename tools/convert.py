@@ -6,19 +6,20 @@
 
 SRC is recognised by its content:
   llama2.c legacy .bin (7-int header), llama2.c `ak42` version 1 (fp32) and version 2
-  (Q8_0, dequantised) .bin, llama2.c train.py checkpoints (.pt with model_args.dim),
+  (Q8_0) .bin, llama2.c train.py checkpoints (.pt with model_args.dim),
   nanoGPT ckpt.pt (model_args.n_layer), a Hugging Face directory of model_type gpt2, llama
   (Llama 2 and 3.x, TinyLlama, SmolLM2), mistral, qwen2 (Qwen2.5), qwen3 or gemma3_text
-  (Gemma 3 270M and 1B), this tool's own --export-torch output, and attn.c model files (a
-  Q8_0 one dequantised), e.g. to quantise a model ./train wrote, and GGUF files of
+  (Gemma 3 270M and 1B), this tool's own --export-torch output, and attn.c model files,
+  e.g. to quantise a model ./train wrote, and GGUF files of
   general.architecture llama, qwen2, qwen3, gemma3 or gpt2 (tools/attn/sources/gguf.py, which says
   how each GGUF weight type is stored).
 A Hugging Face config.json is read as transformers reads it, family by family; a setting it
 would act on that this build cannot reproduce (a RoPE scaling other than linear and llama3,
 an activation, softcapping, Qwen's sliding windows, ...) is refused by name. docs/CONVERT.md
 lists what happens to each setting of each source.
-OUT stores the matrices as SRC does (float32, bfloat16 or float16; a checkpoint mixing them,
-or holding Q8_0, gives float32), or as --weights says: f32, bf16, f16 (rounded to nearest
+OUT stores the matrices as SRC does (float32, bfloat16 or float16; a checkpoint mixing them
+gives float32; llama2.c's and attn.c's Q8_0 keep their integers and scales, tools/attn/weights.py),
+or as --weights says: f32, bf16, f16 (rounded to nearest
 even), or q8_0, int8 with a float32 scale per group of --group-size weights in a row
 (docs/FORMAT.md); --quantize q8_0 is --weights q8_0. bfloat16 and float16 are read bit for
 bit and widen to float32 exactly. The closing note says which type was chosen and why.
@@ -28,11 +29,12 @@ GGUF file's tokenizer.ggml.* (vocabulary-only files too).
 A tokenizer with more pieces than the model's vocab_size is refused; one with fewer is
 padded with empty pieces that nothing produces.
 
---export-torch writes {'model': state_dict, 'attn_config': cfg, 'tokenizer': {...}} with
-torch.save; the state dict holds float32 tensors (a Q8_0 file's dequantised; a bfloat16 or
-float16 file's matrices as torch.bfloat16 or float16) under the model file's tensor names, the
-parameter names of tools/reference.py's module (load_state_dict works on it), and
-convert.py reads it back bit for bit.
+--export-torch writes {'model': state_dict, 'attn_config': cfg, 'tokenizer': {...}, 'chat': the
+chat section's family, ids, text and template, or None} with torch.save; the state dict holds
+float32 tensors (a Q8_0 file's dequantised; a bfloat16 or float16 file's matrices as
+torch.bfloat16 or float16) under the model file's tensor names, the parameter names of
+tools/reference.py's module (load_state_dict works on it), and convert.py reads it back bit for
+bit, chat section included.
 
 Nothing is lost and nothing guessed: every tensor of SRC is used exactly once, with the shape
 its config implies, and finite. A tensor the converter does not use, a missing one, a shape
@@ -50,11 +52,13 @@ Pickles (.pt, pytorch_model.bin, meta.pkl) are read by tools/attn/safe_pickle.py
 code from them.
 
 An instruct checkpoint's chat template (chat_template.jinja or tokenizer_config.json's
-chat_template, beside the tokenizer.json or in SRC) goes into OUT as a chat section, its family
-recognised by tools/attn/chat_template.py (chatml, qwen3, llama3, llama2, gemma, zephyr); a template it
-does not recognise is refused by name. --chat-template NAME chooses the family instead, also for a
-checkpoint without a template (a llama2.c-format Llama-2-chat: llama2). An attn.c model file
-keeps its chat section.
+chat_template, beside the tokenizer.json or in SRC; a GGUF's tokenizer.chat_template) goes into
+OUT as a chat section, its text kept and its family recognised by tools/attn/chat_template.py
+(chatml, qwen3, llama3, llama2, gemma, zephyr); a template it does not recognise is kept as text
+with no family, with a note: ./run -m chat then needs --chat-template NAME. --chat-template NAME
+chooses the family instead, also for a checkpoint without a template (a llama2.c-format
+Llama-2-chat: llama2). An attn.c model file and --export-torch's output keep their chat section;
+--export-hf writes the template's text back as tokenizer_config.json's chat_template.
 """
 import argparse
 import os
@@ -110,9 +114,10 @@ def read_source(src):
 
 
 def chat_section(src, tokpath, tok, source, name):
-    """(the chat section for OUT, b"" for none; its family for the closing note): from --chat-template
-    NAME, else the template beside the tokenizer.json (or in SRC), else the source's own section
-    when OUT keeps its tokenizer."""
+    """(the chat section for OUT, b"" for none; its family for the closing note, None for none or
+    family 0): from --chat-template NAME, else the template beside the tokenizer.json (or in SRC,
+    or a GGUF's), else the source's own section when OUT keeps its tokenizer. The template's text
+    is kept in it; a template of no known family is kept with family 0 and a note, never refused."""
     from attn import chat_template
     folder = tokpath if tokpath and os.path.isdir(tokpath) else \
         os.path.dirname(tokpath) if tokpath and os.path.basename(tokpath) == "tokenizer.json" else \
@@ -127,7 +132,7 @@ def chat_section(src, tokpath, tok, source, name):
         from attn.sources import gguf as gguf_model
         template, where = gguf_model.chat_template(gguf), gguf
     if template is None and name is None:
-        section = source.chat if source.chat and not tokpath else b""
+        section, where = (source.chat if source.chat and not tokpath else b""), src
     else:
         try:
             section = chat_template.chat_section(template, tok, name)
@@ -136,9 +141,12 @@ def chat_section(src, tokpath, tok, source, name):
     if not section:
         return b"", None
     try:
-        return section, chat_template.parse_section(section, len(mf.parse_tokenizer(tok[0])[0]))[0]
+        family, _, _, text = chat_template.parse_section(section, len(mf.parse_tokenizer(tok[0])[0]))
     except ValueError as e:
         raise Bad(src, str(e))
+    if family is None:  # kept, but -m chat cannot use it alone: one line, and the conversion goes on
+        print("convert.py: note: %s: %s" % (where, chat_template.no_family_note(text)), file=sys.stderr)
+    return section, family
 
 
 def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=None, chat_template=None):

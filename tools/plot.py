@@ -2,9 +2,12 @@
 
   tools/plot.py model.bin.csv [other.csv ...] [-o loss.png] [--smooth 20]
 
-Each log is one run: its training loss per step (a moving average over --smooth steps, the raw
-values faint behind it) and its validation loss at each evaluation (markers), with the
-learning rate in a panel below.
+Each log is one run: its training loss per step (smoothed over about --smooth steps without lag:
+an exponential average run forwards, then backwards over the result, so that the smoothed curve
+stays centred on the raw one, which is drawn faint behind it), and at each evaluation the
+validation loss and the training loss measured the same way (eval_train_loss, markers: the two
+comparable numbers), with the learning rate in a panel below. Logs from before eval_train_loss
+was written are read too.
 
 A log ./train is still writing plots as far as it goes (a last line without its newline is not
 read yet), NaN and Inf values are left out of their curves (stderr says how many), and a file
@@ -21,12 +24,15 @@ if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/at
     cli_main.guard()
 from attn import outfile  # noqa: E402
 
-COLUMNS = ["step", "train_loss", "val_loss", "lr", "tokens_per_sec"]
+COLUMNS = ["step", "train_loss", "val_loss", "eval_train_loss", "lr", "tokens_per_sec"]
+COLUMNS_V1 = ["step", "train_loss", "val_loss", "lr", "tokens_per_sec"]  # before eval_train_loss
 
 
 def read_log(path):
-    """(train, val, lr, dropped) from a log: each series a list of (step, value), without the
-    NaN and Inf values, which dropped counts; ValueError if the file is not a ./train log.
+    """(train, val, eval_train, lr, dropped) from a log: each series a list of (step, value), without
+    the NaN and Inf values, which dropped counts, and without empty fields (./train leaves the
+    evaluation's columns empty between evaluations, the step's own at step 0, before training);
+    ValueError if the file is not a ./train log.
 
     ./train may be writing the log: a last line without its newline is left for the next read."""
     with open(path, "rb") as f:
@@ -35,40 +41,51 @@ def read_log(path):
     if "\0" in text or "\ufffd" in text:  # ./train writes ASCII
         raise ValueError("a binary file, not a ./train CSV log")
     lines = text.split("\n")
-    if lines[0].split(",")[:5] != COLUMNS:
+    columns = lines[0].split(",")
+    if columns not in (COLUMNS, COLUMNS_V1):
         raise ValueError("not a ./train log (its first line is not %s)" % ",".join(COLUMNS))
-    train, val, lr, dropped = [], [], [], 0
+    series = {name: [] for name in COLUMNS[1:5]}
+    dropped = 0
     for n, line in enumerate(lines[1:-1], 2):  # the last is "" after the final newline, or unfinished
         f = line.split(",")
         try:
-            s, values = int(f[0]), [float(f[1]), float(f[2]) if f[2] else None, float(f[3]), float(f[4])]
-        except (ValueError, IndexError):
-            raise ValueError("line %d is not %s: %r" % (n, ",".join(COLUMNS), line))
-        for series, v in zip((train, val, lr), values):
-            if v is not None and math.isfinite(v):
-                series.append((s, v))
-            elif v is not None:
+            if len(f) != len(columns):
+                raise ValueError
+            s, values = int(f[0]), [float(v) if v else None for v in f[1:]]
+        except ValueError:
+            raise ValueError("line %d is not %s: %r" % (n, ",".join(columns), line))
+        for name, v in zip(columns[1:], values):
+            if name in series and v is not None and math.isfinite(v):
+                series[name].append((s, v))
+            elif name in series and v is not None:
                 dropped += 1
-    if not train:
+    if not series["train_loss"]:
         raise ValueError("the log has no finite training loss yet" if dropped else "the log has no steps yet")
-    return train, val, lr, dropped
+    return series["train_loss"], series["val_loss"], series["eval_train_loss"], series["lr"], dropped
 
 
-def moving_average(x, n):
-    out, acc = [], 0.0
-    for i, v in enumerate(x):
-        acc += v
-        if i >= n:
-            acc -= x[i - n]
-        out.append(acc / min(i + 1, n))
-    return out
+def smooth(x, n):
+    """x smoothed over about n values without lag: an exponential average (the weight of an
+    n-value moving average, 2 / (n + 1)) run forwards, then backwards over the result. Each pass
+    alone lags (or leads) by about n / 2 values; the two together cancel it, as a zero-phase
+    filter (scipy's filtfilt) does."""
+    a = 2.0 / (n + 1)
+
+    def ema(values):
+        out, acc = [], None
+        for v in values:
+            acc = v if acc is None else acc + a * (v - acc)
+            out.append(acc)
+        return out
+    return ema(ema(x)[::-1])[::-1]
 
 
 def main(argv):
     ap = argparse.ArgumentParser(description="Plot ./train loss curves to a PNG.")
     ap.add_argument("logs", nargs="+", help="CSV logs written by ./train (MODEL.csv)")
     ap.add_argument("-o", "--out", default="loss.png", help="PNG to write (default loss.png)")
-    ap.add_argument("--smooth", type=int, default=20, help="moving average window for the training loss")
+    ap.add_argument("--smooth", type=int, default=20,
+                    help="steps the training loss is smoothed over (centred, without lag; 1: raw)")
     a = ap.parse_args(argv)
     if a.smooth < 1:
         sys.exit("plot.py: --smooth must be at least 1")
@@ -82,8 +99,8 @@ def main(argv):
             runs.append((path, read_log(path)))
         except (OSError, ValueError) as e:
             sys.exit("plot.py: %s: %s" % (path, e.strerror if isinstance(e, OSError) else e))
-        if runs[-1][1][3]:
-            n = runs[-1][1][3]
+        if runs[-1][1][4]:
+            n = runs[-1][1][4]
             print("plot.py: %s: left out %d NaN or Inf value%s" % (path, n, "s" if n > 1 else ""), file=sys.stderr)
 
     import matplotlib
@@ -91,12 +108,15 @@ def main(argv):
     import matplotlib.pyplot as plt
 
     fig, (ax, axlr) = plt.subplots(2, 1, figsize=(9, 7), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
-    for i, (path, (train, val, lr, _)) in enumerate(runs):
+    for i, (path, (train, val, eval_train, lr, _)) in enumerate(runs):
         color = "C%d" % (i % 10)
         name = os.path.basename(path)
         steps, losses = zip(*train)
         ax.plot(steps, losses, color=color, alpha=0.2, linewidth=0.8)
-        ax.plot(steps, moving_average(losses, a.smooth), color=color, label="%s train" % name)
+        ax.plot(steps, smooth(losses, a.smooth), color=color, label="%s train" % name)
+        if eval_train:
+            ax.plot(*zip(*eval_train), "s:", color=color, markersize=4,
+                    label="%s train, evaluated (last %.4f)" % (name, eval_train[-1][1]))
         if val:
             ax.plot(*zip(*val), "o--", color=color, markersize=4, label="%s val (last %.4f)" % (name, val[-1][1]))
         if lr:

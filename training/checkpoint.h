@@ -4,8 +4,10 @@
 #ifndef ATTN_TRAINING_CHECKPOINT_H
 #define ATTN_TRAINING_CHECKPOINT_H
 
+#include <dirent.h>
 #include <sys/file.h>
 #include "dist.h"
+#include "memory.h"
 #include "options.h"
 #include "params.h"
 
@@ -19,19 +21,27 @@ typedef struct {
 } ModelData;
 
 // The resume state: a copy of the weights (so that it never depends on which of the two files
-// a crash let through), both AdamW moments, the options and the step. The data order is a
-// function of (seed, step), so the step is all the data position there is. Config and
-// tokenizer come from the model file, which are the same at every checkpoint of a run; a
-// fingerprint of both makes sure of it.
+// a crash let through, and so that --keep-best's model file may hold other weights), both AdamW
+// moments, the options and the step, then a CRC-32 of all that (zlib's, as the model file's).
+// The data order is a function of (seed, step), so the step is all the data position there
+// is: a run stopped inside a step checkpoints the step before it and does it again on resume.
+// Config and tokenizer come from the model file, which are the same at every checkpoint of a
+// run; a fingerprint of both makes sure of it.
 #define STATE_MAGIC "ATTNSTAT"
-#define STATE_VERSION 2 // 2: Opts gained dropout
+#define STATE_VERSION 3 // 2: Opts gained dropout; 3: the checksum, the best loss, a pending evaluation
 
 typedef struct {
     char magic[8];
     uint32_t version, opts_bytes;
     uint64_t step, corpus_bytes, corpus_hash, model_hash, param_bytes;
     Opts opts;
+    double best_val; // the lowest validation loss so far (at best_step), +inf before the first
+    // eval_pending: a signal stopped the evaluation after this step, whose log row (its loss,
+    // learning rate and tokens/s) is written when --resume has evaluated it
+    double pending_loss, pending_lr, pending_tps;
+    uint32_t best_step, eval_pending;
 } StateHeader;
+_Static_assert(sizeof(StateHeader) == 192, "StateHeader has padding");
 
 typedef struct {
     const ModelData *md;
@@ -55,6 +65,8 @@ static void write_state_cb(Sink *s, const void *ctx) {
         sink_write(s, moments[k], (d->hi - d->lo) * sizeof(float));
         for (int r = 1; r < d->ranks; r++) dist_write_shard(d, s, r, piece);
     }
+    uint32_t crc = s->crc;
+    sink_write(s, &crc, sizeof crc);
     free(piece);
 }
 
@@ -124,23 +136,42 @@ static void read_model(ModelData *md, const char *path, int its_params, const ch
     model_close(&m);
 }
 
-// What --resume continues: config and tokenizer from the model file, weights, moments, options
-// and step from MODEL.state, whose options replace the command line's.
-static void load_state(const char *out, const char *path, const char *corpus_path, size_t corpus_len,
-                       uint64_t corpus_hash, ModelData *md, float **m, float **v, Opts *o, int *step) {
-    read_model(md, out, 0, " (needed with --resume)");
-    size_t n;
-    char *buf = read_file(path, &n, "the resume state");
-    StateHeader sh;
-    if (n < sizeof sh) die("%s: too short for a resume state", path);
-    memcpy(&sh, buf, sizeof sh);
-    if (memcmp(sh.magic, STATE_MAGIC, 8) || sh.version != STATE_VERSION || sh.opts_bytes != sizeof(Opts))
+// A resume state's header, checked to be one of this build's, into sh (the file is read whole
+// later, once the memory it needs has been checked).
+static void read_state_header(const char *path, StateHeader *sh) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) die("%s: cannot open the resume state: %s", path, strerror(errno));
+    ssize_t n = read(fd, sh, sizeof *sh);
+    close(fd);
+    if (n != (ssize_t)sizeof *sh) die("%s: too short for a resume state", path);
+    if (memcmp(sh->magic, STATE_MAGIC, 8) || sh->opts_bytes != sizeof(Opts))
         die("%s: not a resume state of this build", path);
+    if (sh->version != STATE_VERSION)
+        die("%s: a resume state of version %u, this build reads version %d (resume it with the ./train that "
+            "wrote it)",
+            path, sh->version, STATE_VERSION);
+}
+
+// What --resume continues: config and tokenizer from the model file, weights, moments, options,
+// step and the rest of the header (into sh) from MODEL.state, whose options replace the
+// command line's. The memory the run needs is checked before the state is read.
+static void load_state(const char *out, const char *path, const char *corpus_path, size_t corpus_len,
+                       uint64_t corpus_hash, ModelData *md, float **m, float **v, Opts *o, StateHeader *saved, int rank,
+                       int ranks) {
+    read_model(md, out, 0, " (needed with --resume)");
+    StateHeader sh;
+    read_state_header(path, &sh);
     if (sh.param_bytes != md->param_bytes || sh.model_hash != model_hash(md))
         die("%s: belongs to a different model than %s", path, out);
-    if (n != sizeof sh + 3 * sh.param_bytes)
-        die("%s: %zu bytes, its header implies %llu (truncated?)", path, n,
-            (unsigned long long)(sizeof sh + 3 * sh.param_bytes));
+    check_saved_opts(&sh.opts, path);
+    check_memory(&md->c, &sh.opts, ranks, rank == 0, corpus_len, 1);
+    size_t n, want = sizeof sh + 3 * sh.param_bytes + sizeof(uint32_t);
+    char *buf = read_file(path, &n, "the resume state");
+    if (n != want) die("%s: %zu bytes, its header implies %zu (truncated?)", path, n, want);
+    uint32_t crc;
+    memcpy(&crc, buf + n - sizeof crc, sizeof crc);
+    if (crc != (uint32_t)crc32_z(0, (const unsigned char *)buf, n - sizeof crc))
+        die("%s: checksum mismatch: the file is damaged", path);
     if (sh.corpus_bytes != corpus_len || sh.corpus_hash != corpus_hash)
         die("%s: the run was trained on a different corpus than %s", path, corpus_path);
     const char *p = buf + sizeof sh;
@@ -150,19 +181,19 @@ static void load_state(const char *out, const char *path, const char *corpus_pat
     memcpy(*m, p + md->param_bytes, md->param_bytes);
     memcpy(*v, p + 2 * md->param_bytes, md->param_bytes);
     *o = sh.opts;
-    check_saved_opts(o, path);
     if (sh.step > (uint64_t)o->max_iters)
         die("%s: step %llu is past its run's end (damaged?)", path, (unsigned long long)sh.step);
-    *step = (int)sh.step;
+    *saved = sh;
     free(buf);
 }
 
-// Both files of a checkpoint; the state first, as it holds its own copy of the weights.
+// Both files of a checkpoint (with_model 0: the state alone, --keep-best's model file holding
+// better weights); the state first, as it holds its own copy of the weights.
 // A failure says what is left on disk: the previous checkpoint, or none yet. (When the state
 // is written and the model is not, the state holds the weights, and --resume goes on from it.)
 // Every rank takes part: the weights must agree on all of them, and rank 0, which writes, has
 // the other ranks' shards of the moments sent to it.
-static void save_checkpoint(const char *out, const char *state_path, StateData *sd, int step) {
+static void save_checkpoint(const char *out, const char *state_path, StateData *sd, int step, int with_model) {
     char err[512];
     const ModelData *md = sd->md;
     const char *none = "no checkpoint has been written yet";
@@ -172,26 +203,36 @@ static void save_checkpoint(const char *out, const char *state_path, StateData *
     if (sd->dist->rank) {
         dist_send_shard(sd->dist, sd->m);
         dist_send_shard(sd->dist, sd->v);
+        sd->ours = 1;
         return;
     }
     sd->h.step = (uint64_t)step;
     if (write_atomic(state_path, write_state_cb, sd, err, sizeof err))
         die("%s; %s", err, sd->ours || sd->prior ? "the previous checkpoint is intact" : none);
-    if (model_save_chat(out, &md->c, md->tok_blob, md->tok_bytes, md->chat, md->chat_bytes, md->params, err,
-                        sizeof err)) {
+    if (with_model && model_save_chat(out, &md->c, md->tok_blob, md->tok_bytes, md->chat, md->chat_bytes, md->params,
+                                      err, sizeof err)) {
         if (sd->ours) die("%s; %s holds step %d, and --resume goes on from there", err, state_path, step);
         die("%s; %s", err, sd->prior ? "the previous model file is intact" : none);
     }
     sd->ours = 1;
 }
 
-// The log: a new one, or on resume the old one without the rows after the checkpoint.
+// The log's first line; a log begins with LOG_COLUMNS_V1 (before eval_train_loss) or with this.
+#define LOG_COLUMNS "step,train_loss,val_loss,eval_train_loss,lr,tokens_per_sec"
+#define LOG_COLUMNS_V1 "step,train_loss,val_loss,lr,tokens_per_sec"
+
+// The log: a new one, or on resume the old one without the rows after the checkpoint (a log of
+// the columns before eval_train_loss is begun again, as its rows would not fit the header).
 static FILE *open_log(const char *path, int resume, int start_step) {
     size_t n = 0;
     char *old = resume && access(path, F_OK) == 0 ? read_file(path, &n, "the log") : NULL;
+    if (old && strncmp(old, LOG_COLUMNS "\n", strlen(LOG_COLUMNS) + 1)) {
+        free(old);
+        old = NULL;
+    }
     FILE *csv = fopen(path, "w");
     if (!csv) die("%s: cannot write the log: %s", path, strerror(errno));
-    if (!old) fprintf(csv, "step,train_loss,val_loss,lr,tokens_per_sec\n");
+    if (!old) fprintf(csv, LOG_COLUMNS "\n");
     for (char *line = old, *next; line && *line; line = next) {
         next = strchr(line, '\n');
         next = next ? next + 1 : line + strlen(line);
@@ -267,19 +308,22 @@ static void show_learning(void *ctx, int pieces, int vocab_size) {
 // The model a run starts from, into md: from the resume state (with its moments, options and
 // step), from --init's model file, or new from the options, with a vocabulary learned from
 // the corpus and parameters the caller initialises.
+// The memory the run needs is checked before its big allocations (check_memory). saved: on
+// --resume, the state's header; otherwise a new run's (step 0, no best loss yet).
 static void build_model(const Args *args, Opts *o, const char *corpus, size_t corpus_len, uint64_t corpus_hash,
-                        const char *state_path, ModelData *md, float **m, float **v, int *start_step) {
+                        const char *state_path, ModelData *md, float **m, float **v, StateHeader *saved) {
     char err[512];
-    *start_step = 0;
+    *saved = (StateHeader){.best_val = INFINITY};
     if (args->resume) {
-        load_state(args->out, state_path, args->data, corpus_len, corpus_hash, md, m, v, o, start_step);
+        load_state(args->out, state_path, args->data, corpus_len, corpus_hash, md, m, v, o, saved, args->rank,
+                   args->ranks);
         check_resume_ranks(args, o, state_path);
         // The run goes on with its own options; past the end of a longer run's decay it trains
         // on at --min-lr.
         take_resume_flags(args, o, state_path);
-        if (o->max_iters < *start_step)
-            die("--max-iters %d: %s is already at step %d; give a larger --max-iters to go on", o->max_iters, args->out,
-                *start_step);
+        if ((uint64_t)o->max_iters < saved->step)
+            die("--max-iters %d: %s is already at step %llu; give a larger --max-iters to go on", o->max_iters,
+                args->out, (unsigned long long)saved->step);
     } else if (args->init) {
         int shape_given = args->arch_given || flag_given(args, "n-layer") || flag_given(args, "n-head") ||
                           flag_given(args, "n-kv-head") || flag_given(args, "n-embd");
@@ -290,6 +334,7 @@ static void build_model(const Args *args, Opts *o, const char *corpus, size_t co
         if (!flag_given(args, "block-size")) o->block_size = md->c.seq_len;
         if (o->block_size > md->c.seq_len)
             die("--block-size %d exceeds %s's context length %d", o->block_size, args->init, md->c.seq_len);
+        check_memory(&md->c, o, args->ranks, args->rank == 0, corpus_len, 0);
     } else {
         Progress progress = progress_start();
         TokProgress report = {show_learning, &progress};
@@ -301,7 +346,13 @@ static void build_model(const Args *args, Opts *o, const char *corpus, size_t co
         if (rc) die("%s: cannot learn a vocabulary: %s", args->data, err);
         uint32_t n_pieces;
         memcpy(&n_pieces, md->tok_blob, 4);
+        if (o->vocab_size && (int)n_pieces < o->vocab_size)
+            fprintf(stderr,
+                    "%s: note: --vocab-size %d: the corpus gives %u pieces, as no pair of adjacent pieces occurs "
+                    "twice after the last merge; the model's vocabulary is %u (a larger corpus gives more)\n",
+                    prog, o->vocab_size, n_pieces, n_pieces);
         md->c = config_from_opts(o, (int)n_pieces);
+        check_memory(&md->c, o, args->ranks, args->rank == 0, corpus_len, 0);
         md->param_bytes = carve_weights(&md->c, NULL, NULL);
         md->params = xcalloc(md->param_bytes, 1, "parameters");
     }
@@ -310,10 +361,10 @@ static void build_model(const Args *args, Opts *o, const char *corpus, size_t co
 }
 
 // The files a run writes: the model, its resume state and its log; and the lock that keeps a
-// second ./train off them.
+// second ./train off them. All four are named from the real path of -o (real_output), so that
+// two spellings of one file (a symbolic link, a linked directory) meet at one lock.
 typedef struct {
-    const char *model;
-    char *state, *csv, *lock;
+    char *model, *state, *csv, *lock;
     int lock_fd;
 } RunFiles;
 
@@ -359,20 +410,47 @@ static long saved_step(const char *state_path) {
     return n == (ssize_t)sizeof h && !memcmp(h.magic, STATE_MAGIC, 8) ? (long)h.step : -1;
 }
 
+// Whether the file at path begins as attn.c writes it: the bytes want (len of them), or for a
+// lock file (want NULL) a process id and a newline, or nothing. 1 also when path is absent.
+static int written_by_us(const char *path, const char *want, size_t len) {
+    char head[64] = {0};
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) return errno == ENOENT;
+    ssize_t n = read(fd, head, sizeof head - 1);
+    close(fd);
+    if (want) return n >= (ssize_t)len && !memcmp(head, want, len);
+    size_t digits = strspn(head, "0123456789");
+    return n == 0 || (digits > 0 && (ssize_t)digits + 1 == n && head[digits] == '\n');
+}
+
 // A run must not destroy what is already there: an existing model is continued (--resume) or
-// replaced only when asked (--force), and only if it is an attn.c model.
-static void check_existing_model(const RunFiles *f, const Args *a) {
-    char magic[4] = {0};
-    int fd = open(f->model, O_RDONLY | O_NONBLOCK);
-    if (fd < 0 || a->resume) {
-        if (fd >= 0) close(fd);
+// replaced only when asked (--force), and only if it is an attn.c model; the same holds for the
+// files beside it, which a file of the same name that attn.c did not write keeps off even with
+// --force.
+static void check_existing_files(const RunFiles *f, const Args *a) {
+    struct {
+        const char *path, *magic; // magic: how the file begins, both log headers' common start for the log
+        size_t len;
+        const char *what;
+    } siblings[] = {
+        {f->model, MODEL_MAGIC, 4, "an attn.c model"},
+        {f->state, STATE_MAGIC, 8, "an attn.c resume state"},
+        {f->csv, "step,train_loss,val_loss,", 25, "an attn.c training log"},
+        {f->lock, NULL, 0, "an attn.c lock file"},
+    };
+    for (int i = 0; i < 4; i++) {
+        if (!written_by_us(siblings[i].path, siblings[i].magic, siblings[i].len))
+            die("%s exists and is not %s; refusing to replace it (choose another -o)", siblings[i].path,
+                siblings[i].what);
+    }
+    if (a->resume || (a->force && access(f->model, F_OK) == 0)) return;
+    if (access(f->model, F_OK)) {
+        for (int i = 1; i < 3; i++)
+            if (!a->force && access(siblings[i].path, F_OK) == 0)
+                die("%s exists, left by an earlier run of -o %s; use --force to start over, or choose another -o",
+                    siblings[i].path, f->model);
         return;
     }
-    ssize_t n = read(fd, magic, 4);
-    close(fd);
-    if (n != 4 || memcmp(magic, MODEL_MAGIC, 4))
-        die("%s exists and is not an attn.c model; refusing to replace it (choose another -o)", f->model);
-    if (a->force) return;
     if (a->init && same_file(a->init, f->model))
         die("%s is also --init: training would write over it; give --force to train it in place, or another -o",
             f->model);
@@ -383,19 +461,91 @@ static void check_existing_model(const RunFiles *f, const Args *a) {
     die("%s exists; use --init %s to train from it, or --force to start over", f->model, f->model);
 }
 
+// path, made relative to the working directory when it lies below it (messages stay short).
+static char *relative_to_cwd(char *path) {
+    char *cwd = getcwd(NULL, 0);
+    size_t n = cwd ? strlen(cwd) : 0;
+    if (cwd && n > 1 && !strncmp(path, cwd, n) && path[n] == '/') memmove(path, path + n + 1, strlen(path + n));
+    free(cwd);
+    return path;
+}
+
+// The file -o names, with every symbolic link resolved: the real path of its directory and, if
+// -o is a link (to a file that may not exist yet), of the link's target, followed as the
+// kernel does. Allocated.
+static char *real_output(const char *typed) {
+    char *path = strdup(typed);
+    if (!path) die("out of memory");
+    for (int hops = 0;; hops++) {
+        size_t len = strlen(path);
+        char *dir = xcalloc(len + 2, 1, "a file name");
+        dir_of(path, dir, len + 2);
+        const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+        char *real_dir = realpath(dir, NULL);
+        if (!real_dir) die("%s: cannot write there: %s", typed, strerror(errno));
+        if (!*base) die("%s: is a directory, not a regular file; refusing to replace it", typed);
+        size_t n = strlen(real_dir) + strlen(base) + 2;
+        char *full = xcalloc(n, 1, "a file name");
+        snprintf(full, n, "%s%s%s", real_dir, strcmp(real_dir, "/") ? "/" : "", base);
+        free(dir);
+        free(path);
+        struct stat st;
+        if (lstat(full, &st) || !S_ISLNK(st.st_mode)) {
+            free(real_dir);
+            return relative_to_cwd(full);
+        }
+        if (hops == 40) die("%s: too many levels of symbolic links", typed);
+        char target[4096];
+        ssize_t t = readlink(full, target, sizeof target - 1);
+        if (t < 0) die("%s: cannot read the link: %s", typed, strerror(errno));
+        target[t] = 0;
+        n = strlen(real_dir) + (size_t)t + 2;
+        path = xcalloc(n, 1, "a file name");
+        if (target[0] == '/') snprintf(path, n, "%s", target);
+        else snprintf(path, n, "%s/%s", real_dir, target);
+        free(real_dir);
+        free(full);
+    }
+}
+
+// Under the lock no other ./train writes these files, so the temporary files of theirs that a
+// kill -9 or a second Ctrl-C left (write_atomic's NAME.tmp.XXXXXX) are stale: removed, said.
+static void remove_stale_temporaries(const RunFiles *f) {
+    size_t len = strlen(f->model) + 2;
+    char *dir = xcalloc(len, 1, "a file name");
+    dir_of(f->model, dir, len);
+    const char *slash = strrchr(f->model, '/'), *base = slash ? slash + 1 : f->model;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        size_t b = strlen(base), n = strlen(e->d_name);
+        if (strncmp(e->d_name, base, b)) continue;
+        const char *rest = e->d_name + b;
+        if (!strncmp(rest, ".state", 6)) rest += 6;
+        if (strncmp(rest, ".tmp.", 5) || strlen(rest) != 11 || n != (size_t)(rest - e->d_name) + 11) continue;
+        char *path = xcalloc(len + n + 2, 1, "a file name");
+        snprintf(path, len + n + 2, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (!lstat(path, &st) && S_ISREG(st.st_mode) && !unlink(path))
+            fprintf(stderr, "%s: note: removed %s, a temporary file left by a run that was stopped while writing\n",
+                    prog, path);
+        free(path);
+    }
+    if (d) closedir(d);
+    free(dir);
+}
+
 // The run's files from -o, checked and locked before anything is read or written: none may be
 // the corpus, which writing would destroy. (-o may equal --init with --force: the model is
 // read whole before the first checkpoint.)
 static RunFiles claim_outputs(const Args *a) {
-    size_t n = strlen(a->out) + sizeof ".state";
-    RunFiles f = {.model = a->out};
+    RunFiles f = {.model = real_output(a->out), .lock_fd = -1};
+    size_t n = strlen(f.model) + sizeof ".state";
     f.state = xcalloc(n, 1, "a file name");
     f.csv = xcalloc(n, 1, "a file name");
     f.lock = xcalloc(n, 1, "a file name");
-    snprintf(f.state, n, "%s.state", a->out);
-    snprintf(f.csv, n, "%s.csv", a->out);
-    snprintf(f.lock, n, "%s.lock", a->out);
-    f.lock_fd = -1;
+    snprintf(f.state, n, "%s.state", f.model);
+    snprintf(f.csv, n, "%s.csv", f.model);
+    snprintf(f.lock, n, "%s.lock", f.model);
     if (a->rank) return f; // rank 0 writes the files, and checks and locks them for the run
     const char *outputs[] = {f.model, f.state, f.csv, f.lock};
     char err[512];
@@ -403,8 +553,11 @@ static RunFiles claim_outputs(const Args *a) {
         if (same_file(outputs[i], a->data)) die("%s is the corpus (-d): writing it would destroy it", outputs[i]);
         if (check_output(outputs[i], err, sizeof err)) die("%s", err);
     }
+    if (!written_by_us(f.lock, NULL, 0))
+        die("%s exists and is not an attn.c lock file; refusing to replace it (choose another -o)", f.lock);
     lock_outputs(&f);
-    check_existing_model(&f, a);
+    check_existing_files(&f, a);
+    remove_stale_temporaries(&f);
     return f;
 }
 
@@ -413,6 +566,7 @@ static void release_outputs(RunFiles *f) {
     remove_held_lock();
     held_lock = NULL;
     if (f->lock_fd >= 0) close(f->lock_fd);
+    free(f->model);
     free(f->state);
     free(f->csv);
     free(f->lock);

@@ -16,10 +16,24 @@ typedef struct {
     size_t n;
 } Split;
 
-// The corpus, whole, refused unless it is non-empty UTF-8 text. (Freed before a refusal, so
-// that it exits with nothing for LeakSanitizer to report.)
-static char *read_corpus(const char *path, size_t *len) {
-    char *corpus = read_input(path, len, "the corpus", 1), why[64];
+// The corpus, whole, refused unless it is non-empty UTF-8 text. A byte-order mark at its start
+// is dropped with a note: it marks the encoding, it is not text to learn. (Freed before a
+// refusal, so that it exits with nothing for LeakSanitizer to report.) Under mpirun (ranks > 1)
+// every rank reads the file, which a pipe or FIFO would give to one of them only; mpirun does
+// not pass its shell's descriptors on, so <(cmd) (a /dev/fd/N path) reaches no rank at all.
+static char *read_corpus(const char *path, size_t *len, int ranks) {
+    struct stat st;
+    int descriptor = !strncmp(path, "/dev/fd/", 8) || !strcmp(path, "/dev/stdin");
+    if (ranks > 1 && (descriptor || (!stat(path, &st) && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))))
+        die("-d %s: under mpirun every rank reads the corpus, and a pipe or FIFO gives it to one of them only; give "
+            "it as a file",
+            path);
+    char *corpus = read_input_or_stream(path, len, "the corpus", 1, 1), why[64];
+    if (*len >= 3 && !memcmp(corpus, "\xEF\xBB\xBF", 3)) {
+        fprintf(stderr, "%s: note: %s: skipped the UTF-8 byte-order mark at its start\n", prog, input_name(path));
+        memmove(corpus, corpus + 3, *len - 2); // with the terminating NUL
+        *len -= 3;
+    }
     const char *problem = *len == 0 ? "the corpus is empty" : text_problem(corpus, *len, why, sizeof why);
     if (!problem) return corpus;
     free(corpus);
@@ -60,27 +74,42 @@ static void fill_batch(Acts *a, const Split *s, int B, uint64_t rng) {
     }
 }
 
-// The mean loss over iters random batches of the split.
+// Told after each batch of an evaluation how many of how many are done (a status for slow ones).
+typedef struct {
+    void (*fn)(void *ctx, int done, int total);
+    void *ctx;
+} EvalTick;
+
+// The mean loss over iters random batches of the split; NaN if *stop became non-zero (a signal)
+// before the last batch.
 static double estimate_loss(const Config *c, const Weights *w, Acts *a, const Split *s, int iters, uint64_t seed,
-                            int purpose) {
+                            int purpose, const volatile sig_atomic_t *stop, EvalTick tick) {
     double sum = 0.0;
     for (int i = 0; i < iters; i++) {
+        if (*stop) return NAN;
         fill_batch(a, s, a->B, rng_for(seed, purpose, i));
         sum += model_step(c, w, NULL, a, a->B, 0.0f, NULL);
+        tick.fn(tick.ctx, i + 1, iters);
     }
     return sum / iters;
 }
 
+// A plain status shows a line at least this often, however slow the work.
+#define PLAIN_LINE_SECONDS 30.0
+
 // Every token of the split after the first is predicted once: consecutive windows of T
 // targets, each with the context from its window's start (the tail shorter than T is dropped).
-// Splits beyond FULL_LOSS_MAX_TOKENS are scored on their start. On a terminal a status line
-// counts the windows: for a large model this takes minutes.
-static double full_loss(const Config *c, const Weights *w, Acts *a, const Split *s, size_t *count, int tty) {
+// Splits beyond FULL_LOSS_MAX_TOKENS are scored on their start. A status counts the windows
+// (on a terminal a line rewritten in place, otherwise a line every PLAIN_LINE_SECONDS): for a
+// large model this takes minutes. NaN if *stop became non-zero (a signal) before the end.
+static double full_loss(const Config *c, const Weights *w, Acts *a, const Split *s, size_t *count, int tty,
+                        const volatile sig_atomic_t *stop) {
     int T = a->T;
     size_t n = s->n < FULL_LOSS_MAX_TOKENS + 1 ? s->n : FULL_LOSS_MAX_TOKENS + 1;
     size_t windows = (n - 1) / T;
     double sum = 0.0, shown = now_s();
     for (size_t w0 = 0; w0 < windows; w0 += a->B) {
+        if (*stop) return NAN;
         int B = windows - w0 < (size_t)a->B ? (int)(windows - w0) : a->B;
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) {
@@ -89,8 +118,9 @@ static double full_loss(const Config *c, const Weights *w, Acts *a, const Split 
                 a->targets[(size_t)b * T + t] = s->ids[ix + 1];
             }
         sum += model_step(c, w, NULL, a, B, 0.0f, NULL) * B * T;
-        if (tty && now_s() - shown > 0.5) {
-            printf("\r\033[Kscoring the validation split: %zu of %zu windows", w0 + B, windows);
+        if (now_s() - shown > (tty ? 0.5 : PLAIN_LINE_SECONDS)) {
+            printf("%sscoring the validation split: %zu of %zu windows%s", tty ? "\r\033[K" : "", w0 + B, windows,
+                   tty ? "" : "\n");
             fflush(stdout);
             shown = now_s();
         }

@@ -22,6 +22,7 @@ typedef struct {
     int *counts, *starts; // (ranks) every rank's shard size and start, in floats, for the collectives
     float *grad_shard;    // (hi - lo) the shard's gradients summed over the ranks; NULL alone
     double comm_s;        // seconds spent in the steps' collectives (waiting for other ranks included)
+    double agree_s;       // of which in agreeing, after each micro-batch, whether to stop (dist_any)
 } Dist;
 
 // Shards start on multiples of this many floats, so that AdamW's vector loops stay aligned.
@@ -80,6 +81,17 @@ static Dist dist_init(int *argc, char ***argv) {
 // vals[i] becomes its maximum over the ranks.
 static void dist_max(const Dist *d, int *vals, int n) {
     if (d->mpi) MPI_Allreduce(MPI_IN_PLACE, vals, n, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+}
+
+// Whether flag is set on any rank: after each micro-batch every rank asks, so that a signal to
+// one (or to all, each at its own moment) stops them all after the same micro-batch.
+static int dist_any(Dist *d, int flag) {
+    if (d->ranks == 1) return flag;
+    double t0 = now_s();
+    MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    d->agree_s += now_s() - t0;
+    d->comm_s += now_s() - t0;
+    return flag;
 }
 
 // A step's sums over the ranks. The gradients g (n floats, this rank's micro-batches summed):
@@ -169,6 +181,7 @@ static Dist dist_init(int *argc, char ***argv) {
 }
 
 static void dist_max(const Dist *d, int *vals, int n) {}
+static int dist_any(Dist *d, int flag) { return flag; }
 static float *dist_sum_step(Dist *d, float *g, size_t n, double *grad_sq, double *losses, int n_losses) { return g; }
 static void dist_gather_params(Dist *d, float *p) {}
 static void dist_check_same(const Dist *d, const void *p, size_t bytes, const char *what, const char *why) {}

@@ -40,7 +40,8 @@ static void usage(FILE *f, const Flag *flags, int n) {
                "Trains a decoder-only transformer on a UTF-8 text file and writes MODEL (the format ./run\n"
                "reads) at every evaluation and on Ctrl-C, SIGTERM or SIGHUP, with its optimiser state in\n"
                "MODEL.state and a log in MODEL.csv.\n\n"
-               "  -d, --data FILE        training text (90%% train, 10%% validation); - reads standard input\n"
+               "  -d, --data FILE        training text (90%% train, 10%% validation); - reads standard input,\n"
+               "                         and a pipe or FIFO is read the same way (-d <(zcat corpus.gz))\n"
                "  -o, --out FILE         model file to write\n"
                "  --arch gpt|llama       gpt: LayerNorm, learned positions, GELU, biases (default)\n"
                "                         llama: RMSNorm, RoPE, SwiGLU, grouped-query attention\n"
@@ -49,6 +50,14 @@ static void usage(FILE *f, const Flag *flags, int n) {
                "                         the options below only --max-iters, --eval-interval and --eval-iters\n"
                "                         may differ from the saved run's\n"
                "  --force                replace an existing MODEL (and its .state and .csv) instead of refusing\n"
+               "  --keep-best            MODEL keeps the weights of the best validation loss so far;\n"
+               "                         MODEL.state still resumes the latest step\n"
+               "  --config FILE          options as 'name = value' lines (the flags' names without --);\n"
+               "                         flags on the command line override them\n"
+               "  --sample-prompt TEXT   start the samples printed at each evaluation from TEXT\n"
+               "  --progress MODE        plain (a line every 10 steps, and at least every 30 s), tty (one\n"
+               "                         line rewritten in place) or auto (tty on a terminal; plain under\n"
+               "                         mpirun unless mpirun's own output is a terminal) (auto)\n"
                "  -j, --threads N        threads (default: OMP_NUM_THREADS, else every core)\n");
     for (int i = 0; i < n; i++) {
         char name[40];
@@ -58,16 +67,20 @@ static void usage(FILE *f, const Flag *flags, int n) {
     fprintf(f, "  -h, --help             this text\n");
 }
 
+// Where the option being set comes from, starting its error lines: "" for the command line,
+// "FILE:LINE: " while a --config file is read.
+static char option_source[4200] = "";
+
 // Strict: the whole argument must be a number within the flag's range.
 static void parse_number(const Flag *f, const char *s) {
     char *end;
     errno = 0;
     double v = f->type == 'f' ? strtod(s, &end) : (double)strtoll(s, &end, 10);
     if (end == s || *end || errno == ERANGE || !isfinite(v))
-        die("--%s: '%s' is not %s", f->name, s, f->type == 'f' ? "a number" : "an integer");
+        die("%s--%s: '%s' is not %s", option_source, f->name, s, f->type == 'f' ? "a number" : "an integer");
     if (v < f->lo || v > f->hi) {
-        if (f->type == 'f') die("--%s: %s is outside [%g, %g]", f->name, s, f->lo, f->hi);
-        die("--%s: %s is outside [%.0f, %.0f]", f->name, s, f->lo, f->hi);
+        if (f->type == 'f') die("%s--%s: %s is outside [%g, %g]", option_source, f->name, s, f->lo, f->hi);
+        die("%s--%s: %s is outside [%.0f, %.0f]", option_source, f->name, s, f->lo, f->hi);
     }
     if (f->type == 'f') *(float *)f->ptr = (float)v;
     else if (f->type == 'l') *(int64_t *)f->ptr = strtoll(s, NULL, 10);
@@ -78,11 +91,15 @@ static void parse_number(const Flag *f, const char *s) {
 
 // The command line: the options, and which numeric flags it gave (for --init and --resume).
 // o.grad_accum counts the micro-batches of a step over all ranks: --grad-accum times the ranks.
+// --progress: how the status is shown (PROGRESS_AUTO decides from stdout, training/progress.h).
+enum { PROGRESS_AUTO, PROGRESS_PLAIN, PROGRESS_TTY };
+
 typedef struct {
     Opts o;
-    const char *data, *out, *init, *dump;
-    int resume, force, threads, arch_given;
-    int rank, ranks; // this process's place among the MPI ranks training together (training/dist.h)
+    const char *data, *out, *init, *dump, *config, *sample_prompt;
+    int resume, force, keep_best, threads, arch_given, progress;
+    char *config_text; // the --config file, which the options' text values point into
+    int rank, ranks;   // this process's place among the MPI ranks training together (training/dist.h)
     char given[N_FLAGS];
 } Args;
 
@@ -140,7 +157,12 @@ static void check_saved_opts(Opts *o, const char *path) {
 }
 
 // The flags that take a text value (-d, -o, -j are spelled --data, --out, --threads).
-static const char *const text_flags[] = {"data", "out", "init", "arch", "threads", "dump"}; // dump: a test hook
+static const char *const text_flags[] = {"data",     "out",           "init",   "arch", "threads",
+                                         "progress", "sample-prompt", "config", "dump"}; // dump: a test hook
+// Of those, the ones naming a file: an empty one is refused.
+static const char *const path_flags[] = {"data", "out", "init", "config", "dump"};
+// --progress's values, in PROGRESS_* order.
+static const char *const progress_names[] = {"auto", "plain", "tty"};
 
 #define N_TEXT_FLAGS (int)(sizeof text_flags / sizeof *text_flags)
 
@@ -165,9 +187,13 @@ static int text_flag(const char *name) { return name_index(text_flags, N_TEXT_FL
 
 // Sets the flag called name (without its dashes) to val: a numeric one, or a text one.
 static void set_flag(Args *a, Flag flags[N_FLAGS], const char *name, const char *val) {
-    const char *arch = NULL, *threads = NULL;
-    const char **texts[N_TEXT_FLAGS] = {&a->data, &a->out, &a->init, &arch, &threads, &a->dump}; // text_flags' order
+    const char *arch = NULL, *threads = NULL, *progress = NULL, *config = NULL;
+    const char **texts[N_TEXT_FLAGS] = {&a->data,  &a->out,           &a->init, &arch,   &threads,
+                                        &progress, &a->sample_prompt, &config,  &a->dump}; // text_flags' order
     int k = numeric_flag(flags, name), t = text_flag(name);
+    if (name_index(path_flags, sizeof path_flags / sizeof *path_flags, name) >= 0 && !*val)
+        die("%s--%s: the path is empty", option_source, name);
+    if (!strcmp(name, "sample-prompt") && !*val) die("%s--sample-prompt: the prompt is empty", option_source);
     if (t >= 0) *texts[t] = val;
     if (k >= 0) {
         parse_number(&flags[k], val);
@@ -179,8 +205,72 @@ static void set_flag(Args *a, Flag flags[N_FLAGS], const char *name, const char 
     }
     if (arch) {
         a->o.arch = name_index(arch_names, 2, arch);
-        if (a->o.arch < 0) die("--arch: '%s' is not gpt or llama", arch);
+        if (a->o.arch < 0) die("%s--arch: '%s' is not gpt or llama", option_source, arch);
         a->arch_given = 1;
+    }
+    if (progress) {
+        a->progress = name_index(progress_names, 3, progress);
+        if (a->progress < 0) die("%s--progress: '%s' is not plain, tty or auto", option_source, progress);
+    }
+}
+
+// A switch (a flag without a value) by name; from a --config file (value true or false) only
+// --keep-best, since --resume and --force are about one invocation.
+static int set_switch(Args *a, const char *name, const char *value, const char *where) {
+    if (!value && (!strcmp(name, "resume") || !strcmp(name, "force"))) {
+        *(name[0] == 'r' ? &a->resume : &a->force) = 1;
+        return 1;
+    }
+    if (strcmp(name, "keep-best")) return 0;
+    int on = !value || !strcmp(value, "true") || !strcmp(value, "1");
+    if (value && !on && strcmp(value, "false") && strcmp(value, "0"))
+        die("%s: %s = '%s': give true or false", where, name, value);
+    a->keep_best = on;
+    return 1;
+}
+
+// --config FILE: 'name = value' lines with the flags' long names (an underscore may stand for a
+// dash, as in nanoGPT's config files), '#' starting a comment line; a value may be quoted.
+static void read_config(Args *a, Flag flags[N_FLAGS], const char *path) {
+    size_t n;
+    a->config_text = read_file(path, &n, "the config file");
+    char why[64];
+    if (text_problem(a->config_text, n, why, sizeof why)) die("%s: not a text file: %s", path, why);
+    int line_no = 0;
+    for (char *line = a->config_text, *next; line && *line; line = next) {
+        line_no++;
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        char where[4200];
+        snprintf(where, sizeof where, "%s:%d", path, line_no);
+        while (*line == ' ' || *line == '\t') line++;
+        char *end = line + strlen(line);
+        while (end > line && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r')) *--end = 0;
+        if (!*line || *line == '#') continue;
+        char *eq = strchr(line, '=');
+        if (!eq) die("%s: '%s' is not 'name = value'", where, line);
+        char *key_end = eq;
+        while (key_end > line && (key_end[-1] == ' ' || key_end[-1] == '\t')) key_end--;
+        *key_end = 0;
+        char *value = eq + 1;
+        while (*value == ' ' || *value == '\t') value++;
+        size_t vlen = strlen(value);
+        if (vlen >= 2 && (value[0] == '"' || value[0] == '\'') && value[vlen - 1] == value[0]) {
+            value[vlen - 1] = 0;
+            value++;
+        }
+        for (char *c = line; *c; c++)
+            if (*c == '_') *c = '-';
+        if (!strcmp(line, "config")) die("%s: a config file cannot name another (--config)", where);
+        if (!strcmp(line, "resume") || !strcmp(line, "force"))
+            die("%s: --%s is given on the command line, not in a config file", where, line);
+        if (set_switch(a, line, value, where)) continue;
+        if (numeric_flag(flags, line) < 0 && text_flag(line) < 0)
+            die("%s: unknown option '%s' (see --help)", where, line);
+        if (!*value) die("%s: %s has no value", where, line);
+        snprintf(option_source, sizeof option_source, "%s: ", where);
+        set_flag(a, flags, line, value);
+        *option_source = 0;
     }
 }
 
@@ -189,17 +279,24 @@ static void parse_args(Args *a, int argc, char **argv, int rank, int ranks) {
     Opts *o = &a->o;
     Flag flags[N_FLAGS];
     flag_table(o, flags);
+    // the config file first, so that the command line's flags override it
     for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        char name[64];
-        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout, flags, N_FLAGS);
             exit(0);
         }
-        if (!strcmp(arg, "--resume") || !strcmp(arg, "--force")) {
-            *(arg[2] == 'r' ? &a->resume : &a->force) = 1;
-            continue;
-        }
+        const char *path = !strncmp(argv[i], "--config=", 9)              ? argv[i] + 9
+                           : !strcmp(argv[i], "--config") && i + 1 < argc ? argv[i + 1]
+                                                                          : NULL;
+        if (path && !*path) die("--config: the path is empty");
+        if (path && a->config) die("--config is given twice");
+        if (path) a->config = path;
+    }
+    if (a->config) read_config(a, flags, a->config);
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        char name[64];
+        if (!strncmp(arg, "--", 2) && set_switch(a, arg + 2, NULL, arg)) continue;
         const char *shorts[][2] = {{"-d", "--data"}, {"-o", "--out"}, {"-j", "--threads"}};
         for (int k = 0; k < 3; k++)
             if (!strcmp(arg, shorts[k][0])) arg = shorts[k][1];

@@ -14,7 +14,8 @@ Files and formats
   safe_pickle      pickles read without running code: only tensors, dicts, numbers and dtypes
   modelfile        the attn.c model file (docs/FORMAT.md): config, tokenizer section, weights,
                    Q8_0 and bfloat16 helpers                            <- outfile, progress
-  chat_template    the chat section: a template's family recognised, its ids     <- modelfile
+  chat_template    the chat section: a template's family recognised, its ids, its text
+                   kept and written back by the exports                          <- modelfile
   tokenizer_blob   the tokenizer section from llama2.c, GPT-2 and Hugging Face files <- modelfile
   tokenizer_gguf   the tokenizer section from a GGUF file's tokenizer.ggml.*
                                                     <- modelfile, tokenizer_blob, gguf_file
@@ -22,11 +23,13 @@ Files and formats
   gguf_write       a GGUF writer, for the tests                        <- gguf_file, modelfile
   tensors          what a source hands convert.py: Source, Stored, Weight, Tensors
                                                                       <- errors, modelfile
-  weights          the weight type to store (--weights, --group-size)  <- tensors, modelfile
+  weights          the weight type to store (--weights, --group-size); Q8_0 kept as it is
+                                                                      <- tensors, modelfile
   safetensors      .safetensors read and written                <- errors, tensors, outfile
 Sources (convert.py SRC), one module per format
-  sources.attn     an attn.c model file, and --export-torch's output    <- tensors
-  sources.llama2c  llama2.c's .bin (legacy, ak42) and train.py's .pt    <- tensors
+  sources.attn     an attn.c model file, and --export-torch's output
+                                                       <- tensors, weights, chat_template
+  sources.llama2c  llama2.c's .bin (legacy, ak42) and train.py's .pt    <- tensors, weights
   sources.gpt2     GPT-2's tensor names, shared by nanoGPT and Hugging Face gpt2
   sources.nanogpt  nanoGPT's ckpt.pt                                    <- tensors, sources.gpt2
   torchfile        every pickle, through safe_pickle: a .pt goes to its source module,
@@ -38,8 +41,10 @@ Sources (convert.py SRC), one module per format
                                           <- gguf_file, sources.hf, tokenizer_gguf, weights
   sources.tokenizer  the files --tokenizer names  <- tokenizer_blob, tokenizer_gguf, torchfile
 Exports (convert.py --export-*)
-  exports.torch    --export-torch: a PyTorch state dict                  <- sources.attn
-  exports.hf       --export-hf: a Hugging Face directory    <- safetensors, tokenizer_blob
+  exports.torch    --export-torch: a PyTorch state dict, the chat section's fields
+                                                              <- sources.attn, chat_template
+  exports.hf       --export-hf: a Hugging Face directory
+                                              <- safetensors, tokenizer_blob, chat_template
 The PyTorch reference (reference.py), independent of convert.py's readers
   reference.model  the Transformer of a model file, RoPE frequencies     <- modelfile
   reference.hf     a Hugging Face directory run as transformers runs it  <- reference.model

@@ -19,6 +19,8 @@ it back. chat_section(template, tok, name=None) returns the section's bytes; a t
 matches is stored with family 0, none (`./run -m chat` then asks for --chat-template), and a name
 overrides the recognition (also for a checkpoint without a template). pack_section and
 parse_section are the layout itself; parse_section also reads version 4's, which had no template.
+no_family_note is convert.py's note on a family-0 section; for_export gives the text an export
+writes back.
 """
 import re
 import struct
@@ -104,8 +106,46 @@ def recognise(template):
         return "gemma", ""
     if has("<|user|>", "<|assistant|>", "<|system|>", "eos_token") and "<|end|>" not in template:
         return "zephyr", ""
-    head = " ".join(template.split())[:40]
-    raise ValueError("chat template not recognised (%r...); pass --chat-template NAME (%s)" % (head, KNOWN))
+    raise ValueError("chat template not recognised (%r...); pass --chat-template NAME (%s)" % (_head(template), KNOWN))
+
+
+def _head(template):
+    return " ".join(template.split())[:40]
+
+
+def _family_of(template):
+    try:
+        return recognise(template)[0]
+    except ValueError:
+        return None
+
+
+def no_family_note(template):
+    """convert.py's note for a template stored with family 0."""
+    return ("chat template %r... is of no family this build formats: kept as text (--export-hf writes it back), "
+            "but ./run -m chat needs --chat-template NAME (%s)" % (_head(template), KNOWN))
+
+
+def for_export(section, n_pieces):
+    """(the template text an export writes, None for none; a note, None if none is due) of a model
+    file's chat section (b"" for none). The template is the section's text as the checkpoint had
+    it: this project keeps no canonical template of its own per family, so a family without its
+    text (chosen with --chat-template alone, or from a version 4 file) exports no template, and a
+    family chosen over the template's own is not in it either; the note says that converting the
+    export back then needs --chat-template NAME."""
+    if not section:
+        return None, None
+    name, _, _, template = parse_section(section, n_pieces)
+    if name is None or _family_of(template) == name:
+        return template or None, None
+    back = "converting the export back needs --chat-template %s" % name
+    if not template:
+        return None, ("the chat section is family %s without its template's text (--chat-template alone, or a "
+                      "version 4 file): tokenizer_config.json gets no chat_template; %s" % (name, back))
+    theirs = _family_of(template)
+    return template, ("tokenizer_config.json gets the checkpoint's chat template, %s, while the model file formats "
+                      "chats as %s (--chat-template); %s" % ("of family %s" % theirs if theirs else "of no family",
+                                                            name, back))
 
 
 def _default_text(name):

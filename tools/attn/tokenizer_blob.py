@@ -97,6 +97,8 @@ def bytes_to_unicode():
 
 
 BYTE_OF_CHAR = {c: b for b, c in bytes_to_unicode().items()}
+# the bytes no well-formed UTF-8 text holds: overlong leads 0xC0 and 0xC1, and 0xF5..0xFF
+NOT_IN_UTF8 = frozenset([0xC0, 0xC1] + list(range(0xF5, 0x100)))
 
 
 def _dense(path, vocab):
@@ -183,6 +185,7 @@ def from_gpt2(vocab_path, merges_path):
     merges, _ = _merges(merges_path, [ln for ln in lines if ln.strip()], vocab)
     eot = vocab.get("<|endoftext|>", -1)
     raw = [p.encode("utf-8") if i == eot else _byte_level(vocab_path, i, p) for i, p in enumerate(pieces)]
+    _check_bytes(vocab_path, raw, "the vocabulary")
     return TokenizerSpec(pack_tokenizer(raw, [0.0] * len(pieces), merges), TOK_BYTE_BPE, 0, eot, eot)
 
 
@@ -520,11 +523,18 @@ def _dense_pieces(path, raw, n):
     return [raw[i] for i in range(len(raw))] + [b""] * (n - len(raw))
 
 
-def _byte_level_scores(path, pieces):
+def _check_bytes(path, pieces, where):
+    """A byte-level vocabulary needs a piece for every byte UTF-8 text can hold; the bytes it never
+    holds (0xC0, 0xC1, 0xF5..0xFF) may lack one, as in some published vocabularies: tokenizer.c
+    refuses a text needing one, naming the byte."""
     have = set(pieces)
-    lacking = [b for b in range(256) if bytes([b]) not in have]
+    lacking = [b for b in range(256) if bytes([b]) not in have and b not in NOT_IN_UTF8]
     if lacking:
-        _fail(path, "model.vocab has no piece for the byte 0x%02X" % lacking[0])
+        _fail(path, "%s has no piece for the byte 0x%02X, which UTF-8 text can hold" % (where, lacking[0]))
+
+
+def _byte_level_scores(path, pieces):
+    _check_bytes(path, pieces, "model.vocab")
     return [0.0] * len(pieces)
 
 

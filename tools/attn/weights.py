@@ -1,12 +1,15 @@
 """The weight type a model file stores (--weights, --group-size): the choice convert.py makes
-when none is asked, and the flags convert.py and make_random.py share."""
+when none is asked, and the flags convert.py and make_random.py share; Q8Stored and q8_0_choice
+for a source whose matrices are Q8_0 already (llama2.c's version 2 files, attn.c's Q8_0 files)."""
 import argparse
+import math
 import sys
 
+import numpy as np
 
 from attn import modelfile as mf
 from attn.errors import Bad
-from attn.tensors import LONG_NAMES, STORED_NAMES
+from attn.tensors import LONG_NAMES, STORED_NAMES, Stored
 
 
 class OneWeightType(argparse.Action):
@@ -70,3 +73,62 @@ def weight_choice(tensors, asked):
     else:
         how = "rounded to nearest even" if choice == "bf16" else "rounded to nearest"
     return choice, ("--weights %s: " % asked if asked else "") + theirs + " " + how
+
+
+class Q8Stored(Stored):
+    """A matrix its checkpoint holds as int8 values times float32 scales, a scale per gs values
+    of the flattened tensor: llama2.c's Q8_0 (export.py quantises each tensor flattened, so a
+    group runs across a row's end when gs does not divide the row) or an attn.c Q8_0 file's (gs
+    divides every row). Its raw values are the dequantised float32 ones, q x scale computed in
+    float32 as ./run and modelfile.dequantize_q8_0 compute them."""
+
+    def __init__(self, raw, dtype="F32", q8=None):
+        super().__init__(raw, dtype)
+        self.q8 = q8  # (q, scales, gs), None for a view (Weight.view), which has no such form
+
+    @classmethod
+    def of(cls, q, scale, gs):
+        q, scale = np.asarray(q, np.int8), np.asarray(scale, np.float32).reshape(-1)
+        deq = (q.reshape(-1, gs).astype(np.float32) * scale[:, None]).reshape(q.shape)
+        return cls(deq, "F32", (q, scale, gs))
+
+    def q8_0(self, group):
+        """(int8 values [rows, cols], float32 scales [rows, cols / group]): FORMAT.md's Q8_0 at
+        this group size, the same integers and each group the scale of the one it lies in, when
+        group divides gs and the row (then no group of ours straddles one of ours or a row's end);
+        else None, and the writer quantises the dequantised values again."""
+        if self.q8 is None or len(self.shape) != 2:
+            return None
+        q, scale, gs = self.q8
+        rows, cols = self.shape
+        if gs % group or cols % group:
+            return None
+        return q.reshape(rows, cols), np.repeat(scale, gs // group).reshape(rows, cols // group)
+
+
+def q8_0_choice(gs, what):
+    """Source.weights for a checkpoint whose matrices are all Q8Stored with gs values per scale
+    (what: e.g. "llama2.c's Q8_0 matrices"). By default they stay Q8_0, exactly: the group size is
+    the largest dividing gs and every row, gs itself unless llama2.c's groups cross rows (dim 64
+    and hidden_dim 172 with gs 32 give 4: each group of 4 lies inside one of 32 and keeps its
+    scale, so the integers and scales are the file's, at one more scale per 4 values). --weights
+    f32 keeps the same values as float32; bf16 and f16 round them."""
+    def choose(tensors, asked, group_size):
+        rows = sorted({np.shape(v)[1] for k, v in tensors.items() if k.split(".")[-1] in mf.QUANTIZED_MATRICES})
+        exact = math.gcd(gs, *rows)
+        if asked not in (None, "q8_0"):
+            how = "dequantised exactly" if asked == "f32" else "dequantised, then rounded to %s" % (
+                "bfloat16" if asked == "bf16" else "float16")
+            return asked, "--weights %s: %s %s" % (asked, what, how), group_size
+        group = group_size or exact
+        if exact % group:
+            why = "%s quantised again from their values (--group-size %d does not divide %d)" % (what, group, exact)
+        elif group == gs:
+            why = "%s kept exactly" % what
+        else:
+            across = [n for n in rows if n % gs]
+            why = "%s kept exactly, in groups of %d: the file's groups of %d %s" % (
+                what, group, gs, "run across rows of %s" % " and ".join(map(str, across)) if across
+                else "are split")
+        return "q8_0", ("--weights q8_0: " if asked else "") + why, group
+    return choose

@@ -21,6 +21,10 @@ or float16 (norms, biases and positions are float32, as in the model file); Q8_0
 dequantised to float32. The q and k rows go back from FORMAT.md's interleaved RoPE pairs to
 Hugging Face's half-split order.
 
+The chat section's template text goes back into tokenizer_config.json's chat_template, byte for
+byte (tools/attn/chat_template.py's for_export: a family stored without its text writes none,
+with a note).
+
 The tokenizer becomes a tokenizer.json that encodes as the model file's does: byte-level BPE
 with the family's split, or SentencePiece-style BPE with byte fallback. A blob without merges
 (llama2.c's tokenizer.bin, what ./train learns) merges by piece score; Hugging Face's BPE
@@ -30,9 +34,11 @@ score of what it makes.
 import collections
 import json
 import os
+import sys
 
 import numpy as np
 
+from attn import chat_template
 from attn import modelfile as mf
 from attn import outfile
 from attn import safetensors
@@ -432,12 +438,13 @@ def hf_tokenizer(tok):
     return tj, added_list, ends
 
 
-def tokenizer_config(tok, c, added):
+def tokenizer_config(tok, c, added, chat_text=None):
     """tokenizer_config.json: the generic fast tokenizer over tokenizer.json, with its BOS, EOS and
-    added tokens (transformers' added_tokens_decoder)."""
+    added tokens (transformers' added_tokens_decoder), and the chat template's text if any."""
     _, _, flags, bos, eos = tok
     text = {i: s for i, s, _ in added}
-    return {"tokenizer_class": "PreTrainedTokenizerFast",
+    chat = {"chat_template": chat_text} if chat_text else {}
+    return {**chat, "tokenizer_class": "PreTrainedTokenizerFast",
             "bos_token": text[bos] if bos >= 0 else None, "eos_token": text[eos] if eos >= 0 else None,
             "add_bos_token": bool(flags & mf.TOKF_ADD_BOS and bos >= 0), "add_eos_token": False,
             "model_max_length": c["seq_len"], "clean_up_tokenization_spaces": False,
@@ -481,6 +488,12 @@ def export(model, out_dir):
         tj, added, ends = hf_tokenizer(tok)
     except NoEquivalent as e:
         raise Bad(model, "no Hugging Face equivalent: %s" % e)
+    try:
+        chat, note = chat_template.for_export(mf.read_chat_section(model), c["vocab_size"])
+    except (ValueError, OSError) as e:
+        raise Bad(model, str(e))
+    if note:
+        print("convert.py: note: %s: %s" % (model, note), file=sys.stderr)
     bos = tok[3]
     sd = gpt2_state(c, tensors) if mt == "gpt2" else llama_state(c, tensors, mt)
     generation = {"bos_token_id": bos if bos >= 0 else None,
@@ -490,7 +503,7 @@ def export(model, out_dir):
             outfile.write(os.path.join(d, "config.json"), json_bytes(hf_config(c, mt, bos, ends)))
             outfile.write(os.path.join(d, "generation_config.json"), json_bytes(generation))
             outfile.write(os.path.join(d, "tokenizer.json"), json_bytes(tj))
-            outfile.write(os.path.join(d, "tokenizer_config.json"), json_bytes(tokenizer_config(tok, c, added)))
+            outfile.write(os.path.join(d, "tokenizer_config.json"), json_bytes(tokenizer_config(tok, c, added, chat)))
             write_safetensors(os.path.join(d, "model.safetensors"), sd)
             outfile.write(os.path.join(d, MARKER), json_bytes({"written_by": "tools/convert.py --export-hf",
                                                                "source": os.path.basename(model)}))

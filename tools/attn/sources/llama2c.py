@@ -1,11 +1,13 @@
-"""llama2.c checkpoints: the legacy .bin (7-int header), `ak42` versions 1 and 2, and
-train.py's .pt (read_llama2c_pt, given the loaded checkpoint by torchfile.read_torch)."""
+"""llama2.c checkpoints: the legacy .bin (7-int header), `ak42` versions 1 and 2 (Q8_0, kept as
+its integers and scales: weights.Q8Stored), and train.py's .pt (read_llama2c_pt, given the
+loaded checkpoint by torchfile.read_torch)."""
 import struct
 
 import numpy as np
 
 from attn.errors import Bad
 from attn.tensors import Source, Tensors, classifier, known_args, strip_prefix
+from attn.weights import Q8Stored, q8_0_choice
 
 # llama2.c model.py's ModelArgs (dropout acts only in training)
 LLAMA2C_ARGS = ("dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "hidden_dim", "multiple_of", "norm_eps",
@@ -133,15 +135,17 @@ def read_llama2c_ak42(path, data):
         arrays[name] = np.frombuffer(data, dtype="<f4", count=k, offset=off).reshape(s)
         off += 4 * k
     if version == 2:
-        # Q8_0: per tensor, int8 values then one float32 scale per group of gs values.
+        # Q8_0: per tensor, int8 values then one float32 scale per group of gs values of the
+        # flattened tensor; kept as such, so that OUT stores the same integers and scales
         for name, s in mats:
             k = int(np.prod(s))
-            q = np.frombuffer(data, dtype=np.int8, count=k, offset=off).astype(np.float32)
+            q = np.frombuffer(data, dtype=np.int8, count=k, offset=off).reshape(s)
             sc = np.frombuffer(data, dtype="<f4", count=k // gs, offset=off + k)
-            arrays[name] = (q.reshape(-1, gs) * sc[:, None]).reshape(s)
+            arrays[name] = Q8Stored.of(q, sc, gs)
             off += k + 4 * (k // gs)
-    kind = "llama2.c ak42 version 1 .bin" if version == 1 else "llama2.c ak42 version 2 (Q8_0, dequantised) .bin"
-    return llama2c_source(path, arrays, header, 1e-5, kind, "hidden_dim %d" % hidden)
+    kind = "llama2.c ak42 version %d%s .bin" % (version, " (Q8_0)" if version == 2 else "")
+    src = llama2c_source(path, arrays, header, 1e-5, kind, "hidden_dim %d" % hidden)
+    return src._replace(weights=q8_0_choice(gs, "llama2.c's Q8_0 matrices")) if version == 2 else src
 
 
 def read_llama2c_pt(path, ck):

@@ -1,0 +1,350 @@
+"""./train on long runs and around -o (issue 29), with real signals and real processes.
+
+- nohup: a SIGHUP the run was started ignoring stays ignored, and the run ends normally; without
+  nohup the same SIGHUP stops it with a checkpoint.
+- SIGTERM in the middle of a step of --grad-accum 3000: the run stops within one micro-batch
+  (--dump appends each micro-batch as it is drawn, so the file says how many were done when the
+  signal was sent and when the run ended), checkpoints the step before, and --resume ends
+  bit-identical to the uninterrupted run (every logged loss, the model file). The same with
+  mpirun -np 2 (a signal to mpirun), and a SIGTERM during an evaluation.
+- The MPI log redirected to a file has no carriage return and no escape sequence.
+- A symbolic link to a running run's -o meets its lock; --resume through the link goes on.
+- A damaged MODEL.state is named; --keep-best keeps the best evaluation's model file while
+  MODEL.state resumes the latest step; -d <(cat corpus) and a FIFO train as the file does.
+- Files beside -o that ./train did not write are refused even with --force; stale temporary
+  files of a stopped run are removed under the lock.
+- --config, a byte-order mark, a vocabulary that stops short, step 0's evaluation, --sample-prompt.
+- The memory estimate is within 10 % of the peak resident size.
+
+Run from the repository root after `make train tests/bin/train_mpi`:
+  /usr/bin/python3 tests/test_train_signals.py [-k SUBSTRING]
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+from pycase import ROOT
+import pycase
+
+TMP = os.path.join(ROOT, "tests", "tmp", "train_signals.%d" % os.getpid())
+TRAIN = os.path.join(ROOT, "train")
+TRAIN_MPI = os.path.join(ROOT, "tests", "bin", "train_mpi")
+TINY = ["--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "16", "--batch-size", "2",
+        "--eval-iters", "2", "--seed", "5", "--dropout", "0.1"]
+# three steps of 3000 micro-batches; a signal lands inside the second
+LONG = TINY + ["--max-iters", "3", "--eval-interval", "3", "--grad-accum", "3000"]
+MICRO_BYTES = 2 * 16 * 4 * 2  # one micro-batch in --dump's file: tokens and targets, int32
+os.environ["OMP_NUM_THREADS"] = "1"
+case = pycase.Cases()
+
+
+def corpus():
+    if not os.path.exists(os.path.join(TMP, "corpus.txt")):
+        pycase.shakespeare_prefix(TMP, 20000)
+    return os.path.join(TMP, "corpus.txt")
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def fresh(name):
+    out = path(name)
+    for f in (out, out + ".state", out + ".csv", out + ".batches", out + ".grads"):
+        if os.path.lexists(f):
+            os.remove(f)
+    return out
+
+
+def train(out, opts, extra=(), exe=TRAIN, ok=True):
+    r = subprocess.run([exe, "-d", corpus(), "-o", out] + opts + list(extra), capture_output=True, text=True)
+    assert not ok or r.returncode == 0, "%s: exit %d: %s" % (os.path.basename(out), r.returncode, r.stderr[-500:])
+    return r
+
+
+def same_run(got, want):
+    """got's logged losses and model file equal want's, bit for bit."""
+    a, b = pycase.csv_rows(got), pycase.csv_rows(want)
+    diff = [s for s in sorted(set(a) | set(b)) if a.get(s) != b.get(s)]
+    assert not diff, "%d logged steps differ, first %d: %s vs %s" % (len(diff), diff[0], a.get(diff[0]), b.get(diff[0]))
+    assert open(got, "rb").read() == open(want, "rb").read(), "the model files differ"
+
+
+def wait_for_rows(p, out, rows, timeout=120):
+    end = time.time() + timeout
+    while p.poll() is None and pycase.logged_steps(out) < rows:
+        assert time.time() < end, "no %d log rows within %d s" % (rows, timeout)
+        time.sleep(0.005)
+    assert p.poll() is None, "the run ended before its log had %d rows: %s" % (rows, p.communicate())
+
+
+def size(f):
+    return os.path.getsize(f) if os.path.exists(f) else 0
+
+
+def reference():
+    out = path("ref.bin")
+    if not os.path.exists(out):
+        train(fresh("ref.bin"), LONG)
+    return out
+
+
+@case
+def nohup_survives_sighup():
+    for nohup in (True, False):
+        out = fresh("hup_%d.bin" % nohup)
+        cmd = (["nohup"] if nohup else []) + [TRAIN, "-d", corpus(), "-o", out] + LONG
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_for_rows(p, out, 2)  # step 0's evaluation and step 1
+        p.send_signal(signal.SIGHUP)
+        stdout, stderr = p.communicate(timeout=120)
+        assert p.returncode == 0, "exit %d: %s" % (p.returncode, stderr)
+        if nohup:
+            assert "done:" in stdout and "stopping" not in stderr, "nohup: %r %r" % (stdout[-300:], stderr)
+            same_run(out, reference())
+        else:
+            assert "stopped by signal 1 at step 1" in stdout, stdout[-300:]
+
+
+@case
+def sigterm_within_a_micro_batch():
+    out = fresh("term.bin")
+    cmd = [TRAIN, "-d", corpus(), "-o", out, "--dump", out] + LONG
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    batches = out + ".batches"
+    while p.poll() is None and size(batches) < 3500 * MICRO_BYTES:  # 500 micro-batches into step 2
+        time.sleep(0.002)
+    # held still while it is counted and signalled, so that the count is the one the signal meets
+    p.send_signal(signal.SIGSTOP)
+    time.sleep(0.05)
+    sent = size(batches) // MICRO_BYTES
+    p.send_signal(signal.SIGTERM)
+    p.send_signal(signal.SIGCONT)
+    stdout, stderr = p.communicate(timeout=120)
+    done = size(batches) // MICRO_BYTES
+    assert p.returncode == 0 and "stopped by signal 15 at step 1;" in stdout, "exit %d: %s" % (p.returncode, stdout)
+    assert "stopping: checkpoint after this micro-batch (again to quit now)" in stderr, stderr
+    # the micro-batch in progress when the signal came is finished, and no other is begun
+    assert done - sent <= 1, "%d micro-batches drawn when SIGTERM was sent, %d when the run ended" % (sent, done)
+    train(out, ["--resume"])
+    same_run(out, reference())
+
+
+@case
+def sigterm_during_an_evaluation():
+    opts = TINY + ["--max-iters", "4", "--eval-interval", "2", "--eval-iters", "3000"]
+    ref = fresh("eval_ref.bin")
+    train(ref, opts)
+    out = fresh("eval.bin")
+    p = subprocess.Popen([TRAIN, "-d", corpus(), "-o", out] + opts, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    wait_for_rows(p, out, 2)  # step 0's evaluation and step 1: step 2's evaluation is under way
+    time.sleep(0.1)  # step 2 takes a millisecond, its evaluation of 6000 batches far longer
+    p.send_signal(signal.SIGTERM)
+    stdout, _ = p.communicate(timeout=120)
+    assert p.returncode == 0 and "at step 2, in its evaluation" in stdout, stdout[-300:]
+    train(out, ["--resume"])
+    same_run(out, ref)
+
+
+def mpi_env():
+    return dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+
+
+def mpirun(out, extra):
+    return ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", "2", TRAIN_MPI, "-d", corpus(), "-o", out] + \
+        LONG[:-1] + ["4000"] + list(extra)
+
+
+@case
+def mpi_sigterm_and_plain_log():
+    ref = fresh("mpi_ref.bin")
+    with open(path("mpi_ref.log"), "w") as log:
+        r = subprocess.run(mpirun(ref, []), stdout=log, stderr=subprocess.PIPE, text=True, env=mpi_env())
+    assert r.returncode == 0, r.stderr[-500:]
+    text = open(path("mpi_ref.log"), "rb").read()
+    assert b"done:" in text and b"\r" not in text and b"\x1b" not in text, "the log: %r" % text[-300:]
+    out = fresh("mpi.bin")
+    p = subprocess.Popen(mpirun(out, []), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=mpi_env())
+    wait_for_rows(p, out, 2)
+    p.send_signal(signal.SIGTERM)
+    stdout, stderr = p.communicate(timeout=120)
+    # Open MPI's mpirun exits 1 after forwarding a SIGTERM; the ranks stopped at step 1, inside step 2
+    assert "stopped by signal 15 at step 1;" in stdout, "exit %d: %s %s" % (p.returncode, stdout[-300:], stderr[-300:])
+    r = subprocess.run(mpirun(out, ["--resume"]), capture_output=True, text=True, env=mpi_env())
+    assert r.returncode == 0, r.stderr[-500:]
+    same_run(out, ref)
+    # --progress tty is the status rewritten in place: what the plain log above must not have
+    tty = fresh("mpi_tty.bin")
+    r = subprocess.run(mpirun(tty, ["--progress", "tty", "--max-iters", "1"]), capture_output=True, env=mpi_env())
+    assert b"\r" in r.stdout and b"\x1b[K" in r.stdout, r.stdout[-300:]
+
+
+@case
+def symlink_meets_the_lock():
+    """Two other spellings of a running run's -o are refused at its lock; after it stops, --resume
+    through the link goes on from the state beside the link's target."""
+    real = fresh("real.bin")
+    os.makedirs(path("linked"), exist_ok=True)
+    link = path("linked/link.bin")
+    if os.path.lexists(link):
+        os.remove(link)
+    os.symlink("../real.bin", link)
+    dir_link = path("dirlink")
+    if not os.path.lexists(dir_link):
+        os.symlink(".", dir_link)
+    endless = TINY + ["--max-iters", "1000000", "--eval-interval", "1000000"]
+    p = subprocess.Popen([TRAIN, "-d", corpus(), "-o", real] + endless, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_rows(p, real, 1)
+        for spelling in (link, os.path.join(dir_link, "real.bin")):
+            line = pycase.refused([TRAIN, "-d", corpus(), "-o", spelling] + endless + ["--force"],
+                                  "is being written by another ./train (pid %d)" % p.pid)
+            assert "real.bin" in line, line
+    finally:
+        p.send_signal(signal.SIGTERM)
+        stdout, _ = p.communicate(timeout=120)
+    step = int(re.search(r"stopped by signal 15 at step (\d+)", stdout).group(1))
+    r = train(link, ["--resume", "--max-iters", str(step + 2)])  # the state beside the link's target
+    assert "resuming at step %d of %d" % (step, step + 2) in r.stdout, r.stdout[:500]
+    assert os.path.islink(link) and not os.path.exists(link + ".state"), "the link was replaced"
+    assert pycase.csv_rows(real).keys() == set(range(step + 3)), "the log of the resumed run"
+
+
+@case
+def damaged_state_named():
+    out = fresh("damaged.bin")
+    train(out, TINY + ["--max-iters", "2", "--eval-interval", "2"])
+    state = out + ".state"
+    data = bytearray(open(state, "rb").read())
+    data[len(data) // 2] ^= 0x10
+    open(state, "wb").write(bytes(data))
+    pycase.refused([TRAIN, "-d", corpus(), "-o", out, "--resume", "--max-iters", "4"],
+                   "%s: checksum mismatch: the file is damaged" % os.path.relpath(state))
+
+
+@case
+def keep_best():
+    # a high lr on a short corpus: val is lowest at step 40, and higher at 60
+    short = path("short.txt")
+    open(short, "w").write(open(corpus()).read()[:3000])
+    opts = ["--n-layer", "2", "--n-head", "2", "--n-embd", "64", "--block-size", "16", "--batch-size", "8",
+            "--lr", "3e-2", "--warmup-iters", "5", "--lr-decay-iters", "60", "--eval-interval", "20",
+            "--eval-iters", "4", "--seed", "1337"]
+
+    def run(name, extra):
+        out = fresh(name)
+        r = subprocess.run([TRAIN, "-d", short, "-o", out] + opts + extra, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return out, r.stdout
+    best, stdout = run("best.bin", ["--max-iters", "60", "--keep-best"])
+    vals = {s: float(v[1]) for s, v in pycase.csv_rows(best).items() if v[1]}
+    assert min(vals, key=vals.get) == 40 and vals[60] > vals[40], "val losses %s: not the case to test" % vals
+    assert "(the weights of step 40, the lowest val loss)" in stdout, stdout[-300:]
+    at40, _ = run("at40.bin", ["--max-iters", "40"])
+    assert open(best, "rb").read() == open(at40, "rb").read(), "the model file is not step 40's weights"
+    # MODEL.state goes on from step 60, as an uninterrupted 100-step --keep-best run does
+    r = subprocess.run([TRAIN, "-d", short, "-o", best, "--resume", "--max-iters", "100", "--keep-best"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "resuming at step 60 of 100" in r.stdout, r.stdout[:600] + r.stderr
+    whole, _ = run("whole.bin", ["--max-iters", "100", "--keep-best"])
+    same_run(best, whole)
+
+
+@case
+def corpus_from_a_pipe():
+    opts = TINY + ["--max-iters", "2", "--eval-interval", "2"]
+    want = fresh("file.bin")
+    train(want, opts)
+    got = fresh("procsub.bin")
+    r = subprocess.run(["bash", "-c", 'exec "$0" -d <(cat "$1") -o "$2" "${@:3}"', TRAIN, corpus(), got] + opts,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert open(got, "rb").read() == open(want, "rb").read(), "-d <(cat corpus) trained another model"
+    fifo = path("fifo")
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    got = fresh("fifo.bin")
+    p = subprocess.Popen([TRAIN, "-d", fifo, "-o", got] + opts, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.2)  # ./train waits for the FIFO's writer
+    with open(fifo, "w") as f:
+        f.write(open(corpus()).read())
+    _, stderr = p.communicate(timeout=120)
+    assert p.returncode == 0 and open(got, "rb").read() == open(want, "rb").read(), stderr
+
+
+@case
+def foreign_siblings_and_stale_temporaries():
+    out = fresh("sib.bin")
+    for suffix in (".state", ".csv", ".lock"):
+        f = out + suffix
+        open(f, "w").write("my notes\n")
+        pycase.refused([TRAIN, "-d", corpus(), "-o", out, "--force"] + TINY,
+                       "%s exists and is not an attn.c" % os.path.relpath(f))
+        assert open(f).read() == "my notes\n", "%s was changed" % f
+        os.remove(f)
+    stale = [out + ".tmp.Ab3xYz", out + ".state.tmp.q1W2e3"]
+    for f in stale:
+        open(f, "w").write("half a checkpoint")
+    kept = out + ".tmp.notours"
+    open(kept, "w").write("not a temporary name of ours")
+    r = train(out, TINY + ["--max-iters", "2", "--eval-interval", "2"])
+    assert not any(os.path.exists(f) for f in stale) and os.path.exists(kept), os.listdir(TMP)
+    assert r.stderr.count("a temporary file left by a run that was stopped while writing") == 2, r.stderr
+
+
+@case
+def nanogpt_habits():
+    """--config (the command line overriding it) trains what the same flags do; a byte-order mark is
+    skipped with a note; a vocabulary that stops short says so; step 0 is evaluated; the samples
+    start from --sample-prompt."""
+    opts = TINY + ["--max-iters", "2", "--eval-interval", "2"]
+    want = fresh("flags.bin")
+    r = train(want, opts + ["--sample-prompt", "First Citizen"])
+    assert "step 0: train loss" in r.stdout and "---\nFirst Citizen" in r.stdout, r.stdout[:600]
+    conf = path("run.conf")
+    with open(conf, "w") as f:
+        f.write("# the tiny model\n")
+        for name, value in zip(opts[::2], opts[1::2]):
+            f.write("%s = %s\n" % (name[2:].replace("-", "_"), value))
+        f.write("max_iters = 7\nsample_prompt = \"First Citizen\"\n")
+    got = fresh("config.bin")
+    train(got, ["--config", conf, "--max-iters", "2"])
+    same_run(got, want)
+    bom = path("bom.txt")
+    open(bom, "wb").write(b"\xef\xbb\xbf" + open(corpus(), "rb").read())
+    got = fresh("bom.bin")
+    r = subprocess.run([TRAIN, "-d", bom, "-o", got] + opts + ["--sample-prompt", "First Citizen"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "%s: skipped the UTF-8 byte-order mark" % bom in r.stderr, r.stderr
+    same_run(got, want)
+    r = train(fresh("vocab.bin"), opts + ["--vocab-size", "5000"])
+    m = re.search(r"note: --vocab-size 5000: the corpus gives (\d+) pieces", r.stderr)
+    assert m and 256 < int(m.group(1)) < 5000 and "vocab %s" % m.group(1) in r.stdout, r.stderr + r.stdout[:300]
+
+
+@case
+def memory_estimate():
+    out = fresh("mem.bin")
+    p = subprocess.Popen([TRAIN, "-d", corpus(), "-o", out, "--n-layer", "4", "--n-head", "4", "--n-embd", "128",
+                          "--max-iters", "2", "--eval-iters", "1"], stdout=subprocess.PIPE, text=True)
+    stdout = p.stdout.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    p.wait()
+    estimate = float(re.search(r"memory: ([\d.]+) MiB", stdout).group(1))
+    peak = usage.ru_maxrss / 1024
+    assert abs(estimate - peak) <= 0.1 * peak, "estimated %.1f MiB, peak resident size %.1f MiB" % (estimate, peak)
+
+
+if __name__ == "__main__":
+    if not os.path.exists(TRAIN) or not os.path.exists(TRAIN_MPI):
+        print("no ./train or tests/bin/train_mpi: build them first (make train tests/bin/train_mpi)")
+        print("0 passed, 1 failed")
+        sys.exit(1)
+    os.makedirs(TMP, exist_ok=True)
+    sys.exit(case.main(TMP))

@@ -1,0 +1,77 @@
+// training/memory.h: the memory a run will hold, estimated from its model and options before
+// the large allocations, and checked against what the machine has free, so that a run too
+// large is refused in one line instead of failing on one allocation or being killed midway.
+#ifndef ATTN_TRAINING_MEMORY_H
+#define ATTN_TRAINING_MEMORY_H
+
+#include "acts.h"
+#include "options.h"
+
+// What a process holds besides the run's own blocks: the program and its libraries, OpenBLAS's
+// packing buffers and the C library's heap. Measured: the peak resident size of a 2-step run
+// of a 1-layer, 16-wide model (whose own blocks are under 1 MiB) is 13.6-13.7 MiB.
+#define BASE_BYTES (13.0 * (1 << 20))
+
+typedef struct {
+    double weights, grads, moments, acts, corpus, base;
+    double peak; // the largest sum at any one time (see run_memory)
+} RunMemory;
+
+// The run's memory, by part, in bytes; every block is written whole when it is allocated
+// (xcalloc clears it), so each counts in full. Weights, gradients (one copy per thread, the
+// first the sum), the two AdamW moments of this rank's shard (with another shard-sized block
+// for the gradients' sum under MPI), the activations of one micro-batch, and the corpus as
+// token ids (at most one a byte). Two moments hold more: encoding the corpus, its text and
+// its ids together; and reading a resume state, the whole file (three times the weights)
+// beside the weights and both whole moments.
+static RunMemory run_memory(const Config *c, const Opts *o, int ranks, size_t corpus_len, int resume) {
+    Acts scratch;
+    double p = (double)carve_weights(c, NULL, NULL), shard = p / ranks;
+    RunMemory m = {
+        .weights = p,
+        .grads = p * max_threads(),
+        .moments = 2 * shard + (ranks > 1 ? shard : 0),
+        .acts = 4.0 * carve_acts(c, o->batch_size, o->block_size, o->dropout > 0, &scratch, NULL) +
+                8.0 * o->batch_size * o->block_size,
+        .corpus = 4.0 * corpus_len,
+        .base = BASE_BYTES,
+    };
+    double steady = m.weights + m.grads + m.moments + m.acts + m.corpus;
+    double encoding = m.weights + 5.0 * corpus_len, reading = resume ? 6 * p + corpus_len : 0;
+    m.peak = m.base + (steady > encoding ? steady : encoding);
+    if (m.base + reading > m.peak) m.peak = m.base + reading;
+    return m;
+}
+
+// MemAvailable of /proc/meminfo in bytes (what can be allocated without swapping others out;
+// MemTotal would admit runs that the programs already running leave no room for), or -1.
+static double available_memory(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
+    if (f) fclose(f);
+    return kib < 0 ? -1 : kib * 1024;
+}
+
+#define GIB(x) ((x) / (1 << 30))
+#define MIB(x) ((x) / (1 << 20))
+
+// Says what the run needs (rank 0; under mpirun each rank's own) and refuses one that does not
+// fit in the memory available.
+static void check_memory(const Config *c, const Opts *o, int ranks, int speaks, size_t corpus_len, int resume) {
+    RunMemory m = run_memory(c, o, ranks, corpus_len, resume);
+    if (speaks)
+        printf("memory: %.1f MiB%s (weights %.1f, gradients %.1f, AdamW moments %.1f, activations %.1f, corpus "
+               "%.1f, program %.1f)\n",
+               MIB(m.peak), ranks > 1 ? " per rank" : "", MIB(m.weights), MIB(m.grads), MIB(m.moments), MIB(m.acts),
+               MIB(m.corpus), MIB(m.base));
+    double have = available_memory();
+    if (have >= 0 && m.peak > have)
+        die("the run needs %.1f GiB%s, this machine has %.1f GiB available (MemAvailable): use a smaller model "
+            "(--n-layer, --n-embd), --batch-size or --block-size, or fewer threads (-j)",
+            GIB(m.peak), ranks > 1 ? " per rank" : "", GIB(have));
+}
+
+#endif
