@@ -176,7 +176,7 @@ static inline int check_field_ranges(const FileHeader *h, char *err, size_t n) {
         {"rope_original_ctx", h->rope_original_ctx, 0, 1 << 24},
         {"arch_flags", h->arch_flags, 0, ARCH_ALL},
         {"sliding_window", h->sliding_window, 0, 1 << 24},
-        {"global_every", h->global_every, 0, 1024},
+        {"global_every", h->global_every, 0, 1025}, // n_layers' limit + 1: every layer local
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (check_range(f[i].name, f[i].v, f[i].lo, f[i].hi, err, n)) return -1;

@@ -539,11 +539,21 @@ row convert.py "--seq-len -5" "--seq-len -5: a context needs at least 1 position
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --seq-len -5
 row convert.py "--seq-len 0" "--seq-len 0: a context needs at least 1 position" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --seq-len 0
+row convert.py "--seq-len beyond the format's limit" "convert.py: --seq-len 2000000: exceeds this build's limit of 1048576 positions" \
+  "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --seq-len 2000000
 row convert.py "a truncated attn.c model file as the source" "$tmp/cut1000.bin: file is 1000 bytes, the header implies" \
   "${convert[@]}" $tmp/cut1000.bin $tmp/o.bin
 row convert.py "--quantize q8_0 --group-size 48 (dim 64, hidden_dim 172)" \
-  "$model: group_size 48 does not divide every quantised row: dim 64, n_heads x head_dim 64, hidden_dim 172" \
+  "--group-size 48: does not divide every quantised row of the model: dim 64, n_heads x head_dim 64, hidden_dim 172" \
   "${convert[@]}" $model $tmp/o.bin --quantize q8_0 --group-size 48
+row convert.py "--quantize q8_0 --group-size 0" "convert.py: --group-size 0: outside [1, 65536]" \
+  "${convert[@]}" $model $tmp/o.bin --quantize q8_0 --group-size 0
+row convert.py "--group-size without --weights q8_0" \
+  "convert.py: --group-size 8: a group size applies only to Q8_0 weights (--weights q8_0)" \
+  "${convert[@]}" $model $tmp/o.bin --group-size 8
+row make_random.py "an output in a missing directory (the error names it, not its temporary file)" \
+  "$tmp/no/m.bin: [Errno 2] No such file or directory: '$tmp/no/m.bin'" \
+  "$PYTHON" tools/make_random.py --preset llama_gqa $tmp/no/m.bin
 row convert.py "--export-torch of a truncated model" "$tmp/cut1000.bin: file is 1000 bytes, the header implies" \
   "${convert[@]}" --export-torch $tmp/cut1000.bin $tmp/o.pt
 row convert.py "--export-torch of random bytes" "$tmp/random.bin: bad magic" "${convert[@]}" --export-torch $tmp/random.bin $tmp/o.pt
@@ -669,6 +679,59 @@ n = struct.unpack_from("<Q", data)[0]
 head = data[8:8 + n].replace(b"[172,63]", b"[172,64]")
 open(st, "wb").write(data[:8] + head + data[8 + n:])
 PY
+"$PYTHON" - $tmp $SHARED/models/llama2xs_ckpt.pt <<'PY'
+import json, os, shutil, sys
+sys.path.insert(0, "tools")
+from attn import fake_hf, random_models, safetensors
+t = sys.argv[1]
+def edited(name, edit):
+    d = os.path.join(t, name)
+    shutil.copytree(os.path.join(t, "hf"), d)
+    c = json.load(open(os.path.join(d, "config.json")))
+    edit(c)
+    json.dump(c, open(os.path.join(d, "config.json"), "w"))
+edited("hf_rope_dims", lambda c: c.update(partial_rotary_factor=0.01))
+edited("hf_long", lambda c: c.update(max_position_embeddings=1 << 24))
+edited("hf_awq", lambda c: c.update(quantization_config={"quant_method": "awq", "bits": 4}))
+import torch
+ck = torch.load(sys.argv[2], map_location="cpu")
+ck["model_args"]["rope_theta"] = 5e5
+torch.save(ck, os.path.join(t, "l2c_theta.pt"))
+edited("hf_llama3_nolow", lambda c: c.update(rope_scaling={"rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0,
+                                                           "original_max_position_embeddings": 16}))
+# a Mistral whose every layer attends to its last 5 positions, with linear RoPE scaling
+mistral = dict(random_models.PRESETS["llama_gqa"], vocab_size=300, seq_len=32, sliding_window=5, global_every=4,
+               rope_local_theta=10000.0)
+fake_hf.write_hf_llama(os.path.join(t, "hf_mistral_scaled"), mistral, seed=1, model_type="mistral")
+c = json.load(open(os.path.join(t, "hf_mistral_scaled", "config.json")))
+c["rope_scaling"] = {"rope_type": "linear", "factor": 2.0}
+json.dump(c, open(os.path.join(t, "hf_mistral_scaled", "config.json"), "w"))
+d = os.path.join(t, "hf_f16_big")
+shutil.copytree(os.path.join(t, "hf"), d)
+sd = {k: v.copy() for k, v in safetensors.read_safetensors(os.path.join(d, "model.safetensors")).items()}
+sd["model.layers.0.mlp.up_proj.weight"][2, 3] = 70000.0
+safetensors.write_safetensors(os.path.join(d, "model.safetensors"), sd)
+PY
+row convert.py "a llama2.c train.py checkpoint whose model_args has a key ModelArgs lacks" \
+  "$tmp/l2c_theta.pt: model_args rope_theta: not among llama2.c's ModelArgs's (dim, n_layers, n_heads, n_kv_heads, vocab_size, hidden_dim, multiple_of, norm_eps, max_seq_len, dropout), so what it would do is unknown" \
+  "${convert[@]}" $tmp/l2c_theta.pt $tmp/o.bin --tokenizer $SHARED/models/tok512.bin
+row convert.py "a Hugging Face directory of quantised weights (quantization_config)" \
+  "$tmp/hf_awq/config.json: quantization_config (quant_method \"awq\"): quantised Hugging Face weights are not supported by this build" \
+  "${convert[@]}" $tmp/hf_awq $tmp/o.bin
+row convert.py "a Hugging Face partial_rotary_factor that leaves RoPE no pair" \
+  "$tmp/hf_rope_dims/config.json: partial_rotary_factor gives RoPE 0 of a head's 8 dimensions; it needs an even number from 2 to 8" \
+  "${convert[@]}" $tmp/hf_rope_dims $tmp/o.bin
+row convert.py "a Hugging Face max_position_embeddings beyond the format's limit" \
+  "$tmp/hf_long: its context of 16777216 positions exceeds this build's limit of 1048576: choose a shorter one with --seq-len" \
+  "${convert[@]}" $tmp/hf_long $tmp/o.bin
+row convert.py "a Hugging Face llama3 rope_scaling without low_freq_factor" \
+  "$tmp/hf_llama3_nolow/config.json: rope_scaling low_freq_factor is missing" "${convert[@]}" $tmp/hf_llama3_nolow $tmp/o.bin
+row convert.py "a Mistral with rope_scaling and a sliding_window below the context" \
+  "$tmp/hf_mistral_scaled/config.json: rope_scaling with sliding_window 5 below the context 32&&--seq-len 5 or less" \
+  "${convert[@]}" $tmp/hf_mistral_scaled $tmp/o.bin
+row convert.py "--weights f16 with a weight float16 cannot hold" \
+  "$tmp/hf_f16_big: tensor model.layers.0.mlp.up_proj.weight: a weight of magnitude 70000 does not fit float16" \
+  "${convert[@]}" $tmp/hf_f16_big $tmp/o.bin --weights f16
 row convert.py "a Hugging Face config.json with rope_scaling yarn" \
   "$tmp/hf_yarn/config.json: rope_scaling rope_type 'yarn' is not supported by this build" \
   "${convert[@]}" $tmp/hf_yarn $tmp/o.bin
@@ -730,6 +793,50 @@ def variant(name, meta):
 variant("arch.gguf", {"general.architecture": "mamba"})
 variant("pre.gguf", {"tokenizer.ggml.pre": "deepseek-llm"})
 PY
+# and with a tensor changed, added or removed: messages name GGUF's keys and tensors
+"$PYTHON" - $SHARED/models/gguf/rand256-F32.gguf "$tmp" <<'PY'
+import sys
+import numpy as np
+sys.path.insert(0, "tools")
+from attn import gguf_file as gguf, gguf_write
+src, d = sys.argv[1], sys.argv[2]
+def variant(name, meta=(), tensors=(), drop=()):
+    meta, tensors = dict(meta), dict(tensors)
+    with gguf.GGUFFile(src) as f:
+        m = {k: (v, f.metadata_types[k]) for k, v in f.metadata.items()}
+        t = {k: ("F32", f.dequantize(v)) for k, v in f.tensors.items() if k not in drop}
+    m.update((k, (v, None)) for k, v in meta.items())
+    t.update((k, ("F32", v)) for k, v in tensors.items())
+    gguf_write.write_gguf("%s/%s" % (d, name), m, t)
+variant("blocks.gguf", {"llama.block_count": 3})
+variant("heads.gguf", {"llama.attention.head_count_kv": 3})
+variant("embd.gguf", tensors={"token_embd.weight": np.zeros((512, 128), np.float32)})
+variant("noup.gguf", drop=["blk.1.ffn_up.weight"])
+variant("nan.gguf", tensors={"blk.0.ffn_up.weight": np.full((768, 256), np.nan, np.float32)})
+variant("kbias.gguf", tensors={"blk.0.ffn_up.bias": np.zeros(700, np.float32)})
+variant("attnf.gguf", {"llama.rope.scaling.attn_factor": 0.9})
+variant("rot.gguf", {"llama.rope.dimension_count": 63})
+PY
+row convert.py "a GGUF file whose block_count the tensors contradict" \
+  "$tmp/blocks.gguf: llama.block_count 3, but the weights hold layers 0, 1" "${convert[@]}" $tmp/blocks.gguf $tmp/o.bin
+row convert.py "a GGUF file whose head_count_kv does not divide head_count" \
+  "$tmp/heads.gguf: llama.attention.head_count_kv 3 does not divide llama.attention.head_count 4" \
+  "${convert[@]}" $tmp/heads.gguf $tmp/o.bin
+row convert.py "a GGUF token_embd.weight narrower than embedding_length" \
+  "$tmp/embd.gguf: token_embd.weight has shape (512, 128), expected (512, 256) from token_embd.weight's rows 512, llama.embedding_length 256" \
+  "${convert[@]}" $tmp/embd.gguf $tmp/o.bin
+row convert.py "a GGUF file without blk.1.ffn_up.weight" "$tmp/noup.gguf: missing tensor blk.1.ffn_up.weight" \
+  "${convert[@]}" $tmp/noup.gguf $tmp/o.bin
+row convert.py "a GGUF tensor of NaNs" "$tmp/nan.gguf: tensor blk.0.ffn_up.weight has 196608 non-finite values" \
+  "${convert[@]}" $tmp/nan.gguf $tmp/o.bin
+row convert.py "a GGUF feed-forward bias of the wrong size" \
+  "$tmp/kbias.gguf: blk.0.ffn_up.bias has shape (700,), expected (768,) from llama.feed_forward_length 768" \
+  "${convert[@]}" $tmp/kbias.gguf $tmp/o.bin
+row convert.py "a GGUF file with an odd rope.dimension_count" \
+  "$tmp/rot.gguf: llama.rope.dimension_count gives RoPE 63 of a head's 64 dimensions; it needs an even number from 2 to 64" \
+  "${convert[@]}" $tmp/rot.gguf $tmp/o.bin
+row convert.py "a GGUF file with rope.scaling.attn_factor 0.9" \
+  "$tmp/attnf.gguf: llama.rope.scaling.attn_factor 0.9 is not supported by this build" "${convert[@]}" $tmp/attnf.gguf $tmp/o.bin
 row convert.py "a GGUF file of an architecture this build lacks" \
   "$tmp/arch.gguf: general.architecture 'mamba' is not supported" "${convert[@]}" $tmp/arch.gguf $tmp/o.bin
 row convert.py "a GGUF file with an unknown tokenizer.ggml.pre" \

@@ -780,7 +780,8 @@ def hf_refusals_by_name():
         ("llama32", rope("yarn"), "config.json: rope_scaling rope_type 'yarn' is not supported by this build"),
         ("smollm2", lambda c: c.update(rope_scaling={"type": "dynamic", "factor": 2.0}),
          "rope_scaling rope_type 'dynamic' is not supported by this build"),
-        ("llama32", lambda c: c["rope_scaling"].pop("low_freq_factor"),
+        ("llama32", lambda c: c["rope_scaling"].pop("low_freq_factor"), "rope_scaling low_freq_factor is missing"),
+        ("llama32", lambda c: c["rope_scaling"].update(low_freq_factor=None),
          "rope_scaling low_freq_factor is null, not a positive number"),
         ("llama32", lambda c: c["rope_scaling"].update(factor=0.5), "rope_scaling factor 0.5 is below 1"),
         ("qwen25", rope("longrope"), "rope_scaling rope_type 'longrope' is not supported by this build"),
@@ -812,6 +813,14 @@ def hf_refusals_by_name():
                                          rope_scaling=None),
          "rope_parameters sliding_attention scales the local layers' RoPE"),
         ("qwen3", lambda c: c.update(head_dim="big"), 'head_dim is "big", not a positive whole number'),
+        ("llama32", lambda c: c.update(partial_rotary_factor=0.01),
+         "config.json: partial_rotary_factor gives RoPE 0 of a head's 32 dimensions; it needs an even number from 2 "
+         "to 32"),
+        ("llama32", lambda c: c.update(max_position_embeddings=1 << 24),
+         "its context of 16777216 positions exceeds this build's limit of 1048576: choose a shorter one with "
+         "--seq-len"),
+        ("qwen3", lambda c: c.update(quantization_config={"quant_method": "awq", "bits": 4}),
+         'config.json: quantization_config (quant_method "awq"): quantised Hugging Face weights are not supported'),
     ]
     for i, (fam, edit, needle) in enumerate(cases):
         layers = 3 if "layer_types" in needle or "describe different" in needle else 2
@@ -845,8 +854,55 @@ def hf_weight_refusals():
     sd["model.layers.0.mlp.down_proj.weight"][3, 4] = 70000.0
     safetensors.write_safetensors(os.path.join(d, "model.safetensors"), sd, "BF16")
     conv_refused([d, tmp("o.bin"), "--weights", "f16"],
-                 "tensor layers.0.w2: a weight of magnitude 70144 does not fit float16")
+                 "tensor model.layers.0.mlp.down_proj.weight: a weight of magnitude 70144 does not fit float16")
     assert not os.path.exists(tmp("o.bin"))
+
+
+MISTRAL = dict(random_models.PRESETS["llama_gqa"], vocab_size=300, seq_len=32, sliding_window=5, global_every=4,
+               rope_local_theta=10000.0)
+
+
+@case
+def mistral_window_at_every_context():
+    """A Mistral's sliding_window is stored whatever the context: every layer local (global_every
+    past the last layer, the local RoPE base the global one) when the context passes the window,
+    nothing when it does not (the window changes nothing then); null is no window. With
+    rope_scaling, which a local layer never applies, a window below the context is refused, and
+    one at or above it converts, scaled."""
+    d = tmp("hf_mistral")
+    fake_hf.write_hf_llama(d, MISTRAL, seed=3, model_type="mistral")
+    window = ("sliding_window", "global_every", "rope_local_theta", "seq_len")
+    for extra, want in (((), (5, 4, 1e4, 32)), (("--seq-len", "4096"), (5, 4, 1e4, 4096)),
+                        (("--seq-len", "5"), (0, 0, 0.0, 5)), (("--seq-len", "3"), (0, 0, 0.0, 3))):
+        c = conv(d, tmp("mistral.bin"), "--force", *extra)[0]
+        assert tuple(c[k] for k in window) == want, (extra, c)
+    cpath = os.path.join(d, "config.json")
+    conf = json.load(open(cpath))
+    json.dump(dict(conf, sliding_window=None), open(cpath, "w"))
+    assert tuple(conv(d, tmp("mistral.bin"), "--force")[0][k] for k in window) == (0, 0, 0.0, 32)
+    json.dump(dict(conf, rope_scaling={"rope_type": "linear", "factor": 2.0}), open(cpath, "w"))
+    conv_refused([d, tmp("o.bin"), "--seq-len", "6"], "config.json: rope_scaling with sliding_window 5 below the "
+                 "context 6: every layer is then local, and this build scales only global layers' RoPE (--seq-len 5 "
+                 "or less converts it without the window)")
+    c = conv(d, tmp("mistral.bin"), "--force", "--seq-len", "5")[0]
+    assert (c["sliding_window"], c["rope_scaling"], c["rope_factor"]) == (0, mf.ROPE_SCALING_LINEAR, 2.0), c
+    # the loader's limit on global_every lets every one of 1024 layers be local
+    mf.check_config(mf.complete_config(dict(MISTRAL, n_layers=1024, global_every=1025)))
+
+
+@case
+def outputs_named_not_their_temporary_files():
+    """An output that cannot be made is named in the error, never the temporary file beside it."""
+    from attn import outfile
+    p = tmp("no_dir/out.bin")
+    for write in (lambda: outfile.write(p, b"x"),
+                  lambda: random_models.make_model(p, random_models.PRESETS["llama_gqa"], seed=1)):
+        try:
+            write()
+        except OSError as e:
+            assert e.filename == p, e
+        else:
+            raise AssertionError("wrote into a missing directory")
 
 
 def byte_level_tokenizer_dir(name, extra_added):
@@ -1241,8 +1297,8 @@ def make_random_quantize():
         assert mr.main([tmp("mr_q8.bin"), "--preset", "llama_gqa", "--seed", "2", "--quantize", "q8_0"]) == 0
         assert mr.main([tmp("mr_q8g8.bin"), "--preset", "llama_gqa", "--quantize", "q8_0", "--group-size", "8"]) == 1
     assert "note: group size 4" in err.getvalue(), err.getvalue()
-    assert "mr_q8g8.bin: group_size 8 does not divide every quantised row: dim 64, n_heads x head_dim 64, " \
-        "hidden_dim 172" in err.getvalue(), err.getvalue()
+    assert "make_random.py: --group-size 8: does not divide every quantised row of the model: dim 64, n_heads x " \
+        "head_dim 64, hidden_dim 172" in err.getvalue(), err.getvalue()
     c = mf.complete_config(random_models.PRESETS["llama_gqa"])
     check_q8_file(tmp("mr_q8.bin"), c, random_models.random_tensors(c, seed=2), 4)
 
@@ -1315,12 +1371,17 @@ def error_paths_one_line_exit_1():
         ([tmp("s260_cut.bin"), tmp("o.bin")], "s260_cut.bin: file is"),
         ([tmp("s260.bin"), tmp("s260.bin"), "--quantize", "q8_0"], "would overwrite the input"),
         ([tmp("s260.bin"), tmp("o.bin"), "--quantize", "q8_0", "--group-size", "48"],
-         "s260.bin: group_size 48 does not divide every quantised row: dim 64, n_heads x head_dim 64, hidden_dim 172"),
-        ([tmp("s260.bin"), tmp("o.bin"), "--quantize", "q8_0", "--group-size", "0"], "outside [1, 65536]"),
-        ([tmp("s260.bin"), tmp("o.bin"), "--group-size", "4"], "a group size (4) needs Q8_0 weights"),
+         "convert.py: --group-size 48: does not divide every quantised row of the model: dim 64, n_heads x head_dim "
+         "64, hidden_dim 172"),
+        ([tmp("s260.bin"), tmp("o.bin"), "--quantize", "q8_0", "--group-size", "0"],
+         "convert.py: --group-size 0: outside [1, 65536]"),
+        ([tmp("s260.bin"), tmp("o.bin"), "--group-size", "4"],
+         "convert.py: --group-size 4: a group size applies only to Q8_0 weights (--weights q8_0)"),
         ([tmp("s260.bin"), tmp("o.bin"), "--quantize", "q4_0"], "invalid choice"),
         (["--export-torch", tmp("s260.bin"), tmp("o.pt"), "--quantize", "q8_0"], "does not apply to --export-torch"),
         ([s260, "/nonexistent/dir/o.bin", "--tokenizer", TOK512], "cannot write"),
+        ([s260, tmp("o.bin"), "--tokenizer", TOK512, "--seq-len", "2000000"],
+         "convert.py: --seq-len 2000000: exceeds this build's limit of 1048576 positions"),
         (["--export-torch", s260, tmp("o.pt")], "bad magic"),
         ([], "arguments"),
     ]
@@ -1404,6 +1465,21 @@ def refuses_a_classifier_the_config_contradicts():
     d = hf_llama_edited("llama_tied_head", edit_weights=lambda w: w.update(
         {"lm_head.weight": w["model.embed_tokens.weight"] + 1}))
     conv_refused([d, tmp("o.bin")], "tie_word_embeddings is true, but lm_head.weight differs from the token embedding")
+
+
+@case
+def refuses_model_args_their_code_would_not_take():
+    """A model_args key that llama2.c's ModelArgs or nanoGPT's GPTConfig does not take (a fork's
+    setting) is refused by name: its effect is unknown."""
+    src = nanogpt_edited("nano_theta.pt", lambda ck: ck["model_args"].update(rope_theta=5e5))
+    conv_refused([src, tmp("o.bin"), "--tokenizer", synthetic_tokenizer_bin(300)],
+                 "nano_theta.pt: model_args rope_theta: not among nanoGPT's GPTConfig's (block_size, vocab_size, "
+                 "n_layer, n_head, n_embd, dropout, bias), so what it would do is unknown")
+    ck = torch.load(os.path.join(MODELS, "llama2xs_ckpt.pt"), map_location="cpu")
+    ck["model_args"].update(rope_theta=5e5, use_scaled_rope=True)
+    torch.save(ck, tmp("l2c_theta.pt"))
+    conv_refused([tmp("l2c_theta.pt"), tmp("o.bin"), "--tokenizer", TOK512],
+                 "l2c_theta.pt: model_args rope_theta, use_scaled_rope: not among llama2.c's ModelArgs's (dim, ")
 
 
 @case

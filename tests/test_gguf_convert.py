@@ -33,6 +33,7 @@ from attn.exports import hf as export_hf  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
 import pycase  # noqa: E402
 import reference as ref  # noqa: E402
+from attn.reference import model as ref_model  # noqa: E402
 from attn import tokenizer_blob  # noqa: E402
 from attn import tokenizer_gguf  # noqa: E402
 
@@ -427,6 +428,8 @@ GEMMA = dict(P["gemma_like"], rope_scaling=0, rope_factor=0, rope_low_freq_facto
              rope_original_ctx=0, attn_scale=float(np.float32(32 ** -0.5)))
 FAMILIES = [("llama_gqa", "llama", P["llama_gqa"]), ("llama_untied", "llama", P["untied"]),
             ("llama_rope_llama3", "llama", P["rope_llama3"]), ("llama_rope_linear", "llama", P["rope_linear"]),
+            # RoPE on 30 of 44 dimensions: 44 x (30 / 44) is 29.999... in floating point
+            ("llama_partial_rope_44", "llama", dict(P["llama_gqa"], dim=176, n_heads=4, n_kv_heads=2, rope_dims=30)),
             ("qwen2", "qwen2", P["qkv_bias_qwen2"]), ("qwen3", "qwen3", P["qk_norm"]), ("gemma3", "gemma3", GEMMA),
             ("gpt2", "gpt2", P["gpt2"])]
 
@@ -465,7 +468,7 @@ def gemma3_layer_flags():
         if ok:
             assert converted(tmp("g2.gguf"), "g2.bin")[0][0]["global_every"] == 3
         else:
-            refused([tmp("g2.gguf"), tmp("o.bin")], "layer_types")
+            refused([tmp("g2.gguf"), tmp("o.bin")], "gemma3.attention.sliding_window_pattern")
     del meta["gemma3.attention.sliding_window_pattern"]
     gguf_write.write_gguf(tmp("g3.gguf"), meta, tensors)
     assert converted(tmp("g3.gguf"), "g3.bin")[0][0]["global_every"] == 6
@@ -663,6 +666,125 @@ def bad_inputs_refused_by_name():
     rc, err = conv([tmp("iq.gguf"), tmp("o.bin")])
     assert rc == 1 and "IQ2_XXS" in err and len(err.strip().split("\n")) == 1, err
 
+
+
+def gguf_parts(path):
+    """(metadata with types, tensors as (type, float32 values)) of a GGUF file, to write changed."""
+    with gguf.GGUFFile(path) as f:
+        return ({k: (v, f.metadata_types[k]) for k, v in f.metadata.items()},
+                {k: ("F32", f.dequantize(v)) for k, v in f.tensors.items()})
+
+
+@case
+def messages_name_gguf_keys_and_tensors():
+    """A GGUF's errors name its own metadata keys and tensors, never the Hugging Face ones its
+    reader maps them onto: each message whole."""
+    c = mf.complete_config(dict(WIDE, n_layers=2, bias_flags=mf.BIAS_QKV))
+    write_family_gguf(tmp("names.gguf"), "llama", c, random_models.random_tensors(c, seed=2))
+    meta, tensors = gguf_parts(tmp("names.gguf"))
+    big = tensors["blk.1.ffn_up.weight"][1].copy()
+    big[3, 4] = 1e5
+    cases = [
+        (dict(meta={"llama.block_count": 3}), "llama.block_count 3, but the weights hold layers 0, 1"),
+        (dict(meta={"llama.attention.head_count_kv": 3}),
+         "llama.attention.head_count_kv 3 does not divide llama.attention.head_count 4"),
+        (dict(tensors={"token_embd.weight": np.zeros((512, 128), np.float32)}),
+         "token_embd.weight has shape (512, 128), expected (512, 256) from token_embd.weight's rows 512, "
+         "llama.embedding_length 256"),
+        (dict(tensors={"blk.0.attn_q.bias": np.zeros(5, np.float32)}),
+         "blk.0.attn_q.bias has shape (5,), expected (256,) from llama.attention.head_count 4 x "
+         "llama.attention.key_length 64"),
+        (dict(drop=["blk.1.ffn_up.weight"]), "missing tensor blk.1.ffn_up.weight"),
+        (dict(tensors={"blk.0.attn_k.weight": np.full((128, 256), np.inf, np.float32)}),
+         "tensor blk.0.attn_k.weight has 32768 non-finite values (inf at [0, 0])"),
+        (dict(tensors={"blk.1.ffn_up.weight": big}, flags=["--weights", "f16"]),
+         "tensor blk.1.ffn_up.weight: a weight of magnitude 100000 does not fit float16"),
+        (dict(meta={"llama.rope.dimension_count": 63}),
+         "llama.rope.dimension_count gives RoPE 63 of a head's 64 dimensions; it needs an even number from 2 to 64"),
+        (dict(meta={"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 0.5}),
+         "llama.rope.scaling.factor 0.5 is below 1, which this build does not support"),
+        (dict(meta={"general.architecture": "qwen2", **{"qwen2" + k[5:]: v[0] for k, v in meta.items()
+                                                         if k.startswith("llama.")}},
+              tensors={"blk.0.attn_output.bias": np.zeros(256, np.float32)}),
+         "1 tensor convert.py would not use: blk.0.attn_output.bias"),
+    ]
+    for i, (change, msg) in enumerate(cases):
+        m = dict(meta, **{k: (v, None) for k, v in change.get("meta", {}).items()})
+        t = {k: v for k, v in tensors.items() if k not in change.get("drop", ())}
+        t.update((k, ("F32", v)) for k, v in change.get("tensors", {}).items())
+        gguf_write.write_gguf(tmp("names%d.gguf" % i), m, t)
+        rc, err = conv([tmp("names%d.gguf" % i), tmp("o.bin")] + change.get("flags", []))
+        want = "convert.py: %s: %s\n" % (tmp("names%d.gguf" % i), msg)
+        assert rc == 1 and err == want, "case %d: exit %d\n%r, expected\n%r" % (i, rc, err, want)
+
+
+@case
+def rope_scaling_as_llama_cpp_reads_it():
+    """llama.cpp scales RoPE linearly by rope.scaling.factor, or the older rope.scale_linear, when
+    rope.scaling.type is linear or absent, and never when it is none: so does the converter."""
+    c = mf.complete_config(P["llama_gqa"])
+    write_family_gguf(tmp("rope.gguf"), "llama", c, random_models.random_tensors(c, seed=3))
+    meta, tensors = gguf_parts(tmp("rope.gguf"))
+    cases = (({"llama.rope.scaling.factor": 4.0}, (mf.ROPE_SCALING_LINEAR, 4.0)),
+             ({"llama.rope.scale_linear": 2.0}, (mf.ROPE_SCALING_LINEAR, 2.0)),
+             ({"llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 1.0}, (0, 0.0)),
+             ({"llama.rope.scaling.type": "none", "llama.rope.scaling.factor": 4.0}, (0, 0.0)))
+    for i, (change, want) in enumerate(cases):
+        gguf_write.write_gguf(tmp("rope2.gguf"), dict(meta, **{k: (v, None) for k, v in change.items()}), tensors)
+        (cfg, _, _), _ = converted(tmp("rope2.gguf"), "rope2_%d.bin" % i)
+        assert (cfg["rope_scaling"], cfg["rope_factor"]) == want, (change, cfg["rope_scaling"], cfg["rope_factor"])
+    gguf_write.write_gguf(tmp("rope3.gguf"), dict(meta, **{"llama.rope.scale_linear": (0.5, None)}), tensors)
+    refused([tmp("rope3.gguf"), tmp("o.bin")], "llama.rope.scale_linear 0.5 is below 1")
+    gguf_write.write_gguf(tmp("rope4.gguf"), dict(meta, **{"llama.rope.scaling.attn_factor": (0.9, None)}), tensors)
+    refused([tmp("rope4.gguf"), tmp("o.bin")], "llama.rope.scaling.attn_factor 0.9 is not supported by this build")
+
+
+def run_logits(model, prompt):
+    """(prompt tokens, [T, V] logits) of ./run -m logits."""
+    out = tmp("logits.out")
+    subprocess.run([RUN, model, "-m", "logits", "-i", prompt, "-o", out], check=True, capture_output=True)
+    d = open(out, "rb").read()
+    T, V = np.frombuffer(d, "<i4", 2)
+    return np.frombuffer(d, "<i4", T, 8).tolist(), np.frombuffer(d, "<f4", T * V, 8 + 4 * T).reshape(T, V)
+
+
+@case
+def llama_biases_are_optional():
+    """llama.cpp loads each bias of a llama block that is there and adds nothing for one that is
+    not. So q/k/v biases without an output bias convert (bias_flags 1), and so does any mix: a
+    block without attn_k.bias, or only blk.0.attn_output.bias and blk.1.ffn_up.bias (bias_flags
+    2 | 4); a bias that is missing where its group is stored is zero. ./run's logits on each equal
+    reference.py's on the weights written, at every position."""
+    build("run")
+    c = mf.complete_config(dict(WIDE, n_layers=2, bias_flags=mf.BIAS_QKV))
+    t = random_models.random_tensors(c, seed=9)
+    write_family_gguf(tmp("bias.gguf"), "llama", c, t)
+    meta, tensors = gguf_parts(tmp("bias.gguf"))
+    rng = np.random.default_rng(4)
+    bo, b3 = rng.standard_normal(256).astype(np.float32), rng.standard_normal(512).astype(np.float32)
+    no_k = dict(t, **{"layers.1.bk": np.zeros(128, np.float32)})
+    o_ffn = {k: v for k, v in t.items() if k.split(".")[-1] not in ("bq", "bk", "bv")}
+    o_ffn.update({"layers.%d.%s" % (i, k): np.zeros(n, np.float32) for i in range(2)
+                  for k, n in (("bo", 256), ("b1", 512), ("b3", 512), ("b2", 256))})
+    o_ffn.update({"layers.0.bo": bo, "layers.1.b3": b3})
+    qkv = [k for k in tensors if k.endswith((".attn_q.bias", ".attn_k.bias", ".attn_v.bias"))]
+    variants = [("qkv", mf.BIAS_QKV, t, (), {}), ("no_k", mf.BIAS_QKV, no_k, ["blk.1.attn_k.bias"], {}),
+                ("o_ffn", mf.BIAS_O | mf.BIAS_FFN, o_ffn, qkv, {"blk.0.attn_output.bias": bo, "blk.1.ffn_up.bias": b3})]
+    for name, flags, want, drop, add in variants:
+        path = tmp("bias_%s.gguf" % name)
+        parts = {k: v for k, v in tensors.items() if k not in drop}
+        parts.update((k, ("F32", v)) for k, v in add.items())
+        gguf_write.write_gguf(path, meta, parts)
+        (cfg, _, got), _ = converted(path, "bias_%s.bin" % name)
+        assert cfg["bias_flags"] == flags, (name, cfg["bias_flags"])
+        assert set(got) == set(want), (name, sorted(set(got) ^ set(want)))
+        for k in want:
+            assert np.array_equal(got[k], want[k]), (name, k)
+        m = ref_model.Transformer(dict(c, bias_flags=flags))
+        m.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in want.items()})
+        toks, lc = run_logits(tmp("bias_%s.bin" % name), "Once upon a time, a bias")
+        lr = ref.logits(m.double().eval(), toks)
+        assert np.abs(lc - lr).max() <= 1e-4 * np.abs(lr).max(), (name, np.abs(lc - lr).max())
 
 
 def convert_damaged(n, seed):

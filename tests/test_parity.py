@@ -549,8 +549,37 @@ def hf_case(name, what, make_dir, prompt, done=None):
     add_case(name, what, f)
 
 
+# Mistral: every layer attends to its last 5 positions (global_every past the last layer)
+MISTRAL = dict(random_models.PRESETS["llama_gqa"], sliding_window=5, global_every=4, rope_local_theta=10000.0)
+
+
+def hf_mistral_window():
+    """A Mistral directory converted with --seq-len 320, above its sliding_window 5 and its
+    max_position_embeddings 160, keeps the window on every layer: ./run's logits at every
+    position of a prompt longer than the window equal reference.py's on the directory, which
+    reads sliding_window itself; without the window the reference's differ."""
+    d = os.path.join(TMP, "hf_mistral")
+    with spending("build"):
+        fake_hf.write_hf_llama(d, MISTRAL, seed=51, model_type="mistral")
+    out = os.path.join(TMP, "hf_mistral.bin")
+    with contextlib.redirect_stderr(io.StringIO()), spending("convert"):
+        converted(d, out, "--seq-len", "320")
+    h = mf.read_header(open(out, "rb").read(mf.HEADER_SIZE))
+    assert (h["seq_len"], h["sliding_window"], h["global_every"], h["rope_local_theta"]) == (320, 5, 4, 1e4), h
+    res, fails = check_hf(out, d, PROMPT)
+    toks, _ = c_logits(out, PROMPT)
+    assert len(toks) > 2 * MISTRAL["sliding_window"], "the prompt's %d tokens hardly pass the window" % len(toks)
+    hf = ref_hf.HFModel(d, torch.float64)
+    windowed = hf.all_logits(toks)
+    assert hf.windows == [5] * MISTRAL["n_layers"], hf.windows
+    hf.windows = [0] * MISTRAL["n_layers"]
+    assert (hf.all_logits(toks) - windowed).abs().max() > 1e-2 * windowed.abs().max(), "the window changes nothing"
+    return res, fails
+
+
 for name in MODELS:
     model_case(name)
+add_case("hf_mistral_window", "HF mistral: sliding_window 5 on every layer, --seq-len 320 above it", hf_mistral_window)
 for i, (name, what, preset, mt, dt) in enumerate(HF_KNOBS):
     hf_case(name, what, functools.partial(hf_knob_dir, name, preset, mt, dt, i), PROMPT)  # synthetic vocabularies
 def family_done(name):
@@ -632,7 +661,7 @@ def oracle_refusals():
     fake_hf.write_hf_llama(base, dict(random_models.PRESETS["llama_gqa"], vocab_size=300), seed=1)
     conf = json.load(open(os.path.join(base, "config.json")))
     sd = ref_hf.read_safetensors(os.path.join(base, "model.safetensors"))
-    rows = [("model_type", dict(conf, model_type="mistral"), sd, "model_type 'mistral'"),
+    rows = [("model_type", dict(conf, model_type="phi3"), sd, "model_type 'phi3'"),
             ("rope", dict(conf, rope_scaling={"rope_type": "yarn", "factor": 4.0}), sd, "rope_scaling type 'yarn'"),
             ("softcap", dict(conf, model_type="gemma3_text", final_logit_softcapping=30.0), sd,
              "final_logit_softcapping"),

@@ -15,7 +15,8 @@ SRC is recognised by its content:
   how each GGUF weight type is stored).
 A Hugging Face config.json is read as transformers reads it, family by family; a setting it
 would act on that this build cannot reproduce (a RoPE scaling other than linear and llama3,
-an activation, softcapping, sliding windows outside Gemma 3, ...) is refused by name.
+an activation, softcapping, Qwen's sliding windows, ...) is refused by name. docs/CONVERT.md
+lists what happens to each setting of each source.
 OUT stores the matrices as SRC does (float32, bfloat16 or float16; a checkpoint mixing them
 gives float32; llama2.c's and attn.c's Q8_0 keep their integers and scales, tools/attn/weights.py),
 or as --weights says: f32, bf16, f16 (rounded to nearest
@@ -80,6 +81,7 @@ from attn.sources.hf import read_hf_dir  # noqa: E402
 from attn.sources.llama2c import read_llama2c_ak42, read_llama2c_legacy  # noqa: E402
 from attn.sources.tokenizer import default_tokenizer, is_gguf, read_tokenizer  # noqa: E402
 from attn.torchfile import read_torch  # noqa: E402
+from attn.tensors import with_context  # noqa: E402
 from attn.weights import add_quantize_arguments, storage_config, weight_choice  # noqa: E402
 
 
@@ -151,15 +153,7 @@ def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=Non
     """Returns the config written, the Source read, a note on the weight type chosen and the chat
     template's family (None without one)."""
     source = read_source(src)
-    cfg, tensors = source.cfg, source.tensors
-    if seq_len is not None:
-        if seq_len < 1:
-            raise Bad(src, "--seq-len %d: a context needs at least 1 position" % seq_len)
-        if cfg.get("pos_kind") == mf.POS_LEARNED and seq_len > cfg["seq_len"]:
-            raise Bad(src, "--seq-len %d exceeds the %d learned positions" % (seq_len, cfg["seq_len"]))
-        if cfg.get("pos_kind") == mf.POS_LEARNED:
-            tensors["pos_embedding"] = np.asarray(tensors["pos_embedding"])[:seq_len]
-        cfg["seq_len"] = seq_len
+    cfg, tensors = with_context(source, seq_len, src)
     tokpath = tokenizer or default_tokenizer(src)
     if tokpath:
         model = os.path.join(src, "config.json") if os.path.isdir(src) else src  # where vocab_size comes from

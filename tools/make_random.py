@@ -35,6 +35,7 @@ sys.path.insert(0, HERE)
 if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/attn/cli_main.py)
     from attn import cli_main
     cli_main.guard()
+from attn.errors import Bad  # noqa: E402
 from attn import outfile  # noqa: E402
 from attn.modelfile import is_model_file  # noqa: E402
 from attn.fake_hf import write_hf_gpt2, write_hf_llama  # noqa: E402
@@ -62,7 +63,7 @@ def main(argv):
     ap.add_argument("--tokenizer", help="llama2.c tokenizer.bin to embed")
     ap.add_argument("--hf-gpt2", action="store_true", help="write a Hugging Face GPT-2 directory")
     ap.add_argument("--hf-llama", action="store_true", help="write a Hugging Face Llama-family directory")
-    ap.add_argument("--model-type", default="llama", choices=["llama", "qwen2", "qwen3", "gemma3_text"],
+    ap.add_argument("--model-type", default="llama", choices=["llama", "mistral", "qwen2", "qwen3", "gemma3_text"],
                     help="--hf-llama's model_type")
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--family", choices=sorted(FAMILIES),
@@ -101,6 +102,9 @@ def main(argv):
                 outfile.mark_dir(d, MARKER, "tools/make_random.py")
         else:
             make_model(a.out, cfg, a.seed, tokenizer=a.tokenizer)
+    except Bad as e:  # a flag that does not fit the preset
+        sys.stderr.write("make_random.py: %s: %s\n" % (e.path, e.msg))
+        return 1
     except (ValueError, OSError, AssertionError) as e:
         where = e.filename if isinstance(e, outfile.Refused) else a.out  # maybe a file inside a directory
         sys.stderr.write("make_random.py: %s: %s\n" % (where, e or "this preset does not fit that layout"))

@@ -4,7 +4,8 @@ lowest first: each imports only modules above it (tests/test_tools_layout.py hol
 that none is over 600 lines).
 
 Files and formats
-  errors           Bad, the one error a reader raises for a bad input file; listing for messages
+  errors           Bad, the one error a reader raises for a bad input file; listing and Terms
+                   (a source's own names for its settings and tensors) for messages
   outfile          output files written through a synced temporary file, folders beside their
                    place; ./train's --force rule and what is a tool's own; "-" as stdout and
                    stdin; devices, FIFOs refused

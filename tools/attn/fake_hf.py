@@ -171,13 +171,13 @@ def hf_rope_scaling(c):
 
 
 def hf_decoder_config(c, model_type):
-    """config.json of a llama / qwen2 / qwen3 / gemma3_text model equal to model-file config c;
+    """config.json of a llama / mistral / qwen2 / qwen3 / gemma3_text model equal to model-file config c;
     AssertionError if that model_type cannot say c."""
     b, flags = c["bias_flags"], c["arch_flags"]
     assert c["pos_kind"] == mf.POS_ROPE and c["norm_kind"] == mf.NORM_RMS and c["post_norm"] == 0
     assert c["final_norm"] == 1 and c["rope_dims"] % 2 == 0
-    arch = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
-            "gemma3_text": "Gemma3ForCausalLM"}[model_type]
+    arch = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+            "qwen3": "Qwen3ForCausalLM", "gemma3_text": "Gemma3ForCausalLM"}[model_type]
     conf = {"architectures": [arch], "model_type": model_type, "hidden_size": c["dim"],
             "intermediate_size": c["hidden_dim"], "num_hidden_layers": c["n_layers"],
             "num_attention_heads": c["n_heads"], "num_key_value_heads": c["n_kv_heads"], "head_dim": c["head_dim"],
@@ -198,8 +198,13 @@ def hf_decoder_config(c, model_type):
                                  for i in range(c["n_layers"])])
         return conf
     assert c["ffn_kind"] == mf.FFN_SWIGLU and c["embed_scale"] == 1.0 and c["attn_scale"] == 0
-    assert c["sliding_window"] == 0
     conf["hidden_act"] = "silu"
+    if model_type == "mistral":  # every layer local with the one RoPE base, or none (null)
+        assert b == 0 and flags == 0
+        assert not c["sliding_window"] or (c["global_every"] > c["n_layers"] and c["rope_local_theta"] == c["rope_theta"])
+        conf["sliding_window"] = c["sliding_window"] or None
+        return conf
+    assert c["sliding_window"] == 0
     if model_type == "qwen2":
         assert b == mf.BIAS_QKV and flags == 0
     elif model_type == "qwen3":

@@ -101,7 +101,7 @@ CONFIG_DEFAULTS = dict(pos_kind=POS_ROPE, rope_theta=10000.0, ffn_kind=FFN_SWIGL
 ENUM_LIMITS = dict(pos_kind=2, ffn_kind=4, norm_kind=1, post_norm=1, final_norm=1,
                    bias_flags=7, tied_classifier=1, tok_kind=1, tok_flags=TOKF_ALL, weight_type=4,
                    rope_scaling=2, arch_flags=7, rope_original_ctx=1 << 24, sliding_window=1 << 24,
-                   global_every=1024)
+                   global_every=1025)  # n_layers' limit + 1: a model whose every layer is local
 
 
 def complete_config(cfg):
@@ -123,6 +123,9 @@ def complete_config(cfg):
     return c
 
 
+MAX_SEQ_LEN = 1 << 20  # the longest context a loader accepts
+
+
 def check_config(c):
     """Enforce FORMAT.md's loader limits; raise ValueError naming the field."""
     for k in ("dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "head_dim",
@@ -130,7 +133,7 @@ def check_config(c):
         if c[k] < 1:
             raise ValueError("%s = %d must be >= 1" % (k, c[k]))
     limits = dict(dim=65536, hidden_dim=262144, head_dim=4096, n_layers=1024, n_heads=1024,
-                  n_kv_heads=1024, vocab_size=1 << 24, seq_len=1 << 20)
+                  n_kv_heads=1024, vocab_size=1 << 24, seq_len=MAX_SEQ_LEN)
     for k, lim in limits.items():
         if c[k] > lim:
             raise ValueError("%s = %d exceeds the limit %d" % (k, c[k], lim))
@@ -370,7 +373,9 @@ def quantize_q8_0(w, group_size):
 
 def stored_pieces(c, name, w):
     """The little-endian arrays a tensor is written as: itself in float32 or 16 bits, or its
-    Q8_0 pair. A float32 value beyond float16's range is refused rather than made infinite."""
+    Q8_0 pair. A float32 value beyond float16's range is refused rather than made infinite.
+    Messages name the tensor as its checkpoint does when w knows that name (tensors.Weight)."""
+    label = getattr(w, "name", None) or name
     t = matrix_type(c, name)
     if t in FLOAT_MATRIX_TYPES:  # a GGUF's float matrices hold their own type's values: exact both ways
         a = np.asarray(w, dtype=np.float32)
@@ -381,16 +386,16 @@ def stored_pieces(c, name, w):
         if not (isinstance(blocks, np.ndarray) and blocks.dtype == np.uint8
                 and blocks.shape == (shape[0], block_layout(t, shape)[2])):
             raise ValueError("tensor %s: %s needs its blocks as a GGUF stores them; quantising floats to %s is "
-                             "not supported (--weights f32|bf16|f16|q8_0 converts)" % (name, t, t))
+                             "not supported (--weights f32|bf16|f16|q8_0 converts)" % (label, t, t))
         return (np.ascontiguousarray(blocks),)
     if is_half(c, name):
         w = np.asarray(w, dtype=np.float32)
         if not np.isfinite(w).all():
-            raise ValueError("tensor %s: non-finite weights" % name)
+            raise ValueError("tensor %s: non-finite weights" % label)
         if c["weight_type"] == WEIGHTS_BF16:
             return (to_bf16(w),)
         if np.abs(w).max(initial=0) > 65504:
-            raise ValueError("tensor %s: a weight of magnitude %g does not fit float16" % (name, np.abs(w).max()))
+            raise ValueError("tensor %s: a weight of magnitude %g does not fit float16" % (label, np.abs(w).max()))
         return (np.ascontiguousarray(w, dtype="<f2"),)
     if not is_quantized(c, name):
         return (np.ascontiguousarray(w, dtype="<f4"),)
@@ -400,7 +405,7 @@ def stored_pieces(c, name, w):
     try:
         q, scale = quantize_q8_0(w, c["group_size"])
     except ValueError as e:
-        raise ValueError("tensor %s: %s" % (name, e))
+        raise ValueError("tensor %s: %s" % (label, e))
     return q, np.ascontiguousarray(scale, dtype="<f4")
 
 

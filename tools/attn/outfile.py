@@ -207,7 +207,10 @@ def replacing(path, mode="wb", drop_cache=False):
         return
     d = os.path.dirname(os.path.abspath(path))
     with held():  # made and recorded for remove_pending as one step
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(path) + ".")
+        try:
+            fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(path) + ".")
+        except OSError as e:
+            raise named(e, None, path)
         PENDING.add(tmp)
     try:
         with os.fdopen(fd, mode) as f:
@@ -221,12 +224,19 @@ def replacing(path, mode="wb", drop_cache=False):
         os.replace(tmp, path)
     except BaseException as e:
         os.unlink(tmp)
-        if isinstance(e, OSError) and e.filename is None:  # a failed write names no file
-            e.filename = path
-        raise
+        raise named(e, tmp, path)
     finally:
         PENDING.discard(tmp)
     _fsync_dir(d)
+
+
+def named(e, tmp, path):
+    """e, an OSError about the temporary file tmp, or about no file (a failed write), or with tmp
+    None about any file, naming path instead: the temporary file's random name means nothing to a
+    user."""
+    if isinstance(e, OSError) and (tmp is None or e.filename in (None, tmp)):
+        e.filename = path
+    return e
 
 
 def write(path, data):

@@ -15,8 +15,10 @@ from attn.errors import Bad, listing
 # skipped, and what --tokenizer could be.
 # weights, if given, makes the weight choice instead of weight_choice: (tensors, --weights,
 # --group-size) -> (weights, why, group size), for a source whose types weight_choice does not know.
-Source = collections.namedtuple("Source", "cfg tensors desc tok skipped tok_hint weights chat",
-                                defaults=(None, (), "e.g. a llama2.c tokenizer.bin", None, b""))
+# context, if given, fits cfg to the context chosen: (cfg, seq_len) -> cfg, Bad in the source's
+# terms for a setting the model file cannot hold at that length (with_context calls it).
+Source = collections.namedtuple("Source", "cfg tensors desc tok skipped tok_hint weights chat context",
+                                defaults=(None, (), "e.g. a llama2.c tokenizer.bin", None, b"", None))
 
 # A checkpoint's number types by their safetensors names, and what the tools call the same
 # storage (--weights)
@@ -61,8 +63,9 @@ class Weight:
     """A tensor a reader took: its shape and stored type at once, its float32 values (np.asarray)
     when the writer gets to it, so that a conversion widens one tensor at a time."""
 
-    def __init__(self, st):
-        self.st, self.shape, self.stored = st, st.shape, st.dtype
+    def __init__(self, st, name=None):
+        # name: the tensor's name in its checkpoint, for a message about its values
+        self.st, self.shape, self.stored, self.name = st, st.shape, st.dtype, name
 
     def __array__(self, dtype=None, copy=None):
         a = self.st.float32()
@@ -70,7 +73,7 @@ class Weight:
 
     def view(self, f):
         """The tensor with f (a transpose, a slice, an order of rows) applied to its stored values."""
-        return Weight(type(self.st)(f(self.st.raw), self.st.dtype))
+        return Weight(type(self.st)(f(self.st.raw), self.st.dtype), self.name)
 
     def q8_0(self, group):
         """Its exact (int8 values, float32 scales) at this group size if it is stored as integers
@@ -102,10 +105,13 @@ class Tensors:
     sd: name -> numpy array, torch tensor or Stored.
     dims: a letter of a shape -> (its size, what says so), e.g. "d": (768, "n_embd 768").
     layers: (layer i's name prefix, e.g. "h.%d.", the number of layers, the field that says so),
-    checked at once against the layer numbers in the names."""
+    checked at once against the layer numbers in the names.
+    show: a name of sd -> the checkpoint's own name for it, for messages (GGUF's, whose tensors
+    are read under Hugging Face's names)."""
 
-    def __init__(self, path, sd, dims=None, layers=None, skip=()):
+    def __init__(self, path, sd, dims=None, layers=None, skip=(), show=None):
         self.path, self.sd, self.dims, self.skip = path, sd, dims or {}, skip
+        self.show = show or (lambda name: name)
         self.taken = set()
         if layers:
             prefix, n, field = layers
@@ -118,7 +124,7 @@ class Tensors:
     def shape(self, name):
         """A tensor's shape, without taking it."""
         if name not in self.sd:
-            raise Bad(self.path, "missing tensor %s" % name)
+            raise Bad(self.path, "missing tensor %s" % self.show(name))
         return tuple(self.sd[name].shape)
 
     def take(self, name, shape=""):
@@ -128,10 +134,10 @@ class Tensors:
         want = tuple(self.dims[k][0] for k in shape)
         if shape and st.shape != want:
             why = ", ".join(dict.fromkeys(self.dims[k][1] for k in shape))
-            raise Bad(self.path, "%s has shape %s, expected %s from %s" % (name, st.shape, want, why))
-        check_finite(self.path, name, st)
+            raise Bad(self.path, "%s has shape %s, expected %s from %s" % (self.show(name), st.shape, want, why))
+        check_finite(self.path, self.show(name), st)
         self.taken.add(name)
-        return Weight(st)
+        return Weight(st, self.show(name))
 
     def finish(self, biases=None):
         """The names of the skipped buffers; Bad naming the tensors nobody took, and when they
@@ -142,7 +148,7 @@ class Tensors:
         if unused:
             why = " (%s)" % biases if biases and any(k.endswith(".bias") for k in unused) else ""
             raise Bad(self.path, "%d tensor%s convert.py would not use%s: %s" % (
-                len(unused), "s" if len(unused) > 1 else "", why, listing(unused)))
+                len(unused), "s" if len(unused) > 1 else "", why, listing(map(self.show, unused))))
         return skipped
 
 
@@ -162,5 +168,36 @@ def classifier(tn, name, t, tie=None):
     return tie
 
 
+def known_args(path, args, known, whose):
+    """Bad naming a key of a checkpoint's model_args that its model code does not take: llama2.c's
+    ModelArgs and nanoGPT's GPTConfig are dataclasses built from model_args, which refuse any
+    other key, so what it would do is unknown."""
+    other = sorted(str(k) for k in args if k not in known)
+    if other:
+        raise Bad(path, "model_args %s: not among %s's (%s), so what %s would do is unknown"
+                  % (listing(other), whose, ", ".join(known), "they" if len(other) > 1 else "it"))
+
+
 def strip_prefix(sd, prefix):
     return {(k[len(prefix):] if k.startswith(prefix) else k): v for k, v in sd.items()}
+
+
+def with_context(source, seq_len, src):
+    """(cfg, tensors) of source (read from src) at the context --seq-len chose (None: its own): learned
+    positions cut to it (more than the source has are refused), and what the source's context
+    hook makes of it."""
+    cfg, tensors = source.cfg, source.tensors
+    if seq_len is None and cfg["seq_len"] > mf.MAX_SEQ_LEN:
+        raise Bad(src, "its context of %d positions exceeds this build's limit of %d: choose a "
+                  "shorter one with --seq-len" % (cfg["seq_len"], mf.MAX_SEQ_LEN))
+    if seq_len is not None:
+        if not 1 <= seq_len <= mf.MAX_SEQ_LEN:
+            raise Bad("--seq-len %d" % seq_len, "a context needs at least 1 position" if seq_len < 1 else
+                      "exceeds this build's limit of %d positions" % mf.MAX_SEQ_LEN)
+        if cfg.get("pos_kind") == mf.POS_LEARNED:
+            if seq_len > cfg["seq_len"]:
+                raise Bad("--seq-len %d" % seq_len, "exceeds the %d learned positions of the checkpoint"
+                          % cfg["seq_len"])
+            tensors["pos_embedding"] = np.asarray(tensors["pos_embedding"])[:seq_len]
+        cfg = dict(cfg, seq_len=seq_len)
+    return (source.context(cfg, cfg["seq_len"]) if source.context else cfg), tensors

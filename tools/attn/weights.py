@@ -8,6 +8,7 @@ import sys
 import numpy as np
 
 from attn import modelfile as mf
+from attn.errors import Bad
 from attn.tensors import LONG_NAMES, STORED_NAMES, Stored
 
 
@@ -35,8 +36,19 @@ def add_quantize_arguments(ap):
 
 
 def storage_config(cfg, weights, group_size, prog):
-    """cfg set to be stored as --weights and --group-size say; ValueError if they do not fit it.
-    A default group size that had to shrink is worth a note: it costs speed and file size."""
+    """cfg set to be stored as --weights and --group-size say; Bad naming --group-size if it does
+    not fit them, ValueError if cfg is no model. A default group size that had to shrink is
+    worth a note: it costs speed and file size."""
+    if group_size is not None:
+        flag = "--group-size %d" % group_size
+        if weights != "q8_0":
+            raise Bad(flag, "a group size applies only to Q8_0 weights (--weights q8_0)")
+        if not 1 <= group_size <= mf.MAX_GROUP_SIZE:
+            raise Bad(flag, "outside [1, %d]" % mf.MAX_GROUP_SIZE)
+        widths = mf.quantized_widths(mf.complete_config(cfg))
+        if any(w % group_size for w in widths):
+            raise Bad(flag, "does not divide every quantised row of the model: dim %d, n_heads x head_dim %d, "
+                      "hidden_dim %d" % widths)
     c = mf.with_weight_type(cfg, weights, group_size)
     if weights == "q8_0" and group_size is None and c["group_size"] != mf.DEFAULT_GROUP_SIZE:
         print("%s: note: group size %d, the largest power of two up to %d dividing dim %d, n_heads x head_dim %d "

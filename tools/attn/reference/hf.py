@@ -103,6 +103,8 @@ def read_json(path, required=True):
 HF_DEFAULTS = {
     "llama": dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu"),
     "qwen2": dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu"),
+    "mistral": dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu",
+                    num_key_value_heads=8),
     "qwen3": dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu",
                   head_dim=128),
     "gemma3_text": dict(rms_norm_eps=1e-6, rope_theta=1e6, rope_local_base_freq=10000.0, tie_word_embeddings=True,
@@ -128,6 +130,8 @@ class HFModel:
         if mt not in HF_DEFAULTS:
             raise Bad(cpath, "model_type %r (this reads %s)" % (mt, ", ".join(HF_DEFAULTS)))
         self.conf = dict(HF_DEFAULTS[mt], **{k: v for k, v in conf.items() if v is not None})
+        # MistralConfig's sliding_window: 4096 when absent, none when null
+        self.mistral_window = conf.get("sliding_window", 4096) if mt == "mistral" else None
         self.cpath = cpath
         with warnings.catch_warnings():  # float32 tensors on the read-only file mapping
             warnings.simplefilter("ignore", UserWarning)
@@ -181,7 +185,7 @@ class HFModel:
         raise Bad(self.cpath, "rope_scaling type %r (this reads default, linear, llama3)" % kind)
 
     def configure_decoder(self, t):
-        """llama, qwen2, qwen3, gemma3_text: the model.layers.N.* tensors and the config's knobs."""
+        """llama, mistral, qwen2, qwen3, gemma3_text: the model.layers.N.* tensors and the config's knobs."""
         c, mt = self.conf, self.model_type
         d, hidden, L = self.need("hidden_size"), self.need("intermediate_size"), self.need("num_hidden_layers")
         H = self.need("num_attention_heads")
@@ -213,10 +217,10 @@ class HFModel:
             local_inv = inv_frequencies(float(rl.get("rope_theta", c["rope_local_base_freq"])), r)
             self.windows = [c["sliding_window"] if k == "sliding_attention" else 0 for k in types]
             self.layer_inv = [local_inv if w else global_inv for w in self.windows]
-        else:
-            self.windows, self.layer_inv = [0] * L, [global_inv] * L
-        qkv_bias = True if mt == "qwen2" else c.get("attention_bias", False)
-        o_bias = False if mt == "qwen2" else c.get("attention_bias", False)
+        else:  # Mistral's mask: every layer's last sliding_window positions, RoPE scaled as configured
+            self.windows, self.layer_inv = [self.mistral_window or 0] * L, [global_inv] * L
+        qkv_bias = True if mt == "qwen2" else False if mt == "mistral" else c.get("attention_bias", False)
+        o_bias = False if mt in ("qwen2", "mistral") else c.get("attention_bias", False)
         mlp_bias = c.get("mlp_bias", False) if mt == "llama" else False
         self.embed = self.take(t, "model.embed_tokens.weight", (V, d))
         self.final_norm = self.take(t, "model.norm.weight", (d,))

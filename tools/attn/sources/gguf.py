@@ -21,12 +21,14 @@ Weight types (the closing note says which happened):
 Q6_K), the other types are quantised from their exact values. Any other type is refused by name
 (tools/attn/gguf_file.py). Tensors are read one at a time from the mapped file.
 """
+import math
+import re
 import sys
 
 import numpy as np
 
-from attn.errors import Bad
-from attn.sources.hf import read_hf_decoder, read_hf_gpt2, rope_rows
+from attn.errors import Bad, Terms
+from attn.sources.hf import HF_DECODERS, read_hf_decoder, read_hf_gpt2, rope_rows
 from attn.tensors import Stored
 from attn.weights import weight_choice
 from attn import gguf_file as gguf
@@ -52,6 +54,10 @@ DECODER_TOP = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", 
 GPT2_NAMES = {"attn_norm": "ln_1", "attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj", "ffn_norm": "ln_2",
               "ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
 GPT2_TOP = {"token_embd": "wte", "position_embd": "wpe", "output_norm": "ln_f", "output": "lm_head"}
+# the biases of a llama block by the bias_flags bit that stores them; llama.cpp loads each one
+# that is there, and a missing one adds nothing, as a zero does
+LLAMA_BIASES = {mf.BIAS_QKV: ("attn_q", "attn_k", "attn_v"), mf.BIAS_O: ("attn_output",),
+                mf.BIAS_FFN: ("ffn_gate", "ffn_up", "ffn_down")}
 
 
 class Rows:
@@ -188,6 +194,11 @@ def llama3_rope(path, meta, freqs, head_dim, theta):
                 original_max_position_embeddings=ctx)
 
 
+def linear_factor_key(g):
+    """The key of a file's linear RoPE scaling factor, llama.cpp's or its older one; None for neither."""
+    return next((k for k in ("rope.scaling.factor", "rope.scale_linear") if g.has(k)), None)
+
+
 def hf_config(f, arch, mt):
     """The config.json llama.cpp's converter read the metadata from, family by family."""
     g, T = Meta(f, arch), f.tensors
@@ -218,20 +229,27 @@ def hf_config(f, arch, mt):
              rms_norm_eps=g.get("attention.layer_norm_rms_epsilon", kind=float),
              rope_theta=g.get("rope.freq_base", 10000.0, float), tie_word_embeddings=tied)
     n_rot = g.get("rope.dimension_count", hd)
-    if n_rot != hd:
+    if n_rot != hd:  # the factor whose int(head_dim x factor), as read_hf_decoder computes it, is n_rot
         c["partial_rotary_factor"] = n_rot / hd
-    kind = g.get("rope.scaling.type", "none", str)
-    if kind == "linear":
-        c["rope_scaling"] = dict(rope_type="linear", factor=g.get("rope.scaling.factor", kind=float))
-    elif kind != "none":
+        while int(hd * c["partial_rotary_factor"]) < n_rot:
+            c["partial_rotary_factor"] = math.nextafter(c["partial_rotary_factor"], 2)
+    # llama.cpp's reading: a file without rope.scaling.type scales linearly by rope.scaling.factor
+    # (or the older rope.scale_linear), 1 if neither; "none" never scales
+    kind = g.get("rope.scaling.type", "linear", str)
+    factor = linear_factor_key(g)
+    if kind not in ("linear", "none"):
         raise Bad(f.path, "%s.rope.scaling.type %r is not supported by this build (none, linear, and Llama 3's "
-                     "rope_freqs)" % (arch, kind))
+                  "rope_freqs)" % (arch, kind))
+    if kind == "linear" and factor and g.get(factor, kind=float) != 1:
+        c["rope_scaling"] = dict(rope_type="linear", factor=g.get(factor, kind=float))
+    attn_factor = g.get("rope.scaling.attn_factor", 1.0, float)
+    if attn_factor != 1:
+        raise Bad(f.path, "%s.rope.scaling.attn_factor %g is not supported by this build (it scales RoPE's cosines "
+                  "and sines)" % (arch, attn_factor))
     if "rope_freqs.weight" in T:
         if mt != "llama" or "rope_scaling" in c:
             raise Bad(f.path, "rope_freqs.weight is read only as Llama 3's RoPE scaling of a llama model")
         c["rope_scaling"] = llama3_rope(f.path, g, f.dequantize(T["rope_freqs.weight"]), n_rot, c["rope_theta"])
-    if mt == "llama":
-        c["attention_bias"] = "blk.0.attn_q.bias" in T
     if mt == "gemma3_text":
         # llama.cpp's Gemma 3: attention scaled by 1/sqrt(head_dim) (1/sqrt(dim / heads) for the
         # 62-layer 27B), a global layer every 6 and a local RoPE base of 10000 unless the file says
@@ -247,6 +265,67 @@ def hf_config(f, arch, mt):
             if g.has(k):
                 c[k] = g.get(k, kind=float)
     return c
+
+
+def gguf_terms(f, arch, mt):
+    """How read_hf_decoder's and read_hf_gpt2's messages name what they read from this file: by
+    the metadata keys (or the tensors) hf_config took each Hugging Face key from, and by the
+    tensor names hf_tensors renamed."""
+    a = arch + "."
+    if mt == "gpt2":
+        keys = dict(n_embd="embedding_length", n_layer="block_count", n_head="attention.head_count",
+                    n_positions="context_length", n_inner="feed_forward_length")
+    else:
+        keys = dict(hidden_size="embedding_length", intermediate_size="feed_forward_length",
+                    num_hidden_layers="block_count", num_attention_heads="attention.head_count",
+                    num_key_value_heads="attention.head_count_kv", max_position_embeddings="context_length",
+                    rms_norm_eps="attention.layer_norm_rms_epsilon", rope_theta="rope.freq_base",
+                    rope_local_base_freq="rope.freq_base_swa", partial_rotary_factor="rope.dimension_count",
+                    sliding_window="attention.sliding_window", sliding_window_pattern="attention.sliding_window_pattern",
+                    layer_types="attention.sliding_window_pattern", final_logit_softcapping="final_logit_softcapping",
+                    attn_logit_softcapping="attn_logit_softcapping")
+        keys["head_dim"] = "attention.key_length" if a + "attention.key_length" in f.metadata else None
+    keys = {k: a + v for k, v in keys.items() if v}
+    keys.setdefault("head_dim", "%sembedding_length / %sattention.head_count" % (a, a))
+    keys["vocab_size"] = "token_embd.weight's rows"
+    if "rope_freqs.weight" in f.tensors:  # Llama 3's scaling, read from the tensor
+        keys.update(("rope_scaling " + k, "rope_freqs.weight's " + k) for k in (
+            "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"))
+    else:
+        keys["rope_scaling factor"] = a + (linear_factor_key(Meta(f, arch)) or "rope.scaling.factor")
+    block, top = (GPT2_NAMES, GPT2_TOP) if mt == "gpt2" else (
+        GEMMA3_NAMES if mt == "gemma3_text" else DECODER_NAMES, DECODER_TOP)
+    block, top = {v: k for k, v in block.items()}, {v: k for k, v in top.items()}
+    layer = re.compile(r"(?:model\.layers|h)\.(\d+)\.(.+)\.(weight|bias)$")
+
+    def tensor(name):  # hf_tensors' renaming undone
+        m = layer.match(name)
+        if m and m.group(2) in block:
+            return "blk.%s.%s.%s" % (m.group(1), block[m.group(2)], m.group(3))
+        head, _, tail = name.rpartition(".")
+        return top[head] + "." + tail if head in top else name
+    return Terms(keys, tensor, where="")
+
+
+def llama_biases(f, c):
+    """(bias_flags, zero biases to add under Hugging Face's names) of a llama file: a group of
+    biases is stored when any block holds any of it, and each one missing from a stored group is
+    zero, which adds what llama.cpp adds without it: nothing."""
+    blocks = sorted({int(n.split(".")[1]) for n in f.tensors if re.match(r"blk\.\d+\.", n)})  # the ones it holds
+    flags = 0
+    for flag, names in LLAMA_BIASES.items():
+        if any("blk.%d.%s.bias" % (i, n) in f.tensors for i in blocks for n in names):
+            flags |= flag
+    q, kv = c["num_attention_heads"] * c["head_dim"], c["num_key_value_heads"] * c["head_dim"]
+    size = dict(attn_q=q, attn_k=kv, attn_v=kv, attn_output=c["hidden_size"], ffn_gate=c["intermediate_size"],
+                ffn_up=c["intermediate_size"], ffn_down=c["hidden_size"])
+    zeros = {}
+    for flag, names in LLAMA_BIASES.items():
+        for i in blocks if flags & flag else ():
+            for n in names:
+                if "blk.%d.%s.bias" % (i, n) not in f.tensors:
+                    zeros["model.layers.%d.%s.bias" % (i, DECODER_NAMES[n])] = np.zeros(size[n], np.float32)
+    return flags, zeros
 
 
 # ---- tensors ----
@@ -337,7 +416,12 @@ def read_gguf(path):
     mt = ARCHS[arch]
     c = hf_config(f, arch, mt)
     sd = hf_tensors(f, mt, c)
-    src = (read_hf_gpt2 if mt == "gpt2" else read_hf_decoder)(path, path, c, sd)
+    terms = gguf_terms(f, arch, mt)
+    if mt == "gpt2":
+        src = read_hf_gpt2(path, path, c, sd, terms)
+    else:
+        biases, zeros = llama_biases(f, c) if mt == "llama" else (HF_DECODERS[mt].get("always", 0), {})
+        src = read_hf_decoder(path, path, c, dict(sd, **zeros), terms, biases)
     cfg = src.cfg
     if mt == "gemma3_text":  # llama.cpp stored Gemma's norms as 1 + w: a model computing x * w reads them
         cfg["arch_flags"] &= ~mf.ARCH_NORM_PLUS_ONE

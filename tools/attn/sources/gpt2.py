@@ -13,10 +13,11 @@ def gpt2_cfg(d, hidden, L, H, V, S, ffn_kind, eps, bias):
                 bias_flags=7 if bias else 0, tied_classifier=1)
 
 
-def gpt2_dims(d, V, S, S_field, hidden, hidden_why):
-    """Tensors' dims for GPT-2 naming: d, T (q, k and v together), h, V and S."""
-    return {"d": (d, "n_embd %d" % d), "T": (3 * d, "n_embd %d" % d), "h": (hidden, hidden_why),
-            "V": (V, "vocab_size %d" % V), "S": (S, "%s %d" % (S_field, S))}
+def gpt2_dims(d, V, S, S_field, hidden, hidden_why, names=str):
+    """Tensors' dims for GPT-2 naming: d, T (q, k and v together), h, V and S; names(key) is how
+    messages name a config key."""
+    return {"d": (d, "%s %d" % (names("n_embd"), d)), "T": (3 * d, "%s %d" % (names("n_embd"), d)),
+            "h": (hidden, hidden_why), "V": (V, "%s %d" % (names("vocab_size"), V)), "S": (S, "%s %d" % (S_field, S))}
 
 
 # GPT-2's causal-mask buffers, which older checkpoints save with the weights

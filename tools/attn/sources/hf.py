@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from attn import modelfile as mf
-from attn.errors import Bad, listing
+from attn.errors import HF_TERMS, Bad, listing
 from attn.safetensors import read_safetensors_stored
 from attn.sources.gpt2 import GELU_TANH_NAMES, GPT2_ACTIVATIONS, GPT2_BUFFERS, gpt2_cfg, gpt2_dims, gpt2_tensors
 from attn.tensors import Source, Tensors, classifier, strip_prefix
@@ -73,7 +73,7 @@ def conf(path, c, key, default=None, required=True):
     if key in c and c[key] is not None:
         return c[key]
     if required and default is None:
-        raise Bad(path, "config.json lacks %s" % key)
+        raise Bad(path, "config.json lacks %s" % key if key not in c else "%s is null" % key)
     return default
 
 
@@ -83,8 +83,14 @@ def setting(c, fam, key):
     return c[key] if key in c else fam.get(key, HF_DEFAULTS.get(key))
 
 
+MISSING = object()  # a key the config leaves out, where a value is needed
+
+
 def number(cpath, key, v, integer=False):
-    """v, a config value, as an int or float; Bad naming key if it is not a positive one."""
+    """v, a config value, as an int or float; Bad naming key if it is missing (MISSING) or not a
+    positive one."""
+    if v is MISSING:
+        raise Bad(cpath, "%s is missing" % key)
     ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
     if not ok or (integer and v != int(v)):
         raise Bad(cpath, "%s is %s, not a positive %s" % (key, json.dumps(v), "whole number" if integer else "number"))
@@ -104,6 +110,12 @@ def read_hf_dir(d):
     if not isinstance(c, dict):
         raise Bad(cpath, "not a JSON object")
     mt = c.get("model_type")
+    q = c.get("quantization_config")
+    if q is not None:  # GPTQ, AWQ, bitsandbytes, FP8...: weights the readers here do not dequantise
+        method = q.get("quant_method") if isinstance(q, dict) else None
+        raise Bad(cpath, "quantization_config%s: quantised Hugging Face weights are not supported by this build; "
+                  "convert the unquantised checkpoint (or a GGUF)" % (" (quant_method %s)" % json.dumps(method)
+                                                                     if method else ""))
     if mt == "gpt2":
         return read_hf_gpt2(d, cpath, c)
     if mt in HF_DECODERS:
@@ -114,9 +126,11 @@ def read_hf_dir(d):
     raise Bad(cpath, "unknown architecture model_type=%r (supported: gpt2, %s)" % (mt, ", ".join(HF_DECODERS)))
 
 
-def read_hf_gpt2(d, cpath, c, sd=None):
-    """sd: the weights, if not d's, under nanoGPT's names in nn.Linear's layout (GGUF)."""
-    d_, L, H = (int(conf(cpath, c, k)) for k in ("n_embd", "n_layer", "n_head"))
+def read_hf_gpt2(d, cpath, c, sd=None, terms=HF_TERMS):
+    """sd: the weights, if not d's, under nanoGPT's names in nn.Linear's layout (GGUF), and terms
+    how its messages name keys and tensors."""
+    k = terms.key
+    d_, L, H = (int(conf(cpath, c, key)) for key in ("n_embd", "n_layer", "n_head"))
     V = int(conf(cpath, c, "vocab_size"))
     S_field = "n_positions" if c.get("n_positions") else "n_ctx"
     S = int(conf(cpath, c, S_field))
@@ -128,14 +142,14 @@ def read_hf_gpt2(d, cpath, c, sd=None):
         if bool(c.get(key, ok)) != ok:
             raise Bad(cpath, "%s = %s is not supported" % (key, c[key]))
     if d_ % H:
-        raise Bad(cpath, "n_head %d does not divide n_embd %d" % (H, d_))
+        raise Bad(cpath, "%s %d does not divide %s %d" % (k("n_head"), H, k("n_embd"), d_))
     # the feed-forward width: n_inner, or 4 x n_embd when it is null, as Hugging Face's GPT2MLP has it
     hidden = int(c.get("n_inner") or 4 * d_)
-    why = "n_inner %d" % hidden if c.get("n_inner") else "4 x n_embd %d" % d_
+    why = "%s %d" % (k("n_inner"), hidden) if c.get("n_inner") else "4 x %s %d" % (k("n_embd"), d_)
     conv1d = sd is None  # Hugging Face's Conv1D matrices are (in, out), GGUF's (out, in)
     sd = strip_prefix(read_hf_weights(d), "transformer.") if conv1d else sd
-    tn = Tensors(d, sd, gpt2_dims(d_, V, S, S_field, hidden, why),
-                 ("h.%d.", L, "n_layer %d in config.json" % L), skip=GPT2_BUFFERS)
+    tn = Tensors(d, sd, gpt2_dims(d_, V, S, k(S_field), hidden, why, names=k),
+                 ("h.%d.", L, "%s %d%s" % (k("n_layer"), L, terms.where)), skip=GPT2_BUFFERS, show=terms.tensor)
     t = gpt2_tensors(L, tn, transpose=conv1d, bias=True)
     cfg = gpt2_cfg(d_, hidden, L, H, V, S, GPT2_ACTIVATIONS[act], float(c.get("layer_norm_epsilon", 1e-5)),
                    bias=True)
@@ -152,7 +166,7 @@ def rope_rows(n_heads, head_dim, rope_dims):
     return (np.arange(n_heads)[:, None] * head_dim + idx[None, :]).reshape(-1)
 
 
-def rope_scaling_fields(cpath, rs, where):
+def rope_scaling_fields(cpath, rs, where, terms=HF_TERMS):
     """The header's RoPE scaling fields from a config's scaling object (where: its key, for
     messages); {} for none. A kind of scaling the format lacks is refused by name."""
     if rs is None:
@@ -166,20 +180,22 @@ def rope_scaling_fields(cpath, rs, where):
         raise Bad(cpath, "%s rope_type %r is not supported by this build (supported: default, %s)"
                   % (where, kind, ", ".join(ROPE_SCALINGS)))
     code, keys = ROPE_SCALINGS[kind]
-    v = {k: number(cpath, "%s %s" % (where, k), rs.get(k), integer=k.startswith("original")) for k in keys}
+    name = {k: terms.key("%s %s" % (where, k)) for k in keys}
+    v = {k: number(cpath, name[k], rs.get(k, MISSING), integer=k.startswith("original")) for k in keys}
     if v["factor"] < 1:
-        raise Bad(cpath, "%s factor %s is below 1, which this build does not support" % (where, rs["factor"]))
+        raise Bad(cpath, "%s %s is below 1, which this build does not support" % (name["factor"], rs["factor"]))
     f = dict(rope_scaling=code, rope_factor=v["factor"])
     if kind == "llama3":
         if not v["low_freq_factor"] < v["high_freq_factor"]:
-            raise Bad(cpath, "%s low_freq_factor %s is not below high_freq_factor %s, which this build needs"
-                      % (where, rs["low_freq_factor"], rs["high_freq_factor"]))
+            raise Bad(cpath, "%s %s is not below %s %s, which this build needs"
+                      % (name["low_freq_factor"], rs["low_freq_factor"], name["high_freq_factor"],
+                         rs["high_freq_factor"]))
         f.update(rope_low_freq_factor=v["low_freq_factor"], rope_high_freq_factor=v["high_freq_factor"],
                  rope_original_ctx=v["original_max_position_embeddings"])
     return f
 
 
-def hf_rope(cpath, c, fam):
+def hf_rope(cpath, c, fam, terms=HF_TERMS):
     """(rope_theta, the scaling fields, the local layers' RoPE base) as Hugging Face reads them:
     rope_theta, rope_scaling and Gemma 3's rope_local_base_freq, or transformers 5's
     rope_parameters (for Gemma 3, one object per kind of layer). The local base is None for a
@@ -189,7 +205,7 @@ def hf_rope(cpath, c, fam):
     base = setting(c, fam, "rope_theta")
     local_base = setting(c, fam, "rope_local_base_freq") if local else None
     if rp is None:
-        glob, scaling = base, rope_scaling_fields(cpath, rs, "rope_scaling")
+        glob, scaling = base, rope_scaling_fields(cpath, rs, "rope_scaling", terms)
     else:
         if rs is not None:
             raise Bad(cpath, "has both rope_scaling and rope_parameters; which one Hugging Face uses depends on "
@@ -206,18 +222,19 @@ def hf_rope(cpath, c, fam):
             full = rp
         glob = full.get("rope_theta", base) if isinstance(full, dict) else base
         scaling = rope_scaling_fields(cpath, full, "rope_parameters" + (" full_attention" if local else ""))
-    return (number(cpath, "rope_theta", glob), scaling,
-            None if local_base is None else number(cpath, "rope_local_base_freq", local_base))
+    return (number(cpath, terms.key("rope_theta"), glob), scaling,
+            None if local_base is None else number(cpath, terms.key("rope_local_base_freq"), local_base))
 
 
-def gemma_layer_pattern(cpath, c, L):
+def gemma_layer_pattern(cpath, c, L, terms=HF_TERMS):
     """P such that layer l is global when (l + 1) % P == 0 and local otherwise, from Gemma 3's
     layer_types, or when it has none from sliding_window_pattern (6 if absent), as
     Gemma3TextConfig does; 0 when every layer is global. A layer_types list that is no such
     pattern, and a pattern key that contradicts what Hugging Face uses, are refused."""
     def kinds(p):
         return ["full_attention" if p and (i + 1) % p == 0 else "sliding_attention" for i in range(L)]
-    keys = {k: number(cpath, k, c[k], integer=True) for k in ("sliding_window_pattern", "_sliding_window_pattern")
+    keys = {k: number(cpath, terms.key(k), c[k], integer=True) for k in ("sliding_window_pattern",
+                                                                          "_sliding_window_pattern")
             if c.get(k) is not None}
     types = c.get("layer_types")
     if types is None:
@@ -228,12 +245,13 @@ def gemma_layer_pattern(cpath, c, L):
         types = kinds(p)
     else:
         if not isinstance(types, list) or len(types) != L or not set(types) <= {"full_attention", "sliding_attention"}:
-            raise Bad(cpath, "layer_types must list full_attention or sliding_attention for each of the %d layers" % L)
+            raise Bad(cpath, "%s must list full_attention or sliding_attention for each of the %d layers"
+                      % (terms.key("layer_types"), L))
         first = types.index("full_attention") + 1 if "full_attention" in types else None
         p = first or min(keys.values(), default=L + 1)
         if types != kinds(p):
-            raise Bad(cpath, "layer_types %s is not a global layer every P layers, the only pattern this build "
-                      "supports" % listing(types, 8))
+            raise Bad(cpath, "%s %s is not a global layer every P layers, the only pattern this build "
+                      "supports" % (terms.key("layer_types"), listing(types, 8)))
         for k, v in keys.items():
             if kinds(v) != types:
                 raise Bad(cpath, "layer_types and %s %d describe different layers" % (k, v))
@@ -260,34 +278,37 @@ HF_DECODER_BIASES = {mf.BIAS_QKV: dict(bq=("self_attn.q_proj.bias", "q"), bk=("s
 HF_TOKENIZER_HINT = "the model's tokenizer.json, or vocab.json with merges.txt beside it"
 
 
-def read_hf_decoder(d, cpath, c, sd=None):
+def read_hf_decoder(d, cpath, c, sd=None, terms=HF_TERMS, biases=None):
     """A Hugging Face Llama, Mistral, Qwen2, Qwen3 or Gemma 3 (text) directory. Each key is read
     as the family's configuration_*.py and modeling_*.py read it; a value they would act on
-    that this build cannot reproduce is refused by name. sd: the weights, if not d's (GGUF)."""
+    that this build cannot reproduce is refused by name. sd: the weights, if not d's (GGUF);
+    terms: how messages name its keys and tensors; biases: its bias_flags, if not what
+    config.json's attention_bias and mlp_bias say (a GGUF's: the biases the file holds)."""
+    k = terms.key
     mt = c["model_type"]
     fam, gemma = HF_DECODERS[mt], mt == "gemma3_text"
     archs = c.get("architectures")
     if archs is not None and archs != [fam["cls"]]:
         raise Bad(cpath, "architectures %s is not supported by this build (model_type %s: %s)"
                   % (json.dumps(archs), mt, fam["cls"]))
-    for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
-        conf(cpath, c, k)
-    dim, hidden, L, H, V = (number(cpath, k, c[k], integer=True) for k in (
+    for key in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
+        conf(cpath, c, key)
+    dim, hidden, L, H, V = (number(cpath, k(key), c[key], integer=True) for key in (
         "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size"))
     kv, hd = setting(c, fam, "num_key_value_heads"), setting(c, fam, "head_dim")
-    KV = H if kv is None else number(cpath, "num_key_value_heads", kv, integer=True)
-    hd = dim // H if hd is None else number(cpath, "head_dim", hd, integer=True)
-    S = number(cpath, "max_position_embeddings", setting(c, fam, "max_position_embeddings"), integer=True)
-    eps = number(cpath, "rms_norm_eps", setting(c, fam, "rms_norm_eps"))
+    KV = H if kv is None else number(cpath, k("num_key_value_heads"), kv, integer=True)
+    hd = dim // H if hd is None else number(cpath, k("head_dim"), hd, integer=True)
+    S = number(cpath, k("max_position_embeddings"), setting(c, fam, "max_position_embeddings"), integer=True)
+    eps = number(cpath, k("rms_norm_eps"), setting(c, fam, "rms_norm_eps"))
     if H % KV:
-        raise Bad(cpath, "num_key_value_heads %d does not divide num_attention_heads %d" % (KV, H))
+        raise Bad(cpath, "%s %d does not divide %s %d" % (k("num_key_value_heads"), KV, k("num_attention_heads"), H))
     act_key = "hidden_activation" if gemma else "hidden_act"
     act = setting(c, fam, act_key)
     acts = GELU_TANH_NAMES if gemma else ("silu", "swish")
     if act not in acts:
         raise Bad(cpath, "%s %s is not supported by this build (model_type %s: %s)"
                   % (act_key, json.dumps(act), mt, " or ".join(acts)))
-    theta, scaling, local_theta = hf_rope(cpath, c, fam)
+    theta, scaling, local_theta = hf_rope(cpath, c, fam, terms)
     cfg = dict(scaling, dim=dim, hidden_dim=hidden, n_layers=L, n_heads=H, n_kv_heads=KV, head_dim=hd,
                vocab_size=V, seq_len=S, rope_theta=theta, norm_eps=eps)
     if mt in ("qwen2", "qwen3"):
@@ -296,46 +317,50 @@ def read_hf_decoder(d, cpath, c, sd=None):
             raise Bad(cpath, "%s is not supported by this build (sliding-window attention on model_type %s)"
                       % ("use_sliding_window true" if c.get("use_sliding_window") else "layer_types with "
                          "sliding_attention", mt))
-    desc = "Hugging Face %s directory" % mt
+    desc, context = "Hugging Face %s directory" % mt, None
     if mt == "mistral":
         window = setting(c, fam, "sliding_window")
-        if window is not None and number(cpath, "sliding_window", window, integer=True) < S:
-            # every layer attends to the window: within it, to everything, as the file's layers do
-            cfg["seq_len"] = int(window)
-            desc += " (context cut to its sliding_window %d)" % window
+        if window is not None:
+            # every layer is local: global_every past the last layer
+            window = number(cpath, "sliding_window", window, integer=True)
+            cfg.update(sliding_window=window, global_every=L + 1, rope_local_theta=theta)
+            context = mistral_context(cpath, window)
     if gemma:
-        for k in ("final_logit_softcapping", "attn_logit_softcapping"):
-            if c.get(k) is not None:
-                raise Bad(cpath, "%s %s is not supported by this build" % (k, json.dumps(c[k])))
+        for key in ("final_logit_softcapping", "attn_logit_softcapping"):
+            if c.get(key) is not None:
+                raise Bad(cpath, "%s %s is not supported by this build" % (k(key), json.dumps(c[key])))
         if c.get("use_bidirectional_attention"):
             raise Bad(cpath, "use_bidirectional_attention true is not supported by this build (causal attention only)")
-        every = gemma_layer_pattern(cpath, c, L)
+        every = gemma_layer_pattern(cpath, c, L, terms)
         if every:
             window = setting(c, fam, "sliding_window")
             if window is None:
                 raise Bad(cpath, "sliding_window is null, but some layers are sliding_attention")
-            cfg.update(sliding_window=number(cpath, "sliding_window", window, integer=True), global_every=every,
+            cfg.update(sliding_window=number(cpath, k("sliding_window"), window, integer=True), global_every=every,
                        rope_local_theta=local_theta)
-        scalar = number(cpath, "query_pre_attn_scalar", setting(c, fam, "query_pre_attn_scalar"))
+        scalar = number(cpath, k("query_pre_attn_scalar"), setting(c, fam, "query_pre_attn_scalar"))
         # Gemma3TextScaledWordEmbedding multiplies by hidden_size ** 0.5 held in float32, as the file does
         cfg.update(ffn_kind=mf.FFN_GEGLU_TANH, embed_scale=dim ** 0.5, attn_scale=scalar ** -0.5,
                    arch_flags=mf.ARCH_NORM_PLUS_ONE | mf.ARCH_OUT_NORMS)
     if fam.get("qk_norm"):
         cfg["arch_flags"] = cfg.get("arch_flags", 0) | mf.ARCH_QK_NORM
-    rope_dims = int(hd * number(cpath, "partial_rotary_factor", c.get("partial_rotary_factor", 1.0)))
-    cfg["rope_dims"] = rope_dims = rope_dims - rope_dims % 2
+    rope_dims = int(hd * number(cpath, k("partial_rotary_factor"), c.get("partial_rotary_factor", 1.0)))
+    if rope_dims % 2 or not 2 <= rope_dims <= hd:  # RoPE turns pairs
+        raise Bad(cpath, "%s gives RoPE %d of a head's %d dimensions; it needs an even number from 2 to %d"
+                  % (k("partial_rotary_factor"), rope_dims, hd, hd))
+    cfg["rope_dims"] = rope_dims
     bias = fam.get("always", 0)
-    for k in ("attention_bias", "mlp_bias"):
-        if c.get(k):
-            bias |= fam.get(k, 0)
-    cfg["bias_flags"] = bias
-    dims = {"d": (dim, "hidden_size %d" % dim), "h": (hidden, "intermediate_size %d" % hidden),
-            "q": (H * hd, "num_attention_heads %d x head_dim %d" % (H, hd)),
-            "k": (KV * hd, "num_key_value_heads %d x head_dim %d" % (KV, hd)), "V": (V, "vocab_size %d" % V),
-            "e": (hd, "head_dim %d" % hd)}
+    for key in ("attention_bias", "mlp_bias"):
+        if c.get(key):
+            bias |= fam.get(key, 0)
+    cfg["bias_flags"] = bias = bias if biases is None else biases
+    dims = {"d": (dim, "%s %d" % (k("hidden_size"), dim)), "h": (hidden, "%s %d" % (k("intermediate_size"), hidden)),
+            "q": (H * hd, "%s %d x %s %d" % (k("num_attention_heads"), H, k("head_dim"), hd)),
+            "k": (KV * hd, "%s %d x %s %d" % (k("num_key_value_heads"), KV, k("head_dim"), hd)),
+            "V": (V, "%s %d" % (k("vocab_size"), V)), "e": (hd, "%s %d" % (k("head_dim"), hd))}
     sd = read_hf_weights(d) if sd is None else sd
-    tn = Tensors(d, sd, dims, ("model.layers.%d.", L, "num_hidden_layers %d in config.json" % L),
-                 skip=("rotary_emb.inv_freq",))
+    tn = Tensors(d, sd, dims, ("model.layers.%d.", L, "%s %d%s" % (k("num_hidden_layers"), L, terms.where)),
+                 skip=("rotary_emb.inv_freq",), show=terms.tensor)
     names = dict(HF_DECODER_LAYER, **(HF_GEMMA3_NORMS if gemma else {}), **(HF_QK_NORMS if fam.get("qk_norm") else {}))
     for flag, more in HF_DECODER_BIASES.items():
         if bias & flag:
@@ -352,6 +377,23 @@ def read_hf_decoder(d, cpath, c, sd=None):
             t[q + ours] = w.view(lambda a, r=rows[ours]: a[r]) if ours in rows else w
     tied = classifier(tn, "lm_head.weight", t, bool(setting(c, fam, "tie_word_embeddings")))
     cfg["tied_classifier"] = int(tied)
-    biases = "attention_bias %s, mlp_bias %s, model_type %s in config.json" % (
-        json.dumps(bool(c.get("attention_bias"))), json.dumps(bool(c.get("mlp_bias"))), mt)
-    return Source(cfg, t, desc, skipped=tn.finish(biases), tok_hint=HF_TOKENIZER_HINT)
+    # the keys that bring biases, for a message on unused ones (a GGUF's are the ones it holds)
+    said = "attention_bias %s, mlp_bias %s, model_type %s in config.json" % (
+        json.dumps(bool(c.get("attention_bias"))), json.dumps(bool(c.get("mlp_bias"))), mt) if biases is None else None
+    return Source(cfg, t, desc, skipped=tn.finish(said), tok_hint=HF_TOKENIZER_HINT, context=context)
+
+
+def mistral_context(cpath, window):
+    """Source.context for a Mistral, every layer of which attends to its last `window` positions:
+    at a context no longer than the window, the window changes nothing and is not stored (the
+    layers are then global, their RoPE scaled as rope_scaling says); at a longer one every layer
+    is local, and a local layer's RoPE is never scaled, so rope_scaling is refused."""
+    def fit(cfg, seq_len):
+        if window >= seq_len:
+            return dict(cfg, sliding_window=0, global_every=0, rope_local_theta=0.0)
+        if cfg.get("rope_scaling"):
+            raise Bad(cpath, "rope_scaling with sliding_window %d below the context %d: every layer is then local, "
+                      "and this build scales only global layers' RoPE (--seq-len %d or less converts it without "
+                      "the window)" % (window, seq_len, window))
+        return cfg
+    return fit

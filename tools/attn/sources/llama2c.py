@@ -6,8 +6,12 @@ import struct
 import numpy as np
 
 from attn.errors import Bad
-from attn.tensors import Source, Tensors, classifier, strip_prefix
+from attn.tensors import Source, Tensors, classifier, known_args, strip_prefix
 from attn.weights import Q8Stored, q8_0_choice
+
+# llama2.c model.py's ModelArgs (dropout acts only in training)
+LLAMA2C_ARGS = ("dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size", "hidden_dim", "multiple_of", "norm_eps",
+                "max_seq_len", "dropout")
 
 
 # ---- llama2.c ----
@@ -146,6 +150,7 @@ def read_llama2c_ak42(path, data):
 
 def read_llama2c_pt(path, ck):
     a = ck["model_args"]
+    known_args(path, a, LLAMA2C_ARGS, "llama2.c's ModelArgs")
     sd = strip_prefix(ck["model"], "_orig_mod.")
     try:
         dim, L, H, V, S = (int(a[k]) for k in ("dim", "n_layers", "n_heads", "vocab_size", "max_seq_len"))

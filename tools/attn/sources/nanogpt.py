@@ -4,13 +4,17 @@
 from attn import modelfile as mf
 from attn.errors import Bad
 from attn.sources.gpt2 import GPT2_BUFFERS, gpt2_cfg, gpt2_dims, gpt2_tensors
-from attn.tensors import Source, Tensors, classifier, strip_prefix
+from attn.tensors import Source, Tensors, classifier, known_args, strip_prefix
+
+# nanoGPT model.py's GPTConfig (dropout acts only in training)
+NANOGPT_ARGS = ("block_size", "vocab_size", "n_layer", "n_head", "n_embd", "dropout", "bias")
 
 
 # ---- nanoGPT and this tool's own export ----
 
 def read_nanogpt(path, ck):
     a = ck["model_args"]
+    known_args(path, a, NANOGPT_ARGS, "nanoGPT's GPTConfig")
     sd = strip_prefix(strip_prefix(ck["model"], "_orig_mod."), "transformer.")
     try:
         L, H, d, S, V = (int(a[k]) for k in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size"))
