@@ -1,0 +1,354 @@
+"""Quantise float32 rows into llama.cpp's block types, the bytes GGUF stores:
+
+  quantize_rows(x, "Q4_K")      # float32 [rows, cols] -> uint8 [rows, cols / 256 * 144]
+
+Each type follows ggml's reference quantiser, the one llama-quantize runs when it has no importance
+matrix (ggml/src/ggml-quants.c, llama.cpp commit c392e5094deaf2d1a7c18683214f007fad3fe42b):
+  Q4_0 Q5_0 Q8_0  a float16 scale per 32 from the value of largest magnitude (quantize_row_*_ref)
+  Q4_1 Q5_1       a float16 scale and minimum per 32 from the smallest and largest values
+  Q2_K Q4_K Q5_K  a scale and a minimum per sub-block (16 or 32 values) chosen by make_qkx2_quants's
+                  search: 15 or 20 trial scales around the range's, each refitted by weighted least
+                  squares, the best by weighted error (absolute error for Q2_K); the sub-block
+                  scales then quantised to 4 or 6 bits against the block's largest
+  Q3_K            make_q3_quants: a scale per 16, its integers improved coordinate by coordinate
+                  (up to 5 sweeps) under weights x^2
+  Q6_K            make_qx_quants: a scale per 16, the best of 19 trial scales under weights x^2
+Every step is ggml's in float32, in its order (sums run sequentially, rounding half to even as
+its nearest_int, or as C's casts and roundf where ggml uses them), vectorised over blocks: the
+bytes equal llama.cpp's for all but blocks where its compiler's fused multiply-adds round a sum
+differently (docs/KERNELS.md gives the counts). Not implemented: the importance-matrix variants
+(quantize_row_*_impl, make_qkx3_quants), which llama-quantize uses only with --imatrix.
+
+mix_types says which type llama-quantize gives each matrix for a file type such as Q4_K_M
+(src/llama-quant.cpp's llama_tensor_get_type at the same commit).
+"""
+import numpy as np
+
+from attn import gguf_file
+
+QK_K = 256
+GROUP_MAX_EPS = np.float32(1e-15)
+F32 = np.float32
+
+
+# ---- ggml's scalar steps, elementwise over float32 arrays ----
+
+def nearest(v):
+    """ggml's nearest_int: round half to even (its 1.5 * 2^23 trick), as int32."""
+    return np.rint(v).astype(np.int32)
+
+
+def seqsum(a):
+    """The sum over the last axis in float32, first to last, as ggml's loops add."""
+    return np.cumsum(a, axis=-1, dtype=np.float32)[..., -1]
+
+
+def f16(v):
+    """(the float16 bytes of v [n], v rounded to float16 and widened back) as ggml stores d."""
+    h = np.asarray(v, np.float32).astype(np.float16)
+    return h.reshape(-1, 1).view(np.uint8), h.astype(np.float32)
+
+
+def inverse(d):
+    """1/d where d != 0, else 0, as ggml's `d ? 1.0f/d : 0.0f`."""
+    with np.errstate(divide="ignore"):
+        return np.where(d == 0, F32(0), F32(1) / d).astype(np.float32)
+
+
+def signed_max(x):
+    """The value of largest magnitude per row (the first on ties) and that magnitude."""
+    i = np.abs(x).argmax(axis=-1)[..., None]
+    m = np.take_along_axis(x, i, axis=-1)[..., 0]
+    return m, np.abs(m)
+
+
+def pack_nibbles(q):
+    """[n, 32] values 0..15 -> [n, 16] bytes: value j in the low nibble of byte j, j+16 in the high."""
+    return (q[:, :16] | (q[:, 16:] << 4)).astype(np.uint8)
+
+
+def fifth_bits(q):
+    """[n, 32] 5-bit values -> [n, 4] bytes: bit j of the little-endian uint32 is value j's fifth bit."""
+    bits = ((q >> 4) & 1).astype(np.uint32) << np.arange(32, dtype=np.uint32)
+    return bits.sum(axis=1, dtype=np.uint32).astype("<u4").reshape(-1, 1).view(np.uint8)
+
+
+def pack_2bit(L):
+    """[n, 256] values 0..3 -> [n, 64] bytes: byte 32h + l holds values 128h + l + 32k at bits 2k."""
+    q = L.reshape(-1, 2, 4, 32).astype(np.uint8)
+    return (q[:, :, 0] | (q[:, :, 1] << 2) | (q[:, :, 2] << 4) | (q[:, :, 3] << 6)).reshape(-1, 64)
+
+
+# ---- the simple types: one scale (and minimum) per 32 ----
+
+def _q4_0(x):
+    big, _ = signed_max(x)
+    d = big / F32(-8)
+    q = np.minimum(15, np.trunc(x * inverse(d)[:, None] + F32(8.5))).astype(np.uint8)  # (int8_t) cast
+    return np.concatenate([f16(d)[0], pack_nibbles(q)], axis=1)
+
+
+def _q5_0(x):
+    big, _ = signed_max(x)
+    d = big / F32(-16)
+    q = np.minimum(31, np.trunc(x * inverse(d)[:, None] + F32(16.5))).astype(np.uint8)
+    return np.concatenate([f16(d)[0], fifth_bits(q), pack_nibbles(q & 15)], axis=1)
+
+
+def _min_max(x, levels):
+    lo, hi = x.min(axis=1), x.max(axis=1)
+    d = (hi - lo) / F32(levels)
+    return lo, d, (x - lo[:, None]) * inverse(d)[:, None] + F32(0.5)
+
+
+def _q4_1(x):
+    lo, d, v = _min_max(x, 15)
+    q = np.minimum(15, np.trunc(v)).astype(np.uint8)
+    return np.concatenate([f16(d)[0], f16(lo)[0], pack_nibbles(q)], axis=1)
+
+
+def _q5_1(x):
+    lo, d, v = _min_max(x, 31)
+    q = np.trunc(v).astype(np.uint8)  # ggml's (uint8_t) cast, no clamp
+    return np.concatenate([f16(d)[0], f16(lo)[0], fifth_bits(q), pack_nibbles(q & 15)], axis=1)
+
+
+def _q8_0(x):
+    d = np.abs(x).max(axis=1) / F32(127)
+    v = x * inverse(d)[:, None]
+    q = (np.sign(v) * np.floor(np.abs(v) + F32(0.5))).astype(np.int8)  # roundf: half away from zero
+    return np.concatenate([f16(d)[0], q.view(np.uint8)], axis=1)
+
+
+# ---- the searches of the K types, over sub-blocks x [m, n] ----
+
+def make_qx_quants(x, nmax):
+    """(scale [m], L [m, n] in 0..2 nmax - 1): make_qx_quants with rmse_type 1 (weights x^2)."""
+    big, amax = signed_max(x)
+    zero = amax < GROUP_MAX_EPS
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w = x * x
+
+        def trial(iscale):
+            l = np.clip(nearest(iscale[:, None] * x), -nmax, nmax - 1).astype(np.float32)
+            return l, seqsum(w * x * l), seqsum(w * l * l)
+        l, sumlx, suml2 = trial(F32(-nmax) / big)
+        scale = np.where(suml2 != 0, sumlx / suml2, F32(0)).astype(np.float32)
+        best = scale * sumlx
+        for step in range(-9, 10):
+            if step == 0:
+                continue
+            lt, slx, sl2 = trial(-(F32(nmax) + F32(0.1) * F32(step)) / big)
+            better = (sl2 > 0) & (slx * slx > best * sl2)
+            l = np.where(better[:, None], lt, l)
+            scale = np.where(better, slx / sl2, scale).astype(np.float32)
+            best = np.where(better, scale * slx, best).astype(np.float32)
+    L = np.where(zero[:, None], 0, l.astype(np.int32) + nmax)
+    return np.where(zero, F32(0), scale), L
+
+
+def make_q3_quants(x, nmax):
+    """(scale [m], L [m, n] in 0..2 nmax - 1): make_q3_quants with do_rmse, its sweeps one
+    coordinate at a time as ggml's, every sub-block at once."""
+    big, amax = signed_max(x)
+    zero = amax < GROUP_MAX_EPS
+    with np.errstate(divide="ignore", invalid="ignore"):
+        L = np.clip(nearest((F32(-nmax) / big)[:, None] * x), -nmax, nmax - 1).astype(np.float32)
+        w = x * x
+        sumlx, suml2 = seqsum(w * x * L), seqsum(w * L * L)
+        for _ in range(5):  # a sweep that changes nothing leaves the next one nothing to change
+            for i in range(x.shape[1]):
+                xi, wi, li = x[:, i], w[:, i], L[:, i]
+                slx = sumlx - wi * xi * li
+                sl2 = suml2 - wi * li * li
+                new = np.clip(nearest(xi * sl2 / slx), -nmax, nmax - 1).astype(np.float32)
+                slx2 = slx + wi * xi * new
+                sl22 = sl2 + wi * new * new
+                take = (slx > 0) & (new != li) & (sl22 > 0) & (slx2 * slx2 * suml2 > sumlx * sumlx * sl22)
+                L[:, i] = np.where(take, new, li)
+                sumlx = np.where(take, slx2, sumlx)
+                suml2 = np.where(take, sl22, suml2)
+        scale = sumlx / suml2
+    L = np.where(zero[:, None], 0, L.astype(np.int32) + nmax)
+    return np.where(zero, F32(0), scale).astype(np.float32), L
+
+
+def make_qkx2_quants(x, w, nmax, rmin, rdelta, nstep, use_mad):
+    """(scale [m], -min [m], L [m, n] in 0..nmax): make_qkx2_quants, an affine fit per sub-block
+    searched over nstep + 1 trial scales, each refitted by weighted least squares."""
+    lo = np.minimum(x.min(axis=1), F32(0))
+    hi = x.max(axis=1)
+    flat = hi == lo
+    sum_w = seqsum(w)
+    sum_x = seqsum(w * x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        def levels(iscale, mn):
+            return np.clip(nearest(iscale[:, None] * (x - mn[:, None])), 0, nmax).astype(np.float32)
+
+        def error(scale, mn, L):
+            diff = scale[:, None] * L + mn[:, None] - x
+            return seqsum(w * (np.abs(diff) if use_mad else diff * diff))
+        iscale = F32(nmax) / (hi - lo)
+        scale = F32(1) / iscale
+        L = levels(iscale, lo)
+        best = error(scale, lo, L)
+        mn = lo
+        for step in range(nstep + 1):  # each trial from the best minimum so far, as ggml's loop
+            Lt = levels((F32(rmin) + F32(rdelta) * F32(step) + F32(nmax)) / (hi - mn), mn)
+            sum_l, sum_l2, sum_xl = seqsum(w * Lt), seqsum(w * Lt * Lt), seqsum(w * Lt * x)
+            D = sum_w * sum_l2 - sum_l * sum_l
+            t_scale = (sum_w * sum_xl - sum_x * sum_l) / D
+            t_min = (sum_l2 * sum_x - sum_l * sum_xl) / D
+            positive = t_min > 0
+            t_min = np.where(positive, F32(0), t_min)
+            t_scale = np.where(positive, sum_xl / sum_l2, t_scale)
+            mad = error(t_scale, t_min, Lt)
+            better = (D > 0) & (mad < best)
+            L = np.where(better[:, None], Lt, L)
+            best = np.where(better, mad, best)
+            scale = np.where(better, t_scale, scale)
+            mn = np.where(better, t_min, mn)
+    scale = np.where(flat, F32(0), scale).astype(np.float32)
+    L = np.where(flat[:, None], 0, L).astype(np.int32)
+    return scale, (-mn).astype(np.float32), L
+
+
+# ---- the K types: blocks x [n, 256] ----
+
+def _requantize(x, d, dm, L, top):
+    """ggml's second pass: each value again from the stored sub-block scale d [n, s] and minimum
+    dm (None: symmetric, then L's offset is -top // 2), where d != 0; elsewhere L stays."""
+    n, s = d.shape
+    xs = x.reshape(n, s, -1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if dm is None:
+            again = np.clip(nearest(xs / d[:, :, None]), -(top + 1) // 2, top // 2) + (top + 1) // 2
+        else:
+            again = np.clip(nearest((xs + dm[:, :, None]) / d[:, :, None]), 0, top)
+    return np.where((d != 0)[:, :, None], again, L.reshape(n, s, -1)).reshape(n, QK_K)
+
+
+def _k_scale_bytes(ls, lm):
+    """Q4_K/Q5_K's 12 bytes of 6-bit sub-block scales and minimums [n, 8]."""
+    ls, lm = ls.astype(np.uint8), lm.astype(np.uint8)
+    out = np.zeros((len(ls), 12), np.uint8)
+    out[:, 0:4] = ls[:, :4] | ((ls[:, 4:] >> 4) << 6)
+    out[:, 4:8] = lm[:, :4] | ((lm[:, 4:] >> 4) << 6)
+    out[:, 8:12] = (ls[:, 4:] & 15) | ((lm[:, 4:] & 15) << 4)
+    return out
+
+
+def _affine_k(x, nmax, rmin, nstep):
+    """Q4_K and Q5_K's common part: (d, dmin bytes, scale bytes, L [n, 256] in 0..nmax)."""
+    n = len(x)
+    sub = x.reshape(n * 8, 32)
+    av = np.sqrt(seqsum(sub * sub) / F32(32))
+    scales, mins, L = make_qkx2_quants(sub, av[:, None] + np.abs(sub), nmax, rmin, 0.1, nstep, False)
+    scales, mins = scales.reshape(n, 8), mins.reshape(n, 8)
+    max_scale = np.maximum(scales.max(axis=1), F32(0))
+    max_min = np.maximum(mins.max(axis=1), F32(0))
+    with np.errstate(divide="ignore"):
+        inv_scale = np.where(max_scale > 0, F32(63) / max_scale, F32(0)).astype(np.float32)
+        inv_min = np.where(max_min > 0, F32(63) / max_min, F32(0)).astype(np.float32)
+    ls = np.minimum(63, nearest(inv_scale[:, None] * scales).astype(np.uint8))
+    lm = np.minimum(63, nearest(inv_min[:, None] * mins).astype(np.uint8))
+    d_bytes, d = f16(max_scale / F32(63))
+    m_bytes, dmin = f16(max_min / F32(63))
+    L = _requantize(x, d[:, None] * ls, dmin[:, None] * lm, L, nmax)
+    return d_bytes, m_bytes, _k_scale_bytes(ls, lm), L
+
+
+def _low_high_nibbles(L):
+    """[n, 256] -> [n, 128]: each 64 values as 32 bytes, the first 32 in the low nibbles."""
+    q = (L & 15).astype(np.uint8).reshape(-1, 4, 2, 32)
+    return (q[:, :, 0] | (q[:, :, 1] << 4)).reshape(-1, 128)
+
+
+def _q4_k(x):
+    d, dmin, sc, L = _affine_k(x, 15, -1.0, 20)
+    return np.concatenate([d, dmin, sc, _low_high_nibbles(L)], axis=1)
+
+
+def _q5_k(x):
+    d, dmin, sc, L = _affine_k(x, 31, -0.5, 15)
+    high = (L >> 4).astype(np.uint8).reshape(-1, 8, 32)  # sub-block i's fifth bits are bit i of qh
+    qh = np.bitwise_or.reduce(high << np.arange(8, dtype=np.uint8)[None, :, None], axis=1)
+    return np.concatenate([d, dmin, sc, qh, _low_high_nibbles(L)], axis=1)
+
+
+def _q2_k(x):
+    n = len(x)
+    sub = x.reshape(n * 16, 16)
+    scales, mins, L = make_qkx2_quants(sub, np.abs(sub), 3, -0.5, 0.1, 15, True)
+    scales, mins = scales.reshape(n, 16), mins.reshape(n, 16)
+    max_scale = np.maximum(scales.max(axis=1), F32(0))
+    max_min = np.maximum(mins.max(axis=1), F32(0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ls = np.where((max_scale > 0)[:, None], nearest((F32(15) / max_scale)[:, None] * scales), 0)
+        lm = np.where((max_min > 0)[:, None], nearest((F32(15) / max_min)[:, None] * mins), 0)
+    sc = (ls.astype(np.uint8) | (lm.astype(np.uint8) << 4)).astype(np.uint8)
+    d_bytes, d = f16(np.where(max_scale > 0, max_scale / F32(15), F32(0)))
+    m_bytes, dmin = f16(np.where(max_min > 0, max_min / F32(15), F32(0)))
+    L = _requantize(x, d[:, None] * (sc & 15), dmin[:, None] * (sc >> 4), L, 3)
+    return np.concatenate([sc, pack_2bit(L), d_bytes, m_bytes], axis=1)
+
+
+def _q3_k(x):
+    n = len(x)
+    scales, L = make_q3_quants(x.reshape(n * 16, 16), 4)
+    scales = scales.reshape(n, 16)
+    big, _ = signed_max(scales)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iscale = F32(-32) / big
+        l = np.clip(nearest(iscale[:, None] * scales), -32, 31) + 32
+    l = np.where((big != 0)[:, None], l, 0).astype(np.uint8)
+    sc = np.zeros((n, 12), np.uint8)
+    sc[:, :8] = (l[:, :8] & 15) | ((l[:, 8:] & 15) << 4)
+    top = (l >> 4).reshape(n, 4, 4)  # scale j's top two bits: byte 8 + j % 4, bits 2 (j // 4)
+    sc[:, 8:] = top[:, 0] | (top[:, 1] << 2) | (top[:, 2] << 4) | (top[:, 3] << 6)
+    d_bytes, d = f16(np.where(big != 0, F32(1) / iscale, F32(0)))
+    L = _requantize(x, d[:, None] * (l.astype(np.float32) - F32(32)), None, L, 7)
+    hmask = np.bitwise_or.reduce((L > 3).astype(np.uint8).reshape(n, 8, 32) << np.arange(8, dtype=np.uint8)[None, :, None],
+                                 axis=1)
+    return np.concatenate([hmask, pack_2bit(np.where(L > 3, L - 4, L)), sc, d_bytes], axis=1)
+
+
+def _q6_k(x):
+    n = len(x)
+    scales, L = make_qx_quants(x.reshape(n * 16, 16), 32)
+    scales = scales.reshape(n, 16)
+    big, amax = signed_max(scales)
+    empty = amax < GROUP_MAX_EPS
+    with np.errstate(divide="ignore", invalid="ignore"):
+        iscale = F32(-128) / big
+        sc = np.minimum(127, nearest(iscale[:, None] * scales)).astype(np.int8)
+    d_bytes, d = f16(np.where(empty, F32(0), F32(1) / iscale))
+    sc = np.where(empty[:, None], 0, sc).astype(np.int8)
+    L = _requantize(x, d[:, None] * sc, None, L, 63)
+    L = np.where(empty[:, None], 0, L).astype(np.uint8).reshape(n, 2, 4, 32)  # halves of 128, quarters of 32
+    ql = np.concatenate([L[:, :, 0] & 15 | ((L[:, :, 2] & 15) << 4), L[:, :, 1] & 15 | ((L[:, :, 3] & 15) << 4)],
+                        axis=2)
+    hi = L >> 4
+    qh = hi[:, :, 0] | (hi[:, :, 1] << 2) | (hi[:, :, 2] << 4) | (hi[:, :, 3] << 6)
+    return np.concatenate([ql.reshape(n, 128), qh.reshape(n, 64), sc.view(np.uint8), d_bytes], axis=1)
+
+
+QUANTIZERS = {"Q4_0": _q4_0, "Q4_1": _q4_1, "Q5_0": _q5_0, "Q5_1": _q5_1, "Q8_0": _q8_0, "Q2_K": _q2_k,
+              "Q3_K": _q3_k, "Q4_K": _q4_k, "Q5_K": _q5_k, "Q6_K": _q6_k}
+CHUNK_BLOCKS = 1 << 11  # blocks per step: keeps the temporaries in cache-sized pieces
+
+
+def quantize_rows(x, type_name):
+    """float32 [rows, cols] -> that type's bytes, uint8 [rows, cols / block * block bytes], as a
+    GGUF stores a tensor of that shape. cols must be whole blocks (ValueError otherwise)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    rows, cols = x.shape
+    block, block_bytes = gguf_file.BLOCK_SIZES[gguf_file.TYPE_IDS[type_name]]
+    if cols % block:
+        raise ValueError("rows of %d values are not whole %s blocks of %d" % (cols, type_name, block))
+    blocks = x.reshape(-1, block)
+    out = np.empty((len(blocks), block_bytes), np.uint8)
+    step = max(1, CHUNK_BLOCKS * QK_K // block)
+    for i in range(0, len(blocks), step):
+        out[i:i + step] = QUANTIZERS[type_name](blocks[i:i + step])
+    return out.reshape(rows, cols // block * block_bytes)
