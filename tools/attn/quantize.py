@@ -38,11 +38,6 @@ def nearest(v):
     return np.rint(v).astype(np.int32)
 
 
-def seqsum(a):
-    """The sum over the last axis in float32, first to last, as ggml's loops add."""
-    return np.cumsum(a, axis=-1, dtype=np.float32)[..., -1]
-
-
 def f16(v):
     """(the float16 bytes of v [n], v rounded to float16 and widened back) as ggml stores d."""
     h = np.asarray(v, np.float32).astype(np.float16)
@@ -120,18 +115,27 @@ def _q8_0(x):
     return np.concatenate([f16(d)[0], q.view(np.uint8)], axis=1)
 
 
-# ---- the searches of the K types, over sub-blocks x [m, n] ----
+# ---- the searches of the K types ----
+# Each takes sub-blocks x [m, n] and works on them transposed, [n, m]: a sum over a sub-block is
+# then numpy's reduction over axis 0, which adds row after row, ggml's order, at vector speed.
+
+def colsum(a):
+    """The sum over axis 0 in float32, first row to last, as ggml's loops add."""
+    return np.add.reduce(a, axis=0, dtype=np.float32)
+
 
 def make_qx_quants(x, nmax):
     """(scale [m], L [m, n] in 0..2 nmax - 1): make_qx_quants with rmse_type 1 (weights x^2)."""
     big, amax = signed_max(x)
     zero = amax < GROUP_MAX_EPS
+    x = np.ascontiguousarray(x.T)
     with np.errstate(divide="ignore", invalid="ignore"):
         w = x * x
+        wx = w * x
 
         def trial(iscale):
-            l = np.clip(nearest(iscale[:, None] * x), -nmax, nmax - 1).astype(np.float32)
-            return l, seqsum(w * x * l), seqsum(w * l * l)
+            l = np.clip(nearest(iscale * x), -nmax, nmax - 1).astype(np.float32)
+            return l, colsum(wx * l), colsum(w * l * l)
         l, sumlx, suml2 = trial(F32(-nmax) / big)
         scale = np.where(suml2 != 0, sumlx / suml2, F32(0)).astype(np.float32)
         best = scale * sumlx
@@ -140,11 +144,11 @@ def make_qx_quants(x, nmax):
                 continue
             lt, slx, sl2 = trial(-(F32(nmax) + F32(0.1) * F32(step)) / big)
             better = (sl2 > 0) & (slx * slx > best * sl2)
-            l = np.where(better[:, None], lt, l)
+            np.copyto(l, lt, where=better)
             scale = np.where(better, slx / sl2, scale).astype(np.float32)
             best = np.where(better, scale * slx, best).astype(np.float32)
-    L = np.where(zero[:, None], 0, l.astype(np.int32) + nmax)
-    return np.where(zero, F32(0), scale), L
+    L = np.where(zero, 0, l.astype(np.int32) + nmax)
+    return np.where(zero, F32(0), scale), np.ascontiguousarray(L.T)
 
 
 def make_q3_quants(x, nmax):
@@ -152,25 +156,27 @@ def make_q3_quants(x, nmax):
     coordinate at a time as ggml's, every sub-block at once."""
     big, amax = signed_max(x)
     zero = amax < GROUP_MAX_EPS
+    x = np.ascontiguousarray(x.T)
     with np.errstate(divide="ignore", invalid="ignore"):
-        L = np.clip(nearest((F32(-nmax) / big)[:, None] * x), -nmax, nmax - 1).astype(np.float32)
+        L = np.clip(nearest((F32(-nmax) / big) * x), -nmax, nmax - 1).astype(np.float32)
         w = x * x
-        sumlx, suml2 = seqsum(w * x * L), seqsum(w * L * L)
+        wx = w * x
+        sumlx, suml2 = colsum(wx * L), colsum(w * L * L)
         for _ in range(5):  # a sweep that changes nothing leaves the next one nothing to change
-            for i in range(x.shape[1]):
-                xi, wi, li = x[:, i], w[:, i], L[:, i]
-                slx = sumlx - wi * xi * li
+            for i in range(len(x)):
+                xi, wi, wxi, li = x[i], w[i], wx[i], L[i]
+                slx = sumlx - wxi * li
                 sl2 = suml2 - wi * li * li
                 new = np.clip(nearest(xi * sl2 / slx), -nmax, nmax - 1).astype(np.float32)
-                slx2 = slx + wi * xi * new
+                slx2 = slx + wxi * new
                 sl22 = sl2 + wi * new * new
                 take = (slx > 0) & (new != li) & (sl22 > 0) & (slx2 * slx2 * suml2 > sumlx * sumlx * sl22)
-                L[:, i] = np.where(take, new, li)
+                L[i] = np.where(take, new, li)
                 sumlx = np.where(take, slx2, sumlx)
                 suml2 = np.where(take, sl22, suml2)
         scale = sumlx / suml2
-    L = np.where(zero[:, None], 0, L.astype(np.int32) + nmax)
-    return np.where(zero, F32(0), scale).astype(np.float32), L
+    L = np.where(zero, 0, L.astype(np.int32) + nmax)
+    return np.where(zero, F32(0), scale).astype(np.float32), np.ascontiguousarray(L.T)
 
 
 def make_qkx2_quants(x, w, nmax, rmin, rdelta, nstep, use_mad):
@@ -179,15 +185,16 @@ def make_qkx2_quants(x, w, nmax, rmin, rdelta, nstep, use_mad):
     lo = np.minimum(x.min(axis=1), F32(0))
     hi = x.max(axis=1)
     flat = hi == lo
-    sum_w = seqsum(w)
-    sum_x = seqsum(w * x)
+    x, w = np.ascontiguousarray(x.T), np.ascontiguousarray(w.T)
+    wx = w * x
+    sum_w, sum_x = colsum(w), colsum(wx)
     with np.errstate(divide="ignore", invalid="ignore"):
         def levels(iscale, mn):
-            return np.clip(nearest(iscale[:, None] * (x - mn[:, None])), 0, nmax).astype(np.float32)
+            return np.clip(nearest(iscale * (x - mn)), 0, nmax).astype(np.float32)
 
         def error(scale, mn, L):
-            diff = scale[:, None] * L + mn[:, None] - x
-            return seqsum(w * (np.abs(diff) if use_mad else diff * diff))
+            diff = scale * L + mn - x
+            return colsum(w * (np.abs(diff) if use_mad else diff * diff))
         iscale = F32(nmax) / (hi - lo)
         scale = F32(1) / iscale
         L = levels(iscale, lo)
@@ -195,7 +202,8 @@ def make_qkx2_quants(x, w, nmax, rmin, rdelta, nstep, use_mad):
         mn = lo
         for step in range(nstep + 1):  # each trial from the best minimum so far, as ggml's loop
             Lt = levels((F32(rmin) + F32(rdelta) * F32(step) + F32(nmax)) / (hi - mn), mn)
-            sum_l, sum_l2, sum_xl = seqsum(w * Lt), seqsum(w * Lt * Lt), seqsum(w * Lt * x)
+            wl = w * Lt
+            sum_l, sum_l2, sum_xl = colsum(wl), colsum(wl * Lt), colsum(wl * x)
             D = sum_w * sum_l2 - sum_l * sum_l
             t_scale = (sum_w * sum_xl - sum_x * sum_l) / D
             t_min = (sum_l2 * sum_x - sum_l * sum_xl) / D
@@ -204,13 +212,13 @@ def make_qkx2_quants(x, w, nmax, rmin, rdelta, nstep, use_mad):
             t_scale = np.where(positive, sum_xl / sum_l2, t_scale)
             mad = error(t_scale, t_min, Lt)
             better = (D > 0) & (mad < best)
-            L = np.where(better[:, None], Lt, L)
+            np.copyto(L, Lt, where=better)
             best = np.where(better, mad, best)
             scale = np.where(better, t_scale, scale)
             mn = np.where(better, t_min, mn)
     scale = np.where(flat, F32(0), scale).astype(np.float32)
-    L = np.where(flat[:, None], 0, L).astype(np.int32)
-    return scale, (-mn).astype(np.float32), L
+    L = np.where(flat, 0, L).astype(np.int32)
+    return scale, (-mn).astype(np.float32), np.ascontiguousarray(L.T)
 
 
 # ---- the K types: blocks x [n, 256] ----
@@ -242,7 +250,7 @@ def _affine_k(x, nmax, rmin, nstep):
     """Q4_K and Q5_K's common part: (d, dmin bytes, scale bytes, L [n, 256] in 0..nmax)."""
     n = len(x)
     sub = x.reshape(n * 8, 32)
-    av = np.sqrt(seqsum(sub * sub) / F32(32))
+    av = np.sqrt(colsum(np.ascontiguousarray(sub.T) ** 2) / F32(32))
     scales, mins, L = make_qkx2_quants(sub, av[:, None] + np.abs(sub), nmax, rmin, 0.1, nstep, False)
     scales, mins = scales.reshape(n, 8), mins.reshape(n, 8)
     max_scale = np.maximum(scales.max(axis=1), F32(0))
@@ -335,7 +343,7 @@ def _q6_k(x):
 
 QUANTIZERS = {"Q4_0": _q4_0, "Q4_1": _q4_1, "Q5_0": _q5_0, "Q5_1": _q5_1, "Q8_0": _q8_0, "Q2_K": _q2_k,
               "Q3_K": _q3_k, "Q4_K": _q4_k, "Q5_K": _q5_k, "Q6_K": _q6_k}
-CHUNK_BLOCKS = 1 << 11  # blocks per step: keeps the temporaries in cache-sized pieces
+CHUNK_BLOCKS = 1 << 8  # blocks per step: keeps the temporaries in cache-sized pieces
 
 
 def quantize_rows(x, type_name):
