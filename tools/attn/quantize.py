@@ -341,8 +341,42 @@ def _q6_k(x):
     return np.concatenate([ql.reshape(n, 128), qh.reshape(n, 64), sc.view(np.uint8), d_bytes], axis=1)
 
 
+def best_index(values, x):
+    """best_index_int8: the index of the value in the sorted table nearest to x (the lower on ties)."""
+    v = values.astype(np.float32)
+    mu = np.clip(np.searchsorted(v, x, side="right"), 1, len(v) - 1)
+    i = np.where(x - v[mu - 1] < v[mu] - x, mu - 1, mu)
+    return np.where(x <= v[0], 0, np.where(x >= v[-1], len(v) - 1, i))
+
+
+def _iq4_nl(x):
+    """IQ4_NL as quantize_iq4_nl without an importance matrix: weights x^2, a scale per 32 from
+    the best of 15 trials (ntry 7), each value the nearest entry of the non-linear table."""
+    values = gguf_file.IQ4_NL_VALUES
+    big, amax = signed_max(x)
+    zero = amax < GROUP_MAX_EPS
+    xt = np.ascontiguousarray(x.T)
+    w = xt * xt
+    with np.errstate(divide="ignore", invalid="ignore"):
+        def sums(iscale):
+            q = values[best_index(values, iscale * xt)]
+            wq = w * q
+            return colsum(wq * xt), colsum(wq * q)
+        sumqx, sumq2 = sums(F32(1) / (-big / values[0]))
+        d = sumqx / sumq2
+        best = d * sumqx
+        for t in range(-7, 8):
+            sqx, sq2 = sums((F32(t) + values[0]) / big)
+            better = (sq2 > 0) & (sqx * sqx > best * sq2)
+            d = np.where(better, sqx / sq2, d).astype(np.float32)
+            best = np.where(better, d * sqx, best).astype(np.float32)
+    d = np.where(zero, F32(0), d).astype(np.float32)
+    L = best_index(values, x * inverse(d)[:, None]).astype(np.uint8)
+    return np.concatenate([f16(d)[0], pack_nibbles(L)], axis=1)
+
+
 QUANTIZERS = {"Q4_0": _q4_0, "Q4_1": _q4_1, "Q5_0": _q5_0, "Q5_1": _q5_1, "Q8_0": _q8_0, "Q2_K": _q2_k,
-              "Q3_K": _q3_k, "Q4_K": _q4_k, "Q5_K": _q5_k, "Q6_K": _q6_k}
+              "Q3_K": _q3_k, "Q4_K": _q4_k, "Q5_K": _q5_k, "Q6_K": _q6_k, "IQ4_NL": _iq4_nl}
 CHUNK_BLOCKS = 1 << 8  # blocks per step: keeps the temporaries in cache-sized pieces
 
 
@@ -360,3 +394,54 @@ def quantize_rows(x, type_name):
     for i in range(0, len(blocks), step):
         out[i:i + step] = QUANTIZERS[type_name](blocks[i:i + step])
     return out.reshape(rows, cols // block * block_bytes)
+
+
+# ---- llama-quantize's type per tensor ----
+
+# What convert.py's --quantize asks for: a llama.cpp file type, the type of most matrices.
+FILE_TYPES = {"q4_0": "Q4_0", "q4_1": "Q4_1", "q5_0": "Q5_0", "q5_1": "Q5_1", "q8_0": "Q8_0", "q2_k": "Q2_K",
+              "q3_k": "Q3_K", "q4_k": "Q4_K", "q5_k": "Q5_K", "q6_k": "Q6_K", "q4_k_m": "Q4_K", "q5_k_m": "Q5_K"}
+# llama_tensor_get_type's fallback for a type whose block does not divide a row
+FALLBACK = {"Q2_K": "IQ4_NL", "Q3_K": "IQ4_NL", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
+
+
+def use_more_bits(layer, n_layers):
+    """llama.cpp's use_more_bits: the first and last eighth of the layers, and every third between."""
+    return layer < n_layers // 8 or layer >= 7 * n_layers // 8 or (layer - n_layers // 8) % 3 == 2
+
+
+def block_of(type_name):
+    return gguf_file.BLOCK_SIZES[gguf_file.TYPE_IDS[type_name]][0]
+
+
+def tensor_type(name, cols, n_layers, file_type, classifier, fused_qkv=False):
+    """The GGML type llama-quantize gives a matrix (FORMAT.md's name, rows of cols values) of a
+    model of n_layers quantised to file_type (a FILE_TYPES key), as llama_tensor_get_type decides
+    it without an importance matrix:
+      the classifier (the token embedding when tied: classifier true) Q6_K, or Q8_0 if the
+      file type's block does not divide its rows or the file type is q8_0;
+      _m mixes: Q6_K for wv and w2 in the layers use_more_bits names (with fused_qkv, a GPT-2's
+      attention, whose GGUF holds q, k and v as one attn_qkv: Q5_K for q4_k_m, Q6_K for q5_k_m);
+      every other matrix the file type's own.
+    A type whose block does not divide the row falls back as llama.cpp's does (Q4_K -> Q5_0,
+    Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K and Q3_K -> IQ4_NL; then F16); for the other types llama.cpp
+    refuses the tensor, and so does this (ValueError)."""
+    base = FILE_TYPES[file_type]
+    part = name.split(".")[-1]
+    layer = int(name.split(".")[1]) if name.startswith("layers.") else None
+    mix = file_type.endswith("_m")
+    t = base
+    if classifier:
+        t = "Q8_0" if cols % block_of(base) or base == "Q8_0" else "Q6_K"
+    elif mix and fused_qkv and part in ("wq", "wk", "wv"):
+        t = "Q5_K" if file_type == "q4_k_m" else "Q6_K"
+    elif mix and part in ("wv", "w2") and use_more_bits(layer, n_layers):
+        t = "Q6_K"
+    if cols % block_of(t):
+        if t not in FALLBACK:
+            raise ValueError("tensor %s: rows of %d values are not whole %s blocks of %d (llama-quantize refuses "
+                             "them too)" % (name, cols, t, block_of(t)))
+        t = FALLBACK[t]
+        if cols % block_of(t):
+            t = "F16"
+    return t
