@@ -14,12 +14,13 @@ matrix (ggml/src/ggml-quants.c, llama.cpp commit c392e5094deaf2d1a7c18683214f007
                   (up to 5 sweeps) under weights x^2
   Q6_K            make_qx_quants: a scale per 16, the best of 19 trial scales under weights x^2
 Every step is ggml's in float32, in its order (sums run sequentially, rounding half to even as
-its nearest_int, or as C's casts and roundf where ggml uses them), vectorised over blocks: the
-bytes equal llama.cpp's for all but blocks where its compiler's fused multiply-adds round a sum
-differently (docs/KERNELS.md gives the counts). Not implemented: the importance-matrix variants
-(quantize_row_*_impl, make_qkx3_quants), which llama-quantize uses only with --imatrix.
+its nearest_int, or as C's casts and roundf where ggml uses them), vectorised over blocks, so the
+bytes are llama.cpp's: tests/test_quantize.py reproduces llama-quantize's files in ../shared byte
+for byte. IQ4_NL (the fallback of Q2_K and Q3_K) is quantize_iq4_nl's. Not implemented: the
+importance-matrix variants (quantize_row_*_impl, make_qkx3_quants), which llama-quantize uses only
+with --imatrix.
 
-mix_types says which type llama-quantize gives each matrix for a file type such as Q4_K_M
+tensor_type says which type llama-quantize gives each matrix for a file type such as Q4_K_M
 (src/llama-quant.cpp's llama_tensor_get_type at the same commit).
 """
 import numpy as np
