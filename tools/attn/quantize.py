@@ -7,7 +7,7 @@ matrix (ggml/src/ggml-quants.c, llama.cpp commit c392e5094deaf2d1a7c18683214f007
   Q4_0 Q5_0 Q8_0  a float16 scale per 32 from the value of largest magnitude (quantize_row_*_ref)
   Q4_1 Q5_1       a float16 scale and minimum per 32 from the smallest and largest values
   Q2_K Q4_K Q5_K  a scale and a minimum per sub-block (16 or 32 values) chosen by make_qkx2_quants's
-                  search: 15 or 20 trial scales around the range's, each refitted by weighted least
+                  search: 16 or 21 trial scales around the range's, each refitted by weighted least
                   squares, the best by weighted error (absolute error for Q2_K); the sub-block
                   scales then quantised to 4 or 6 bits against the block's largest
   Q3_K            make_q3_quants: a scale per 16, its integers improved coordinate by coordinate
