@@ -587,7 +587,8 @@ int main(int argc, char **argv) {
     }
 
     int threads = max_threads();
-    static const char *const weight_names[WEIGHT_TYPES] = {"float32", "Q8_0", "bfloat16", "float16"};
+    static const char *const weight_names[WEIGHT_TYPES] = {"float32", "Q8_0", "bfloat16", "float16",
+                                                           "of a type per matrix"};
     char weights[48];
     snprintf(weights, sizeof weights, "%s", weight_names[c->weight_type]);
     if (c->weight_type == WEIGHTS_Q8_0) snprintf(weights, sizeof weights, "Q8_0, groups of %d", c->group_size);

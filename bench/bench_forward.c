@@ -78,11 +78,12 @@ int main(int argc, char **argv) {
     size_t all_params = carve_weights(&f32, NULL, NULL) / sizeof(float); // with padding, which is negligible
     // A step streams every tensor except the embedding tables, of which it reads one row each;
     // a tied classifier is the token embedding read in full. A Q8_0 row is d bytes and its scales,
-    // a bfloat16 or float16 one 2 d bytes.
+    // a bfloat16 or float16 one 2 d bytes, one of a block type its blocks.
     size_t step_bytes = carve_weights(c, NULL, NULL);
-    size_t embed_row = c->weight_type == WEIGHTS_Q8_0  ? d + d / c->group_size * sizeof(float)
-                       : c->weight_type == WEIGHTS_F32 ? d * sizeof(float)
-                                                       : d * sizeof(uint16_t);
+    size_t embed_row = c->weight_type == WEIGHTS_Q8_0         ? d + d / c->group_size * sizeof(float)
+                       : c->weight_type == WEIGHTS_F32        ? d * sizeof(float)
+                       : c->weight_type == WEIGHTS_PER_MATRIX ? row_bytes(m.weights.qtok_embedding.type, d)
+                                                              : d * sizeof(uint16_t);
     if (c->pos_kind == POS_LEARNED) step_bytes -= ((size_t)c->seq_len - 1) * d * sizeof(float);
     if (!c->tied_classifier) step_bytes -= ((size_t)c->vocab_size - 1) * embed_row;
     // Causal attention over P rows: QKᵀ and AV each 2·head_dim FLOPs per (head, row, visible key).

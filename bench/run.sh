@@ -75,6 +75,7 @@ echo "bench: BLAS $(ldd $BIN/sgemm | awk '/openblas/ { print $3; exit }'), as ./
 
 # ---- models: random weights, made once (bench/tmp is not committed) ----
 LLAMA=$TMP/llama110m.bin GPT2=$TMP/gpt2_124m.bin LLAMA_Q8=$TMP/llama110m_q8.bin LLAMA_BF16=$TMP/llama110m_bf16.bin
+LLAMA_Q4_0=$TMP/llama110m_q4_0.bin LLAMA_Q4_K_M=$TMP/llama110m_q4_k_m.bin
 if [ ! -s $LLAMA ]; then
     $PYTHON tools/make_random.py $LLAMA --preset llama_110m --seed 1 || die "cannot make $LLAMA"
 fi
@@ -84,6 +85,15 @@ fi
 if [ ! -s $LLAMA_BF16 ] || [ $LLAMA -nt $LLAMA_BF16 ]; then
     $PYTHON tools/convert.py $LLAMA $LLAMA_BF16 --weights bf16 2> /dev/null || die "cannot store $LLAMA in bfloat16"
 fi
+# llama.cpp's block types, kept as a GGUF holds them (bench/make_blocks.py says how they are made)
+for mix in q4_0 q4_k_m; do
+    out=$TMP/llama110m_$mix.bin
+    if [ ! -s $out ] || [ $LLAMA -nt $out ]; then
+        $PYTHON bench/make_blocks.py $LLAMA $TMP/llama110m_$mix.gguf $mix && $PYTHON tools/convert.py \
+            $TMP/llama110m_$mix.gguf $out 2> /dev/null || die "cannot store $LLAMA in $mix"
+        rm -f $TMP/llama110m_$mix.gguf
+    fi
+done
 if [ ! -s $GPT2 ]; then
     rm -rf $TMP/gpt2_hf
     $PYTHON tools/make_random.py $TMP/gpt2_hf --preset gpt2_124m --hf-gpt2 --seed 1 || die "cannot make $TMP/gpt2_hf"
@@ -157,16 +167,17 @@ for m in llama gpt2; do
     phase_end $m
 done
 
-# ---- the Llama model in Q8_0 and bfloat16 against float32, alternating in the same minutes ----
-phase_start "forward pass, llama Q8_0, bfloat16 and float32, $STORED_ROUNDS rounds"
+# ---- the Llama model in Q8_0, bfloat16, Q4_0 and Q4_K_M against float32, alternating in the same minutes ----
+phase_start "forward pass, llama Q8_0, bfloat16, Q4_0, Q4_K_M and float32, $STORED_ROUNDS rounds"
 # into the page cache in 2 MiB folios, as in the forward phases
 $PYTHON -c 'import os, sys
 for p in sys.argv[1:]: fd = os.open(p, os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' \
-    $LLAMA_Q8 $LLAMA_BF16 $LLAMA
+    $LLAMA_Q8 $LLAMA_BF16 $LLAMA_Q4_0 $LLAMA_Q4_K_M $LLAMA
 for round in $(seq $STORED_ROUNDS); do
     bounds 3
-    order="q8:$LLAMA_Q8 bf16:$LLAMA_BF16 f32:$LLAMA" # every other round backwards, so that none always goes first
-    [ $((round % 2)) = 0 ] && order="f32:$LLAMA bf16:$LLAMA_BF16 q8:$LLAMA_Q8"
+    # every other round backwards, so that none always goes first
+    order="q8:$LLAMA_Q8 bf16:$LLAMA_BF16 q4_0:$LLAMA_Q4_0 q4km:$LLAMA_Q4_K_M f32:$LLAMA"
+    [ $((round % 2)) = 0 ] && order="f32:$LLAMA q4km:$LLAMA_Q4_K_M q4_0:$LLAMA_Q4_0 bf16:$LLAMA_BF16 q8:$LLAMA_Q8"
     for m in $order; do
         $BIN/bench_forward ${m#*:} -j $J -p 256 -n $STEPS -r 2 >> $TMP/fwd_stored_${m%%:*}.txt ||
             die "bench_forward ${m#*:} failed"
@@ -267,10 +278,11 @@ done
 ff=$TMP/fwd_stored_f32.txt
 genf=$(med $ff gen_tok_s) prf=$(med $ff prompt_tok_s)
 echo
-echo "Llama 110M stored in Q8_0 and bfloat16, $J threads, $STORED_ROUNDS rounds, float32 alternating   [${LOADNOTE[stored]}]"
+echo "Llama 110M stored in Q8_0, bfloat16, Q4_0 and Q4_K_M, $J threads, $STORED_ROUNDS rounds, float32 alternating   [${LOADNOTE[stored]}]"
 echo "  (tok/s: medians of the rounds; against float32: the median of each round's own ratio, the rounds' in brackets)"
 echo "  float32: generation after a 256-token prompt $genf tok/s, 256-token prompt $prf tok/s"
-for m in "q8:Q8_0 (convert.py --quantize q8_0)" "bf16:bfloat16 (convert.py --weights bf16; goals: generation 1.8x, prompt 1x)"; do
+for m in "q8:Q8_0 (convert.py --quantize q8_0)" "bf16:bfloat16 (convert.py --weights bf16; goals: generation 1.8x, prompt 1x)" \
+    "q4_0:Q4_0 (llama.cpp's blocks, kept; bench/make_blocks.py)" "q4km:Q4_K_M (llama.cpp's mix of Q4_K and Q6_K, kept)"; do
     f=$TMP/fwd_stored_${m%%:*}.txt
     wb=$(max $f step_weight_bytes) gen=$(med $f gen_tok_s) pr=$(med $f prompt_tok_s)
     echo "  ${m#*:}, file mapped with 2 MiB pages: $(calc %.0f "100 * $(min $f file_2m_mapped_fraction)")%"

@@ -25,14 +25,22 @@
 
 // A matrix [rows, cols] not in float32. Q8_0: int8 values and a float32 scale per group of gs
 // weights in a row, W[r, c] = q[r, c] * s[r, c / gs]. bfloat16 or float16 (type): the 16-bit
-// values in half, each widened to float32 exactly. Every pointer is NULL for a float32 matrix.
+// values in half, each widened to float32 exactly. A block type (BLOCK_*): each row cols /
+// block blocks as GGUF stores them, the rows one after another in blocks. Every pointer is NULL
+// for a float32 matrix.
 typedef struct {
     const int8_t *q;
     const float *s;
     int gs;
     const uint16_t *half;
-    int type; // WEIGHTS_*
+    const uint8_t *blocks;
+    int type; // a matrix type: WEIGHTS_F32, _Q8_0, _BF16, _F16 or BLOCK_*
 } QMat;
+
+// The bytes of one row of cols values of a matrix in a block type (or float32, 16 bits).
+static inline size_t row_bytes(int type, size_t cols) {
+    return cols / matrix_types[type].block * matrix_types[type].block_bytes;
+}
 
 // One layer's tensors; q = n_heads * head_dim, kv = n_kv_heads * head_dim, b* and *_b are
 // biases, NULL where the config has none. In a Q8_0 file the matrices are in the QMat fields
@@ -80,19 +88,28 @@ static inline size_t carve_weights(const Config *c, float *base, Weights *w) {
         off += align_up(bytes_);                                                                                       \
     } while (0)
     // a matrix: float32; in a Q8_0 file its int8 values, then its scales; in a bfloat16 or
-    // float16 file its 16-bit values
+    // float16 file its 16-bit values; in a file of a type per matrix, as the next entry of the
+    // type table says
+    int typed = 0; // the type table's entries taken so far
 #define MATRIX(field, qfield, present, rows, cols)                                                                     \
     do {                                                                                                               \
         size_t n_ = (present) ? (size_t)(rows) * (size_t)(cols) : 0;                                                   \
-        (qfield) = (QMat){.type = c->weight_type};                                                                     \
-        if (c->weight_type == WEIGHTS_Q8_0) {                                                                          \
+        int type_ = c->weight_type;                                                                                    \
+        if (type_ == WEIGHTS_PER_MATRIX)                                                                               \
+            type_ = (present) ? matrix_type_of_ggml(c->type_table[typed++]) : WEIGHTS_F32;                             \
+        (qfield) = (QMat){.type = type_};                                                                              \
+        if (is_block_type(type_)) {                                                                                    \
+            (qfield).blocks = (present) && base ? (const uint8_t *)((char *)base + off) : NULL;                        \
+            off += align_up((size_t)(rows)*row_bytes(type_, (size_t)(cols)));                                          \
+            (field) = NULL;                                                                                            \
+        } else if (type_ == WEIGHTS_Q8_0) {                                                                            \
             (qfield).q = (present) && base ? (const int8_t *)((char *)base + off) : NULL;                              \
             off += align_up(n_);                                                                                       \
             (qfield).s = (present) && base ? (const float *)((char *)base + off) : NULL;                               \
             off += align_up(n_ / c->group_size * sizeof(float));                                                       \
             (qfield).gs = c->group_size;                                                                               \
             (field) = NULL;                                                                                            \
-        } else if (c->weight_type != WEIGHTS_F32) {                                                                    \
+        } else if (type_ != WEIGHTS_F32) {                                                                             \
             (qfield).half = (present) && base ? (const uint16_t *)((char *)base + off) : NULL;                         \
             off += align_up(n_ * sizeof(uint16_t));                                                                    \
             (field) = NULL;                                                                                            \
@@ -167,6 +184,66 @@ typedef struct {
     size_t map_bytes;
 } Model;
 
+// The matrices a type table lists, in FORMAT.md's order: tok_embedding, each layer's wq, wk,
+// wv, wo, w1, w3 (with a gate), w2, then the classifier unless tied.
+static inline int matrix_count(const Config *c) {
+    int gated = c->ffn_kind == FFN_SWIGLU || c->ffn_kind == FFN_GEGLU_TANH;
+    return 1 + c->n_layers * (6 + gated) + !c->tied_classifier;
+}
+
+// Matrix k of that list: its name into name, and its row length (columns) returned.
+static inline int matrix_slot(const Config *c, int k, char *name, size_t n) {
+    int gated = c->ffn_kind == FFN_SWIGLU || c->ffn_kind == FFN_GEGLU_TANH, per_layer = 6 + gated;
+    if (k == 0 || k > c->n_layers * per_layer) {
+        snprintf(name, n, "%s", k ? "classifier" : "tok_embedding");
+        return c->dim;
+    }
+    static const char *const gated_names[] = {"wq", "wk", "wv", "wo", "w1", "w3", "w2"};
+    static const char *const plain_names[] = {"wq", "wk", "wv", "wo", "w1", "w2"};
+    int l = (k - 1) / per_layer, j = (k - 1) % per_layer;
+    const char *which = gated ? gated_names[j] : plain_names[j];
+    snprintf(name, n, "layers.%d.%s", l, which);
+    if (!strcmp(which, "wo")) return c->n_heads * c->head_dim;
+    return strcmp(which, "w2") ? c->dim : c->hidden_dim;
+}
+
+// A version 6 file's type table (weight_type WEIGHTS_PER_MATRIX): where the header says, one
+// known type per matrix, each row whole blocks; then c->type_table points at it.
+static inline int check_type_table(const FileHeader *h, Config *c, const void *data, size_t size, char *err, size_t n) {
+    uint64_t at = h->tok_offset + h->tok_bytes + h->chat_bytes;
+    int want = matrix_count(c);
+    if (h->n_matrix_types != (uint32_t)want) {
+        snprintf(err, n, "n_matrix_types is %u but the config has %d matrices", h->n_matrix_types, want);
+        return -1;
+    }
+    if (h->types_offset != at || h->n_matrix_types > size - at) {
+        snprintf(err, n,
+                 "type table (%u bytes at %llu) does not follow the tokenizer and chat section at %llu inside "
+                 "the file (truncated?)",
+                 h->n_matrix_types, (unsigned long long)h->types_offset, (unsigned long long)at);
+        return -1;
+    }
+    const uint8_t *table = (const uint8_t *)data + at;
+    for (int k = 0; k < want; k++) {
+        char name[48];
+        int cols = matrix_slot(c, k, name, sizeof name), type = matrix_type_of_ggml(table[k]);
+        if (type < 0) {
+            snprintf(err, n,
+                     "tensor %s has type %u, which this build does not know (F32 0, F16 1, BF16 30, Q4_0 2, "
+                     "Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q2_K 10, Q3_K 11, Q4_K 12, Q5_K 13, Q6_K 14, IQ4_NL 20)",
+                     name, table[k]);
+            return -1;
+        }
+        if (cols % matrix_types[type].block) {
+            snprintf(err, n, "tensor %s is %s, whose rows of %d values are not whole blocks of %d", name,
+                     matrix_types[type].name, cols, matrix_types[type].block);
+            return -1;
+        }
+    }
+    c->type_table = table;
+    return 0;
+}
+
 // Returns 0, or -1 with a one-line reason in err (without the file name; the caller adds it).
 static inline int model_check_layout(const void *data, size_t size, Config *c, char *err, size_t n) {
     if (size < MODEL_HEADER_SIZE) {
@@ -201,6 +278,10 @@ static inline int model_check_layout(const void *data, size_t size, Config *c, c
         snprintf(err, n, "header bytes 200..203 (the checksum) are not zero in a version %u file", h.version);
         return -1;
     }
+    if (h.version < 6 && (h.n_matrix_types || h.types_offset)) {
+        snprintf(err, n, "header bytes 204..215 (the type table) are not zero in a version %u file", h.version);
+        return -1;
+    }
     if (h.version < 4 && (h.chat_offset || h.chat_bytes)) {
         snprintf(err, n, "header bytes 184..199 (the chat section) are not zero in a version %u file", h.version);
         return -1;
@@ -226,10 +307,19 @@ static inline int model_check_layout(const void *data, size_t size, Config *c, c
         snprintf(err, n, "chat_offset is %llu but chat_bytes is 0", (unsigned long long)h.chat_offset);
         return -1;
     }
-    if (h.weights_offset % MODEL_ALIGN || h.weights_offset < tok_end + h.chat_bytes || h.weights_offset > size) {
+    uint64_t sections_end = tok_end + h.chat_bytes;
+    if (h.weight_type == WEIGHTS_PER_MATRIX) {
+        if (check_type_table(&h, c, data, size, err, n)) return -1;
+        sections_end += h.n_matrix_types;
+    } else if (h.n_matrix_types || h.types_offset) {
+        snprintf(err, n, "a type table (n_matrix_types %u, types_offset %llu) without weight_type 4", h.n_matrix_types,
+                 (unsigned long long)h.types_offset);
+        return -1;
+    }
+    if (h.weights_offset % MODEL_ALIGN || h.weights_offset < sections_end || h.weights_offset > size) {
         snprintf(err, n,
-                 "weights_offset %llu is not a multiple of %d after the tokenizer and chat section and inside the file "
-                 "(truncated?)",
+                 "weights_offset %llu is not a multiple of %d after the tokenizer, chat section and type table and "
+                 "inside the file (truncated?)",
                  (unsigned long long)h.weights_offset, MODEL_ALIGN);
         return -1;
     }
@@ -390,14 +480,14 @@ static inline int model_verify_checksum(const char *path, char *err, size_t n) {
 
 typedef struct {
     FileHeader h;
-    const void *tok_blob, *chat;
+    const void *tok_blob, *chat, *type_table;
     const float *weights;
 } ModelFileParts;
 
 static const char model_zeros[MODEL_ALIGN];
 
 static inline size_t model_padding(const FileHeader *h) {
-    return h->weights_offset - MODEL_HEADER_SIZE - h->tok_bytes - h->chat_bytes;
+    return h->weights_offset - MODEL_HEADER_SIZE - h->tok_bytes - h->chat_bytes - h->n_matrix_types;
 }
 
 static inline void write_model_parts(Sink *s, const void *ctx) {
@@ -405,6 +495,7 @@ static inline void write_model_parts(Sink *s, const void *ctx) {
     sink_write(s, &p->h, sizeof p->h);
     sink_write(s, p->tok_blob, p->h.tok_bytes);
     sink_write(s, p->chat, p->h.chat_bytes);
+    sink_write(s, p->type_table, p->h.n_matrix_types);
     sink_write(s, model_zeros, model_padding(&p->h));
     sink_write(s, p->weights, p->h.weights_bytes);
 }
@@ -415,21 +506,25 @@ static inline uint32_t model_parts_checksum(const ModelFileParts *p) {
     crc = crc32_z(crc, (const Bytef *)&p->h, sizeof p->h);
     crc = crc32_z(crc, p->tok_blob, p->h.tok_bytes);
     if (p->h.chat_bytes) crc = crc32_z(crc, p->chat, p->h.chat_bytes);
+    if (p->h.n_matrix_types) crc = crc32_z(crc, p->type_table, p->h.n_matrix_types);
     crc = crc32_z(crc, (const Bytef *)model_zeros, model_padding(&p->h));
     return (uint32_t)crc32_z(crc, (const Bytef *)p->weights, p->h.weights_bytes);
 }
 
-// Writes a whole version 5 model file, atomically: header (with its checksum), tokenizer blob,
-// the chat section if chat_bytes (in version 5's layout, chat/chat.h), then the weights block
-// as carve_weights lays it out (padding included). Returns 0, or -1 with err.
+// Writes a whole model file of the newest version, atomically: header (with its checksum),
+// tokenizer blob, the chat section if chat_bytes (in version 5's layout, chat/chat.h), c's type
+// table if it has one (WEIGHTS_PER_MATRIX), then the weights block as carve_weights lays it out
+// (padding included). Returns 0, or -1 with err.
 static inline int model_save_chat(const char *path, const Config *c, const void *tok_blob, size_t tok_bytes,
                                   const void *chat, size_t chat_bytes, const float *weights, char *err, size_t n) {
-    ModelFileParts p = {header_from_config(c), tok_blob, chat, weights};
+    ModelFileParts p = {header_from_config(c), tok_blob, chat, c->type_table, weights};
     p.h.tok_offset = MODEL_HEADER_SIZE;
     p.h.tok_bytes = tok_bytes;
     p.h.chat_offset = chat_bytes ? MODEL_HEADER_SIZE + tok_bytes : 0;
     p.h.chat_bytes = chat_bytes;
-    p.h.weights_offset = align_up(MODEL_HEADER_SIZE + tok_bytes + chat_bytes);
+    p.h.n_matrix_types = c->weight_type == WEIGHTS_PER_MATRIX ? (uint32_t)matrix_count(c) : 0;
+    p.h.types_offset = p.h.n_matrix_types ? MODEL_HEADER_SIZE + tok_bytes + chat_bytes : 0;
+    p.h.weights_offset = align_up(MODEL_HEADER_SIZE + tok_bytes + chat_bytes + p.h.n_matrix_types);
     p.h.weights_bytes = carve_weights(c, NULL, NULL);
     p.h.checksum = model_parts_checksum(&p);
     return write_atomic(path, write_model_parts, &p, err, n);

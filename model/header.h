@@ -16,8 +16,9 @@
 
 #define MODEL_MAGIC "ATTN"
 // 1: float32 only; 2 adds weight_type and group_size; 3 the knobs of today's families; 4 a chat
-// section; 5 the checksum and the chat template's text. Every file written is version 5.
-#define MODEL_VERSION 5
+// section; 5 the checksum and the chat template's text; 6 a type per matrix (llama.cpp's block
+// types among them). Every file written is version 6.
+#define MODEL_VERSION 6
 #define MODEL_HEADER_SIZE 256
 #define MODEL_ALIGN 64
 
@@ -25,7 +26,50 @@ enum { POS_ROPE, POS_LEARNED, POS_SINUSOIDAL, POS_KINDS };
 enum { FFN_SWIGLU, FFN_GELU_TANH, FFN_GELU_ERF, FFN_RELU, FFN_GEGLU_TANH, FFN_KINDS };
 enum { NORM_RMS, NORM_LAYER, NORM_KINDS };
 enum { BIAS_QKV = 1, BIAS_ATTN_OUT = 2, BIAS_FFN = 4, BIAS_ALL = 7 };
-enum { WEIGHTS_F32, WEIGHTS_Q8_0, WEIGHTS_BF16, WEIGHTS_F16, WEIGHT_TYPES };
+// weight_type: the file's matrices all float32, our Q8_0 (int8 and a float32 scale per group),
+// bfloat16 or float16; or (version 6) each matrix in the type the type table gives it.
+enum { WEIGHTS_F32, WEIGHTS_Q8_0, WEIGHTS_BF16, WEIGHTS_F16, WEIGHTS_PER_MATRIX, WEIGHT_TYPES };
+// A matrix's type (QMat.type) is WEIGHTS_F32, _Q8_0, _BF16, _F16 or one of llama.cpp's block
+// types, stored as GGUF stores them: rows of blocks, each block `block` values in `block_bytes`.
+enum {
+    BLOCK_Q4_0 = WEIGHT_TYPES,
+    BLOCK_Q4_1,
+    BLOCK_Q5_0,
+    BLOCK_Q5_1,
+    BLOCK_Q8_0,
+    BLOCK_Q2_K,
+    BLOCK_Q3_K,
+    BLOCK_Q4_K,
+    BLOCK_Q5_K,
+    BLOCK_Q6_K,
+    BLOCK_IQ4_NL,
+    MATRIX_TYPES
+};
+
+// What the type table's bytes (GGML's type ids) name, and how each type is stored; float32,
+// float16 and bfloat16 are blocks of one value.
+typedef struct {
+    int ggml_id, block, block_bytes;
+    const char *name;
+} MatrixType;
+static const MatrixType matrix_types[MATRIX_TYPES] = {
+    [WEIGHTS_F32] = {0, 1, 4, "F32"},      [WEIGHTS_F16] = {1, 1, 2, "F16"},
+    [WEIGHTS_BF16] = {30, 1, 2, "BF16"},   [BLOCK_Q4_0] = {2, 32, 18, "Q4_0"},
+    [BLOCK_Q4_1] = {3, 32, 20, "Q4_1"},    [BLOCK_Q5_0] = {6, 32, 22, "Q5_0"},
+    [BLOCK_Q5_1] = {7, 32, 24, "Q5_1"},    [BLOCK_Q8_0] = {8, 32, 34, "Q8_0"},
+    [BLOCK_Q2_K] = {10, 256, 84, "Q2_K"},  [BLOCK_Q3_K] = {11, 256, 110, "Q3_K"},
+    [BLOCK_Q4_K] = {12, 256, 144, "Q4_K"}, [BLOCK_Q5_K] = {13, 256, 176, "Q5_K"},
+    [BLOCK_Q6_K] = {14, 256, 210, "Q6_K"}, [BLOCK_IQ4_NL] = {20, 32, 18, "IQ4_NL"},
+};
+
+static inline int is_block_type(int type) { return type >= BLOCK_Q4_0 && type < MATRIX_TYPES; }
+
+// The matrix type a type table's byte names, or -1 (our grouped Q8_0 has no GGML id).
+static inline int matrix_type_of_ggml(int id) {
+    for (int t = 0; t < MATRIX_TYPES; t++)
+        if (matrix_types[t].block && matrix_types[t].ggml_id == id) return t;
+    return -1;
+}
 enum { ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3, ROPE_SCALING_KINDS };
 // arch_flags (version 3): QK_NORM, an RMSNorm over each head of q and k before RoPE (Qwen3,
 // Gemma 3); NORM_PLUS_ONE, RMSNorm weights used as (1 + w) (Gemma); OUT_NORMS, a norm on the
@@ -62,12 +106,17 @@ typedef struct {
     uint64_t chat_offset, chat_bytes;
     // version 5: CRC-32 (zlib's) of the whole file with these four bytes taken as zero
     uint32_t checksum;
-    uint8_t reserved[MODEL_HEADER_SIZE - 204];
+    // version 6: the type table, one GGML type id per matrix (weight_type WEIGHTS_PER_MATRIX;
+    // 0, 0 otherwise), right after the chat section (or the tokenizer blob)
+    uint32_t n_matrix_types;
+    uint64_t types_offset;
+    uint8_t reserved[MODEL_HEADER_SIZE - 216];
 } FileHeader;
 _Static_assert(sizeof(FileHeader) == MODEL_HEADER_SIZE, "header is 256 bytes");
 _Static_assert(offsetof(FileHeader, tok_offset) == 104, "header layout follows docs/FORMAT.md");
 _Static_assert(offsetof(FileHeader, chat_offset) == 184, "header layout follows docs/FORMAT.md");
 _Static_assert(offsetof(FileHeader, checksum) == 200, "header layout follows docs/FORMAT.md");
+_Static_assert(offsetof(FileHeader, types_offset) == 208, "header layout follows docs/FORMAT.md");
 
 // The config is the header's numbers as ints, checked against the limits below first.
 typedef struct {
@@ -78,6 +127,9 @@ typedef struct {
     float rope_theta, norm_eps, embed_scale;
     int rope_scaling, rope_original_ctx, arch_flags, sliding_window, global_every;
     float rope_factor, rope_low_freq_factor, rope_high_freq_factor, attn_scale, rope_local_theta;
+    // WEIGHTS_PER_MATRIX: the type table, each matrix's GGML type id in FORMAT.md's order, where
+    // model_check_layout found it (inside the mapping); NULL otherwise
+    const uint8_t *type_table;
 } Config;
 
 // Layer l attends to its last sliding_window positions only (a local layer).
@@ -225,6 +277,10 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
         return -1;
     }
     if (check_range("weight_type", h->weight_type, 0, WEIGHT_TYPES - 1, err, n)) return -1;
+    if (h->weight_type == WEIGHTS_PER_MATRIX && h->version < 6) {
+        snprintf(err, n, "weight_type 4 (a type per matrix) in a version %u file; it came with version 6", h->version);
+        return -1;
+    }
     int q8 = h->weight_type == WEIGHTS_Q8_0;
     if (check_range("group_size", h->group_size, q8, q8 ? 65536 : 0, err, n)) return -1;
     // a group never crosses a row, so it divides the width of every quantised matrix's rows

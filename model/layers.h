@@ -294,7 +294,7 @@ static inline void embed_forward(const Config *c, const Weights *w, float *x, co
     int d = c->dim;
     for (int t = 0; t < T; t++) {
         float *xt = x + (size_t)t * d;
-        if (c->weight_type != WEIGHTS_F32) {
+        if (!w->tok_embedding) {
             dequantize_rows(xt, &w->qtok_embedding, d, tokens[t], tokens[t] + 1);
             for (int i = 0; i < d; i++) xt[i] *= c->embed_scale;
         } else {

@@ -1,5 +1,6 @@
 // model/matmul.h: the linear layers' products, out = x · Wᵀ + b, the nn.Linear convention,
-// for float32, bfloat16, float16 and Q8_0 weights, and their backward. One kernel serves a
+// for float32, bfloat16, float16, Q8_0 and llama.cpp's block types (model/quant.h), and their
+// backward. One kernel serves a
 // prompt (many rows: sgemm), a one-token step (one row: a dot product per output, streaming
 // the weights) and training. It knows the weights only as matrices, never as layers or a file.
 #ifndef ATTN_MODEL_MATMUL_H
@@ -12,33 +13,11 @@
 #include <immintrin.h>
 #endif
 #include "file.h"
+#include "quant.h"
 #include "threads.h"
 
 // ----------------------------------------------------------------------------
 // Widening bfloat16 and float16 to float32: exact, as every value of either is a float32 one.
-
-// bfloat16 is float32's upper half.
-static inline float bf16_to_float(uint16_t h) {
-    union {
-        uint32_t u;
-        float f;
-    } v = {.u = (uint32_t)h << 16};
-    return v.f;
-}
-
-// IEEE binary16: 5 exponent bits (bias 15) and 10 mantissa bits; the portable path and the
-// tails of the vector ones (which use F16C's vcvtph2ps).
-static inline float f16_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 1023;
-    union {
-        uint32_t u;
-        float f;
-    } v;
-    if (e == 31) v.u = sign | 0x7f800000u | m << 13 | (m ? 0x400000u : 0); // infinities; NaNs made quiet
-    else if (e) v.u = sign | (e + 112) << 23 | m << 13;                    // normal: rebias 15 -> 127
-    else v.f = (float)m * 0x1p-24f, v.u |= sign;                           // zero and subnormal: m * 2^-24
-    return v.f;
-}
 
 // Element i of a row of float32, bfloat16 or float16 (type: WEIGHTS_*) as float32.
 static inline float widen1(const void *w, size_t i, int type) {
@@ -73,6 +52,16 @@ static inline __m256 widen8(const void *w, size_t i, int type) {
     for (int k = 0; k < 8; k++) f[k] = f16_to_float(((const uint16_t *)w)[i + k]);
     return _mm256_loadu_ps(f);
 #endif
+}
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+// The sum of a vector's 8 lanes.
+static inline float hsum8(__m256 v) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
 }
 #endif
 
@@ -113,11 +102,7 @@ __attribute__((always_inline)) static inline float dot_w(const void *restrict w,
         acc0 = _mm256_fmadd_ps(widen8(w, i, type), _mm256_loadu_ps(x + i), acc0);
         acc1 = _mm256_fmadd_ps(widen8(w, i + 8, type), _mm256_loadu_ps(x + i + 8), acc1);
     }
-    __m256 acc = _mm256_add_ps(acc0, acc1);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    s = _mm_cvtss_f32(h);
+    s = hsum8(_mm256_add_ps(acc0, acc1));
 #endif
     return dot_tail(w, type, x, i, n, s);
 }
@@ -209,10 +194,7 @@ static inline float dot_q8(const int8_t *restrict q, const float *restrict scale
                                     _mm256_loadu_ps(x + i), p);
             acc = _mm256_fmadd_ps(p, _mm256_set1_ps(scale[g / gs]), acc);
         }
-        __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        h = _mm_add_ss(h, _mm_movehdup_ps(h));
-        s = _mm_cvtss_f32(h);
+        s = hsum8(acc);
     }
 #endif
     for (; g < n; g += gs) { // other group sizes, and the portable build
@@ -223,10 +205,50 @@ static inline float dot_q8(const int8_t *restrict q, const float *restrict scale
     return s;
 }
 
+// A row of a matrix in a block type times x: 256 values at a time dequantised into a buffer
+// that stays in L1, then multiplied into accumulators that live across the whole row (one
+// reduction per row, not per buffer).
+static inline float dot_blocks(int type, const uint8_t *restrict row, const float *restrict x, int n) {
+    float buf[256] __attribute__((aligned(64))), s = 0.0f;
+    int block = matrix_types[type].block;
+#if defined(__AVX512F__)
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+#endif
+    for (int i = 0; i < n; i += 256) {
+        int m = n - i < 256 ? n - i : 256, k = 0; // whole blocks: n and 256 are multiples of block
+        dequantize_blocks(type, row + (size_t)(i / block) * matrix_types[type].block_bytes, (size_t)(m / block), buf);
+#if defined(__AVX512F__)
+        for (; k + 32 <= m; k += 32) {
+            acc0 = _mm512_fmadd_ps(_mm512_load_ps(buf + k), _mm512_loadu_ps(x + i + k), acc0);
+            acc1 = _mm512_fmadd_ps(_mm512_load_ps(buf + k + 16), _mm512_loadu_ps(x + i + k + 16), acc1);
+        }
+#elif defined(__AVX2__) && defined(__FMA__)
+        for (; k + 16 <= m; k += 16) {
+            acc0 = _mm256_fmadd_ps(_mm256_load_ps(buf + k), _mm256_loadu_ps(x + i + k), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_load_ps(buf + k + 8), _mm256_loadu_ps(x + i + k + 8), acc1);
+        }
+#endif
+        s = dot_tail(buf, WEIGHTS_F32, x + i, k, m, s);
+    }
+#if defined(__AVX512F__)
+    s += _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+#elif defined(__AVX2__) && defined(__FMA__)
+    s += hsum8(_mm256_add_ps(acc0, acc1));
+#endif
+    return s;
+}
+
 // Rows [r0, r1) of a matrix with n_in columns stored as m->type says, as float32, into out
 // [r1 - r0, n_in]: exactly the weights a float32 run would use, W = q * scale for Q8_0, each
-// 16-bit value widened for bfloat16 and float16.
+// 16-bit value widened for bfloat16 and float16, a block type's blocks dequantised.
 static inline void dequantize_rows(float *out, const QMat *m, int n_in, size_t r0, size_t r1) {
+    if (is_block_type(m->type)) { // the rows are contiguous: one run of blocks
+        dequantize_blocks(m->type, m->blocks + r0 * row_bytes(m->type, n_in),
+                          (r1 - r0) * n_in / matrix_types[m->type].block, out);
+        return;
+    }
     if (m->type == WEIGHTS_Q8_0) {
         size_t groups = (size_t)n_in / m->gs;
         for (size_t r = r0; r < r1; r++) {
@@ -260,8 +282,10 @@ typedef struct {
 } WidenCursor;
 
 static inline void widen_matrix(WidenCursor *at, const QMat *m, size_t rows, int cols) {
-    const char *start = m->type == WEIGHTS_Q8_0 ? (const char *)m->q : (const char *)m->half;
-    if (!start) return; // absent: w3 without a gate, the classifier when tied
+    const char *start = m->type == WEIGHTS_Q8_0  ? (const char *)m->q
+                        : is_block_type(m->type) ? (const char *)m->blocks
+                                                 : (const char *)m->half;
+    if (!start) return; // absent (w3 without a gate, the classifier when tied), or float32: copied as it lies
     size_t n = rows * cols, floats = align_up(n * sizeof(float));
     memcpy(at->to, at->from, (size_t)(start - at->from));
     at->to += start - at->from;
@@ -269,7 +293,7 @@ static inline void widen_matrix(WidenCursor *at, const QMat *m, size_t rows, int
     memset(at->to + n * sizeof(float), 0, floats - n * sizeof(float));
     at->to += floats;
     at->from = start + (m->type == WEIGHTS_Q8_0 ? align_up(n) + align_up(n / m->gs * sizeof(float))
-                                                : align_up(n * sizeof(uint16_t)));
+                                                : align_up(rows * row_bytes(m->type, cols)));
 }
 
 static inline void dequantize_weights(const Config *c, const Weights *from, const void *from_block, float *to) {
@@ -366,6 +390,17 @@ static inline void transpose16(__m512 v[16]) {
 // panel [kn, PANEL_ROWS] <- rows [r0, r0 + rows) of m, inputs [k0, k0 + kn), widened; the
 // rows past the matrix's are zeros. 16 rows × 16 inputs at a time, transposed in registers.
 static inline void pack_panel(float *restrict panel, const QMat *m, int n_in, size_t r0, int rows, int k0, int kn) {
+    if (is_block_type(m->type)) { // a row's blocks at a time (k0 and kn are whole blocks), then laid out by input
+        float row[PANEL_K];
+        int block = matrix_types[m->type].block;
+        for (int r = 0; r < PANEL_ROWS; r++) {
+            if (r < rows)
+                dequantize_blocks(m->type, m->blocks + (r0 + r) * row_bytes(m->type, n_in) + row_bytes(m->type, k0),
+                                  (size_t)(kn / block), row);
+            for (int k = 0; k < kn; k++) panel[(size_t)k * PANEL_ROWS + r] = r < rows ? row[k] : 0.0f;
+        }
+        return;
+    }
     int k = 0;
     if (m->type != WEIGHTS_Q8_0 || m->gs % 16 == 0)
         for (; k + 16 <= kn; k += 16)
@@ -458,6 +493,9 @@ static inline void matmul_part(const Linear *l, const float *x, int T, int n_in,
         if (w) dot_rows(out, w, WEIGHTS_F32, b, x, n_in, lo, hi);
         else if (qw->type == WEIGHTS_BF16) bf16_rows(out, qw->half, b, x, l->wbuf, n_in, lo, hi);
         else if (qw->type == WEIGHTS_F16) dot_rows(out, qw->half, WEIGHTS_F16, b, x, n_in, lo, hi);
+        else if (is_block_type(qw->type))
+            for (size_t r = lo; r < hi; r++)
+                out[r] = dot_blocks(qw->type, qw->blocks + r * row_bytes(qw->type, n_in), x, n_in) + (b ? b[r] : 0.0f);
         else
             for (size_t r = lo; r < hi; r++)
                 out[r] = dot_q8(qw->q + r * n_in, qw->s + r * (n_in / qw->gs), x, n_in, qw->gs) + (b ? b[r] : 0.0f);

@@ -7,6 +7,8 @@ of a seed: byte flips, truncation, inserted or deleted bytes, or a structural fi
 length, value or element type, dimension count, dim, tensor type, offset, the alignment)
 overwritten with an inflated, boundary, off-by-one or random value. Every file is then read
 fully: GGUFFile (header, metadata, tensor infos), every tensor dequantised and q8_blocks'd,
+every matrix of a type a model file holds taken as convert.py keeps it (its blocks, which the
+model file's reader dequantises to the same values),
 under an alarm (a hang fails) and an address-space limit (a huge allocation fails). Anything
 raised other than a one-line GGUFError is a failure, and the file is kept in tests/gguf_bad/.
 
@@ -30,6 +32,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 from attn import gguf_file as gguf  # noqa: E402
 from attn import gguf_write  # noqa: E402
+from attn import modelfile as mf  # noqa: E402
+from attn.sources import gguf as gguf_source  # noqa: E402
 
 SHARED_GGUF = os.path.join(ROOT, "..", "shared", "models", "gguf")
 BAD_DIR = os.path.join(ROOT, "tests", "gguf_bad")
@@ -174,6 +178,11 @@ def read_fully(path):
                 try:
                     v = f.dequantize(t)
                     assert v.dtype == np.float32 and v.shape == t.shape
+                    if len(t.shape) == 2 and t.type_name in mf.MATRIX_TYPES:  # convert.py's default
+                        blocks = gguf_source.Rows(f, t).blocks(t.type_name)
+                        assert blocks.shape == (t.shape[0], mf.block_layout(t.type_name, t.shape)[2])
+                        kept = mf.dequantize_matrix(t.type_name, blocks, t.shape)
+                        assert np.array_equal(kept, v, equal_nan=True), t.name
                 except gguf.GGUFError as e:
                     assert "cannot be dequantised" in str(e), str(e)
                 for group in (16, 32):

@@ -131,10 +131,34 @@ row run "dim 65536 x vocab 65536 (past 2^32 elements)" "but the config needs" ./
 patched $tmp/overflow.bin "<I" 12 65536 "<I" 16 262144 "<I" 20 1024 "<I" 24 1024 "<I" 28 1024 "<I" 32 4096 \
   "<I" 36 16777216 "<I" 40 1048576 "<I" 84 4096
 row run "every dimension at its limit (a product near 2^52)" "weights_bytes is" ./run $tmp/overflow.bin
-patched $tmp/newer.bin "<I" 4 6
-row run "a model file of format version 6" "format version 6 is newer than this build reads (5)" ./run $tmp/newer.bin
+patched $tmp/newer.bin "<I" 4 7
+row run "a model file of format version 7" "format version 7 is newer than this build reads (6)" ./run $tmp/newer.bin
 patched $tmp/wtype.bin "<I" 4 3 "<I" 136 7
-row run "a version 3 header with weight_type 7" "weight_type is 7, outside [0, 3]" ./run $tmp/wtype.bin
+row run "a version 3 header with weight_type 7" "weight_type is 7, outside [0, 4]" ./run $tmp/wtype.bin
+# Version 6, a type per matrix: llama.cpp's stories260K-Q4_K_M kept as it is, its type table
+# (at types_offset, header byte 208) or its length changed.
+"$PYTHON" tools/convert.py $SHARED/models/gguf/stories260K-Q4_K_M.gguf $tmp/typed.bin 2>/dev/null
+typed_table() { # out, then (matrix index, GGML type id) pairs; the result sealed
+  "$PYTHON" - $tmp/typed.bin "$@" <<'PY'
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+at = struct.unpack_from("<Q", d, 208)[0]
+for k, t in zip(sys.argv[3::2], sys.argv[4::2]):
+    d[at + int(k)] = int(t)
+open(sys.argv[2], "wb").write(d)
+PY
+  sealed "$1"
+}
+typed_table $tmp/typed_unknown.bin 0 9
+row run "a type table naming an unknown type (9, Q8_1)" \
+  "tensor tok_embedding has type 9, which this build does not know" ./run $tmp/typed_unknown.bin
+row convert.py "a model file whose type table names an unknown type (9, Q8_1)" \
+  "tensor tok_embedding has type 9, which a model file does not hold" "$PYTHON" tools/convert.py $tmp/typed_unknown.bin $tmp/o.bin
+typed_table $tmp/typed_rows.bin 7 2 # layers.0.w2 [64, 172] as Q4_0
+row run "a block type whose blocks do not divide a row (Q4_0 on rows of 172)" \
+  "tensor layers.0.w2 is Q4_0, whose rows of 172 values are not whole blocks of 32" ./run $tmp/typed_rows.bin
+head -c $(($(stat -c %s $tmp/typed.bin) - 100)) $tmp/typed.bin >$tmp/typed_cut.bin
+row run "a model of block types cut inside its last tensor" "(truncated or padded)" ./run $tmp/typed_cut.bin
 patched $tmp/wtype_v2.bin "<I" 4 2 "<I" 136 2
 row run "a version 2 header with bfloat16 weights (weight_type 2)" "a version 2 file uses a version 3 weight_type" ./run $tmp/wtype_v2.bin
 patched $tmp/v1q8.bin "<I" 4 1 "<I" 136 1 "<I" 140 4
@@ -361,6 +385,9 @@ row train "--init a truncated model" "$tmp/cut1000.bin: truncated" ./train -d $t
 "$PYTHON" tools/convert.py $model $tmp/q8.bin --quantize q8_0 2>/dev/null
 row train "--init a Q8_0 model" "$tmp/q8.bin: its weights are quantised (Q8_0); training needs float32, bfloat16 or float16 weights" \
   ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/q8.bin
+row train "--init a model of llama.cpp's block types" \
+  "$tmp/typed.bin: its weights are quantised (tensor tok_embedding is Q5_0); training needs float32" \
+  ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/typed.bin
 ./train -d $tmp/corpus.txt -o $tmp/done.bin "${small[@]}" >/dev/null 2>&1
 row train "-o an existing model without --resume or --force" "$tmp/done.bin exists: 2 steps of training; use --resume to continue, or --force to start over" \
   ./train -d $tmp/corpus.txt -o $tmp/done.bin "${small[@]}"

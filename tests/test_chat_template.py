@@ -396,13 +396,13 @@ def convert_stores_the_section():
     r = subprocess.run([PY, conv, src, out, "--tokenizer", tok, "--chat-template", "llama2"], capture_output=True,
                        text=True)
     assert r.returncode == 0 and "chat template llama2" in r.stderr, r.stderr
-    assert mf.read_header(open(out, "rb").read(256))["version"] == 5
+    assert mf.read_header(open(out, "rb").read(256))["version"] == mf.VERSION
     assert ct.parse_section(mf.read_chat_section(out), 512) == ("llama2", [1, 2], "", "")
     r = subprocess.run([PY, conv, out, again, "--weights", "q8_0"], capture_output=True, text=True)
     assert r.returncode == 0 and mf.read_chat_section(again) == mf.read_chat_section(out), r.stderr
     r = subprocess.run([PY, conv, src, plain, "--tokenizer", tok], capture_output=True, text=True)
     assert r.returncode == 0 and "chat template" not in r.stderr and mf.read_chat_section(plain) == b"", r.stderr
-    assert mf.read_header(open(plain, "rb").read(256))["version"] == 5
+    assert mf.read_header(open(plain, "rb").read(256))["version"] == mf.VERSION
     never = os.path.join(TMP, "s260_refused.bin")
     refused([PY, conv, src, never, "--tokenizer", tok, "--chat-template", "nosuch"],
             "argument --chat-template: invalid choice: 'nosuch'")
@@ -439,7 +439,7 @@ def train_keeps_the_section():
     assert mf.read_chat_section(v4) == chat
     r = subprocess.run(base + ["--init", v4, "--max-iters", "1", "--force"], capture_output=True, text=True)
     assert r.returncode == 0 and mf.read_chat_section(out) == chat, r.stderr[-500:]
-    assert mf.read_header(open(out, "rb").read(256))["version"] == 5
+    assert mf.read_header(open(out, "rb").read(256))["version"] == mf.VERSION
 
 
 # ---- round trips: the template's text through --export-hf and --export-torch ----

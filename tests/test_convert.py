@@ -907,7 +907,7 @@ def modelfile_layout():
     """Offsets, alignment and padding of a written file, checked by hand."""
     c, tok, t = random_models.make_model(tmp("layout.bin"), random_models.PRESETS["mixed"], seed=1)
     data = open(tmp("layout.bin"), "rb").read()
-    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (5, 256)
+    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (mf.VERSION, 256)
     # the checksum: CRC-32 of the file with its own four bytes as zero
     assert struct.unpack_from("<I", data, 200)[0] == zlib.crc32(data[:200] + bytes(4) + data[204:])
     assert struct.unpack_from("<f", data, 80)[0] == np.float32(2.5)
@@ -981,7 +981,7 @@ def modelfile_refuses_bad_files():
     refused(good[:-4], "header implies")
     refused(good + b"\0" * 64, "header implies")
     refused(patched(good, 0, "<4s", b"ATTM"), "magic")
-    refused(patched(good, 4, "<I", 6), "newer than this build")
+    refused(patched(good, 4, "<I", mf.VERSION + 1), "newer than this build")
     damaged = bytearray(good)
     damaged[-100] ^= 1
     refused(damaged, "checksum mismatch: the file is damaged")
@@ -992,7 +992,8 @@ def modelfile_refuses_bad_files():
     refused(patched(good, 44, "<I", 7), "pos_kind")
     refused(patched(good, 60, "<f", float("nan")), "norm_eps")
     refused(patched(good, 84, "<I", 3), "rope_dims")
-    refused(patched(good, 204, "<I", 1), "reserved")
+    refused(patched(good, 216, "<I", 1), "reserved")
+    refused(patched(good, 204, "<I", 1), "a type table (n_matrix_types 1) without weight_type 4")
     refused(patched(patched(good, 4, "<I", 1), 136, "<I", 1), "reserved header bytes 136..255 of a version 1 file")
     v4 = patched(good, 4, "<I", 4)
     v4[200] = 1
@@ -1024,7 +1025,7 @@ def check_q8_file(path, c, tensors, gs):
     values and scales q80_by_hand gives, every other tensor as it was, each piece padded to 64.
     Then read_model: the same pieces raw, and dequantised within half a step of the originals."""
     data = open(path, "rb").read()
-    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (5, 256)
+    assert data[:4] == b"ATTN" and struct.unpack_from("<II", data, 4) == (mf.VERSION, 256)
     assert struct.unpack_from("<II", data, 136) == (1, gs) and not any(data[144:200]) and not any(data[204:256])
     woff, wbytes = struct.unpack_from("<QQ", data, 120)
     assert len(data) == woff + wbytes
@@ -1096,7 +1097,7 @@ def q8_0_refusals():
     refused(patched(good, 4, "<I", 1), "reserved header bytes 136..255 of a version 1 file")
     refused(patched(v2, 144, "<I", 1), "reserved header bytes 144..255 of a version 2 file")
     refused(patched(v2, 255, "<B", 1), "reserved header bytes 144..255")
-    refused(patched(good, 255, "<B", 1), "reserved header bytes 204..255")
+    refused(patched(good, 255, "<B", 1), "reserved header bytes 216..255")
     refused(good[:-4], "header implies")
     refused(good[:len(good) // 2], "header implies")
     woff = struct.unpack_from("<Q", good, 120)[0]
@@ -1107,7 +1108,8 @@ def q8_0_refusals():
     raises(lambda: mf.with_weight_type(c, "q8_0", 32), "group_size 32 does not divide every quantised row")
     raises(lambda: mf.with_weight_type(c, "q8_0", 0), "outside [1, 65536]")
     raises(lambda: mf.with_weight_type(c, None, 16), "needs Q8_0 weights")
-    raises(lambda: mf.write_model(tmp("bad.bin"), dict(c, weight_type=4), tok, t), "weight_type = 4")
+    raises(lambda: mf.write_model(tmp("bad.bin"), dict(c, weight_type=5), tok, t), "weight_type = 5")
+    raises(lambda: mf.write_model(tmp("bad.bin"), dict(c, weight_type=4), tok, t), "weight_type 4 needs a type for")
     t["layers.1.w3"][5, 7] = np.nan
     raises(lambda: mf.write_model(tmp("bad.bin"), c, tok, t), "tensor layers.1.w3: non-finite")
     # outfile.replacing's temporary files are named after the target: bad.bin.XXXXXXXX

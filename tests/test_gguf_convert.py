@@ -40,7 +40,6 @@ GGUF_DIR = os.path.join(SHARED, "models", "gguf")
 EXPECTED = os.path.join(SHARED, "expected")
 TMP = tempfile.mkdtemp(prefix="attn-test-gguf-convert-")
 RUN, TOK_CLI = os.path.join(ROOT, "run"), os.path.join(ROOT, "tests", "bin", "tok_cli")
-RAND256 = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K_M", "Q6_K")
 
 case = pycase.Cases()
 
@@ -179,43 +178,146 @@ def gguf_name(k):
     return dict(tok_embedding="token_embd", final_norm_w="output_norm", classifier="output")[k] + ".weight"
 
 
-@case
-def rand256_every_type_converts():
-    """Each type's file: with --weights f32 every tensor is llama.cpp's dequantised values bit for bit;
-    by default the exact types (Q8_0, Q4_0, Q6_K) are those values bit for bit too, the rest within
-    a Q8_0 step, and the logits stay near the dequantised file's."""
-    tokens = list(range(1, 60, 3))
-    for ty in RAND256:
-        src = shared("rand256-" + ty)
-        (cfg32, _, t32), _ = converted(src, "r_%s_f32.bin" % ty, "--weights", "f32")
-        (cfg, _, t), note = converted(src, "r_%s.bin" % ty)
-        with gguf.GGUFFile(src) as f:
-            for k in t32:
-                want = f.dequantize(f.tensors[gguf_name(k)])
-                assert np.array_equal(t32[k], want), "%s %s" % (ty, k)
-                kind = f.tensors[gguf_name(k)].type_name
-                if kind in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q6_K") or k not in matrices(t):
-                    assert np.array_equal(t[k], want), "%s %s (%s) not exact" % (ty, k, kind)
-                else:
-                    step = np.abs(want).max(axis=1, keepdims=True) / 127
-                    assert (np.abs(t[k] - want) <= step).all(), "%s %s" % (ty, k)
-        want_type = {"F32": mf.WEIGHTS_F32, "F16": mf.WEIGHTS_F16, "BF16": mf.WEIGHTS_BF16}.get(ty, mf.WEIGHTS_Q8_0)
-        assert cfg["weight_type"] == want_type, (ty, cfg["weight_type"])
-        if want_type == mf.WEIGHTS_Q8_0:
-            assert "Q8_0" in note, note
-        a = ref.logits(ref.load(tmp("r_%s.bin" % ty)), tokens)
-        b = ref.logits(ref.load(tmp("r_%s_f32.bin" % ty)), tokens)
-        rel = np.abs(a - b).max() / np.abs(b).max()
-        assert rel < (1e-6 if ty in ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q6_K") else 0.05), (ty, rel)
+def our_name(gguf_tensor):
+    """llama.cpp's tensor name -> ours, for the llama files here (gguf_name's inverse)."""
+    names = dict(attn_norm="attn_norm_w", attn_q="wq", attn_k="wk", attn_v="wv", attn_output="wo",
+                 ffn_norm="ffn_norm_w", ffn_gate="w1", ffn_up="w3", ffn_down="w2")
+    parts = gguf_tensor.split(".")
+    if parts[0] == "blk":
+        return "layers.%s.%s" % (parts[1], names[parts[2]])
+    return dict(token_embd="tok_embedding", output_norm="final_norm_w", output="classifier")[parts[0]]
 
 
 @case
-def stories260K_mixes_default_to_q8_0():
+def every_shared_gguf_kept_as_it_is():
+    """Every tensor of every shared GGUF, converted by default (each matrix in its own type) and
+    read back from the model file, hashes as gguf-py's dequantised values do
+    (expected/gguf_dequantized_sha256.json); the file is at most 1.05 times the GGUF's bytes."""
+    import hashlib
+    expected = json.load(open(os.path.join(EXPECTED, "gguf_dequantized_sha256.json")))
+    assert len(expected) == 15, sorted(expected)
+    for name, want in sorted(expected.items()):
+        stem = name[:-len(".gguf")]
+        (cfg, _, t), note = converted(os.path.join(GGUF_DIR, name), "kept_%s.bin" % stem)
+        kinds = {v["type"] for k, v in want["tensors"].items() if len(v["shape"]) == 2}
+        if kinds - {"F32", "F16", "BF16"} or len(kinds) > 1:
+            assert cfg["weight_type"] == mf.WEIGHTS_PER_MATRIX and "kept bit for bit" in note, (name, note)
+            for k, v in want["tensors"].items():
+                if len(v["shape"]) == 2 and our_name(k) in t:
+                    assert cfg["matrix_types"][our_name(k)] == v["type"], (name, k)
+        for k, v in want["tensors"].items():
+            ours = our_name(k)
+            if ours == "classifier" and cfg["tied_classifier"]:
+                ours = "tok_embedding"  # llama.cpp wrote the tied head again
+            a = np.ascontiguousarray(t[ours], "<f4")
+            assert list(a.shape) == v["shape"][::-1], (name, k, a.shape)
+            assert hashlib.sha256(a.tobytes()).hexdigest() == v["sha256_f32"], "%s %s (%s)" % (name, k, v["type"])
+        ratio = os.path.getsize(tmp("kept_%s.bin" % stem)) / os.path.getsize(os.path.join(GGUF_DIR, name))
+        assert ratio <= 1.05, (name, ratio)
+
+
+# The float16 scales of each block type (byte offsets in a block): random blocks get sane ones.
+BLOCK_SCALES = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,), "Q2_K": (80, 82),
+                "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,), "IQ4_NL": (0,)}
+
+
+def random_blocks(ty, shape, rng):
+    """A matrix of random blocks of type ty, uint8 [rows, row bytes], each scale a float16 of a
+    size that keeps a model's activations tame."""
+    block, block_bytes = gguf.BLOCK_SIZES[gguf.TYPE_IDS[ty]]
+    b = rng.integers(0, 256, (shape[0] * shape[1] // block, block_bytes), dtype=np.uint8)
+    for at in BLOCK_SCALES[ty]:
+        b[:, at:at + 2] = (rng.uniform(0.2, 1.0, (len(b), 1)) / shape[1] ** 0.5 / 8).astype("<f2").view(np.uint8)
+    return b.reshape(shape[0], -1)
+
+
+def blocks_gguf(path, ty, seed):
+    """WIDE as a llama GGUF whose matrices are random blocks of type ty (its norms float32)."""
+    c = mf.complete_config(WIDE)
+    write_family_gguf(path + ".f32", "llama", c, random_models.random_tensors(c, seed=seed))
+    rng = np.random.default_rng(seed)
+    with gguf.GGUFFile(path + ".f32") as f, gguf_write.GGUFWriter(path) as w:
+        for k, v in f.metadata.items():
+            w.add(k, v, f.metadata_types[k])
+        data = {k: random_blocks(ty, t.shape, rng) if len(t.shape) == 2 else f.dequantize(t)
+                for k, t in f.tensors.items()}
+        for k, t in f.tensors.items():
+            w.add_tensor(k, t.shape, ty if len(t.shape) == 2 else "F32")
+        for k in f.tensors:
+            w.write_tensor(k, data[k])
+
+
+# Every block type the model file holds, in a shared file or one written here.
+SHARED_BLOCK_FILES = ["rand256-%s" % ty for ty in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K_M", "Q6_K")] + \
+    ["stories260K-Q4_K_M", "stories260K-Q6_K"]
+WRITTEN_BLOCK_TYPES = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "IQ4_NL", "Q4_1", "Q5_1")
+LOGITS_TOLERANCE = 1e-5  # relative to the largest logit: float32 sums in another order (measured: below 1e-6)
+
+
+@case
+def block_types_compute_as_float32():
+    """Each block type, converted by default, runs as the same GGUF converted with --weights f32
+    (the values gguf-py dequantises): ./run's prompt logits (the many-token product) within float
+    summation order, and the same greedy text (the one-token product)."""
+    build("run")
+    files = [(n, shared(n)) for n in SHARED_BLOCK_FILES]
+    for i, ty in enumerate(WRITTEN_BLOCK_TYPES):
+        blocks_gguf(tmp("blocks_%s.gguf" % ty), ty, seed=20 + i)
+        files.append(("written-" + ty, tmp("blocks_%s.gguf" % ty)))
+    prompt = "Once upon a time, there was a little girl who liked to play in the park with her dog"
+    worst = []
+    for name, src in files:
+        converted(src, "b_%s.bin" % name)
+        converted(src, "b_%s_f32.bin" % name, "--weights", "f32")
+        _, a = c_logits(tmp("b_%s.bin" % name), prompt)
+        _, b = c_logits(tmp("b_%s_f32.bin" % name), prompt)
+        rel = float(np.abs(a - b).max() / np.abs(b).max())
+        worst.append("%s %.1e" % (name, rel))
+        assert rel < LOGITS_TOLERANCE, (name, rel)
+        args = ["-i", "Once upon a time", "-t", "0", "-n", "60"]
+        assert run_text(tmp("b_%s.bin" % name), *args) == run_text(tmp("b_%s_f32.bin" % name), *args), name
+    print("worst logit difference / largest logit: " + ", ".join(worst))
+
+
+@case(needs=[block_types_compute_as_float32])
+def kept_types_export_and_reconvert_exactly():
+    """--export-hf of a file of block types writes what the --weights f32 file's export writes,
+    byte for byte, and convert.py on the file itself gives the --weights f32 file."""
+    for name in ("rand256-Q4_K_M", "stories260K-Q6_K"):
+        for f in ("", "_f32"):
+            out = tmp("hf_%s%s" % (name, f))
+            shutil.rmtree(out, ignore_errors=True)
+            rc, err = conv([tmp("b_%s%s.bin" % (name, f)), out, "--export-hf"])
+            assert rc == 0, err
+        for f in sorted(os.listdir(tmp("hf_%s_f32" % name))):
+            a = open(os.path.join(tmp("hf_%s" % name), f), "rb").read()
+            assert a == open(os.path.join(tmp("hf_%s_f32" % name), f), "rb").read(), (name, f)
+        converted(tmp("b_%s.bin" % name), "again_%s.bin" % name)
+        assert open(tmp("again_%s.bin" % name), "rb").read() == open(tmp("b_%s_f32.bin" % name), "rb").read(), name
+
+
+def c_logits(model, prompt):
+    """(token ids, logits [T, vocab]) of ./run -m logits on prompt."""
+    out = tmp("logits.out")
+    subprocess.run([RUN, model, "-m", "logits", "-i", prompt, "-o", out], capture_output=True, check=True)
+    d = open(out, "rb").read()
+    T, V = np.frombuffer(d, "<i4", 2)
+    return np.frombuffer(d, "<i4", T, 8).tolist(), np.frombuffer(d, "<f4", T * V, 8 + 4 * T).reshape(T, V)
+
+
+@case
+def quantised_mixes_convert_on_request():
+    """--weights still converts a GGUF of block types: q8_0 maps Q8_0, Q4_0 and Q6_K exactly (the
+    rest quantised from their exact values), bf16 and f32 dequantise exactly."""
     for ty in ("Q4_K_M", "Q6_K"):
-        (cfg, _, _), note = converted(shared("stories260K-" + ty), "s_%s.bin" % ty, "--seq-len", "512")
+        (cfg, _, _), note = converted(shared("stories260K-" + ty), "s_%s.bin" % ty, "--weights", "q8_0")
         assert cfg["weight_type"] == mf.WEIGHTS_Q8_0 and "as Q8_0" in note, note
         (cfg, _, _), note = converted(shared("stories260K-" + ty), "s_%s_bf16.bin" % ty, "--weights", "bf16")
         assert cfg["weight_type"] == mf.WEIGHTS_BF16 and "dequantised exactly" in note, note
+    (_, _, t), _ = converted(shared("rand256-Q4_0"), "r_q4_0_q8.bin", "--weights", "q8_0")
+    with gguf.GGUFFile(shared("rand256-Q4_0")) as f:
+        for k in t:
+            assert np.array_equal(t[k], f.dequantize(f.tensors[gguf_name(k)])), k
 
 
 # ---- files written here the way llama.cpp's converter writes each family ----
@@ -379,7 +481,7 @@ def written_q8_0_q4_0_q6_k_map_exactly():
     t = random_models.random_tensors(c, seed=2)
     for ty, group in (("Q8_0", 32), ("Q4_0", 32), ("Q6_K", 16)):
         write_family_gguf(tmp("w_%s.gguf" % ty), "llama", c, t, ty)
-        (cfg, _, t2), note = converted(tmp("w_%s.gguf" % ty), "w_%s.bin" % ty)
+        (cfg, _, t2), note = converted(tmp("w_%s.gguf" % ty), "w_%s.bin" % ty, "--weights", "q8_0")
         assert cfg["weight_type"] == mf.WEIGHTS_Q8_0 and cfg["group_size"] == group, cfg
         with gguf.GGUFFile(tmp("w_%s.gguf" % ty)) as f:
             for k in t2:

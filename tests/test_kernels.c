@@ -380,6 +380,143 @@ static void test_matmul_half(void **state) {
         }
 }
 
+// llama.cpp's block types, value by value as ggml's reference dequantisers loop over a block:
+// an implementation independent of model/quant.h's, in the same float32 operations.
+static float naive_f16_at(const uint8_t *b) { return naive_f16((uint16_t)(b[0] | b[1] << 8)); }
+
+static void naive_k_scale(const uint8_t *q, int j, int *sc, int *mn) {
+    if (j < 4) *sc = q[j] & 63, *mn = q[j + 4] & 63;
+    else *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4), *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+}
+
+static void naive_dequantize_block(int type, const uint8_t *x, float *y) {
+    static const int8_t iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    if (type == BLOCK_Q4_0 || type == BLOCK_Q4_1 || type == BLOCK_IQ4_NL) {
+        float d = naive_f16_at(x), m = type == BLOCK_Q4_1 ? naive_f16_at(x + 2) : 0.0f;
+        const uint8_t *qs = x + (type == BLOCK_Q4_1 ? 4 : 2);
+        for (int j = 0; j < 16; j++)
+            for (int h = 0; h < 2; h++) {
+                int q = h ? qs[j] >> 4 : qs[j] & 0xF;
+                y[j + 16 * h] = type == BLOCK_Q4_0 ? (q - 8) * d : type == BLOCK_Q4_1 ? q * d + m : d * iq4nl[q];
+            }
+    } else if (type == BLOCK_Q5_0 || type == BLOCK_Q5_1) {
+        int one = type == BLOCK_Q5_1;
+        float d = naive_f16_at(x), m = one ? naive_f16_at(x + 2) : 0.0f;
+        uint32_t qh;
+        memcpy(&qh, x + (one ? 4 : 2), 4);
+        const uint8_t *qs = x + (one ? 8 : 6);
+        for (int j = 0; j < 16; j++) {
+            int x0 = (qs[j] & 0xF) | (((qh >> j) << 4) & 0x10), x1 = (qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
+            y[j] = one ? x0 * d + m : (x0 - 16) * d;
+            y[j + 16] = one ? x1 * d + m : (x1 - 16) * d;
+        }
+    } else if (type == BLOCK_Q8_0) {
+        for (int j = 0; j < 32; j++) y[j] = (int8_t)x[2 + j] * naive_f16_at(x);
+    } else if (type == BLOCK_Q2_K) {
+        const uint8_t *sc = x, *q = x + 16;
+        float d = naive_f16_at(x + 80), min = naive_f16_at(x + 82);
+        int is = 0;
+        for (int n = 0; n < 256; n += 128, q += 32)
+            for (int shift = 0; shift < 8; shift += 2)
+                for (int half = 0; half < 2; half++, is++)
+                    for (int l = 0; l < 16; l++)
+                        *y++ = d * (sc[is] & 0xF) * ((q[l + 16 * half] >> shift) & 3) - min * (sc[is] >> 4);
+    } else if (type == BLOCK_Q3_K) {
+        const uint8_t *hm = x, *q = x + 32, *s = x + 96;
+        float d = naive_f16_at(x + 108);
+        int scales[16];
+        for (int i = 0; i < 16; i++)
+            scales[i] = ((i < 8 ? s[i] & 0xF : s[i - 8] >> 4) | (((s[8 + i % 4] >> (2 * (i / 4))) & 3) << 4)) - 32;
+        int is = 0, m = 1;
+        for (int n = 0; n < 256; n += 128, q += 32)
+            for (int shift = 0; shift < 8; shift += 2, m <<= 1)
+                for (int half = 0; half < 2; half++, is++)
+                    for (int l = 16 * half; l < 16 * half + 16; l++)
+                        *y++ = d * scales[is] * (((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+    } else if (type == BLOCK_Q4_K || type == BLOCK_Q5_K) {
+        int five = type == BLOCK_Q5_K;
+        const uint8_t *q = x + (five ? 48 : 16), *qh = x + 16;
+        float d = naive_f16_at(x), min = naive_f16_at(x + 2);
+        int u1 = 1, u2 = 2;
+        for (int is = 0; is < 8; is += 2, q += 32, u1 <<= 2, u2 <<= 2) {
+            int sc, mn, sc2, mn2;
+            naive_k_scale(x + 4, is, &sc, &mn);
+            naive_k_scale(x + 4, is + 1, &sc2, &mn2);
+            for (int l = 0; l < 32; l++) *y++ = d * sc * ((q[l] & 0xF) + (five && (qh[l] & u1) ? 16 : 0)) - min * mn;
+            for (int l = 0; l < 32; l++) *y++ = d * sc2 * ((q[l] >> 4) + (five && (qh[l] & u2) ? 16 : 0)) - min * mn2;
+        }
+    } else { // Q6_K
+        const uint8_t *ql = x, *qh = x + 128;
+        const int8_t *sc = (const int8_t *)(x + 192);
+        float d = naive_f16_at(x + 208);
+        for (int n = 0; n < 256; n += 128, y += 128, ql += 64, qh += 32, sc += 8)
+            for (int l = 0; l < 32; l++) {
+                int is = l / 16;
+                y[l] = d * sc[is] * (((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+                y[l + 32] = d * sc[is + 2] * (((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+                y[l + 64] = d * sc[is + 4] * (((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+                y[l + 96] = d * sc[is + 6] * (((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+            }
+    }
+}
+
+// A matrix [rows, n_in] of random blocks of type (freed by the caller), every float16 scale a
+// positive normal value below 1/64 / sqrt(n_in), so that the products stay of the size of one.
+static QMat random_blocks(int type, size_t rows, int n_in) {
+    static const int scale_at[MATRIX_TYPES][2] = {
+        [BLOCK_Q4_0] = {0, -1}, [BLOCK_Q4_1] = {0, 2},    [BLOCK_Q5_0] = {0, -1},   [BLOCK_Q5_1] = {0, 2},
+        [BLOCK_Q8_0] = {0, -1}, [BLOCK_Q2_K] = {80, 82},  [BLOCK_Q3_K] = {108, -1}, [BLOCK_Q4_K] = {0, 2},
+        [BLOCK_Q5_K] = {0, 2},  [BLOCK_Q6_K] = {208, -1}, [BLOCK_IQ4_NL] = {0, -1}};
+    size_t blocks = rows * n_in / matrix_types[type].block, bytes = matrix_types[type].block_bytes;
+    uint8_t *b = malloc(blocks * bytes);
+    int top = 14 - (int)(log2(n_in) / 2); // float16 exponent field: 2^(top - 15) at most
+    for (size_t i = 0; i < blocks * bytes; i++) b[i] = (uint8_t)(rand() & 255);
+    for (size_t i = 0; i < blocks; i++)
+        for (int k = 0; k < 2; k++)
+            if (scale_at[type][k] >= 0) {
+                uint16_t h = (uint16_t)((top - rand() % 4) << 10 | (rand() & 1023));
+                memcpy(b + i * bytes + scale_at[type][k], &h, 2);
+            }
+    return (QMat){.blocks = b, .type = type};
+}
+
+// Every block type: dequantize_rows against the naive dequantiser on random blocks, and the
+// products, one row (dot_blocks) and many (matmul_panels, or rows dequantised in chunks and then
+// sgemm), against the naive weights summed in double precision. The sizes take one block per
+// row and many, whole and short tiles and panels, two panels in turn over PANEL_K inputs, and
+// the widest inputs make the sgemm path work in several chunks.
+static void test_matmul_blocks(void **state) {
+    (void)state;
+    int sizes[][3] = {{1, 256, 5}, {1, 2304, 13}, {3, 512, 33}, {9, 256, 40}, {17, 2304, 9}, {2, 1 << 17, 3}};
+    for (int type = BLOCK_Q4_0; type < MATRIX_TYPES; type++)
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+            int T = sizes[k][0], n_in = sizes[k][1], n_out = sizes[k][2], block = matrix_types[type].block;
+            QMat m = random_blocks(type, n_out, n_in);
+            float *x = rand_vec((size_t)T * n_in, 1.0f), *b = rand_vec(n_out, 1.0f);
+            float *out = malloc(sizeof(float) * T * n_out), *w = malloc(sizeof(float) * n_out * n_in);
+            float *naive = malloc(sizeof(float) * n_out * n_in), *wbuf = malloc(sizeof(float) * qchunk_floats(n_in));
+            double *want = malloc(sizeof(double) * T * n_out);
+            for (size_t i = 0; i < (size_t)n_out * n_in / block; i++)
+                naive_dequantize_block(type, m.blocks + i * matrix_types[type].block_bytes, naive + i * block);
+            dequantize_rows(w, &m, n_in, 0, n_out);
+            for (size_t i = 0; i < (size_t)n_out * n_in; i++) // one rounding apart at most: a fused multiply-add
+                if (fabsf(w[i] - naive[i]) > 1e-6f * fabsf(naive[i]) + 1e-30f)
+                    fail_msg("%s: dequantised weight %zu is %g, not %g", matrix_types[type].name, i, w[i], naive[i]);
+            naive_linear(want, x, naive, b, T, n_in, n_out);
+            Linear l = {.out = out, .b = b, .n_out = n_out, .qw = m, .wbuf = wbuf};
+            matmul_part(&l, x, T, n_in, 0, n_out);
+            assert_close(out, want, (size_t)T * n_out, 1e-4);
+            free((void *)m.blocks);
+            free(x);
+            free(b);
+            free(out);
+            free(w);
+            free(naive);
+            free(wbuf);
+            free(want);
+        }
+}
+
 // A random model of the given knobs, in memory, as train would hold it.
 typedef struct {
     Config c;
@@ -587,17 +724,12 @@ static void test_forward_equals_widened(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_softmax),
-        cmocka_unit_test(test_norms),
-        cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_matmul_q8),
-        cmocka_unit_test(test_rope),
-        cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_activations),
-        cmocka_unit_test(test_batched_equals_one_token),
-        cmocka_unit_test(test_widen),
-        cmocka_unit_test(test_matmul_half),
-        cmocka_unit_test(test_forward_equals_widened),
+        cmocka_unit_test(test_softmax),       cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_matmul),        cmocka_unit_test(test_matmul_q8),
+        cmocka_unit_test(test_rope),          cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_activations),   cmocka_unit_test(test_batched_equals_one_token),
+        cmocka_unit_test(test_widen),         cmocka_unit_test(test_matmul_half),
+        cmocka_unit_test(test_matmul_blocks), cmocka_unit_test(test_forward_equals_widened),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -217,7 +217,8 @@ static void test_bad_fields(void **state) {
         {112, 0xffffff00u, "tok_bytes"},
         {120, 70, "weights_offset"},
         {128, 64, "weights_bytes"},
-        {204, 1, "reserved header byte 204"},
+        {216, 1, "reserved header byte 216"},
+        {204, 1, "a type table (n_matrix_types 1, types_offset 0) without weight_type 4"},
         // plausible-looking dimensions, but the file does not have their bytes
         {16, 65536, "weights_bytes"},
         {20, 1000, "weights_bytes"},
@@ -244,6 +245,72 @@ static void test_bad_fields(void **state) {
         {184, 1, "header bytes 184..199 (the chat section) are not zero in a version 2 file"},
     };
     refuse_patched_as_version(good_q8, good_q8_size, 2, q8_v2_cases, sizeof q8_v2_cases / sizeof q8_v2_cases[0]);
+}
+
+// A version 6 file of a type per matrix: rows of 256 values everywhere but w2's 288, which take
+// 32-value blocks; zero weights.
+static const uint8_t typed_table[9] = {3, 6, 7, 8, 20, 10, 11, 2, 14}; // tok_embedding .. classifier
+static Config typed_config(void) {
+    Config c = small_config();
+    c.dim = 256, c.hidden_dim = 288, c.n_layers = 1, c.head_dim = 64, c.pos_kind = POS_ROPE, c.rope_dims = 64;
+    c.ffn_kind = FFN_SWIGLU, c.norm_kind = NORM_RMS, c.bias_flags = 0;
+    c.weight_type = WEIGHTS_PER_MATRIX, c.type_table = typed_table;
+    return c;
+}
+
+// Each matrix where the type table says, in its type's bytes, 64-byte aligned; a table that
+// names an unknown type, a type whose blocks do not divide a row, the wrong count or place, or
+// a version before 6, is refused by name; truncated anywhere, refused.
+static void test_type_per_matrix(void **state) {
+    (void)state;
+    size_t size;
+    unsigned char *good_typed;
+    assert_int_equal(save_model(bad_path, typed_config(), &good_typed, &size), 0);
+    Model m;
+    char err[512];
+    assert_int_equal(model_open(&m, bad_path, err, sizeof err), 0);
+    assert_int_equal(model_verify_checksum(bad_path, err, sizeof err), 0);
+    const LayerWeights *L = &m.weights.layers[0];
+    assert_int_equal(m.weights.qtok_embedding.type, BLOCK_Q4_1);
+    assert_int_equal(L->qwq.type, BLOCK_Q5_0);
+    assert_int_equal(L->qw2.type, BLOCK_Q4_0);
+    assert_int_equal(m.weights.qclassifier.type, BLOCK_Q6_K);
+    assert_null(L->wq);
+    assert_true((uintptr_t)L->qw1.blocks % MODEL_ALIGN == 0);
+    // w1 [288, 256] in Q2_K (84 bytes a block), then w3 in Q3_K
+    assert_ptr_equal(L->qw3.blocks, L->qw1.blocks + align_up(288 * 84));
+    assert_ptr_equal((const char *)m.weights.qclassifier.blocks + align_up(10 * 210),
+                     (const char *)m.map + m.map_bytes);
+    model_close(&m);
+    size_t table = MODEL_HEADER_SIZE + sizeof "not parsed by the loader";
+    struct {
+        size_t off;
+        uint8_t value;
+        const char *want;
+    } bytes[] = {
+        {table + 0, 9, "tensor tok_embedding has type 9, which this build does not know"},
+        {table + 8, 1, "weights_bytes"}, // a known type, but another size
+        {table + 7, 12, "tensor layers.0.w2 is Q4_K, whose rows of 288 values are not whole blocks of 256"},
+        {table + 1, 0xff, "tensor layers.0.wq has type 255"},
+        {offsetof(FileHeader, n_matrix_types), 8, "n_matrix_types is 8 but the config has 9 matrices"},
+        {offsetof(FileHeader, types_offset), 0, "type table (9 bytes at 256) does not follow"},
+        {offsetof(FileHeader, weight_type), 0,
+         "a type table (n_matrix_types 9, types_offset 281) without weight_type 4"},
+        {offsetof(FileHeader, version), 5, "header bytes 204..215 (the type table) are not zero in a version 5 file"},
+    };
+    for (size_t i = 0; i < sizeof bytes / sizeof bytes[0]; i++) {
+        unsigned char *bad = malloc(size);
+        memcpy(bad, good_typed, size);
+        bad[bytes[i].off] = bytes[i].value;
+        write_bad(bad, size);
+        expect_refused(bytes[i].want);
+        free(bad);
+    }
+    for (size_t n = MODEL_HEADER_SIZE; n < size; n += 97) {
+        write_bad(good_typed, n);
+        expect_refused("");
+    }
+    free(good_typed);
 }
 
 // zlib's CRC-32 (reflected polynomial 0xEDB88320), bit by bit: an implementation of the
@@ -463,6 +530,7 @@ int main(void) {
         cmocka_unit_test(test_huge_dimensions),      cmocka_unit_test(test_chat_section),
         cmocka_unit_test(test_not_a_file),           cmocka_unit_test(test_checksum),
         cmocka_unit_test(test_chat_section_v5),      cmocka_unit_test(test_checkpoints_named),
+        cmocka_unit_test(test_type_per_matrix),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -256,7 +256,8 @@ def main(argv):
             cfg, source, why, family = convert(a.src, a.out, a.tokenizer, a.seq_len, a.quantize, a.group_size,
                                                a.chat_template)
             weights = {mf.WEIGHTS_F32: "float32", mf.WEIGHTS_BF16: "bfloat16", mf.WEIGHTS_F16: "float16",
-                       mf.WEIGHTS_Q8_0: "Q8_0, group size %d" % cfg["group_size"]}[cfg["weight_type"]]
+                       mf.WEIGHTS_Q8_0: "Q8_0, group size %d" % cfg["group_size"],
+                       mf.WEIGHTS_PER_MATRIX: "per-matrix"}[cfg["weight_type"]]
             skipped = "; skipped %s, buffers a model file does not need" % listing(source.skipped) \
                 if source.skipped else ""
             chat = "; chat template %s" % family if family else ""

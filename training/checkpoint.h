@@ -116,10 +116,19 @@ static void read_model(ModelData *md, const char *path, int its_params, const ch
         die("%s: its weights are quantised (Q8_0); training needs float32, bfloat16 or float16 weights: convert "
             "the original checkpoint without --quantize",
             path);
+    for (int k = 0; m.config.type_table && k < matrix_count(&m.config); k++)
+        if (is_block_type(matrix_type_of_ggml(m.config.type_table[k]))) {
+            char name[48];
+            matrix_slot(&m.config, k, name, sizeof name);
+            die("%s: its weights are quantised (tensor %s is %s); training needs float32, bfloat16 or float16 "
+                "weights: convert the original checkpoint with --weights f32",
+                path, name, matrix_types[matrix_type_of_ggml(m.config.type_table[k])].name);
+        }
     const char *knob = untrainable_knob(&m.config);
     if (knob) die("%s: %s is not trainable in this build", path, knob);
     md->c = m.config;
     md->c.weight_type = WEIGHTS_F32;
+    md->c.type_table = NULL;
     md->tok_bytes = m.tok_bytes;
     md->tok_blob = xcalloc(md->tok_bytes, 1, "the tokenizer");
     memcpy(md->tok_blob, m.tok_blob, md->tok_bytes);

@@ -65,7 +65,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_ASSERT(strstr(err2, path) == err2, "model_open's message does not start with the file name");
         return 0;
     }
-    const void *first = m.weights.tok_embedding ? (const void *)m.weights.tok_embedding : m.weights.qtok_embedding.q;
+    const QMat *qe = &m.weights.qtok_embedding; // the first tensor, in whatever type it is stored
+    const void *first = m.weights.tok_embedding ? (const void *)m.weights.tok_embedding
+                        : qe->q                 ? (const void *)qe->q
+                        : qe->half              ? (const void *)qe->half
+                                                : (const void *)qe->blocks;
     FUZZ_ASSERT((const char *)first >= (const char *)m.map + 256, "weights inside the header");
     model_close(&m);
 
@@ -146,7 +150,13 @@ int main(int argc, char **argv) {
     Config q8 = base, q8_gpt = gpt; // Q8_0: dim 8, hidden 12
     q8.weight_type = q8_gpt.weight_type = WEIGHTS_Q8_0;
     q8.group_size = 4, q8_gpt.group_size = 2;
-    Config configs[] = {base, gpt, post, deep, q8, q8_gpt};
+    // a type per matrix (version 6): every block type of 32 values, on rows of 32
+    static const uint8_t types[] = {2, 3, 6, 7, 8, 20, 1, 30, 0};
+    Config typed = base;
+    typed.dim = 32, typed.hidden_dim = 32, typed.n_heads = 4, typed.head_dim = 8, typed.rope_dims = 8;
+    typed.tied_classifier = 0;
+    typed.weight_type = WEIGHTS_PER_MATRIX, typed.type_table = types;
+    Config configs[] = {base, gpt, post, deep, q8, q8_gpt, typed};
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
         size_t bytes = carve_weights(&configs[i], NULL, NULL);
         float *w = malloc(bytes);

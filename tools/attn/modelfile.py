@@ -1,4 +1,4 @@
-"""Read and write attn.c model files (docs/FORMAT.md, format versions 1 to 5).
+"""Read and write attn.c model files (docs/FORMAT.md, format versions 1 to 6).
 
 cfg is a dict of the header's model fields (dim ... rope_dims, and format 3's knobs) and how
 the weights are stored (weight_type, group_size: 0, 0 for float32); the tokenizer travels as
@@ -6,8 +6,15 @@ tok = (blob_bytes, tok_kind, tok_flags, bos_id, eos_id); tensors is a dict of fl
 numpy arrays named as in FORMAT.md (layers.{i}.wq and so on), whatever the file stores:
 write_model quantises or rounds them as cfg says, read_model widens them back. A chat section
 (tools/attn/chat_template.py makes one) travels as its bytes in version 5's layout:
-write_model(chat=...), read_chat_section. Every file is written in version 5, with its CRC-32
+write_model(chat=...), read_chat_section. Every file is written in version 6, with its CRC-32
 checksum, which read_model verifies.
+
+Version 6's weight_type WEIGHTS_PER_MATRIX stores each matrix in its own type, GGML's (F32, F16,
+BF16, or one of llama.cpp's block types as GGUF stores them): cfg["matrix_types"] maps each
+matrix's name to its GGML type name ("Q4_K"). A block-type matrix is written from its blocks
+(a uint8 array [rows, row bytes], or an object whose blocks() gives them: a GGUF tensor), never
+quantised here; read_model dequantises it with tools/attn/gguf_file.py's dequantisers, the values
+gguf-py gives, bit for bit.
 """
 import math
 import os
@@ -16,11 +23,11 @@ import zlib
 
 import numpy as np
 
-from attn import outfile
+from attn import gguf_file, outfile
 from attn import progress
 
 MAGIC = b"ATTN"
-VERSION = 5  # the newest this reads, and the one every file is written in
+VERSION = 6  # the newest this reads, and the one every file is written in
 HEADER_SIZE = 256
 ALIGN = 64
 
@@ -33,7 +40,11 @@ TOKF_DUMMY_PREFIX, TOKF_ADD_BOS, TOKF_BOS_STOPS, TOKF_NFC, TOKF_IGNORE_MERGES = 
 TOKF_PRE_SHIFT = 8  # bits 8..11 of tok_flags: tok_kind 1's split
 TOK_PRE_GPT2, TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_DIGITS_GPT2 = 0, 1, 2, 3
 TOKF_ALL = 31 | (15 << TOKF_PRE_SHIFT)
-WEIGHTS_F32, WEIGHTS_Q8_0, WEIGHTS_BF16, WEIGHTS_F16 = 0, 1, 2, 3
+WEIGHTS_F32, WEIGHTS_Q8_0, WEIGHTS_BF16, WEIGHTS_F16, WEIGHTS_PER_MATRIX = 0, 1, 2, 3, 4
+# The GGML types a version 6 file's type table may give a matrix.
+MATRIX_TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+                "Q6_K", "IQ4_NL")
+FLOAT_MATRIX_TYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}
 WEIGHT_NAMES = {"f32": WEIGHTS_F32, "q8_0": WEIGHTS_Q8_0, "bf16": WEIGHTS_BF16, "f16": WEIGHTS_F16}
 QUANTIZE = {"q8_0": WEIGHTS_Q8_0}  # the tools' --quantize names
 ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3 = 0, 1, 2
@@ -58,11 +69,12 @@ HEADER_FIELDS = [
     ("rope_original_ctx", "I"), ("arch_flags", "I"), ("attn_scale", "f"), ("sliding_window", "I"),
     ("global_every", "I"), ("rope_local_theta", "f"),
     ("chat_offset", "Q"), ("chat_bytes", "Q"), ("checksum", "I"),
+    ("n_matrix_types", "I"), ("types_offset", "Q"),
 ]
 HEADER_STRUCT = struct.Struct("<" + "".join(code for _, code in HEADER_FIELDS))
-assert HEADER_STRUCT.size == 204
+assert HEADER_STRUCT.size == 216
 # where each version's fields end: the bytes from there to 256 are reserved and zero
-HEADER_END = {1: 136, 2: 144, 3: 184, 4: 200, 5: 204}
+HEADER_END = {1: 136, 2: 144, 3: 184, 4: 200, 5: 204, 6: 216}
 CHECKSUM_OFFSET = 200  # the checksum's four bytes, taken as zero when it is computed
 CHECKSUM_CHUNK = 1 << 24
 
@@ -87,7 +99,7 @@ CONFIG_DEFAULTS = dict(pos_kind=POS_ROPE, rope_theta=10000.0, ffn_kind=FFN_SWIGL
                        group_size=0, **{k: 0 for k in V3_FIELDS})
 
 ENUM_LIMITS = dict(pos_kind=2, ffn_kind=4, norm_kind=1, post_norm=1, final_norm=1,
-                   bias_flags=7, tied_classifier=1, tok_kind=1, tok_flags=TOKF_ALL, weight_type=3,
+                   bias_flags=7, tied_classifier=1, tok_kind=1, tok_flags=TOKF_ALL, weight_type=4,
                    rope_scaling=2, arch_flags=7, rope_original_ctx=1 << 24, sliding_window=1 << 24,
                    global_every=1024)
 
@@ -100,7 +112,7 @@ def complete_config(cfg):
     c.setdefault("head_dim", c["dim"] // c["n_heads"])
     if "rope_dims" not in c:
         c["rope_dims"] = c["head_dim"] - c["head_dim"] % 2 if c["pos_kind"] == POS_ROPE else 0
-    unknown = set(c) - set(CONFIG_FIELDS)
+    unknown = set(c) - set(CONFIG_FIELDS) - {"matrix_types"}
     if unknown:
         raise ValueError("unknown config field(s): %s" % ", ".join(sorted(unknown)))
     for k in FLOAT_FIELDS:
@@ -138,10 +150,12 @@ def check_config(c):
     if c["pos_kind"] == POS_ROPE and c["rope_dims"] < 2:
         raise ValueError("rope_dims = %d: RoPE needs at least 2" % c["rope_dims"])
     check_v3_fields(c)
+    check_matrix_types(c)
     gs = c["group_size"]
     if c["weight_type"] != WEIGHTS_Q8_0:
         if gs:
-            kind = {WEIGHTS_F32: "float32", WEIGHTS_BF16: "bfloat16", WEIGHTS_F16: "float16"}[c["weight_type"]]
+            kind = {WEIGHTS_F32: "float32", WEIGHTS_BF16: "bfloat16", WEIGHTS_F16: "float16",
+                    WEIGHTS_PER_MATRIX: "per-matrix"}[c["weight_type"]]
             raise ValueError("group_size = %d with %s weights, where it must be 0" % (gs, kind))
     elif not 1 <= gs <= MAX_GROUP_SIZE:
         raise ValueError("group_size = %d is outside [1, %d]" % (gs, MAX_GROUP_SIZE))
@@ -171,6 +185,32 @@ def check_v3_fields(c):
         raise ValueError("ffn_kind GeGLU has no feed-forward biases")
 
 
+def matrix_specs(c):
+    """[(name, shape)] of the matrices a type table lists, in its order (FORMAT.md's)."""
+    return [(n, s) for n, s in tensor_specs(c) if n.split(".")[-1] in QUANTIZED_MATRICES]
+
+
+def check_matrix_types(c):
+    """A type per matrix (cfg["matrix_types"]) exactly with weight_type 4: every matrix named, each
+    type one the table may hold, each row whole blocks of it."""
+    types = c.get("matrix_types")
+    if c["weight_type"] != WEIGHTS_PER_MATRIX:
+        if types:
+            raise ValueError("matrix_types given with weight_type %d; they need weight_type 4" % c["weight_type"])
+        return
+    specs = matrix_specs(c)
+    if types is None or set(types) != {n for n, _ in specs}:
+        raise ValueError("weight_type 4 needs a type for exactly the matrices %s" % ", ".join(n for n, _ in specs))
+    for n, shape in specs:
+        t = types[n]
+        if t not in MATRIX_TYPES:
+            raise ValueError("tensor %s: type %s is not one a model file holds (%s)" % (n, t, ", ".join(MATRIX_TYPES)))
+        block = gguf_file.BLOCK_SIZES[gguf_file.TYPE_IDS[t]][0]
+        if shape[1] % block:
+            raise ValueError("tensor %s is %s, whose rows of %d values are not whole blocks of %d"
+                             % (n, t, shape[1], block))
+
+
 def quantized_widths(c):
     """The row lengths of the quantised matrices, which a group size must divide."""
     return c["dim"], c["n_heads"] * c["head_dim"], c["hidden_dim"]
@@ -182,6 +222,12 @@ def with_weight_type(cfg, quantize=None, group_size=None):
     the largest of 64, 32, ..., 1 that divides every quantised row. ValueError (naming the
     widths) if an explicit group_size does not."""
     c = complete_config(cfg)
+    if isinstance(quantize, dict):  # a type per matrix, as the checkpoint holds them
+        if group_size is not None:
+            raise ValueError("a group size (%d) needs Q8_0 weights (--weights q8_0)" % group_size)
+        c = dict(c, weight_type=WEIGHTS_PER_MATRIX, group_size=0, matrix_types=dict(quantize))
+        check_config(c)
+        return c
     if quantize not in (None, "q8_0") and quantize in WEIGHT_NAMES:
         if group_size is not None:
             raise ValueError("a group size (%d) needs Q8_0 weights (--weights q8_0)" % group_size)
@@ -262,9 +308,24 @@ def is_half(c, name):
     return c["weight_type"] in (WEIGHTS_BF16, WEIGHTS_F16) and name.split(".")[-1] in QUANTIZED_MATRICES
 
 
+def matrix_type(c, name):
+    """The GGML type of a matrix in a file of a type per matrix, else None."""
+    types = c.get("matrix_types") if c["weight_type"] == WEIGHTS_PER_MATRIX else None
+    return types.get(name) if types else None
+
+
+def block_layout(t, shape):
+    """(values per block, bytes per block, bytes per row) of a matrix of GGML type t."""
+    block, block_bytes = gguf_file.BLOCK_SIZES[gguf_file.TYPE_IDS[t]]
+    return block, block_bytes, shape[1] // block * block_bytes
+
+
 def stored_bytes(c, name, shape):
     """What a tensor takes in the file, padding included: a Q8_0 matrix is two pieces."""
     n = int(np.prod(shape))
+    t = matrix_type(c, name)
+    if t:
+        return padded(shape[0] * block_layout(t, shape)[2])
     if is_quantized(c, name):
         return padded(n) + padded(4 * (n // c["group_size"]))
     if is_half(c, name):
@@ -310,6 +371,18 @@ def quantize_q8_0(w, group_size):
 def stored_pieces(c, name, w):
     """The little-endian arrays a tensor is written as: itself in float32 or 16 bits, or its
     Q8_0 pair. A float32 value beyond float16's range is refused rather than made infinite."""
+    t = matrix_type(c, name)
+    if t in FLOAT_MATRIX_TYPES:  # a GGUF's float matrices hold their own type's values: exact both ways
+        a = np.asarray(w, dtype=np.float32)
+        return (to_bf16(a) if t == "BF16" else np.ascontiguousarray(a, dtype=FLOAT_MATRIX_TYPES[t]),)
+    if t:
+        shape = tuple(np.shape(w))
+        blocks = w.blocks(t) if hasattr(w, "blocks") else w
+        if not (isinstance(blocks, np.ndarray) and blocks.dtype == np.uint8
+                and blocks.shape == (shape[0], block_layout(t, shape)[2])):
+            raise ValueError("tensor %s: %s needs its blocks as a GGUF stores them; quantising floats to %s is "
+                             "not supported (--weights f32|bf16|f16|q8_0 converts)" % (name, t, t))
+        return (np.ascontiguousarray(blocks),)
     if is_half(c, name):
         w = np.asarray(w, dtype=np.float32)
         if not np.isfinite(w).all():
@@ -435,12 +508,15 @@ by a first pass, which writes nothing, and written with the header)."""
         if tuple(np.shape(tensors[n])) != shape:
             raise ValueError("tensor %s has shape %s, expected %s" % (n, tuple(np.shape(tensors[n])), shape))
     chat = bytes(chat)
-    weights_offset = padded(HEADER_SIZE + len(blob) + len(chat))
+    table = bytes(gguf_file.TYPE_IDS[c["matrix_types"][n]] for n, _ in matrix_specs(c)) \
+        if c["weight_type"] == WEIGHTS_PER_MATRIX else b""
+    weights_offset = padded(HEADER_SIZE + len(blob) + len(chat) + len(table))
     weights_bytes = sum(stored_bytes(c, n, s) for n, s in specs)
     h = dict(c, magic=MAGIC, version=VERSION, header_size=HEADER_SIZE, tok_kind=int(kind),
              tok_flags=int(flags), bos_id=int(bos), eos_id=int(eos), tok_offset=HEADER_SIZE,
              tok_bytes=len(blob), weights_offset=weights_offset, weights_bytes=weights_bytes,
-             chat_offset=HEADER_SIZE + len(blob) if chat else 0, chat_bytes=len(chat), checksum=0)
+             chat_offset=HEADER_SIZE + len(blob) if chat else 0, chat_bytes=len(chat), checksum=0,
+             n_matrix_types=len(table), types_offset=HEADER_SIZE + len(blob) + len(chat) if table else 0)
     check_config(h)
     header = HEADER_STRUCT.pack(*[h[n] for n, _ in HEADER_FIELDS])
     header += bytes(HEADER_SIZE - len(header))
@@ -450,7 +526,8 @@ by a first pass, which writes nothing, and written with the header)."""
         """Everything after the header, to write(bytes)."""
         write(blob)
         write(chat)
-        write(bytes(weights_offset - HEADER_SIZE - len(blob) - len(chat)))
+        write(table)
+        write(bytes(weights_offset - HEADER_SIZE - len(blob) - len(chat) - len(table)))
         for n, shape in specs:
             for a in stored_pieces(c, n, tensors[n]):
                 write(memoryview(a).cast("B"))
@@ -497,7 +574,13 @@ def read_header(data):
                          % (reserved, HEADER_SIZE - 1, h["version"]))
     if h["version"] < 3 and (h["weight_type"] > WEIGHTS_Q8_0 or h["ffn_kind"] > FFN_RELU or h["tok_flags"] > 7):
         raise ValueError("a version %d file uses a version 3 weight_type, ffn_kind or tok_flags" % h["version"])
-    check_config(h)
+    if h["version"] < 6 and h["weight_type"] == WEIGHTS_PER_MATRIX:
+        raise ValueError("weight_type 4 (a type per matrix) in a version %d file; it came with version 6"
+                         % h["version"])
+    if h["weight_type"] != WEIGHTS_PER_MATRIX and (h["n_matrix_types"] or h["types_offset"]):
+        raise ValueError("a type table (n_matrix_types %d) without weight_type 4" % h["n_matrix_types"])
+    # the types are checked once read_model has read the table; every other field here
+    check_config(dict(h, weight_type=WEIGHTS_F32) if h["weight_type"] == WEIGHTS_PER_MATRIX else h)
     return h
 
 
@@ -507,7 +590,8 @@ def read_model(path, dequantize=True):
     The tensors are float32, a Q8_0 file's matrices dequantised and a bfloat16 or float16
     file's widened; with dequantize=False those come as they are stored instead, a (q int8
     [rows, cols], scale float32 [rows, cols / group_size]) pair each, or a uint16 array of
-    bfloat16 bits, or a float16 array."""
+    bfloat16 bits, or a float16 array; in a file of a type per matrix (cfg["matrix_types"]),
+    each matrix's bytes, uint8 [rows, row bytes] (dequantize_matrix gives its values)."""
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         head = f.read(HEADER_SIZE)
@@ -521,9 +605,13 @@ def read_model(path, dequantize=True):
     if not h["chat_bytes"] and h["chat_offset"]:
         raise ValueError("chat_offset = %d but chat_bytes is 0" % h["chat_offset"])
     tok_end += h["chat_bytes"]
+    if h["weight_type"] == WEIGHTS_PER_MATRIX:
+        c["matrix_types"] = read_type_table(path, h, c, tok_end, size)
+        check_config(c)
+        tok_end += h["n_matrix_types"]
     if h["weights_offset"] % ALIGN or h["weights_offset"] < tok_end:
         raise ValueError("weights_offset = %d is not a multiple of 64 at or after the tokenizer's (and chat "
-                         "section's) end %d" % (h["weights_offset"], tok_end))
+                         "section's and type table's) end %d" % (h["weights_offset"], tok_end))
     specs = tensor_specs(c)
     need = sum(stored_bytes(c, n, s) for n, s in specs)
     if need >= 1 << 48:
@@ -555,7 +643,14 @@ def read_model(path, dequantize=True):
         off += padded(nb)
         return a
     for n, shape in specs:
-        if is_quantized(c, n):
+        t = matrix_type(c, n)
+        if t:
+            raw = piece("tensor %s" % n, np.uint8, (shape[0], block_layout(t, shape)[2]))
+            if not dequantize:
+                tensors[n] = raw
+                continue
+            tensors[n] = dequantize_matrix(t, raw, shape)
+        elif is_quantized(c, n):
             q = piece("tensor %s's int8 values" % n, np.int8, shape)
             scale = piece("tensor %s's scales" % n, "<f4", (shape[0], shape[1] // c["group_size"]))
             tensors[n] = dequantize_q8_0(q, scale) if dequantize else (q, scale)
@@ -567,6 +662,35 @@ def read_model(path, dequantize=True):
             tensors[n] = piece("tensor %s" % n, "<f4", shape)
     tok = (blob, h["tok_kind"], h["tok_flags"], h["bos_id"], h["eos_id"])
     return c, tok, tensors
+
+
+def dequantize_matrix(t, raw, shape):
+    """A matrix of GGML type t from its bytes (uint8 [rows, row bytes]) as float32 [shape], the
+    values gguf-py gives (tools/attn/gguf_file.py's dequantisers)."""
+    block_bytes = block_layout(t, shape)[1]
+    with np.errstate(all="ignore"):  # damaged scales may be inf or NaN: values, not errors
+        return gguf_file.DEQUANTIZE[gguf_file.TYPE_IDS[t]](np.asarray(raw).reshape(-1, block_bytes)).reshape(shape)
+
+
+def read_type_table(path, h, c, at, size):
+    """A version 6 file's type table as {matrix name: GGML type name}, where the header says."""
+    specs = matrix_specs(c)
+    if h["n_matrix_types"] != len(specs):
+        raise ValueError("n_matrix_types = %d but the config has %d matrices" % (h["n_matrix_types"], len(specs)))
+    if h["types_offset"] != at or at + len(specs) > size:
+        raise ValueError("type table (%d bytes at %d) does not follow the tokenizer and chat section at %d inside "
+                         "the file" % (len(specs), h["types_offset"], at))
+    with open(path, "rb") as f:
+        f.seek(at)
+        table = f.read(len(specs))
+    types = {}
+    for (n, _), t in zip(specs, table):
+        name = gguf_file.GGML_TYPES.get(t)
+        if name not in MATRIX_TYPES:
+            raise ValueError("tensor %s has type %d, which a model file does not hold (%s)"
+                             % (n, t, ", ".join(MATRIX_TYPES)))
+        types[n] = name
+    return types
 
 
 def file_checksum(data):

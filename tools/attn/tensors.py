@@ -77,6 +77,11 @@ class Weight:
         times scales (a GGUF Q8_0, Q4_0 or Q6_K tensor), else None."""
         return self.st.q8_0(group) if hasattr(self.st, "q8_0") else None
 
+    def blocks(self, type_name):
+        """Its bytes as llama.cpp's block type type_name stores them, uint8 [rows, row bytes], if it
+        is stored so (a GGUF tensor of that type), else None."""
+        return self.st.blocks(type_name) if hasattr(self.st, "blocks") else None
+
 
 def check_finite(path, name, st):
     """Bad naming tensor name if st (Stored) holds NaN or Inf, and where the first one is."""

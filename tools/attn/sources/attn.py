@@ -14,19 +14,26 @@ from attn.weights import Q8Stored, q8_0_choice
 
 def read_attn(path):
     """An attn.c model file as a source: float32, bfloat16 or float16 matrices as stored, Q8_0
-    ones as their integers and scales (kept exactly unless --weights says otherwise)."""
+    ones as their integers and scales (kept exactly unless --weights says otherwise), and a type-per-matrix
+    file's (format version 6) dequantised."""
     try:
         cfg, tok, t = mf.read_model(path, dequantize=False)
     except (ValueError, OSError) as e:
         raise Bad(path, str(e))
     bf16 = cfg["weight_type"] == mf.WEIGHTS_BF16
     gs = cfg["group_size"]
+    types = cfg.pop("matrix_types", None) or {}
+    t = {n: mf.dequantize_matrix(types[n], a, shape) if n in types else a
+         for (n, shape), a in zip(mf.tensor_specs(cfg), t.values())}
     sd = {n: Q8Stored.of(a[0], a[1], gs) if isinstance(a, tuple) else
           Stored(a, "BF16") if bf16 and a.dtype == np.uint16 else stored(a) for n, a in t.items()}
     tn = Tensors(path, sd)
     t = {n: tn.take(n) for n in sd}
     q8 = cfg["weight_type"] == mf.WEIGHTS_Q8_0
-    return Source(cfg, t, "attn.c model file" + (" (Q8_0)" if q8 else ""), tok, chat=mf.read_chat_section(path),
+    if types:  # dequantised exactly; a file is written in one type of weights again unless asked
+        cfg["weight_type"] = mf.WEIGHTS_F32
+    kind = " (Q8_0)" if q8 else " (a type per matrix, dequantised)" if types else ""
+    return Source(cfg, t, "attn.c model file" + kind, tok, chat=mf.read_chat_section(path),
                   weights=q8_0_choice(gs, "the file's Q8_0 matrices") if q8 else None)
 
 

@@ -12,14 +12,14 @@ the rope_freqs tensor, is read back from it. An output.weight equal to token_emb
 none) is a tied classifier. The context is the file's context_length (--seq-len changes it).
 
 Weight types (the closing note says which happened):
-  F32, F16, BF16   kept: all matrices in one of them stay in it; a mix gives float32
-  Q8_0, Q4_0, Q6_K integers times a scale per 32 (Q6_K: 16) values: stored as our Q8_0 exactly,
-                   group 32 (16 when any Q6_K is there, or smaller when a row needs it)
-  Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K IQ4_NL
-                   dequantised exactly, then by default quantised to our Q8_0 (which loses a
-                   little); --weights f32 or bf16 stores those exact values instead
-A file with any quantised matrix is stored as Q8_0 unless --weights says otherwise. Any other
-type is refused by name (tools/attn/gguf_file.py). Tensors are read one at a time from the mapped file.
+  F32, F16, BF16   kept: all matrices in one of them stay in it; a mix is kept matrix by matrix
+  Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL
+                   kept bit for bit, each matrix in its own type (format version 6, a type per
+                   matrix): no widening, no re-quantising
+--weights f32, bf16 or f16 stores the values dequantised exactly (rounded for bf16 and f16);
+--weights q8_0 stores our Q8_0: Q8_0, Q4_0 and Q6_K map to it exactly (group 32, 16 with any
+Q6_K), the other types are quantised from their exact values. Any other type is refused by name
+(tools/attn/gguf_file.py). Tensors are read one at a time from the mapped file.
 """
 import sys
 
@@ -77,6 +77,12 @@ class Rows:
             a = self.pick(self.f.dequantize(self.t))
         return a if dtype is None else a.astype(dtype, copy=False)
 
+    def blocks(self, type_name):
+        """The rows' bytes as the GGUF stores them, uint8 [rows, row bytes], if they are of that type."""
+        if type_name != self.t.type_name or len(self.t.shape) != 2:
+            return None
+        return self.pick(self.f.raw(self.t).reshape(self.t.shape[0], -1))
+
     def q8_0(self, group):
         """(int8 values, float32 scales) equal to the dequantised values bit for bit, with a scale
         per group values; None when the type has no such form at that group size."""
@@ -98,6 +104,9 @@ class QuantStored(Stored):
 
     def q8_0(self, group):
         return self.raw.q8_0(group)
+
+    def blocks(self, type_name):
+        return self.raw.blocks(type_name)
 
 
 def mapped(f, t):
@@ -284,9 +293,13 @@ def weight_chooser(f):
     quant = [k for k in kinds if k not in FLOATS]
 
     def choose(tensors, asked, group_size):
-        if not quant:
+        if not quant and len(kinds) < 2 or asked in ("f32", "bf16", "f16") and not quant:
             return weight_choice(tensors, asked) + (group_size,)
         names = "the file's %s matrices" % ", ".join(kinds)
+        if asked is None and group_size is None:
+            types = {k: getattr(v, "stored", "F32") for k, v in tensors.items()
+                     if k.split(".")[-1] in mf.QUANTIZED_MATRICES}
+            return types, names + " kept bit for bit, each in its own type", None
         if asked not in (None, "q8_0"):
             rounded = {"f32": "", "bf16": ", rounded to bfloat16", "f16": ", rounded to float16"}[asked]
             return asked, "--weights %s: %s dequantised exactly%s" % (asked, names, rounded), group_size
