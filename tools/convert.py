@@ -80,7 +80,8 @@ from attn.sources.hf import read_hf_dir  # noqa: E402
 from attn.sources.llama2c import read_llama2c_ak42, read_llama2c_legacy  # noqa: E402
 from attn.sources.tokenizer import default_tokenizer, is_gguf, read_tokenizer  # noqa: E402
 from attn.torchfile import read_torch  # noqa: E402
-from attn.weights import add_quantize_arguments, storage_config, weight_choice  # noqa: E402
+from attn.weights import BLOCK_FILE_TYPES, add_quantize_arguments, block_types_for  # noqa: E402
+from attn.weights import storage_config, weight_choice  # noqa: E402
 
 
 # ---- entry points ----
@@ -171,7 +172,15 @@ def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=Non
     else:
         tok = source.tok
     chat, family = chat_section(src, tokpath, tok, source, chat_template)
-    if source.weights:
+    if weights in BLOCK_FILE_TYPES:
+        if group_size is not None:
+            raise Bad(src, "--group-size %d is for our Q8_0 (--quantize q8_0); llama.cpp's blocks have a fixed size"
+                      % group_size)
+        try:
+            weights, why = block_types_for(cfg, weights)
+        except ValueError as e:
+            raise Bad(src, str(e))
+    elif source.weights:
         weights, why, group_size = source.weights(tensors, weights, group_size)
     else:
         weights, why = weight_choice(tensors, weights)
@@ -203,7 +212,7 @@ def main(argv):
                     "(tools/attn/exports/hf.py)")
     ap.add_argument("--force", action="store_true", help="replace an existing OUT: an attn.c model file; with "
                     "--export-torch a file it wrote; with --export-hf a folder it wrote (never another file or folder)")
-    add_quantize_arguments(ap)
+    add_quantize_arguments(ap, block_types=True)
     from attn.chat_template import FAMILIES
     ap.add_argument("--chat-template", metavar="NAME", choices=FAMILIES,
                     help="the chat format to store, instead of the one the checkpoint's chat template is "

@@ -317,8 +317,8 @@ def _q3_k(x):
     sc[:, 8:] = top[:, 0] | (top[:, 1] << 2) | (top[:, 2] << 4) | (top[:, 3] << 6)
     d_bytes, d = f16(np.where(big != 0, F32(1) / iscale, F32(0)))
     L = _requantize(x, d[:, None] * (l.astype(np.float32) - F32(32)), None, L, 7)
-    hmask = np.bitwise_or.reduce((L > 3).astype(np.uint8).reshape(n, 8, 32) << np.arange(8, dtype=np.uint8)[None, :, None],
-                                 axis=1)
+    high = (L > 3).astype(np.uint8).reshape(n, 8, 32)  # value j's third bit: bit j // 32 of byte j % 32
+    hmask = np.bitwise_or.reduce(high << np.arange(8, dtype=np.uint8)[None, :, None], axis=1)
     return np.concatenate([hmask, pack_2bit(np.where(L > 3, L - 4, L)), sc, d_bytes], axis=1)
 
 
