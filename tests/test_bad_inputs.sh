@@ -544,6 +544,12 @@ row convert.py "a truncated attn.c model file as the source" "$tmp/cut1000.bin: 
 row convert.py "--quantize q8_0 --group-size 48 (dim 64, hidden_dim 172)" \
   "$model: group_size 48 does not divide every quantised row: dim 64, n_heads x head_dim 64, hidden_dim 172" \
   "${convert[@]}" $model $tmp/o.bin --quantize q8_0 --group-size 48
+row convert.py "--quantize q4_0 of rows of 172 values (hidden_dim 172)" \
+  "$model: tensor layers.0.w2: rows of 172 values are not whole Q4_0 blocks of 32 (llama-quantize refuses them too)" \
+  "${convert[@]}" $model $tmp/o.bin --quantize q4_0
+row convert.py "--quantize q4_k_m --group-size 32" \
+  "$model: --group-size 32 is for our Q8_0 (--quantize q8_0); llama.cpp's blocks have a fixed size" \
+  "${convert[@]}" $model $tmp/o.bin --quantize q4_k_m --group-size 32
 row convert.py "--export-torch of a truncated model" "$tmp/cut1000.bin: file is 1000 bytes, the header implies" \
   "${convert[@]}" --export-torch $tmp/cut1000.bin $tmp/o.pt
 row convert.py "--export-torch of random bytes" "$tmp/random.bin: bad magic" "${convert[@]}" --export-torch $tmp/random.bin $tmp/o.pt

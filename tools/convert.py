@@ -1,6 +1,7 @@
 """Convert a checkpoint into an attn.c model file (docs/FORMAT.md), or export one back.
 
   convert.py SRC OUT [--tokenizer TOK] [--seq-len N] [--weights f32|bf16|f16|q8_0 [--group-size N]]
+             [--quantize q4_0|q4_1|q5_0|q5_1|q8_0|q2_k|q3_k|q4_k|q5_k|q6_k|q4_k_m|q5_k_m]
              [--chat-template NAME]
   convert.py --export-torch MODEL.bin OUT.pt
 
@@ -20,8 +21,10 @@ OUT stores the matrices as SRC does (float32, bfloat16 or float16; a checkpoint 
 gives float32; llama2.c's and attn.c's Q8_0 keep their integers and scales, tools/attn/weights.py),
 or as --weights says: f32, bf16, f16 (rounded to nearest
 even), or q8_0, int8 with a float32 scale per group of --group-size weights in a row
-(docs/FORMAT.md); --quantize q8_0 is --weights q8_0. bfloat16 and float16 are read bit for
-bit and widen to float32 exactly. The closing note says which type was chosen and why.
+(docs/FORMAT.md); --quantize q8_0 is --weights q8_0. --quantize q4_k_m (and q4_0 ... q6_k, q5_k_m)
+stores each matrix in the llama.cpp block type llama-quantize gives it for that file type, the
+bytes llama-quantize writes (tools/attn/quantize.py; docs/CONVERT.md). bfloat16 and float16 are
+read bit for bit and widen to float32 exactly. The closing note says which type was chosen and why.
 TOK: llama2.c tokenizer.bin; GPT-2 vocab.json (+ merges.txt beside it) or encoder.json
 (+ vocab.bpe) or a directory holding them; Hugging Face tokenizer.json; nanoGPT meta.pkl; a
 GGUF file's tokenizer.ggml.* (vocabulary-only files too).
