@@ -52,10 +52,22 @@ def inverse(d):
 
 
 def signed_max(x):
-    """The value of largest magnitude per row (the first on ties) and that magnitude."""
-    i = np.abs(x).argmax(axis=-1)[..., None]
-    m = np.take_along_axis(x, i, axis=-1)[..., 0]
+    """The value of largest magnitude per row (the first on ties; +0 for a row of zeros, as ggml's
+    search from 0 finds it) and that magnitude."""
+    m = first(x, np.abs(x).argmax(axis=-1))
+    m = np.where(m != 0, m, F32(0))
     return m, np.abs(m)
+
+
+def first(x, i):
+    """x[row, i[row]] per row."""
+    return np.take_along_axis(x, i[..., None], axis=-1)[..., 0]
+
+
+def positive_max(v):
+    """The largest of v's rows' values if above 0, else +0: ggml's running maximum from 0."""
+    m = v.max(axis=-1)
+    return np.where(m > 0, m, F32(0)).astype(np.float32)
 
 
 def pack_nibbles(q):
@@ -92,7 +104,7 @@ def _q5_0(x):
 
 
 def _min_max(x, levels):
-    lo, hi = x.min(axis=1), x.max(axis=1)
+    lo, hi = first(x, x.argmin(axis=1)), first(x, x.argmax(axis=1))  # the first of equals, -0 or +0 as ggml's
     d = (hi - lo) / F32(levels)
     return lo, d, (x - lo[:, None]) * inverse(d)[:, None] + F32(0.5)
 
@@ -183,8 +195,9 @@ def make_q3_quants(x, nmax):
 def make_qkx2_quants(x, w, nmax, rmin, rdelta, nstep, use_mad):
     """(scale [m], -min [m], L [m, n] in 0..nmax): make_qkx2_quants, an affine fit per sub-block
     searched over nstep + 1 trial scales, each refitted by weighted least squares."""
-    lo = np.minimum(x.min(axis=1), F32(0))
-    hi = x.max(axis=1)
+    lo = first(x, x.argmin(axis=1))
+    lo = np.where(lo > 0, F32(0), lo)
+    hi = first(x, x.argmax(axis=1))
     flat = hi == lo
     x, w = np.ascontiguousarray(x.T), np.ascontiguousarray(w.T)
     wx = w * x
@@ -254,8 +267,7 @@ def _affine_k(x, nmax, rmin, nstep):
     av = np.sqrt(colsum(np.ascontiguousarray(sub.T) ** 2) / F32(32))
     scales, mins, L = make_qkx2_quants(sub, av[:, None] + np.abs(sub), nmax, rmin, 0.1, nstep, False)
     scales, mins = scales.reshape(n, 8), mins.reshape(n, 8)
-    max_scale = np.maximum(scales.max(axis=1), F32(0))
-    max_min = np.maximum(mins.max(axis=1), F32(0))
+    max_scale, max_min = positive_max(scales), positive_max(mins)
     with np.errstate(divide="ignore"):
         inv_scale = np.where(max_scale > 0, F32(63) / max_scale, F32(0)).astype(np.float32)
         inv_min = np.where(max_min > 0, F32(63) / max_min, F32(0)).astype(np.float32)
@@ -290,8 +302,7 @@ def _q2_k(x):
     sub = x.reshape(n * 16, 16)
     scales, mins, L = make_qkx2_quants(sub, np.abs(sub), 3, -0.5, 0.1, 15, True)
     scales, mins = scales.reshape(n, 16), mins.reshape(n, 16)
-    max_scale = np.maximum(scales.max(axis=1), F32(0))
-    max_min = np.maximum(mins.max(axis=1), F32(0))
+    max_scale, max_min = positive_max(scales), positive_max(mins)
     with np.errstate(divide="ignore", invalid="ignore"):
         ls = np.where((max_scale > 0)[:, None], nearest((F32(15) / max_scale)[:, None] * scales), 0)
         lm = np.where((max_min > 0)[:, None], nearest((F32(15) / max_min)[:, None] * mins), 0)
