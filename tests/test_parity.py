@@ -462,6 +462,21 @@ MODELS["stories260K_q8"] = ("llama2.c's Q8_0 export (groups of 32 across rows), 
                             llama2c("stories260K_q80.bin", "stories260K_q8"))
 
 
+def gguf_kept(src):
+    """llama.cpp's GGUF converted by default: each matrix kept in its own type (format 6)."""
+    return lambda: (converted(os.path.join(SHARED, "models", "gguf", src + ".gguf"), os.path.join(TMP, src + ".bin"),
+                              "--seq-len", "512"), tinystories())
+
+
+MODELS.update({
+    "gguf_stories260K_q4_k_m": ("llama.cpp's stories260K Q4_K_M (F16, Q5_0, Q8_0 blocks), kept as it is",
+                                gguf_kept("stories260K-Q4_K_M")),
+    "gguf_rand256_q4_k_m": ("llama.cpp's random Llama in Q4_K_M (Q4_K, Q6_K blocks), kept as it is",
+                            gguf_kept("rand256-Q4_K_M")),
+    "gguf_rand256_q4_1": ("llama.cpp's random Llama in Q4_1 (and a Q6_K classifier), kept as it is",
+                          gguf_kept("rand256-Q4_1"))})
+
+
 @functools.lru_cache(None)
 def family_dirs(name):
     """{"F32": dir, "BF16": dir} of a family, the same draw rounded for BF16; written once."""

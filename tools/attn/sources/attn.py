@@ -14,17 +14,17 @@ from attn.weights import Q8Stored, q8_0_choice
 
 def read_attn(path):
     """An attn.c model file as a source: float32, bfloat16 or float16 matrices as stored, Q8_0
-    ones as their integers and scales (kept exactly unless --weights says otherwise), and a type-per-matrix
-    file's (format version 6) dequantised."""
+    ones as their integers and scales (kept exactly unless --weights says otherwise); a
+    type-per-matrix file's (format version 6) dequantised."""
     try:
         cfg, tok, t = mf.read_model(path, dequantize=False)
     except (ValueError, OSError) as e:
         raise Bad(path, str(e))
     bf16 = cfg["weight_type"] == mf.WEIGHTS_BF16
-    gs = cfg["group_size"]
     types = cfg.pop("matrix_types", None) or {}
     t = {n: mf.dequantize_matrix(types[n], a, shape) if n in types else a
          for (n, shape), a in zip(mf.tensor_specs(cfg), t.values())}
+    gs = cfg["group_size"]
     sd = {n: Q8Stored.of(a[0], a[1], gs) if isinstance(a, tuple) else
           Stored(a, "BF16") if bf16 and a.dtype == np.uint16 else stored(a) for n, a in t.items()}
     tn = Tensors(path, sd)
