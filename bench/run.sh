@@ -85,13 +85,11 @@ fi
 if [ ! -s $LLAMA_BF16 ] || [ $LLAMA -nt $LLAMA_BF16 ]; then
     $PYTHON tools/convert.py $LLAMA $LLAMA_BF16 --weights bf16 --force 2> /dev/null || die "cannot store $LLAMA in bfloat16"
 fi
-# llama.cpp's block types, kept as a GGUF holds them (bench/make_blocks.py says how they are made)
+# llama.cpp's block types, as llama-quantize writes them (convert.py --quantize; docs/CONVERT.md)
 for mix in q4_0 q4_k_m; do
     out=$TMP/llama110m_$mix.bin
     if [ ! -s $out ] || [ $LLAMA -nt $out ]; then
-        $PYTHON bench/make_blocks.py $LLAMA $TMP/llama110m_$mix.gguf $mix && $PYTHON tools/convert.py \
-            $TMP/llama110m_$mix.gguf $out 2> /dev/null || die "cannot store $LLAMA in $mix"
-        rm -f $TMP/llama110m_$mix.gguf
+        $PYTHON tools/convert.py $LLAMA $out --quantize $mix --force 2> /dev/null || die "cannot store $LLAMA in $mix"
     fi
 done
 if [ ! -s $GPT2 ]; then
@@ -282,7 +280,7 @@ echo "Llama 110M stored in Q8_0, bfloat16, Q4_0 and Q4_K_M, $J threads, $STORED_
 echo "  (tok/s: medians of the rounds; against float32: the median of each round's own ratio, the rounds' in brackets)"
 echo "  float32: generation after a 256-token prompt $genf tok/s, 256-token prompt $prf tok/s"
 for m in "q8:Q8_0 (convert.py --quantize q8_0)" "bf16:bfloat16 (convert.py --weights bf16; goals: generation 1.8x, prompt 1x)" \
-    "q4_0:Q4_0 (llama.cpp's blocks, kept; bench/make_blocks.py)" "q4km:Q4_K_M (llama.cpp's mix of Q4_K and Q6_K, kept)"; do
+    "q4_0:Q4_0 (llama.cpp's blocks; convert.py --quantize)" "q4km:Q4_K_M (llama.cpp's mix of Q4_K and Q6_K, kept)"; do
     f=$TMP/fwd_stored_${m%%:*}.txt
     wb=$(max $f step_weight_bytes) gen=$(med $f gen_tok_s) pr=$(med $f prompt_tok_s)
     echo "  ${m#*:}, file mapped with 2 MiB pages: $(calc %.0f "100 * $(min $f file_2m_mapped_fraction)")%"

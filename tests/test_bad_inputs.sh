@@ -554,6 +554,12 @@ row convert.py "--group-size without --weights q8_0" \
 row make_random.py "an output in a missing directory (the error names it, not its temporary file)" \
   "$tmp/no/m.bin: [Errno 2] No such file or directory: '$tmp/no/m.bin'" \
   "$PYTHON" tools/make_random.py --preset llama_gqa $tmp/no/m.bin
+row convert.py "--quantize q4_0 of rows of 172 values (hidden_dim 172)" \
+  "$model: tensor layers.0.w2: rows of 172 values are not whole Q4_0 blocks of 32 (llama-quantize refuses them too)" \
+  "${convert[@]}" $model $tmp/o.bin --quantize q4_0
+row convert.py "--quantize q4_k_m --group-size 32" \
+  "convert.py: --group-size 32: a group size applies only to our Q8_0 (--quantize q8_0); llama.cpp's blocks have a fixed size" \
+  "${convert[@]}" $model $tmp/o.bin --quantize q4_k_m --group-size 32
 row convert.py "--export-torch of a truncated model" "$tmp/cut1000.bin: file is 1000 bytes, the header implies" \
   "${convert[@]}" --export-torch $tmp/cut1000.bin $tmp/o.pt
 row convert.py "--export-torch of random bytes" "$tmp/random.bin: bad magic" "${convert[@]}" --export-torch $tmp/random.bin $tmp/o.pt

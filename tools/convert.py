@@ -1,6 +1,7 @@
 """Convert a checkpoint into an attn.c model file (docs/FORMAT.md), or export one back.
 
   convert.py SRC OUT [--tokenizer TOK] [--seq-len N] [--weights f32|bf16|f16|q8_0 [--group-size N]]
+             [--quantize q4_0|q4_1|q5_0|q5_1|q8_0|q2_k|q3_k|q4_k|q5_k|q6_k|q4_k_m|q5_k_m]
              [--chat-template NAME]
   convert.py --export-torch MODEL.bin OUT.pt
 
@@ -21,8 +22,10 @@ OUT stores the matrices as SRC does (float32, bfloat16 or float16; a checkpoint 
 gives float32; llama2.c's and attn.c's Q8_0 keep their integers and scales, tools/attn/weights.py),
 or as --weights says: f32, bf16, f16 (rounded to nearest
 even), or q8_0, int8 with a float32 scale per group of --group-size weights in a row
-(docs/FORMAT.md); --quantize q8_0 is --weights q8_0. bfloat16 and float16 are read bit for
-bit and widen to float32 exactly. The closing note says which type was chosen and why.
+(docs/FORMAT.md); --quantize q8_0 is --weights q8_0. --quantize q4_k_m (and q4_0 ... q6_k, q5_k_m)
+stores each matrix in the llama.cpp block type llama-quantize gives it for that file type, the
+bytes llama-quantize writes (tools/attn/quantize.py; docs/CONVERT.md). bfloat16 and float16 are
+read bit for bit and widen to float32 exactly. The closing note says which type was chosen and why.
 TOK: llama2.c tokenizer.bin; GPT-2 vocab.json (+ merges.txt beside it) or encoder.json
 (+ vocab.bpe) or a directory holding them; Hugging Face tokenizer.json; nanoGPT meta.pkl; a
 GGUF file's tokenizer.ggml.* (vocabulary-only files too).
@@ -82,7 +85,8 @@ from attn.sources.llama2c import read_llama2c_ak42, read_llama2c_legacy  # noqa:
 from attn.sources.tokenizer import default_tokenizer, is_gguf, read_tokenizer  # noqa: E402
 from attn.torchfile import read_torch  # noqa: E402
 from attn.tensors import with_context  # noqa: E402
-from attn.weights import add_quantize_arguments, storage_config, weight_choice  # noqa: E402
+from attn.weights import BLOCK_FILE_TYPES, add_quantize_arguments, block_types_for  # noqa: E402
+from attn.weights import storage_config, weight_choice  # noqa: E402
 
 
 # ---- entry points ----
@@ -165,7 +169,15 @@ def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=Non
     else:
         tok = source.tok
     chat, family = chat_section(src, tokpath, tok, source, chat_template)
-    if source.weights:
+    if weights in BLOCK_FILE_TYPES:
+        if group_size is not None:
+            raise Bad("--group-size %d" % group_size, "a group size applies only to our Q8_0 (--quantize q8_0); "
+                      "llama.cpp's blocks have a fixed size")
+        try:
+            weights, why = block_types_for(cfg, weights)
+        except ValueError as e:
+            raise Bad(src, str(e))
+    elif source.weights:
         weights, why, group_size = source.weights(tensors, weights, group_size)
     else:
         weights, why = weight_choice(tensors, weights)
@@ -197,7 +209,7 @@ def main(argv):
                     "(tools/attn/exports/hf.py)")
     ap.add_argument("--force", action="store_true", help="replace an existing OUT: an attn.c model file; with "
                     "--export-torch a file it wrote; with --export-hf a folder it wrote (never another file or folder)")
-    add_quantize_arguments(ap)
+    add_quantize_arguments(ap, block_types=True)
     from attn.chat_template import FAMILIES
     ap.add_argument("--chat-template", metavar="NAME", choices=FAMILIES,
                     help="the chat format to store, instead of the one the checkpoint's chat template is "

@@ -1,6 +1,7 @@
 """Write GGUF files (version 3, little-endian): metadata of every value type, and tensors in F32,
-F16, BF16, Q8_0, Q4_0 and Q6_K from float32 values, or in any type from raw block bytes. The
-tests, the GGUF mutation harness and the full-size conversion check build their files with it.
+F16, BF16 or a block type tools/attn/quantize.py makes (Q4_0 ... Q8_0, Q2_K ... Q6_K, IQ4_NL) from
+float32 values, or in any type from raw block bytes. The tests, the GGUF mutation harness and the
+full-size conversion check build their files with it.
 
 Tensors are declared first (the header lists them with their offsets), then written one at a time
 in the order declared, straight to the file, so a large model is never held whole:
@@ -11,8 +12,7 @@ in the order declared, straight to the file, so a large model is never held whol
       w.add_tensor("token_embd.weight", (32000, 768), "Q8_0")   # numpy order (rows, cols)
       w.write_tensor("token_embd.weight", values)               # float32 [32000, 768]
 
-The quantisers round to nearest for F16 and BF16 and as ggml's reference ones for Q8_0 and Q4_0; Q6_K's is a
-plain one (per-16 scales from the largest magnitude), valid but not llama-quantize's choice.
+F16 and BF16 round to nearest; the block types are quantised as llama-quantize does (quantize.py).
 """
 import struct
 
@@ -20,6 +20,7 @@ import numpy as np
 
 from attn import gguf_file as gguf
 from attn import modelfile
+from attn import quantize as block_quantize
 from attn.gguf_file import T_ARRAY, T_BOOL, T_FLOAT32, T_INT32, T_INT64, T_STRING, T_UINT64, VALUE_TYPES
 
 
@@ -64,7 +65,7 @@ class GGUFWriter:
 
     def write_tensor(self, name, data):
         """The next declared tensor's data: float32-convertible values of its shape, quantised here
-        (F32, F16, BF16, Q8_0, Q4_0, Q6_K), or its raw bytes as a uint8 array (any type)."""
+        (F32, F16, BF16, quantize.py's block types), or its raw bytes as a uint8 array (any type)."""
         if self.f is None:
             self.write_header()
         want, dims, type_id, _, nbytes = self.infos[self.written]
@@ -164,49 +165,6 @@ def quantize(x, type_id):
         return x.astype("<f2")
     if name == "BF16":
         return modelfile.to_bf16(x)
-    if name not in ("Q8_0", "Q4_0", "Q6_K"):
+    if name not in block_quantize.QUANTIZERS:
         raise ValueError("no quantiser for %s here: write its raw bytes" % name)
-    return {"Q8_0": _q8_0, "Q4_0": _q4_0, "Q6_K": _q6_k}[name](x.reshape(-1, gguf.BLOCK_SIZES[type_id][0]))
-
-
-def _f16_bytes(d):
-    return d.astype("<f2").reshape(-1, 1).view(np.uint8)
-
-
-def _round_away(v):
-    """Round half away from zero, as C's roundf."""
-    return np.sign(v) * np.floor(np.abs(v) + np.float32(0.5))
-
-
-def _q8_0(blocks):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        d = np.abs(blocks).max(axis=1, keepdims=True) / np.float32(127)
-        inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
-    q = _round_away(blocks * inv).astype(np.int8)
-    return np.concatenate([_f16_bytes(d), q.view(np.uint8)], axis=1)
-
-
-def _q4_0(blocks):
-    big = np.take_along_axis(blocks, np.abs(blocks).argmax(axis=1)[:, None], axis=1)
-    d = big / np.float32(-8)
-    with np.errstate(divide="ignore"):
-        inv = np.where(d == 0, np.float32(0), np.float32(1) / d)
-    q = np.clip(np.trunc(blocks * inv + np.float32(8.5)), 0, 15).astype(np.uint8)
-    return np.concatenate([_f16_bytes(d), q[:, :16] | (q[:, 16:] << 4)], axis=1)
-
-
-def _q6_k(blocks):
-    n = len(blocks)
-    sub = blocks.reshape(n, 16, 16)
-    scale = np.abs(sub).max(axis=2) / np.float32(31)  # [n, 16]
-    d = (scale.max(axis=1, keepdims=True) / np.float32(127)).astype(np.float16).astype(np.float32)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sc = np.clip(np.where(d == 0, 0, np.rint(scale / d)), -128, 127).astype(np.int8)
-        e = (d * sc.astype(np.float32))[:, :, None]
-        q = np.clip(np.where(e == 0, 0, np.rint(sub / e)), -32, 31).astype(np.int8)
-    q = (q.reshape(n, 2, 128) + 32).astype(np.uint8)  # halves of 128 values
-    ql = (q[:, :, :64] & 0x0F) | ((q[:, :, 64:] & 0x0F) << 4)  # [n, 2, 64]
-    top = (q >> 4).reshape(n, 2, 4, 32)
-    qh = top[:, :, 0] | (top[:, :, 1] << 2) | (top[:, :, 2] << 4) | (top[:, :, 3] << 6)  # [n, 2, 32]
-    return np.concatenate([ql.reshape(n, 128), qh.reshape(n, 64), sc.view(np.uint8),
-                           _f16_bytes(d[:, 0])], axis=1)
+    return block_quantize.quantize_rows(x.reshape(-1, gguf.BLOCK_SIZES[type_id][0]), name).reshape(-1)

@@ -12,8 +12,9 @@ checksum, which read_model verifies.
 Version 6's weight_type WEIGHTS_PER_MATRIX stores each matrix in its own type, GGML's (F32, F16,
 BF16, or one of llama.cpp's block types as GGUF stores them): cfg["matrix_types"] maps each
 matrix's name to its GGML type name ("Q4_K"). A block-type matrix is written from its blocks
-(a uint8 array [rows, row bytes], or an object whose blocks() gives them: a GGUF tensor), never
-quantised here; read_model dequantises it with tools/attn/gguf_file.py's dequantisers, the values
+(a uint8 array [rows, row bytes], or an object whose blocks() gives them: a GGUF tensor of that
+type), else quantised from its float values as llama-quantize does (tools/attn/quantize.py);
+read_model dequantises it with tools/attn/gguf_file.py's dequantisers, the values
 gguf-py gives, bit for bit.
 """
 import math
@@ -25,6 +26,7 @@ import numpy as np
 
 from attn import gguf_file, outfile
 from attn import progress
+from attn import quantize
 
 MAGIC = b"ATTN"
 VERSION = 6  # the newest this reads, and the one every file is written in
@@ -379,14 +381,18 @@ def stored_pieces(c, name, w):
     t = matrix_type(c, name)
     if t in FLOAT_MATRIX_TYPES:  # a GGUF's float matrices hold their own type's values: exact both ways
         a = np.asarray(w, dtype=np.float32)
+        if t == "F16" and np.abs(a).max(initial=0) > 65504:  # a float checkpoint's, where a fallback chose F16
+            raise ValueError("tensor %s: a weight of magnitude %g does not fit float16" % (name, np.abs(a).max()))
         return (to_bf16(a) if t == "BF16" else np.ascontiguousarray(a, dtype=FLOAT_MATRIX_TYPES[t]),)
     if t:
         shape = tuple(np.shape(w))
-        blocks = w.blocks(t) if hasattr(w, "blocks") else w
-        if not (isinstance(blocks, np.ndarray) and blocks.dtype == np.uint8
-                and blocks.shape == (shape[0], block_layout(t, shape)[2])):
-            raise ValueError("tensor %s: %s needs its blocks as a GGUF stores them; quantising floats to %s is "
-                             "not supported (--weights f32|bf16|f16|q8_0 converts)" % (label, t, t))
+        raw = isinstance(w, np.ndarray) and w.dtype == np.uint8
+        blocks = w if raw else w.blocks(t) if hasattr(w, "blocks") else None
+        if blocks is None:  # kept as the source stores it if it is of that type, else quantised as llama-quantize does
+            blocks = quantize.quantize_rows(np.asarray(w, dtype=np.float32), t)
+        if blocks.shape != (shape[0], block_layout(t, shape)[2]):
+            raise ValueError("tensor %s: %d x %d bytes of %s blocks, where its shape needs %d x %d"
+                             % ((label,) + blocks.shape + (t, shape[0], block_layout(t, shape)[2])))
         return (np.ascontiguousarray(blocks),)
     if is_half(c, name):
         w = np.asarray(w, dtype=np.float32)

@@ -2,6 +2,7 @@
 when none is asked, and the flags convert.py and make_random.py share; Q8Stored and q8_0_choice
 for a source whose matrices are Q8_0 already (llama2.c's version 2 files, attn.c's Q8_0 files)."""
 import argparse
+import collections
 import math
 import sys
 
@@ -9,6 +10,7 @@ import numpy as np
 
 from attn import modelfile as mf
 from attn.errors import Bad
+from attn import quantize
 from attn.tensors import LONG_NAMES, STORED_NAMES, Stored
 
 
@@ -22,17 +24,44 @@ class OneWeightType(argparse.Action):
         setattr(namespace, self.dest, value)
 
 
-def add_quantize_arguments(ap):
-    """--weights (its alias --quantize) and --group-size, which make_random.py shares; the weight
-    type lands in args.quantize."""
+def add_quantize_arguments(ap, block_types=False):
+    """--weights, --quantize and --group-size, which make_random.py shares; the weight type lands in
+    args.quantize. --quantize is --weights q8_0's alias, or with block_types (convert.py) also
+    names a llama.cpp file type whose block types each matrix takes (block_types_for)."""
     ap.add_argument("--weights", dest="quantize", action=OneWeightType, choices=sorted(mf.WEIGHT_NAMES),
                     help="how to store the matrices: f32, bf16 or f16 (16 bits each), or q8_0 = int8 values and "
                     "a float32 scale per group of weights in a row (convert.py's default: as the checkpoint "
                     "stores them)")
-    ap.add_argument("--quantize", dest="quantize", action=OneWeightType, choices=sorted(mf.QUANTIZE),
-                    help="--weights q8_0")
+    if block_types:
+        ap.add_argument("--quantize", dest="quantize", action=OneWeightType, metavar="TYPE",
+                        choices=list(quantize.FILE_TYPES),
+                        help="q8_0 is --weights q8_0; %s quantise each matrix into llama.cpp's block types as "
+                        "llama-quantize does (file format version 6)" % "|".join(BLOCK_FILE_TYPES))
+    else:
+        ap.add_argument("--quantize", dest="quantize", action=OneWeightType, choices=sorted(mf.QUANTIZE),
+                        help="--weights q8_0")
     ap.add_argument("--group-size", type=int, metavar="N", help="weights per scale with q8_0 (default %d, "
                     "halved until it divides every quantised row)" % mf.DEFAULT_GROUP_SIZE)
+
+
+# --quantize's llama.cpp file types; q8_0 stays our Q8_0 (float32 scales, --group-size)
+BLOCK_FILE_TYPES = [t for t in quantize.FILE_TYPES if t not in mf.QUANTIZE]
+
+
+def block_types_for(cfg, file_type):
+    """(each matrix's GGML type, why, for the closing note) for --quantize FILE_TYPE: the types
+    llama-quantize gives a Llama's tensors (tools/attn/quantize.py's tensor_type; a model of learned
+    positions is taken as GPT-2, whose GGUF fuses q, k and v). ValueError naming a matrix whose
+    rows fit no type llama.cpp would give it."""
+    c = mf.complete_config(cfg)
+    types = {}
+    for name, shape in mf.matrix_specs(c):
+        classifier = name == "classifier" or (name == "tok_embedding" and bool(c["tied_classifier"]))
+        types[name] = quantize.tensor_type(name, shape[1], c["n_layers"], file_type, classifier,
+                                           fused_qkv=c["pos_kind"] == mf.POS_LEARNED)
+    counts = collections.Counter(types.values())
+    return types, "--quantize %s: quantised as llama-quantize's %s: %s" % (
+        file_type, file_type.upper(), ", ".join("%s %d" % (t, counts[t]) for t in sorted(counts)))
 
 
 def storage_config(cfg, weights, group_size, prog):
