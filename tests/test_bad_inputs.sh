@@ -565,6 +565,8 @@ row convert.py "--export-torch of a truncated model" "$tmp/cut1000.bin: file is 
 row convert.py "--export-torch of random bytes" "$tmp/random.bin: bad magic" "${convert[@]}" --export-torch $tmp/random.bin $tmp/o.pt
 row convert.py "an output past ulimit -f (a full disk)" "$tmp/o.bin: cannot write: File too large" \
   "${limited[@]}" "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin
+row convert.py "--export-torch past ulimit -f (a full disk)" "$tmp/full.pt: cannot write: File too large" \
+  "${limited[@]}" "${convert[@]}" --export-torch $model $tmp/full.pt
 row convert.py "an output in a missing directory" "$tmp/no/o.bin: cannot write" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/no/o.bin --tokenizer $SHARED/models/tok512.bin
 # ./train's output policy (tests/test_output_policy.py has more): replaced only with --force, and only the tool's own files

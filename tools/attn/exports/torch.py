@@ -5,6 +5,8 @@ bos_id, eos_id}, "chat": the chat section or None}: "chat" is {"family": its nam
 family), "ids", "text", "template": the Jinja template's text}, plain strings and ints, so that
 the template is there for a reader and convert.py reads the same section back."""
 
+import io
+
 import numpy as np
 
 from attn import chat_template
@@ -31,8 +33,12 @@ def export_torch(model, out):
            "tokenizer": {"blob": torch.frombuffer(bytearray(blob), dtype=torch.uint8), "kind": kind,
                          "flags": flags, "bos_id": bos, "eos_id": eos},
            "chat": chat}
+    # Serialised in memory first: torch's zip writer aborts the process (std::terminate) when a
+    # write fails under it, so a full disk must meet our own write instead.
+    buf = io.BytesIO()
+    torch.save(obj, buf)
     try:
         with outfile.replacing(out) as f:
-            torch.save(obj, f)
+            f.write(buf.getbuffer())
     except OSError as e:
         raise Bad(out, "cannot write: %s" % (e.strerror or e))
