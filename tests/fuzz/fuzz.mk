@@ -48,7 +48,7 @@ $(FUZZ_DIR)/seeds/%/.done: $(FUZZ_DIR)/bin/seeds_%
 	  $(PYTHON) tools/convert.py $(SHARED_DIR)/models/stories260K.bin $(@D)/stories260K.bin \
 	    --tokenizer $(SHARED_DIR)/models/tok512.bin >/dev/null; fi
 	@if [ $* = tokenizer ] && [ -f $(SHARED_DIR)/models/stories260K.bin ]; then \
-	  $(PYTHON) tools/convert.py $(SHARED_DIR)/models/stories260K.bin $(FUZZ_DIR)/stories260K.bin \
+	  $(PYTHON) tools/convert.py $(SHARED_DIR)/models/stories260K.bin $(FUZZ_DIR)/stories260K.bin --force \
 	    --tokenizer $(SHARED_DIR)/models/tok512.bin >/dev/null && \
 	  $(PYTHON) -c 'import struct, sys; d = open(sys.argv[1], "rb").read(); n = struct.unpack_from("<Q", d, 112)[0]; \
 	    open(sys.argv[2], "wb").write(bytes([0, 0x0c, 1, 2]) + d[256:256 + n])' $(FUZZ_DIR)/stories260K.bin $(@D)/tok512; fi
