@@ -157,7 +157,7 @@ def mpi_env():
 
 def mpirun(out, extra):
     return ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", "2", TRAIN_MPI, "-d", corpus(), "-o", out] + \
-        LONG[:-1] + ["4000"] + list(extra)
+        LONG[:-1] + ["8000"] + list(extra)
 
 
 @case
@@ -173,8 +173,10 @@ def mpi_sigterm_and_plain_log():
     wait_for_rows(p, out, 2)
     p.send_signal(signal.SIGTERM)
     stdout, stderr = p.communicate(timeout=120)
-    # Open MPI's mpirun exits 1 after forwarding a SIGTERM; the ranks stopped at step 1, inside step 2
-    assert "stopped by signal 15 at step 1;" in stdout, "exit %d: %s %s" % (p.returncode, stdout[-300:], stderr[-300:])
+    # Open MPI's mpirun exits 1 after forwarding a SIGTERM; the ranks stopped inside step 2, or
+    # on a loaded machine, where the signal may land a step later, inside step 3
+    stop = re.search(r"stopped by signal 15 at step ([12]);", stdout)
+    assert stop, "exit %d: %s %s" % (p.returncode, stdout[-300:], stderr[-300:])
     r = subprocess.run(mpirun(out, ["--resume"]), capture_output=True, text=True, env=mpi_env())
     assert r.returncode == 0, r.stderr[-500:]
     same_run(out, ref)
