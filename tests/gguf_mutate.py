@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 from attn import gguf_file as gguf  # noqa: E402
 from attn import gguf_write  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
+from attn import storage  # noqa: E402
 from attn.sources import gguf as gguf_source  # noqa: E402
 
 SHARED_GGUF = os.path.join(ROOT, "..", "shared", "models", "gguf")
@@ -180,8 +181,8 @@ def read_fully(path):
                     assert v.dtype == np.float32 and v.shape == t.shape
                     if len(t.shape) == 2 and t.type_name in mf.MATRIX_TYPES:  # convert.py's default
                         blocks = gguf_source.Rows(f, t).blocks(t.type_name)
-                        assert blocks.shape == (t.shape[0], mf.block_layout(t.type_name, t.shape)[2])
-                        kept = mf.dequantize_matrix(t.type_name, blocks, t.shape)
+                        assert blocks.shape == (t.shape[0], storage.block_layout(t.type_name, t.shape)[2])
+                        kept = storage.dequantize_matrix(t.type_name, blocks, t.shape)
                         assert np.array_equal(kept, v, equal_nan=True), t.name
                 except gguf.GGUFError as e:
                     assert "cannot be dequantised" in str(e), str(e)

@@ -92,6 +92,7 @@ row run "a model cut inside the tokenizer" "truncated: tok_bytes" ./run $tmp/cut
 import sys
 sys.path.insert(0, "tools")
 from attn import modelfile as mf
+from attn import storage
 d = open(sys.argv[1], "rb").read()
 h = mf.read_header(d)
 off = h["weights_offset"]
@@ -100,7 +101,7 @@ for name, shape in mf.tensor_specs(h):
     for s in shape:
         n *= s
     print(off, off + n // 2)
-    off += mf.padded(n)
+    off += storage.padded(n)
 PY
 n_cuts=0 bad_cuts=0
 while read -r start middle; do

@@ -27,6 +27,7 @@ import make_random as mr  # noqa: E402
 from attn import fake_hf  # noqa: E402
 from attn import random_models  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
+from attn import storage  # noqa: E402
 import reference as ref  # noqa: E402
 from attn.reference import model as ref_model  # noqa: E402
 import pycase  # noqa: E402
@@ -614,11 +615,11 @@ def hf_families_bf16_kept_bit_for_bit():
         err = conv_stderr([d, tmp("hf_%s.bin" % fam)])
         assert "bfloat16 weights (the checkpoint's bfloat16 matrices kept bit for bit)" in err, err
         c, tok, t = mf.read_model(tmp("hf_%s.bin" % fam), dequantize=False)
-        check_header(fam, c, dict(want, n_layers=2, weight_type=mf.WEIGHTS_BF16))
+        check_header(fam, c, dict(want, n_layers=2, weight_type=storage.WEIGHTS_BF16))
         want_t = expected_tensors(c0, sd)
         assert set(t) == set(want_t), (fam, sorted(set(t) ^ set(want_t)))
         for k, v in want_t.items():
-            if k.split(".")[-1] in mf.QUANTIZED_MATRICES:
+            if k.split(".")[-1] in storage.QUANTIZED_MATRICES:
                 bits = torch.from_numpy(v).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
                 assert t[k].dtype == np.uint16 and np.array_equal(t[k], bits), (fam, k)
             else:
@@ -636,14 +637,14 @@ def hf_families_every_weight_type():
     err = conv_stderr([d, tmp("q3_f32.bin"), "--weights", "f32"])
     assert "float32 weights (--weights f32: the checkpoint's bfloat16 matrices widened exactly)" in err, err
     c, _, t = mf.read_model(tmp("q3_f32.bin"))
-    assert c["weight_type"] == mf.WEIGHTS_F32
+    assert c["weight_type"] == storage.WEIGHTS_F32
     same_tensors(t, want, "bf16 -> f32")
     err = conv_stderr([d, tmp("q3_f16.bin"), "--weights", "f16"])
     assert "rounded to nearest" in err, err
     c, _, t = mf.read_model(tmp("q3_f16.bin"), dequantize=False)
-    assert c["weight_type"] == mf.WEIGHTS_F16
+    assert c["weight_type"] == storage.WEIGHTS_F16
     for k, v in want.items():
-        if k.split(".")[-1] in mf.QUANTIZED_MATRICES:
+        if k.split(".")[-1] in storage.QUANTIZED_MATRICES:
             assert t[k].dtype == np.float16 and np.array_equal(t[k], torch.from_numpy(v).half().numpy()), k
     c25 = small_config("qwen25")  # check_q8_file reads a version 2 file: no format-3 knobs
     want25 = expected_tensors(c25, hf_state_dict(c25, "BF16", seed=len("qwen25")))
@@ -660,7 +661,7 @@ def hf_families_every_weight_type():
         name = flag or {"F32": "f32", "F16": "f16"}[dtype]
         assert c["weight_type"] == mf.WEIGHT_NAMES[name], (dtype, flag, c["weight_type"])
         for k, v in want.items():
-            if flag and k.split(".")[-1] in mf.QUANTIZED_MATRICES:
+            if flag and k.split(".")[-1] in storage.QUANTIZED_MATRICES:
                 bits = torch.from_numpy(v).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
                 assert np.array_equal(t[k], bits), k
             else:
@@ -1020,7 +1021,7 @@ def float32_files_unchanged():
     v1 = patched(open(tmp("s260.bin"), "rb").read(), 4, "<I", 1)
     assert hashlib.sha256(v1).hexdigest() == "a9cadcdb7fef006c4365886d960b3a66e359d6ee69beb474aae49b612a1e1a68"
     c, tok, t = mf.read_model(tmp("layout.bin"))
-    assert (c["weight_type"], c["group_size"]) == (mf.WEIGHTS_F32, 0)
+    assert (c["weight_type"], c["group_size"]) == (storage.WEIGHTS_F32, 0)
     legacy = {k: v for k, v in c.items() if k not in ("weight_type", "group_size")}
     layout = open(tmp("layout.bin"), "rb").read()
     for cfg in (c, legacy, mf.with_weight_type(legacy)):
@@ -1088,7 +1089,7 @@ def check_q8_file(path, c, tensors, gs):
     pad = lambda n: (n + 63) // 64 * 64  # noqa: E731
     rc, _, raw = mf.read_model(path, dequantize=False)
     _, _, deq = mf.read_model(path)
-    assert rc == dict(c, weight_type=mf.WEIGHTS_Q8_0, group_size=gs), rc
+    assert rc == dict(c, weight_type=storage.WEIGHTS_Q8_0, group_size=gs), rc
     off = woff
     for name, shape in mf.tensor_specs(rc):
         n, w = int(np.prod(shape)), np.asarray(tensors[name], np.float32)
@@ -1251,7 +1252,7 @@ def llama2c_q80_stays_q8_0():
         "groups of 32 run across rows of 172)" in err and "dequantised" not in err and "note" not in err, err
     theirs, gs = llama2c_q80_by_hand(src)
     c, _, ours = mf.read_model(tmp("q80_q8.bin"), dequantize=False)
-    assert gs == 32 and c["weight_type"] == mf.WEIGHTS_Q8_0 and c["group_size"] == 4, c
+    assert gs == 32 and c["weight_type"] == storage.WEIGHTS_Q8_0 and c["group_size"] == 4, c
     assert set(ours) == set(theirs), set(ours) ^ set(theirs)
     for name, v in theirs.items():
         if isinstance(v, tuple):

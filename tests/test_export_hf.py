@@ -33,6 +33,7 @@ from attn import fake_hf  # noqa: E402
 from attn import families  # noqa: E402
 from attn import random_models  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
+from attn import storage  # noqa: E402
 import pycase  # noqa: E402
 import reference as ref  # noqa: E402
 from attn import tokenizer_blob  # noqa: E402
@@ -232,7 +233,7 @@ def kind_cases(name, make, model_type, changes):
         want = dict(c1, **changes)
         diff = {k: (want[k], c2[k]) for k in c1 if want[k] != c2[k]}
         assert not diff, "config (expected, converted back): %s" % diff
-        full = mf.read_model(src)[2] if c1["weight_type"] == mf.WEIGHTS_Q8_0 else t1
+        full = mf.read_model(src)[2] if c1["weight_type"] == storage.WEIGHTS_Q8_0 else t1
         for k, a in t2.items():
             b = full.get(k, np.zeros_like(a))  # a bias Hugging Face's GPT-2 has and the file had not: zeros
             assert a.dtype == b.dtype and np.array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8)), \

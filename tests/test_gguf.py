@@ -21,7 +21,7 @@ from pycase import ROOT  # puts tools/ on the path too
 import pycase  # noqa: E402
 from attn import gguf_file as gguf  # noqa: E402
 from attn import gguf_write  # noqa: E402
-from attn import modelfile  # noqa: E402
+from attn import storage  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared")
 GGUF_DIR = os.path.join(SHARED, "models", "gguf")
@@ -280,7 +280,7 @@ def writer_round_trip():
                 elif ty == "F16":
                     assert np.array_equal(v, x.astype(np.float16).astype(np.float32))
                 elif ty == "BF16":
-                    assert np.array_equal(v, modelfile.from_bf16(modelfile.to_bf16(x)))
+                    assert np.array_equal(v, storage.from_bf16(storage.to_bf16(x)))
                 else:  # within half a step of the largest magnitude per block, and far from exact
                     err = np.abs(v - x).max() / np.abs(x).max()
                     assert 1e-4 < err < {"Q8_0": 0.005, "Q4_0": 0.1, "Q6_K": 0.02}[ty], (ty, err)

@@ -31,6 +31,7 @@ from attn import fake_hf  # noqa: E402
 from attn import random_models  # noqa: E402
 from attn.exports import hf as export_hf  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
+from attn import storage  # noqa: E402
 import pycase  # noqa: E402
 import reference as ref  # noqa: E402
 from attn.reference import model as ref_model  # noqa: E402
@@ -167,7 +168,7 @@ def vocab_only_file_as_model_is_refused():
 
 
 def matrices(t):
-    return [k for k in t if k.split(".")[-1] in mf.QUANTIZED_MATRICES]
+    return [k for k in t if k.split(".")[-1] in storage.QUANTIZED_MATRICES]
 
 
 def gguf_name(k):
@@ -203,7 +204,7 @@ def every_shared_gguf_kept_as_it_is():
         (cfg, _, t), note = converted(os.path.join(GGUF_DIR, name), "kept_%s.bin" % stem)
         kinds = {v["type"] for k, v in want["tensors"].items() if len(v["shape"]) == 2}
         if kinds - {"F32", "F16", "BF16"} or len(kinds) > 1:
-            assert cfg["weight_type"] == mf.WEIGHTS_PER_MATRIX and "kept bit for bit" in note, (name, note)
+            assert cfg["weight_type"] == storage.WEIGHTS_PER_MATRIX and "kept bit for bit" in note, (name, note)
             for k, v in want["tensors"].items():
                 if len(v["shape"]) == 2 and our_name(k) in t:
                     assert cfg["matrix_types"][our_name(k)] == v["type"], (name, k)
@@ -313,9 +314,9 @@ def quantised_mixes_convert_on_request():
     rest quantised from their exact values), bf16 and f32 dequantise exactly."""
     for ty in ("Q4_K_M", "Q6_K"):
         (cfg, _, _), note = converted(shared("stories260K-" + ty), "s_%s.bin" % ty, "--weights", "q8_0")
-        assert cfg["weight_type"] == mf.WEIGHTS_Q8_0 and "as Q8_0" in note, note
+        assert cfg["weight_type"] == storage.WEIGHTS_Q8_0 and "as Q8_0" in note, note
         (cfg, _, _), note = converted(shared("stories260K-" + ty), "s_%s_bf16.bin" % ty, "--weights", "bf16")
-        assert cfg["weight_type"] == mf.WEIGHTS_BF16 and "dequantised exactly" in note, note
+        assert cfg["weight_type"] == storage.WEIGHTS_BF16 and "dequantised exactly" in note, note
     (_, _, t), _ = converted(shared("rand256-Q4_0"), "r_q4_0_q8.bin", "--weights", "q8_0")
     with gguf.GGUFFile(shared("rand256-Q4_0")) as f:
         for k in t:
@@ -486,7 +487,7 @@ def written_q8_0_q4_0_q6_k_map_exactly():
     for ty, group in (("Q8_0", 32), ("Q4_0", 32), ("Q6_K", 16)):
         write_family_gguf(tmp("w_%s.gguf" % ty), "llama", c, t, ty)
         (cfg, _, t2), note = converted(tmp("w_%s.gguf" % ty), "w_%s.bin" % ty, "--weights", "q8_0")
-        assert cfg["weight_type"] == mf.WEIGHTS_Q8_0 and cfg["group_size"] == group, cfg
+        assert cfg["weight_type"] == storage.WEIGHTS_Q8_0 and cfg["group_size"] == group, cfg
         with gguf.GGUFFile(tmp("w_%s.gguf" % ty)) as f:
             for k in t2:
                 assert np.array_equal(t2[k], f.dequantize(f.tensors[gguf_name(k)])), (ty, k)

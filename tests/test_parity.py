@@ -42,6 +42,7 @@ from attn import safetensors  # noqa: E402
 from attn import families  # noqa: E402
 from attn import random_models  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
+from attn import storage  # noqa: E402
 import pycase  # noqa: E402
 import reference as ref  # noqa: E402
 from attn.reference import hf as ref_hf  # noqa: E402
@@ -522,8 +523,8 @@ def model_case(name):
 def weights_note(path):
     """A Q8_0 model's group size or a 16-bit model's type, for the table; nothing for float32."""
     h = mf.read_header(open(path, "rb").read(mf.HEADER_SIZE))
-    return {mf.WEIGHTS_Q8_0: "; groups of %d" % h["group_size"], mf.WEIGHTS_BF16: "; stored bf16",
-            mf.WEIGHTS_F16: "; stored f16"}.get(h["weight_type"], "")
+    return {storage.WEIGHTS_Q8_0: "; groups of %d" % h["group_size"], storage.WEIGHTS_BF16: "; stored bf16",
+            storage.WEIGHTS_F16: "; stored f16"}.get(h["weight_type"], "")
 
 
 def hf_case(name, what, make_dir, prompt, done=None):

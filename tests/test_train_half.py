@@ -14,6 +14,7 @@ import numpy as np
 
 from pycase import ROOT  # puts tools/ on the path too
 from attn import modelfile as mf  # noqa: E402
+from attn import storage  # noqa: E402
 import pycase  # noqa: E402
 
 TMP = os.path.join(ROOT, "tests", "tmp", "train_half.%d" % os.getpid())
@@ -61,7 +62,7 @@ def init_widens(weights):
         assert r.returncode == 0, r.stderr
         c16, _, want = mf.read_model(src)  # the 16-bit matrices widened by numpy
         c32, tok32, got = mf.read_model(out)
-        assert c16["weight_type"] == mf.WEIGHT_NAMES[weights] and c32["weight_type"] == mf.WEIGHTS_F32
+        assert c16["weight_type"] == mf.WEIGHT_NAMES[weights] and c32["weight_type"] == storage.WEIGHTS_F32
         assert dict(c32, weight_type=0) == dict(c16, weight_type=0) and tok32 == tok
         assert set(got) == set(want)
         for n in want:
@@ -85,7 +86,7 @@ def refuses(name, knobs, needle):
         cfg, tok, tensors = base_model()
         c = mf.complete_config(dict(cfg, **knobs))
         t = {n: tensors.get(n, np.ones(s, np.float32)) for n, s in mf.tensor_specs(c)}
-        if knobs.get("weight_type") == mf.WEIGHTS_Q8_0:
+        if knobs.get("weight_type") == storage.WEIGHTS_Q8_0:
             t = {n: v / np.float32(np.abs(v).max()) for n, v in t.items()}
         src = os.path.join(TMP, "%s.bin" % name)
         mf.write_model(src, c, tok, t)
@@ -106,7 +107,7 @@ refuses("attn_scale", dict(attn_scale=0.125), "attn_scale (Gemma 3's query_pre_a
 refuses("sliding_window", dict(sliding_window=8, global_every=2, rope_local_theta=10000.0),
         "sliding_window (Gemma 3's local layers) " + NOT_TRAINABLE)
 refuses("geglu", dict(ffn_kind=4), "ffn_kind GeGLU (Gemma) " + NOT_TRAINABLE)
-refuses("q8_0", dict(weight_type=mf.WEIGHTS_Q8_0, group_size=16), "its weights are quantised (Q8_0)")
+refuses("q8_0", dict(weight_type=storage.WEIGHTS_Q8_0, group_size=16), "its weights are quantised (Q8_0)")
 
 if __name__ == "__main__":
     sys.exit(cases.main(TMP))

@@ -75,6 +75,8 @@ if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/at
 import numpy as np  # noqa: E402
 
 from attn import modelfile as mf  # noqa: E402
+
+from attn import storage  # noqa: E402
 from attn import outfile  # noqa: E402
 from attn import safe_pickle  # noqa: E402
 from attn.errors import Bad, listing  # noqa: E402
@@ -261,9 +263,9 @@ def main(argv):
         else:
             cfg, source, why, family = convert(a.src, a.out, a.tokenizer, a.seq_len, a.quantize, a.group_size,
                                                a.chat_template)
-            weights = {mf.WEIGHTS_F32: "float32", mf.WEIGHTS_BF16: "bfloat16", mf.WEIGHTS_F16: "float16",
-                       mf.WEIGHTS_Q8_0: "Q8_0, group size %d" % cfg["group_size"],
-                       mf.WEIGHTS_PER_MATRIX: "per-matrix"}[cfg["weight_type"]]
+            weights = {storage.WEIGHTS_F32: "float32", storage.WEIGHTS_BF16: "bfloat16", storage.WEIGHTS_F16: "float16",
+                       storage.WEIGHTS_Q8_0: "Q8_0, group size %d" % cfg["group_size"],
+                       storage.WEIGHTS_PER_MATRIX: "per-matrix"}[cfg["weight_type"]]
             skipped = "; skipped %s, buffers a model file does not need" % listing(source.skipped) \
                 if source.skipped else ""
             chat = "; chat template %s" % family if family else ""

@@ -13,20 +13,22 @@ Files and formats
                                                                                   <- outfile
   progress         the progress line on a terminal: tensor k of n, MB/s, ETA
   safe_pickle      pickles read without running code: only tensors, dicts, numbers and dtypes
-  modelfile        the attn.c model file (docs/FORMAT.md): config, tokenizer section, weights,
-                   Q8_0 and bfloat16 helpers                            <- outfile, progress
+  storage          how a model file stores each tensor: the weight types, padding, Q8_0,
+                   bfloat16 and float16, GGML types per matrix          <- gguf_file, quantize
+  modelfile        the attn.c model file (docs/FORMAT.md): header, config, tokenizer section,
+                   the tensors laid out                       <- outfile, progress, storage
   chat_template    the chat section: a template's family recognised, its ids, its text
                    kept and written back by the exports                          <- modelfile
   tokenizer_blob   the tokenizer section from llama2.c, GPT-2 and Hugging Face files <- modelfile
   tokenizer_gguf   the tokenizer section from a GGUF file's tokenizer.ggml.*
                                                     <- modelfile, tokenizer_blob, gguf_file
   gguf_file        the GGUF reader (llama.cpp's format), dequantising its weight types
-  gguf_write       a GGUF writer, for the tests                        <- gguf_file, modelfile
+  gguf_write       a GGUF writer, for the tests                          <- gguf_file, storage
   tensors          what a source hands convert.py: Source, Stored, Weight, Tensors
-                                                                      <- errors, modelfile
+                                                             <- errors, modelfile, storage
   weights          the weight type to store (--weights, --group-size); Q8_0 kept as it is
-                                                                      <- tensors, modelfile
-  safetensors      .safetensors read and written                <- errors, tensors, outfile
+                                                            <- tensors, modelfile, storage
+  safetensors      .safetensors read and written       <- errors, tensors, outfile, storage
 Sources (convert.py SRC), one module per format
   sources.attn     an attn.c model file, and --export-torch's output
                                                        <- tensors, weights, chat_template

@@ -7,6 +7,8 @@ import sys
 import numpy as np
 
 from attn import modelfile as mf
+
+from attn import storage
 from attn import outfile
 from attn import tokenizer_blob
 from attn.safetensors import write_safetensors
@@ -240,7 +242,7 @@ def write_hf_llama(d, cfg, seed=0, shards=1, model_type="llama", tokenizer=None,
     os.makedirs(d, exist_ok=True)
     t = random_tensors(c, seed)
     if dtype == "BF16":
-        t = {k: mf.from_bf16(mf.to_bf16(v)) for k, v in t.items()}
+        t = {k: storage.from_bf16(storage.to_bf16(v)) for k, v in t.items()}
         conf["torch_dtype"] = "bfloat16"
     outfile.write(os.path.join(d, "config.json"), json.dumps(conf, indent=2).encode())
     write_hf_weights(d, llama_hf_state_dict(c, t, model_type), shards, dtype)

@@ -19,7 +19,7 @@ import struct
 import numpy as np
 
 from attn import gguf_file as gguf
-from attn import modelfile
+from attn import storage
 from attn import quantize as block_quantize
 from attn.gguf_file import T_ARRAY, T_BOOL, T_FLOAT32, T_INT32, T_INT64, T_STRING, T_UINT64, VALUE_TYPES
 
@@ -164,7 +164,7 @@ def quantize(x, type_id):
     if name == "F16":
         return x.astype("<f2")
     if name == "BF16":
-        return modelfile.to_bf16(x)
+        return storage.to_bf16(x)
     if name not in block_quantize.QUANTIZERS:
         raise ValueError("no quantiser for %s here: write its raw bytes" % name)
     return block_quantize.quantize_rows(x.reshape(-1, gguf.BLOCK_SIZES[type_id][0]), name).reshape(-1)

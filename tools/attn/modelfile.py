@@ -13,9 +13,9 @@ Version 6's weight_type WEIGHTS_PER_MATRIX stores each matrix in its own type, G
 BF16, or one of llama.cpp's block types as GGUF stores them): cfg["matrix_types"] maps each
 matrix's name to its GGML type name ("Q4_K"). A block-type matrix is written from its blocks
 (a uint8 array [rows, row bytes], or an object whose blocks() gives them: a GGUF tensor of that
-type), else quantised from its float values as llama-quantize does (tools/attn/quantize.py);
-read_model dequantises it with tools/attn/gguf_file.py's dequantisers, the values
-gguf-py gives, bit for bit.
+type), else quantised from its float values as llama-quantize does; read_model dequantises it
+with gguf-py's values, bit for bit. How each tensor is stored, the weight types and the
+conversions, is tools/attn/storage.py's.
 """
 import math
 import os
@@ -26,12 +26,11 @@ import numpy as np
 
 from attn import gguf_file, outfile
 from attn import progress
-from attn import quantize
+from attn import storage
 
 MAGIC = b"ATTN"
 VERSION = 6  # the newest this reads, and the one every file is written in
 HEADER_SIZE = 256
-ALIGN = 64
 
 POS_ROPE, POS_LEARNED, POS_SINUSOID = 0, 1, 2
 FFN_SWIGLU, FFN_GELU_TANH, FFN_GELU_ERF, FFN_RELU, FFN_GEGLU_TANH = 0, 1, 2, 3, 4
@@ -42,19 +41,15 @@ TOKF_DUMMY_PREFIX, TOKF_ADD_BOS, TOKF_BOS_STOPS, TOKF_NFC, TOKF_IGNORE_MERGES = 
 TOKF_PRE_SHIFT = 8  # bits 8..11 of tok_flags: tok_kind 1's split
 TOK_PRE_GPT2, TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_DIGITS_GPT2 = 0, 1, 2, 3
 TOKF_ALL = 31 | (15 << TOKF_PRE_SHIFT)
-WEIGHTS_F32, WEIGHTS_Q8_0, WEIGHTS_BF16, WEIGHTS_F16, WEIGHTS_PER_MATRIX = 0, 1, 2, 3, 4
 # The GGML types a version 6 file's type table may give a matrix.
 MATRIX_TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
                 "Q6_K", "IQ4_NL")
-FLOAT_MATRIX_TYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}
-WEIGHT_NAMES = {"f32": WEIGHTS_F32, "q8_0": WEIGHTS_Q8_0, "bf16": WEIGHTS_BF16, "f16": WEIGHTS_F16}
-QUANTIZE = {"q8_0": WEIGHTS_Q8_0}  # the tools' --quantize names
+WEIGHT_NAMES = {"f32": storage.WEIGHTS_F32, "q8_0": storage.WEIGHTS_Q8_0, "bf16": storage.WEIGHTS_BF16,
+                "f16": storage.WEIGHTS_F16}
+QUANTIZE = {"q8_0": storage.WEIGHTS_Q8_0}  # the tools' --quantize names
 ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3 = 0, 1, 2
 ARCH_QK_NORM, ARCH_NORM_PLUS_ONE, ARCH_OUT_NORMS = 1, 2, 4
 MAX_GROUP_SIZE, DEFAULT_GROUP_SIZE = 65536, 64
-# The tensors a Q8_0 file stores as int8 values and scales, and a bfloat16 or float16 file in
-# 16 bits (by the last part of their names).
-QUANTIZED_MATRICES = {"tok_embedding", "wq", "wk", "wv", "wo", "w1", "w3", "w2", "classifier"}
 
 # (name, struct code) in header order; the offsets follow from packing them back to back.
 HEADER_FIELDS = [
@@ -97,7 +92,7 @@ V3_FIELDS = ("rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_f
 # Knobs a caller may leave out: a Llama-style block.
 CONFIG_DEFAULTS = dict(pos_kind=POS_ROPE, rope_theta=10000.0, ffn_kind=FFN_SWIGLU,
                        norm_kind=NORM_RMS, norm_eps=1e-5, post_norm=0, final_norm=1,
-                       bias_flags=0, tied_classifier=1, embed_scale=1.0, weight_type=WEIGHTS_F32,
+                       bias_flags=0, tied_classifier=1, embed_scale=1.0, weight_type=storage.WEIGHTS_F32,
                        group_size=0, **{k: 0 for k in V3_FIELDS})
 
 ENUM_LIMITS = dict(pos_kind=2, ffn_kind=4, norm_kind=1, post_norm=1, final_norm=1,
@@ -157,10 +152,10 @@ def check_config(c):
     check_v3_fields(c)
     check_matrix_types(c)
     gs = c["group_size"]
-    if c["weight_type"] != WEIGHTS_Q8_0:
+    if c["weight_type"] != storage.WEIGHTS_Q8_0:
         if gs:
-            kind = {WEIGHTS_F32: "float32", WEIGHTS_BF16: "bfloat16", WEIGHTS_F16: "float16",
-                    WEIGHTS_PER_MATRIX: "per-matrix"}[c["weight_type"]]
+            kind = {storage.WEIGHTS_F32: "float32", storage.WEIGHTS_BF16: "bfloat16", storage.WEIGHTS_F16: "float16",
+                    storage.WEIGHTS_PER_MATRIX: "per-matrix"}[c["weight_type"]]
             raise ValueError("group_size = %d with %s weights, where it must be 0" % (gs, kind))
     elif not 1 <= gs <= MAX_GROUP_SIZE:
         raise ValueError("group_size = %d is outside [1, %d]" % (gs, MAX_GROUP_SIZE))
@@ -192,14 +187,14 @@ def check_v3_fields(c):
 
 def matrix_specs(c):
     """[(name, shape)] of the matrices a type table lists, in its order (FORMAT.md's)."""
-    return [(n, s) for n, s in tensor_specs(c) if n.split(".")[-1] in QUANTIZED_MATRICES]
+    return [(n, s) for n, s in tensor_specs(c) if n.split(".")[-1] in storage.QUANTIZED_MATRICES]
 
 
 def check_matrix_types(c):
     """A type per matrix (cfg["matrix_types"]) exactly with weight_type 4: every matrix named, each
     type one the table may hold, each row whole blocks of it."""
     types = c.get("matrix_types")
-    if c["weight_type"] != WEIGHTS_PER_MATRIX:
+    if c["weight_type"] != storage.WEIGHTS_PER_MATRIX:
         if types:
             raise ValueError("matrix_types given with weight_type %d; they need weight_type 4" % c["weight_type"])
         return
@@ -230,7 +225,7 @@ def with_weight_type(cfg, quantize=None, group_size=None):
     if isinstance(quantize, dict):  # a type per matrix, as the checkpoint holds them
         if group_size is not None:
             raise ValueError("a group size (%d) needs Q8_0 weights (--weights q8_0)" % group_size)
-        c = dict(c, weight_type=WEIGHTS_PER_MATRIX, group_size=0, matrix_types=dict(quantize))
+        c = dict(c, weight_type=storage.WEIGHTS_PER_MATRIX, group_size=0, matrix_types=dict(quantize))
         check_config(c)
         return c
     if quantize not in (None, "q8_0") and quantize in WEIGHT_NAMES:
@@ -240,7 +235,7 @@ def with_weight_type(cfg, quantize=None, group_size=None):
     if quantize is None:
         if group_size is not None:
             raise ValueError("a group size (%d) needs Q8_0 weights (--weights q8_0)" % group_size)
-        return dict(c, weight_type=WEIGHTS_F32, group_size=0)
+        return dict(c, weight_type=storage.WEIGHTS_F32, group_size=0)
     if quantize not in QUANTIZE:
         raise ValueError("unknown weight type %r (known: %s)" % (quantize, ", ".join(sorted(WEIGHT_NAMES))))
     gs = group_size
@@ -298,128 +293,6 @@ def tensor_specs(c):
     if not c["tied_classifier"]:
         specs.append(("classifier", (V, d)))
     return specs
-
-
-def padded(nbytes):
-    return (nbytes + ALIGN - 1) // ALIGN * ALIGN
-
-
-def is_quantized(c, name):
-    return c["weight_type"] == WEIGHTS_Q8_0 and name.split(".")[-1] in QUANTIZED_MATRICES
-
-
-def is_half(c, name):
-    """A matrix a bfloat16 or float16 file stores in 16 bits."""
-    return c["weight_type"] in (WEIGHTS_BF16, WEIGHTS_F16) and name.split(".")[-1] in QUANTIZED_MATRICES
-
-
-def matrix_type(c, name):
-    """The GGML type of a matrix in a file of a type per matrix, else None."""
-    types = c.get("matrix_types") if c["weight_type"] == WEIGHTS_PER_MATRIX else None
-    return types.get(name) if types else None
-
-
-def block_layout(t, shape):
-    """(values per block, bytes per block, bytes per row) of a matrix of GGML type t."""
-    block, block_bytes = gguf_file.BLOCK_SIZES[gguf_file.TYPE_IDS[t]]
-    return block, block_bytes, shape[1] // block * block_bytes
-
-
-def stored_bytes(c, name, shape):
-    """What a tensor takes in the file, padding included: a Q8_0 matrix is two pieces."""
-    n = int(np.prod(shape))
-    t = matrix_type(c, name)
-    if t:
-        return padded(shape[0] * block_layout(t, shape)[2])
-    if is_quantized(c, name):
-        return padded(n) + padded(4 * (n // c["group_size"]))
-    if is_half(c, name):
-        return padded(2 * n)
-    return padded(4 * n)
-
-
-def to_bf16(w):
-    """float32 -> bfloat16 bits (uint16), rounded to nearest even; exact for values that are
-    bfloat16 already, as a bf16 checkpoint's weights are. A million values at a time, so that a
-    262k-row embedding needs no 64-bit copy of itself."""
-    f = np.ascontiguousarray(w, dtype="<f4")
-    bits, out = f.reshape(-1).view("<u4"), np.empty(f.shape, "<u2")
-    flat = out.reshape(-1)
-    for i in range(0, bits.size, 1 << 20):
-        u = bits[i:i + (1 << 20)].astype(np.uint64)
-        flat[i:i + (1 << 20)] = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-    return out
-
-
-def from_bf16(h):
-    """bfloat16 bits (uint16) -> float32, exactly."""
-    u = np.asarray(h, dtype="<u2").astype("<u4")
-    u <<= 16
-    return u.view("<f4")
-
-
-def quantize_q8_0(w, group_size):
-    """(q int8 [rows, cols], scale float32 [rows, cols / group_size]): FORMAT.md's Q8_0.
-
-    Everything is float32, w / scale included, as in llama2.c's export: in float64 a few
-    quotients would land on the other side of a .5 and round to another q."""
-    w = np.asarray(w, dtype=np.float32)
-    if not np.isfinite(w).all():
-        raise ValueError("non-finite weights cannot be quantised")
-    g = w.reshape(w.shape[0], -1, group_size)
-    scale = np.abs(g).max(axis=2) / np.float32(127)
-    # an all-zero group has scale 0 and q 0: divide it by 1 instead
-    q = np.round(g / np.where(scale == 0, np.float32(1), scale)[..., None])
-    return np.clip(q, -127, 127).astype(np.int8).reshape(w.shape), scale
-
-
-def stored_pieces(c, name, w):
-    """The little-endian arrays a tensor is written as: itself in float32 or 16 bits, or its
-    Q8_0 pair. A float32 value beyond float16's range is refused rather than made infinite.
-    Messages name the tensor as its checkpoint does when w knows that name (tensors.Weight)."""
-    label = getattr(w, "name", None) or name
-    t = matrix_type(c, name)
-    if t in FLOAT_MATRIX_TYPES:  # a GGUF's float matrices hold their own type's values: exact both ways
-        a = np.asarray(w, dtype=np.float32)
-        if t == "F16" and np.abs(a).max(initial=0) > 65504:  # a float checkpoint's, where a fallback chose F16
-            raise ValueError("tensor %s: a weight of magnitude %g does not fit float16" % (name, np.abs(a).max()))
-        return (to_bf16(a) if t == "BF16" else np.ascontiguousarray(a, dtype=FLOAT_MATRIX_TYPES[t]),)
-    if t:
-        shape = tuple(np.shape(w))
-        raw = isinstance(w, np.ndarray) and w.dtype == np.uint8
-        blocks = w if raw else w.blocks(t) if hasattr(w, "blocks") else None
-        if blocks is None:  # kept as the source stores it if it is of that type, else quantised as llama-quantize does
-            blocks = quantize.quantize_rows(np.asarray(w, dtype=np.float32), t)
-        if blocks.shape != (shape[0], block_layout(t, shape)[2]):
-            raise ValueError("tensor %s: %d x %d bytes of %s blocks, where its shape needs %d x %d"
-                             % ((label,) + blocks.shape + (t, shape[0], block_layout(t, shape)[2])))
-        return (np.ascontiguousarray(blocks),)
-    if is_half(c, name):
-        w = np.asarray(w, dtype=np.float32)
-        if not np.isfinite(w).all():
-            raise ValueError("tensor %s: non-finite weights" % label)
-        if c["weight_type"] == WEIGHTS_BF16:
-            return (to_bf16(w),)
-        if np.abs(w).max(initial=0) > 65504:
-            raise ValueError("tensor %s: a weight of magnitude %g does not fit float16" % (label, np.abs(w).max()))
-        return (np.ascontiguousarray(w, dtype="<f2"),)
-    if not is_quantized(c, name):
-        return (np.ascontiguousarray(w, dtype="<f4"),)
-    exact = w.q8_0(c["group_size"]) if hasattr(w, "q8_0") else None  # already integers times scales
-    if exact is not None:
-        return exact[0], np.ascontiguousarray(exact[1], dtype="<f4")
-    try:
-        q, scale = quantize_q8_0(w, c["group_size"])
-    except ValueError as e:
-        raise ValueError("tensor %s: %s" % (label, e))
-    return q, np.ascontiguousarray(scale, dtype="<f4")
-
-
-def dequantize_q8_0(q, scale):
-    """float32 W[r, c] = q[r, c] * scale[r, c / group_size], computed in float32."""
-    rows, groups = scale.shape
-    g = np.asarray(q).reshape(rows, groups, -1).astype(np.float32) * np.asarray(scale, np.float32)[..., None]
-    return g.reshape(q.shape)
 
 
 # ---- tokenizer blob ----
@@ -520,9 +393,9 @@ by a first pass, which writes nothing, and written with the header)."""
             raise ValueError("tensor %s has shape %s, expected %s" % (n, tuple(np.shape(tensors[n])), shape))
     chat = bytes(chat)
     table = bytes(gguf_file.TYPE_IDS[c["matrix_types"][n]] for n, _ in matrix_specs(c)) \
-        if c["weight_type"] == WEIGHTS_PER_MATRIX else b""
-    weights_offset = padded(HEADER_SIZE + len(blob) + len(chat) + len(table))
-    weights_bytes = sum(stored_bytes(c, n, s) for n, s in specs)
+        if c["weight_type"] == storage.WEIGHTS_PER_MATRIX else b""
+    weights_offset = storage.padded(HEADER_SIZE + len(blob) + len(chat) + len(table))
+    weights_bytes = sum(storage.stored_bytes(c, n, s) for n, s in specs)
     h = dict(c, magic=MAGIC, version=VERSION, header_size=HEADER_SIZE, tok_kind=int(kind),
              tok_flags=int(flags), bos_id=int(bos), eos_id=int(eos), tok_offset=HEADER_SIZE,
              tok_bytes=len(blob), weights_offset=weights_offset, weights_bytes=weights_bytes,
@@ -540,11 +413,11 @@ by a first pass, which writes nothing, and written with the header)."""
         write(table)
         write(bytes(weights_offset - HEADER_SIZE - len(blob) - len(chat) - len(table)))
         for n, shape in specs:
-            for a in stored_pieces(c, n, tensors[n]):
+            for a in storage.stored_pieces(c, n, tensors[n]):
                 write(memoryview(a).cast("B"))
-                write(bytes(padded(a.nbytes) - a.nbytes))
+                write(bytes(storage.padded(a.nbytes) - a.nbytes))
             if shown:
-                shown.done(stored_bytes(c, n, shape))
+                shown.done(storage.stored_bytes(c, n, shape))
 
     def add(data):
         nonlocal crc
@@ -583,15 +456,15 @@ def read_header(data):
     if any(bytes(data[reserved:HEADER_SIZE])):
         raise ValueError("reserved header bytes %d..%d of a version %d file are not zero"
                          % (reserved, HEADER_SIZE - 1, h["version"]))
-    if h["version"] < 3 and (h["weight_type"] > WEIGHTS_Q8_0 or h["ffn_kind"] > FFN_RELU or h["tok_flags"] > 7):
+    if h["version"] < 3 and (h["weight_type"] > storage.WEIGHTS_Q8_0 or h["ffn_kind"] > FFN_RELU or h["tok_flags"] > 7):
         raise ValueError("a version %d file uses a version 3 weight_type, ffn_kind or tok_flags" % h["version"])
-    if h["version"] < 6 and h["weight_type"] == WEIGHTS_PER_MATRIX:
+    if h["version"] < 6 and h["weight_type"] == storage.WEIGHTS_PER_MATRIX:
         raise ValueError("weight_type 4 (a type per matrix) in a version %d file; it came with version 6"
                          % h["version"])
-    if h["weight_type"] != WEIGHTS_PER_MATRIX and (h["n_matrix_types"] or h["types_offset"]):
+    if h["weight_type"] != storage.WEIGHTS_PER_MATRIX and (h["n_matrix_types"] or h["types_offset"]):
         raise ValueError("a type table (n_matrix_types %d) without weight_type 4" % h["n_matrix_types"])
     # the types are checked once read_model has read the table; every other field here
-    check_config(dict(h, weight_type=WEIGHTS_F32) if h["weight_type"] == WEIGHTS_PER_MATRIX else h)
+    check_config(dict(h, weight_type=storage.WEIGHTS_F32) if h["weight_type"] == storage.WEIGHTS_PER_MATRIX else h)
     return h
 
 
@@ -602,7 +475,7 @@ def read_model(path, dequantize=True):
     file's widened; with dequantize=False those come as they are stored instead, a (q int8
     [rows, cols], scale float32 [rows, cols / group_size]) pair each, or a uint16 array of
     bfloat16 bits, or a float16 array; in a file of a type per matrix (cfg["matrix_types"]),
-    each matrix's bytes, uint8 [rows, row bytes] (dequantize_matrix gives its values)."""
+    each matrix's bytes, uint8 [rows, row bytes] (storage.dequantize_matrix gives its values)."""
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         head = f.read(HEADER_SIZE)
@@ -616,15 +489,15 @@ def read_model(path, dequantize=True):
     if not h["chat_bytes"] and h["chat_offset"]:
         raise ValueError("chat_offset = %d but chat_bytes is 0" % h["chat_offset"])
     tok_end += h["chat_bytes"]
-    if h["weight_type"] == WEIGHTS_PER_MATRIX:
+    if h["weight_type"] == storage.WEIGHTS_PER_MATRIX:
         c["matrix_types"] = read_type_table(path, h, c, tok_end, size)
         check_config(c)
         tok_end += h["n_matrix_types"]
-    if h["weights_offset"] % ALIGN or h["weights_offset"] < tok_end:
+    if h["weights_offset"] % storage.ALIGN or h["weights_offset"] < tok_end:
         raise ValueError("weights_offset = %d is not a multiple of 64 at or after the tokenizer's (and chat "
                          "section's and type table's) end %d" % (h["weights_offset"], tok_end))
     specs = tensor_specs(c)
-    need = sum(stored_bytes(c, n, s) for n, s in specs)
+    need = sum(storage.stored_bytes(c, n, s) for n, s in specs)
     if need >= 1 << 48:
         raise ValueError("tensors would need %d bytes, beyond 2^48" % need)
     if h["weights_bytes"] != need:
@@ -649,38 +522,30 @@ def read_model(path, dequantize=True):
         nonlocal off
         nb = np.dtype(dtype).itemsize * int(np.prod(shape))
         a = mm[off:off + nb].view(dtype).reshape(shape)
-        if mm[off + nb:off + padded(nb)].any():
+        if mm[off + nb:off + storage.padded(nb)].any():
             raise ValueError("padding after %s is not zero" % what)
-        off += padded(nb)
+        off += storage.padded(nb)
         return a
     for n, shape in specs:
-        t = matrix_type(c, n)
+        t = storage.matrix_type(c, n)
         if t:
-            raw = piece("tensor %s" % n, np.uint8, (shape[0], block_layout(t, shape)[2]))
+            raw = piece("tensor %s" % n, np.uint8, (shape[0], storage.block_layout(t, shape)[2]))
             if not dequantize:
                 tensors[n] = raw
                 continue
-            tensors[n] = dequantize_matrix(t, raw, shape)
-        elif is_quantized(c, n):
+            tensors[n] = storage.dequantize_matrix(t, raw, shape)
+        elif storage.is_quantized(c, n):
             q = piece("tensor %s's int8 values" % n, np.int8, shape)
             scale = piece("tensor %s's scales" % n, "<f4", (shape[0], shape[1] // c["group_size"]))
-            tensors[n] = dequantize_q8_0(q, scale) if dequantize else (q, scale)
-        elif is_half(c, n):
-            bf16 = c["weight_type"] == WEIGHTS_BF16
+            tensors[n] = storage.dequantize_q8_0(q, scale) if dequantize else (q, scale)
+        elif storage.is_half(c, n):
+            bf16 = c["weight_type"] == storage.WEIGHTS_BF16
             h16 = piece("tensor %s" % n, "<u2" if bf16 else "<f2", shape)
-            tensors[n] = (from_bf16(h16) if bf16 else h16.astype(np.float32)) if dequantize else h16
+            tensors[n] = (storage.from_bf16(h16) if bf16 else h16.astype(np.float32)) if dequantize else h16
         else:
             tensors[n] = piece("tensor %s" % n, "<f4", shape)
     tok = (blob, h["tok_kind"], h["tok_flags"], h["bos_id"], h["eos_id"])
     return c, tok, tensors
-
-
-def dequantize_matrix(t, raw, shape):
-    """A matrix of GGML type t from its bytes (uint8 [rows, row bytes]) as float32 [shape], the
-    values gguf-py gives (tools/attn/gguf_file.py's dequantisers)."""
-    block_bytes = block_layout(t, shape)[1]
-    with np.errstate(all="ignore"):  # damaged scales may be inf or NaN: values, not errors
-        return gguf_file.DEQUANTIZE[gguf_file.TYPE_IDS[t]](np.asarray(raw).reshape(-1, block_bytes)).reshape(shape)
 
 
 def read_type_table(path, h, c, at, size):

@@ -5,7 +5,7 @@ import struct
 
 import numpy as np
 
-from attn import modelfile as mf
+from attn import storage
 from attn import outfile
 from attn.errors import Bad
 from attn.tensors import Stored
@@ -65,7 +65,7 @@ def write_safetensors(path, tensors, dtype="F32", metadata=None):
     (rounded to nearest even; exact for values that are bfloat16 already)."""
     to_stored = {"F32": lambda v: np.ascontiguousarray(v, dtype="<f4"),
                  "F16": lambda v: np.ascontiguousarray(v, dtype="<f2"),
-                 "BF16": lambda v: mf.to_bf16(np.asarray(v, dtype=np.float32))}[dtype]
+                 "BF16": lambda v: storage.to_bf16(np.asarray(v, dtype=np.float32))}[dtype]
     write_stored(path, {k: (dtype, np.shape(v), lambda v=v: to_stored(v)) for k, v in tensors.items()}, metadata)
 
 

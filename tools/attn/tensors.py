@@ -7,6 +7,8 @@ import re
 import numpy as np
 
 from attn import modelfile as mf
+
+from attn import storage
 from attn.errors import Bad, listing
 
 
@@ -34,7 +36,7 @@ class Stored:
         self.raw, self.dtype, self.shape = raw, dtype, tuple(raw.shape)
 
     def float32(self):
-        return mf.from_bf16(self.raw) if self.dtype == "BF16" else np.asarray(self.raw, dtype=np.float32)
+        return storage.from_bf16(self.raw) if self.dtype == "BF16" else np.asarray(self.raw, dtype=np.float32)
 
     def nonfinite(self):
         """A bool array marking NaN and Inf, computed on the stored bits."""

@@ -9,6 +9,8 @@ import sys
 import numpy as np
 
 from attn import modelfile as mf
+
+from attn import storage
 from attn.errors import Bad
 from attn import quantize
 from attn.tensors import LONG_NAMES, STORED_NAMES, Stored
@@ -90,7 +92,7 @@ def weight_choice(tensors, asked):
     """(the weight type to store, why, for the closing note): asked, if given; else the type the
     checkpoint stores its matrices in, if they share one; else float32, which holds them all."""
     kinds = sorted({getattr(v, "stored", "F32") for k, v in tensors.items()
-                    if k.split(".")[-1] in mf.QUANTIZED_MATRICES}, key=list(LONG_NAMES).index)
+                    if k.split(".")[-1] in storage.QUANTIZED_MATRICES}, key=list(LONG_NAMES).index)
     theirs = "the checkpoint's %s matrices" % " and ".join(LONG_NAMES[k] for k in kinds)
     choice = asked or (STORED_NAMES[kinds[0]] if len(kinds) == 1 else "f32")
     if choice == "q8_0":
@@ -109,7 +111,7 @@ class Q8Stored(Stored):
     of the flattened tensor: llama2.c's Q8_0 (export.py quantises each tensor flattened, so a
     group runs across a row's end when gs does not divide the row) or an attn.c Q8_0 file's (gs
     divides every row). Its raw values are the dequantised float32 ones, q x scale computed in
-    float32 as ./run and modelfile.dequantize_q8_0 compute them."""
+    float32 as ./run and storage.dequantize_q8_0 compute them."""
 
     def __init__(self, raw, dtype="F32", q8=None):
         super().__init__(raw, dtype)
@@ -143,7 +145,7 @@ def q8_0_choice(gs, what):
     scale, so the integers and scales are the file's, at one more scale per 4 values). --weights
     f32 keeps the same values as float32; bf16 and f16 round them."""
     def choose(tensors, asked, group_size):
-        rows = sorted({np.shape(v)[1] for k, v in tensors.items() if k.split(".")[-1] in mf.QUANTIZED_MATRICES})
+        rows = sorted({np.shape(v)[1] for k, v in tensors.items() if k.split(".")[-1] in storage.QUANTIZED_MATRICES})
         exact = math.gcd(gs, *rows)
         if asked not in (None, "q8_0"):
             how = "dequantised exactly" if asked == "f32" else "dequantised, then rounded to %s" % (

@@ -40,6 +40,7 @@ import numpy as np
 
 from attn import chat_template
 from attn import modelfile as mf
+from attn import storage
 from attn import outfile
 from attn import safetensors
 from attn.errors import Bad, listing
@@ -71,8 +72,8 @@ FFN_NAMES = {mf.FFN_SWIGLU: "SwiGLU", mf.FFN_GELU_TANH: "GELU (tanh)", mf.FFN_GE
              mf.FFN_RELU: "ReLU", mf.FFN_GEGLU_TANH: "GeGLU"}
 ARCHITECTURES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
                  "qwen3": "Qwen3ForCausalLM", "gemma3_text": "Gemma3ForCausalLM"}
-TORCH_DTYPES = {mf.WEIGHTS_F32: "float32", mf.WEIGHTS_Q8_0: "float32", mf.WEIGHTS_BF16: "bfloat16",
-                mf.WEIGHTS_F16: "float16", mf.WEIGHTS_PER_MATRIX: "float32"}
+TORCH_DTYPES = {storage.WEIGHTS_F32: "float32", storage.WEIGHTS_Q8_0: "float32", storage.WEIGHTS_BF16: "bfloat16",
+                storage.WEIGHTS_F16: "float16", storage.WEIGHTS_PER_MATRIX: "float32"}
 
 
 class NoEquivalent(Exception):
@@ -226,15 +227,15 @@ Out = collections.namedtuple("Out", "dtype shape make")
 def stored(c, name, a):
     """The Out of a tensor read with dequantize=False: 16-bit matrices as they are, Q8_0 ones and
     a type-per-matrix file's dequantised exactly to float32, everything else float32."""
-    t = mf.matrix_type(c, name)
+    t = storage.matrix_type(c, name)
     if t:
         block, block_bytes = mf.gguf_file.BLOCK_SIZES[mf.gguf_file.TYPE_IDS[t]]
         shape = (a.shape[0], a.shape[1] // block_bytes * block)
-        return Out("F32", shape, lambda: mf.dequantize_matrix(t, a, shape))
+        return Out("F32", shape, lambda: storage.dequantize_matrix(t, a, shape))
     if isinstance(a, tuple):
-        return Out("F32", a[0].shape, lambda: mf.dequantize_q8_0(*a))
-    if mf.is_half(c, name):
-        return Out("BF16" if c["weight_type"] == mf.WEIGHTS_BF16 else "F16", a.shape, lambda: a)
+        return Out("F32", a[0].shape, lambda: storage.dequantize_q8_0(*a))
+    if storage.is_half(c, name):
+        return Out("BF16" if c["weight_type"] == storage.WEIGHTS_BF16 else "F16", a.shape, lambda: a)
     return Out("F32", a.shape, lambda: a)
 
 

@@ -7,6 +7,7 @@ import numpy as np
 
 from attn import chat_template
 from attn import modelfile as mf
+from attn import storage
 from attn.errors import Bad
 from attn.tensors import Source, Stored, Tensors, stored
 from attn.weights import Q8Stored, q8_0_choice
@@ -20,18 +21,18 @@ def read_attn(path):
         cfg, tok, t = mf.read_model(path, dequantize=False)
     except (ValueError, OSError) as e:
         raise Bad(path, str(e))
-    bf16 = cfg["weight_type"] == mf.WEIGHTS_BF16
+    bf16 = cfg["weight_type"] == storage.WEIGHTS_BF16
     types = cfg.pop("matrix_types", None) or {}
-    t = {n: mf.dequantize_matrix(types[n], a, shape) if n in types else a
+    t = {n: storage.dequantize_matrix(types[n], a, shape) if n in types else a
          for (n, shape), a in zip(mf.tensor_specs(cfg), t.values())}
     gs = cfg["group_size"]
     sd = {n: Q8Stored.of(a[0], a[1], gs) if isinstance(a, tuple) else
           Stored(a, "BF16") if bf16 and a.dtype == np.uint16 else stored(a) for n, a in t.items()}
     tn = Tensors(path, sd)
     t = {n: tn.take(n) for n in sd}
-    q8 = cfg["weight_type"] == mf.WEIGHTS_Q8_0
+    q8 = cfg["weight_type"] == storage.WEIGHTS_Q8_0
     if types:  # dequantised exactly; a file is written in one type of weights again unless asked
-        cfg["weight_type"] = mf.WEIGHTS_F32
+        cfg["weight_type"] = storage.WEIGHTS_F32
     kind = " (Q8_0)" if q8 else " (a type per matrix, dequantised)" if types else ""
     return Source(cfg, t, "attn.c model file" + kind, tok, chat=mf.read_chat_section(path),
                   weights=q8_0_choice(gs, "the file's Q8_0 matrices") if q8 else None)

@@ -33,6 +33,7 @@ from attn.tensors import Stored
 from attn.weights import weight_choice
 from attn import gguf_file as gguf
 from attn import modelfile as mf
+from attn import storage
 
 FLOATS = ("F32", "F16", "BF16")
 EXACT_Q8 = {"Q8_0": 32, "Q4_0": 32, "Q6_K": 16}  # types q8_blocks maps exactly, and their group
@@ -377,7 +378,7 @@ def weight_chooser(f):
         names = "the file's %s matrices" % ", ".join(kinds)
         if asked is None and group_size is None:
             types = {k: getattr(v, "stored", "F32") for k, v in tensors.items()
-                     if k.split(".")[-1] in mf.QUANTIZED_MATRICES}
+                     if k.split(".")[-1] in storage.QUANTIZED_MATRICES}
             return types, names + " kept bit for bit, each in its own type", None
         if asked not in (None, "q8_0"):
             rounded = {"f32": "", "bf16": ", rounded to bfloat16", "f16": ", rounded to float16"}[asked]
@@ -385,7 +386,7 @@ def weight_chooser(f):
         gs = group_size
         if gs is None:
             gs = min([EXACT_Q8[k] for k in quant if k in EXACT_Q8] or [32])
-            rows = {np.shape(v)[1] for k, v in tensors.items() if k.split(".")[-1] in mf.QUANTIZED_MATRICES}
+            rows = {np.shape(v)[1] for k, v in tensors.items() if k.split(".")[-1] in storage.QUANTIZED_MATRICES}
             while any(n % gs for n in rows):
                 gs //= 2
         exact = [k for k in quant if k in EXACT_Q8 and EXACT_Q8[k] % gs == 0]
