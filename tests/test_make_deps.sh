@@ -16,7 +16,9 @@ ok() { passed=$((passed + 1)); echo "ok: $1"; }
 bad() { failed=$((failed + 1)); echo "FAIL: $1"; }
 
 cp Makefile "$tmp/tree/" && cp tests/fuzz/fuzz.mk "$tmp/tree/tests/fuzz/"
-touch "$tmp/tree/run.c" "$tmp/tree/train.c" "$tmp/tree/model.h" "$tmp/tree/tokenizer.h" "$tmp/tree/tokenizer.c"
+mkdir -p "$tmp/tree/chat"
+touch "$tmp/tree/run.c" "$tmp/tree/train.c" "$tmp/tree/model.h" "$tmp/tree/tokenizer.h" "$tmp/tree/tokenizer.c" \
+  "$tmp/tree/chat/console.c"
 log=$(realpath "$tmp")/calls.log
 fake=$(realpath "$tmp/fake")
 # The tools make and its recipes need, and nothing else: no sudo unless a case adds the fake one.

@@ -25,13 +25,14 @@ CC=${CC:-gcc}
 LDLIBS=$(make -s --no-print-directory print-LDLIBS)
 TOKENIZER_SRC=$(make -s --no-print-directory print-TOKENIZER_SRC)
 CHAT_SRC=$(make -s --no-print-directory print-CHAT_SRC)
+CONSOLE=$(make -s --no-print-directory print-CONSOLE_SRC print-CONSOLE_LIBS) # run's line editor and its library
 # AVX2 + FMA when the CPU has them (valgrind does too), else the compiler's baseline.
 arch=""
 grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && arch="-mavx2 -mfma"
 flags="-std=c11 -D_DEFAULT_SOURCE -O1 -g $arch -fopenmp"
 for prog in run train; do
   src="$TOKENIZER_SRC"
-  [ $prog = run ] && src+=" $CHAT_SRC"
+  [ $prog = run ] && src+=" $CHAT_SRC $CONSOLE"
   $CC $flags -o $tmp/$prog $prog.c $src $LDLIBS || { echo "FAIL: build $prog"; echo "0 passed, 1 failed"; exit 1; }
 done
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
