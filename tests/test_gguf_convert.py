@@ -740,15 +740,6 @@ def rope_scaling_as_llama_cpp_reads_it():
     refused([tmp("rope4.gguf"), tmp("o.bin")], "llama.rope.scaling.attn_factor 0.9 is not supported by this build")
 
 
-def run_logits(model, prompt):
-    """(prompt tokens, [T, V] logits) of ./run -m logits."""
-    out = tmp("logits.out")
-    subprocess.run([RUN, model, "-m", "logits", "-i", prompt, "-o", out], check=True, capture_output=True)
-    d = open(out, "rb").read()
-    T, V = np.frombuffer(d, "<i4", 2)
-    return np.frombuffer(d, "<i4", T, 8).tolist(), np.frombuffer(d, "<f4", T * V, 8 + 4 * T).reshape(T, V)
-
-
 @case
 def llama_biases_are_optional():
     """llama.cpp loads each bias of a llama block that is there and adds nothing for one that is
@@ -783,7 +774,7 @@ def llama_biases_are_optional():
             assert np.array_equal(got[k], want[k]), (name, k)
         m = ref_model.Transformer(dict(c, bias_flags=flags))
         m.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in want.items()})
-        toks, lc = run_logits(tmp("bias_%s.bin" % name), "Once upon a time, a bias")
+        toks, lc = c_logits(tmp("bias_%s.bin" % name), "Once upon a time, a bias")
         lr = ref.logits(m.double().eval(), toks)
         assert np.abs(lc - lr).max() <= 1e-4 * np.abs(lr).max(), (name, np.abs(lc - lr).max())
 
