@@ -287,7 +287,9 @@ def commands():
 def ctrl_c_mid_reply():
     """Ctrl-C while a long reply streams stops it; what was written stays in the conversation, and the
     next turn is answered. At the prompt, Ctrl-C drops the line and says how to end."""
-    s = session("-t", "0", "-n", "1000", "--no-history")
+    # 8000 tokens take seconds even on an idle machine (1000 took 0.3 s, which a busy one could
+    # spend before the Ctrl-C is typed)
+    s = session("-t", "0", "-n", "8000", "--no-history")
     try:
         s.type(b"Write a very long story.\r", rb"story\.\r\n.{40}")
         shown = s.type(b"\x03", rb"stopped by Ctrl-C.*" + PROMPT)

@@ -181,8 +181,7 @@ static size_t first_refused(const unsigned char *s, size_t n, int controls) {
         }
         static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
         if (cp < min[k] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
-        if (controls ? (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || (cp >= 0x7F && cp <= 0x9F) : cp == 0)
-            return i;
+        if (controls ? (cp < 0x20 && cp != '\t' && cp != '\n') || (cp >= 0x7F && cp <= 0x9F) : cp == 0) return i;
         i += k;
     }
     return n;
