@@ -2,66 +2,15 @@
 
   convert.py SRC OUT [--tokenizer TOK] [--seq-len N] [--weights f32|bf16|f16|q8_0 [--group-size N]]
              [--quantize q4_0|q4_1|q5_0|q5_1|q8_0|q2_k|q3_k|q4_k|q5_k|q6_k|q4_k_m|q5_k_m]
-             [--chat-template NAME]
-  convert.py --export-torch MODEL.bin OUT.pt
+             [--chat-template NAME] [--force]
+  convert.py MODEL.bin OUT.pt --export-torch     convert.py MODEL.bin DIR --export-hf
 
-SRC is recognised by its content:
-  llama2.c legacy .bin (7-int header), llama2.c `ak42` version 1 (fp32) and version 2
-  (Q8_0) .bin, llama2.c train.py checkpoints (.pt with model_args.dim),
-  nanoGPT ckpt.pt (model_args.n_layer), a Hugging Face directory of model_type gpt2, llama
-  (Llama 2 and 3.x, TinyLlama, SmolLM2), mistral, qwen2 (Qwen2.5), qwen3 or gemma3_text
-  (Gemma 3 270M and 1B), this tool's own --export-torch output, and attn.c model files,
-  e.g. to quantise a model ./train wrote, and GGUF files of
-  general.architecture llama, qwen2, qwen3, gemma3 or gpt2 (tools/attn/sources/gguf.py, which says
-  how each GGUF weight type is stored).
-A Hugging Face config.json is read as transformers reads it, family by family; a setting it
-would act on that this build cannot reproduce (a RoPE scaling other than linear and llama3,
-an activation, softcapping, Qwen's sliding windows, ...) is refused by name. docs/CONVERT.md
-lists what happens to each setting of each source.
-OUT stores the matrices as SRC does (float32, bfloat16 or float16; a checkpoint mixing them
-gives float32; llama2.c's and attn.c's Q8_0 keep their integers and scales, tools/attn/weights.py),
-or as --weights says: f32, bf16, f16 (rounded to nearest
-even), or q8_0, int8 with a float32 scale per group of --group-size weights in a row
-(docs/FORMAT.md); --quantize q8_0 is --weights q8_0. --quantize q4_k_m (and q4_0 ... q6_k, q5_k_m)
-stores each matrix in the llama.cpp block type llama-quantize gives it for that file type, the
-bytes llama-quantize writes (tools/attn/quantize.py; docs/CONVERT.md). bfloat16 and float16 are
-read bit for bit and widen to float32 exactly. The closing note says which type was chosen and why.
-TOK: llama2.c tokenizer.bin; GPT-2 vocab.json (+ merges.txt beside it) or encoder.json
-(+ vocab.bpe) or a directory holding them; Hugging Face tokenizer.json; nanoGPT meta.pkl; a
-GGUF file's tokenizer.ggml.* (vocabulary-only files too).
-A tokenizer with more pieces than the model's vocab_size is refused; one with fewer is
-padded with empty pieces that nothing produces.
-
---export-torch writes {'model': state_dict, 'attn_config': cfg, 'tokenizer': {...}, 'chat': the
-chat section's family, ids, text and template, or None} with torch.save; the state dict holds
-float32 tensors (a Q8_0 file's dequantised; a bfloat16 or float16 file's matrices as
-torch.bfloat16 or float16) under the model file's tensor names, the parameter names of
-tools/reference.py's module (load_state_dict works on it), and convert.py reads it back bit for
-bit, chat section included.
-
-Nothing is lost and nothing guessed: every tensor of SRC is used exactly once, with the shape
-its config implies, and finite. A tensor the converter does not use, a missing one, a shape
-or layer count the config contradicts, or a NaN or Inf is refused, naming it. Only buffers
-known to hold nothing a model file needs (GPT-2's causal masks attn.bias and
-attn.masked_bias, Llama's rotary_emb.inv_freq, llama2.c's freq_cis tables) are skipped, and
-the closing note names them.
-
-OUT is replaced as ./train replaces its -o: only with --force, and only if it is an attn.c model
-file (with --export-torch, a file --export-torch wrote: a torch zip whose pickle holds the key
-attn_config; with --export-hf, a folder holding only an export's files and its attn_export.json).
-A device, FIFO, socket or directory as OUT is refused. OUT - writes to standard output (the
---export-hf folder cannot); SRC and --tokenizer are read by name, never from standard input.
-Pickles (.pt, pytorch_model.bin, meta.pkl) are read by tools/attn/safe_pickle.py, which runs no
-code from them.
-
-An instruct checkpoint's chat template (chat_template.jinja or tokenizer_config.json's
-chat_template, beside the tokenizer.json or in SRC; a GGUF's tokenizer.chat_template) goes into
-OUT as a chat section, its text kept and its family recognised by tools/attn/chat_template.py
-(chatml, qwen3, llama3, llama2, gemma, zephyr); a template it does not recognise is kept as text
-with no family, with a note: ./run -m chat then needs --chat-template NAME. --chat-template NAME
-chooses the family instead, also for a checkpoint without a template (a llama2.c-format
-Llama-2-chat: llama2). An attn.c model file and --export-torch's output keep their chat section;
---export-hf writes the template's text back as tokenizer_config.json's chat_template.
+SRC is recognised by its content (llama2.c .bin and .pt, nanoGPT ckpt.pt, a Hugging Face
+directory, a GGUF file, an attn.c model file or --export-torch's output) and read by the module
+of tools/attn/sources/ for its format; this file only chooses the source, the tokenizer, the
+chat section and the stored types, and writes OUT. docs/CONVERT.md is the reference: the
+sources, the weight types and which keep values exactly, the tokenizers, the exports, the
+output rule (--force, -), and what happens to every setting of every source.
 """
 import argparse
 import os
