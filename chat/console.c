@@ -215,7 +215,8 @@ Console *console_open(const char *prog, const char *history_path, char *err, siz
     el_set(el, EL_PROMPT, prompt_of);
     el_set(el, EL_HIST, history, c->hist);
     el_set(el, EL_GETCFN, read_char);
-    el_set(el, EL_ADDFN, "attn-paste", "insert a bracketed paste", insert_paste);
+    // the wide call: el_set's narrow EL_ADDFN copies the two strings and never frees them
+    el_wset(el, EL_ADDFN, L"attn-paste", L"insert a bracketed paste", insert_paste);
     static const char *const bindings[][2] = {
         {"\036", "attn-paste"},
         {"^R", "em-inc-search-prev"},       // search the history, as in a shell

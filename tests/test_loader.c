@@ -424,7 +424,7 @@ static size_t put_section(unsigned char *out, uint32_t family, const int32_t *id
     size_t at = 0, tl = strlen(text);
     uint32_t head[2] = {family, n_ids};
     memcpy(out, head, 8), at += 8;
-    memcpy(out + at, ids, 4 * n_ids), at += 4 * n_ids;
+    if (n_ids) memcpy(out + at, ids, 4 * n_ids), at += 4 * n_ids; // ids may be NULL: memcpy wants a pointer
     set_u32(out, at, (uint32_t)tl), at += 4;
     memcpy(out + at, text, tl), at += tl;
     if (!jinja) return at;

@@ -151,8 +151,16 @@ def sigterm_during_an_evaluation():
     same_run(out, ref)
 
 
+# make test-asan: Open MPI's own allocations, which it never frees, are not counted as leaks (as
+# in tests/test_mpi.py), and ASan's shadow memory and redzones add to the resident size
+ASAN = bool(os.environ.get("ATTN_ASAN_SUITE"))
+
+
 def mpi_env():
-    return dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    e = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    if ASAN:
+        e["ASAN_OPTIONS"] = e.get("ASAN_OPTIONS", "").replace("detect_leaks=1", "detect_leaks=0")
+    return e
 
 
 def mpirun(out, extra):
@@ -340,7 +348,8 @@ def memory_estimate():
     p.wait()
     estimate = float(re.search(r"memory: ([\d.]+) MiB", stdout).group(1))
     peak = usage.ru_maxrss / 1024
-    assert abs(estimate - peak) <= 0.1 * peak, "estimated %.1f MiB, peak resident size %.1f MiB" % (estimate, peak)
+    close = estimate <= peak if ASAN else abs(estimate - peak) <= 0.1 * peak
+    assert close, "estimated %.1f MiB, peak resident size %.1f MiB" % (estimate, peak)
 
 
 if __name__ == "__main__":

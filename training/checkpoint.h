@@ -491,22 +491,26 @@ static char *real_output(const char *typed) {
         dir_of(path, dir, len + 2);
         const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
         char *real_dir = realpath(dir, NULL);
-        if (!real_dir) die("%s: cannot write there: %s", typed, strerror(errno));
-        if (!*base) die("%s: is a directory, not a regular file; refusing to replace it", typed);
+        int real_errno = errno, no_base = !*base;
+        free(dir);
+        if (!real_dir || no_base) free(path), free(real_dir); // before die, for LeakSanitizer (make test-asan)
+        if (!real_dir) die("%s: cannot write there: %s", typed, strerror(real_errno));
+        if (no_base) die("%s: is a directory, not a regular file; refusing to replace it", typed);
         size_t n = strlen(real_dir) + strlen(base) + 2;
         char *full = xcalloc(n, 1, "a file name");
         snprintf(full, n, "%s%s%s", real_dir, strcmp(real_dir, "/") ? "/" : "", base);
-        free(dir);
         free(path);
         struct stat st;
         if (lstat(full, &st) || !S_ISLNK(st.st_mode)) {
             free(real_dir);
             return relative_to_cwd(full);
         }
-        if (hops == 40) die("%s: too many levels of symbolic links", typed);
         char target[4096];
-        ssize_t t = readlink(full, target, sizeof target - 1);
-        if (t < 0) die("%s: cannot read the link: %s", typed, strerror(errno));
+        ssize_t t = hops == 40 ? 0 : readlink(full, target, sizeof target - 1);
+        int link_errno = errno;
+        if (hops == 40 || t < 0) free(real_dir), free(full);
+        if (hops == 40) die("%s: too many levels of symbolic links", typed);
+        if (t < 0) die("%s: cannot read the link: %s", typed, strerror(link_errno));
         target[t] = 0;
         n = strlen(real_dir) + (size_t)t + 2;
         path = xcalloc(n, 1, "a file name");
