@@ -50,7 +50,8 @@ int conversation_add(Conversation *cv, int role, const char *text, size_t len) {
 // Removes messages [from, from + n) of the history.
 static void drop_messages(Conversation *cv, int from, int n) {
     for (int i = from; i < from + n; i++) free((char *)cv->msgs[i].text);
-    memmove(cv->msgs + from, cv->msgs + from + n, sizeof(ChatMessage) * (size_t)(cv->n_msgs - from - n));
+    if (cv->n_msgs > from + n) // msgs is NULL before the first message: memmove wants pointers
+        memmove(cv->msgs + from, cv->msgs + from + n, sizeof(ChatMessage) * (size_t)(cv->n_msgs - from - n));
     cv->n_msgs -= n;
 }
 
@@ -81,7 +82,7 @@ int conversation_render(Conversation *cv, int max_tokens, int *dropped, char *er
     // the rest fits: a turn that cannot fit leaves the conversation as it was.
     ChatMessage *view = malloc(sizeof(ChatMessage) * (size_t)(cv->n_msgs ? cv->n_msgs : 1));
     if (!view) return chat_fail(err, errlen, "out of memory rendering the conversation");
-    memcpy(view, cv->msgs, sizeof(ChatMessage) * (size_t)cv->n_msgs);
+    if (cv->n_msgs) memcpy(view, cv->msgs, sizeof(ChatMessage) * (size_t)cv->n_msgs); // msgs may be NULL
     int n_view = cv->n_msgs, first = n_view > 0 && view[0].role == CHAT_SYSTEM, n;
     for (;;) {
         n = render_view(cv, view, n_view, err, errlen);
