@@ -19,6 +19,7 @@ static const char *prog = "train";
 #include "training/step.h"
 #include "training/optim.h"
 #include "training/checkpoint.h"
+#include "training/outputs.h"
 #include "training/data.h"
 #include "training/dist.h"
 
