@@ -76,7 +76,7 @@ typedef struct {
 static inline size_t carve_weights(const Config *c, float *base, Weights *w) {
     size_t off = 0;
     int q = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
-    int ln = c->norm_kind == NORM_LAYER, swiglu = c->ffn_kind == FFN_SWIGLU || c->ffn_kind == FFN_GEGLU_TANH;
+    int ln = c->norm_kind == NORM_LAYER, swiglu = ffn_is_gated(c->ffn_kind);
     int qk_norm = c->arch_flags & ARCH_QK_NORM, out_norms = c->arch_flags & ARCH_OUT_NORMS;
     Weights scratch;
     LayerWeights scratch_layer;
@@ -187,13 +187,13 @@ typedef struct {
 // The matrices a type table lists, in FORMAT.md's order: tok_embedding, each layer's wq, wk,
 // wv, wo, w1, w3 (with a gate), w2, then the classifier unless tied.
 static inline int matrix_count(const Config *c) {
-    int gated = c->ffn_kind == FFN_SWIGLU || c->ffn_kind == FFN_GEGLU_TANH;
+    int gated = ffn_is_gated(c->ffn_kind);
     return 1 + c->n_layers * (6 + gated) + !c->tied_classifier;
 }
 
 // Matrix k of that list: its name into name, and its row length (columns) returned.
 static inline int matrix_slot(const Config *c, int k, char *name, size_t n) {
-    int gated = c->ffn_kind == FFN_SWIGLU || c->ffn_kind == FFN_GEGLU_TANH, per_layer = 6 + gated;
+    int gated = ffn_is_gated(c->ffn_kind), per_layer = 6 + gated;
     if (k == 0 || k > c->n_layers * per_layer) {
         snprintf(name, n, "%s", k ? "classifier" : "tok_embedding");
         return c->dim;

@@ -24,6 +24,10 @@
 
 enum { POS_ROPE, POS_LEARNED, POS_SINUSOIDAL, POS_KINDS };
 enum { FFN_SWIGLU, FFN_GELU_TANH, FFN_GELU_ERF, FFN_RELU, FFN_GEGLU_TANH, FFN_KINDS };
+
+// SwiGLU and GeGLU multiply the activation by a second projection (w3), the gate's partner.
+static inline int ffn_is_gated(int kind) { return kind == FFN_SWIGLU || kind == FFN_GEGLU_TANH; }
+
 enum { NORM_RMS, NORM_LAYER, NORM_KINDS };
 enum { BIAS_QKV = 1, BIAS_ATTN_OUT = 2, BIAS_FFN = 4, BIAS_ALL = 7 };
 // weight_type: the file's matrices all float32, our Q8_0 (int8 and a float32 scale per group),

@@ -143,9 +143,6 @@ static inline void norm_backward(const Config *c, float *dx, int acc, float *dw,
 
 #define GELU_K 0.7978845608028654f // sqrt(2 / pi)
 
-// SwiGLU and GeGLU multiply the activation by a second projection (w3), the gate's partner.
-static inline int ffn_is_gated(int kind) { return kind == FFN_SWIGLU || kind == FFN_GEGLU_TANH; }
-
 // GELU's tanh approximation, 0.5 x (1 + tanh u), written as the equal x sigmoid(2u) so that
 // it needs only exp_vec and vectorises.
 static inline float gelu_tanh(float x) {
