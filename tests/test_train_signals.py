@@ -164,8 +164,10 @@ def mpi_env():
 
 
 def mpirun(out, extra):
+    # 40 steps: on an idle machine a step of 8000 micro-batches takes some 40 ms, and a SIGTERM that
+    # mpirun forwards late must still land inside one
     return ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", "2", TRAIN_MPI, "-d", corpus(), "-o", out] + \
-        LONG[:-1] + ["8000"] + list(extra)
+        TINY + ["--max-iters", "40", "--eval-interval", "10", "--grad-accum", "8000"] + list(extra)
 
 
 @case
@@ -181,10 +183,10 @@ def mpi_sigterm_and_plain_log():
     wait_for_rows(p, out, 2)
     p.send_signal(signal.SIGTERM)
     stdout, stderr = p.communicate(timeout=120)
-    # Open MPI's mpirun exits 1 after forwarding a SIGTERM; the ranks stopped inside step 2, or
-    # on a loaded machine, where the signal may land a step later, inside step 3
-    stop = re.search(r"stopped by signal 15 at step ([12]);", stdout)
-    assert stop, "exit %d: %s %s" % (p.returncode, stdout[-300:], stderr[-300:])
+    # Open MPI's mpirun exits 1 after forwarding a SIGTERM; the ranks stopped inside a step after
+    # the first (which one depends on how soon mpirun forwards the signal), before the last
+    stop = re.search(r"stopped by signal 15 at step (\d+);", stdout)
+    assert stop and 1 <= int(stop.group(1)) < 39, "exit %d: %s %s" % (p.returncode, stdout[-300:], stderr[-300:])
     r = subprocess.run(mpirun(out, ["--resume"]), capture_output=True, text=True, env=mpi_env())
     assert r.returncode == 0, r.stderr[-500:]
     same_run(out, ref)
