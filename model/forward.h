@@ -116,7 +116,7 @@ static inline int state_init(RunState *s, const Config *c, int max_batch) {
         {&s->key_cache, cache},
         {&s->value_cache, cache},
         {&s->wbuf, s->threads * s->wbuf_floats},
-        {&xq_floats, s->threads * B * s->xq_row_bytes / sizeof(float)},
+        {&xq_floats, s->threads * (B + 2) * s->xq_row_bytes / sizeof(float)},
     };
     size_t n = sizeof t / sizeof t[0], total = 0;
     for (size_t i = 0; i < n; i++) total += state_align(t[i].floats);
@@ -172,7 +172,7 @@ static inline void add_sublayer(const Config *c, RunState *s, const float *in, c
                 .residual = out_norm_w ? NULL : s->x,
                 .qw = qw,
                 .wbuf = s->wbuf ? s->wbuf + (size_t)id * s->wbuf_floats : NULL,
-                .xq = s->xq ? s->xq + (size_t)id * s->max_batch * s->xq_row_bytes : NULL};
+                .xq = s->xq ? s->xq + (size_t)id * (s->max_batch + 2) * s->xq_row_bytes : NULL};
     share(d, id, nt, &lo, &hi);
     matmul_part(&o, in, T, n_in, lo, hi);
     barrier_wait(&s->barrier, nt);
@@ -229,7 +229,7 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
         int own_kv = c->n_kv_heads % nt == 0;
         float *xn = s->xn + (size_t)id * s->max_batch * d;
         float *wbuf = s->wbuf ? s->wbuf + (size_t)id * s->wbuf_floats : NULL;
-        uint8_t *xq = s->xq ? s->xq + (size_t)id * s->max_batch * s->xq_row_bytes : NULL;
+        uint8_t *xq = s->xq ? s->xq + (size_t)id * (s->max_batch + 2) * s->xq_row_bytes : NULL;
         if (r1 > r0) embed_forward(c, w, x + r0 * d, tokens + r0, (int)(r1 - r0), pos0 + (int)r0);
         barrier_wait(&s->barrier, nt);
         for (int l = 0; l < c->n_layers; l++) {

@@ -303,7 +303,7 @@ typedef struct {
     float *residual; // (T, n_out) or NULL
     QMat qw;
     float *wbuf; // (qchunk_floats(n_in)) for a matrix not in float32
-    uint8_t *xq; // (T, quantized_row_bytes(n_in)) x quantised, for a matrix in a block type
+    uint8_t *xq; // (T + 2, quantized_row_bytes(n_in)) x quantised, for a matrix in a block type
 } Linear;
 
 #if defined(__AVX512F__)
@@ -443,6 +443,21 @@ static inline void matmul_panels(const Linear *l, const float *x, int T, int n_i
 static inline void matmul_blocks(const Linear *l, const float *x, int T, int n_in, size_t lo, size_t hi) {
     size_t ld = quantized_row_bytes(n_in), rb = row_bytes(l->qw.type, n_in);
     for (int t = 0; t < T; t++) quantize_input(l->xq + t * ld, x + (size_t)t * n_in, n_in);
+#if defined(QUANT_VNNI) && defined(UNPACK_REGS)
+    if (T == 1 && l->qw.type == BLOCK_Q4_0 &&
+        n_in % UNPACKED_VALUES == 0) { // its own order, after the row (xq has room)
+        uint8_t *in = l->xq + ld;
+        order_q4_0(in, quantized_row(l->xq, n_in), n_in);
+        for (size_t r0 = lo; r0 < hi; r0 += 16) {
+            __m512 acc[16];
+            int rows = hi - r0 < 16 ? (int)(hi - r0) : 16;
+            for (int j = 0; j < 16; j++)
+                acc[j] = j < rows ? dot_q4_0(l->qw.blocks + (r0 + j) * rb, in, n_in) : _mm512_setzero_ps();
+            store_rows16(l->out, l->b, r0, rows, acc);
+        }
+        return;
+    }
+#endif
     switch (l->qw.type) { // each type's loops with its unpacking inlined
 #if defined(QUANT_VNNI)
 #define BLOCK_PRODUCT(type)                                                                                            \
@@ -452,9 +467,15 @@ static inline void matmul_blocks(const Linear *l, const float *x, int T, int n_i
                                        lo, hi);                                                                        \
             break;                                                                                                     \
         }                                                                                                              \
-        for (size_t r = lo; r < hi; r++)                                                                               \
-            l->out[r] = dot_quantized(type, l->qw.blocks + r * rb, quantized_row(l->xq, n_in), n_in) +                 \
-                        (l->b ? l->b[r] : 0.0f);                                                                       \
+        for (size_t r0 = lo; r0 < hi; r0 += 16) {                                                                      \
+            __m512 acc[16];                                                                                            \
+            int rows = hi - r0 < 16 ? (int)(hi - r0) : 16;                                                             \
+            for (int j = 0; j < 16; j++)                                                                               \
+                acc[j] = j < rows                                                                                      \
+                             ? dot_quantized(type, l->qw.blocks + (r0 + j) * rb, quantized_row(l->xq, n_in), n_in)     \
+                             : _mm512_setzero_ps();                                                                    \
+            store_rows16(l->out, l->b, r0, rows, acc);                                                                 \
+        }                                                                                                              \
         break
 #else
 #define BLOCK_PRODUCT(type)                                                                                            \

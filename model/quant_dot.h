@@ -101,19 +101,10 @@ static inline void quantize_input(uint8_t *row, const float *x, int n) {
 }
 
 // ----------------------------------------------------------------------------
-// One row of weights times one quantised input: a chunk of 256 values at a time unpacked
-// (in L1), its 16 groups' integer sums taken, then scaled into 16 float lanes, one per
-// group, that live across the row. Every path (VNNI, and the plain loop that AVX2 and
-// portable builds vectorise) does the same float operations in the same order: per group
-// acc = fma((float)Σ s q, a·dx, acc), then acc = fma(b, sx, acc); at the end the lanes are
-// summed as a tree, i with i + 8, then i + 4, i + 2, i + 1.
-static inline float sum16_tree(const float acc[16]) {
-    float r8[8], r4[4];
-    for (int i = 0; i < 8; i++) r8[i] = acc[i] + acc[i + 8];
-    for (int i = 0; i < 4; i++) r4[i] = r8[i] + r8[i + 4];
-    return (r4[0] + r4[2]) + (r4[1] + r4[3]);
-}
-
+// One row of weights times one quantised input: a chunk of 256 values at a time unpacked,
+// its 16 groups' integer sums taken, then scaled into 16 float lanes, one per group, that
+// live across the row: per group acc = fma((float)Σ s q, a·dx, acc), then acc = fma(b, sx,
+// acc). With VNNI the lanes come back as a register and sum_rows16 adds 16 rows' lanes at once.
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #define QUANT_VNNI 1
 // Σ s q of 64 values, 4 to a lane, less the bias that neg takes out: ql times s, and
@@ -137,12 +128,39 @@ static inline __m512i chunk_sums(const __m512i s[4], QuantizedRow x, size_t i) {
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     return _mm512_add_epi32(_mm512_permutexvar_epi32(order, w), _mm512_loadu_si512(x.neg + i / UNPACK_GROUP));
 }
+
+// Lane r of the result: the sum of v[r]'s 16 lanes. Pairs of rows, then fours, are added
+// within each 128-bit lane by interleaving, then the four 128-bit lanes across.
+static inline __m512 sum_rows16(const __m512 v[16]) {
+    __m512 t[8], u[4];
+    for (int i = 0; i < 8; i++)
+        t[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    for (int i = 0; i < 4; i++) // lane c: rows 4i .. 4i + 3's sums over lane c
+        u[i] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0x44),
+                             _mm512_shuffle_ps(t[2 * i], t[2 * i + 1], 0xee));
+    __m512 w0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xdd));
+    __m512 w1 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x88), _mm512_shuffle_f32x4(u[2], u[3], 0xdd));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, 0x88), _mm512_shuffle_f32x4(w0, w1, 0xdd));
+}
+
+// out[r0 .. r0 + rows) = the rows' lanes summed (+ bias).
+static inline void store_rows16(float *out, const float *bias, size_t r0, int rows, const __m512 v[16]) {
+    __mmask16 mask = rows >= 16 ? 0xffff : (__mmask16)((1u << rows) - 1);
+    __m512 sums = sum_rows16(v);
+    if (bias) sums = _mm512_add_ps(sums, _mm512_maskz_loadu_ps(mask, bias + r0));
+    _mm512_mask_storeu_ps(out + r0, mask, sums);
+}
 #endif
 
 // Σ_j w_j x_j for the n values of a row of blocks (row) and a quantised input (x). Inlined
 // with type a constant, so that each type's unpacking is inlined into its own loop.
-__attribute__((always_inline)) static inline float dot_quantized(int type, const uint8_t *restrict row, QuantizedRow x,
-                                                                 int n) {
+#if defined(QUANT_VNNI)
+#define DOT_LANES __m512
+#else
+#define DOT_LANES float
+#endif
+__attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, const uint8_t *restrict row,
+                                                                     QuantizedRow x, int n) {
     size_t bytes = (size_t)matrix_types[type].block_bytes, block = (size_t)matrix_types[type].block;
     Unpacked u;
 #if defined(QUANT_VNNI)
@@ -180,13 +198,84 @@ __attribute__((always_inline)) static inline float dot_quantized(int type, const
 #endif
     }
 #if defined(QUANT_VNNI)
-    float lanes[QUANT_GROUPS];
-    _mm512_storeu_ps(lanes, acc);
-    return sum16_tree(lanes);
+    return acc;
 #else
-    return sum16_tree(acc);
+    float sum = 0.0f;
+    for (int k = 0; k < QUANT_GROUPS; k++) sum += acc[k];
+    return sum;
 #endif
 }
+
+#if defined(QUANT_VNNI) && defined(UNPACK_REGS)
+// ----------------------------------------------------------------------------
+// Q4_0's one-token product, the type most files are made of, in its own order: its nibbles
+// stay in the order they sit in the blocks, and the input is laid out to match, so that no
+// value moves after the load. Four blocks (a 72-byte window) give two registers, low and high
+// nibbles, whose lane 4b + c holds 4 values of block b; so each lane's products keep to one
+// block, and the scales apply per lane without summing groups first. The nibbles stay
+// unsigned (0..15, for VPDPBUSD either operand) and the 8 they are biased by comes off as
+// -8 Σ q, the lane's start. Whole chunks only (rows of a multiple of 256 values).
+
+// The input of dot_q4_0, per chunk of 8 blocks: ql [4][64], qh [4][64] (register 2h + p,
+// byte 16b + r: value 128h + 32b + 16p + r), then for each half h of the chunk 16 int32 lane
+// starts (lane 4b + c: -8 × the sum of its 8 values) and 16 float scales (the block's dx).
+#define Q4_0_INPUT_BYTES 768 // per chunk
+static inline void order_q4_0(uint8_t *dst, QuantizedRow x, int n) {
+    for (int i = 0; i < n; i += UNPACKED_VALUES, dst += Q4_0_INPUT_BYTES) {
+        int32_t *start = (int32_t *)(dst + 512);
+        float *dx = (float *)(dst + 512 + 64);
+        for (int h = 0; h < 2; h++)
+            for (int b = 0; b < 4; b++) {
+                for (int p = 0; p < 2; p++) {
+                    memcpy(dst + 64 * (2 * h + p) + 16 * b, x.ql + i + 128 * h + 32 * b + 16 * p, 16);
+                    memcpy(dst + 256 + 64 * (2 * h + p) + 16 * b, x.qh + i + 128 * h + 32 * b + 16 * p, 16);
+                }
+                for (int c = 0; c < 4; c++) {
+                    int sum = 0;
+                    for (int p = 0; p < 2; p++)
+                        for (int j = 0; j < 4; j++) {
+                            size_t v = (size_t)i + 128 * h + 32 * b + 16 * p + 4 * c + j;
+                            sum += 256 * x.qh[v] + x.ql[v];
+                        }
+                    start[32 * h + 4 * b + c] = -8 * sum;
+                    dx[32 * h + 4 * b + c] = x.dx[(i + 128 * h + 32 * b) / UNPACK_GROUP];
+                }
+            }
+    }
+}
+
+static inline __m512 dot_q4_0(const uint8_t *restrict row, const uint8_t *restrict in, int n) {
+    static const uint8_t pick[64] = {
+#define P(b)                                                                                                           \
+    18 * b + 2, 18 * b + 3, 18 * b + 4, 18 * b + 5, 18 * b + 6, 18 * b + 7, 18 * b + 8, 18 * b + 9, 18 * b + 10,       \
+        18 * b + 11, 18 * b + 12, 18 * b + 13, 18 * b + 14, 18 * b + 15, 18 * b + 16, 18 * b + 17
+        P(0), P(1), P(2), P(3)
+#undef P
+    };
+    const __m512i nibble = _mm512_set1_epi8(15), picks = _mm512_loadu_si512(pick);
+    // words 0 0 0 0 9 9 9 9 18 ... 27: block b's float16 scale in lanes 4b .. 4b + 3
+    const __m512i words =
+        _mm512_setr_epi32(0, 0, 0x90009, 0x90009, 0x120012, 0x120012, 0x1b001b, 0x1b001b, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += UNPACKED_VALUES, row += 8 * 18, in += Q4_0_INPUT_BYTES)
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *w = row + 72 * h;
+            __m512i lo = _mm512_loadu_si512(w), hi = _mm512_maskz_loadu_epi8(0xff, w + 64);
+            __m512i q = _mm512_permutex2var_epi8(lo, picks, hi);
+            __m512i low = _mm512_and_si512(q, nibble), high = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
+            __m512i a = _mm512_loadu_si512(in + 512 + 128 * h);
+            a = _mm512_dpbusd_epi32(a, _mm512_loadu_si512(in + 128 * h), low);
+            a = _mm512_dpbusd_epi32(a, _mm512_loadu_si512(in + 128 * h + 64), high);
+            __m512i b = _mm512_dpbusd_epi32(_mm512_setzero_si512(), low, _mm512_loadu_si512(in + 256 + 128 * h));
+            b = _mm512_dpbusd_epi32(b, high, _mm512_loadu_si512(in + 256 + 128 * h + 64));
+            __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(words, lo)));
+            __m512 sums = _mm512_cvtepi32_ps(_mm512_add_epi32(a, _mm512_slli_epi32(b, 8)));
+            acc =
+                _mm512_fmadd_ps(sums, _mm512_mul_ps(d, _mm512_loadu_ps((const float *)(in + 512 + 64 + 128 * h))), acc);
+        }
+    return acc;
+}
+#endif
 
 #if defined(QUANT_VNNI)
 // ----------------------------------------------------------------------------

@@ -527,7 +527,7 @@ static void test_matmul_blocks(void **state) {
             float *x = rand_vec((size_t)T * n_in, 1.0f), *b = rand_vec(n_out, 1.0f);
             float *out = malloc(sizeof(float) * T * n_out), *w = malloc(sizeof(float) * n_out * n_in);
             float *naive = malloc(sizeof(float) * n_out * n_in), *wbuf = malloc(sizeof(float) * qchunk_floats(n_in));
-            uint8_t *xq = aligned_alloc(64, T * quantized_row_bytes(n_in));
+            uint8_t *xq = aligned_alloc(64, (T + 2) * quantized_row_bytes(n_in));
             double *want = malloc(sizeof(double) * T * n_out);
             for (size_t i = 0; i < (size_t)n_out * n_in / block; i++)
                 naive_dequantize_block(type, m.blocks + i * matrix_types[type].block_bytes, naive + i * block);
