@@ -1,6 +1,7 @@
 // The forward kernels of model.h against naive double-precision versions written here from
 // the definitions, and the batched prompt path against the one-token path.
 #include "model.h"
+#include <float.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <cmocka.h>
@@ -722,6 +723,103 @@ static void test_forward_equals_widened(void **state) {
         }
 }
 
+// ----------------------------------------------------------------------------
+// sgemm_bf16 against a reference written from VDPBF16PS's definition: the inputs rounded to
+// bfloat16 here by comparing the two neighbours (not by the kernel's bit trick), each sum
+// taken pair by pair, the odd element's product first, as fmaf. Bit for bit, on whichever
+// path this build has (the Makefile builds this file for AVX-512, AVX2 and neither).
+
+// f rounded to the nearer of the two bfloat16 values around it, a tie to the even one; a
+// denormal to a zero of its sign.
+static float bf16_nearest(float f) {
+    if (isnan(f) || isinf(f)) return f;
+    if (fabsf(f) < FLT_MIN) return copysignf(0.0f, f);
+    uint32_t u, t;
+    memcpy(&u, &f, 4);
+    t = u & 0xffff0000u;
+    float lo, hi;
+    memcpy(&lo, &t, 4);
+    t += 0x10000u;
+    memcpy(&hi, &t, 4);
+    float dlo = fabsf(f - lo), dhi = fabsf(hi - f);
+    if (dlo != dhi) return dlo < dhi ? lo : hi;
+    return (u >> 16) & 1 ? hi : lo;
+}
+
+static void bf16_reference(float *C, int ldc, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                           const float *B, int ldb, float beta) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float s = 0.0f;
+            for (int p = 0; p < K; p += 2)
+                for (int k = p + 1; k >= p; k--) {
+                    if (k >= K) continue;
+                    float a = bf16_nearest(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]);
+                    float b = bf16_nearest(tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+                    s = fmaf(a, b, s);
+                }
+            float *c = C + (size_t)i * ldc + j;
+            *c = beta == 0.0f ? alpha * s : fmaf(alpha, s, beta * *c);
+        }
+}
+
+static void test_sgemm_bf16(void **state) {
+    (void)state;
+    // shapes with every remainder (rows past a tile, columns past a strip, odd K), and two
+    // big enough for the threads to share (run_all.sh gives two); leading dimensions wider
+    // than the rows, all four transpositions, beta 0 and not
+    int shapes[][3] = {{1, 1, 1}, {3, 5, 2}, {13, 45, 37}, {8, 32, 64}, {70, 100, 64}, {9, 130, 81}};
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
+        for (int tr = 0; tr < 4; tr++) {
+            int M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2], ta = tr & 1, tb = tr >> 1;
+            int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+            float *A = rand_vec((size_t)(ta ? K : M) * lda, 2.0f), *B = rand_vec((size_t)(tb ? N : K) * ldb, 2.0f);
+            float *C = rand_vec((size_t)M * ldc, 1.0f), *want = malloc(sizeof(float) * M * ldc);
+            float alpha = sh % 2 ? 1.0f : 0.75f, beta = tr % 2 ? 0.0f : 1.5f;
+            memcpy(want, C, sizeof(float) * M * ldc);
+            bf16_reference(want, ldc, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta);
+            sgemm_bf16(ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb,
+                       beta, C, ldc);
+            for (int i = 0; i < M; i++)
+                if (memcmp(C + (size_t)i * ldc, want + (size_t)i * ldc, sizeof(float) * N))
+                    fail_msg("%s path, %dx%dx%d, trans %d%d: row %d differs from the reference", BF16_PATH, M, N, K, ta,
+                             tb, i);
+            free(A);
+            free(B);
+            free(C);
+            free(want);
+        }
+}
+
+// The cases in which VDPBF16PS's definition, not the reference's fmaf, decides (each checked
+// on this machine's Zen 4): 1 × 1 products of K = 4 with these rows of A and B = 1.
+static void test_sgemm_bf16_edges(void **state) {
+    (void)state;
+    const float one[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+    struct {
+        float a[4], b[4], want;
+        const char *what;
+    } cases[] = {
+        // k = 3's product before k = 2's: 2^30 - 2^30 + 1, where k = 2 first would lose the 1
+        {{0x1p30f, 0.0f, 1.0f, -0x1p30f}, {1, 1, 1, 1}, 1.0f, "the odd element of a pair first"},
+        // 2^-126 + 2^-149 - 3 · 2^-150 = 2^-126 - 2^-150: tiny before rounding to 2^-126
+        {{0x1p-74f, 0x1p-63f, 0.0f, -0x1.8p-74f}, {0x1p-75f, 0x1p-63f, 0.0f, 0x1p-75f}, 0.0f, "a tiny sum flushed"},
+        // a float32 denormal input is a zero: 1e-39 · 2^100 would be 1.3e-9
+        {{1e-39f, 0.0f, 0.0f, 0.0f}, {0x1p100f, 0.0f, 0.0f, 0.0f}, 0.0f, "a denormal input"},
+        // ties to the even neighbour: 1 + 2^-8 to 1, 1 + 3 · 2^-8 up to 1 + 2^-6
+        {{1.00390625f, 1.01171875f, 0.0f, 0.0f}, {1, 1, 0, 0}, 1.0f + 1.015625f, "ties to even"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        float c = -7.0f;
+        sgemm_bf16(CblasNoTrans, CblasTrans, 1, 1, 4, 1.0f, cases[i].a, 4, cases[i].b, 4, 0.0f, &c, 1);
+        if (memcmp(&c, &cases[i].want, sizeof c))
+            fail_msg("%s path, %s: got %a, want %a", BF16_PATH, cases[i].what, c, cases[i].want);
+    }
+    float nan_row[4] = {NAN, 1.0f, 2.0f, 3.0f}, c = 0.0f;
+    sgemm_bf16(CblasNoTrans, CblasTrans, 1, 1, 4, 1.0f, nan_row, 4, one, 4, 0.0f, &c, 1);
+    assert_true(isnan(c));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax),       cmocka_unit_test(test_norms),
@@ -730,6 +828,7 @@ int main(void) {
         cmocka_unit_test(test_activations),   cmocka_unit_test(test_batched_equals_one_token),
         cmocka_unit_test(test_widen),         cmocka_unit_test(test_matmul_half),
         cmocka_unit_test(test_matmul_blocks), cmocka_unit_test(test_forward_equals_widened),
+        cmocka_unit_test(test_sgemm_bf16),    cmocka_unit_test(test_sgemm_bf16_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

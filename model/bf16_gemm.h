@@ -1,0 +1,272 @@
+// model/bf16_gemm.h: a matrix product with bfloat16 inputs and float32 sums, C = alpha ·
+// round(op(A)) · round(op(B)) + beta · C, for training's products (sgemm_bf16, shaped as
+// cblas_sgemm) and ./run's prompts in --compute bf16 (bf16_pack_rows and bf16_strip_product).
+// It knows matrices only, never layers or a file.
+//
+// The arithmetic is exactly that of VDPBF16PS (AVX512_BF16), which the AVX2 and portable
+// paths reproduce bit for bit:
+//  - a float32 input becomes bfloat16 by rounding to nearest even; a NaN stays a NaN, and a
+//    float32 denormal becomes a zero of its sign, as does a stored bfloat16 denormal (the
+//    instruction treats denormal inputs as zero);
+//  - inputs go in pairs (k = 2p, 2p + 1; an odd K gets a zero) and each output's sum starts
+//    at 0 and takes, pair after pair, the product of element 2p + 1 and then that of element
+//    2p, each added as one fused multiply-add rounded to nearest even (a bfloat16 product is
+//    exact in float32, so only the additions round);
+//  - a sum that is tiny (below 2^-126 after rounding to 24 bits with an unbounded exponent)
+//    becomes a zero of its sign (the instruction flushes denormal outputs; this machine's Zen 4
+//    was checked to detect tininess after rounding, as MXCSR.FTZ does for vfmadd).
+// Then C = alpha · sum (+ beta · C, as fmaf(alpha, sum, beta · C)), in float32.
+#ifndef ATTN_MODEL_BF16_GEMM_H
+#define ATTN_MODEL_BF16_GEMM_H
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cblas.h>
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+#include "threads.h"
+
+// A register tile: BF16_TILE_ROWS rows of op(A) (tokens) × BF16_TILE_COLS columns of op(B)
+// (outputs). Both matrices are packed into strips of that many rows or columns, each strip
+// pair after pair: a 32-bit word holds one row's elements 2p (low half) and 2p + 1 (high
+// half), as VDPBF16PS takes them, and the strip's words of pair p lie together.
+#define BF16_TILE_ROWS 8
+#define BF16_TILE_COLS 32
+
+#if defined(__AVX512F__) && defined(__AVX512BF16__)
+#define BF16_PATH "avx512bf16"
+#elif defined(__AVX2__) && defined(__FMA__)
+#define BF16_PATH "avx2"
+#else
+#define BF16_PATH "portable"
+#endif
+
+// float32 to bfloat16, rounded to nearest even; NaN stays NaN (made quiet), a denormal
+// becomes a zero of its sign.
+static inline uint16_t bf16_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    if (!(u & 0x7f800000u)) return (uint16_t)((u >> 16) & 0x8000);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+}
+
+// A stored bfloat16 as the product takes it: a denormal becomes a zero of its sign.
+static inline uint16_t bf16_flush(uint16_t h) { return (h & 0x7f80) ? h : (uint16_t)(h & 0x8000); }
+
+static inline uint32_t bf16_pair(float even, float odd) {
+    return (uint32_t)bf16_round(even) | (uint32_t)bf16_round(odd) << 16;
+}
+
+// Strips of width rows (BF16_TILE_ROWS or _COLS) from rows [r0, r1) of a float32 matrix
+// whose element (r, k), k < K, is src[r * ld + k] (k_contiguous) or src[k * ld + r], into dst
+// [strips][kp][width]; rows past r1 and the odd K's last high half are zeros.
+static inline void bf16_pack(uint32_t *restrict dst, int width, const float *restrict src, size_t ld, int k_contiguous,
+                             size_t r0, size_t r1, int K) {
+    int kp = (K + 1) / 2, even = K / 2;
+    for (size_t s0 = r0; s0 < r1; s0 += width) {
+        uint32_t *d = dst + (s0 - r0) / width * (size_t)kp * width;
+        int rows = r1 - s0 < (size_t)width ? (int)(r1 - s0) : width;
+        if (k_contiguous) {
+            for (int i = 0; i < rows; i++) {
+                const float *row = src + (s0 + i) * ld;
+                for (int p = 0; p < even; p++) d[(size_t)p * width + i] = bf16_pair(row[2 * p], row[2 * p + 1]);
+                if (even < kp) d[(size_t)even * width + i] = bf16_round(row[K - 1]);
+            }
+        } else {
+            for (int p = 0; p < kp; p++) {
+                const float *lo = src + (size_t)2 * p * ld + s0, *hi = lo + ld;
+                uint32_t *dp = d + (size_t)p * width;
+                if (2 * p + 1 < K)
+                    for (int i = 0; i < rows; i++) dp[i] = bf16_pair(lo[i], hi[i]);
+                else
+                    for (int i = 0; i < rows; i++) dp[i] = bf16_round(lo[i]);
+            }
+        }
+        for (int p = 0; p < kp && rows < width; p++)
+            memset(d + (size_t)p * width + rows, 0, (size_t)(width - rows) * sizeof(uint32_t));
+    }
+}
+
+// The same from a matrix stored in bfloat16, rows of K values (K even), used as stored.
+static inline void bf16_pack_stored(uint32_t *restrict dst, int width, const uint16_t *restrict src, size_t r0,
+                                    size_t r1, int K) {
+    int kp = K / 2;
+    for (size_t s0 = r0; s0 < r1; s0 += width) {
+        uint32_t *d = dst + (s0 - r0) / width * (size_t)kp * width;
+        int rows = r1 - s0 < (size_t)width ? (int)(r1 - s0) : width;
+        for (int i = 0; i < width; i++) {
+            const uint16_t *row = src + (s0 + i) * K;
+            for (int p = 0; p < kp; p++)
+                d[(size_t)p * width + i] =
+                    i < rows ? (uint32_t)bf16_flush(row[2 * p]) | (uint32_t)bf16_flush(row[2 * p + 1]) << 16 : 0;
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// One tile's sums, sums[BF16_TILE_ROWS][BF16_TILE_COLS], from a strip of A and one of B, kp
+// pairs each.
+
+#if !(defined(__AVX512F__) && defined(__AVX512BF16__))
+static inline float bf16_half(uint32_t word, int high) {
+    uint32_t u = high ? word & 0xffff0000u : word << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512BF16__)
+static inline void bf16_tile(float *restrict sums, const uint32_t *restrict a, const uint32_t *restrict b, int kp) {
+    __m512 acc[BF16_TILE_ROWS][2];
+    for (int i = 0; i < BF16_TILE_ROWS; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    for (int p = 0; p < kp; p++) {
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + (size_t)p * BF16_TILE_COLS),
+                 b1 = (__m512bh)_mm512_loadu_si512(b + (size_t)p * BF16_TILE_COLS + 16);
+        for (int i = 0; i < BF16_TILE_ROWS; i++) {
+            __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[(size_t)p * BF16_TILE_ROWS + i]);
+            acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
+            acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
+        }
+    }
+    for (int i = 0; i < BF16_TILE_ROWS; i++) {
+        _mm512_storeu_ps(sums + i * BF16_TILE_COLS, acc[i][0]);
+        _mm512_storeu_ps(sums + i * BF16_TILE_COLS + 16, acc[i][1]);
+    }
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+// Two fused multiply-adds per pair, the high halves first, with MXCSR's flush-to-zero on for
+// the duration: vfmadd then flushes tiny sums as VDPBF16PS does.
+static inline void bf16_tile(float *restrict sums, const uint32_t *restrict a, const uint32_t *restrict b, int kp) {
+    unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8000);
+    const __m256i high = _mm256_set1_epi32((int)0xffff0000u);
+    for (int i = 0; i < BF16_TILE_ROWS; i += 2)
+        for (int c = 0; c < BF16_TILE_COLS; c += 16) {
+            __m256 acc[2][2] = {{_mm256_setzero_ps(), _mm256_setzero_ps()}, {_mm256_setzero_ps(), _mm256_setzero_ps()}};
+            for (int p = 0; p < kp; p++) {
+                const uint32_t *bp = b + (size_t)p * BF16_TILE_COLS + c, *ap = a + (size_t)p * BF16_TILE_ROWS + i;
+                for (int h = 0; h < 2; h++) {
+                    __m256i w = _mm256_loadu_si256((const __m256i *)(bp + 8 * h));
+                    __m256 bh = _mm256_castsi256_ps(_mm256_and_si256(w, high)),
+                           bl = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+                    for (int r = 0; r < 2; r++) {
+                        acc[r][h] = _mm256_fmadd_ps(_mm256_set1_ps(bf16_half(ap[r], 1)), bh, acc[r][h]);
+                        acc[r][h] = _mm256_fmadd_ps(_mm256_set1_ps(bf16_half(ap[r], 0)), bl, acc[r][h]);
+                    }
+                }
+            }
+            for (int r = 0; r < 2; r++)
+                for (int h = 0; h < 2; h++) _mm256_storeu_ps(sums + (i + r) * BF16_TILE_COLS + c + 8 * h, acc[r][h]);
+        }
+    _mm_setcsr(csr);
+}
+#else
+// s + x · y as VDPBF16PS adds it: fused, then a tiny sum flushed. fmaf's result is rounded
+// with denormals' fewer bits; it is FLT_MIN also for an exact sum a little below FLT_MIN that
+// is tiny all the same (below FLT_MIN · (1 - 2^-25) it rounds to 24 bits under FLT_MIN), which
+// the double sum decides (exact here unless the sum needs more than 53 bits).
+static inline float bf16_fma(float x, float y, float s) {
+    float r = fmaf(x, y, s);
+    if (fabsf(r) < FLT_MIN || (fabsf(r) == FLT_MIN && fabs((double)x * y + s) < FLT_MIN * (1.0 - 0x1p-25)))
+        return copysignf(0.0f, r);
+    return r;
+}
+
+static inline void bf16_tile(float *restrict sums, const uint32_t *restrict a, const uint32_t *restrict b, int kp) {
+    for (int i = 0; i < BF16_TILE_ROWS; i++)
+        for (int j = 0; j < BF16_TILE_COLS; j++) {
+            float s = 0.0f;
+            for (int p = 0; p < kp; p++) {
+                uint32_t x = a[(size_t)p * BF16_TILE_ROWS + i], y = b[(size_t)p * BF16_TILE_COLS + j];
+                s = bf16_fma(bf16_half(x, 1), bf16_half(y, 1), s);
+                s = bf16_fma(bf16_half(x, 0), bf16_half(y, 0), s);
+            }
+            sums[i * BF16_TILE_COLS + j] = s;
+        }
+}
+#endif
+
+// C[M, cols] (ldc apart; cols ≤ BF16_TILE_COLS) = alpha · sums + beta · C (+ bias[j]), for
+// every row of op(A) packed in ap (ceil(M / BF16_TILE_ROWS) strips) against one strip of B:
+// the strip stays in L1 or L2 while A's strips stream past it.
+static inline void bf16_strip_product(float *C, size_t ldc, int M, int cols, const uint32_t *ap, const uint32_t *bs,
+                                      int kp, float alpha, float beta, const float *bias) {
+    float sums[BF16_TILE_ROWS * BF16_TILE_COLS] __attribute__((aligned(64)));
+    for (int m0 = 0; m0 < M; m0 += BF16_TILE_ROWS) {
+        bf16_tile(sums, ap + (size_t)m0 * kp, bs, kp);
+        int rows = M - m0 < BF16_TILE_ROWS ? M - m0 : BF16_TILE_ROWS;
+        for (int i = 0; i < rows; i++) {
+            float *c = C + (size_t)(m0 + i) * ldc;
+            const float *s = sums + i * BF16_TILE_COLS;
+            if (beta == 0.0f)
+                for (int j = 0; j < cols; j++) c[j] = alpha * s[j];
+            else
+                for (int j = 0; j < cols; j++) c[j] = fmaf(alpha, s[j], beta * c[j]);
+            if (bias)
+                for (int j = 0; j < cols; j++) c[j] += bias[j];
+        }
+    }
+}
+
+// Scratch that grows and is kept for the thread's next call (training calls the product
+// thousands of times a second): slot 0 the packed A, slot 1 a strip of B per thread. NULL
+// when out of memory.
+static inline uint32_t *bf16_scratch(int slot, size_t words) {
+    static _Thread_local uint32_t *buf[2];
+    static _Thread_local size_t cap[2];
+    if (words > cap[slot]) {
+        free(buf[slot]);
+        cap[slot] = 0;
+        if (!(buf[slot] = aligned_alloc(64, (words * sizeof(uint32_t) + 63) / 64 * 64))) return NULL;
+        cap[slot] = words;
+    }
+    return buf[slot];
+}
+
+// C = alpha · op(A) · op(B) + beta · C, row-major, as cblas_sgemm(CblasRowMajor, ...) with
+// the inputs rounded to bfloat16 (above). Outside a parallel region the threads share it
+// (A packed by all, then each takes its share of B's strips, or of A's when B has fewer
+// strips than threads); inside one the calling thread does it all. Out of memory for the
+// packing falls back to float32 sgemm.
+static inline void sgemm_bf16(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha, const float *A,
+                              int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    int kp = (K + 1) / 2, a_strips = (M + BF16_TILE_ROWS - 1) / BF16_TILE_ROWS;
+    int b_strips = (N + BF16_TILE_COLS - 1) / BF16_TILE_COLS, threads = max_threads();
+    size_t strip_words = (size_t)BF16_TILE_COLS * kp;
+    uint32_t *bs_all = bf16_scratch(1, strip_words * threads);
+    uint32_t *ap = bs_all ? bf16_scratch(0, (size_t)a_strips * BF16_TILE_ROWS * kp) : NULL;
+    if (!ap) {
+        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+#pragma omp parallel num_threads(threads) if ((size_t)M * N * K >= PARALLEL_MIN_WORK)
+    {
+        int id = thread_num(), nt = team_size();
+        size_t lo, hi, s_lo = 0, s_hi = b_strips, m_lo = 0, m_hi = a_strips;
+        share((size_t)a_strips, id, nt, &lo, &hi);
+        size_t r1 = hi * BF16_TILE_ROWS < (size_t)M ? hi * BF16_TILE_ROWS : (size_t)M;
+        if (lo < hi)
+            bf16_pack(ap + lo * BF16_TILE_ROWS * kp, BF16_TILE_ROWS, A, (size_t)lda, ta == CblasNoTrans,
+                      lo * BF16_TILE_ROWS, r1, K);
+#pragma omp barrier
+        uint32_t *bs = bs_all + (size_t)id * strip_words;
+        if (b_strips >= nt) share((size_t)b_strips, id, nt, &s_lo, &s_hi);
+        else share((size_t)a_strips, id, nt, &m_lo, &m_hi);
+        size_t m0 = m_lo * BF16_TILE_ROWS, m1 = m_hi * BF16_TILE_ROWS < (size_t)M ? m_hi * BF16_TILE_ROWS : (size_t)M;
+        for (size_t s = s_lo; s < s_hi && m0 < m1; s++) {
+            size_t n0 = s * BF16_TILE_COLS, n1 = n0 + BF16_TILE_COLS < (size_t)N ? n0 + BF16_TILE_COLS : (size_t)N;
+            bf16_pack(bs, BF16_TILE_COLS, B, (size_t)ldb, tb == CblasTrans, n0, n1, K);
+            bf16_strip_product(C + m0 * ldc + n0, (size_t)ldc, (int)(m1 - m0), (int)(n1 - n0), ap + m0 * kp, bs, kp,
+                               alpha, beta, NULL);
+        }
+    }
+}
+
+#endif
