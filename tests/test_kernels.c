@@ -765,10 +765,11 @@ static void bf16_reference(float *C, int ldc, int ta, int tb, int M, int N, int 
 
 static void test_sgemm_bf16(void **state) {
     (void)state;
-    // shapes with every remainder (rows past a tile, columns past a strip, odd K), and two
+    // shapes with every remainder (rows past a tile, columns past a strip, odd K, more than a
+    // packing chunk of pairs or line of rows), and three
     // big enough for the threads to share (run_all.sh gives two); leading dimensions wider
     // than the rows, all four transpositions, beta 0 and not
-    int shapes[][3] = {{1, 1, 1}, {3, 5, 2}, {13, 45, 37}, {8, 32, 64}, {70, 100, 64}, {9, 130, 81}};
+    int shapes[][3] = {{1, 1, 1}, {3, 5, 2}, {13, 45, 37}, {8, 32, 64}, {70, 100, 64}, {9, 130, 81}, {300, 270, 150}};
     for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
         for (int tr = 0; tr < 4; tr++) {
             int M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2], ta = tr & 1, tb = tr >> 1;
