@@ -679,7 +679,7 @@ static void test_batched_equals_one_token(void **state) {
 // weights (dequantize_weights): one token at a time the 16-bit models give the same logits bit
 // for bit, as every product sums the same float32 values in the same order; a batch goes
 // through sgemm a chunk of rows at a time, which is held to float rounding, and so is Q8_0,
-// whose dot sums each group before scaling it. Narrow Llama, GPT-2 and post-norm untied
+// whose dot sums each group before scaling it. A batch in --compute bf16 is bit for bit. Narrow Llama, GPT-2 and post-norm untied
 // models, and a wide one for forward's parallel region (run_all.sh gives two threads).
 static void test_forward_equals_widened(void **state) {
     (void)state;
@@ -710,6 +710,15 @@ static void test_forward_equals_widened(void **state) {
                 if (type != WEIGHTS_Q8_0 && !batch) assert_memory_equal(got, want, sizeof(float) * T * V);
                 for (int i = 0; i < T * V; i++) wantd[i] = want[i];
                 assert_close(got, wantd, (size_t)T * V, 1e-5);
+                // --compute bf16: the stored matrix (used as stored, widened or dequantised,
+                // then rounded) and its widened float32 copy (rounded) give the same inputs
+                if (batch) {
+                    assert_int_equal(state_compute_bf16(&s, &c, 1), 0);
+                    assert_int_equal(state_compute_bf16(&s32, &c32, 1), 0);
+                    forward(&c, &m.w, &s, tokens, T, 0, got, 0);
+                    forward(&c32, &w32, &s32, tokens, T, 0, want, 0);
+                    assert_memory_equal(got, want, sizeof(float) * T * V);
+                }
                 state_free(&s);
                 state_free(&s32);
             }
@@ -821,6 +830,57 @@ static void test_sgemm_bf16_edges(void **state) {
     assert_true(isnan(c));
 }
 
+// --compute bf16 against float32 on the same models: a prompt's logits within 2e-2 of the
+// largest logit (bfloat16 keeps 8 bits of each input; the bound on the 110M Llama),
+// yet not equal to float32's (the products did go through bfloat16); the same bits on one
+// thread and on two (each output's sum is one tile's, whoever computes it); and a one-token
+// step untouched by the flag.
+static void test_forward_bf16(void **state) {
+    (void)state;
+    for (int variant = 0; variant < 5; variant++) {
+        Config c = knobs(variant % 4);
+        if (variant == 4) c.dim = 240, c.hidden_dim = 400, c.head_dim = 60, c.rope_dims = 60;
+        TestModel m = random_model(c);
+        int T = 13, V = c.vocab_size, tokens[13];
+        for (int t = 0; t < T; t++) tokens[t] = (t * 3 + 2) % V;
+        float *f32 = malloc(sizeof(float) * T * V), *bf16 = malloc(sizeof(float) * T * V);
+        float *other = malloc(sizeof(float) * T * V);
+        RunState s;
+        assert_int_equal(state_init(&s, &m.c, T), 0);
+        forward(&m.c, &m.w, &s, tokens, T, 0, f32, 0);
+        assert_int_equal(state_compute_bf16(&s, &m.c, 1), 0);
+        forward(&m.c, &m.w, &s, tokens, T, 0, bf16, 0);
+        float largest = 0.0f, worst = 0.0f;
+        for (int i = 0; i < T * V; i++) {
+            largest = fmaxf(largest, fabsf(f32[i]));
+            worst = fmaxf(worst, fabsf(bf16[i] - f32[i]));
+        }
+        if (!(worst <= 2e-2f * largest) || worst == 0.0f)
+            fail_msg("variant %d: |bf16 - f32| up to %g against a largest logit of %g", variant, worst, largest);
+        int threads = omp_get_max_threads();
+        omp_set_num_threads(1);
+        RunState one;
+        assert_int_equal(state_init(&one, &m.c, T), 0);
+        assert_int_equal(state_compute_bf16(&one, &m.c, 1), 0);
+        forward(&m.c, &m.w, &one, tokens, T, 0, other, 0);
+        omp_set_num_threads(threads);
+        assert_memory_equal(other, bf16, sizeof(float) * T * V);
+        state_free(&one);
+        // one token at a time, the flag on and off
+        for (int on = 0; on < 2; on++) {
+            assert_int_equal(state_compute_bf16(&s, &m.c, on), 0);
+            for (int t = 0; t < T; t++) forward(&m.c, &m.w, &s, tokens + t, 1, t, (on ? other : bf16) + t * V, 0);
+        }
+        assert_memory_equal(other, bf16, sizeof(float) * T * V);
+        state_free(&s);
+        free(f32);
+        free(bf16);
+        free(other);
+        free(m.block);
+        weights_free(&m.w);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_softmax),       cmocka_unit_test(test_norms),
@@ -830,6 +890,7 @@ int main(void) {
         cmocka_unit_test(test_widen),         cmocka_unit_test(test_matmul_half),
         cmocka_unit_test(test_matmul_blocks), cmocka_unit_test(test_forward_equals_widened),
         cmocka_unit_test(test_sgemm_bf16),    cmocka_unit_test(test_sgemm_bf16_edges),
+        cmocka_unit_test(test_forward_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
