@@ -99,30 +99,10 @@ static inline void bf16_pair_words(uint32_t *restrict w, const float *restrict l
     for (; i < n; i++) w[i] = bf16_round_bits(l[i]) | (h ? bf16_round_bits(h[i]) << 16 : 0);
 }
 
-#if defined(__AVX2__)
-// dst[q * ld_dst + i] = src[i * ld_src + q] for i, q < 8: three rounds of shuffles.
-static inline void bf16_transpose8(uint32_t *dst, size_t ld_dst, const uint32_t *src, size_t ld_src) {
-    __m256 r[8], t[8];
-    for (int i = 0; i < 8; i++) r[i] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)(src + i * ld_src)));
-    for (int i = 0; i < 8; i += 2)
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    for (int i = 0; i < 8; i += 4) {
-        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44), r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
-        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44), r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
-    }
-    for (int i = 0; i < 4; i++) {
-        _mm256_storeu_si256((__m256i *)(dst + i * ld_dst),
-                            _mm256_castps_si256(_mm256_permute2f128_ps(r[i], r[i + 4], 0x20)));
-        _mm256_storeu_si256((__m256i *)(dst + (i + 4) * ld_dst),
-                            _mm256_castps_si256(_mm256_permute2f128_ps(r[i], r[i + 4], 0x31)));
-    }
-}
-#endif
-
 // Strips of width rows (BF16_TILE_ROWS or _COLS) from rows [r0, r1) of a matrix whose row r
 // is src + r * ld (elem bytes a value: float32, or bfloat16 used as stored), into dst
 // [strips][kp][width]; rows past r1 are zeros. A strip's rows go into words 64 pairs at a
-// time in a buffer that stays in L1, then are laid out by pair, 8 × 8 words at a time.
+// time in a buffer that stays in L1, then are laid out by pair, 8 words at a time.
 #define BF16_CHUNK 64
 #define BF16_LINE 256
 __attribute__((always_inline)) static inline void bf16_pack_rows_of(uint32_t *restrict dst, int width, const void *src,
@@ -144,9 +124,13 @@ __attribute__((always_inline)) static inline void bf16_pack_rows_of(uint32_t *re
             }
             int q = 0;
 #if defined(__AVX2__)
-            for (; q + 8 <= cn; q += 8)
+            // pair q's words of 8 rows at a time, gathered down buf's column
+            const __m256i down = _mm256_setr_epi32(0, BF16_CHUNK, 2 * BF16_CHUNK, 3 * BF16_CHUNK, 4 * BF16_CHUNK,
+                                                   5 * BF16_CHUNK, 6 * BF16_CHUNK, 7 * BF16_CHUNK);
+            for (; q < cn; q++)
                 for (int i = 0; i < width; i += 8)
-                    bf16_transpose8(d + (size_t)(c0 + q) * width + i, width, buf + i * BF16_CHUNK + q, BF16_CHUNK);
+                    _mm256_storeu_si256((__m256i *)(d + (size_t)(c0 + q) * width + i),
+                                        _mm256_i32gather_epi32((const int *)(buf + i * BF16_CHUNK + q), down, 4));
 #endif
             for (; q < cn; q++)
                 for (int i = 0; i < width; i++) d[(size_t)(c0 + q) * width + i] = buf[i * BF16_CHUNK + q];
