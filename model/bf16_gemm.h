@@ -1,6 +1,7 @@
 // model/bf16_gemm.h: a matrix product with bfloat16 inputs and float32 sums, C = alpha ·
 // round(op(A)) · round(op(B)) + beta · C, for training's products (sgemm_bf16, shaped as
-// cblas_sgemm) and ./run's prompts in --compute bf16 (bf16_pack_rows and bf16_strip_product).
+// cblas_sgemm) and ./run's prompts in --compute bf16 (bf16_pack of the input, then
+// bf16_weights_product with float32 or stored bfloat16 weights).
 // It knows matrices only, never layers or a file.
 //
 // The arithmetic is exactly that of VDPBF16PS (AVX512_BF16), which the AVX2 and portable
@@ -274,6 +275,21 @@ static inline void bf16_strip_product(float *C, size_t ldc, int M, int cols, con
             if (bias)
                 for (int j = 0; j < cols; j++) c[j] += bias[j];
         }
+    }
+}
+
+// C[M, r0 .. r1) (rows ldc apart; column r at C + r) = round(A) · W[r0 .. r1)ᵀ (+ bias[r]), the
+// nn.Linear product of a prompt: A is M rows of input packed by bf16_pack (BF16_TILE_ROWS
+// strips of K / 2 rounded up pairs), W rows of K weights, float32 rounded (stored 0) or
+// bfloat16 used as stored (stored 1), a strip of BF16_TILE_COLS rows at a time into
+// strip (BF16_TILE_COLS · ceil(K / 2) words).
+static inline void bf16_weights_product(float *C, size_t ldc, int M, const uint32_t *ap, const void *W, int stored,
+                                        size_t r0, size_t r1, int K, const float *bias, uint32_t *strip) {
+    for (size_t s0 = r0; s0 < r1; s0 += BF16_TILE_COLS) {
+        size_t s1 = r1 - s0 < BF16_TILE_COLS ? r1 : s0 + BF16_TILE_COLS;
+        if (stored) bf16_pack_stored(strip, BF16_TILE_COLS, W, s0, s1, K);
+        else bf16_pack(strip, BF16_TILE_COLS, W, (size_t)K, 1, s0, s1, K);
+        bf16_strip_product(C + s0, ldc, M, (int)(s1 - s0), ap, strip, (K + 1) / 2, 1.0f, 0.0f, bias ? bias + s0 : NULL);
     }
 }
 

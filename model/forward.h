@@ -175,18 +175,18 @@ static inline void product_part(const RunState *s, int id, const Linear *l, cons
         return;
     }
     uint32_t *strip = s->bf16_strip + (size_t)id * s->bf16_strip_words;
-    float *rows = s->bf16_rows + (size_t)id * s->bf16_rows_floats;
+    const uint32_t *xp = s->bf16_x + (size_t)id * s->bf16_x_words;
     size_t n_out = l->n_out;
-    for (size_t r0 = lo; r0 < hi; r0 += BF16_TILE_COLS) {
-        size_t r1 = hi - r0 < BF16_TILE_COLS ? hi : r0 + BF16_TILE_COLS;
-        if (l->w) bf16_pack(strip, BF16_TILE_COLS, l->w, (size_t)n_in, 1, r0, r1, n_in);
-        else if (l->qw.type == WEIGHTS_BF16) bf16_pack_stored(strip, BF16_TILE_COLS, l->qw.half, r0, r1, n_in);
-        else {
+    if (l->w || l->qw.type == WEIGHTS_BF16)
+        bf16_weights_product(l->out, n_out, T, xp, l->w ? (const void *)l->w : l->qw.half, !l->w, lo, hi, n_in, l->b,
+                             strip);
+    else { // a strip's rows dequantised as a float32 run would, then rounded
+        float *rows = s->bf16_rows + (size_t)id * s->bf16_rows_floats;
+        for (size_t r0 = lo; r0 < hi; r0 += BF16_TILE_COLS) {
+            size_t r1 = hi - r0 < BF16_TILE_COLS ? hi : r0 + BF16_TILE_COLS;
             dequantize_rows(rows, &l->qw, n_in, r0, r1);
-            bf16_pack(strip, BF16_TILE_COLS, rows, (size_t)n_in, 1, 0, r1 - r0, n_in);
+            bf16_weights_product(l->out + r0, n_out, T, xp, rows, 0, 0, r1 - r0, n_in, l->b ? l->b + r0 : NULL, strip);
         }
-        bf16_strip_product(l->out + r0, n_out, T, (int)(r1 - r0), s->bf16_x + (size_t)id * s->bf16_x_words, strip,
-                           (n_in + 1) / 2, 1.0f, 0.0f, l->b ? l->b + r0 : NULL);
     }
     if (l->residual)
         for (int t = 0; t < T; t++)
