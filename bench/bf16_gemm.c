@@ -4,8 +4,8 @@
 // products forward (x · Wᵀ), backward (dout · W, doutᵀ · x) and the classifier's, for
 // (a) nanoGPT's baby Shakespeare model (width 128, hidden 512, 6 sequences of 64 per thread
 // at 2 threads) and (b) 6 layers × 384 (hidden 1536, 4 sequences of 256 per thread).
-// The two kernels alternate, round after round; each round's GFLOP/s are printed, so that
-// bench/run.sh takes medians and per-round ratios.
+// The two kernels alternate, round after round; each round's GFLOP/s and their ratio are
+// printed, then the median of the ratios.
 //   bf16_gemm [-j threads] [-r rounds]
 #include "model.h"
 #include "bench.h"
@@ -73,13 +73,21 @@ int main(int argc, char **argv) {
         run_list(sgemm_bf16, p, n, bufs, floats);
         double once = run_list(openblas_sgemm, p, n, bufs, floats);
         int reps = (int)(0.2 / once) + 1;
-        for (int r = 0; r < rounds; r++)
+        double ratio[64];
+        if (rounds > 64) rounds = 64;
+        for (int r = 0; r < rounds; r++) {
+            double gflops[2];
             for (int k = 0; k < 2; k++) { // every other round sgemm first
                 int ours = (k + r) % 2;
                 double t = 0;
                 for (int i = 0; i < reps; i++) t += run_list(ours ? sgemm_bf16 : openblas_sgemm, p, n, bufs, floats);
-                printf("%s_%s_GFLOPs %.1f\n", ours ? "bf16" : "sgemm", configs[c].name, flops * reps / t * 1e-9);
+                gflops[ours] = flops * reps / t * 1e-9;
+                printf("%s_%s_GFLOPs %.1f\n", ours ? "bf16" : "sgemm", configs[c].name, gflops[ours]);
             }
+            ratio[r] = gflops[1] / gflops[0];
+            printf("ratio_%s %.2f\n", configs[c].name, ratio[r]);
+        }
+        printf("ratio_%s_median %.2f\n", configs[c].name, median(ratio, rounds));
     }
     for (int t = 0; t < threads; t++) free(bufs[t]);
     free(bufs);

@@ -32,9 +32,6 @@ ratio() { calc "%.2f" "$1 / $2"; }
 # of the machine, which moves between rounds.
 round_ratios() { paste -d' ' <(vals "$1" "$3") <(vals "$2" "$3") | awk '{ printf "%.2f\n", $1 / $2 }'; }
 ratio_median() { round_ratios "$@" | sort -g | awk '{ v[n++] = $1 } END { if (n) printf "%.2f", (n % 2) ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
-# The same for two keys of one file, measured in turn within each round: key a over key b.
-key_ratios() { paste -d' ' <(vals "$1" "$2") <(vals "$1" "$3") | awk '{ printf "%.2f\n", $1 / $2 }'; }
-key_ratio_median() { key_ratios "$@" | sort -g | awk '{ v[n++] = $1 } END { if (n) printf "%.2f", (n % 2) ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
 
 # ---- load: what the other processes on the machine did while a phase ran ----
 NCPU=$(nproc)
@@ -308,8 +305,7 @@ echo "  matrices as ./train calls them, GFLOP/s, medians of $(vals $bg bf16_baby
 for cfg in "baby:(a) baby Shakespeare, width 128, 384 rows a thread" "l6d384:(b) 6 layers x 384, 1024 rows a thread"; do
     k=${cfg%%:*}
     printf "    %-48s %7s vs sgemm %7s -> %sx (rounds %s; goal 1.5)\n" "${cfg#*:}" "$(med $bg bf16_${k}_GFLOPs)" \
-        "$(med $bg sgemm_${k}_GFLOPs)" "$(key_ratio_median $bg bf16_${k}_GFLOPs sgemm_${k}_GFLOPs)" \
-        "$(key_ratios $bg bf16_${k}_GFLOPs sgemm_${k}_GFLOPs | tr '\n' ' ' | sed 's/ $//')"
+        "$(med $bg sgemm_${k}_GFLOPs)" "$(vals $bg ratio_${k}_median)" "$(vals $bg ratio_$k | tr '\n' ' ' | sed 's/ $//')"
 done
 printf "  Llama 110M (float32 weights), 256-token prompt with --compute bf16: %s tok/s; float32's -> %sx (%s; goal 1.6)   [%s]\n" \
     "$(med $cb prompt_tok_s)" "$(ratio_median $cb $ff prompt_tok_s)" \
