@@ -32,9 +32,10 @@
 #include "threads.h"
 
 // A register tile: BF16_TILE_ROWS rows of op(A) (tokens) × BF16_TILE_COLS columns of op(B)
-// (outputs). Both matrices are packed into strips of that many rows or columns, each strip
-// pair after pair: a 32-bit word holds one row's elements 2p (low half) and 2p + 1 (high
-// half), as VDPBF16PS takes them, and the strip's words of pair p lie together.
+// (outputs). Both matrices are packed into strips of that many rows or columns, of 32-bit
+// words that each hold one row's elements 2p (low half) and 2p + 1 (high half), as VDPBF16PS
+// takes them. B's strips lie by pair (the strip's words of pair p together, one vector load);
+// A's by row when its rows are contiguous (packing is then only a conversion), else by pair.
 #define BF16_TILE_ROWS 8
 #define BF16_TILE_COLS 32
 
@@ -172,6 +173,18 @@ static inline void bf16_pack_stored(uint32_t *restrict dst, int width, const uin
     bf16_pack_rows_of(dst, width, src, (size_t)K, 1, r0, r1, K);
 }
 
+// Rows [r0, r1) of a float32 matrix (row r at src + r * ld) as A's strips by row: each of a
+// strip's BF16_TILE_ROWS rows its kp words in a run (rows past r1 zeros), which the tile reads
+// as 8 streams of broadcasts; only a conversion, no transposition.
+static inline void bf16_pack_rows(uint32_t *restrict dst, const float *restrict src, size_t ld, size_t r0, size_t r1,
+                                  int K) {
+    size_t kp = (size_t)(K + 1) / 2, strips = (r1 - r0 + BF16_TILE_ROWS - 1) / BF16_TILE_ROWS;
+    for (size_t i = 0; i < strips * BF16_TILE_ROWS; i++) {
+        if (r0 + i < r1) bf16_row_words(dst + i * kp, src + (r0 + i) * ld, 0, K);
+        else memset(dst + i * kp, 0, kp * sizeof(uint32_t));
+    }
+}
+
 // ----------------------------------------------------------------------------
 // One tile's sums, sums[BF16_TILE_ROWS][BF16_TILE_COLS], from a strip of A and one of B, kp
 // pairs each.
@@ -186,14 +199,15 @@ static inline float bf16_half(uint32_t word, int high) {
 #endif
 
 #if defined(__AVX512F__) && defined(__AVX512BF16__)
-static inline void bf16_tile(float *restrict sums, const uint32_t *restrict a, const uint32_t *restrict b, int kp) {
+static inline void bf16_tile(float *restrict sums, const uint32_t *restrict a, size_t a_row, size_t a_pair,
+                             const uint32_t *restrict b, int kp) {
     __m512 acc[BF16_TILE_ROWS][2];
     for (int i = 0; i < BF16_TILE_ROWS; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int p = 0; p < kp; p++) {
         __m512bh b0 = (__m512bh)_mm512_loadu_si512(b + (size_t)p * BF16_TILE_COLS),
                  b1 = (__m512bh)_mm512_loadu_si512(b + (size_t)p * BF16_TILE_COLS + 16);
         for (int i = 0; i < BF16_TILE_ROWS; i++) {
-            __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[(size_t)p * BF16_TILE_ROWS + i]);
+            __m512bh ai = (__m512bh)_mm512_set1_epi32((int)a[i * a_row + p * a_pair]);
             acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
             acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
         }
@@ -206,7 +220,8 @@ static inline void bf16_tile(float *restrict sums, const uint32_t *restrict a, c
 #elif defined(__AVX2__) && defined(__FMA__)
 // Two fused multiply-adds per pair, the high halves first, with MXCSR's flush-to-zero on for
 // the duration: vfmadd then flushes tiny sums as VDPBF16PS does.
-static inline void bf16_tile(float *restrict sums, const uint32_t *restrict a, const uint32_t *restrict b, int kp) {
+static inline void bf16_tile(float *restrict sums, const uint32_t *restrict a, size_t a_row, size_t a_pair,
+                             const uint32_t *restrict b, int kp) {
     unsigned csr = _mm_getcsr();
     _mm_setcsr(csr | 0x8000);
     const __m256i high = _mm256_set1_epi32((int)0xffff0000u);
@@ -214,7 +229,8 @@ static inline void bf16_tile(float *restrict sums, const uint32_t *restrict a, c
         for (int c = 0; c < BF16_TILE_COLS; c += 16) {
             __m256 acc[2][2] = {{_mm256_setzero_ps(), _mm256_setzero_ps()}, {_mm256_setzero_ps(), _mm256_setzero_ps()}};
             for (int p = 0; p < kp; p++) {
-                const uint32_t *bp = b + (size_t)p * BF16_TILE_COLS + c, *ap = a + (size_t)p * BF16_TILE_ROWS + i;
+                const uint32_t *bp = b + (size_t)p * BF16_TILE_COLS + c;
+                uint32_t ap[2] = {a[i * a_row + p * a_pair], a[(i + 1) * a_row + p * a_pair]};
                 for (int h = 0; h < 2; h++) {
                     __m256i w = _mm256_loadu_si256((const __m256i *)(bp + 8 * h));
                     __m256 bh = _mm256_castsi256_ps(_mm256_and_si256(w, high)),
@@ -242,12 +258,13 @@ static inline float bf16_fma(float x, float y, float s) {
     return r;
 }
 
-static inline void bf16_tile(float *restrict sums, const uint32_t *restrict a, const uint32_t *restrict b, int kp) {
+static inline void bf16_tile(float *restrict sums, const uint32_t *restrict a, size_t a_row, size_t a_pair,
+                             const uint32_t *restrict b, int kp) {
     for (int i = 0; i < BF16_TILE_ROWS; i++)
         for (int j = 0; j < BF16_TILE_COLS; j++) {
             float s = 0.0f;
             for (int p = 0; p < kp; p++) {
-                uint32_t x = a[(size_t)p * BF16_TILE_ROWS + i], y = b[(size_t)p * BF16_TILE_COLS + j];
+                uint32_t x = a[i * a_row + p * a_pair], y = b[(size_t)p * BF16_TILE_COLS + j];
                 s = bf16_fma(bf16_half(x, 1), bf16_half(y, 1), s);
                 s = bf16_fma(bf16_half(x, 0), bf16_half(y, 0), s);
             }
@@ -257,13 +274,14 @@ static inline void bf16_tile(float *restrict sums, const uint32_t *restrict a, c
 #endif
 
 // C[M, cols] (ldc apart; cols ≤ BF16_TILE_COLS) = alpha · sums + beta · C (+ bias[j]), for
-// every row of op(A) packed in ap (ceil(M / BF16_TILE_ROWS) strips) against one strip of B:
-// the strip stays in L1 or L2 while A's strips stream past it.
-static inline void bf16_strip_product(float *C, size_t ldc, int M, int cols, const uint32_t *ap, const uint32_t *bs,
-                                      int kp, float alpha, float beta, const float *bias) {
+// every row of op(A) packed in ap (ceil(M / BF16_TILE_ROWS) strips, by row or by pair)
+// against one strip of B: the strip stays in L1 or L2 while A's strips stream past it.
+static inline void bf16_strip_product(float *C, size_t ldc, int M, int cols, const uint32_t *ap, int a_by_row,
+                                      const uint32_t *bs, int kp, float alpha, float beta, const float *bias) {
     float sums[BF16_TILE_ROWS * BF16_TILE_COLS] __attribute__((aligned(64)));
+    size_t a_row = a_by_row ? (size_t)kp : 1, a_pair = a_by_row ? 1 : BF16_TILE_ROWS;
     for (int m0 = 0; m0 < M; m0 += BF16_TILE_ROWS) {
-        bf16_tile(sums, ap + (size_t)m0 * kp, bs, kp);
+        bf16_tile(sums, ap + (size_t)m0 * kp, a_row, a_pair, bs, kp);
         int rows = M - m0 < BF16_TILE_ROWS ? M - m0 : BF16_TILE_ROWS;
         for (int i = 0; i < rows; i++) {
             float *c = C + (size_t)(m0 + i) * ldc;
@@ -279,8 +297,7 @@ static inline void bf16_strip_product(float *C, size_t ldc, int M, int cols, con
 }
 
 // C[M, r0 .. r1) (rows ldc apart; column r at C + r) = round(A) · W[r0 .. r1)ᵀ (+ bias[r]), the
-// nn.Linear product of a prompt: A is M rows of input packed by bf16_pack (BF16_TILE_ROWS
-// strips of K / 2 rounded up pairs), W rows of K weights, float32 rounded (stored 0) or
+// nn.Linear product of a prompt: A is M rows of input packed by bf16_pack_rows, W rows of K weights, float32 rounded (stored 0) or
 // bfloat16 used as stored (stored 1), a strip of BF16_TILE_COLS rows at a time into
 // strip (BF16_TILE_COLS · ceil(K / 2) words).
 static inline void bf16_weights_product(float *C, size_t ldc, int M, const uint32_t *ap, const void *W, int stored,
@@ -289,7 +306,8 @@ static inline void bf16_weights_product(float *C, size_t ldc, int M, const uint3
         size_t s1 = r1 - s0 < BF16_TILE_COLS ? r1 : s0 + BF16_TILE_COLS;
         if (stored) bf16_pack_stored(strip, BF16_TILE_COLS, W, s0, s1, K);
         else bf16_pack(strip, BF16_TILE_COLS, W, (size_t)K, 1, s0, s1, K);
-        bf16_strip_product(C + s0, ldc, M, (int)(s1 - s0), ap, strip, (K + 1) / 2, 1.0f, 0.0f, bias ? bias + s0 : NULL);
+        bf16_strip_product(C + s0, ldc, M, (int)(s1 - s0), ap, 1, strip, (K + 1) / 2, 1.0f, 0.0f,
+                           bias ? bias + s0 : NULL);
     }
 }
 
@@ -331,9 +349,10 @@ static inline void sgemm_bf16(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int
         size_t lo, hi, s_lo = 0, s_hi = b_strips, m_lo = 0, m_hi = a_strips;
         share((size_t)a_strips, id, nt, &lo, &hi);
         size_t r1 = hi * BF16_TILE_ROWS < (size_t)M ? hi * BF16_TILE_ROWS : (size_t)M;
-        if (lo < hi)
-            bf16_pack(ap + lo * BF16_TILE_ROWS * kp, BF16_TILE_ROWS, A, (size_t)lda, ta == CblasNoTrans,
-                      lo * BF16_TILE_ROWS, r1, K);
+        if (lo < hi && ta == CblasNoTrans)
+            bf16_pack_rows(ap + lo * BF16_TILE_ROWS * kp, A, (size_t)lda, lo * BF16_TILE_ROWS, r1, K);
+        else if (lo < hi)
+            bf16_pack(ap + lo * BF16_TILE_ROWS * kp, BF16_TILE_ROWS, A, (size_t)lda, 0, lo * BF16_TILE_ROWS, r1, K);
 #pragma omp barrier
         uint32_t *bs = bs_all + (size_t)id * strip_words;
         if (b_strips >= nt) share((size_t)b_strips, id, nt, &s_lo, &s_hi);
@@ -342,8 +361,8 @@ static inline void sgemm_bf16(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int
         for (size_t s = s_lo; s < s_hi && m0 < m1; s++) {
             size_t n0 = s * BF16_TILE_COLS, n1 = n0 + BF16_TILE_COLS < (size_t)N ? n0 + BF16_TILE_COLS : (size_t)N;
             bf16_pack(bs, BF16_TILE_COLS, B, (size_t)ldb, tb == CblasTrans, n0, n1, K);
-            bf16_strip_product(C + m0 * ldc + n0, (size_t)ldc, (int)(m1 - m0), (int)(n1 - n0), ap + m0 * kp, bs, kp,
-                               alpha, beta, NULL);
+            bf16_strip_product(C + m0 * ldc + n0, (size_t)ldc, (int)(m1 - m0), (int)(n1 - n0), ap + m0 * kp,
+                               ta == CblasNoTrans, bs, kp, alpha, beta, NULL);
         }
     }
 }

@@ -197,7 +197,7 @@ static inline void product_part(const RunState *s, int id, const Linear *l, cons
 // it as their input (product_part), when they will take that path.
 static inline void product_input(const RunState *s, int id, const float *x, int T, int n_in) {
     if (s->compute_bf16 && T > 1)
-        bf16_pack(s->bf16_x + (size_t)id * s->bf16_x_words, BF16_TILE_ROWS, x, (size_t)n_in, 1, 0, (size_t)T, n_in);
+        bf16_pack_rows(s->bf16_x + (size_t)id * s->bf16_x_words, x, (size_t)n_in, 0, (size_t)T, n_in);
 }
 
 // Multiply-adds of one layer's products for one token.
