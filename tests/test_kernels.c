@@ -883,13 +883,21 @@ static void test_forward_bf16(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_softmax),       cmocka_unit_test(test_norms),
-        cmocka_unit_test(test_matmul),        cmocka_unit_test(test_matmul_q8),
-        cmocka_unit_test(test_rope),          cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_activations),   cmocka_unit_test(test_batched_equals_one_token),
-        cmocka_unit_test(test_widen),         cmocka_unit_test(test_matmul_half),
-        cmocka_unit_test(test_matmul_blocks), cmocka_unit_test(test_forward_equals_widened),
-        cmocka_unit_test(test_sgemm_bf16),    cmocka_unit_test(test_sgemm_bf16_edges),
+        cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_q8),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_batched_equals_one_token),
+        cmocka_unit_test(test_widen),
+        cmocka_unit_test(test_matmul_half),
+        cmocka_unit_test(test_matmul_blocks),
+        cmocka_unit_test(test_forward_equals_widened),
+        // model/bf16_gemm.h, and the forward pass with --compute bf16
+        cmocka_unit_test(test_sgemm_bf16),
+        cmocka_unit_test(test_sgemm_bf16_edges),
         cmocka_unit_test(test_forward_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
