@@ -36,6 +36,8 @@ typedef struct {
     float *value_cache;     // (the same)
     float *wbuf;            // (threads, wbuf_floats) a quantised or 16-bit model's widened rows
     size_t wbuf_floats;
+    uint8_t *xq; // (threads, max_batch, xq_row_bytes) inputs quantised for block-type matrices
+    size_t xq_row_bytes;
     // --compute bf16 (state_compute_bf16): many rows' products with bfloat16 inputs
     // (model/bf16_gemm.h), in each thread's own buffers: its packed copy of a product's input,
     // a strip of packed weights, and (not float32 or bfloat16) those weights' rows dequantised.
@@ -102,6 +104,8 @@ static inline int state_init(RunState *s, const Config *c, int max_batch) {
     size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
     widest = qd > widest ? qd : widest;
     s->wbuf_floats = c->weight_type != WEIGHTS_F32 ? qchunk_floats((int)widest) : 0;
+    s->xq_row_bytes = c->weight_type == WEIGHTS_PER_MATRIX ? quantized_row_bytes((int)widest) : 0;
+    float *xq_floats;
     struct {
         float **buf;
         size_t floats;
@@ -121,6 +125,7 @@ static inline int state_init(RunState *s, const Config *c, int max_batch) {
         {&s->key_cache, cache},
         {&s->value_cache, cache},
         {&s->wbuf, s->threads * s->wbuf_floats},
+        {&xq_floats, s->threads * B * s->xq_row_bytes / sizeof(float)},
     };
     size_t n = sizeof t / sizeof t[0], total = 0;
     for (size_t i = 0; i < n; i++) total += state_align(t[i].floats);
@@ -131,6 +136,7 @@ static inline int state_init(RunState *s, const Config *c, int max_batch) {
         *t[i].buf = t[i].floats ? next : NULL;
         next += state_align(t[i].floats);
     }
+    s->xq = (uint8_t *)xq_floats;
     if (c->pos_kind == POS_ROPE) {
         double freq[ROPE_MAX_PAIRS];
         rope_frequencies(freq, c, 0);
@@ -231,7 +237,8 @@ static inline void add_sublayer(const Config *c, RunState *s, const float *in, c
                 .n_out = c->dim,
                 .residual = out_norm_w ? NULL : s->x,
                 .qw = qw,
-                .wbuf = s->wbuf ? s->wbuf + (size_t)id * s->wbuf_floats : NULL};
+                .wbuf = s->wbuf ? s->wbuf + (size_t)id * s->wbuf_floats : NULL,
+                .xq = s->xq ? s->xq + (size_t)id * s->max_batch * s->xq_row_bytes : NULL};
     share(d, id, nt, &lo, &hi);
     product_input(s, id, in, T, n_in);
     product_part(s, id, &o, in, T, n_in, lo, hi);
@@ -289,6 +296,7 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
         int own_kv = c->n_kv_heads % nt == 0;
         float *xn = s->xn + (size_t)id * s->max_batch * d;
         float *wbuf = s->wbuf ? s->wbuf + (size_t)id * s->wbuf_floats : NULL;
+        uint8_t *xq = s->xq ? s->xq + (size_t)id * s->max_batch * s->xq_row_bytes : NULL;
         if (r1 > r0) embed_forward(c, w, x + r0 * d, tokens + r0, (int)(r1 - r0), pos0 + (int)r0);
         barrier_wait(&s->barrier, nt);
         for (int l = 0; l < c->n_layers; l++) {
@@ -299,9 +307,9 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             float *knew = lc.k + (size_t)row * kvd, *vnew = lc.v + (size_t)row * kvd;
             // attention
             const float *in = sublayer_input(c, x, xn, L->attn_norm_w, L->attn_norm_b, T);
-            Linear q = {.out = s->q, .w = L->wq, .b = L->bq, .n_out = qd, .qw = L->qwq, .wbuf = wbuf};
-            Linear k = {.out = knew, .w = L->wk, .b = L->bk, .n_out = kvd, .qw = L->qwk, .wbuf = wbuf};
-            Linear v = {.out = vnew, .w = L->wv, .b = L->bv, .n_out = kvd, .qw = L->qwv, .wbuf = wbuf};
+            Linear q = {.out = s->q, .w = L->wq, .b = L->bq, .n_out = qd, .qw = L->qwq, .wbuf = wbuf, .xq = xq};
+            Linear k = {.out = knew, .w = L->wk, .b = L->bk, .n_out = kvd, .qw = L->qwk, .wbuf = wbuf, .xq = xq};
+            Linear v = {.out = vnew, .w = L->wv, .b = L->bv, .n_out = kvd, .qw = L->qwv, .wbuf = wbuf, .xq = xq};
             product_input(s, id, in, T, d);
             product_part(s, id, &q, in, T, d, h0 * hd, h1 * hd);
             product_part(s, id, &k, in, T, d, g0 * hd, g1 * hd);
@@ -334,8 +342,8 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             // feed-forward: w1 and w3 split alike, so that each thread's activations need only
             // its own outputs
             in = sublayer_input(c, x, xn, L->ffn_norm_w, L->ffn_norm_b, T);
-            Linear up[] = {{.out = s->hb, .w = L->w1, .b = L->b1, .n_out = hid, .qw = L->qw1, .wbuf = wbuf},
-                           {.out = s->hb2, .w = L->w3, .b = L->b3, .n_out = hid, .qw = L->qw3, .wbuf = wbuf}};
+            Linear up[] = {{.out = s->hb, .w = L->w1, .b = L->b1, .n_out = hid, .qw = L->qw1, .wbuf = wbuf, .xq = xq},
+                           {.out = s->hb2, .w = L->w3, .b = L->b3, .n_out = hid, .qw = L->qw3, .wbuf = wbuf, .xq = xq}};
             share((size_t)hid, id, nt, &lo, &hi);
             product_input(s, id, in, T, d);
             product_part(s, id, &up[0], in, T, d, lo, hi);
@@ -353,8 +361,12 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
                 norm_forward(c, xn, last, w->final_norm_w, w->final_norm_b, n_logits);
                 last = xn;
             }
-            Linear cls = {
-                .out = logits, .w = w->classifier, .n_out = c->vocab_size, .qw = w->qclassifier, .wbuf = wbuf};
+            Linear cls = {.out = logits,
+                          .w = w->classifier,
+                          .n_out = c->vocab_size,
+                          .qw = w->qclassifier,
+                          .wbuf = wbuf,
+                          .xq = xq};
             share((size_t)c->vocab_size, id, nt, &lo, &hi);
             product_input(s, id, last, n_logits, d);
             product_part(s, id, &cls, last, n_logits, d, lo, hi);

@@ -14,6 +14,7 @@
 #endif
 #include "file.h"
 #include "quant.h"
+#include "quant_dot.h"
 #include "threads.h"
 
 // ----------------------------------------------------------------------------
@@ -205,41 +206,6 @@ static inline float dot_q8(const int8_t *restrict q, const float *restrict scale
     return s;
 }
 
-// A row of a matrix in a block type times x: 256 values at a time dequantised into a buffer
-// that stays in L1, then multiplied into accumulators that live across the whole row (one
-// reduction per row, not per buffer).
-static inline float dot_blocks(int type, const uint8_t *restrict row, const float *restrict x, int n) {
-    float buf[256] __attribute__((aligned(64))), s = 0.0f;
-    int block = matrix_types[type].block;
-#if defined(__AVX512F__)
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-#elif defined(__AVX2__) && defined(__FMA__)
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-#endif
-    for (int i = 0; i < n; i += 256) {
-        int m = n - i < 256 ? n - i : 256, k = 0; // whole blocks: n and 256 are multiples of block
-        dequantize_blocks(type, row + (size_t)(i / block) * matrix_types[type].block_bytes, (size_t)(m / block), buf);
-#if defined(__AVX512F__)
-        for (; k + 32 <= m; k += 32) {
-            acc0 = _mm512_fmadd_ps(_mm512_load_ps(buf + k), _mm512_loadu_ps(x + i + k), acc0);
-            acc1 = _mm512_fmadd_ps(_mm512_load_ps(buf + k + 16), _mm512_loadu_ps(x + i + k + 16), acc1);
-        }
-#elif defined(__AVX2__) && defined(__FMA__)
-        for (; k + 16 <= m; k += 16) {
-            acc0 = _mm256_fmadd_ps(_mm256_load_ps(buf + k), _mm256_loadu_ps(x + i + k), acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_load_ps(buf + k + 8), _mm256_loadu_ps(x + i + k + 8), acc1);
-        }
-#endif
-        s = dot_tail(buf, WEIGHTS_F32, x + i, k, m, s);
-    }
-#if defined(__AVX512F__)
-    s += _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-#elif defined(__AVX2__) && defined(__FMA__)
-    s += hsum8(_mm256_add_ps(acc0, acc1));
-#endif
-    return s;
-}
-
 // Rows [r0, r1) of a matrix with n_in columns stored as m->type says, as float32, into out
 // [r1 - r0, n_in]: exactly the weights a float32 run would use, W = q * scale for Q8_0, each
 // 16-bit value widened for bfloat16 and float16, a block type's blocks dequantised.
@@ -337,6 +303,7 @@ typedef struct {
     float *residual; // (T, n_out) or NULL
     QMat qw;
     float *wbuf; // (qchunk_floats(n_in)) for a matrix not in float32
+    uint8_t *xq; // (T, quantized_row_bytes(n_in)) x quantised, for a matrix in a block type
 } Linear;
 
 #if defined(__AVX512F__)
@@ -390,17 +357,6 @@ static inline void transpose16(__m512 v[16]) {
 // panel [kn, PANEL_ROWS] <- rows [r0, r0 + rows) of m, inputs [k0, k0 + kn), widened; the
 // rows past the matrix's are zeros. 16 rows × 16 inputs at a time, transposed in registers.
 static inline void pack_panel(float *restrict panel, const QMat *m, int n_in, size_t r0, int rows, int k0, int kn) {
-    if (is_block_type(m->type)) { // a row's blocks at a time (k0 and kn are whole blocks), then laid out by input
-        float row[PANEL_K];
-        int block = matrix_types[m->type].block;
-        for (int r = 0; r < PANEL_ROWS; r++) {
-            if (r < rows)
-                dequantize_blocks(m->type, m->blocks + (r0 + r) * row_bytes(m->type, n_in) + row_bytes(m->type, k0),
-                                  (size_t)(kn / block), row);
-            for (int k = 0; k < kn; k++) panel[(size_t)k * PANEL_ROWS + r] = r < rows ? row[k] : 0.0f;
-        }
-        return;
-    }
     int k = 0;
     if (m->type != WEIGHTS_Q8_0 || m->gs % 16 == 0)
         for (; k + 16 <= kn; k += 16)
@@ -481,6 +437,50 @@ static inline void matmul_panels(const Linear *l, const float *x, int T, int n_i
 }
 #endif
 
+// Output features [lo, hi) of out[T, n_out] = x · Wᵀ (+ b), W in a block type: x quantised
+// into l->xq (each thread its own copy, as it normalises its own), then a dot product per
+// row and token, or panels for many tokens where the machine has VNNI.
+static inline void matmul_blocks(const Linear *l, const float *x, int T, int n_in, size_t lo, size_t hi) {
+    size_t ld = quantized_row_bytes(n_in), rb = row_bytes(l->qw.type, n_in);
+    for (int t = 0; t < T; t++) quantize_input(l->xq + t * ld, x + (size_t)t * n_in, n_in);
+    switch (l->qw.type) { // each type's loops with its unpacking inlined
+#if defined(QUANT_VNNI)
+#define BLOCK_PRODUCT(type)                                                                                            \
+    case type:                                                                                                         \
+        if (T > 1) {                                                                                                   \
+            matmul_quantized_panels_of(type, l->out, l->n_out, l->b, l->xq, T, n_in, l->qw.blocks, (uint8_t *)l->wbuf, \
+                                       lo, hi);                                                                        \
+            break;                                                                                                     \
+        }                                                                                                              \
+        for (size_t r = lo; r < hi; r++)                                                                               \
+            l->out[r] = dot_quantized(type, l->qw.blocks + r * rb, quantized_row(l->xq, n_in), n_in) +                 \
+                        (l->b ? l->b[r] : 0.0f);                                                                       \
+        break
+#else
+#define BLOCK_PRODUCT(type)                                                                                            \
+    case type:                                                                                                         \
+        for (int t = 0; t < T; t++)                                                                                    \
+            for (size_t r = lo; r < hi; r++)                                                                           \
+                l->out[(size_t)t * l->n_out + r] =                                                                     \
+                    dot_quantized(type, l->qw.blocks + r * rb, quantized_row(l->xq + t * ld, n_in), n_in) +            \
+                    (l->b ? l->b[r] : 0.0f);                                                                           \
+        break
+#endif
+        BLOCK_PRODUCT(BLOCK_Q4_0);
+        BLOCK_PRODUCT(BLOCK_Q4_1);
+        BLOCK_PRODUCT(BLOCK_Q5_0);
+        BLOCK_PRODUCT(BLOCK_Q5_1);
+        BLOCK_PRODUCT(BLOCK_Q8_0);
+        BLOCK_PRODUCT(BLOCK_Q2_K);
+        BLOCK_PRODUCT(BLOCK_Q3_K);
+        BLOCK_PRODUCT(BLOCK_Q4_K);
+        BLOCK_PRODUCT(BLOCK_Q5_K);
+        BLOCK_PRODUCT(BLOCK_Q6_K);
+        BLOCK_PRODUCT(BLOCK_IQ4_NL);
+#undef BLOCK_PRODUCT
+    }
+}
+
 // Output features [lo, hi) of the product: one thread's share when the caller splits the
 // features across threads, each thread streaming its own rows of the weights.
 static inline void matmul_part(const Linear *l, const float *x, int T, int n_in, size_t lo, size_t hi) {
@@ -489,13 +489,12 @@ static inline void matmul_part(const Linear *l, const float *x, int T, int n_in,
     const float *w = l->w, *b = l->b;
     const QMat *qw = &l->qw;
     if (lo >= hi) return;
-    if (T == 1) {
+    if (is_block_type(qw->type)) {
+        matmul_blocks(l, x, T, n_in, lo, hi);
+    } else if (T == 1) {
         if (w) dot_rows(out, w, WEIGHTS_F32, b, x, n_in, lo, hi);
         else if (qw->type == WEIGHTS_BF16) bf16_rows(out, qw->half, b, x, l->wbuf, n_in, lo, hi);
         else if (qw->type == WEIGHTS_F16) dot_rows(out, qw->half, WEIGHTS_F16, b, x, n_in, lo, hi);
-        else if (is_block_type(qw->type))
-            for (size_t r = lo; r < hi; r++)
-                out[r] = dot_blocks(qw->type, qw->blocks + r * row_bytes(qw->type, n_in), x, n_in) + (b ? b[r] : 0.0f);
         else
             for (size_t r = lo; r < hi; r++)
                 out[r] = dot_q8(qw->q + r * n_in, qw->s + r * (n_in / qw->gs), x, n_in, qw->gs) + (b ? b[r] : 0.0f);

@@ -1,14 +1,17 @@
-// model/quant.h: llama.cpp's block types (docs/FORMAT.md, version 6) turned back into float32,
-// one function per type, a block at a time: the one-token product, the many-token product's
-// panels and the embedding lookup (model/matmul.h) all go through dequantize_blocks. The layouts
-// are GGUF's, bit for bit; the values are gguf-py's (tools/attn/gguf_file.py), computed in
-// float32 in the same order, up to the build's fused multiply-adds (-ffp-contract=fast may fuse
-// a scale and an offset into one rounding, as llama.cpp's own C does).
+// model/quant.h: llama.cpp's block types (docs/FORMAT.md, version 6), read one block at a time
+// into small signed integers and a scale and offset per group of 16 values: value j of a block
+// is a[j / 16] * s[j] + b[j / 16]. That one unpacking per type serves every use: the weights
+// as float32 (the embedding lookup, dequantize_rows), and the integer products of
+// model/quant_dot.h (one token, and a prompt's panels). The layouts are GGUF's, bit for bit;
+// the float32 values are gguf-py's (tools/attn/gguf_file.py), computed in the same order, up
+// to the build's fused multiply-adds (-ffp-contract=fast may fuse a scale and an offset into
+// one rounding, as llama.cpp's own C does).
 #ifndef ATTN_MODEL_QUANT_H
 #define ATTN_MODEL_QUANT_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -47,239 +50,376 @@ static inline float f16_at(const uint8_t *b) {
 #endif
 }
 
-static inline uint32_t u32_at(const uint8_t *b) {
-    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-}
+// Up to 256 values of a row, unpacked: s (signed, |s| <= 128), and per group of 16 values a
+// scale a and, for the types with a minimum (type_has_min), an offset b: value j =
+// a[j / 16] * s[j] + b[j / 16]. The other types leave b unwritten.
+#define UNPACKED_VALUES 256
+#define UNPACK_GROUP 16
+typedef struct {
+    int8_t s[UNPACKED_VALUES] __attribute__((aligned(64)));
+    float a[UNPACKED_VALUES / UNPACK_GROUP] __attribute__((aligned(64)));
+    float b[UNPACKED_VALUES / UNPACK_GROUP] __attribute__((aligned(64)));
+} Unpacked;
 
-#if defined(__AVX512F__) || defined(__AVX2__)
-#define QUANT_VECTORS 1
-// 16 bytes of values (signed or not) as floats, times dl, less ml: out[0..15] = dl * q - ml.
-static inline void scale16(__m128i q, int is_signed, float dl, float ml, float *out) {
-#if defined(__AVX512F__)
-    __m512 v = _mm512_cvtepi32_ps(is_signed ? _mm512_cvtepi8_epi32(q) : _mm512_cvtepu8_epi32(q));
-    _mm512_storeu_ps(out, _mm512_sub_ps(_mm512_mul_ps(_mm512_set1_ps(dl), v), _mm512_set1_ps(ml)));
-#else
-    for (int k = 0; k < 2; k++, q = _mm_srli_si128(q, 8)) {
-        __m256 v = _mm256_cvtepi32_ps(is_signed ? _mm256_cvtepi8_epi32(q) : _mm256_cvtepu8_epi32(q));
-        _mm256_storeu_ps(out + 8 * k, _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(dl), v), _mm256_set1_ps(ml)));
-    }
-#endif
-}
-
-// Bits [shift, shift + width) of each of 16 bytes (width 1, 2 or 4).
-static inline __m128i bits16(__m128i v, int shift, int width) {
-    return _mm_and_si128(_mm_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm_set1_epi8((char)((1 << width) - 1)));
-}
-#endif
+// Each unpack_* reads one block at blk into s (the block's values), a and b (its groups'). The
+// byte loops are plain so that the compiler vectorises them for the machine.
 
 // The 32-value types: a float16 scale d (and a minimum m for _1), then the values. Value j of
-// 16 bytes of nibbles is byte j's low nibble for j < 16, byte j - 16's high nibble after;
-// nibbles32 writes them as floats, 16 or 8 to a vector where the machine has them, and each
-// type scales them in a loop the compiler vectorises.
-static inline void nibbles32(const uint8_t *qs, float *out) {
-#if defined(__AVX512F__)
-    __m128i q = _mm_loadu_si128((const __m128i *)qs), low = _mm_set1_epi8(15);
-    _mm512_storeu_ps(out, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(q, low))));
-    _mm512_storeu_ps(out + 16, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(q, 4), low))));
-#elif defined(__AVX2__)
-    __m128i q = _mm_loadu_si128((const __m128i *)qs), low = _mm_set1_epi8(15);
-    __m128i lo = _mm_and_si128(q, low), hi = _mm_and_si128(_mm_srli_epi16(q, 4), low);
-    _mm256_storeu_ps(out, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo)));
-    _mm256_storeu_ps(out + 8, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8))));
-    _mm256_storeu_ps(out + 16, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi)));
-    _mm256_storeu_ps(out + 24, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8))));
+// 16 bytes of nibbles is byte j's low nibble for j < 16, byte j - 16's high nibble after.
+static inline void nibbles32(const uint8_t *qs, int8_t *s, int bias) {
+#if defined(__AVX2__)
+    __m128i v = _mm_loadu_si128((const __m128i *)qs), low = _mm_set1_epi8(15), b = _mm_set1_epi8((char)bias);
+    _mm_storeu_si128((__m128i *)s, _mm_sub_epi8(_mm_and_si128(v, low), b));
+    _mm_storeu_si128((__m128i *)(s + 16), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), low), b));
 #else
-    for (int j = 0; j < 16; j++) out[j] = (float)(qs[j] & 15), out[j + 16] = (float)(qs[j] >> 4);
+    for (int j = 0; j < 16; j++) s[j] = (int8_t)((qs[j] & 15) - bias), s[j + 16] = (int8_t)((qs[j] >> 4) - bias);
 #endif
 }
 
-static inline void dequantize_q4_0(const uint8_t *b, float *out) {
-    float d = f16_at(b);
-    nibbles32(b + 2, out);
-    for (int j = 0; j < 32; j++) out[j] = d * (out[j] - 8.0f);
+#if defined(__AVX2__)
+// Bits [shift, shift + width) of each of 32 bytes.
+static inline __m256i bits32(__m256i v, int shift, int width) {
+    return _mm256_and_si256(_mm256_srli_epi16(v, shift), _mm256_set1_epi8((char)((1 << width) - 1)));
 }
+static inline __m256i load32(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+static inline void store32(int8_t *p, __m256i v) { _mm256_storeu_si256((__m256i *)p, v); }
+#endif
 
-static inline void dequantize_q4_1(const uint8_t *b, float *out) {
-    float d = f16_at(b), m = f16_at(b + 2);
-    nibbles32(b + 4, out);
-    for (int j = 0; j < 32; j++) out[j] = d * out[j] + m;
-}
+// The 32-value types' values; their scales (and minimums) are read by scales32.
+static inline void values_q4_0(const uint8_t *blk, int8_t *s) { nibbles32(blk + 2, s, 8); }
+static inline void values_q4_1(const uint8_t *blk, int8_t *s) { nibbles32(blk + 4, s, 0); }
 
-// Q5_0 and Q5_1 add a fifth bit to value j: bit j of a 32-bit word before the nibbles (adding
-// 16 to the nibble's float is exact, as is the bias's subtraction). With vectors: bytes
-// (value - 16 for Q5_0, a signed byte), then scaled.
-static inline void dequantize_q5(const uint8_t *b, float *out, int one) {
-    float d = f16_at(b), m = one ? f16_at(b + 2) : 0.0f;
-    const uint8_t *high = b + (one ? 4 : 2), *qs = b + (one ? 8 : 6);
-#if defined(QUANT_VECTORS)
-    __m128i v = _mm_loadu_si128((const __m128i *)qs), bit = _mm_set1_epi64x((long long)0x8040201008040201ull);
-    for (int half = 0; half < 2;
-         half++) { // values 16 half .. 16 half + 15: their bits in high[2 half], high[2 half + 1]
-        __m128i h = _mm_shuffle_epi8(_mm_cvtsi32_si128(high[2 * half] | high[2 * half + 1] << 8),
-                                     _mm_set_epi64x(0x0101010101010101ll, 0));
-        __m128i fifth = _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(h, bit), bit), _mm_set1_epi8(16));
-        __m128i q = _mm_or_si128(bits16(v, 4 * half, 4), fifth);
-        if (one) scale16(q, 0, d, -m, out + 16 * half);
-        else scale16(_mm_sub_epi8(q, _mm_set1_epi8(16)), 1, d, 0.0f, out + 16 * half);
-    }
+// Q5_0 and Q5_1 add a fifth bit to value j: bit j of a 32-bit word before the nibbles.
+static inline void values_q5(const uint8_t *blk, int8_t *s, int one) {
+    const uint8_t *high = blk + (one ? 4 : 2);
+    uint32_t bits = (uint32_t)high[0] | (uint32_t)high[1] << 8 | (uint32_t)high[2] << 16 | (uint32_t)high[3] << 24;
+    nibbles32(blk + (one ? 8 : 6), s, one ? 0 : 16);
+#if defined(__AVX2__) // bit j of bits, as 16 in byte j: each byte of the word spread over 8 bytes, then tested
+    __m256i spread =
+        _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits),
+                            _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll, 0x0303030303030303ll));
+    __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i sixteen = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16));
+    store32(s, _mm256_add_epi8(load32((const uint8_t *)s), sixteen));
 #else
-    uint32_t bits = u32_at(high);
-    nibbles32(qs, out);
-    for (int j = 0; j < 32; j++) {
-        float q = out[j] + (float)((bits >> j & 1) << 4);
-        out[j] = one ? d * q + m : d * (q - 16.0f);
-    }
+    for (int j = 0; j < 32; j++) s[j] = (int8_t)(s[j] + (int)((bits >> j & 1) << 4));
 #endif
 }
 
-static inline void dequantize_q5_0(const uint8_t *b, float *out) { dequantize_q5(b, out, 0); }
-static inline void dequantize_q5_1(const uint8_t *b, float *out) { dequantize_q5(b, out, 1); }
-
-static inline void dequantize_q8_0(const uint8_t *b, float *out) {
-    float d = f16_at(b);
-    for (int j = 0; j < 32; j++) out[j] = (float)(int8_t)b[2 + j] * d;
-}
+static inline void values_q5_0(const uint8_t *blk, int8_t *s) { values_q5(blk, s, 0); }
+static inline void values_q5_1(const uint8_t *blk, int8_t *s) { values_q5(blk, s, 1); }
+static inline void values_q8_0(const uint8_t *blk, int8_t *s) { memcpy(s, blk + 2, 32); }
 
 // IQ4_NL: Q4_0's layout, each nibble an index into a fixed table of non-uniform levels.
-static inline void dequantize_iq4_nl(const uint8_t *b, float *out) {
+static inline void values_iq4_nl(const uint8_t *blk, int8_t *s) {
     static const int8_t levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-    float d = f16_at(b);
-#if defined(QUANT_VECTORS) // the table in a register, looked up 16 nibbles at a time
-    __m128i table = _mm_loadu_si128((const __m128i *)levels), v = _mm_loadu_si128((const __m128i *)(b + 2));
-    for (int half = 0; half < 2; half++)
-        scale16(_mm_shuffle_epi8(table, bits16(v, 4 * half, 4)), 1, d, 0.0f, out + 16 * half);
+#if defined(__AVX2__) // the table in a register, looked up 16 nibbles at a time
+    __m128i table = _mm_loadu_si128((const __m128i *)levels), v = _mm_loadu_si128((const __m128i *)(blk + 2));
+    _mm_storeu_si128((__m128i *)s, _mm_shuffle_epi8(table, _mm_and_si128(v, _mm_set1_epi8(15))));
+    _mm_storeu_si128((__m128i *)(s + 16),
+                     _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15))));
 #else
-    for (int j = 0; j < 16; j++) {
-        out[j] = d * (float)levels[b[2 + j] & 15];
-        out[j + 16] = d * (float)levels[b[2 + j] >> 4];
+    for (int j = 0; j < 16; j++) s[j] = levels[blk[2 + j] & 15], s[j + 16] = levels[blk[2 + j] >> 4];
+#endif
+}
+
+// out[2i] = out[2i + 1] = the float16 at byte at of block i, for nb blocks bytes apart: a
+// 32-value type's scales (at 0) or minimums (at 2) as its two groups' a or b. Eight at once
+// in a vector where the machine has AVX-512.
+static inline uint16_t u16_at(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline void scales32(const uint8_t *blk, int bytes, int nb, int at, float *out) {
+#if defined(__AVX512F__)
+    if (nb == 8) {
+        const uint8_t *p = blk + at;
+        __m128i h =
+            _mm_setr_epi16((short)u16_at(p), (short)u16_at(p + bytes), (short)u16_at(p + 2 * bytes),
+                           (short)u16_at(p + 3 * bytes), (short)u16_at(p + 4 * bytes), (short)u16_at(p + 5 * bytes),
+                           (short)u16_at(p + 6 * bytes), (short)u16_at(p + 7 * bytes));
+        __m512 d = _mm512_castps256_ps512(_mm256_cvtph_ps(h));
+        _mm512_storeu_ps(out,
+                         _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), d));
+        return;
     }
+#endif
+    for (int i = 0; i < nb; i++) out[2 * i] = out[2 * i + 1] = f16_at(blk + (size_t)i * bytes + at);
+}
+
+// out[g] = d × v[g / per] for the 16 groups of a block: v, unsigned bytes (signed for Q6_K),
+// one per group (per 1) or per two groups (per 2, sub-blocks of 32).
+static inline void group_scales_of(const uint8_t *v, int per, int is_signed, float d, float *out) {
+#if defined(__AVX512F__)
+    __m128i bytes = per == 2 ? _mm_loadl_epi64((const __m128i *)v) : _mm_loadu_si128((const __m128i *)v);
+    if (per == 2) bytes = _mm_unpacklo_epi8(bytes, bytes);
+    __m512i ints = is_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
+    _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(ints)));
+#else
+    for (int g = 0; g < 16; g++) out[g] = d * (float)(is_signed ? (int8_t)v[g / per] : v[g / per]);
 #endif
 }
 
 // The K types: 256 values in sub-blocks of 16 or 32, each with its own scale (and minimum).
-// Each loops as ggml's reference dequantisers do, a sub-block's values in an inner loop of
-// plain byte arithmetic that the compiler vectorises.
 // Q2_K: 16 scale bytes (low nibble scale, high nibble minimum, per 16 values), 64 bytes of
-// 2-bit values, d and dmin. Value 128 h + 32 s + l is bits 2s of byte 32 h + l.
-static inline void dequantize_q2_k(const uint8_t *b, float *out) {
-    float d = f16_at(b + 80), dmin = f16_at(b + 82);
+// 2-bit values, d and dmin. Value 128 h + 32 k + l is bits 2k of byte 32 h + l.
+static inline void unpack_q2_k(const uint8_t *blk, int8_t *s, float *a, float *b) {
+    float d = f16_at(blk + 80), dmin = f16_at(blk + 82);
     for (int h = 0; h < 2; h++)
-        for (int s = 0; s < 4; s++)
-            for (int half = 0; half < 2; half++) {
-                int sc = b[8 * h + 2 * s + half];
-                float dl = d * (float)(sc & 15), ml = dmin * (float)(sc >> 4);
-                const uint8_t *q = b + 16 + 32 * h + 16 * half;
-                float *o = out + 128 * h + 32 * s + 16 * half;
-                for (int l = 0; l < 16; l++) o[l] = dl * (float)(q[l] >> 2 * s & 3) - ml;
-            }
+        for (int k = 0; k < 4; k++)
+#if defined(__AVX2__)
+            store32(s + 128 * h + 32 * k, bits32(load32(blk + 16 + 32 * h), 2 * k, 2));
+#else
+            for (int l = 0; l < 32; l++) s[128 * h + 32 * k + l] = (int8_t)(blk[16 + 32 * h + l] >> 2 * k & 3);
+#endif
+    uint8_t scale[16], min[16];
+    for (int g = 0; g < 16; g++) scale[g] = blk[g] & 15, min[g] = blk[g] >> 4;
+    group_scales_of(scale, 1, 0, d, a);
+    group_scales_of(min, 1, 0, -dmin, b);
 }
 
 // Q3_K: 32 bytes of high bits (value 32 k + l: bit k of byte l; a clear bit subtracts 4), 64
 // bytes of 2-bit values (as Q2_K's), 12 bytes of sixteen 6-bit scales biased by 32, then d.
-static inline void dequantize_q3_k(const uint8_t *b, float *out) {
-    float d = f16_at(b + 108);
+static inline void unpack_q3_k(const uint8_t *blk, int8_t *s, float *a, float *b) {
+    float d = f16_at(blk + 108);
     for (int h = 0; h < 2; h++)
-        for (int s = 0; s < 4; s++)
-            for (int half = 0; half < 2; half++) {
-                int i = 8 * h + 2 * s + half, k = 4 * h + s; // the scale's index, the high bits' bit
-                int low = b[96 + i % 8] >> 4 * (i / 8) & 15, high = b[104 + i % 4] >> 2 * (i / 4) & 3;
-                float dl = d * ((float)(low | high << 4) - 32.0f);
-                const uint8_t *q = b + 32 + 32 * h + 16 * half, *hm = b + 16 * half;
-                float *o = out + 128 * h + 32 * s + 16 * half;
-                for (int l = 0; l < 16; l++) o[l] = dl * (float)((q[l] >> 2 * s & 3) - ((hm[l] >> k & 1) ^ 1) * 4);
-            }
-}
-
-// Q4_K's and Q5_K's 12 scale bytes: 8 six-bit scales and 8 six-bit minimums, one per 32 values.
-static inline void k_scales(const uint8_t *s, float d, float dmin, float *dl, float *ml) {
-    for (int i = 0; i < 8; i++) {
-        int sc = i < 4 ? s[i] & 63 : (s[i + 4] & 15) | (s[i - 4] >> 6) << 4;
-        int mn = i < 4 ? s[i + 4] & 63 : (s[i + 4] >> 4) | (s[i] >> 6) << 4;
-        dl[i] = d * (float)sc, ml[i] = dmin * (float)mn;
-    }
-}
-
-// Q4_K: d, dmin, the scales, then 128 bytes: sub-block 2c is the low nibbles of bytes 32c ..
-// 32c + 31, sub-block 2c + 1 their high nibbles. Q5_K (fifth = 1): 32 bytes of fifth bits
-// before the nibbles, sub-block i taking bit i.
-static inline void dequantize_k4(const uint8_t *b, float *out, int fifth) {
-    float dl[8], ml[8];
-    k_scales(b + 4, f16_at(b), f16_at(b + 2), dl, ml);
-    const uint8_t *qh = b + 16, *qs = b + (fifth ? 48 : 16);
-#if defined(QUANT_VECTORS)
-    for (int c = 0; c < 4; c++)
-        for (int half = 0; half < 2; half++) {
-            __m128i v = _mm_loadu_si128((const __m128i *)(qs + 32 * c + 16 * half));
-            __m128i lo = bits16(v, 0, 4), hi = bits16(v, 4, 4);
-            if (fifth) {
-                __m128i h = _mm_loadu_si128((const __m128i *)(qh + 16 * half));
-                lo = _mm_or_si128(lo, _mm_slli_epi16(bits16(h, 2 * c, 1), 4));
-                hi = _mm_or_si128(hi, _mm_slli_epi16(bits16(h, 2 * c + 1, 1), 4));
-            }
-            scale16(lo, 0, dl[2 * c], ml[2 * c], out + 64 * c + 16 * half);
-            scale16(hi, 0, dl[2 * c + 1], ml[2 * c + 1], out + 64 * c + 32 + 16 * half);
-        }
+        for (int k = 0; k < 4; k++)
+#if defined(__AVX2__) // (low | high << 2) - 4
+            store32(s + 128 * h + 32 * k,
+                    _mm256_sub_epi8(_mm256_or_si256(bits32(load32(blk + 32 + 32 * h), 2 * k, 2),
+                                                    _mm256_slli_epi16(bits32(load32(blk), 4 * h + k, 1), 2)),
+                                    _mm256_set1_epi8(4)));
 #else
-    for (int c = 0; c < 4; c++) {
-        const uint8_t *q = qs + 32 * c;
-        float *o = out + 64 * c;
-        for (int l = 0; l < 32; l++) {
-            int lo = q[l] & 15, hi = q[l] >> 4;
-            if (fifth) lo |= (qh[l] >> 2 * c & 1) << 4, hi |= (qh[l] >> (2 * c + 1) & 1) << 4;
-            o[l] = dl[2 * c] * (float)lo - ml[2 * c];
-            o[l + 32] = dl[2 * c + 1] * (float)hi - ml[2 * c + 1];
-        }
-    }
+            for (int l = 0; l < 32; l++)
+                s[128 * h + 32 * k + l] =
+                    (int8_t)((blk[32 + 32 * h + l] >> 2 * k & 3) - ((blk[l] >> (4 * h + k) & 1) ^ 1) * 4);
 #endif
+    uint8_t scale[16]; // signed bytes: 6 bits less 32
+    for (int g = 0; g < 16; g++)
+        scale[g] = (uint8_t)(((blk[96 + g % 8] >> 4 * (g / 8) & 15) | (blk[104 + g % 4] >> 2 * (g / 4) & 3) << 4) - 32);
+    group_scales_of(scale, 1, 1, d, a);
+    (void)b;
 }
 
-static inline void dequantize_q4_k(const uint8_t *b, float *out) { dequantize_k4(b, out, 0); }
-static inline void dequantize_q5_k(const uint8_t *b, float *out) { dequantize_k4(b, out, 1); }
+// Q4_K's and Q5_K's scales and minimums as their groups' a and b: d and dmin, then 12 bytes
+// of 8 six-bit scales and 8 six-bit minimums, one of each per 32 values, taken 4 at a time
+// from the three words the 12 bytes make.
+static inline void k_scales(const uint8_t *blk, float *a, float *b) {
+    uint32_t w[3], six[4];
+    memcpy(w, blk + 4, 12);
+    six[0] = w[0] & 0x3f3f3f3fu, six[2] = w[1] & 0x3f3f3f3fu;
+    six[1] = (w[2] & 0x0f0f0f0fu) | (w[0] >> 6 & 0x03030303u) << 4;
+    six[3] = (w[2] >> 4 & 0x0f0f0f0fu) | (w[1] >> 6 & 0x03030303u) << 4;
+    uint8_t bytes[16]; // scales 0..7, then minimums 0..7
+    memcpy(bytes, six, 16);
+    group_scales_of(bytes, 2, 0, f16_at(blk), a);
+    group_scales_of(bytes + 8, 2, 0, -f16_at(blk + 2), b);
+}
+
+// Q4_K: d, dmin, 12 bytes of 8 six-bit scales and 8 six-bit minimums (one per 32 values),
+// then 128 bytes: sub-block 2c is the low nibbles of bytes 32c .. 32c + 31, sub-block 2c + 1
+// their high nibbles. Q5_K (fifth = 1): 32 bytes of fifth bits before the nibbles, sub-block
+// i taking bit i.
+static inline void unpack_k4(const uint8_t *blk, int8_t *s, float *a, float *b, int fifth) {
+    const uint8_t *qh = blk + 16, *qs = blk + (fifth ? 48 : 16);
+    k_scales(blk, a, b);
+    for (int c = 0; c < 4; c++) {
+#if defined(__AVX2__)
+        __m256i v = load32(qs + 32 * c), lo = bits32(v, 0, 4), hi = bits32(v, 4, 4);
+        if (fifth) {
+            __m256i h = load32(qh);
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(bits32(h, 2 * c, 1), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(bits32(h, 2 * c + 1, 1), 4));
+        }
+        store32(s + 64 * c, lo), store32(s + 64 * c + 32, hi);
+#else
+        for (int l = 0; l < 32; l++) {
+            int lo = qs[32 * c + l] & 15, hi = qs[32 * c + l] >> 4;
+            if (fifth) lo |= (qh[l] >> 2 * c & 1) << 4, hi |= (qh[l] >> (2 * c + 1) & 1) << 4;
+            s[64 * c + l] = (int8_t)lo, s[64 * c + 32 + l] = (int8_t)hi;
+        }
+#endif
+    }
+}
+
+static inline void unpack_q4_k(const uint8_t *blk, int8_t *s, float *a, float *b) { unpack_k4(blk, s, a, b, 0); }
+static inline void unpack_q5_k(const uint8_t *blk, int8_t *s, float *a, float *b) { unpack_k4(blk, s, a, b, 1); }
 
 // Q6_K: 128 bytes of low nibbles, 64 of high 2 bits, 16 int8 scales (per 16 values), then d.
-// Value 128 h + 32 s + l: low bits from byte 64 h + 32 (s % 2) + l (its high nibble for s >= 2),
-// high bits from byte 128 + 32 h + l, bits 2s; biased by 32.
-static inline void dequantize_q6_k(const uint8_t *b, float *out) {
-    float d = f16_at(b + 208);
+// Value 128 h + 32 k + l: low bits from byte 64 h + 32 (k % 2) + l (its high nibble for
+// k >= 2), high bits from byte 128 + 32 h + l, bits 2k; biased by 32.
+static inline void unpack_q6_k(const uint8_t *blk, int8_t *s, float *a, float *b) {
+    float d = f16_at(blk + 208);
     for (int h = 0; h < 2; h++)
-        for (int s = 0; s < 4; s++)
-            for (int half = 0; half < 2; half++) {
-                float dl = d * (float)(int8_t)b[192 + 8 * h + 2 * s + half];
-                const uint8_t *ql = b + 64 * h + 32 * (s % 2) + 16 * half, *qh = b + 128 + 32 * h + 16 * half;
-                float *o = out + 128 * h + 32 * s + 16 * half;
-#if defined(QUANT_VECTORS)
-                __m128i low = bits16(_mm_loadu_si128((const __m128i *)ql), 4 * (s / 2), 4);
-                __m128i high = bits16(_mm_loadu_si128((const __m128i *)qh), 2 * s, 2);
-                __m128i q = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
-                scale16(q, 1, dl, 0.0f, o);
+        for (int k = 0; k < 4; k++)
+#if defined(__AVX2__)
+            store32(s + 128 * h + 32 * k,
+                    _mm256_sub_epi8(_mm256_or_si256(bits32(load32(blk + 64 * h + 32 * (k % 2)), 4 * (k / 2), 4),
+                                                    _mm256_slli_epi16(bits32(load32(blk + 128 + 32 * h), 2 * k, 2), 4)),
+                                    _mm256_set1_epi8(32)));
 #else
-                for (int l = 0; l < 16; l++)
-                    o[l] = dl * (float)(((ql[l] >> 4 * (s / 2) & 15) | (qh[l] >> 2 * s & 3) << 4) - 32);
-#endif
+            for (int l = 0; l < 32; l++) {
+                int low = blk[64 * h + 32 * (k % 2) + l] >> 4 * (k / 2) & 15, high = blk[128 + 32 * h + l] >> 2 * k & 3;
+                s[128 * h + 32 * k + l] = (int8_t)((low | high << 4) - 32);
             }
+#endif
+    group_scales_of(blk + 192, 1, 1, d, a);
+    (void)b;
 }
 
-// n blocks of a block type from b into out (n × the type's block values): a loop per type,
-// so that each inlines its dequantiser.
-__attribute__((always_inline)) static inline void dequantize_blocks(int type, const uint8_t *b, size_t n, float *out) {
-    size_t bytes = (size_t)matrix_types[type].block_bytes, values = (size_t)matrix_types[type].block;
+// Whether a type's values have an offset (a minimum): the others' b is zero and not added,
+// so that a zero weight keeps the sign gguf-py gives it.
+static inline int type_has_min(int type) {
+    return type == BLOCK_Q4_1 || type == BLOCK_Q5_1 || type == BLOCK_Q2_K || type == BLOCK_Q4_K || type == BLOCK_Q5_K;
+}
+
+// The blocks holding values [0, n) of a run of blocks (n a multiple of the type's block, at
+// most UNPACKED_VALUES) into u; the groups past n are zeros. Inlined with type a constant
+// (always_inline), so that each type's loop has its unpacking inlined.
+__attribute__((always_inline)) static inline void unpack_values(int type, const uint8_t *blk, int n, Unpacked *u) {
+    int block = matrix_types[type].block, bytes = matrix_types[type].block_bytes;
 #define EACH_BLOCK(f)                                                                                                  \
-    for (size_t i = 0; i < n; i++) f(b + i * bytes, out + i * values);                                                 \
+    for (int i = 0; i < n / block; i++)                                                                                \
+        f(blk + (size_t)i * bytes, u->s + i * block, u->a + i * block / UNPACK_GROUP,                                  \
+          u->b + i * block / UNPACK_GROUP);                                                                            \
+    break
+#define EACH_BLOCK32(f)                                                                                                \
+    for (int i = 0; i < n / 32; i++) f(blk + (size_t)i * bytes, u->s + 32 * i);                                        \
     break
     switch (type) {
-    case BLOCK_Q4_0: EACH_BLOCK(dequantize_q4_0);
-    case BLOCK_Q4_1: EACH_BLOCK(dequantize_q4_1);
-    case BLOCK_Q5_0: EACH_BLOCK(dequantize_q5_0);
-    case BLOCK_Q5_1: EACH_BLOCK(dequantize_q5_1);
-    case BLOCK_Q8_0: EACH_BLOCK(dequantize_q8_0);
-    case BLOCK_Q2_K: EACH_BLOCK(dequantize_q2_k);
-    case BLOCK_Q3_K: EACH_BLOCK(dequantize_q3_k);
-    case BLOCK_Q4_K: EACH_BLOCK(dequantize_q4_k);
-    case BLOCK_Q5_K: EACH_BLOCK(dequantize_q5_k);
-    case BLOCK_Q6_K: EACH_BLOCK(dequantize_q6_k);
-    case BLOCK_IQ4_NL: EACH_BLOCK(dequantize_iq4_nl);
+    case BLOCK_Q4_0: EACH_BLOCK32(values_q4_0);
+    case BLOCK_Q4_1: EACH_BLOCK32(values_q4_1);
+    case BLOCK_Q5_0: EACH_BLOCK32(values_q5_0);
+    case BLOCK_Q5_1: EACH_BLOCK32(values_q5_1);
+    case BLOCK_Q8_0: EACH_BLOCK32(values_q8_0);
+    case BLOCK_Q2_K: EACH_BLOCK(unpack_q2_k);
+    case BLOCK_Q3_K: EACH_BLOCK(unpack_q3_k);
+    case BLOCK_Q4_K: EACH_BLOCK(unpack_q4_k);
+    case BLOCK_Q5_K: EACH_BLOCK(unpack_q5_k);
+    case BLOCK_Q6_K: EACH_BLOCK(unpack_q6_k);
+    case BLOCK_IQ4_NL: EACH_BLOCK32(values_iq4_nl);
     }
+    if (block == 32) {
+        scales32(blk, bytes, n / 32, 0, u->a);
+        if (type_has_min(type)) scales32(blk, bytes, n / 32, 2, u->b);
+    }
+#undef EACH_BLOCK32
 #undef EACH_BLOCK
+    if (n < UNPACKED_VALUES) {
+        memset(u->s + n, 0, (size_t)(UNPACKED_VALUES - n));
+        for (int g = n / UNPACK_GROUP; g < UNPACKED_VALUES / UNPACK_GROUP; g++) u->a[g] = u->b[g] = 0.0f;
+    }
+}
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VBMI__)
+// ----------------------------------------------------------------------------
+// A whole chunk (256 values) of the types that big models are made of, unpacked into four
+// registers of 64 values in order (and a, b to memory, as unpack_values writes them): the
+// same values as unpack_values', without the trip through memory and with 512-bit steps.
+#define UNPACK_REGS 1
+
+// Q4_0: 8 blocks of 18 bytes. Four blocks at a time: their 64 bytes of nibbles picked from
+// the 72-byte window (the last 8 bytes read masked, never past the blocks), split into low
+// and high nibbles, and interleaved back into value order, 32 to a block; the four float16
+// scales are words 0, 9, 18 and 27 of the window.
+static inline void regs_q4_0(const uint8_t *blk, __m512i v[4], float *a) {
+    static const uint8_t pick[64] = {
+#define P(b)                                                                                                           \
+    18 * b + 2, 18 * b + 3, 18 * b + 4, 18 * b + 5, 18 * b + 6, 18 * b + 7, 18 * b + 8, 18 * b + 9, 18 * b + 10,       \
+        18 * b + 11, 18 * b + 12, 18 * b + 13, 18 * b + 14, 18 * b + 15, 18 * b + 16, 18 * b + 17
+        P(0), P(1), P(2), P(3)
+#undef P
+    };
+    static const uint8_t order[2][64] = {
+#define O(b)                                                                                                           \
+    16 * b, 16 * b + 1, 16 * b + 2, 16 * b + 3, 16 * b + 4, 16 * b + 5, 16 * b + 6, 16 * b + 7, 16 * b + 8,            \
+        16 * b + 9, 16 * b + 10, 16 * b + 11, 16 * b + 12, 16 * b + 13, 16 * b + 14, 16 * b + 15
+#define H(b)                                                                                                           \
+    64 + 16 * b, 65 + 16 * b, 66 + 16 * b, 67 + 16 * b, 68 + 16 * b, 69 + 16 * b, 70 + 16 * b, 71 + 16 * b,            \
+        72 + 16 * b, 73 + 16 * b, 74 + 16 * b, 75 + 16 * b, 76 + 16 * b, 77 + 16 * b, 78 + 16 * b, 79 + 16 * b
+        {O(0), H(0), O(1), H(1)},
+        {O(2), H(2), O(3), H(3)},
+#undef O
+#undef H
+    };
+    const __m512i nibble = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
+    // words 0 0 9 9 18 18 27 27: each block's scale for its two groups
+    const __m512i words = _mm512_setr_epi32(0, 0x90009, 0x120012, 0x1b001b, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    for (int half = 0; half < 2; half++) {
+        const uint8_t *w = blk + 72 * half;
+        __m512i lo = _mm512_loadu_si512(w), hi = _mm512_maskz_loadu_epi8(0xff, w + 64);
+        __m512i q = _mm512_permutex2var_epi8(lo, _mm512_loadu_si512(pick), hi);
+        __m512i low = _mm512_and_si512(q, nibble), high = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
+        v[2 * half] = _mm512_sub_epi8(_mm512_permutex2var_epi8(low, _mm512_loadu_si512(order[0]), high), eight);
+        v[2 * half + 1] = _mm512_sub_epi8(_mm512_permutex2var_epi8(low, _mm512_loadu_si512(order[1]), high), eight);
+        __m128i d = _mm512_castsi512_si128(_mm512_permutexvar_epi16(words, lo));
+        _mm256_storeu_ps(a + 8 * half, _mm256_cvtph_ps(d));
+    }
+}
+
+// Q8_0: 8 blocks of 34 bytes, two blocks' values to a register.
+static inline void regs_q8_0(const uint8_t *blk, __m512i v[4], float *a) {
+    for (int p = 0; p < 4; p++)
+        v[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(blk + 68 * p + 2))),
+                                  _mm256_loadu_si256((const __m256i *)(blk + 68 * p + 36)), 1);
+    scales32(blk, 34, 8, 0, a);
+}
+
+// Q4_K: 128 bytes of nibbles as two registers; sub-blocks 2c and 2c + 1 are the low and high
+// nibbles of the same 32 bytes, so each register's halves go to two value registers.
+static inline void regs_q4_k(const uint8_t *blk, __m512i v[4], float *a, float *b) {
+    const __m512i nibble = _mm512_set1_epi8(15);
+    for (int c = 0; c < 2; c++) {
+        __m512i q = _mm512_loadu_si512(blk + 16 + 64 * c);
+        __m512i low = _mm512_and_si512(q, nibble), high = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
+        v[2 * c] = _mm512_shuffle_i64x2(low, high, 0x44);     // low's first 256 bits, then high's
+        v[2 * c + 1] = _mm512_shuffle_i64x2(low, high, 0xee); // low's last 256 bits, then high's
+    }
+    k_scales(blk, a, b);
+}
+
+// Q6_K: for each half of the block, 64 bytes of low nibbles (their low nibbles values 0..63,
+// high nibbles 64..127) and 32 bytes of high bits, two to a value, shifted per 256-bit half.
+static inline void regs_q6_k(const uint8_t *blk, __m512i v[4], float *a) {
+    const __m512i nibble = _mm512_set1_epi8(15), two = _mm512_set1_epi8(3), bias = _mm512_set1_epi8(32);
+    const __m512i shift01 = _mm512_setr_epi64(0, 0, 0, 0, 0x0002000200020002ll, 0x0002000200020002ll,
+                                              0x0002000200020002ll, 0x0002000200020002ll);
+    for (int h = 0; h < 2; h++) {
+        __m512i ql = _mm512_loadu_si512(blk + 64 * h);
+        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h)));
+        __m512i bits01 = _mm512_srlv_epi16(qh, shift01); // bits 0-1 for values 0..31, bits 2-3 for 32..63
+        __m512i bits23 = _mm512_srli_epi16(bits01, 4);   // bits 4-5 and 6-7
+        __m512i low = _mm512_and_si512(ql, nibble), high = _mm512_and_si512(_mm512_srli_epi16(ql, 4), nibble);
+        v[2 * h] = _mm512_sub_epi8(_mm512_or_si512(low, _mm512_slli_epi16(_mm512_and_si512(bits01, two), 4)), bias);
+        v[2 * h + 1] =
+            _mm512_sub_epi8(_mm512_or_si512(high, _mm512_slli_epi16(_mm512_and_si512(bits23, two), 4)), bias);
+    }
+    group_scales_of(blk + 192, 1, 1, f16_at(blk + 208), a);
+}
+
+// Whether a type has a register unpacking; regs_values does it for a whole chunk at blk.
+static inline int has_regs(int type) {
+    return type == BLOCK_Q4_0 || type == BLOCK_Q8_0 || type == BLOCK_Q4_K || type == BLOCK_Q6_K;
+}
+__attribute__((always_inline)) static inline void regs_values(int type, const uint8_t *blk, __m512i v[4], Unpacked *u) {
+    switch (type) {
+    case BLOCK_Q4_0: regs_q4_0(blk, v, u->a); break;
+    case BLOCK_Q8_0: regs_q8_0(blk, v, u->a); break;
+    case BLOCK_Q4_K: regs_q4_k(blk, v, u->a, u->b); break;
+    case BLOCK_Q6_K: regs_q6_k(blk, v, u->a); break;
+    }
+}
+#endif
+
+// n blocks of a block type from blk into out (n × the type's block values) as float32.
+static inline void dequantize_blocks(int type, const uint8_t *blk, size_t n, float *out) {
+    size_t values = n * (size_t)matrix_types[type].block;
+    int min = type_has_min(type);
+    Unpacked u;
+    for (size_t i = 0; i < values; i += UNPACKED_VALUES) {
+        int m = values - i < UNPACKED_VALUES ? (int)(values - i) : UNPACKED_VALUES;
+        unpack_values(type, blk + i / (size_t)matrix_types[type].block * (size_t)matrix_types[type].block_bytes, m, &u);
+        for (int j = 0; j < m; j++)
+            out[i + j] = min ? u.a[j / UNPACK_GROUP] * (float)u.s[j] + u.b[j / UNPACK_GROUP]
+                             : u.a[j / UNPACK_GROUP] * (float)u.s[j];
+    }
 }
 
 #endif

@@ -254,14 +254,15 @@ def blocks_gguf(path, ty, seed):
 SHARED_BLOCK_FILES = ["rand256-%s" % ty for ty in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K_M", "Q6_K")] + \
     ["stories260K-Q4_K_M", "stories260K-Q6_K"]
 WRITTEN_BLOCK_TYPES = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "IQ4_NL", "Q4_1", "Q5_1")
-LOGITS_TOLERANCE = 1e-5  # relative to the largest logit: float32 sums in another order (measured: below 1e-6)
+LOGITS_TOLERANCE = 1e-3  # relative to the largest logit: inputs rounded to 16 bits (model/quant_dot.h; measured: at most 2.9e-4)
 
 
 @case
 def block_types_compute_as_float32():
     """Each block type, converted by default, runs as the same GGUF converted with --weights f32
-    (the values gguf-py dequantises): ./run's prompt logits (the many-token product) within float
-    summation order, and the same greedy text (the one-token product)."""
+    (the values gguf-py dequantises): ./run's prompt logits (the many-token product, its inputs
+    rounded to 16 bits) within LOGITS_TOLERANCE at every position, and the same greedy text
+    (the one-token product)."""
     build("run")
     files = [(n, shared(n)) for n in SHARED_BLOCK_FILES]
     for i, ty in enumerate(WRITTEN_BLOCK_TYPES):

@@ -481,21 +481,54 @@ static QMat random_blocks(int type, size_t rows, int n_in) {
     return (QMat){.blocks = b, .type = type};
 }
 
+// quantize_input against a plain reading of its definition: per 32 values a scale amax /
+// 32767, each value x / scale rounded to nearest (ties to even), kept as its low byte and
+// its signed high byte; the tail past n zero. On the vector path the rows whose 32 values
+// are whole go through AVX-512, so n = 40 and 300 take both.
+static void test_quantize_input(void **state) {
+    (void)state;
+    int sizes[] = {32, 40, 256, 300, 2048};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int n = sizes[k];
+        float *x = rand_vec((size_t)n, 3.0f);
+        x[n / 2] = 0.0f, x[n - 1] = -7.5f; // a zero, and a block's largest magnitude negative
+        uint8_t *row = aligned_alloc(64, quantized_row_bytes(n));
+        quantize_input(row, x, n);
+        QuantizedRow q = quantized_row(row, n);
+        for (size_t i = 0; i < quantized_values(n); i++) {
+            size_t b0 = i / 32 * 32;
+            double amax = 0.0;
+            for (size_t j = b0; j < b0 + 32 && j < (size_t)n; j++) amax = fmax(amax, fabs(x[j]));
+            double want = i < (size_t)n && amax > 0 ? nearbyint((double)(x[i] * (32767.0f / (float)amax))) : 0.0;
+            int got = 256 * q.qh[i] + q.ql[i];
+            if (got != (int)want) fail_msg("n %d: value %zu is %d, not %g", n, i, got, want);
+            if (q.dx[i / 16] != (float)amax / 32767.0f) fail_msg("n %d: scale of group %zu", n, i / 16);
+        }
+        free(x);
+        free(row);
+    }
+}
+
 // Every block type: dequantize_rows against the naive dequantiser on random blocks, and the
-// products, one row (dot_blocks) and many (matmul_panels, or rows dequantised in chunks and then
-// sgemm), against the naive weights summed in double precision. The sizes take one block per
-// row and many, whole and short tiles and panels, two panels in turn over PANEL_K inputs, and
-// the widest inputs make the sgemm path work in several chunks.
+// products, one row (dot_quantized, whose whole chunks take the register unpacking where
+// the machine has it) and many (panels), against the naive weights summed in double
+// precision. The products round x to 16 bits a group of 32 at a time, so each output may be
+// off by at most Σ |w_i| · (half a step of x_i's group) plus float32 rounding, and is
+// checked against that bound. The sizes take one block per row and many, whole and short
+// chunks (rows of 288), tiles of 1 to 16 tokens, and two panels in turn over QPANEL_K.
 static void test_matmul_blocks(void **state) {
     (void)state;
-    int sizes[][3] = {{1, 256, 5}, {1, 2304, 13}, {3, 512, 33}, {9, 256, 40}, {17, 2304, 9}, {2, 1 << 17, 3}};
+    int sizes[][3] = {{1, 256, 5},   {1, 2304, 13}, {3, 512, 33}, {9, 256, 40},
+                      {17, 2304, 9}, {2, 4096, 17}, {5, 288, 7}};
     for (int type = BLOCK_Q4_0; type < MATRIX_TYPES; type++)
         for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
             int T = sizes[k][0], n_in = sizes[k][1], n_out = sizes[k][2], block = matrix_types[type].block;
+            if (n_in % block) continue;
             QMat m = random_blocks(type, n_out, n_in);
             float *x = rand_vec((size_t)T * n_in, 1.0f), *b = rand_vec(n_out, 1.0f);
             float *out = malloc(sizeof(float) * T * n_out), *w = malloc(sizeof(float) * n_out * n_in);
             float *naive = malloc(sizeof(float) * n_out * n_in), *wbuf = malloc(sizeof(float) * qchunk_floats(n_in));
+            uint8_t *xq = aligned_alloc(64, T * quantized_row_bytes(n_in));
             double *want = malloc(sizeof(double) * T * n_out);
             for (size_t i = 0; i < (size_t)n_out * n_in / block; i++)
                 naive_dequantize_block(type, m.blocks + i * matrix_types[type].block_bytes, naive + i * block);
@@ -504,9 +537,23 @@ static void test_matmul_blocks(void **state) {
                 if (fabsf(w[i] - naive[i]) > 1e-6f * fabsf(naive[i]) + 1e-30f)
                     fail_msg("%s: dequantised weight %zu is %g, not %g", matrix_types[type].name, i, w[i], naive[i]);
             naive_linear(want, x, naive, b, T, n_in, n_out);
-            Linear l = {.out = out, .b = b, .n_out = n_out, .qw = m, .wbuf = wbuf};
+            Linear l = {.out = out, .b = b, .n_out = n_out, .qw = m, .wbuf = wbuf, .xq = xq};
             matmul_part(&l, x, T, n_in, 0, n_out);
-            assert_close(out, want, (size_t)T * n_out, 1e-4);
+            for (int t = 0; t < T; t++)
+                for (int o = 0; o < n_out; o++) {
+                    const float *xt = x + (size_t)t * n_in, *wo = naive + (size_t)o * n_in;
+                    double bound = 0.0, size = fabs(b[o]);
+                    for (int i = 0; i < n_in; i += 32) {
+                        double amax = 0.0;
+                        for (int j = i; j < i + 32; j++) amax = fmax(amax, fabs(xt[j]));
+                        for (int j = i; j < i + 32; j++)
+                            bound += fabs(wo[j]) * amax / 65534.0, size += fabs(wo[j]) * fabs(xt[j]);
+                    }
+                    double got = out[(size_t)t * n_out + o], ref = want[(size_t)t * n_out + o];
+                    if (fabs(got - ref) > 1.0001 * bound + 2e-6 * size)
+                        fail_msg("%s, T %d, %d x %d: output [%d, %d] is %.9g, not %.9g (bound %.3g)",
+                                 matrix_types[type].name, T, n_out, n_in, t, o, got, ref, bound + 2e-6 * size);
+                }
             free((void *)m.blocks);
             free(x);
             free(b);
@@ -514,6 +561,7 @@ static void test_matmul_blocks(void **state) {
             free(w);
             free(naive);
             free(wbuf);
+            free(xq);
             free(want);
         }
 }
@@ -893,6 +941,7 @@ int main(void) {
         cmocka_unit_test(test_batched_equals_one_token),
         cmocka_unit_test(test_widen),
         cmocka_unit_test(test_matmul_half),
+        cmocka_unit_test(test_quantize_input),
         cmocka_unit_test(test_matmul_blocks),
         cmocka_unit_test(test_forward_equals_widened),
         // model/bf16_gemm.h, and the forward pass with --compute bf16
