@@ -4,6 +4,7 @@
 //   model/file.h       the model file: weight tensors, mapping and saving
 //   model/threads.h    splitting work across threads; the barrier; the wait policy
 //   model/matmul.h     linear layers' products, float32 and Q8_0, forward and backward
+//   model/bf16_gemm.h  products with bfloat16 inputs and float32 sums (training, --compute bf16)
 //   model/layers.h     norms, activations, RoPE, embedding, softmax and the loss
 //   model/attention.h  masked multi-head attention, forward and backward
 //   model/forward.h    one forward pass over T tokens with its KV cache (./run, samples)
@@ -16,6 +17,7 @@
 #include "model/file.h"
 #include "model/threads.h"
 #include "model/matmul.h"
+#include "model/bf16_gemm.h"
 #include "model/layers.h"
 #include "model/attention.h"
 #include "model/forward.h"

@@ -315,19 +315,33 @@ static void perplexity(const Model *m, const Tokenizer *tok, RunState *s, const 
         free(logits);
         die("%s: %d token%s; perplexity needs at least 2", name, n, plural(n));
     }
-    PplAcc acc = {.vocab = c->vocab_size};
-    int windows = (n - 2) / (c->seq_len - 1) + 1;
-    Progress progress = progress_start();
-    for (int w = 0, start = 0; start < n - 1; w++, start += c->seq_len - 1) {
-        acc.window = tokens + start;
-        acc.len = n - start < c->seq_len ? n - start : c->seq_len;
-        forward_or_die(m, s, acc.window, acc.len, 0, logits, ppl_row, &acc);
-        progress_show(&progress, "scoring", w + 1, windows, "windows", start + acc.len, "tok");
+    // --compute bf16,f32: bfloat16 first, then float32, each over the whole text
+    double ppl[2] = {0, 0};
+    for (int pass = 0; pass < 2; pass++) {
+        int bf16 = pass == 0;
+        if (!(o->compute & (bf16 ? COMPUTE_BF16 : COMPUTE_F32))) continue;
+        if (state_compute_bf16(s, c, bf16)) die("out of memory");
+        PplAcc acc = {.vocab = c->vocab_size};
+        int windows = (n - 2) / (c->seq_len - 1) + 1;
+        Progress progress = progress_start();
+        for (int w = 0, start = 0; start < n - 1; w++, start += c->seq_len - 1) {
+            acc.window = tokens + start;
+            acc.len = n - start < c->seq_len ? n - start : c->seq_len;
+            forward_or_die(m, s, acc.window, acc.len, 0, logits, ppl_row, &acc);
+            progress_show(&progress, bf16 ? "scoring (bf16)" : "scoring", w + 1, windows, "windows", start + acc.len,
+                          "tok");
+        }
+        double secs = progress_end(&progress);
+        if (!o->quiet)
+            fprintf(stderr, "scored %ld token%s in %.2f s (%.1f tok/s)%s\n", acc.scored, plural(acc.scored), secs,
+                    n / secs, bf16 ? ", products in bfloat16" : "");
+        ppl[pass] = exp(acc.nll / acc.scored);
     }
-    double secs = progress_end(&progress);
-    if (!o->quiet)
-        fprintf(stderr, "scored %ld token%s in %.2f s (%.1f tok/s)\n", acc.scored, plural(acc.scored), secs, n / secs);
-    printf("tokens: %d\nperplexity: %.9g\n", n, exp(acc.nll / acc.scored));
+    printf("tokens: %d\n", n);
+    if (o->compute == (COMPUTE_F32 | COMPUTE_BF16))
+        printf("perplexity: %.9g\nperplexity bf16: %.9g\nbf16 - f32: %+.6g (%+.4f%%)\n", ppl[1], ppl[0],
+               ppl[0] - ppl[1], 100.0 * (ppl[0] - ppl[1]) / ppl[1]);
+    else printf("perplexity: %.9g\n", o->compute == COMPUTE_BF16 ? ppl[0] : ppl[1]);
     free(tokens);
     free(logits);
 }
@@ -538,6 +552,7 @@ int main(int argc, char **argv) {
     if (state_init(&s, c, batch))
         die("%s: out of memory for the run state: it needs %.0f MiB at %s; a shorter one (-c N) needs less",
             o.model_path, s.bytes / 1048576.0, context_phrase(&o, c->seq_len, context, sizeof context));
+    if (o.compute == COMPUTE_BF16 && state_compute_bf16(&s, c, 1)) die("out of memory");
     Sampler sampler;
     uint64_t seed = o.seed ? o.seed : clock_seed();
     if (sampler_init(&sampler, c->vocab_size, o.temperature, seed)) die("out of memory");
@@ -582,9 +597,9 @@ int main(int argc, char **argv) {
     snprintf(weights, sizeof weights, "%s", weight_names[c->weight_type]);
     if (c->weight_type == WEIGHTS_Q8_0) snprintf(weights, sizeof weights, "Q8_0, groups of %d", c->group_size);
     if (!o.quiet)
-        fprintf(stderr, "%s: %d layer%s, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d thread%s\n",
+        fprintf(stderr, "%s: %d layer%s, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d thread%s%s\n",
                 o.model_path, c->n_layers, plural(c->n_layers), c->dim, c->vocab_size, c->seq_len, weights, load_ms,
-                threads, plural(threads));
+                threads, plural(threads), o.compute & COMPUTE_BF16 ? "; prompt products in bfloat16" : "");
     free(prompt_file);
     chat_messages_free(msgs, n_msgs);
     if (templated) chat_template_free(&ct);

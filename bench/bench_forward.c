@@ -1,9 +1,11 @@
 // bench_forward.c: model.h's forward pass timed directly, without tokenizer or sampler:
 // a prompt of P tokens as one batch, then N one-token steps (greedy, so the token fed back
 // is the one the model picked), each repeated R times; medians and bests go to stdout.
-//   bench_forward MODEL [-j threads] [-p 256] [-n 64] [-r 5] [--pos0 0]
+//   bench_forward MODEL [-j threads] [-p 256] [-n 64] [-r 5] [--pos0 0] [--compute bf16]
 // The steps follow the prompt; --pos0 0 starts them at position 0 instead, since a step
-// reads the KV cache up to its position besides the weights.
+// reads the KV cache up to its position besides the weights. --compute bf16 runs the prompt
+// as ./run --compute bf16 does, and first prints how far its logits at every prompt position
+// are from float32's, relative to the largest float32 logit.
 #include <sys/resource.h>
 #include "model.h"
 #include "bench.h"
@@ -61,6 +63,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_forward: out of memory\n");
         return 1;
     }
+    const char *compute = bench_arg(argc, argv, "--compute", "f32");
+    if (strcmp(compute, "f32") && strcmp(compute, "bf16")) {
+        fprintf(stderr, "bench_forward: --compute %s: expected f32 or bf16\n", compute);
+        return 1;
+    }
     int *tokens = malloc(sizeof(int) * (size_t)P);
     float *logits = malloc(sizeof(float) * c->vocab_size);
     uint64_t rng = 42;
@@ -90,6 +97,26 @@ int main(int argc, char **argv) {
     double attn_flops = 4.0 * c->n_layers * c->n_heads * hd * (double)P * (P + 1) / 2;
     double prompt_flops = 2.0 * matmul_params * P + 2.0 * classifier + attn_flops;
 
+    double bf16_err = -1;
+    if (!strcmp(compute, "bf16")) {
+        float *f32 = malloc(sizeof(float) * P * c->vocab_size), *bf16 = malloc(sizeof(float) * P * c->vocab_size);
+        if (!f32 || !bf16 || state_compute_bf16(&s, c, 1)) {
+            fprintf(stderr, "bench_forward: out of memory\n");
+            return 1;
+        }
+        state_compute_bf16(&s, c, 0);
+        forward(c, &m.weights, &s, tokens, P, 0, f32, 0);
+        state_compute_bf16(&s, c, 1);
+        forward(c, &m.weights, &s, tokens, P, 0, bf16, 0);
+        double largest = 0, worst = 0;
+        for (size_t i = 0; i < (size_t)P * c->vocab_size; i++) {
+            largest = fabs(f32[i]) > largest ? fabs(f32[i]) : largest;
+            worst = fabs(bf16[i] - f32[i]) > worst ? fabs(bf16[i] - f32[i]) : worst;
+        }
+        bf16_err = worst / largest;
+        free(f32);
+        free(bf16);
+    }
     // Warm-up: maps every page of the file and starts the thread pool.
     forward(c, &m.weights, &s, tokens, P, 0, logits, P - 1);
     double tp[64], tg[64];
@@ -119,6 +146,8 @@ int main(int argc, char **argv) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("threads %d\n", threads);
+    printf("compute %s\n", compute);
+    if (bf16_err >= 0) printf("bf16_logits_rel_err %.3g\n", bf16_err);
     printf("wait_policy %s\n", getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "default");
     printf("params %zu\n", all_params);
     printf("matmul_params %zu\n", matmul_params);

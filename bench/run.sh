@@ -65,7 +65,7 @@ LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 # ---- build with exactly the Makefile's compiler, flags and BLAS ----
 CC=$(mkvar CC) CFLAGS=$(mkvar ALL_CFLAGS) LDLIBS=$(mkvar LDLIBS)
 [ -n "$LDLIBS" ] || die "cannot read LDLIBS from the Makefile"
-for p in membw sgemm matvec attention bench_forward; do
+for p in membw sgemm matvec attention bench_forward bf16_gemm; do
     if [ ! -x $BIN/$p ] || [ bench/$p.c -nt $BIN/$p ] || [ -n "$(find model.h model io -newer $BIN/$p)" ] || [ bench/bench.h -nt $BIN/$p ]; then
         $CC $CFLAGS -I. -o $BIN/$p bench/$p.c $LDLIBS || die "cannot build bench/$p.c"
     fi
@@ -119,6 +119,10 @@ phase_end bounds
 phase_start "matvec vs sgemv (110M shapes)"
 $BIN/matvec -j $J -r 3 > $TMP/matvec.txt || die "matvec failed"
 phase_end matvec
+
+phase_start "bfloat16 products vs sgemm (training's shapes)"
+$BIN/bf16_gemm -j $J -r $(( ROUNDS + 2 )) > $TMP/bf16_gemm.txt || die "bf16_gemm failed"
+phase_end bf16_gemm
 
 phase_start "attention products vs sgemm, 1 thread"
 $BIN/attention -j 1 -r 7 > $TMP/attention.txt || die "attention failed"
@@ -174,10 +178,13 @@ for p in sys.argv[1:]: fd = os.open(p, os.O_RDONLY); os.fsync(fd); os.posix_fadv
 for round in $(seq $STORED_ROUNDS); do
     bounds 3
     # every other round backwards, so that none always goes first
-    order="q8:$LLAMA_Q8 bf16:$LLAMA_BF16 q4_0:$LLAMA_Q4_0 q4km:$LLAMA_Q4_K_M f32:$LLAMA"
-    [ $((round % 2)) = 0 ] && order="f32:$LLAMA q4km:$LLAMA_Q4_K_M q4_0:$LLAMA_Q4_0 bf16:$LLAMA_BF16 q8:$LLAMA_Q8"
+    # (cbf16: the float32 model with --compute bf16, its prompt's products on bfloat16 inputs)
+    order="q8:$LLAMA_Q8 bf16:$LLAMA_BF16 cbf16:$LLAMA q4_0:$LLAMA_Q4_0 q4km:$LLAMA_Q4_K_M f32:$LLAMA"
+    [ $((round % 2)) = 0 ] && order="f32:$LLAMA q4km:$LLAMA_Q4_K_M q4_0:$LLAMA_Q4_0 cbf16:$LLAMA bf16:$LLAMA_BF16 q8:$LLAMA_Q8"
     for m in $order; do
-        $BIN/bench_forward ${m#*:} -j $J -p 256 -n $STEPS -r 2 >> $TMP/fwd_stored_${m%%:*}.txt ||
+        compute=f32
+        [ ${m%%:*} = cbf16 ] && compute=bf16
+        $BIN/bench_forward ${m#*:} -j $J -p 256 -n $STEPS -r 2 --compute $compute >> $TMP/fwd_stored_${m%%:*}.txt ||
             die "bench_forward ${m#*:} failed"
     done
 done
@@ -290,6 +297,20 @@ for m in "q8:Q8_0 (convert.py --quantize q8_0)" "bf16:bfloat16 (convert.py --wei
     printf "    256-token prompt: %s tok/s; float32's -> %sx (%s)\n" "$pr" "$(ratio_median $f $ff prompt_tok_s)" \
         "$(round_ratios $f $ff prompt_tok_s | tr '\n' ' ' | sed 's/ $//')"
 done
+cb=$TMP/fwd_stored_cbf16.txt bg=$TMP/bf16_gemm.txt
+echo
+echo "bfloat16 products (model/bf16_gemm.h, $(vals $bg bf16_path) path): inputs rounded to bfloat16, float32 sums"
+echo "  sgemm_bf16 against OpenBLAS sgemm on one training step's products, each of $J threads on its own"
+echo "  matrices as ./train calls them, GFLOP/s, medians of $(vals $bg bf16_baby_GFLOPs | wc -l) alternating rounds   [${LOADNOTE[bf16_gemm]}]:"
+for cfg in "baby:(a) baby Shakespeare, width 128, 384 rows a thread" "l6d384:(b) 6 layers x 384, 1024 rows a thread"; do
+    k=${cfg%%:*}
+    printf "    %-48s %7s vs sgemm %7s -> %sx (rounds %s; goal 1.5)\n" "${cfg#*:}" "$(med $bg bf16_${k}_GFLOPs)" \
+        "$(med $bg sgemm_${k}_GFLOPs)" "$(vals $bg ratio_${k}_median)" "$(vals $bg ratio_$k | tr '\n' ' ' | sed 's/ $//')"
+done
+printf "  Llama 110M (float32 weights), 256-token prompt with --compute bf16: %s tok/s; float32's -> %sx (%s; goal 1.6)   [%s]\n" \
+    "$(med $cb prompt_tok_s)" "$(ratio_median $cb $ff prompt_tok_s)" \
+    "$(round_ratios $cb $ff prompt_tok_s | tr '\n' ' ' | sed 's/ $//')" "${LOADNOTE[stored]}"
+echo "    its logits at all 256 positions within $(max $cb bf16_logits_rel_err) of the largest float32 logit (goal <= 2e-2)"
 echo
 cat $TMP/train.txt
 echo "  [${LOADNOTE[train]}]"

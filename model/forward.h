@@ -10,6 +10,7 @@
 #include "attention.h"
 #include "file.h"
 #include "layers.h"
+#include "bf16_gemm.h"
 #include "matmul.h"
 #include "threads.h"
 
@@ -37,6 +38,13 @@ typedef struct {
     size_t wbuf_floats;
     uint8_t *xq; // (threads, max_batch, xq_row_bytes) inputs quantised for block-type matrices
     size_t xq_row_bytes;
+    // --compute bf16 (state_compute_bf16): many rows' products with bfloat16 inputs
+    // (model/bf16_gemm.h), in each thread's own buffers: its packed copy of a product's input,
+    // a strip of packed weights, and (not float32 or bfloat16) those weights' rows dequantised.
+    int compute_bf16;
+    uint32_t *bf16_x, *bf16_strip;
+    float *bf16_rows;
+    size_t bf16_x_words, bf16_strip_words, bf16_rows_floats;
     float *mem;   // the one allocation the buffers above are carved from
     size_t bytes; // its size
     Barrier barrier;
@@ -49,6 +57,7 @@ static inline size_t state_align(size_t floats) { return (floats + STATE_ALIGN -
 
 static inline void state_free(RunState *s) {
     free(s->mem);
+    free(s->bf16_x);
     *s = (RunState){0};
 }
 
@@ -140,6 +149,63 @@ static inline int state_init(RunState *s, const Config *c, int max_batch) {
     return 0;
 }
 
+// Turns --compute bf16 on (allocating its buffers the first time) or off. Returns 0, or -1
+// when out of memory.
+static inline int state_compute_bf16(RunState *s, const Config *c, int on) {
+    s->compute_bf16 = on;
+    if (!on || s->bf16_x) return 0;
+    size_t qd = (size_t)c->n_heads * c->head_dim, widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
+    widest = qd > widest ? qd : widest;
+    size_t kp = (widest + 1) / 2, rows = (size_t)(s->max_batch + BF16_TILE_ROWS - 1) / BF16_TILE_ROWS;
+    s->bf16_x_words = state_align(rows * BF16_TILE_ROWS * kp);
+    s->bf16_strip_words = state_align(BF16_TILE_COLS * kp);
+    s->bf16_rows_floats = c->weight_type == WEIGHTS_F32 ? 0 : state_align(BF16_TILE_COLS * widest);
+    size_t per_thread = s->bf16_x_words + s->bf16_strip_words + s->bf16_rows_floats;
+    if (!(s->bf16_x = aligned_alloc(64, s->threads * per_thread * sizeof(uint32_t)))) {
+        s->compute_bf16 = 0;
+        return -1;
+    }
+    s->bf16_strip = s->bf16_x + s->threads * s->bf16_x_words;
+    s->bf16_rows = (float *)(s->bf16_strip + s->threads * s->bf16_strip_words);
+    return 0;
+}
+
+// A linear layer's output features [lo, hi) for T rows of input x: this thread's share, as
+// matmul_part; in --compute bf16 with more than one row, from x packed into this thread's
+// bf16_x by product_input, and each strip of the weights rounded (float32, float16, Q8_0, a
+// block type: its widened or dequantised values) or taken as stored (bfloat16) into bf16_strip.
+static inline void product_part(const RunState *s, int id, const Linear *l, const float *x, int T, int n_in, size_t lo,
+                                size_t hi) {
+    if (!s->compute_bf16 || T < 2) {
+        matmul_part(l, x, T, n_in, lo, hi);
+        return;
+    }
+    uint32_t *strip = s->bf16_strip + (size_t)id * s->bf16_strip_words;
+    const uint32_t *xp = s->bf16_x + (size_t)id * s->bf16_x_words;
+    size_t n_out = l->n_out;
+    if (l->w || l->qw.type == WEIGHTS_BF16)
+        bf16_weights_product(l->out, n_out, T, xp, l->w ? (const void *)l->w : l->qw.half, !l->w, lo, hi, n_in, l->b,
+                             strip);
+    else { // a strip's rows dequantised as a float32 run would, then rounded
+        float *rows = s->bf16_rows + (size_t)id * s->bf16_rows_floats;
+        for (size_t r0 = lo; r0 < hi; r0 += BF16_TILE_COLS) {
+            size_t r1 = hi - r0 < BF16_TILE_COLS ? hi : r0 + BF16_TILE_COLS;
+            dequantize_rows(rows, &l->qw, n_in, r0, r1);
+            bf16_weights_product(l->out + r0, n_out, T, xp, rows, 0, 0, r1 - r0, n_in, l->b ? l->b + r0 : NULL, strip);
+        }
+    }
+    if (l->residual)
+        for (int t = 0; t < T; t++)
+            for (size_t i = lo; i < hi; i++) l->residual[(size_t)t * n_out + i] += l->out[(size_t)t * n_out + i];
+}
+
+// x [T, n_in] rounded and packed into this thread's bf16_x, for the products that follow with
+// it as their input (product_part), when they will take that path.
+static inline void product_input(const RunState *s, int id, const float *x, int T, int n_in) {
+    if (s->compute_bf16 && T > 1)
+        bf16_pack_rows(s->bf16_x + (size_t)id * s->bf16_x_words, x, (size_t)n_in, 0, (size_t)T, n_in);
+}
+
 // Multiply-adds of one layer's products for one token.
 static inline size_t layer_macs(const Config *c) {
     size_t d = c->dim, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
@@ -174,7 +240,8 @@ static inline void add_sublayer(const Config *c, RunState *s, const float *in, c
                 .wbuf = s->wbuf ? s->wbuf + (size_t)id * s->wbuf_floats : NULL,
                 .xq = s->xq ? s->xq + (size_t)id * (s->max_batch + 2) * s->xq_row_bytes : NULL};
     share(d, id, nt, &lo, &hi);
-    matmul_part(&o, in, T, n_in, lo, hi);
+    product_input(s, id, in, T, n_in);
+    product_part(s, id, &o, in, T, n_in, lo, hi);
     barrier_wait(&s->barrier, nt);
     if (!out_norm_w && !c->post_norm) return;
     if (out_norm_w && r1 > r0) {
@@ -243,9 +310,10 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             Linear q = {.out = s->q, .w = L->wq, .b = L->bq, .n_out = qd, .qw = L->qwq, .wbuf = wbuf, .xq = xq};
             Linear k = {.out = knew, .w = L->wk, .b = L->bk, .n_out = kvd, .qw = L->qwk, .wbuf = wbuf, .xq = xq};
             Linear v = {.out = vnew, .w = L->wv, .b = L->bv, .n_out = kvd, .qw = L->qwv, .wbuf = wbuf, .xq = xq};
-            matmul_part(&q, in, T, d, h0 * hd, h1 * hd);
-            matmul_part(&k, in, T, d, g0 * hd, g1 * hd);
-            matmul_part(&v, in, T, d, g0 * hd, g1 * hd);
+            product_input(s, id, in, T, d);
+            product_part(s, id, &q, in, T, d, h0 * hd, h1 * hd);
+            product_part(s, id, &k, in, T, d, g0 * hd, g1 * hd);
+            product_part(s, id, &v, in, T, d, g0 * hd, g1 * hd);
             if (c->arch_flags & ARCH_QK_NORM) {
                 head_norm_forward(c, s->q + h0 * hd, qd, T, (int)(h1 - h0), L->q_norm_w);
                 head_norm_forward(c, knew + g0 * hd, kvd, T, (int)(g1 - g0), L->k_norm_w);
@@ -277,8 +345,9 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             Linear up[] = {{.out = s->hb, .w = L->w1, .b = L->b1, .n_out = hid, .qw = L->qw1, .wbuf = wbuf, .xq = xq},
                            {.out = s->hb2, .w = L->w3, .b = L->b3, .n_out = hid, .qw = L->qw3, .wbuf = wbuf, .xq = xq}};
             share((size_t)hid, id, nt, &lo, &hi);
-            matmul_part(&up[0], in, T, d, lo, hi);
-            if (gated) matmul_part(&up[1], in, T, d, lo, hi);
+            product_input(s, id, in, T, d);
+            product_part(s, id, &up[0], in, T, d, lo, hi);
+            if (gated) product_part(s, id, &up[1], in, T, d, lo, hi);
             for (int t = 0; t < T && hi > lo; t++)
                 activation_forward(c->ffn_kind, s->hb + (size_t)t * hid + lo, s->hb + (size_t)t * hid + lo,
                                    s->hb2 + (size_t)t * hid + lo, hi - lo);
@@ -299,7 +368,8 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
                           .wbuf = wbuf,
                           .xq = xq};
             share((size_t)c->vocab_size, id, nt, &lo, &hi);
-            matmul_part(&cls, last, n_logits, d, lo, hi);
+            product_input(s, id, last, n_logits, d);
+            product_part(s, id, &cls, last, n_logits, d, lo, hi);
         }
     }
 }

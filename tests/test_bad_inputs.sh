@@ -320,6 +320,8 @@ row run "--layers out of range" "--layers 3-7: $model has 5 layers, 0-4" ./run $
 row run "--heads out of range" "--heads 8: $model has 8 query heads, 0-7" ./run $model -m attention -i hi -o $tmp/a.bin --heads 8
 row run "--layers 2-1 (backwards)" "--layers 2-1: expected A-B, numbers from 0 with A <= B, or one number" ./run $model -m attention -i hi -o $tmp/a.bin --layers 2-1
 row run "--heads without -m attention (it would be ignored)" "--heads selects what -m attention writes" ./run $model -i hi --heads 0
+row run "--compute fp8 (not an arithmetic it has)" "--compute fp8: expected f32, bf16 or (-m ppl) bf16,f32" ./run $model -i hi --compute fp8
+row run "--compute bf16,f32 outside -m ppl" "--compute bf16,f32: only -m ppl runs both, to compare them; -m generate takes f32 or bf16" ./run $model -i hi --compute bf16,f32
 "$PYTHON" tools/make_random.py --set seq_len=4096 --set n_layers=4 --set dim=32 --set n_heads=8 --set n_kv_heads=8 \
   --set head_dim=4 --set rope_dims=4 --set hidden_dim=32 $tmp/wide.bin >/dev/null 2>&1
 head -c 6000 $SHARED/data/tinyshakespeare.txt >$tmp/long_prompt.txt

@@ -1,6 +1,7 @@
 // The forward kernels of model.h against naive double-precision versions written here from
 // the definitions, and the batched prompt path against the one-token path.
 #include "model.h"
+#include <float.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <cmocka.h>
@@ -726,7 +727,7 @@ static void test_batched_equals_one_token(void **state) {
 // weights (dequantize_weights): one token at a time the 16-bit models give the same logits bit
 // for bit, as every product sums the same float32 values in the same order; a batch goes
 // through sgemm a chunk of rows at a time, which is held to float rounding, and so is Q8_0,
-// whose dot sums each group before scaling it. Narrow Llama, GPT-2 and post-norm untied
+// whose dot sums each group before scaling it. A batch in --compute bf16 is bit for bit. Narrow Llama, GPT-2 and post-norm untied
 // models, and a wide one for forward's parallel region (run_all.sh gives two threads).
 static void test_forward_equals_widened(void **state) {
     (void)state;
@@ -757,6 +758,15 @@ static void test_forward_equals_widened(void **state) {
                 if (type != WEIGHTS_Q8_0 && !batch) assert_memory_equal(got, want, sizeof(float) * T * V);
                 for (int i = 0; i < T * V; i++) wantd[i] = want[i];
                 assert_close(got, wantd, (size_t)T * V, 1e-5);
+                // --compute bf16: the stored matrix (used as stored, widened or dequantised,
+                // then rounded) and its widened float32 copy (rounded) give the same inputs
+                if (batch) {
+                    assert_int_equal(state_compute_bf16(&s, &c, 1), 0);
+                    assert_int_equal(state_compute_bf16(&s32, &c32, 1), 0);
+                    forward(&c, &m.w, &s, tokens, T, 0, got, 0);
+                    forward(&c32, &w32, &s32, tokens, T, 0, want, 0);
+                    assert_memory_equal(got, want, sizeof(float) * T * V);
+                }
                 state_free(&s);
                 state_free(&s32);
             }
@@ -768,6 +778,155 @@ static void test_forward_equals_widened(void **state) {
             free(m.block);
             weights_free(&m.w);
         }
+}
+
+// ----------------------------------------------------------------------------
+// sgemm_bf16 against a reference written from VDPBF16PS's definition: the inputs rounded to
+// bfloat16 here by comparing the two neighbours (not by the kernel's bit trick), each sum
+// taken pair by pair, the odd element's product first, as fmaf. Bit for bit, on whichever
+// path this build has (the Makefile builds this file for AVX-512, AVX2 and neither).
+
+// f rounded to the nearer of the two bfloat16 values around it, a tie to the even one; a
+// denormal to a zero of its sign.
+static float bf16_nearest(float f) {
+    if (isnan(f) || isinf(f)) return f;
+    if (fabsf(f) < FLT_MIN) return copysignf(0.0f, f);
+    uint32_t u, t;
+    memcpy(&u, &f, 4);
+    t = u & 0xffff0000u;
+    float lo, hi;
+    memcpy(&lo, &t, 4);
+    t += 0x10000u;
+    memcpy(&hi, &t, 4);
+    float dlo = fabsf(f - lo), dhi = fabsf(hi - f);
+    if (dlo != dhi) return dlo < dhi ? lo : hi;
+    return (u >> 16) & 1 ? hi : lo;
+}
+
+static void bf16_reference(float *C, int ldc, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                           const float *B, int ldb, float beta) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float s = 0.0f;
+            for (int p = 0; p < K; p += 2)
+                for (int k = p + 1; k >= p; k--) {
+                    if (k >= K) continue;
+                    float a = bf16_nearest(ta ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]);
+                    float b = bf16_nearest(tb ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j]);
+                    s = fmaf(a, b, s);
+                }
+            float *c = C + (size_t)i * ldc + j;
+            *c = beta == 0.0f ? alpha * s : fmaf(alpha, s, beta * *c);
+        }
+}
+
+static void test_sgemm_bf16(void **state) {
+    (void)state;
+    // shapes with every remainder (rows past a tile, columns past a strip, odd K, more than a
+    // packing chunk of pairs or line of rows), and three
+    // big enough for the threads to share (run_all.sh gives two); leading dimensions wider
+    // than the rows, all four transpositions, beta 0 and not
+    int shapes[][3] = {{1, 1, 1}, {3, 5, 2}, {13, 45, 37}, {8, 32, 64}, {70, 100, 64}, {9, 130, 81}, {300, 270, 150}};
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++)
+        for (int tr = 0; tr < 4; tr++) {
+            int M = shapes[sh][0], N = shapes[sh][1], K = shapes[sh][2], ta = tr & 1, tb = tr >> 1;
+            int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 1, ldc = N + 2;
+            float *A = rand_vec((size_t)(ta ? K : M) * lda, 2.0f), *B = rand_vec((size_t)(tb ? N : K) * ldb, 2.0f);
+            float *C = rand_vec((size_t)M * ldc, 1.0f), *want = malloc(sizeof(float) * M * ldc);
+            float alpha = sh % 2 ? 1.0f : 0.75f, beta = tr % 2 ? 0.0f : 1.5f;
+            memcpy(want, C, sizeof(float) * M * ldc);
+            bf16_reference(want, ldc, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta);
+            sgemm_bf16(ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb,
+                       beta, C, ldc);
+            for (int i = 0; i < M; i++)
+                if (memcmp(C + (size_t)i * ldc, want + (size_t)i * ldc, sizeof(float) * N))
+                    fail_msg("%s path, %dx%dx%d, trans %d%d: row %d differs from the reference", BF16_PATH, M, N, K, ta,
+                             tb, i);
+            free(A);
+            free(B);
+            free(C);
+            free(want);
+        }
+}
+
+// The cases in which VDPBF16PS's definition, not the reference's fmaf, decides (each checked
+// on this machine's Zen 4): 1 × 1 products of K = 4 with these rows of A and B = 1.
+static void test_sgemm_bf16_edges(void **state) {
+    (void)state;
+    const float one[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+    struct {
+        float a[4], b[4], want;
+        const char *what;
+    } cases[] = {
+        // k = 3's product before k = 2's: 2^30 - 2^30 + 1, where k = 2 first would lose the 1
+        {{0x1p30f, 0.0f, 1.0f, -0x1p30f}, {1, 1, 1, 1}, 1.0f, "the odd element of a pair first"},
+        // 2^-126 + 2^-149 - 3 · 2^-150 = 2^-126 - 2^-150: tiny before rounding to 2^-126
+        {{0x1p-74f, 0x1p-63f, 0.0f, -0x1.8p-74f}, {0x1p-75f, 0x1p-63f, 0.0f, 0x1p-75f}, 0.0f, "a tiny sum flushed"},
+        // a float32 denormal input is a zero: 1e-39 · 2^100 would be 1.3e-9
+        {{1e-39f, 0.0f, 0.0f, 0.0f}, {0x1p100f, 0.0f, 0.0f, 0.0f}, 0.0f, "a denormal input"},
+        // ties to the even neighbour: 1 + 2^-8 to 1, 1 + 3 · 2^-8 up to 1 + 2^-6
+        {{1.00390625f, 1.01171875f, 0.0f, 0.0f}, {1, 1, 0, 0}, 1.0f + 1.015625f, "ties to even"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        float c = -7.0f;
+        sgemm_bf16(CblasNoTrans, CblasTrans, 1, 1, 4, 1.0f, cases[i].a, 4, cases[i].b, 4, 0.0f, &c, 1);
+        if (memcmp(&c, &cases[i].want, sizeof c))
+            fail_msg("%s path, %s: got %a, want %a", BF16_PATH, cases[i].what, c, cases[i].want);
+    }
+    float nan_row[4] = {NAN, 1.0f, 2.0f, 3.0f}, c = 0.0f;
+    sgemm_bf16(CblasNoTrans, CblasTrans, 1, 1, 4, 1.0f, nan_row, 4, one, 4, 0.0f, &c, 1);
+    assert_true(isnan(c));
+}
+
+// --compute bf16 against float32 on the same models: a prompt's logits within 2e-2 of the
+// largest logit (bfloat16 keeps 8 bits of each input; the bound on the 110M Llama),
+// yet not equal to float32's (the products did go through bfloat16); the same bits on one
+// thread and on two (each output's sum is one tile's, whoever computes it); and a one-token
+// step untouched by the flag.
+static void test_forward_bf16(void **state) {
+    (void)state;
+    for (int variant = 0; variant < 5; variant++) {
+        Config c = knobs(variant % 4);
+        if (variant == 4) c.dim = 240, c.hidden_dim = 400, c.head_dim = 60, c.rope_dims = 60;
+        TestModel m = random_model(c);
+        int T = 13, V = c.vocab_size, tokens[13];
+        for (int t = 0; t < T; t++) tokens[t] = (t * 3 + 2) % V;
+        float *f32 = malloc(sizeof(float) * T * V), *bf16 = malloc(sizeof(float) * T * V);
+        float *other = malloc(sizeof(float) * T * V);
+        RunState s;
+        assert_int_equal(state_init(&s, &m.c, T), 0);
+        forward(&m.c, &m.w, &s, tokens, T, 0, f32, 0);
+        assert_int_equal(state_compute_bf16(&s, &m.c, 1), 0);
+        forward(&m.c, &m.w, &s, tokens, T, 0, bf16, 0);
+        float largest = 0.0f, worst = 0.0f;
+        for (int i = 0; i < T * V; i++) {
+            largest = fmaxf(largest, fabsf(f32[i]));
+            worst = fmaxf(worst, fabsf(bf16[i] - f32[i]));
+        }
+        if (!(worst <= 2e-2f * largest) || worst == 0.0f)
+            fail_msg("variant %d: |bf16 - f32| up to %g against a largest logit of %g", variant, worst, largest);
+        int threads = omp_get_max_threads();
+        omp_set_num_threads(1);
+        RunState one;
+        assert_int_equal(state_init(&one, &m.c, T), 0);
+        assert_int_equal(state_compute_bf16(&one, &m.c, 1), 0);
+        forward(&m.c, &m.w, &one, tokens, T, 0, other, 0);
+        omp_set_num_threads(threads);
+        assert_memory_equal(other, bf16, sizeof(float) * T * V);
+        state_free(&one);
+        // one token at a time, the flag on and off
+        for (int on = 0; on < 2; on++) {
+            assert_int_equal(state_compute_bf16(&s, &m.c, on), 0);
+            for (int t = 0; t < T; t++) forward(&m.c, &m.w, &s, tokens + t, 1, t, (on ? other : bf16) + t * V, 0);
+        }
+        assert_memory_equal(other, bf16, sizeof(float) * T * V);
+        state_free(&s);
+        free(f32);
+        free(bf16);
+        free(other);
+        free(m.block);
+        weights_free(&m.w);
+    }
 }
 
 int main(void) {
@@ -785,6 +944,10 @@ int main(void) {
         cmocka_unit_test(test_quantize_input),
         cmocka_unit_test(test_matmul_blocks),
         cmocka_unit_test(test_forward_equals_widened),
+        // model/bf16_gemm.h, and the forward pass with --compute bf16
+        cmocka_unit_test(test_sgemm_bf16),
+        cmocka_unit_test(test_sgemm_bf16_edges),
+        cmocka_unit_test(test_forward_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -88,6 +88,37 @@ else
   bad "perplexity: '$p1' '$p2' '$p3'"
 fi
 
+# --compute bf16 (the many-token products on bfloat16 inputs): the Shakespeare model's logits
+# over a 200-character prompt within 2e-2 of float32's, relative to the largest logit, and
+# not equal to them (the flag took effect); -m ppl --compute bf16,f32 prints both perplexities,
+# each what its own run prints, and their difference.
+head -c 200 $SHARED/data/tinyshakespeare.txt >$tmp/bf16_prompt.txt
+./run models/shakespeare.bin -m logits -f $tmp/bf16_prompt.txt -o $tmp/logits_f32.bin 2>/dev/null
+./run models/shakespeare.bin -m logits -f $tmp/bf16_prompt.txt -o $tmp/logits_bf16.bin --compute bf16 2>/dev/null
+if "$PYTHON" - $tmp/logits_f32.bin $tmp/logits_bf16.bin <<'PY'
+import sys
+import numpy as np
+def logits(path):
+    b = open(path, "rb").read()
+    T, V = np.frombuffer(b[:8], np.int32)
+    return np.frombuffer(b[8 + 4 * T:], np.float32).reshape(T, V)
+f32, bf16 = logits(sys.argv[1]), logits(sys.argv[2])
+err = np.abs(bf16 - f32).max() / np.abs(f32).max()
+print(f"bf16 logits: {err:.2e} of the largest")
+sys.exit(not (f32.shape == (200, 65) and 0 < err <= 2e-2))
+PY
+then ok "--compute bf16 logits near float32's"; else bad "--compute bf16 logits"; fi
+head -c 3000 $SHARED/data/tinyshakespeare.txt >$tmp/bf16_text.txt
+both=$(./run models/shakespeare.bin -m ppl -f $tmp/bf16_text.txt --compute bf16,f32 2>/dev/null)
+pf=$(./run models/shakespeare.bin -m ppl -f $tmp/bf16_text.txt 2>/dev/null | tail -n 1)
+pb=$(./run models/shakespeare.bin -m ppl -f $tmp/bf16_text.txt --compute bf16 2>/dev/null | tail -n 1)
+if [[ $(sed -n 2p <<<"$both") == "$pf" && $(sed -n 3p <<<"$both") == "perplexity bf16: ${pb#*: }" ]] &&
+  [[ $(sed -n 4p <<<"$both") == "bf16 - f32: "* && $pf != "$pb" ]]; then
+  ok "-m ppl --compute bf16,f32 ($(sed -n 4p <<<"$both"))"
+else
+  bad "-m ppl --compute bf16,f32: '$both' / '$pf' / '$pb'"
+fi
+
 # "-" is standard output for -m logits (the same bytes as the file, and nothing else on stdout)
 # and standard input for --chat (the same reply as from the file).
 ./run $model -m logits -i "Once upon a time" -o $tmp/logits.bin 2>/dev/null
@@ -138,6 +169,8 @@ expect_error "unknown mode" "-m fly" ./run $model -m fly
 expect_error "ppl without a file" "-m ppl needs" ./run $model -m ppl
 expect_error "missing ppl file" "cannot open" ./run $model -m ppl -f $tmp/nope.txt
 expect_error "tokenizer for another vocabulary" "tokenizer.bin" ./run $model -z $SHARED/models/tokenizer.bin
+expect_error "unknown --compute" "--compute fp8: expected f32, bf16 or (-m ppl) bf16,f32" ./run $model --compute fp8
+expect_error "--compute bf16,f32 outside -m ppl" "only -m ppl runs both" ./run $model --compute bf16,f32
 # temperature 0 with top-p set is greedy, not an error
 a=$(./run $model -n 30 -t 0 -p 0.5 2>/dev/null) b=$(./run $model -n 30 -t 0 2>/dev/null)
 [ "$a" = "$b" ] && ok "-t 0 ignores -p" || bad "-t 0 with -p"

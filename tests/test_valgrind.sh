@@ -53,6 +53,7 @@ model=$tmp/stories260K.bin
 memcheck run_generate 0 $tmp/run $model -i "Once upon a time" -n 24 -t 0.8 -p 0.9 -k 40 --min-p 0.05 -r 1.1 -s 7
 head -c 2000 $SHARED/data/tinyshakespeare.txt >$tmp/text.txt
 memcheck run_ppl 0 $tmp/run $model -m ppl -f $tmp/text.txt
+memcheck run_compute_bf16 0 $tmp/run $model -i "Once upon a time, in a land far away" -n 8 -s 7 --compute bf16
 memcheck run_bad_prompt 1 $tmp/run $model -i $'bad \xff'
 head -c 6000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus.txt
 memcheck train 0 $tmp/train -d $tmp/corpus.txt -o $tmp/m.bin --n-layer 1 --n-embd 16 --n-head 2 --batch-size 2 \
