@@ -36,7 +36,7 @@ typedef struct {
     float *value_cache;     // (the same)
     float *wbuf;            // (threads, wbuf_floats) a quantised or 16-bit model's widened rows
     size_t wbuf_floats;
-    uint8_t *xq; // (threads, max_batch, xq_row_bytes) inputs quantised for block-type matrices
+    uint8_t *xq; // (threads, max_batch + 2, xq_row_bytes) inputs quantised for block-type matrices
     size_t xq_row_bytes;
     // --compute bf16 (state_compute_bf16): many rows' products with bfloat16 inputs
     // (model/bf16_gemm.h), in each thread's own buffers: its packed copy of a product's input,
