@@ -202,6 +202,22 @@ static inline void unpack_q3_k(const uint8_t *blk, int8_t *s, float *a, float *b
 // of 8 six-bit scales and 8 six-bit minimums, one of each per 32 values, taken 4 at a time
 // from the three words the 12 bytes make.
 static inline void k_scales(const uint8_t *blk, float *a, float *b) {
+#if defined(__AVX512F__)
+    // The same words in one register: [w0, w2, w1, w2] gives the low bits (w2's high nibbles
+    // shifted down in the last lane), [w0, w0, w1, w1] shifted by 2 the two high bits of the
+    // second four; then all 16 as floats, times d (scales) and -dmin (minimums), each twice.
+    __m128i v = _mm_loadu_si128((const __m128i *)(blk + 4)); // the 12 bytes and 4 of the values, unused
+    __m128i low = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(v, 0x98), _mm_setr_epi32(0, 0, 0, 4)),
+                                _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    __m128i high =
+        _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, 0x50), 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_or_si128(low, high)));
+    __m512 d = _mm512_insertf32x8(_mm512_set1_ps(f16_at(blk)), _mm256_set1_ps(-f16_at(blk + 2)), 1);
+    f = _mm512_mul_ps(f, d);
+    _mm512_storeu_ps(a, _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), f));
+    _mm512_storeu_ps(
+        b, _mm512_permutexvar_ps(_mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15), f));
+#else
     uint32_t w[3], six[4];
     memcpy(w, blk + 4, 12);
     six[0] = w[0] & 0x3f3f3f3fu, six[2] = w[1] & 0x3f3f3f3fu;
@@ -211,6 +227,7 @@ static inline void k_scales(const uint8_t *blk, float *a, float *b) {
     memcpy(bytes, six, 16);
     group_scales_of(bytes, 2, 0, f16_at(blk), a);
     group_scales_of(bytes + 8, 2, 0, -f16_at(blk + 2), b);
+#endif
 }
 
 // Q4_K: d, dmin, 12 bytes of 8 six-bit scales and 8 six-bit minimums (one per 32 values),
