@@ -330,46 +330,8 @@ __attribute__((always_inline)) static inline void unpack_values(int type, const 
 // A whole chunk (256 values) of the types that big models are made of, unpacked into four
 // registers of 64 values in order (and a, b to memory, as unpack_values writes them): the
 // same values as unpack_values', without the trip through memory and with 512-bit steps.
+// (Q4_0's one-token product has its own order, model/quant_dot.h's dot_q4_0.)
 #define UNPACK_REGS 1
-
-// Q4_0: 8 blocks of 18 bytes. Four blocks at a time: their 64 bytes of nibbles picked from
-// the 72-byte window (the last 8 bytes read masked, never past the blocks), split into low
-// and high nibbles, and interleaved back into value order, 32 to a block; the four float16
-// scales are words 0, 9, 18 and 27 of the window.
-static inline void regs_q4_0(const uint8_t *blk, __m512i v[4], float *a) {
-    static const uint8_t pick[64] = {
-#define P(b)                                                                                                           \
-    18 * b + 2, 18 * b + 3, 18 * b + 4, 18 * b + 5, 18 * b + 6, 18 * b + 7, 18 * b + 8, 18 * b + 9, 18 * b + 10,       \
-        18 * b + 11, 18 * b + 12, 18 * b + 13, 18 * b + 14, 18 * b + 15, 18 * b + 16, 18 * b + 17
-        P(0), P(1), P(2), P(3)
-#undef P
-    };
-    static const uint8_t order[2][64] = {
-#define O(b)                                                                                                           \
-    16 * b, 16 * b + 1, 16 * b + 2, 16 * b + 3, 16 * b + 4, 16 * b + 5, 16 * b + 6, 16 * b + 7, 16 * b + 8,            \
-        16 * b + 9, 16 * b + 10, 16 * b + 11, 16 * b + 12, 16 * b + 13, 16 * b + 14, 16 * b + 15
-#define H(b)                                                                                                           \
-    64 + 16 * b, 65 + 16 * b, 66 + 16 * b, 67 + 16 * b, 68 + 16 * b, 69 + 16 * b, 70 + 16 * b, 71 + 16 * b,            \
-        72 + 16 * b, 73 + 16 * b, 74 + 16 * b, 75 + 16 * b, 76 + 16 * b, 77 + 16 * b, 78 + 16 * b, 79 + 16 * b
-        {O(0), H(0), O(1), H(1)},
-        {O(2), H(2), O(3), H(3)},
-#undef O
-#undef H
-    };
-    const __m512i nibble = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
-    // words 0 0 9 9 18 18 27 27: each block's scale for its two groups
-    const __m512i words = _mm512_setr_epi32(0, 0x90009, 0x120012, 0x1b001b, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    for (int half = 0; half < 2; half++) {
-        const uint8_t *w = blk + 72 * half;
-        __m512i lo = _mm512_loadu_si512(w), hi = _mm512_maskz_loadu_epi8(0xff, w + 64);
-        __m512i q = _mm512_permutex2var_epi8(lo, _mm512_loadu_si512(pick), hi);
-        __m512i low = _mm512_and_si512(q, nibble), high = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
-        v[2 * half] = _mm512_sub_epi8(_mm512_permutex2var_epi8(low, _mm512_loadu_si512(order[0]), high), eight);
-        v[2 * half + 1] = _mm512_sub_epi8(_mm512_permutex2var_epi8(low, _mm512_loadu_si512(order[1]), high), eight);
-        __m128i d = _mm512_castsi512_si128(_mm512_permutexvar_epi16(words, lo));
-        _mm256_storeu_ps(a + 8 * half, _mm256_cvtph_ps(d));
-    }
-}
 
 // Q8_0: 8 blocks of 34 bytes, two blocks' values to a register.
 static inline void regs_q8_0(const uint8_t *blk, __m512i v[4], float *a) {
@@ -413,11 +375,10 @@ static inline void regs_q6_k(const uint8_t *blk, __m512i v[4], float *a) {
 
 // Whether a type has a register unpacking; regs_values does it for a whole chunk at blk.
 static inline int has_regs(int type) {
-    return type == BLOCK_Q4_0 || type == BLOCK_Q8_0 || type == BLOCK_Q4_K || type == BLOCK_Q6_K;
+    return type == BLOCK_Q8_0 || type == BLOCK_Q4_K || type == BLOCK_Q6_K;
 }
 __attribute__((always_inline)) static inline void regs_values(int type, const uint8_t *blk, __m512i v[4], Unpacked *u) {
     switch (type) {
-    case BLOCK_Q4_0: regs_q4_0(blk, v, u->a); break;
     case BLOCK_Q8_0: regs_q8_0(blk, v, u->a); break;
     case BLOCK_Q4_K: regs_q4_k(blk, v, u->a, u->b); break;
     case BLOCK_Q6_K: regs_q6_k(blk, v, u->a); break;
