@@ -4,7 +4,7 @@ gradient clipping as train.c does, random batches of the 90% training split. Tim
 optimiser step and prints the median tokens/s after the first few (warm-up) steps.
 
   torch_train.py DATA --n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 12
-                 [--steps 60] [--max-seconds 40] [--threads N]
+                 [--steps 60] [--max-seconds 40] [--threads N] [--bf16-autocast]
 Torch 1.13 has no fused attention, so this is nanoGPT's own fallback (masked softmax).
 """
 import argparse
@@ -72,6 +72,8 @@ def main(argv):
     ap.add_argument("--warmup", type=int, default=5, help="steps not timed")
     ap.add_argument("--max-seconds", type=float, default=40.0)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--bf16-autocast", action="store_true",
+                    help="the forward pass under torch.autocast('cpu', torch.bfloat16), as ./train --precision bf16")
     a = ap.parse_args(argv)
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -93,7 +95,8 @@ def main(argv):
         ix = torch.randint(len(train) - T - 1, (B,))
         x = torch.stack([train[i:i + T] for i in ix])
         y = torch.stack([train[i + 1:i + 1 + T] for i in ix])
-        loss = model(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16_autocast):
+            loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -45,12 +45,12 @@ ours() { # name flags steps seconds -> median tok/s of the timed steps
     rm -f $out $out.csv $out.state $out.tmp
 }
 
-theirs() { # name flags steps seconds -> best of the two settings, "tok_s setting params"
+theirs() { # name flags steps seconds [torch flags] -> best of the two settings, "tok_s setting params"
     local f=$TMP/torch_train_$1
     OMP_WAIT_POLICY=PASSIVE $PYTHON bench/torch_train.py $DATA $2 --threads $J --steps $3 --max-seconds $4 \
-        --warmup $WARM > ${f}_a.txt || { echo "0 failed 0"; return; }
+        --warmup $WARM ${5:-} > ${f}_a.txt || { echo "0 failed 0"; return; }
     OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=$J $PYTHON bench/torch_train.py $DATA $2 --threads 1 --steps $3 \
-        --max-seconds $4 --warmup $WARM > ${f}_b.txt || { echo "0 failed 0"; return; }
+        --max-seconds $4 --warmup $WARM ${5:-} > ${f}_b.txt || { echo "0 failed 0"; return; }
     awk '$1 == "tok_s" { if ($2 > best) { best = $2; how = FILENAME } } $1 == "params" { p = $2 }
          END { print best, (how ~ /_a.txt$/ ? "torch:'"$J"'threads,PASSIVE" : "torch:1thread+OpenBLAS:'"$J"'"), p }' \
         ${f}_a.txt ${f}_b.txt
@@ -80,9 +80,31 @@ run_config() { # label flags steps seconds goal n_layer n_embd block warm-up-ste
     fi
 }
 
+# ./train --precision bf16 (bfloat16 products, model/bf16_gemm.h) against our float32 and
+# PyTorch's float32 and bfloat16 autocast, two alternating rounds, each side's best.
+run_bf16() { # label flags steps seconds goal-vs-torch-f32 goal-vs-autocast goal-vs-ours-f32 warm-up-steps
+    local o=0 f=0 t=0 a=0 x round
+    WARM=$8
+    ./train --help 2>&1 | grep -q -- '--precision' || { echo "  ($1) bf16: skipped, ./train has no --precision"; return; }
+    for round in 1 2; do
+        x=$(ours "$1_bf16" "$2 --precision bf16" $3 $4); awk -v a="$x" -v b="$o" 'BEGIN { exit !(a > b) }' && o=$x
+        x=$(ours "$1" "$2" $3 $4); awk -v a="$x" -v b="$f" 'BEGIN { exit !(a > b) }' && f=$x
+        read -r x _ _ <<< "$(theirs "$1" "$2" $3 $4)"; awk -v a="$x" -v b="$t" 'BEGIN { exit !(a > b) }' && t=$x
+        read -r x _ _ <<< "$(theirs "$1_ac" "$2" $3 $4 --bf16-autocast)"
+        awk -v a="$x" -v b="$a" 'BEGIN { exit !(a > b) }' && a=$x
+    done
+    printf "  (%s) --precision bf16: ours %s tok/s; ours float32 %s; PyTorch float32 %s, bf16 autocast %s\n" "$1" "$o" "$f" "$t" "$a"
+    awk -v o="$o" -v f="$f" -v t="$t" -v a="$a" -v g1="$5" -v g2="$6" -v g3="$7" 'function r(x, y) { return y > 0 ? x / y : 0 }
+        BEGIN { printf "      ours bf16 / PyTorch float32 = %.2f%s; / PyTorch autocast = %.2f%s; / ours float32 = %.2f%s\n",
+                r(o, t), g1 != "" ? " (goal >= " g1 ")" : "", r(o, a), g2 != "" ? " (goal >= " g2 ")" : "",
+                r(o, f), g3 != "" ? " (goal >= " g3 ")" : "" }'
+}
+
 # Steps and a time cap per run: six runs per configuration keep the whole under 5 minutes.
 # (c) is (b) with batch 1, as nanoGPT fine-tunes: fewer sequences than threads (no goal set).
 if [ "${BENCH_QUICK:-0}" = 1 ]; then SA=12 SB=6 SC=8 CAP=15; else SA=60 SB=15 SC=40 CAP=30; fi
 run_config a "--n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 12" $SA $CAP 2.0 4 128 64 5
 run_config b "--n-layer 6 --n-head 6 --n-embd 384 --block-size 256 --batch-size 8" $SB $CAP 1.25 6 384 256 2
 run_config c "--n-layer 6 --n-head 6 --n-embd 384 --block-size 256 --batch-size 1" $SC $CAP "" 6 384 256 3
+run_bf16 a "--n-layer 4 --n-head 4 --n-embd 128 --block-size 64 --batch-size 12" $SA $CAP 3 1.3 "" 5
+run_bf16 b "--n-layer 6 --n-head 6 --n-embd 384 --block-size 256 --batch-size 8" $SB $CAP "" "" 1.6 2
