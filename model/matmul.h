@@ -444,15 +444,21 @@ static inline void matmul_blocks(const Linear *l, const float *x, int T, int n_i
     size_t ld = quantized_row_bytes(n_in), rb = row_bytes(l->qw.type, n_in);
     for (int t = 0; t < T; t++) quantize_input(l->xq + t * ld, x + (size_t)t * n_in, n_in);
 #if defined(QUANT_VNNI) && defined(UNPACK_REGS)
-    if (T == 1 && l->qw.type == BLOCK_Q4_0 &&
-        n_in % UNPACKED_VALUES == 0) { // its own order, after the row (xq has room)
+    // Q4_0 and Q4_K: a step's rows in their own order, the input laid out for it after the
+    // row (xq has room)
+    int own = l->qw.type == BLOCK_Q4_0 || l->qw.type == BLOCK_Q4_K;
+    if (T == 1 && own && n_in % UNPACKED_VALUES == 0) {
         uint8_t *in = l->xq + ld;
-        order_q4_0(in, quantized_row(l->xq, n_in), n_in);
+        int q4_0 = l->qw.type == BLOCK_Q4_0;
+        if (q4_0) order_q4_0(in, quantized_row(l->xq, n_in), n_in);
+        else order_q4_k(in, quantized_row(l->xq, n_in), n_in);
         for (size_t r0 = lo; r0 < hi; r0 += 16) {
             __m512 acc[16];
             int rows = hi - r0 < 16 ? (int)(hi - r0) : 16;
-            for (int j = 0; j < 16; j++)
-                acc[j] = j < rows ? dot_q4_0(l->qw.blocks + (r0 + j) * rb, in, n_in) : _mm512_setzero_ps();
+            for (int j = 0; j < 16; j++) {
+                const uint8_t *w = l->qw.blocks + (r0 + j) * rb;
+                acc[j] = j >= rows ? _mm512_setzero_ps() : q4_0 ? dot_q4_0(w, in, n_in) : dot_q4_k(w, in, n_in);
+            }
             store_rows16(l->out, l->b, r0, rows, acc);
         }
         return;

@@ -201,19 +201,24 @@ static inline void unpack_q3_k(const uint8_t *blk, int8_t *s, float *a, float *b
 // Q4_K's and Q5_K's scales and minimums as their groups' a and b: d and dmin, then 12 bytes
 // of 8 six-bit scales and 8 six-bit minimums, one of each per 32 values, taken 4 at a time
 // from the three words the 12 bytes make.
-static inline void k_scales(const uint8_t *blk, float *a, float *b) {
 #if defined(__AVX512F__)
-    // The same words in one register: [w0, w2, w1, w2] gives the low bits (w2's high nibbles
-    // shifted down in the last lane), [w0, w0, w1, w1] shifted by 2 the two high bits of the
-    // second four; then all 16 as floats, times d (scales) and -dmin (minimums), each twice.
+// The 8 scales times d and the 8 minimums times -dmin, as 16 floats in one register: the 12
+// bytes' words [w0, w2, w1, w2] give the low bits (w2's high nibbles shifted down in the last
+// lane), [w0, w0, w1, w1] shifted by 2 the two high bits of the second four.
+static inline __m512 k_scale_vector(const uint8_t *blk) {
     __m128i v = _mm_loadu_si128((const __m128i *)(blk + 4)); // the 12 bytes and 4 of the values, unused
     __m128i low = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32(v, 0x98), _mm_setr_epi32(0, 0, 0, 4)),
                                 _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
     __m128i high =
         _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, 0x50), 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
     __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_or_si128(low, high)));
-    __m512 d = _mm512_insertf32x8(_mm512_set1_ps(f16_at(blk)), _mm256_set1_ps(-f16_at(blk + 2)), 1);
-    f = _mm512_mul_ps(f, d);
+    return _mm512_mul_ps(f, _mm512_insertf32x8(_mm512_set1_ps(f16_at(blk)), _mm256_set1_ps(-f16_at(blk + 2)), 1));
+}
+#endif
+
+static inline void k_scales(const uint8_t *blk, float *a, float *b) {
+#if defined(__AVX512F__) // each of the 8 twice, for the two groups of its 32 values
+    __m512 f = k_scale_vector(blk);
     _mm512_storeu_ps(a, _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), f));
     _mm512_storeu_ps(
         b, _mm512_permutexvar_ps(_mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15), f));
@@ -374,9 +379,7 @@ static inline void regs_q6_k(const uint8_t *blk, __m512i v[4], float *a) {
 }
 
 // Whether a type has a register unpacking; regs_values does it for a whole chunk at blk.
-static inline int has_regs(int type) {
-    return type == BLOCK_Q8_0 || type == BLOCK_Q4_K || type == BLOCK_Q6_K;
-}
+static inline int has_regs(int type) { return type == BLOCK_Q8_0 || type == BLOCK_Q4_K || type == BLOCK_Q6_K; }
 __attribute__((always_inline)) static inline void regs_values(int type, const uint8_t *blk, __m512i v[4], Unpacked *u) {
     switch (type) {
     case BLOCK_Q8_0: regs_q8_0(blk, v, u->a); break;

@@ -277,6 +277,60 @@ static inline __m512 dot_q4_0(const uint8_t *restrict row, const uint8_t *restri
 }
 #endif
 
+#if defined(QUANT_VNNI) && defined(__AVX512F__)
+// ----------------------------------------------------------------------------
+// Q4_K's one-token product in its own order, as dot_q4_0's: the 128 bytes of nibbles are two
+// registers, whose low nibbles hold sub-blocks 4c and 4c + 2 and high nibbles 4c + 1 and
+// 4c + 3 (c = 0, 1), and the input is laid out to match, so each lane keeps to one sub-block
+// and takes its scale d·sc·dx there; the minimums' part, -dmin·m·(dx Σ q) per sub-block, is a
+// second row of 8 lanes from the same register of scales.
+
+// The input of dot_q4_k, per chunk: ql [4][64], qh [4][64] (register 2c + p, byte 32m + r:
+// value 128c + 64m + 32p + r), then the 8 sub-blocks' dx and their dx Σ q.
+#define Q4_K_INPUT_BYTES 576 // per chunk
+static inline void order_q4_k(uint8_t *dst, QuantizedRow x, int n) {
+    for (int i = 0; i < n; i += UNPACKED_VALUES, dst += Q4_K_INPUT_BYTES) {
+        float *scales = (float *)(dst + 512);
+        for (int v = 0; v < 4; v++)
+            for (int m = 0; m < 2; m++) {
+                size_t from = (size_t)i + 128 * (v / 2) + 64 * m + 32 * (v % 2);
+                memcpy(dst + 64 * v + 32 * m, x.ql + from, 32);
+                memcpy(dst + 256 + 64 * v + 32 * m, x.qh + from, 32);
+            }
+        for (int sb = 0; sb < 8; sb++) { // a sub-block is two groups of one scale
+            size_t g = (size_t)i / UNPACK_GROUP + 2 * sb;
+            scales[sb] = x.dx[g], scales[8 + sb] = x.sx[g] + x.sx[g + 1];
+        }
+    }
+}
+
+static inline __m512 dot_q4_k(const uint8_t *restrict row, const uint8_t *restrict in, int n) {
+    const __m512i nibble = _mm512_set1_epi8(15);
+    const __m512i lanes[4] = {// register 2c + p: sub-blocks 4c + p, then 4c + 2 + p
+                              _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2),
+                              _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3),
+                              _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6),
+                              _mm512_setr_epi32(5, 5, 5, 5, 5, 5, 5, 5, 7, 7, 7, 7, 7, 7, 7, 7)};
+    __m512 acc = _mm512_setzero_ps(), mins = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += UNPACKED_VALUES, row += 144, in += Q4_K_INPUT_BYTES) {
+        __m512 scales = _mm512_mul_ps(k_scale_vector(row), _mm512_loadu_ps((const float *)(in + 512)));
+        mins = _mm512_add_ps(mins, scales); // lanes 8..15: -dmin·m·dx Σ q
+        for (int c = 0; c < 2; c++) {
+            __m512i q = _mm512_loadu_si512(row + 16 + 64 * c);
+            __m512i u[2] = {_mm512_and_si512(q, nibble), _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble)};
+            for (int p = 0; p < 2; p++) {
+                int v = 2 * c + p;
+                __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(in + 64 * v), u[p]);
+                __m512i b = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[p], _mm512_loadu_si512(in + 256 + 64 * v));
+                __m512 sums = _mm512_cvtepi32_ps(_mm512_add_epi32(a, _mm512_slli_epi32(b, 8)));
+                acc = _mm512_fmadd_ps(sums, _mm512_permutexvar_ps(lanes[v], scales), acc);
+            }
+        }
+    }
+    return _mm512_add_ps(acc, _mm512_maskz_mov_ps(0xff00, mins));
+}
+#endif
+
 #if defined(QUANT_VNNI)
 // ----------------------------------------------------------------------------
 // Many input rows (a prompt) times a matrix in a block type: QPANEL_ROWS rows of weights
