@@ -55,6 +55,11 @@ head -c 2000 $SHARED/data/tinyshakespeare.txt >$tmp/text.txt
 memcheck run_ppl 0 $tmp/run $model -m ppl -f $tmp/text.txt
 memcheck run_compute_bf16 0 $tmp/run $model -i "Once upon a time, in a land far away" -n 8 -s 7 --compute bf16
 memcheck run_bad_prompt 1 $tmp/run $model -i $'bad \xff'
+# llama.cpp's block types (Q4_K and Q6_K), as they lie: the prompt's panels and the one-token rows
+blocks=$tmp/q4_k_m.bin
+"$PYTHON" tools/convert.py $SHARED/models/gguf/rand256-Q4_K_M.gguf $blocks 2>/dev/null ||
+  { echo "FAIL: convert rand256-Q4_K_M"; echo "0 passed, 1 failed"; exit 1; }
+memcheck run_block_types 0 $tmp/run $blocks -i "Once upon a time, in a land far away" -n 8 -s 7
 head -c 6000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus.txt
 memcheck train 0 $tmp/train -d $tmp/corpus.txt -o $tmp/m.bin --n-layer 1 --n-embd 16 --n-head 2 --batch-size 2 \
   --block-size 16 --max-iters 3 --eval-interval 2 --eval-iters 1
