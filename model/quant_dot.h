@@ -1,7 +1,7 @@
 // model/quant_dot.h: products of a matrix in a llama.cpp block type (model/quant.h) with
 // float32 inputs rounded to 16-bit integers, in integer multiply-adds: a one-token row
-// (dot_quantized) and a prompt's panels (matmul_quantized_panels_of), both from the one
-// unpacking per type. Each input row is quantised once per product (quantize_input): a scale
+// (dot_quantized; Q4_0 and Q4_K in their own order, dot_q4_0 and dot_q4_k) and a prompt's
+// panels (matmul_quantized_panels_of), from the one unpacking per type. Each input row is quantised once per product (quantize_input): a scale
 // per 32 values (amax / 32767, rounded to nearest even), so each group of 16 weights meets
 // integers of one scale, and its sum of products is exact in int32:
 //   Σ_j w_j x_j ≈ Σ_g [ a_g · dx_g · Σ_{j in g} s_j q_j  +  b_g · dx_g · Σ_{j in g} q_j ].
@@ -64,7 +64,7 @@ static inline void quantize32(const float *x, int m, uint8_t *ql, int8_t *qh, fl
     }
 }
 
-// x [n] into row (quantized_row_bytes(n) bytes, 64-byte aligned).
+// x [n] into row (quantized_row_bytes(n) bytes).
 static inline void quantize_input(uint8_t *row, const float *x, int n) {
     size_t v = quantized_values(n), groups = v / UNPACK_GROUP;
     uint8_t *ql = row;
@@ -335,11 +335,12 @@ static inline __m512 dot_q4_k(const uint8_t *restrict row, const uint8_t *restri
 // ----------------------------------------------------------------------------
 // Many input rows (a prompt) times a matrix in a block type: QPANEL_ROWS rows of weights
 // unpacked once into a panel laid out for VPDPBUSD (each 64 bytes: 4 consecutive values of
-// 16 rows), with their groups' scales and offsets by group, QPANEL_K
-// values at a time (48 KiB, in L2); then a tile of up to QTILE_T tokens × 16 outputs: per
-// group, a token's products into two int32 vectors (its low and high bytes), the first
-// started at the input's neg, then joined and scaled into a float32 vector. Each output sums its groups in order (not dot_quantized's
-// 16 lanes), so a prompt's logits and a step's differ by float rounding, as float32's do.
+// 16 rows), with their groups' scales and offsets by group, QPANEL_K values at a time (48 KiB,
+// in L2); then tiles of up to QTILE_T tokens × 16 outputs: per group, a token's products into
+// two int32 vectors (its low and high bytes), the first started at the input's neg, then
+// joined and scaled into a float32 vector. Each output sums its groups in order (not the
+// one-token rows' 16 lanes), so a prompt's logits and a step's differ by float rounding, as
+// float32's do.
 #define QPANEL_ROWS 16
 #define QPANEL_K 2048
 #define QTILE_T 6 // 8 ran 5% slower: its pointers and accumulators spill
