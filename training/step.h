@@ -16,9 +16,9 @@
 //
 // With bf16 (./train --precision bf16, a training step's; evaluations pass 0) the linear layers'
 // products, forward and both backward ones, take their operands rounded to bfloat16 and add in
-// float32, through bf16_gemm; everything else stays float32, as under PyTorch's autocast. So do
+// float32, through bf16_gemm; the rest stays float32, as under PyTorch's autocast, and so do
 // attention's QKᵀ and AV products, unlike autocast's bmm: they are the causal kernels, not a
-// GEMM that bfloat16 speeds up, and a few percent of a step's arithmetic (docs/TRAINING.md).
+// GEMM that bfloat16 speeds up, and about a tenth of a step's arithmetic (docs/TRAINING.md).
 
 // --precision bf16's GEMM: the reference (training/bf16_round.h) until model/bf16_gemm.h's
 // sgemm_bf16 takes its place here.
