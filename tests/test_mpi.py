@@ -42,7 +42,7 @@ TOL = 1e-5
 # --precision bf16's: the ranks add the gradients in another order than one process's threads,
 # float32 roundings apart, and now and then that moves a product's operand across a bfloat16
 # rounding boundary, a change of 2^-8 of it instead of 2^-24: over the 50 steps the losses part
-# by up to 1e-5 and the weights by up to 2e-4, where float32's stay within 1e-6. That is as far
+# by up to 1e-5 and the weights by up to 2e-4, where float32's stay near 1e-6. That is as far
 # as float32 products part from bfloat16 ones on this model; the first BF16_EARLY steps, before
 # the first such crossing, tell them apart: the same to 1e-8, where float32 is 3e-6 to 1e-5 off.
 TOL_BF16 = {"loss": 1e-4, "weight": 1e-3}
