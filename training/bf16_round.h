@@ -24,7 +24,7 @@ static inline float round_bf16(float x) {
 
 // The rows x cols matrix at m (ld floats a row) rounded to bfloat16, as a packed float32
 // copy (cols a row) the caller frees.
-static float *rounded_copy(const float *m, int rows, int cols, int ld) {
+static inline float *rounded_copy(const float *m, int rows, int cols, int ld) {
     size_t n = (size_t)rows * cols;
     float *r = malloc((n > 0 ? n : 1) * sizeof(float));
     if (!r) die("out of memory for a bfloat16 product's operands (%d x %d)", rows, cols);
@@ -35,9 +35,11 @@ static float *rounded_copy(const float *m, int rows, int cols, int ld) {
 
 // cblas_sgemm's row-major product on operands rounded to bfloat16: C = alpha round(op(A))
 // round(op(B)) + beta C, accumulated in float32. Called from any thread, inside a parallel
-// region or outside.
-static void sgemm_bf16_reference(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
-                                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+// region or outside. Inline, as rounded_copy, so that once bf16_gemm (training/step.h) is the
+// kernel this header draws no unused-function warning.
+static inline void sgemm_bf16_reference(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+                                        const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                                        int ldc) {
     int a_rows = ta == CblasNoTrans ? M : K, a_cols = ta == CblasNoTrans ? K : M;
     int b_rows = tb == CblasNoTrans ? K : N, b_cols = tb == CblasNoTrans ? N : K;
     float *a = rounded_copy(A, a_rows, a_cols, lda), *b = rounded_copy(B, b_rows, b_cols, ldb);
