@@ -568,13 +568,23 @@ static inline void matmul_forward(float *out, const float *x, const float *w, co
     }
 }
 
-// din (=, or += with acc) dout · W; dW += doutᵀ · in; db += Σ rows of dout.
+// C = alpha op(A) op(B) + beta C, row-major: cblas_sgemm's arguments without the order, the
+// shape of a GEMM that may round its operands (./train --precision bf16's).
+typedef void (*GemmFn)(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha, const float *A,
+                       int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+// The float32 GemmFn: cblas_sgemm as it is.
+static inline void sgemm_f32(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha, const float *A,
+                             int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// din (=, or += with acc) dout · W; dW += doutᵀ · in; db += Σ rows of dout; the two products
+// by gemm (sgemm_f32, or a bfloat16 one).
 static inline void matmul_backward(float *din, int acc, float *dw, float *db, const float *dout, const float *in,
-                                   const float *w, int T, int n_in, int n_out) {
-    if (din)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, n_in, n_out, 1.0f, dout, n_out, w, n_in,
-                    acc ? 1.0f : 0.0f, din, n_in);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, n_out, n_in, T, 1.0f, dout, n_out, in, n_in, 1.0f, dw, n_in);
+                                   const float *w, int T, int n_in, int n_out, GemmFn gemm) {
+    if (din) gemm(CblasNoTrans, CblasNoTrans, T, n_in, n_out, 1.0f, dout, n_out, w, n_in, acc ? 1.0f : 0.0f, din, n_in);
+    gemm(CblasTrans, CblasNoTrans, n_out, n_in, T, 1.0f, dout, n_out, in, n_in, 1.0f, dw, n_in);
     if (db)
         for (int t = 0; t < T; t++) {
             const float *g = dout + (size_t)t * n_out;

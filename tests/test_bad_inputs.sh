@@ -468,6 +468,21 @@ row train "-o a symbolic link in a loop" "$tmp/loop1.bin: too many levels of sym
 row train "--n-layer 1024 --n-embd 8192: more memory than the machine has" "GiB, this machine has&&GiB available (MemAvailable)" \
   ./train -d $tmp/corpus.txt -o $tmp/huge.bin --n-layer 1024 --n-embd 8192 --n-head 64
 row train "--progress fancy" "--progress: 'fancy' is not plain, tty or auto" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --progress fancy
+row train "--precision fp16" "--precision: 'fp16' is not f32 or bf16" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --precision fp16
+row train "--resume of a float32 run with --precision bf16 (the run keeps its precision)" \
+  "these options differ from it: --precision bf16 (saved: f32)" ./train -d $tmp/corpus.txt -o $tmp/m.bin --resume --precision bf16
+# The state's stored --precision (Opts' int after its 14 ints and 7 floats, at byte 56 + 84) set
+# to 2, the checksum made right again: refused as damaged, not trained in a precision it lacks.
+cp $tmp/m.bin $tmp/prec.bin
+"$PYTHON" - $tmp/m.bin.state $tmp/prec.bin.state <<'PY'
+import struct, sys, zlib
+d = bytearray(open(sys.argv[1], "rb").read())
+struct.pack_into("<i", d, 56 + 84, 2)
+struct.pack_into("<I", d, len(d) - 4, zlib.crc32(bytes(d[:-4])))
+open(sys.argv[2], "wb").write(d)
+PY
+row train "--resume from a state whose stored --precision is 2" "$tmp/prec.bin.state: saved options are inconsistent (damaged?)" \
+  ./train -d $tmp/corpus.txt -o $tmp/prec.bin --resume
 row train "--sample-prompt ''" "--sample-prompt: the prompt is empty" ./train -d $tmp/corpus.txt -o $tmp/m3.bin --sample-prompt ''
 row train "--sample-prompt longer than the context" "--sample-prompt: 40 tokens, which leave no room in the model's context of 32" \
   ./train -d $tmp/corpus.txt -o $tmp/m3.bin "${small[@]}" --block-size 32 --sample-prompt "$(head -c 40 $tmp/corpus.txt)"

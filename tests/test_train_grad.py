@@ -13,6 +13,13 @@ the closing whole-validation-split loss must be PyTorch's over the same windows.
 train.c's documented hash), so the same checks prove ./train drops what it says, where
 nanoGPT does, and differentiates through it.
 
+--precision bf16 (the linear layers' products on operands rounded to bfloat16, accumulated in
+float32) is checked against PyTorch's float64 model at BF16_GRAD_TOL and BF16_LOSS_TOL, the
+error bfloat16 allows (see there); and, on the small models, against the float64 model whose
+linear layers round their operands to bfloat16 as docs/TRAINING.md says ./train does
+(bf16_linear, forward and both backward products) at BF16_ROUNDED_TOL, which fails if ./train
+rounds an operand it should not, or misses one.
+
 Run from the repository root after `make`: /usr/bin/python3 tests/test_train_grad.py [-k SUBSTRING]
 Every case's configuration and weights are drawn from one generator in a fixed order, so a case
 run alone (-k) checks the model it checks in a full run.
@@ -39,6 +46,24 @@ CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 
 GRAD_TOL = 1e-4
 LOSS_TOL = 1e-4
+# bfloat16 keeps 8 significant bits: rounding to nearest moves an operand by at most 2^-9 of
+# itself (u), so each product's terms by at most 2u. A gradient here is the end of a chain of
+# such products (the forward's through every layer, the backward's down to the tensor, some
+# 10 to 20 rounded operands in these 1- and 2-layer models), whose errors add up, partly
+# cancelling as they are independent: 16u = 2^-5 in norm per tensor bounds what this can do
+# (the cases measure 0.006 to 0.018), while a wrong product (a transposed operand, a missing
+# term) is off by its whole size. A loss takes one pass of the same errors: 4u.
+BF16_U = 2.0 ** -9
+BF16_GRAD_TOL = 16 * BF16_U
+BF16_LOSS_TOL = 4 * BF16_U
+# Against bf16_linear's model ./train measures 2e-7 on the small models: the same roundings,
+# then float32 against float64 sums. Leaving one kind of product (wq, wo, w1, w2 or the
+# classifier) unrounded measures 3e-3 to 7e-3. Between them, room for an operand that float32
+# and float64 round to neighbouring bfloat16 values: rare (2^-16 of the operands, as often as
+# float32's error reaches a bfloat16 halfway point), but an error of 2^-8 of it when it comes.
+# A large model has enough operands to meet many (llama_b1_bf16: 5e-3), so it is checked
+# against float64 alone.
+BF16_ROUNDED_TOL = 1e-3
 SEED = 1337  # ./train's default --seed
 
 M64 = (1 << 64) - 1
@@ -82,6 +107,44 @@ def dropout_hook(p, draw, kept):
         kept[1] += keep.size
         return x * torch.from_numpy(keep.reshape(tuple(x.shape))).to(x.dtype) * scale
     return drop
+
+
+def round_bf16(t):
+    """float64 values through float32 (what ./train holds) to the nearest bfloat16."""
+    return t.float().bfloat16().double()
+
+
+class Bf16Linear(torch.autograd.Function):
+    """x · wᵀ + b with x and w rounded to bfloat16, and the backward's two products likewise on
+    the rounded output gradient, the bias's gradient from the unrounded one: ./train's
+    --precision bf16 linear layer, in float64."""
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        xr, wr = round_bf16(x), round_bf16(w)
+        ctx.save_for_backward(xr, wr)
+        ctx.has_bias = b is not None
+        y = xr @ wr.t()
+        return y + b if b is not None else y
+
+    @staticmethod
+    def backward(ctx, g):
+        xr, wr = ctx.saved_tensors
+        gr = round_bf16(g)
+        gw = gr.reshape(-1, gr.shape[-1]).t() @ xr.reshape(-1, xr.shape[-1])
+        gb = g.reshape(-1, g.shape[-1]).sum(0) if ctx.has_bias else None
+        return gr @ wr, gw, gb
+
+
+class bf16_linear:
+    """Within it, tools/reference.py's linear layers (torch.nn.functional.linear) are Bf16Linear."""
+
+    def __enter__(self):
+        self.saved = torch.nn.functional.linear
+        torch.nn.functional.linear = lambda x, w, b=None: Bf16Linear.apply(x, w, b)
+
+    def __exit__(self, *exc):
+        torch.nn.functional.linear = self.saved
 
 
 def random_config(rng, kind):
@@ -177,52 +240,72 @@ def loss_of(m, x, y):
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
-def check_gradients(name, c, t, text, dropout=0.0, B=3):
-    """B = 1 with 2 threads and a sequence of 1 GFLOP or more takes ./train's path where the
-    threads share each product (model_step)."""
-    model, corpus = setup(name, c, t, text)
-    out = os.path.join(TMP, name + ".out.bin")
-    T = c["seq_len"]
-    run_train(model, corpus, out, ["--max-iters", "1", "--batch-size", str(B), "--block-size", str(T),
-                                   "--grad-clip", "0", "--dropout", str(dropout)], threads=2 if B == 1 else None)
-    x, y = read_batches(out + ".batches", B, T)
+def compare_gradients(label, ours, c_loss, model, x, y, dropout, tol, loss_tol, noise):
+    """One step's loss and gradients against the float64 model: fails, worst (error, tensor),
+    torch's loss, the dropout masks' [kept, drawn]. noise: the error, as a fraction of the
+    whole gradient's norm, that a gradient zero in exact arithmetic may show."""
     m = reference.load(model, torch.float64)
     kept = [0, 0]
     if dropout:
         m.drop = dropout_hook(dropout, 0, kept)
-    loss = loss_of(m, x[0], y[0])
+    loss = loss_of(m, x, y)
     loss.backward()
-    ours = read_grads(out + ".grads")
     theirs = {n: p.grad.detach().numpy().ravel() for n, p in m.named_parameters()}
     if set(ours) != set(theirs):
-        return ["%s: tensors differ: ours %s, torch %s" % (name, sorted(set(ours) - set(theirs)),
-                                                          sorted(set(theirs) - set(ours)))]
-    c_loss = read_losses(out + ".csv")[0]
+        return ["%s: tensors differ: ours %s, torch %s" % (label, sorted(set(ours) - set(theirs)),
+                                                           sorted(set(theirs) - set(ours)))], (0.0, ""), 0.0, kept
     fails, worst = [], (0.0, "")
-    if abs(c_loss - loss.item()) > 1e-5:
-        fails.append("%s: loss %.7f, torch %.7f" % (name, c_loss, loss.item()))
+    if abs(c_loss - loss.item()) > loss_tol:
+        fails.append("%s: loss %.7f, torch %.7f" % (label, c_loss, loss.item()))
     total = math.sqrt(sum(np.sum(g * g) for g in theirs.values()))
     for n in theirs:
         ref = np.linalg.norm(theirs[n])
         err = np.linalg.norm(ours[n] - theirs[n])
         if ref <= 1e-9 * total:
             # Exactly zero in exact arithmetic (the key bias without RoPE shifts every score of
-            # a row equally): ours must be float32 noise, far below the other gradients.
-            if not err <= 1e-6 * total:
-                fails.append("%s: %s gradient should vanish but has norm %.3g" % (name, n, err))
+            # a row equally): ours must be rounding noise, far below the other gradients.
+            if not err <= noise * total:
+                fails.append("%s: %s gradient should vanish but has norm %.3g" % (label, n, err))
             continue
         rel = err / ref
         worst = max(worst, (rel, n))
-        if not rel <= GRAD_TOL:
-            fails.append("%s: %s gradient relative error %.3g" % (name, n, rel))
+        if not rel <= tol:
+            fails.append("%s: %s gradient relative error %.3g" % (label, n, rel))
+    return fails, worst, loss.item(), kept
+
+
+def check_gradients(name, c, t, text, dropout=0.0, B=3, precision="f32", rounded=True):
+    """B = 1 with 2 threads and a sequence of 1 GFLOP or more takes ./train's path where the
+    threads share each product (model_step)."""
+    model, corpus = setup(name, c, t, text)
+    out = os.path.join(TMP, name + ".out.bin")
+    T = c["seq_len"]
+    run_train(model, corpus, out, ["--max-iters", "1", "--batch-size", str(B), "--block-size", str(T),
+                                   "--grad-clip", "0", "--dropout", str(dropout), "--precision", precision],
+              threads=2 if B == 1 else None)
+    x, y = read_batches(out + ".batches", B, T)
+    ours = read_grads(out + ".grads")
+    c_loss = read_losses(out + ".csv")[0]
+    if precision == "bf16":
+        fails, worst, loss, kept = compare_gradients(name + " vs float64", ours, c_loss, model, x[0], y[0], dropout,
+                                                     BF16_GRAD_TOL, BF16_LOSS_TOL, BF16_U)
+        if rounded:
+            with bf16_linear():
+                fails2, worst2, _, _ = compare_gradients(name + " vs rounded float64", ours, c_loss, model, x[0],
+                                                         y[0], dropout, BF16_ROUNDED_TOL, 1e-5, 1e-6)
+            fails += fails2
+    else:
+        fails, worst, loss, kept = compare_gradients(name, ours, c_loss, model, x[0], y[0], dropout, GRAD_TOL, 1e-5,
+                                                     1e-6)
     if dropout:
         # the masks' keep rate, within 5 standard deviations of 1 - p
         rate, sd = kept[0] / kept[1], math.sqrt(dropout * (1 - dropout) / kept[1])
         if not abs(rate - (1 - dropout)) <= 5 * sd:
             fails.append("%s: dropout %.2f kept %.4f of %d elements" % (name, dropout, rate, kept[1]))
         name += " p=%.2f kept %.3f" % (dropout, rate)
-    print("  %-8s %-70s loss %.5f, worst gradient error %.2g (%s)" % (
-        name, knobs(c), loss.item(), worst[0], worst[1]))
+    more = "; bfloat16-rounded float64: %.2g (%s)" % worst2 if precision == "bf16" and rounded else ""
+    print("  %-8s %-70s loss %.5f, worst gradient error %.2g (%s)%s" % (
+        name, knobs(c), loss, worst[0], worst[1], more))
     return fails
 
 
@@ -235,16 +318,13 @@ def get_lr(it, lr, min_lr, warmup, decay):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
-def check_adamw(name, c, t, text, steps=20, dropout=0.0):
-    model, corpus = setup(name, c, t, text)
-    out = os.path.join(TMP, name + ".out.bin")
-    B, T, accum = 2, c["seq_len"], 2
-    lr, min_lr, warmup, wd, b1, b2, clip = 3e-3, 3e-4, 5, 0.1, 0.9, 0.95, 1.0
-    run_train(model, corpus, out, [
-        "--max-iters", str(steps), "--batch-size", str(B), "--block-size", str(T), "--grad-accum", str(accum),
-        "--lr", str(lr), "--min-lr", str(min_lr), "--warmup-iters", str(warmup), "--weight-decay", str(wd),
-        "--beta1", str(b1), "--beta2", str(b2), "--grad-clip", str(clip), "--dropout", str(dropout)])
-    x, y = read_batches(out + ".batches", B, T)
+ADAMW = dict(B=2, accum=2, lr=3e-3, min_lr=3e-4, warmup=5, wd=0.1, b1=0.9, b2=0.95, clip=1.0)
+
+
+def torch_adamw(model, c, x, y, steps, dropout):
+    """The loss sequence of PyTorch's AdamW on the float64 model, as check_adamw's run."""
+    accum, lr, min_lr, warmup, wd = ADAMW["accum"], ADAMW["lr"], ADAMW["min_lr"], ADAMW["warmup"], ADAMW["wd"]
+    b1, b2, clip = ADAMW["b1"], ADAMW["b2"], ADAMW["clip"]
     m = reference.load(model, torch.float64).train()
     decay = [p for p in m.parameters() if p.dim() >= 2]
     no_decay = [p for p in m.parameters() if p.dim() < 2]
@@ -265,12 +345,29 @@ def check_adamw(name, c, t, text, steps=20, dropout=0.0):
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(total)
+    return losses
+
+
+def check_adamw(name, c, t, text, steps=20, dropout=0.0, precision="f32"):
+    """With bf16 at BF16_LOSS_TOL: 20 steps meet enough operands that float32 and float64 round
+    apart (BF16_ROUNDED_TOL) to leave the model of bf16_linear no closer than float64's."""
+    model, corpus = setup(name, c, t, text)
+    out = os.path.join(TMP, name + ".out.bin")
+    B, T, accum = ADAMW["B"], c["seq_len"], ADAMW["accum"]
+    run_train(model, corpus, out, [
+        "--max-iters", str(steps), "--batch-size", str(B), "--block-size", str(T), "--grad-accum", str(accum),
+        "--lr", str(ADAMW["lr"]), "--min-lr", str(ADAMW["min_lr"]), "--warmup-iters", str(ADAMW["warmup"]),
+        "--weight-decay", str(ADAMW["wd"]), "--beta1", str(ADAMW["b1"]), "--beta2", str(ADAMW["b2"]),
+        "--grad-clip", str(ADAMW["clip"]), "--dropout", str(dropout), "--precision", precision])
+    x, y = read_batches(out + ".batches", B, T)
     ours = read_losses(out + ".csv")
+    losses = torch_adamw(model, c, x, y, steps, dropout)
+    tol = BF16_LOSS_TOL if precision == "bf16" else LOSS_TOL
     diff = max(abs(a - b) for a, b in zip(ours, losses))
     if dropout:
         name += " p=%.2f" % dropout
     print("  %-8s %-70s losses %.4f -> %.4f, max difference %.2g" % (name, knobs(c), losses[0], losses[-1], diff))
-    if len(ours) != steps or not diff <= LOSS_TOL:
+    if len(ours) != steps or not diff <= tol:
         return ["%s: AdamW loss sequence differs by %.3g (ours %s, torch %s)" % (
             name, diff, ["%.5f" % v for v in ours], ["%.5f" % v for v in losses])]
     return []
@@ -335,6 +432,14 @@ PLAN += [(name + "_adam", kind, None, check_adamw, {"dropout": p}, 3000, 0.3)
                                ("drop", "gpt", 0.2)]]
 PLAN += [(name, kind, None, check_full_loss, {}, 2900, 0.3) for name, kind in [("gpt_full", "gpt"),
                                                                               ("llama_full", "llama")]]
+PLAN += [  # --precision bf16
+    ("gpt_bf16", "gpt", None, check_gradients, {"precision": "bf16"}, 3000, 0.3),
+    ("llama_bf16", "llama", None, check_gradients, {"precision": "bf16", "dropout": 0.1}, 3000, 0.3),
+    ("rand_bf16", "random", None, check_gradients, {"precision": "bf16"}, 3000, 0.3),
+    ("llama_b1_bf16", "llama", functools.partial(b1_sized, kind="llama"), check_gradients,
+     {"precision": "bf16", "B": 1, "rounded": False}, 3000, 0.3 * math.sqrt(16 / 256)),
+    ("gpt_adam_bf16", "gpt", None, check_adamw, {"precision": "bf16"}, 3000, 0.3),
+    ("llama_adam_bf16", "llama", None, check_adamw, {"precision": "bf16", "dropout": 0.2}, 3000, 0.3)]
 
 
 @functools.lru_cache(None)

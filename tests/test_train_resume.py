@@ -5,7 +5,9 @@ at a random step (twice, the second time during the resumed run), each time the 
 must be a complete, loadable model, and --resume must carry on so that every logged loss
 (train and validation) and the final model file are bit-identical to the reference. SIGTERM
 must write a checkpoint and exit 0, and resuming from it must also reproduce the reference.
-Dropout is on, so its masks must follow the step too.
+Dropout is on, so its masks must follow the step too. The case bf16 trains a Llama with
+--precision bf16 and resumes it without the flag: the state must keep the precision, and the
+bfloat16 products must be as deterministic as the float32 ones.
 
 Run from the repository root after `make`: /usr/bin/python3 tests/test_train_resume.py [-k SUBSTRING]
 The steps to interrupt at are drawn from TEST_SEED (default: the clock), each case's alone.
@@ -38,15 +40,25 @@ def corpus_small():
     return pycase.shakespeare_prefix(TMP, 200000)
 
 
+# The runs: name -> the flags of a fresh run; a resumed run gives --arch alone, so that what
+# else the run was started with must come from its state.
+RUNS = {"gpt": ["--arch", "gpt"], "llama": ["--arch", "llama"], "bf16": ["--arch", "llama", "--precision", "bf16"]}
+
+
+def flags(name, resume):
+    return RUNS[name][:2] if resume else RUNS[name]
+
+
 def run(out, extra=(), arch="gpt"):
-    r = subprocess.run([TRAIN, "-d", corpus_small(), "-o", out, "--arch", arch] + OPTS + list(extra),
+    resume = "--resume" in extra
+    r = subprocess.run([TRAIN, "-d", corpus_small(), "-o", out] + flags(arch, resume) + OPTS + list(extra),
                        capture_output=True, text=True)
     return r
 
 
 def interrupt(out, at_step, sig, resume, arch):
     """Start (or resume) a run and send sig once the log shows at_step steps."""
-    cmd = [TRAIN, "-d", corpus_small(), "-o", out, "--arch", arch] + OPTS + (["--resume"] if resume else [])
+    cmd = [TRAIN, "-d", corpus_small(), "-o", out] + flags(arch, resume) + OPTS + (["--resume"] if resume else [])
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     while p.poll() is None and pycase.logged_steps(out) < at_step:
         time.sleep(0.002)
@@ -129,7 +141,7 @@ def terminated(arch):
 
 
 case = pycase.Cases()
-for arch in ("gpt", "llama"):
+for arch in RUNS:
     case.add(arch + "_killed", functools.partial(killed, arch))
     case.add(arch + "_terminated", functools.partial(terminated, arch))
 

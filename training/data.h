@@ -88,7 +88,7 @@ static double estimate_loss(const Config *c, const Weights *w, Acts *a, const Sp
     for (int i = 0; i < iters; i++) {
         if (*stop) return NAN;
         fill_batch(a, s, a->B, rng_for(seed, purpose, i));
-        sum += model_step(c, w, NULL, a, a->B, 0.0f, NULL);
+        sum += model_step(c, w, NULL, a, a->B, 0.0f, NULL, 0);
         tick.fn(tick.ctx, i + 1, iters);
     }
     return sum / iters;
@@ -117,7 +117,7 @@ static double full_loss(const Config *c, const Weights *w, Acts *a, const Split 
                 a->tokens[(size_t)b * T + t] = s->ids[ix];
                 a->targets[(size_t)b * T + t] = s->ids[ix + 1];
             }
-        sum += model_step(c, w, NULL, a, B, 0.0f, NULL) * B * T;
+        sum += model_step(c, w, NULL, a, B, 0.0f, NULL, 0) * B * T;
         if (now_s() - shown > (tty ? 0.5 : PLAIN_LINE_SECONDS)) {
             printf("%sscoring the validation split: %zu of %zu windows%s", tty ? "\r\033[K" : "", w0 + B, windows,
                    tty ? "" : "\n");

@@ -7,15 +7,19 @@
 // Options. Names and defaults follow nanoGPT; the defaults are its CPU "baby" Shakespeare run.
 
 enum { ARCH_GPT, ARCH_LLAMA };
+// --precision: float32 products, or bfloat16 ones (training/step.h)
+enum { PRECISION_F32, PRECISION_BF16 };
 
 typedef struct {
     int n_layer, n_head, n_kv_head, n_embd, block_size, batch_size, grad_accum, max_iters;
     int warmup_iters, lr_decay_iters, eval_interval, eval_iters, vocab_size, arch;
     float lr, min_lr, weight_decay, beta1, beta2, grad_clip, dropout;
-    int32_t unused; // 0: the state file stores Opts whole, so it must have no padding bytes
+    // PRECISION_*; the state file stores Opts whole, so this int fills what would be padding,
+    // and a state written before --precision, 0 here, resumes in float32
+    int32_t precision;
     int64_t seed;
 } Opts;
-_Static_assert(offsetof(Opts, seed) == offsetof(Opts, unused) + sizeof(int32_t), "Opts has padding");
+_Static_assert(offsetof(Opts, seed) == offsetof(Opts, precision) + sizeof(int32_t), "Opts has padding");
 
 // packed by hand: a field per line would fill the screen
 // clang-format off
@@ -45,6 +49,9 @@ static void usage(FILE *f, const Flag *flags, int n) {
                "  -o, --out FILE         model file to write\n"
                "  --arch gpt|llama       gpt: LayerNorm, learned positions, GELU, biases (default)\n"
                "                         llama: RMSNorm, RoPE, SwiGLU, grouped-query attention\n"
+               "  --precision f32|bf16   the linear layers' products in float32 (default) or on bfloat16\n"
+               "                         operands, as PyTorch's autocast; weights, optimiser and the rest\n"
+               "                         stay float32\n"
                "  --init MODEL           start from an existing model file (its config and tokenizer)\n"
                "  --resume               continue from MODEL and MODEL.state exactly where they stopped; of\n"
                "                         the options below only --max-iters, --eval-interval and --eval-iters\n"
@@ -97,7 +104,7 @@ enum { PROGRESS_AUTO, PROGRESS_PLAIN, PROGRESS_TTY };
 typedef struct {
     Opts o;
     const char *data, *out, *init, *dump, *config, *sample_prompt;
-    int resume, force, keep_best, threads, arch_given, progress;
+    int resume, force, keep_best, threads, arch_given, precision_given, progress;
     char *config_text; // the --config file, which the options' text values point into
     int rank, ranks;   // this process's place among the MPI ranks training together (training/dist.h)
     char given[N_FLAGS];
@@ -152,13 +159,14 @@ static void check_saved_opts(Opts *o, const char *path) {
         if (!(v >= f->lo && v <= f->hi))
             die("%s: saved option --%s is %g, outside [%g, %g] (damaged?)", path, f->name, v, f->lo, f->hi);
     }
-    if ((o->arch != ARCH_GPT && o->arch != ARCH_LLAMA) || o->min_lr > o->lr || o->n_kv_head < 1)
+    if ((o->arch != ARCH_GPT && o->arch != ARCH_LLAMA) ||
+        (o->precision != PRECISION_F32 && o->precision != PRECISION_BF16) || o->min_lr > o->lr || o->n_kv_head < 1)
         die("%s: saved options are inconsistent (damaged?)", path);
 }
 
 // The flags that take a text value (-d, -o, -j are spelled --data, --out, --threads).
-static const char *const text_flags[] = {"data",     "out",           "init",   "arch", "threads",
-                                         "progress", "sample-prompt", "config", "dump"}; // dump: a test hook
+static const char *const text_flags[] = {"data",          "out",    "init", "arch",     "threads", "progress",
+                                         "sample-prompt", "config", "dump", "precision"}; // dump: a test hook
 // Of those, the ones naming a file: an empty one is refused.
 static const char *const path_flags[] = {"data", "out", "init", "config", "dump"};
 // --progress's values, in PROGRESS_* order.
@@ -168,6 +176,8 @@ static const char *const progress_names[] = {"auto", "plain", "tty"};
 
 // --arch's values, in ARCH_* order.
 static const char *const arch_names[] = {"gpt", "llama"};
+// --precision's values, in PRECISION_* order.
+static const char *const precision_names[] = {"f32", "bf16"};
 
 // The index of name among n names, or -1.
 static int name_index(const char *const *names, int n, const char *name) {
@@ -187,9 +197,9 @@ static int text_flag(const char *name) { return name_index(text_flags, N_TEXT_FL
 
 // Sets the flag called name (without its dashes) to val: a numeric one, or a text one.
 static void set_flag(Args *a, Flag flags[N_FLAGS], const char *name, const char *val) {
-    const char *arch = NULL, *threads = NULL, *progress = NULL, *config = NULL;
-    const char **texts[N_TEXT_FLAGS] = {&a->data,  &a->out,           &a->init, &arch,   &threads,
-                                        &progress, &a->sample_prompt, &config,  &a->dump}; // text_flags' order
+    const char *arch = NULL, *threads = NULL, *progress = NULL, *config = NULL, *precision = NULL;
+    const char **texts[N_TEXT_FLAGS] = {&a->data,          &a->out, &a->init, &arch,     &threads, &progress,
+                                        &a->sample_prompt, &config, &a->dump, &precision}; // text_flags' order
     int k = numeric_flag(flags, name), t = text_flag(name);
     if (name_index(path_flags, sizeof path_flags / sizeof *path_flags, name) >= 0 && !*val)
         die("%s--%s: the path is empty", option_source, name);
@@ -207,6 +217,11 @@ static void set_flag(Args *a, Flag flags[N_FLAGS], const char *name, const char 
         a->o.arch = name_index(arch_names, 2, arch);
         if (a->o.arch < 0) die("%s--arch: '%s' is not gpt or llama", option_source, arch);
         a->arch_given = 1;
+    }
+    if (precision) {
+        a->o.precision = name_index(precision_names, 2, precision);
+        if (a->o.precision < 0) die("%s--precision: '%s' is not f32 or bf16", option_source, precision);
+        a->precision_given = 1;
     }
     if (progress) {
         a->progress = name_index(progress_names, 3, progress);
@@ -386,6 +401,9 @@ static void take_resume_flags(const Args *a, Opts *saved, const char *state_path
     }
     if (a->arch_given && given.arch != saved->arch)
         add_difference(diff, sizeof diff, "arch", arch_names[given.arch], arch_names[saved->arch]);
+    if (a->precision_given && given.precision != saved->precision)
+        add_difference(diff, sizeof diff, "precision", precision_names[given.precision],
+                       precision_names[saved->precision]);
     if (*diff)
         die("--resume continues the run saved in %s, and these options differ from it: %s; only --max-iters, "
             "--eval-interval and --eval-iters may change (start over with --force)",

@@ -5,6 +5,7 @@
 #define ATTN_TRAINING_STEP_H
 
 #include "acts.h"
+#include "bf16_round.h"
 #include "random.h"
 
 // Every function here runs on one thread, on the rows of its own sequences: a step forks the
@@ -12,6 +13,31 @@
 // (model_step). Every linear layer's product is OpenBLAS sgemm (model/matmul.h), single-threaded
 // inside the parallel region, so there is one pool; attention's are model/attention.h's causal
 // products, which skip the masked half.
+//
+// With bf16 (./train --precision bf16, a training step's; evaluations pass 0) the linear layers'
+// products, forward and both backward ones, take their operands rounded to bfloat16 and add in
+// float32, through bf16_gemm; the rest stays float32, as under PyTorch's autocast, and so do
+// attention's QKᵀ and AV products, unlike autocast's bmm: they are the causal kernels, not a
+// GEMM that bfloat16 speeds up, and about a tenth of a step's arithmetic (docs/TRAINING.md).
+
+// --precision bf16's GEMM: the reference (training/bf16_round.h) until model/bf16_gemm.h's
+// sgemm_bf16 takes its place here.
+static const GemmFn bf16_gemm = sgemm_bf16_reference;
+
+// The backward's GEMM for bf16 or float32.
+static GemmFn step_gemm(int bf16) { return bf16 ? bf16_gemm : sgemm_f32; }
+
+// out = x · Wᵀ + b for T rows: model/matmul.h's float32 product, or with bf16 bf16_gemm's, the
+// bias (float32) going in first as beta = 1's addend, as matmul_part does.
+static void linear_forward(int bf16, float *out, const float *x, const float *w, const float *b, int T, int n_in,
+                           int n_out) {
+    if (!bf16) {
+        matmul_forward(out, x, w, b, T, n_in, n_out);
+        return;
+    }
+    for (int t = 0; b && t < T; t++) memcpy(out + (size_t)t * n_out, b, (size_t)n_out * sizeof(float));
+    bf16_gemm(CblasNoTrans, CblasTrans, T, n_out, n_in, 1.0f, x, n_in, w, n_in, b ? 1.0f : 0.0f, out, n_out);
+}
 
 // Inside a parallel region: this thread's share [*lo, *hi) of n rows. Static and contiguous,
 // so every reduction below adds in the same order on every run (--seed determinism).
@@ -61,16 +87,16 @@ static void rope_rows(const Config *c, float *x, int n_heads, int backward, cons
 }
 
 // Layer l up to its attention: norm, q, k, v, RoPE.
-static void layer_head_rows(const Config *c, const Weights *w, Acts *a, int l, int lo, int hi) {
+static void layer_head_rows(const Config *c, const Weights *w, Acts *a, int l, int lo, int hi, int bf16) {
     const LayerWeights *L = &w->layers[l];
     LayerActs la = layer_acts(c, a, l);
     size_t d = c->dim, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
     int n = hi - lo;
     if (n <= 0) return;
     if (!c->post_norm) norm_forward(c, la.ain + lo * d, la.in + lo * d, L->attn_norm_w, L->attn_norm_b, n);
-    matmul_forward(la.q + lo * qd, la.ain + lo * d, L->wq, L->bq, n, d, qd);
-    matmul_forward(la.k + lo * kvd, la.ain + lo * d, L->wk, L->bk, n, d, kvd);
-    matmul_forward(la.v + lo * kvd, la.ain + lo * d, L->wv, L->bv, n, d, kvd);
+    linear_forward(bf16, la.q + lo * qd, la.ain + lo * d, L->wq, L->bq, n, d, qd);
+    linear_forward(bf16, la.k + lo * kvd, la.ain + lo * d, L->wk, L->bk, n, d, kvd);
+    linear_forward(bf16, la.v + lo * kvd, la.ain + lo * d, L->wv, L->bv, n, d, kvd);
     if (c->pos_kind == POS_ROPE) {
         rope_rows(c, la.q, c->n_heads, 0, a, lo, hi);
         rope_rows(c, la.k, c->n_kv_heads, 0, a, lo, hi);
@@ -97,28 +123,29 @@ static void attention_dropout(const Config *c, const Dropout *drop, const LayerA
 
 // Layer l after its attention: output projection, residual, norms, feed-forward; drop (or
 // NULL) applies dropout to both sublayers' outputs before their residual adds.
-static void layer_tail_rows(const Config *c, const Weights *w, Acts *a, int l, int lo, int hi, const Dropout *drop) {
+static void layer_tail_rows(const Config *c, const Weights *w, Acts *a, int l, int lo, int hi, const Dropout *drop,
+                            int bf16) {
     const LayerWeights *L = &w->layers[l];
     LayerActs la = layer_acts(c, a, l);
     size_t d = c->dim, hid = c->hidden_dim, qd = (size_t)c->n_heads * c->head_dim;
     int n = hi - lo;
     if (n <= 0) return;
-    matmul_forward(la.res1 + lo * d, la.atty + lo * qd, L->wo, L->bo, n, qd, d);
+    linear_forward(bf16, la.res1 + lo * d, la.atty + lo * qd, L->wo, L->bo, n, qd, d);
     if (drop) dropout_apply(drop, 3 * l + 2, la.res1 + lo * d, la.res1 + lo * d, lo * d, n * d);
     for (size_t i = lo * d; i < hi * d; i++) la.res1[i] += la.in[i];
     if (c->post_norm) norm_forward(c, la.mid + lo * d, la.res1 + lo * d, L->attn_norm_w, L->attn_norm_b, n);
     else norm_forward(c, la.fin + lo * d, la.mid + lo * d, L->ffn_norm_w, L->ffn_norm_b, n);
-    matmul_forward(la.h1 + lo * hid, la.fin + lo * d, L->w1, L->b1, n, d, hid);
-    if (la.h3) matmul_forward(la.h3 + lo * hid, la.fin + lo * d, L->w3, L->b3, n, d, hid);
+    linear_forward(bf16, la.h1 + lo * hid, la.fin + lo * d, L->w1, L->b1, n, d, hid);
+    if (la.h3) linear_forward(bf16, la.h3 + lo * hid, la.fin + lo * d, L->w3, L->b3, n, d, hid);
     activation_forward(c->ffn_kind, la.hact + lo * hid, la.h1 + lo * hid, la.h3 ? la.h3 + lo * hid : NULL, n * hid);
-    matmul_forward(la.res2 + lo * d, la.hact + lo * hid, L->w2, L->b2, n, hid, d);
+    linear_forward(bf16, la.res2 + lo * d, la.hact + lo * hid, L->w2, L->b2, n, hid, d);
     if (drop) dropout_apply(drop, 3 * l + 3, la.res2 + lo * d, la.res2 + lo * d, lo * d, n * d);
     for (size_t i = lo * d; i < hi * d; i++) la.res2[i] += la.mid[i];
     if (c->post_norm) norm_forward(c, la.out + lo * d, la.res2 + lo * d, L->ffn_norm_w, L->ffn_norm_b, n);
 }
 
 // Final norm, classifier, loss.
-static void output_rows(const Config *c, const Weights *w, Acts *a, int lo, int hi, float dscale) {
+static void output_rows(const Config *c, const Weights *w, Acts *a, int lo, int hi, float dscale, int bf16) {
     size_t d = c->dim, V = c->vocab_size;
     int n = hi - lo;
     if (n <= 0) return;
@@ -127,15 +154,15 @@ static void output_rows(const Config *c, const Weights *w, Acts *a, int lo, int 
         norm_forward(c, a->lnf + lo * d, x, w->final_norm_w, w->final_norm_b, n);
         x = a->lnf + lo * d;
     }
-    matmul_forward(a->logits + lo * V, x, w->classifier, NULL, n, d, V);
+    linear_forward(bf16, a->logits + lo * V, x, w->classifier, NULL, n, d, V);
     crossentropy_forward(a->logits + lo * V, a->losses + lo, a->targets + lo, n, V, dscale);
 }
 
 // Sequences [b0, b1) of the batch through the model on the calling thread, with dropout if
 // drop is not NULL; each row's loss goes to a->losses (with dscale != 0, a->logits holds
 // dloss/dlogits).
-static void forward_seqs(const Config *c, const Weights *w, Acts *a, int b0, int b1, float dscale,
-                         const Dropout *drop) {
+static void forward_seqs(const Config *c, const Weights *w, Acts *a, int b0, int b1, float dscale, const Dropout *drop,
+                         int bf16) {
     int T = a->T, lo = b0 * T, hi = b1 * T;
     size_t d = c->dim, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
     if (hi <= lo) return;
@@ -143,22 +170,23 @@ static void forward_seqs(const Config *c, const Weights *w, Acts *a, int b0, int
     if (drop) dropout_apply(drop, 0, a->resid + lo * d, a->resid + lo * d, lo * d, (size_t)(hi - lo) * d);
     for (int l = 0; l < c->n_layers; l++) {
         LayerActs la = layer_acts(c, a, l);
-        layer_head_rows(c, w, a, l, lo, hi);
+        layer_head_rows(c, w, a, l, lo, hi, bf16);
         attention_forward(la.atty + lo * qd, la.att + (size_t)b0 * c->n_heads * T * T, la.q + lo * qd, la.k + lo * kvd,
                           la.v + lo * kvd, b1 - b0, T, 0, c->n_heads, c->n_kv_heads, c->head_dim);
         if (drop) attention_dropout(c, drop, &la, l, b0, b1, T);
-        layer_tail_rows(c, w, a, l, lo, hi, drop);
+        layer_tail_rows(c, w, a, l, lo, hi, drop, bf16);
     }
-    output_rows(c, w, a, lo, hi, dscale);
+    output_rows(c, w, a, lo, hi, dscale, bf16);
 }
 
 // After forward_seqs on the same sequences with the same drop: their gradients added into g.
 // ds is this thread's [T, T] scratch ([threads, T, T] outside a parallel region, see
 // attention_backward); the other backward buffers are used on these sequences' rows only.
 static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a, int b0, int b1, float *ds,
-                          const Dropout *drop) {
+                          const Dropout *drop, int bf16) {
     int T = a->T, lo = b0 * T, hi = b1 * T, n = hi - lo, H = c->n_heads, KV = c->n_kv_heads;
     size_t d = c->dim, hid = c->hidden_dim, qd = (size_t)H * c->head_dim, kvd = (size_t)KV * c->head_dim;
+    GemmFn gemm = step_gemm(bf16);
     if (n <= 0) return;
 #define ROWS(p, width) ((p) + (size_t)lo * (width))
     float *dres = ROWS(a->dres, d), *g1 = ROWS(a->g1, d), *g2 = ROWS(a->g2, d), *dh = ROWS(a->dh, hid);
@@ -166,10 +194,10 @@ static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a
     float *dq = ROWS(a->dq, qd), *dk = ROWS(a->dk, kvd), *dv = ROWS(a->dv, kvd);
     const float *xL = ROWS(layer_acts(c, a, c->n_layers - 1).out, d), *dlogits = ROWS(a->logits, c->vocab_size);
     if (c->final_norm) {
-        matmul_backward(g1, 0, g->classifier, NULL, dlogits, ROWS(a->lnf, d), w->classifier, n, d, c->vocab_size);
+        matmul_backward(g1, 0, g->classifier, NULL, dlogits, ROWS(a->lnf, d), w->classifier, n, d, c->vocab_size, gemm);
         norm_backward(c, dres, 0, g->final_norm_w, g->final_norm_b, g1, xL, w->final_norm_w, n);
     } else {
-        matmul_backward(dres, 0, g->classifier, NULL, dlogits, xL, w->classifier, n, d, c->vocab_size);
+        matmul_backward(dres, 0, g->classifier, NULL, dlogits, xL, w->classifier, n, d, c->vocab_size, gemm);
     }
     // dres holds d(layer output) going down
     for (int l = c->n_layers - 1; l >= 0; l--) {
@@ -187,10 +215,10 @@ static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a
             dropout_apply(drop, 3 * l + 3, g2, dres2, (size_t)lo * d, (size_t)n * d);
             dffn = g2;
         }
-        matmul_backward(dh, 0, G->w2, G->b2, dffn, ROWS(la.hact, hid), L->w2, n, hid, d);
+        matmul_backward(dh, 0, G->w2, G->b2, dffn, ROWS(la.hact, hid), L->w2, n, hid, d, gemm);
         activation_backward(c->ffn_kind, dh, dh3, ROWS(la.h1, hid), la.h3 ? ROWS(la.h3, hid) : NULL, (size_t)n * hid);
-        matmul_backward(g2, 0, G->w1, G->b1, dh, ROWS(la.fin, d), L->w1, n, d, hid);
-        if (la.h3) matmul_backward(g2, 1, G->w3, G->b3, dh3, ROWS(la.fin, d), L->w3, n, d, hid);
+        matmul_backward(g2, 0, G->w1, G->b1, dh, ROWS(la.fin, d), L->w1, n, d, hid, gemm);
+        if (la.h3) matmul_backward(g2, 1, G->w3, G->b3, dh3, ROWS(la.fin, d), L->w3, n, d, hid, gemm);
         // d(mid) = d(res2) through the residual + d(ffn input)
         float *dmid = dres2;
         if (c->post_norm) {
@@ -205,16 +233,16 @@ static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a
             dropout_apply(drop, 3 * l + 2, g2, dres, (size_t)lo * d, (size_t)n * d);
             dproj = g2;
         }
-        matmul_backward(datty, 0, G->wo, G->bo, dproj, ROWS(la.atty, qd), L->wo, n, qd, d);
+        matmul_backward(datty, 0, G->wo, G->bo, dproj, ROWS(la.atty, qd), L->wo, n, qd, d, gemm);
         attention_backward(dq, dk, dv, ds, datty, la.att + (size_t)b0 * H * T * T, la.attd + (size_t)b0 * H * T * T,
                            ROWS(la.q, qd), ROWS(la.k, kvd), ROWS(la.v, kvd), b1 - b0, T, H, KV, c->head_dim);
         if (c->pos_kind == POS_ROPE) {
             rope_rows(c, a->dq, H, 1, a, lo, hi);
             rope_rows(c, a->dk, KV, 1, a, lo, hi);
         }
-        matmul_backward(g2, 0, G->wq, G->bq, dq, ROWS(la.ain, d), L->wq, n, d, qd);
-        matmul_backward(g2, 1, G->wk, G->bk, dk, ROWS(la.ain, d), L->wk, n, d, kvd);
-        matmul_backward(g2, 1, G->wv, G->bv, dv, ROWS(la.ain, d), L->wv, n, d, kvd);
+        matmul_backward(g2, 0, G->wq, G->bq, dq, ROWS(la.ain, d), L->wq, n, d, qd, gemm);
+        matmul_backward(g2, 1, G->wk, G->bk, dk, ROWS(la.ain, d), L->wk, n, d, kvd, gemm);
+        matmul_backward(g2, 1, G->wv, G->bv, dv, ROWS(la.ain, d), L->wv, n, d, kvd, gemm);
         if (c->post_norm) add_inplace(dres, g2, (size_t)n * d);
         else norm_backward(c, dres, 1, G->attn_norm_w, G->attn_norm_b, g2, ROWS(la.in, d), L->attn_norm_w, n);
     }
@@ -228,7 +256,7 @@ static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a
 // so no thread waits for another until the end (reduce_grads adds the copies). Returns the
 // mean loss, added in row order whatever the thread count. drop: dropout, or NULL.
 static double model_step(const Config *c, const Weights *w, Weights *grads, Acts *a, int B, float dscale,
-                         const Dropout *drop) {
+                         const Dropout *drop, int bf16) {
     // Sequences left over after an equal number per thread (all of them when there are fewer
     // than threads: nanoGPT fine-tunes with batch 1) go through with the threads sharing each
     // product instead, when a sequence is large enough to pay for a fork per kernel
@@ -240,15 +268,15 @@ static double model_step(const Config *c, const Weights *w, Weights *grads, Acts
         {
             int b0, b1, t = thread_num();
             my_rows(even, &b0, &b1);
-            forward_seqs(c, w, a, b0, b1, dscale, drop);
-            if (grads) backward_seqs(c, w, &grads[t], a, b0, b1, a->att_scratch + (size_t)t * a->T * a->T, drop);
+            forward_seqs(c, w, a, b0, b1, dscale, drop, bf16);
+            if (grads) backward_seqs(c, w, &grads[t], a, b0, b1, a->att_scratch + (size_t)t * a->T * a->T, drop, bf16);
         }
     }
     if (even < B) {
         // matmul_forward and attention_forward fork outside a parallel region; so does OpenBLAS in
         // the backward's sgemm.
-        forward_seqs(c, w, a, even, B, dscale, drop);
-        if (grads) backward_seqs(c, w, &grads[0], a, even, B, a->att_scratch, drop);
+        forward_seqs(c, w, a, even, B, dscale, drop, bf16);
+        if (grads) backward_seqs(c, w, &grads[0], a, even, B, a->att_scratch, drop, bf16);
     }
     double sum = 0.0;
     for (int n = 0; n < B * a->T; n++) sum += a->losses[n];
