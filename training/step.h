@@ -5,7 +5,6 @@
 #define ATTN_TRAINING_STEP_H
 
 #include "acts.h"
-#include "bf16_round.h"
 #include "random.h"
 
 // Every function here runs on one thread, on the rows of its own sequences: a step forks the
@@ -20,9 +19,8 @@
 // attention's QKᵀ and AV products, unlike autocast's bmm: they are the causal kernels, not a
 // GEMM that bfloat16 speeds up, and about a tenth of a step's arithmetic (docs/TRAINING.md).
 
-// --precision bf16's GEMM: the reference (training/bf16_round.h) until model/bf16_gemm.h's
-// sgemm_bf16 takes its place here.
-static const GemmFn bf16_gemm = sgemm_bf16_reference;
+// --precision bf16's GEMM: model/bf16_gemm.h's, VDPBF16PS where the cores have it.
+static const GemmFn bf16_gemm = sgemm_bf16;
 
 // The backward's GEMM for bf16 or float32.
 static GemmFn step_gemm(int bf16) { return bf16 ? bf16_gemm : sgemm_f32; }
