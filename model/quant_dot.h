@@ -220,6 +220,16 @@ __attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, c
 // byte 16b + r: value 128h + 32b + 16p + r), then for each half h of the chunk 16 int32 lane
 // starts (lane 4b + c: -8 × the sum of its 8 values) and 16 float scales (the block's dx).
 #define Q4_0_INPUT_BYTES 768 // per chunk
+// The high nibbles of 64 bytes: one GF2P8AFFINEQB (each byte's bits 4..7 moved to 0..3, a bit
+// matrix) where the cores have GFNI, else a shift and a mask.
+static inline __m512i high_nibbles(__m512i q) {
+#if defined(__GFNI__)
+    return _mm512_gf2p8affine_epi64_epi8(q, _mm512_set1_epi64(0x1020408000000000ll), 0);
+#else
+    return _mm512_and_si512(_mm512_srli_epi16(q, 4), _mm512_set1_epi8(15));
+#endif
+}
+
 static inline void order_q4_0(uint8_t *dst, QuantizedRow x, int n) {
     for (int i = 0; i < n; i += UNPACKED_VALUES, dst += Q4_0_INPUT_BYTES) {
         int32_t *start = (int32_t *)(dst + 512);
@@ -262,7 +272,7 @@ static inline __m512 dot_q4_0(const uint8_t *restrict row, const uint8_t *restri
             const uint8_t *w = row + 72 * h;
             __m512i lo = _mm512_loadu_si512(w), hi = _mm512_maskz_loadu_epi8(0xff, w + 64);
             __m512i q = _mm512_permutex2var_epi8(lo, picks, hi);
-            __m512i low = _mm512_and_si512(q, nibble), high = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
+            __m512i low = _mm512_and_si512(q, nibble), high = high_nibbles(q);
             __m512i a = _mm512_loadu_si512(in + 512 + 128 * h);
             a = _mm512_dpbusd_epi32(a, _mm512_loadu_si512(in + 128 * h), low);
             a = _mm512_dpbusd_epi32(a, _mm512_loadu_si512(in + 128 * h + 64), high);
@@ -317,7 +327,7 @@ static inline __m512 dot_q4_k(const uint8_t *restrict row, const uint8_t *restri
         mins = _mm512_add_ps(mins, scales); // lanes 8..15: -dmin·m·dx Σ q
         for (int c = 0; c < 2; c++) {
             __m512i q = _mm512_loadu_si512(row + 16 + 64 * c);
-            __m512i u[2] = {_mm512_and_si512(q, nibble), _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble)};
+            __m512i u[2] = {_mm512_and_si512(q, nibble), high_nibbles(q)};
             for (int p = 0; p < 2; p++) {
                 int v = 2 * c + p;
                 __m512i a = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(in + 64 * v), u[p]);
