@@ -40,7 +40,9 @@ ours() { # name flags steps seconds -> median tok/s of the timed steps
     wait $pid 2> /dev/null
     # A slow run that logged few steps still skips its first, which pays for starting up.
     rows=$(( $( (wc -l < $out.csv) 2> /dev/null || echo 1) - 1 ))
-    awk -F, -v w=$(( rows > 2 * WARM ? WARM : 1 )) 'NR > 1 && $1 > w && $5 > 0 { print $5 }' $out.csv 2> /dev/null | sort -g |
+    # tokens/s by its column's name: the log gained columns before it
+    awk -F, -v w=$(( rows > 2 * WARM ? WARM : 1 )) 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "tokens_per_sec") c = i }
+        NR > 1 && c && $1 > w && $c > 0 { print $c }' $out.csv 2> /dev/null | sort -g |
         awk '{ v[n++] = $1 } END { print n ? (n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2) : 0 }'
     rm -f $out $out.csv $out.state $out.tmp
 }
