@@ -297,6 +297,27 @@ static void ppl_row(void *ctx, int row, const float *logits) {
     a->scored++;
 }
 
+// The perplexity of tokens [n], window after window, its products in bfloat16 or float32.
+static double score_text(const Model *m, RunState *s, const int *tokens, int n, float *logits, int bf16, int quiet) {
+    const Config *c = &m->config;
+    if (state_compute_bf16(s, c, bf16)) die("out of memory");
+    PplAcc acc = {.vocab = c->vocab_size};
+    int windows = (n - 2) / (c->seq_len - 1) + 1;
+    Progress progress = progress_start();
+    for (int w = 0, start = 0; start < n - 1; w++, start += c->seq_len - 1) {
+        acc.window = tokens + start;
+        acc.len = n - start < c->seq_len ? n - start : c->seq_len;
+        forward_or_die(m, s, acc.window, acc.len, 0, logits, ppl_row, &acc);
+        progress_show(&progress, bf16 ? "scoring (bf16)" : "scoring", w + 1, windows, "windows", start + acc.len,
+                      "tok");
+    }
+    double secs = progress_end(&progress);
+    if (!quiet)
+        fprintf(stderr, "scored %ld token%s in %.2f s (%.1f tok/s)%s\n", acc.scored, plural(acc.scored), secs, n / secs,
+                bf16 ? ", products in bfloat16" : "");
+    return exp(acc.nll / acc.scored);
+}
+
 static void perplexity(const Model *m, const Tokenizer *tok, RunState *s, const Options *o) {
     const Config *c = &m->config;
     if (c->seq_len < 2) die("%s: a context of %d token cannot predict anything", o->model_path, c->seq_len);
@@ -315,33 +336,12 @@ static void perplexity(const Model *m, const Tokenizer *tok, RunState *s, const 
         free(logits);
         die("%s: %d token%s; perplexity needs at least 2", name, n, plural(n));
     }
-    // --compute bf16,f32: bfloat16 first, then float32, each over the whole text
-    double ppl[2] = {0, 0};
-    for (int pass = 0; pass < 2; pass++) {
-        int bf16 = pass == 0;
-        if (!(o->compute & (bf16 ? COMPUTE_BF16 : COMPUTE_F32))) continue;
-        if (state_compute_bf16(s, c, bf16)) die("out of memory");
-        PplAcc acc = {.vocab = c->vocab_size};
-        int windows = (n - 2) / (c->seq_len - 1) + 1;
-        Progress progress = progress_start();
-        for (int w = 0, start = 0; start < n - 1; w++, start += c->seq_len - 1) {
-            acc.window = tokens + start;
-            acc.len = n - start < c->seq_len ? n - start : c->seq_len;
-            forward_or_die(m, s, acc.window, acc.len, 0, logits, ppl_row, &acc);
-            progress_show(&progress, bf16 ? "scoring (bf16)" : "scoring", w + 1, windows, "windows", start + acc.len,
-                          "tok");
-        }
-        double secs = progress_end(&progress);
-        if (!o->quiet)
-            fprintf(stderr, "scored %ld token%s in %.2f s (%.1f tok/s)%s\n", acc.scored, plural(acc.scored), secs,
-                    n / secs, bf16 ? ", products in bfloat16" : "");
-        ppl[pass] = exp(acc.nll / acc.scored);
-    }
-    printf("tokens: %d\n", n);
+    // --compute bf16,f32 scores the whole text twice, bfloat16 first
+    double bf16 = o->compute & COMPUTE_BF16 ? score_text(m, s, tokens, n, logits, 1, o->quiet) : 0.0;
+    double f32 = o->compute & COMPUTE_F32 ? score_text(m, s, tokens, n, logits, 0, o->quiet) : 0.0;
+    printf("tokens: %d\nperplexity: %.9g\n", n, o->compute & COMPUTE_F32 ? f32 : bf16);
     if (o->compute == (COMPUTE_F32 | COMPUTE_BF16))
-        printf("perplexity: %.9g\nperplexity bf16: %.9g\nbf16 - f32: %+.6g (%+.4f%%)\n", ppl[1], ppl[0],
-               ppl[0] - ppl[1], 100.0 * (ppl[0] - ppl[1]) / ppl[1]);
-    else printf("perplexity: %.9g\n", o->compute == COMPUTE_BF16 ? ppl[0] : ppl[1]);
+        printf("perplexity bf16: %.9g\nbf16 - f32: %+.6g (%+.4f%%)\n", bf16, bf16 - f32, 100.0 * (bf16 - f32) / f32);
     free(tokens);
     free(logits);
 }
