@@ -206,6 +206,14 @@ static inline void product_input(const RunState *s, int id, const float *x, int 
         bf16_pack_rows(s->bf16_x + (size_t)id * s->bf16_x_words, x, (size_t)n_in, 0, (size_t)T, n_in);
 }
 
+// Thread id's share of wbuf and of xq (NULL when the model needs none).
+static inline float *thread_wbuf(const RunState *s, int id) {
+    return s->wbuf ? s->wbuf + (size_t)id * s->wbuf_floats : NULL;
+}
+static inline uint8_t *thread_xq(const RunState *s, int id) {
+    return s->xq ? s->xq + (size_t)id * (s->max_batch + 2) * s->xq_row_bytes : NULL;
+}
+
 // Multiply-adds of one layer's products for one token.
 static inline size_t layer_macs(const Config *c) {
     size_t d = c->dim, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
@@ -237,8 +245,8 @@ static inline void add_sublayer(const Config *c, RunState *s, const float *in, c
                 .n_out = c->dim,
                 .residual = out_norm_w ? NULL : s->x,
                 .qw = qw,
-                .wbuf = s->wbuf ? s->wbuf + (size_t)id * s->wbuf_floats : NULL,
-                .xq = s->xq ? s->xq + (size_t)id * (s->max_batch + 2) * s->xq_row_bytes : NULL};
+                .wbuf = thread_wbuf(s, id),
+                .xq = thread_xq(s, id)};
     share(d, id, nt, &lo, &hi);
     product_input(s, id, in, T, n_in);
     product_part(s, id, &o, in, T, n_in, lo, hi);
@@ -295,8 +303,8 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
         // and values; otherwise every thread's must be there before attention
         int own_kv = c->n_kv_heads % nt == 0;
         float *xn = s->xn + (size_t)id * s->max_batch * d;
-        float *wbuf = s->wbuf ? s->wbuf + (size_t)id * s->wbuf_floats : NULL;
-        uint8_t *xq = s->xq ? s->xq + (size_t)id * (s->max_batch + 2) * s->xq_row_bytes : NULL;
+        float *wbuf = thread_wbuf(s, id);
+        uint8_t *xq = thread_xq(s, id);
         if (r1 > r0) embed_forward(c, w, x + r0 * d, tokens + r0, (int)(r1 - r0), pos0 + (int)r0);
         barrier_wait(&s->barrier, nt);
         for (int l = 0; l < c->n_layers; l++) {
