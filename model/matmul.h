@@ -302,8 +302,9 @@ typedef struct {
     int n_out;
     float *residual; // (T, n_out) or NULL
     QMat qw;
-    float *wbuf; // (qchunk_floats(n_in)) for a matrix not in float32
-    uint8_t *xq; // (T + 2, quantized_row_bytes(n_in)) x quantised, for a matrix in a block type
+    float *wbuf;    // (qchunk_floats(n_in)) for a matrix not in float32
+    uint8_t *xq;    // (T + 2, quantized_row_bytes(n_in)) x quantised, for a matrix in a block type
+    int same_input; // x and the weights' type are this thread's previous product's: xq is ready
 } Linear;
 
 #if defined(__AVX512F__)
@@ -437,27 +438,51 @@ static inline void matmul_panels(const Linear *l, const float *x, int T, int n_i
 }
 #endif
 
-// Output features [lo, hi) of out[T, n_out] = x · Wᵀ (+ b), W in a block type: x quantised
-// into l->xq (each thread its own copy, as it normalises its own), then a dot product per
-// row and token, or panels for many tokens where the machine has VNNI.
-static inline void matmul_blocks(const Linear *l, const float *x, int T, int n_in, size_t lo, size_t hi) {
-    size_t ld = quantized_row_bytes(n_in), rb = row_bytes(l->qw.type, n_in);
-    for (int t = 0; t < T; t++) quantize_input(l->xq + t * ld, x + (size_t)t * n_in, n_in);
+// Whether a product takes the one-token path in its own order (model/quant_dot.h), whose
+// input is rounded with one scale per row rather than per 32 values.
+static inline int ordered_product(int type, int T, int n_in) {
 #if defined(QUANT_VNNI) && defined(UNPACK_REGS)
-    // Q4_0 and Q4_K: a step's rows in their own order, the input laid out for it after the
-    // row (xq has room)
-    int own = l->qw.type == BLOCK_Q4_0 || l->qw.type == BLOCK_Q4_K;
-    if (T == 1 && own && n_in % UNPACKED_VALUES == 0) {
-        uint8_t *in = l->xq + ld;
-        int q4_0 = l->qw.type == BLOCK_Q4_0;
-        if (q4_0) order_q4_0(in, quantized_row(l->xq, n_in), n_in);
-        else order_q4_k(in, quantized_row(l->xq, n_in), n_in);
+    return T == 1 && (type == BLOCK_Q4_0 || type == BLOCK_Q4_K || type == BLOCK_Q6_K) && n_in % UNPACKED_VALUES == 0;
+#else
+    (void)type, (void)T, (void)n_in;
+    return 0;
+#endif
+}
+
+// x [T, n_in] into l->xq as the product with a matrix in a block type takes it: rounded to 16
+// bits for each row (quantize_input), or for one row in the matrix's own order (order_input).
+// Each thread has its own xq, and fills it itself (it normalised x itself); a product with the
+// previous one's input and type (same_input) finds it filled.
+static inline void block_input(const Linear *l, const float *x, int T, int n_in) {
+    size_t ld = quantized_row_bytes(n_in);
+    if (l->same_input) return;
+#if defined(QUANT_VNNI) && defined(UNPACK_REGS)
+    if (ordered_product(l->qw.type, T, n_in)) { // xq has room for the 16-bit row and then its order
+        order_input(l->xq + ld, x, (int16_t *)l->xq, n_in, l->qw.type);
+        return;
+    }
+#endif
+    for (int t = 0; t < T; t++) quantize_input(l->xq + t * ld, x + (size_t)t * n_in, n_in);
+}
+
+// Output features [lo, hi) of out[T, n_out] = x · Wᵀ (+ b), W in a block type, from x in
+// l->xq (block_input): a dot product per row and token, or panels for many tokens where the
+// machine has VNNI.
+static inline void matmul_blocks(const Linear *l, int T, int n_in, size_t lo, size_t hi) {
+    size_t ld = quantized_row_bytes(n_in), rb = row_bytes(l->qw.type, n_in);
+#if defined(QUANT_VNNI) && defined(UNPACK_REGS)
+    if (ordered_product(l->qw.type, T, n_in)) {
+        const uint8_t *in = l->xq + ld;
+        int type = l->qw.type;
         for (size_t r0 = lo; r0 < hi; r0 += 16) {
             __m512 acc[16];
             int rows = hi - r0 < 16 ? (int)(hi - r0) : 16;
             for (int j = 0; j < 16; j++) {
                 const uint8_t *w = l->qw.blocks + (r0 + j) * rb;
-                acc[j] = j >= rows ? _mm512_setzero_ps() : q4_0 ? dot_q4_0(w, in, n_in) : dot_q4_k(w, in, n_in);
+                acc[j] = j >= rows            ? _mm512_setzero_ps()
+                         : type == BLOCK_Q4_0 ? dot_q4_0(w, in, n_in)
+                         : type == BLOCK_Q4_K ? dot_q4_k(w, in, n_in)
+                                              : dot_q6_k(w, in, n_in);
             }
             store_rows16(l->out, l->b, r0, rows, acc);
         }
@@ -515,9 +540,10 @@ static inline void matmul_part(const Linear *l, const float *x, int T, int n_in,
     float *out = l->out;
     const float *w = l->w, *b = l->b;
     const QMat *qw = &l->qw;
+    if (is_block_type(qw->type)) block_input(l, x, T, n_in); // even for no rows: the next product may reuse it
     if (lo >= hi) return;
     if (is_block_type(qw->type)) {
-        matmul_blocks(l, x, T, n_in, lo, hi);
+        matmul_blocks(l, T, n_in, lo, hi);
     } else if (T == 1) {
         if (w) dot_rows(out, w, WEIGHTS_F32, b, x, n_in, lo, hi);
         else if (qw->type == WEIGHTS_BF16) bf16_rows(out, qw->half, b, x, l->wbuf, n_in, lo, hi);
