@@ -442,7 +442,8 @@ static inline void matmul_panels(const Linear *l, const float *x, int T, int n_i
 // input is rounded with one scale per row rather than per 32 values.
 static inline int ordered_product(int type, int T, int n_in) {
 #if defined(QUANT_VNNI) && defined(UNPACK_REGS)
-    return T == 1 && (type == BLOCK_Q4_0 || type == BLOCK_Q4_K || type == BLOCK_Q6_K) && n_in % UNPACKED_VALUES == 0;
+    return T == 1 && (type == BLOCK_Q4_0 || type == BLOCK_Q4_K || type == BLOCK_Q6_K || type == BLOCK_Q8_0) &&
+           n_in % UNPACKED_VALUES == 0;
 #else
     (void)type, (void)T, (void)n_in;
     return 0;
@@ -482,6 +483,7 @@ static inline void matmul_blocks(const Linear *l, int T, int n_in, size_t lo, si
                 acc[j] = j >= rows            ? _mm512_setzero_ps()
                          : type == BLOCK_Q4_0 ? dot_q4_0(w, in, n_in)
                          : type == BLOCK_Q4_K ? dot_q4_k(w, in, n_in)
+                         : type == BLOCK_Q8_0 ? dot_q8_0(w, in, n_in)
                                               : dot_q6_k(w, in, n_in);
             }
             store_rows16(l->out, l->b, r0, rows, acc);

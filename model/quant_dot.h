@@ -235,14 +235,15 @@ static inline float quantize_row16(int16_t *q, const float *x, int n) {
 
 // The ordered input starts with a header of 64 bytes (the row's scale), then a chunk of 256 values at a time: ql [4][64] and qh [4][64], the low
 // (unsigned) and high (signed) bytes of the values multiplied by the four registers of nibbles,
-// then 64 bytes that each type describes. In every type's order the values go in runs of 8:
+// then 128 bytes that each type describes. In every type's order the values go in runs of 8:
 // ordered_run gives the first value of run r of register k.
 #define ORDERED_HEADER 64
-#define ORDERED_CHUNK 576
+#define ORDERED_CHUNK 640
 static inline int ordered_run(int type, int k, int r) {
     switch (type) {
     case BLOCK_Q4_0: return 32 * r + (int[]){0, 16, 8, 24}[k];
     case BLOCK_Q4_K: return 64 * (r / 2) + 32 * (k / 2) + 16 * (k % 2) + 8 * (r % 2);
+    case BLOCK_Q8_0: return 128 * (k / 2) + 32 * (r / 2) + 16 * (k % 2) + 8 * (r % 2);
     default: return 128 * (k / 2) + 16 * r + 8 * (k % 2); // Q6_K
     }
 }
@@ -254,13 +255,17 @@ static inline void order_input(uint8_t *dst, const float *x, int16_t *q, int n, 
     for (int i = 0; i < n; i += UNPACKED_VALUES, dst += ORDERED_CHUNK) {
         const int16_t *c = q + i;
         uint8_t low[UNPACKED_VALUES], high[UNPACKED_VALUES];
-        int fours[UNPACKED_VALUES / 4]; // Σ q over each run of 4 values
+        int fours[UNPACKED_VALUES / 4], high_fours[UNPACKED_VALUES / 4]; // Σ q, Σ qh over each run of 4 values
         for (int v = 0; v < UNPACKED_VALUES; v += 32) {
             __m512i w = _mm512_loadu_si512(c + v);
             _mm256_storeu_si256((__m256i *)(low + v), _mm512_cvtepi16_epi8(w));
             _mm256_storeu_si256((__m256i *)(high + v), _mm512_cvtepi16_epi8(_mm512_srai_epi16(w, 8)));
         }
-        for (int m = 0; m < UNPACKED_VALUES / 4; m++) fours[m] = c[4 * m] + c[4 * m + 1] + c[4 * m + 2] + c[4 * m + 3];
+        for (int m = 0; m < UNPACKED_VALUES / 4; m++) {
+            fours[m] = c[4 * m] + c[4 * m + 1] + c[4 * m + 2] + c[4 * m + 3];
+            high_fours[m] =
+                (int8_t)high[4 * m] + (int8_t)high[4 * m + 1] + (int8_t)high[4 * m + 2] + (int8_t)high[4 * m + 3];
+        }
         for (int k = 0; k < 4; k++)
             for (int r = 0; r < 8; r++) {
                 memcpy(dst + 64 * k + 8 * r, low + ordered_run(type, k, r), 8);
@@ -268,18 +273,16 @@ static inline void order_input(uint8_t *dst, const float *x, int16_t *q, int n, 
             }
         int32_t *start = (int32_t *)(dst + 512);
         float *tail = (float *)(dst + 512);
-        for (int l = 0; l < 16; l++) {
-            const int *f = fours + 8 * (l % 8);
-            switch (type) {
-            case BLOCK_Q4_0:
+        for (int l = 0; l < 32; l++) {
+            const int *f = fours + 8 * (l % 8), *hf = high_fours + 32 * (l / 16) + 8 * (l % 16 / 4) + l % 4;
+            if (type == BLOCK_Q8_0) start[l] = -32768 * (hf[0] + hf[4]);
+            else if (l >= 16) break;
+            else if (type == BLOCK_Q4_0)
                 start[l] = -8 * (fours[8 * (l / 2) + l % 2] + fours[8 * (l / 2) + 2 + l % 2] +
                                  fours[8 * (l / 2) + 4 + l % 2] + fours[8 * (l / 2) + 6 + l % 2]);
-                break;
-            case BLOCK_Q4_K:
+            else if (type == BLOCK_Q4_K)
                 tail[l] = l < 8 ? 1.0f : (float)(f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7]);
-                break;
-            default: tail[l] = -32.0f * (float)(fours[4 * l] + fours[4 * l + 1] + fours[4 * l + 2] + fours[4 * l + 3]);
-            }
+            else tail[l] = -32.0f * (float)(fours[4 * l] + fours[4 * l + 1] + fours[4 * l + 2] + fours[4 * l + 3]);
         }
     }
 }
@@ -375,6 +378,46 @@ static inline __m512 dot_q4_k(const uint8_t *restrict row, const uint8_t *restri
     }
     return _mm512_mul_ps(_mm512_add_ps(acc, _mm512_maskz_mov_ps(0xff00, mins)), _mm512_set1_ps(dx));
 }
+// Q8_0: 8 blocks (272 bytes) a chunk, in two halves of 4. Two permutes gather A, the first 16
+// of each block's 32 bytes, and B the last 16, so lane 4b + c of both holds block b. The
+// values are signed: ql (unsigned) times them, and their bytes biased to unsigned (s + 128)
+// times qh (signed), the bias taken back out by the lane's start, -32768 Σ qh (the chunk's
+// last 128 bytes: 16 int32 for each half).
+static inline __m512 dot_q8_0(const uint8_t *restrict row, const uint8_t *restrict in, int n) {
+    static const uint8_t pick[64] = {// byte 16b + r of A: byte 34b + 2 + r of the half; of B, 16 on
+#define R(b)                                                                                                           \
+    34 * b + 2, 34 * b + 3, 34 * b + 4, 34 * b + 5, 34 * b + 6, 34 * b + 7, 34 * b + 8, 34 * b + 9, 34 * b + 10,       \
+        34 * b + 11, 34 * b + 12, 34 * b + 13, 34 * b + 14, 34 * b + 15, 34 * b + 16, 34 * b + 17
+                                     R(0), R(1), R(2), R(3)
+#undef R
+    };
+    // block b's float16 scale, word 17b of the half, in lanes 4b .. 4b + 3
+    static const uint16_t scale_words[32] = {0, 0, 0, 0, 17, 17, 17, 17, 34, 34, 34, 34, 51, 51, 51, 51};
+    const __m512i picks = _mm512_loadu_si512(pick), picks8 = _mm512_add_epi8(picks, _mm512_set1_epi8(8));
+    const __m512i words = _mm512_loadu_si512(scale_words), bias = _mm512_set1_epi8((char)0x80);
+    const float dx = *(const float *)in;
+    __m512 acc = _mm512_setzero_ps();
+    in += ORDERED_HEADER;
+    for (int i = 0; i < n; i += UNPACKED_VALUES, in += ORDERED_CHUNK)
+        for (int h = 0; h < 2; h++, row += 4 * 34) {
+            __m512i first = _mm512_loadu_si512(row), second = _mm512_loadu_si512(row + 64);
+            __m512i A = _mm512_permutex2var_epi8(first, picks, second);
+            // B's bytes lie 16 on, from loads 8 on (so the last ends at the half's end)
+            __m512i B = _mm512_permutex2var_epi8(_mm512_loadu_si512(row + 8), picks8, _mm512_loadu_si512(row + 72));
+            __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(first, words, second)));
+            const uint8_t *x = in + 128 * h;
+            __m512i a = _mm512_loadu_si512(in + 512 + 64 * h);
+            a = _mm512_dpbusd_epi32(a, _mm512_loadu_si512(x), A);
+            a = _mm512_dpbusd_epi32(a, _mm512_loadu_si512(x + 64), B);
+            __m512i b =
+                _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(A, bias), _mm512_loadu_si512(x + 256));
+            b = _mm512_dpbusd_epi32(b, _mm512_xor_si512(B, bias), _mm512_loadu_si512(x + 320));
+            __m512 sums = _mm512_cvtepi32_ps(_mm512_add_epi32(a, _mm512_slli_epi32(b, 8)));
+            acc = _mm512_fmadd_ps(sums, d, acc);
+        }
+    return _mm512_mul_ps(acc, _mm512_set1_ps(dx));
+}
+
 // Q6_K: a block a chunk, in two halves of 128 values: 64 bytes of low nibbles (values p and
 // 64 + p of the half in their low and high nibbles) and 32 of high bits, two to a value, joined
 // as regs_q6_k does into L (the half's values 0..63, scale groups 0..3 of 16 values) and H
