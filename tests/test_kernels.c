@@ -589,7 +589,7 @@ static int model_matrices(const TestModel *m, const QMat **q, size_t *n) {
         q[k] = &L->qwv, n[k++] = kv * d;
         q[k] = &L->qwo, n[k++] = d * qd;
         q[k] = &L->qw1, n[k++] = h * d;
-        if (L->qw3.q || L->qw3.half) q[k] = &L->qw3, n[k++] = h * d;
+        if (L->qw3.q || L->qw3.half || L->qw3.blocks) q[k] = &L->qw3, n[k++] = h * d;
         q[k] = &L->qw2, n[k++] = d * h;
     }
     if (!c->tied_classifier) q[k] = &m->w.qclassifier, n[k++] = c->vocab_size * d;
@@ -723,6 +723,63 @@ static void test_batched_equals_one_token(void **state) {
         free(m.block);
         weights_free(&m.w);
     }
+}
+
+// A model of llama.cpp block types, a type per matrix mixed as Q4_K_M files mix them and
+// more (rows of 256 and 512, so that one token takes the products in their own order, which
+// order a layer's input once for q, k and v, or w1 and w3, when their types agree, and again
+// when not), one token at a time and as a batch, against the float32 model of its dequantised
+// weights (dequantize_weights): logits within 1e-3 of the largest (the inputs rounded to 16 bits).
+static void test_forward_block_types(void **state) {
+    (void)state;
+    static const uint8_t table[16] = {12,                       // tok_embedding Q4_K
+                                      12, 12, 14, 2,  8, 8, 12, // q, k Q4_K, v Q6_K, wo Q4_0, w1, w3 Q8_0, w2 Q4_K
+                                      6,  2,  2,  14, 2, 2, 13, // q Q5_0, k, v Q4_0, wo Q6_K, w1, w3 Q4_0, w2 Q5_K
+                                      14};                      // classifier Q6_K
+    Config c = knobs(0);
+    c.dim = 256, c.hidden_dim = 512, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 64, c.rope_dims = 64;
+    c.vocab_size = 80, c.tied_classifier = 0, c.weight_type = WEIGHTS_PER_MATRIX, c.type_table = table;
+    TestModel m = {.c = c};
+    m.block = aligned_alloc(MODEL_ALIGN, carve_weights(&c, NULL, NULL));
+    for (size_t i = 0; i < carve_weights(&c, NULL, NULL) / sizeof(float); i++) m.block[i] = 1.0f + frand() * 0.1f;
+    weights_init(&m.w, &m.c, m.block);
+    const QMat *q[16];
+    size_t n[16];
+    assert_int_equal(model_matrices(&m, q, n), 16);
+    for (int k = 0; k < 16; k++) {
+        QMat r = random_blocks(q[k]->type, n[k] / 256, 256);
+        memcpy((void *)q[k]->blocks, r.blocks, n[k] / matrix_types[r.type].block * matrix_types[r.type].block_bytes);
+        free((void *)r.blocks);
+    }
+    Config c32 = c;
+    c32.weight_type = WEIGHTS_F32, c32.type_table = NULL;
+    float *block32 = aligned_alloc(MODEL_ALIGN, carve_weights(&c32, NULL, NULL));
+    Weights w32;
+    dequantize_weights(&c, &m.w, m.block, block32);
+    weights_init(&w32, &c32, block32);
+    int T = 11, V = c.vocab_size, tokens[11];
+    for (int t = 0; t < T; t++) tokens[t] = (t * 7 + 3) % V;
+    float *got = malloc(sizeof(float) * T * V), *want = malloc(sizeof(float) * T * V);
+    for (int batch = 0; batch < 2; batch++) {
+        RunState s, s32;
+        assert_int_equal(state_init(&s, &c, batch ? T : 1), 0);
+        assert_int_equal(state_init(&s32, &c32, batch ? T : 1), 0);
+        for (int t = 0; t < T; t += batch ? T : 1) {
+            forward(&c, &m.w, &s, tokens + t, batch ? T : 1, t, got + t * V, 0);
+            forward(&c32, &w32, &s32, tokens + t, batch ? T : 1, t, want + t * V, 0);
+        }
+        float top = 0.0f, diff = 0.0f;
+        for (int i = 0; i < T * V; i++) top = fmaxf(top, fabsf(want[i])), diff = fmaxf(diff, fabsf(got[i] - want[i]));
+        if (!(diff <= 1e-3f * top)) fail_msg("batch %d: logits %g apart, the largest %g", batch, diff, top);
+        state_free(&s);
+        state_free(&s32);
+    }
+    free(got);
+    free(want);
+    free(block32);
+    weights_free(&w32);
+    free(m.block);
+    weights_free(&m.w);
 }
 
 // A model in bfloat16, float16 or Q8_0 against the float32 model of its widened (dequantised)
@@ -946,6 +1003,7 @@ int main(void) {
         cmocka_unit_test(test_quantize_input),
         cmocka_unit_test(test_matmul_blocks),
         cmocka_unit_test(test_forward_equals_widened),
+        cmocka_unit_test(test_forward_block_types),
         // model/bf16_gemm.h, and the forward pass with --compute bf16
         cmocka_unit_test(test_sgemm_bf16),
         cmocka_unit_test(test_sgemm_bf16_edges),
