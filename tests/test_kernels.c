@@ -165,8 +165,10 @@ static void test_rope(void **state) {
 // columns, then scalar ones).
 static void test_attention(void **state) {
     (void)state;
+    // B, T, P, heads, key/value heads, head_dim; the last three one- and two-row steps
     int shapes[][6] = {{2, 5, 3, 6, 2, 7},    {2, 3, 37, 4, 2, 32}, {1, 70, 0, 2, 1, 48},
-                       {1, 40, 29, 2, 2, 64}, {1, 9, 0, 1, 1, 136}, {2, 33, 0, 2, 1, 20}};
+                       {1, 40, 29, 2, 2, 64}, {1, 9, 0, 1, 1, 136}, {2, 33, 0, 2, 1, 20},
+                       {1, 1, 40, 4, 2, 64},  {2, 2, 47, 2, 1, 32}, {1, 1, 15, 2, 2, 16}};
     for (size_t n = 0; n < sizeof shapes / sizeof shapes[0]; n++) {
         int B = shapes[n][0], T = shapes[n][1], P = shapes[n][2], n_heads = shapes[n][3], n_kv = shapes[n][4];
         int hd = shapes[n][5], L = P + T, qd = n_heads * hd, kvd = n_kv * hd;
