@@ -1,7 +1,8 @@
 // model/quant_dot.h: products of a matrix in a llama.cpp block type (model/quant.h) with
 // float32 inputs rounded to 16-bit integers, in integer multiply-adds: a one-token row
-// (dot_quantized; Q4_0 and Q4_K in their own order, dot_q4_0 and dot_q4_k) and a prompt's
-// panels (matmul_quantized_panels_of), from the one unpacking per type. Each input row is quantised once per product (quantize_input): a scale
+// (dot_quantized; Q4_0, Q4_K, Q6_K and Q8_0 in their own order, order_input and dot_q4_0 ...)
+// and a prompt's panels (matmul_quantized_panels_of), from the one unpacking per type. The
+// input rows are quantised once for the products that share them (quantize_input): a scale
 // per 32 values (amax / 32767, rounded to nearest even), so each group of 16 weights meets
 // integers of one scale, and its sum of products is exact in int32:
 //   Σ_j w_j x_j ≈ Σ_g [ a_g · dx_g · Σ_{j in g} s_j q_j  +  b_g · dx_g · Σ_{j in g} q_j ].
@@ -208,15 +209,15 @@ __attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, c
 
 #if defined(QUANT_VNNI) && defined(UNPACK_REGS)
 // ----------------------------------------------------------------------------
-// The one-token products of Q4_0, Q4_K and Q6_K, the types most files are made of, in their own
-// order: the input is laid out to match the nibbles as two permutes gather them, so that each
-// 32-bit lane's products keep to one group of one scale (16 values of a Q4_0 block, 8 of a
-// Q4_K sub-block or of a Q6_K group), and the scales apply per lane without summing groups
-// first. The input is
-// rounded to 16 bits with one scale for the whole row (amax / 32767), not one per 32 values,
-// so that scale multiplies a row's sum once rather than every block's (a sixth of Q4_0's
-// step); a value small beside the row's largest keeps fewer bits (docs/KERNELS.md). Whole
-// chunks only (rows of a multiple of 256 values).
+// The one-token products of Q4_0, Q4_K, Q6_K and Q8_0, the types nearly every file is made
+// of, in their own order: the input is laid out to match the weights as two byte permutes
+// gather them from the blocks, so that each 32-bit lane's products keep to one group of one
+// scale (16 values of a Q4_0 block, 8 of a Q4_K sub-block, a Q6_K group or a Q8_0 block), and
+// the scales apply per lane without summing groups first. The input is rounded to 16 bits with
+// one scale for the whole row (amax / 32767), not one per 32 values, so that the scale
+// multiplies a row's sum once rather than every block's (a sixth of Q4_0's instructions); a
+// value small beside the row's largest keeps fewer bits (docs/KERNELS.md). Whole chunks only
+// (rows of a multiple of 256 values).
 
 // x [n] rounded to q [n], 16-bit integers of one scale, which is returned.
 static inline float quantize_row16(int16_t *q, const float *x, int n) {
@@ -233,10 +234,11 @@ static inline float quantize_row16(int16_t *q, const float *x, int n) {
     return top / QUANT_MAX;
 }
 
-// The ordered input starts with a header of 64 bytes (the row's scale), then a chunk of 256 values at a time: ql [4][64] and qh [4][64], the low
-// (unsigned) and high (signed) bytes of the values multiplied by the four registers of nibbles,
-// then 128 bytes that each type describes. In every type's order the values go in runs of 8:
-// ordered_run gives the first value of run r of register k.
+// The ordered input starts with a header of 64 bytes (the row's scale), then a chunk of 256
+// values at a time: ql [4][64] and qh [4][64], the low (unsigned) and high (signed) bytes of
+// the values that the four registers of weights meet, then a tail of 128 bytes that each type
+// describes. In every type's order the values go in runs of 8: ordered_run gives the first
+// value of run r of register k.
 #define ORDERED_HEADER 64
 #define ORDERED_CHUNK 640
 static inline int ordered_run(int type, int k, int r) {
@@ -255,7 +257,7 @@ static inline void order_input(uint8_t *dst, const float *x, int16_t *q, int n, 
     for (int i = 0; i < n; i += UNPACKED_VALUES, dst += ORDERED_CHUNK) {
         const int16_t *c = q + i;
         uint8_t low[UNPACKED_VALUES], high[UNPACKED_VALUES];
-        int fours[UNPACKED_VALUES / 4], high_fours[UNPACKED_VALUES / 4]; // Σ q, Σ qh over each run of 4 values
+        int fours[UNPACKED_VALUES / 4], high_fours[UNPACKED_VALUES / 4]; // Σ q and Σ qh of each run of 4
         for (int v = 0; v < UNPACKED_VALUES; v += 32) {
             __m512i w = _mm512_loadu_si512(c + v);
             _mm256_storeu_si256((__m256i *)(low + v), _mm512_cvtepi16_epi8(w));
@@ -273,16 +275,30 @@ static inline void order_input(uint8_t *dst, const float *x, int16_t *q, int n, 
             }
         int32_t *start = (int32_t *)(dst + 512);
         float *tail = (float *)(dst + 512);
-        for (int l = 0; l < 32; l++) {
-            const int *f = fours + 8 * (l % 8), *hf = high_fours + 32 * (l / 16) + 8 * (l % 16 / 4) + l % 4;
-            if (type == BLOCK_Q8_0) start[l] = -32768 * (hf[0] + hf[4]);
-            else if (l >= 16) break;
-            else if (type == BLOCK_Q4_0)
-                start[l] = -8 * (fours[8 * (l / 2) + l % 2] + fours[8 * (l / 2) + 2 + l % 2] +
-                                 fours[8 * (l / 2) + 4 + l % 2] + fours[8 * (l / 2) + 6 + l % 2]);
-            else if (type == BLOCK_Q4_K)
-                tail[l] = l < 8 ? 1.0f : (float)(f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7]);
-            else tail[l] = -32.0f * (float)(fours[4 * l] + fours[4 * l + 1] + fours[4 * l + 2] + fours[4 * l + 3]);
+        switch (type) {
+        case BLOCK_Q4_0: // lane 2b + c: runs 8b + c, 8b + c + 2, + 4 and + 6
+            for (int l = 0; l < 16; l++) {
+                const int *f = fours + 8 * (l / 2) + l % 2;
+                start[l] = -8 * (f[0] + f[2] + f[4] + f[6]);
+            }
+            break;
+        case BLOCK_Q4_K: // sub-block sb: runs 8 sb .. 8 sb + 7
+            for (int sb = 0; sb < 8; sb++) {
+                const int *f = fours + 8 * sb;
+                tail[sb] = 1.0f, tail[8 + sb] = (float)(f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7]);
+            }
+            break;
+        case BLOCK_Q8_0: // half h, lane 4b + c: runs 32h + 8b + c and 4 on
+            for (int l = 0; l < 32; l++) {
+                const int *f = high_fours + 32 * (l / 16) + 8 * (l % 16 / 4) + l % 4;
+                start[l] = -32768 * (f[0] + f[4]);
+            }
+            break;
+        default: // Q6_K, group g: runs 4g .. 4g + 3
+            for (int g = 0; g < 16; g++) {
+                const int *f = fours + 4 * g;
+                tail[g] = -32.0f * (float)(f[0] + f[1] + f[2] + f[3]);
+            }
         }
     }
 }
@@ -294,6 +310,15 @@ static inline __m512i high_nibbles(__m512i q) {
     return _mm512_gf2p8affine_epi64_epi8(q, _mm512_set1_epi64(0x1020408000000000ll), 0);
 #else
     return _mm512_and_si512(_mm512_srli_epi16(q, 4), _mm512_set1_epi8(15));
+#endif
+}
+
+// Each byte's bits 0-1 moved to 4-5, the rest cleared (Q6_K's high bits).
+static inline __m512i bits_to_45(__m512i q) {
+#if defined(__GFNI__)
+    return _mm512_gf2p8affine_epi64_epi8(q, _mm512_set1_epi64(0x01020000ll), 0);
+#else
+    return _mm512_and_si512(_mm512_slli_epi16(q, 4), _mm512_set1_epi8(0x30));
 #endif
 }
 
@@ -311,8 +336,8 @@ static inline __m512i ordered_sums(__m512i a, const __m512i u[4], const uint8_t 
 // Q4_0: 8 blocks (144 bytes) a chunk. Two permutes gather registers A, the first 8 bytes of
 // each block's 16 of nibbles, and B the last 8, so lane 2b + c of both holds block b; their
 // low and high nibbles are u[0..3] = A low, A high, B low, B high. The nibbles stay unsigned
-// (0..15) and the 8 they are biased by comes off as -8 Σ q, the lane's start (the chunk's
-// last 64 bytes, 16 int32).
+// (0..15) and the 8 they are biased by comes off as -8 Σ q, the lane's start (the tail's
+// first 16 int32).
 static inline __m512 dot_q4_0(const uint8_t *restrict row, const uint8_t *restrict in, int n) {
     // byte 8b + r of A: byte r of block b's nibbles, at 18b + 2 + r in the chunk; of B, 8 on.
     // Blocks 0-3 come from a load at the chunk's start, 4-7 from one 72 bytes on.
@@ -348,8 +373,8 @@ static inline __m512 dot_q4_0(const uint8_t *restrict row, const uint8_t *restri
 // the first 16 bytes of each group, and Y the last 16, so lane 4G + c of both holds group G:
 // u[0..3] = X low, Y low, X high, Y high; the low nibbles' lanes take sub-block 2G's scale
 // d·sc, the high ones' 2G + 1's. The minimums' part, -dmin·m·Σ q per sub-block, is a second
-// row of 8 lanes from the same register of scales: the chunk's last 64 bytes are 8 ones, then
-// the 8 sub-blocks' Σ q as floats.
+// row of 8 lanes from the same register of scales: the tail starts with 8 ones, then the 8
+// sub-blocks' Σ q as floats.
 static inline __m512 dot_q4_k(const uint8_t *restrict row, const uint8_t *restrict in, int n) {
     static const uint8_t pick[64] = {// byte 16G + r of X: byte 32G + r of the nibbles; of Y, 16 on
 #define R(G)                                                                                                           \
@@ -378,11 +403,12 @@ static inline __m512 dot_q4_k(const uint8_t *restrict row, const uint8_t *restri
     }
     return _mm512_mul_ps(_mm512_add_ps(acc, _mm512_maskz_mov_ps(0xff00, mins)), _mm512_set1_ps(dx));
 }
+
 // Q8_0: 8 blocks (272 bytes) a chunk, in two halves of 4. Two permutes gather A, the first 16
 // of each block's 32 bytes, and B the last 16, so lane 4b + c of both holds block b. The
 // values are signed: ql (unsigned) times them, and their bytes biased to unsigned (s + 128)
-// times qh (signed), the bias taken back out by the lane's start, -32768 Σ qh (the chunk's
-// last 128 bytes: 16 int32 for each half).
+// times qh (signed), the bias taken back out by the lane's start, -32768 Σ qh (the tail: 16
+// int32 for each half).
 static inline __m512 dot_q8_0(const uint8_t *restrict row, const uint8_t *restrict in, int n) {
     static const uint8_t pick[64] = {// byte 16b + r of A: byte 34b + 2 + r of the half; of B, 16 on
 #define R(b)                                                                                                           \
@@ -423,17 +449,8 @@ static inline __m512 dot_q8_0(const uint8_t *restrict row, const uint8_t *restri
 // as regs_q6_k does into L (the half's values 0..63, scale groups 0..3 of 16 values) and H
 // (64..127, groups 4..7). Two permutes gather P, the first 8 bytes of each group, and Q the
 // last 8, so lane 2g + c of both holds group g. The values stay unsigned (0..63); the 32 they
-// are biased by comes off per group as d·sc·(-32 Σ q), the chunk's last 64 bytes holding
-// -32 Σ q for each of the 16 groups.
-// Each byte's bits 0-1 moved to 4-5, the rest cleared.
-static inline __m512i bits_to_45(__m512i q) {
-#if defined(__GFNI__)
-    return _mm512_gf2p8affine_epi64_epi8(q, _mm512_set1_epi64(0x01020000ll), 0);
-#else
-    return _mm512_and_si512(_mm512_slli_epi16(q, 4), _mm512_set1_epi8(0x30));
-#endif
-}
-
+// are biased by comes off per group as d·sc·(-32 Σ q), the tail holding -32 Σ q for each of
+// the 16 groups (floats).
 static inline __m512 dot_q6_k(const uint8_t *restrict row, const uint8_t *restrict in, int n) {
     static const uint8_t pick[64] = {// byte 8g + r of P: byte 16g + r of L and H, one after the other
 #define R(g) 16 * g, 16 * g + 1, 16 * g + 2, 16 * g + 3, 16 * g + 4, 16 * g + 5, 16 * g + 6, 16 * g + 7
