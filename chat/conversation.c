@@ -191,7 +191,12 @@ static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errle
     cv->n_cached = n;
     double t1 = seconds();
     const char *why_stopped;
+    // While the reply streams, a Ctrl-C must not cut a write to the terminal short: stdio drops
+    // what an interrupted write had left and reports an error. So the handler restarts it there.
+    struct sigaction restart = {.sa_handler = on_sigint, .sa_flags = SA_RESTART}, reading;
+    if (cv->interactive) sigaction(SIGINT, &restart, &reading);
     int written = write_reply(cv, r, &why_stopped);
+    if (cv->interactive) sigaction(SIGINT, &reading, NULL);
     if (written < 0 || conversation_add(cv, CHAT_ASSISTANT, cv->reply ? cv->reply : "", cv->n_reply))
         return chat_fail(err, errlen, "out of memory");
     double t2 = seconds();
