@@ -727,6 +727,26 @@ static void test_batched_equals_one_token(void **state) {
     }
 }
 
+// The float32 model of m's dequantised (widened) weights, dequantize_weights's: its config in
+// *c32 and weights in *w32; the block it returns is the caller's to free.
+static float *float32_twin(const TestModel *m, Config *c32, Weights *w32) {
+    *c32 = m->c;
+    c32->weight_type = WEIGHTS_F32, c32->group_size = 0, c32->type_table = NULL;
+    float *block32 = aligned_alloc(MODEL_ALIGN, carve_weights(c32, NULL, NULL));
+    dequantize_weights(&m->c, &m->w, m->block, block32);
+    weights_init(w32, c32, block32);
+    return block32;
+}
+
+// Logits [T, vocab] of the tokens from a new state s (the caller frees it), one step at a time,
+// or with batch all at once.
+static void forward_tokens(const Config *c, const Weights *w, RunState *s, const int *tokens, int T, int batch,
+                           float *logits) {
+    assert_int_equal(state_init(s, c, batch ? T : 1), 0);
+    for (int t = 0; t < T; t += batch ? T : 1)
+        forward(c, w, s, tokens + t, batch ? T : 1, t, logits + (size_t)t * c->vocab_size, 0);
+}
+
 // A model of llama.cpp block types, a type per matrix mixed as Q4_K_M files mix them and
 // more (rows of 256 and 512, so that one token takes the products in their own order, which
 // order a layer's input once for q, k and v, or w1 and w3, when their types agree, and again
@@ -753,23 +773,16 @@ static void test_forward_block_types(void **state) {
         memcpy((void *)q[k]->blocks, r.blocks, n[k] / matrix_types[r.type].block * matrix_types[r.type].block_bytes);
         free((void *)r.blocks);
     }
-    Config c32 = c;
-    c32.weight_type = WEIGHTS_F32, c32.type_table = NULL;
-    float *block32 = aligned_alloc(MODEL_ALIGN, carve_weights(&c32, NULL, NULL));
+    Config c32;
     Weights w32;
-    dequantize_weights(&c, &m.w, m.block, block32);
-    weights_init(&w32, &c32, block32);
+    float *block32 = float32_twin(&m, &c32, &w32);
     int T = 11, V = c.vocab_size, tokens[11];
     for (int t = 0; t < T; t++) tokens[t] = (t * 7 + 3) % V;
     float *got = malloc(sizeof(float) * T * V), *want = malloc(sizeof(float) * T * V);
     for (int batch = 0; batch < 2; batch++) {
         RunState s, s32;
-        assert_int_equal(state_init(&s, &c, batch ? T : 1), 0);
-        assert_int_equal(state_init(&s32, &c32, batch ? T : 1), 0);
-        for (int t = 0; t < T; t += batch ? T : 1) {
-            forward(&c, &m.w, &s, tokens + t, batch ? T : 1, t, got + t * V, 0);
-            forward(&c32, &w32, &s32, tokens + t, batch ? T : 1, t, want + t * V, 0);
-        }
+        forward_tokens(&c, &m.w, &s, tokens, T, batch, got);
+        forward_tokens(&c32, &w32, &s32, tokens, T, batch, want);
         float top = 0.0f, diff = 0.0f;
         for (int i = 0; i < T * V; i++) top = fmaxf(top, fabsf(want[i])), diff = fmaxf(diff, fabsf(got[i] - want[i]));
         if (!(diff <= 1e-3f * top)) fail_msg("batch %d: logits %g apart, the largest %g", batch, diff, top);
@@ -798,24 +811,17 @@ static void test_forward_equals_widened(void **state) {
             if (variant == 3) c.dim = 240, c.hidden_dim = 400, c.head_dim = 60, c.rope_dims = 60;
             c.weight_type = type, c.group_size = type == WEIGHTS_Q8_0 ? 4 : 0;
             TestModel m = random_model(c);
-            Config c32 = c;
-            c32.weight_type = WEIGHTS_F32, c32.group_size = 0;
-            float *block32 = aligned_alloc(MODEL_ALIGN, carve_weights(&c32, NULL, NULL));
+            Config c32;
             Weights w32;
-            dequantize_weights(&c, &m.w, m.block, block32);
-            weights_init(&w32, &c32, block32);
+            float *block32 = float32_twin(&m, &c32, &w32);
             int T = 11, V = c.vocab_size, tokens[11];
             for (int t = 0; t < T; t++) tokens[t] = (t * 5 + 1) % V;
             float *got = malloc(sizeof(float) * T * V), *want = malloc(sizeof(float) * T * V);
             double *wantd = malloc(sizeof(double) * T * V);
             for (int batch = 0; batch < 2; batch++) {
                 RunState s, s32;
-                assert_int_equal(state_init(&s, &c, batch ? T : 1), 0);
-                assert_int_equal(state_init(&s32, &c32, batch ? T : 1), 0);
-                for (int t = 0; t < T; t += batch ? T : 1) {
-                    forward(&c, &m.w, &s, tokens + t, batch ? T : 1, t, got + t * V, 0);
-                    forward(&c32, &w32, &s32, tokens + t, batch ? T : 1, t, want + t * V, 0);
-                }
+                forward_tokens(&c, &m.w, &s, tokens, T, batch, got);
+                forward_tokens(&c32, &w32, &s32, tokens, T, batch, want);
                 if (type != WEIGHTS_Q8_0 && !batch) assert_memory_equal(got, want, sizeof(float) * T * V);
                 for (int i = 0; i < T * V; i++) wantd[i] = want[i];
                 assert_close(got, wantd, (size_t)T * V, 1e-5);
