@@ -19,7 +19,7 @@ mkdir -p tests/tmp
 logs=$(mktemp -d tests/tmp/run_all.XXXXXX)
 # The longest first (a few minutes against seconds), so that the rest fill the other core.
 tests=()
-for t in tests/test_parity.py tests/test_fuzz_smoke.sh tests/test_train_signals.py tests/test_export_hf.py tests/test_convert.py \
+for t in tests/test_parity.py tests/test_fuzz_smoke.sh tests/test_export_hf.py tests/test_convert.py \
   tests/test_valgrind.sh tests/bin/test_* tests/test_*.py tests/test_*.sh; do
   [ -e "$t" ] && [[ " ${tests[*]} " != *" $t "* ]] && tests+=("$t")
 done
