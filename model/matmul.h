@@ -15,6 +15,7 @@
 #include "file.h"
 #include "quant.h"
 #include "quant_dot.h"
+#include "quant_order.h"
 #include "threads.h"
 
 // ----------------------------------------------------------------------------
@@ -437,18 +438,6 @@ static inline void matmul_panels(const Linear *l, const float *x, int T, int n_i
     }
 }
 #endif
-
-// Whether a product takes the one-token path in its own order (model/quant_dot.h), whose
-// input is rounded with one scale per row rather than per 32 values.
-static inline int ordered_product(int type, int T, int n_in) {
-#if defined(QUANT_VNNI) && defined(UNPACK_REGS)
-    return T == 1 && (type == BLOCK_Q4_0 || type == BLOCK_Q4_K || type == BLOCK_Q6_K || type == BLOCK_Q8_0) &&
-           n_in % UNPACKED_VALUES == 0;
-#else
-    (void)type, (void)T, (void)n_in;
-    return 0;
-#endif
-}
 
 // x [T, n_in] into l->xq as the product with a matrix in a block type takes it: rounded to 16
 // bits for each row (quantize_input), or for one row in the matrix's own order (order_input).

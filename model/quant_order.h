@@ -1,0 +1,304 @@
+// model/quant_order.h: the one-token products of Q4_0, Q4_K, Q6_K and Q8_0 (AVX-512 VNNI and
+// VBMI) in each type's own order, with the input rounded to 16 bits once per row and laid out
+// to match (order_input); the rest of the block-type products are model/quant_dot.h's.
+#ifndef ATTN_MODEL_QUANT_ORDER_H
+#define ATTN_MODEL_QUANT_ORDER_H
+
+#include <stdint.h>
+#include <string.h>
+#include "quant.h"
+#include "quant_dot.h"
+
+// Whether a product takes the one-token path in its own order, whose
+// input is rounded with one scale per row rather than per 32 values.
+static inline int ordered_product(int type, int T, int n_in) {
+#if defined(QUANT_VNNI) && defined(UNPACK_REGS)
+    return T == 1 && (type == BLOCK_Q4_0 || type == BLOCK_Q4_K || type == BLOCK_Q6_K || type == BLOCK_Q8_0) &&
+           n_in % UNPACKED_VALUES == 0;
+#else
+    (void)type, (void)T, (void)n_in;
+    return 0;
+#endif
+}
+
+#if defined(QUANT_VNNI) && defined(UNPACK_REGS)
+// ----------------------------------------------------------------------------
+// The one-token products of Q4_0, Q4_K, Q6_K and Q8_0, the types nearly every file is made
+// of, in their own order: the input is laid out to match the weights as two byte permutes
+// gather them from the blocks, so that each 32-bit lane's products keep to one group of one
+// scale (16 values of a Q4_0 block, 8 of a Q4_K sub-block, a Q6_K group or a Q8_0 block), and
+// the scales apply per lane without summing groups first. The input is rounded to 16 bits with
+// one scale for the whole row (amax / 32767), not one per 32 values, so that the scale
+// multiplies a row's sum once rather than every block's (a sixth of Q4_0's instructions); a
+// value small beside the row's largest keeps fewer bits (docs/KERNELS.md). Whole chunks only
+// (rows of a multiple of 256 values).
+
+// x [n] rounded to q [n], 16-bit integers of one scale, which is returned.
+static inline float quantize_row16(int16_t *q, const float *x, int n) {
+    __m512 amax = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += 16) amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(x + i)));
+    float top = _mm512_reduce_max_ps(amax);
+    __m512 id = _mm512_set1_ps(top > 0.0f ? QUANT_MAX / top : 0.0f), lim = _mm512_set1_ps(QUANT_MAX);
+    for (int i = 0; i < n; i += 16) {
+        __m512 y = _mm512_mul_ps(_mm512_loadu_ps(x + i), id);
+        y = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, y, _CMP_ORD_Q), y); // NaN -> 0
+        y = _mm512_max_ps(_mm512_min_ps(y, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim));
+        _mm256_storeu_si256((__m256i *)(q + i), _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(y)));
+    }
+    return top / QUANT_MAX;
+}
+
+// The ordered input starts with a header of 64 bytes (the row's scale), then a chunk of 256
+// values at a time: ql [4][64] and qh [4][64], the low (unsigned) and high (signed) bytes of
+// the values that the four registers of weights meet, then a tail of 128 bytes that each type
+// describes. In every type's order the values go in runs of 8: ordered_run gives the first
+// value of run r of register k.
+#define ORDERED_HEADER 64
+#define ORDERED_CHUNK 640
+static inline int ordered_run(int type, int k, int r) {
+    switch (type) {
+    case BLOCK_Q4_0: return 32 * r + (int[]){0, 16, 8, 24}[k];
+    case BLOCK_Q4_K: return 64 * (r / 2) + 32 * (k / 2) + 16 * (k % 2) + 8 * (r % 2);
+    case BLOCK_Q8_0: return 128 * (k / 2) + 32 * (r / 2) + 16 * (k % 2) + 8 * (r % 2);
+    default: return 128 * (k / 2) + 16 * r + 8 * (k % 2); // Q6_K
+    }
+}
+
+// x [n] rounded to 16 bits (into q [n]) and laid out at dst for type's one-token product.
+static inline void order_input(uint8_t *dst, const float *x, int16_t *q, int n, int type) {
+    *(float *)dst = quantize_row16(q, x, n);
+    dst += ORDERED_HEADER;
+    for (int i = 0; i < n; i += UNPACKED_VALUES, dst += ORDERED_CHUNK) {
+        const int16_t *c = q + i;
+        uint8_t low[UNPACKED_VALUES], high[UNPACKED_VALUES];
+        int fours[UNPACKED_VALUES / 4], high_fours[UNPACKED_VALUES / 4]; // Σ q and Σ qh of each run of 4
+        for (int v = 0; v < UNPACKED_VALUES; v += 32) {
+            __m512i w = _mm512_loadu_si512(c + v);
+            _mm256_storeu_si256((__m256i *)(low + v), _mm512_cvtepi16_epi8(w));
+            _mm256_storeu_si256((__m256i *)(high + v), _mm512_cvtepi16_epi8(_mm512_srai_epi16(w, 8)));
+        }
+        for (int m = 0; m < UNPACKED_VALUES / 4; m++) {
+            fours[m] = c[4 * m] + c[4 * m + 1] + c[4 * m + 2] + c[4 * m + 3];
+            high_fours[m] =
+                (int8_t)high[4 * m] + (int8_t)high[4 * m + 1] + (int8_t)high[4 * m + 2] + (int8_t)high[4 * m + 3];
+        }
+        for (int k = 0; k < 4; k++)
+            for (int r = 0; r < 8; r++) {
+                memcpy(dst + 64 * k + 8 * r, low + ordered_run(type, k, r), 8);
+                memcpy(dst + 256 + 64 * k + 8 * r, high + ordered_run(type, k, r), 8);
+            }
+        int32_t *start = (int32_t *)(dst + 512);
+        float *tail = (float *)(dst + 512);
+        switch (type) {
+        case BLOCK_Q4_0: // lane 2b + c: runs 8b + c, 8b + c + 2, + 4 and + 6
+            for (int l = 0; l < 16; l++) {
+                const int *f = fours + 8 * (l / 2) + l % 2;
+                start[l] = -8 * (f[0] + f[2] + f[4] + f[6]);
+            }
+            break;
+        case BLOCK_Q4_K: // sub-block sb: runs 8 sb .. 8 sb + 7
+            for (int sb = 0; sb < 8; sb++) {
+                const int *f = fours + 8 * sb;
+                tail[sb] = 1.0f, tail[8 + sb] = (float)(f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7]);
+            }
+            break;
+        case BLOCK_Q8_0: // half h, lane 4b + c: runs 32h + 8b + c and 4 on
+            for (int l = 0; l < 32; l++) {
+                const int *f = high_fours + 32 * (l / 16) + 8 * (l % 16 / 4) + l % 4;
+                start[l] = -32768 * (f[0] + f[4]);
+            }
+            break;
+        default: // Q6_K, group g: runs 4g .. 4g + 3
+            for (int g = 0; g < 16; g++) {
+                const int *f = fours + 4 * g;
+                tail[g] = -32.0f * (float)(f[0] + f[1] + f[2] + f[3]);
+            }
+        }
+    }
+}
+
+// The high nibbles of 64 bytes: one GF2P8AFFINEQB (each byte's bits 4..7 moved to 0..3, a bit
+// matrix) where the cores have GFNI, else a shift and a mask.
+static inline __m512i high_nibbles(__m512i q) {
+#if defined(__GFNI__)
+    return _mm512_gf2p8affine_epi64_epi8(q, _mm512_set1_epi64(0x1020408000000000ll), 0);
+#else
+    return _mm512_and_si512(_mm512_srli_epi16(q, 4), _mm512_set1_epi8(15));
+#endif
+}
+
+// Each byte's bits 0-1 moved to 4-5, the rest cleared (Q6_K's high bits).
+static inline __m512i bits_to_45(__m512i q) {
+#if defined(__GFNI__)
+    return _mm512_gf2p8affine_epi64_epi8(q, _mm512_set1_epi64(0x01020000ll), 0);
+#else
+    return _mm512_and_si512(_mm512_slli_epi16(q, 4), _mm512_set1_epi8(0x30));
+#endif
+}
+
+// Each lane's Σ q·u over the nibble registers u[k0 .. k1) and the chunk's ordered input, added
+// to a: ql (unsigned) times u, and u times qh (signed), shifted up a byte.
+static inline __m512i ordered_sums(__m512i a, const __m512i u[4], const uint8_t *in, int k0, int k1) {
+    __m512i b = _mm512_setzero_si512();
+    for (int k = k0; k < k1; k++) {
+        a = _mm512_dpbusd_epi32(a, _mm512_loadu_si512(in + 64 * k), u[k]);
+        b = _mm512_dpbusd_epi32(b, u[k], _mm512_loadu_si512(in + 256 + 64 * k));
+    }
+    return _mm512_add_epi32(a, _mm512_slli_epi32(b, 8));
+}
+
+// Q4_0: 8 blocks (144 bytes) a chunk. Two permutes gather registers A, the first 8 bytes of
+// each block's 16 of nibbles, and B the last 8, so lane 2b + c of both holds block b; their
+// low and high nibbles are u[0..3] = A low, A high, B low, B high. The nibbles stay unsigned
+// (0..15) and the 8 they are biased by comes off as -8 Σ q, the lane's start (the tail's
+// first 16 int32).
+static inline __m512 dot_q4_0(const uint8_t *restrict row, const uint8_t *restrict in, int n) {
+    // byte 8b + r of A: byte r of block b's nibbles, at 18b + 2 + r in the chunk; of B, 8 on.
+    // Blocks 0-3 come from a load at the chunk's start, 4-7 from one 72 bytes on.
+    static const uint8_t pick[64] = {
+#define P(b) (b < 4 ? 18 * b + 2 : 64 + 18 * b - 70)
+#define R(b) P(b), P(b) + 1, P(b) + 2, P(b) + 3, P(b) + 4, P(b) + 5, P(b) + 6, P(b) + 7
+        R(0), R(1), R(2), R(3), R(4),
+        R(5), R(6), R(7)
+#undef R
+#undef P
+    };
+    // block b's float16 scale (word 9b of either load) in lanes 2b and 2b + 1
+    static const uint16_t scale_words[32] = {0, 0, 9, 9, 18, 18, 27, 27, 32, 32, 41, 41, 50, 50, 59, 59};
+    const __m512i nibble = _mm512_set1_epi8(15), picks = _mm512_loadu_si512(pick);
+    const __m512i words = _mm512_loadu_si512(scale_words);
+    const float dx = *(const float *)in;
+    __m512 acc = _mm512_setzero_ps();
+    in += ORDERED_HEADER;
+    for (int i = 0; i < n; i += UNPACKED_VALUES, row += 8 * 18, in += ORDERED_CHUNK) {
+        __m512i first = _mm512_loadu_si512(row), second = _mm512_loadu_si512(row + 72);
+        __m512i A = _mm512_permutex2var_epi8(first, picks, second);
+        __m512i B = _mm512_permutex2var_epi8(_mm512_loadu_si512(row + 8), picks, _mm512_loadu_si512(row + 80));
+        __m512i u[4] = {_mm512_and_si512(A, nibble), high_nibbles(A), _mm512_and_si512(B, nibble), high_nibbles(B)};
+        __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(first, words, second)));
+        __m512i sums = ordered_sums(_mm512_loadu_si512(in + 512), u, in, 0, 4);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), d, acc);
+    }
+    return _mm512_mul_ps(acc, _mm512_set1_ps(dx));
+}
+
+// Q4_K: a block (256 values) a chunk. Its 128 bytes of nibbles are four groups of 32, group G
+// holding sub-block 2G in its low nibbles and 2G + 1 in its high ones. Two permutes gather X,
+// the first 16 bytes of each group, and Y the last 16, so lane 4G + c of both holds group G:
+// u[0..3] = X low, Y low, X high, Y high; the low nibbles' lanes take sub-block 2G's scale
+// d·sc, the high ones' 2G + 1's. The minimums' part, -dmin·m·Σ q per sub-block, is a second
+// row of 8 lanes from the same register of scales: the tail starts with 8 ones, then the 8
+// sub-blocks' Σ q as floats.
+static inline __m512 dot_q4_k(const uint8_t *restrict row, const uint8_t *restrict in, int n) {
+    static const uint8_t pick[64] = {// byte 16G + r of X: byte 32G + r of the nibbles; of Y, 16 on
+#define R(G)                                                                                                           \
+    32 * G, 32 * G + 1, 32 * G + 2, 32 * G + 3, 32 * G + 4, 32 * G + 5, 32 * G + 6, 32 * G + 7, 32 * G + 8,            \
+        32 * G + 9, 32 * G + 10, 32 * G + 11, 32 * G + 12, 32 * G + 13, 32 * G + 14, 32 * G + 15
+                                     R(0), R(1), R(2), R(3)
+#undef R
+    };
+    const __m512i nibble = _mm512_set1_epi8(15), picks = _mm512_loadu_si512(pick);
+    const __m512i low_lanes = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
+    const __m512i high_lanes = _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7);
+    const float dx = *(const float *)in;
+    __m512 acc = _mm512_setzero_ps(), mins = _mm512_setzero_ps();
+    in += ORDERED_HEADER;
+    for (int i = 0; i < n; i += UNPACKED_VALUES, row += 144, in += ORDERED_CHUNK) {
+        __m512 scales = _mm512_mul_ps(k_scale_vector(row), _mm512_loadu_ps((const float *)(in + 512)));
+        mins = _mm512_add_ps(mins, scales); // lanes 8..15: -dmin·m·Σ q
+        __m512i first = _mm512_loadu_si512(row + 16), second = _mm512_loadu_si512(row + 80);
+        __m512i X = _mm512_permutex2var_epi8(first, picks, second);
+        __m512i Y = _mm512_permutex2var_epi8(first, _mm512_add_epi8(picks, _mm512_set1_epi8(16)), second);
+        __m512i u[4] = {_mm512_and_si512(X, nibble), _mm512_and_si512(Y, nibble), high_nibbles(X), high_nibbles(Y)};
+        __m512i low = ordered_sums(_mm512_setzero_si512(), u, in, 0, 2);
+        __m512i high = ordered_sums(_mm512_setzero_si512(), u, in, 2, 4);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(low), _mm512_permutexvar_ps(low_lanes, scales), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(high), _mm512_permutexvar_ps(high_lanes, scales), acc);
+    }
+    return _mm512_mul_ps(_mm512_add_ps(acc, _mm512_maskz_mov_ps(0xff00, mins)), _mm512_set1_ps(dx));
+}
+
+// Q8_0: 8 blocks (272 bytes) a chunk, in two halves of 4. Two permutes gather A, the first 16
+// of each block's 32 bytes, and B the last 16, so lane 4b + c of both holds block b. The
+// values are signed: ql (unsigned) times them, and their bytes biased to unsigned (s + 128)
+// times qh (signed), the bias taken back out by the lane's start, -32768 Σ qh (the tail: 16
+// int32 for each half).
+static inline __m512 dot_q8_0(const uint8_t *restrict row, const uint8_t *restrict in, int n) {
+    static const uint8_t pick[64] = {// byte 16b + r of A: byte 34b + 2 + r of the half; of B, 16 on
+#define R(b)                                                                                                           \
+    34 * b + 2, 34 * b + 3, 34 * b + 4, 34 * b + 5, 34 * b + 6, 34 * b + 7, 34 * b + 8, 34 * b + 9, 34 * b + 10,       \
+        34 * b + 11, 34 * b + 12, 34 * b + 13, 34 * b + 14, 34 * b + 15, 34 * b + 16, 34 * b + 17
+                                     R(0), R(1), R(2), R(3)
+#undef R
+    };
+    // block b's float16 scale, word 17b of the half, in lanes 4b .. 4b + 3
+    static const uint16_t scale_words[32] = {0, 0, 0, 0, 17, 17, 17, 17, 34, 34, 34, 34, 51, 51, 51, 51};
+    const __m512i picks = _mm512_loadu_si512(pick), picks8 = _mm512_add_epi8(picks, _mm512_set1_epi8(8));
+    const __m512i words = _mm512_loadu_si512(scale_words), bias = _mm512_set1_epi8((char)0x80);
+    const float dx = *(const float *)in;
+    __m512 acc = _mm512_setzero_ps();
+    in += ORDERED_HEADER;
+    for (int i = 0; i < n; i += UNPACKED_VALUES, in += ORDERED_CHUNK)
+        for (int h = 0; h < 2; h++, row += 4 * 34) {
+            __m512i first = _mm512_loadu_si512(row), second = _mm512_loadu_si512(row + 64);
+            __m512i A = _mm512_permutex2var_epi8(first, picks, second);
+            // B's bytes lie 16 on, from loads 8 on (so the last ends at the half's end)
+            __m512i B = _mm512_permutex2var_epi8(_mm512_loadu_si512(row + 8), picks8, _mm512_loadu_si512(row + 72));
+            __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(first, words, second)));
+            const uint8_t *x = in + 128 * h;
+            __m512i a = _mm512_loadu_si512(in + 512 + 64 * h);
+            a = _mm512_dpbusd_epi32(a, _mm512_loadu_si512(x), A);
+            a = _mm512_dpbusd_epi32(a, _mm512_loadu_si512(x + 64), B);
+            __m512i b =
+                _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(A, bias), _mm512_loadu_si512(x + 256));
+            b = _mm512_dpbusd_epi32(b, _mm512_xor_si512(B, bias), _mm512_loadu_si512(x + 320));
+            __m512 sums = _mm512_cvtepi32_ps(_mm512_add_epi32(a, _mm512_slli_epi32(b, 8)));
+            acc = _mm512_fmadd_ps(sums, d, acc);
+        }
+    return _mm512_mul_ps(acc, _mm512_set1_ps(dx));
+}
+
+// Q6_K: a block a chunk, in two halves of 128 values: 64 bytes of low nibbles (values p and
+// 64 + p of the half in their low and high nibbles) and 32 of high bits, two to a value, joined
+// as regs_q6_k does into L (the half's values 0..63, scale groups 0..3 of 16 values) and H
+// (64..127, groups 4..7). Two permutes gather P, the first 8 bytes of each group, and Q the
+// last 8, so lane 2g + c of both holds group g. The values stay unsigned (0..63); the 32 they
+// are biased by comes off per group as d·sc·(-32 Σ q), the tail holding -32 Σ q for each of
+// the 16 groups (floats).
+static inline __m512 dot_q6_k(const uint8_t *restrict row, const uint8_t *restrict in, int n) {
+    static const uint8_t pick[64] = {// byte 8g + r of P: byte 16g + r of L and H, one after the other
+#define R(g) 16 * g, 16 * g + 1, 16 * g + 2, 16 * g + 3, 16 * g + 4, 16 * g + 5, 16 * g + 6, 16 * g + 7
+                                     R(0), R(1), R(2), R(3), R(4),
+                                     R(5), R(6), R(7)
+#undef R
+    };
+    const __m512i nibble = _mm512_set1_epi8(15), two_bits = _mm512_set1_epi8(0x30);
+    const __m512i picks = _mm512_loadu_si512(pick), picks8 = _mm512_add_epi8(picks, _mm512_set1_epi8(8));
+    const __m512i shift = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2); // the high bits of values 32..63 are 2 up
+    const __m512i lanes[2] = {_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
+                              _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)};
+    const float dx = *(const float *)in;
+    __m512 acc = _mm512_setzero_ps(), offsets = _mm512_setzero_ps();
+    in += ORDERED_HEADER;
+    for (int i = 0; i < n; i += UNPACKED_VALUES, row += 210, in += ORDERED_CHUNK) {
+        __m512 scales =
+            _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + 192)))),
+                          _mm512_set1_ps(f16_at(row + 208)));
+        offsets = _mm512_fmadd_ps(scales, _mm512_loadu_ps((const float *)(in + 512)), offsets);
+        __m512i u[4];
+        for (int h = 0; h < 2; h++) {
+            __m512i ql = _mm512_loadu_si512(row + 64 * h);
+            __m512i qh = _mm512_srlv_epi64(
+                _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(row + 128 + 32 * h))), shift);
+            __m512i L = _mm512_ternarylogic_epi32(ql, nibble, bits_to_45(qh), 0xea); // (a & b) | c
+            __m512i H = _mm512_ternarylogic_epi32(qh, two_bits, high_nibbles(ql), 0xea);
+            u[2 * h] = _mm512_permutex2var_epi8(L, picks, H), u[2 * h + 1] = _mm512_permutex2var_epi8(L, picks8, H);
+            __m512i sums = ordered_sums(_mm512_setzero_si512(), u, in, 2 * h, 2 * h + 2);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_permutexvar_ps(lanes[h], scales), acc);
+        }
+    }
+    return _mm512_mul_ps(_mm512_add_ps(acc, offsets), _mm512_set1_ps(dx));
+}
+#endif
+
+#endif
