@@ -316,22 +316,9 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             // attention
             const float *in = sublayer_input(c, x, xn, L->attn_norm_w, L->attn_norm_b, T);
             Linear q = {.out = s->q, .w = L->wq, .b = L->bq, .n_out = qd, .qw = L->qwq, .wbuf = wbuf, .xq = xq};
-            Linear k = {.out = knew,
-                        .w = L->wk,
-                        .b = L->bk,
-                        .n_out = kvd,
-                        .qw = L->qwk,
-                        .wbuf = wbuf,
-                        .xq = xq,
-                        .same_input = L->qwk.type == L->qwq.type};
-            Linear v = {.out = vnew,
-                        .w = L->wv,
-                        .b = L->bv,
-                        .n_out = kvd,
-                        .qw = L->qwv,
-                        .wbuf = wbuf,
-                        .xq = xq,
-                        .same_input = L->qwv.type == L->qwk.type};
+            Linear k = {.out = knew, .w = L->wk, .b = L->bk, .n_out = kvd, .qw = L->qwk, .wbuf = wbuf, .xq = xq};
+            Linear v = {.out = vnew, .w = L->wv, .b = L->bv, .n_out = kvd, .qw = L->qwv, .wbuf = wbuf, .xq = xq};
+            k.same_input = L->qwk.type == L->qwq.type, v.same_input = L->qwv.type == L->qwk.type;
             product_input(s, id, in, T, d);
             product_part(s, id, &q, in, T, d, h0 * hd, h1 * hd);
             product_part(s, id, &k, in, T, d, g0 * hd, g1 * hd);
@@ -365,14 +352,8 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             // its own outputs
             in = sublayer_input(c, x, xn, L->ffn_norm_w, L->ffn_norm_b, T);
             Linear up[] = {{.out = s->hb, .w = L->w1, .b = L->b1, .n_out = hid, .qw = L->qw1, .wbuf = wbuf, .xq = xq},
-                           {.out = s->hb2,
-                            .w = L->w3,
-                            .b = L->b3,
-                            .n_out = hid,
-                            .qw = L->qw3,
-                            .wbuf = wbuf,
-                            .xq = xq,
-                            .same_input = L->qw3.type == L->qw1.type}};
+                           {.out = s->hb2, .w = L->w3, .b = L->b3, .n_out = hid, .qw = L->qw3, .wbuf = wbuf, .xq = xq}};
+            up[1].same_input = L->qw3.type == L->qw1.type;
             share((size_t)hid, id, nt, &lo, &hi);
             product_input(s, id, in, T, d);
             product_part(s, id, &up[0], in, T, d, lo, hi);
