@@ -463,19 +463,12 @@ static inline void matmul_blocks(const Linear *l, int T, int n_in, size_t lo, si
 #if defined(QUANT_VNNI) && defined(UNPACK_REGS)
     if (ordered_product(l->qw.type, T, n_in)) {
         const uint8_t *in = l->xq + ld;
-        int type = l->qw.type;
-        for (size_t r0 = lo; r0 < hi; r0 += 16) {
-            __m512 acc[16];
-            int rows = hi - r0 < 16 ? (int)(hi - r0) : 16;
-            for (int j = 0; j < 16; j++) {
-                const uint8_t *w = l->qw.blocks + (r0 + j) * rb;
-                acc[j] = j >= rows            ? _mm512_setzero_ps()
-                         : type == BLOCK_Q4_0 ? dot_q4_0(w, in, n_in)
-                         : type == BLOCK_Q4_K ? dot_q4_k(w, in, n_in)
-                         : type == BLOCK_Q8_0 ? dot_q8_0(w, in, n_in)
-                                              : dot_q6_k(w, in, n_in);
-            }
-            store_rows16(l->out, l->b, r0, rows, acc);
+        const uint8_t *w = l->qw.blocks;
+        switch (l->qw.type) { // each type's loops with its kernel inlined
+        case BLOCK_Q4_0: ordered_rows(BLOCK_Q4_0, l->out, l->b, w, rb, in, n_in, lo, hi); break;
+        case BLOCK_Q4_K: ordered_rows(BLOCK_Q4_K, l->out, l->b, w, rb, in, n_in, lo, hi); break;
+        case BLOCK_Q8_0: ordered_rows(BLOCK_Q8_0, l->out, l->b, w, rb, in, n_in, lo, hi); break;
+        default: ordered_rows(BLOCK_Q6_K, l->out, l->b, w, rb, in, n_in, lo, hi);
         }
         return;
     }

@@ -55,6 +55,7 @@ static inline float quantize_row16(int16_t *q, const float *x, int n) {
 // value of run r of register k.
 #define ORDERED_HEADER 64
 #define ORDERED_CHUNK 640
+#define ORDERED_ROWS 4 // rows a one-token kernel takes at once, sharing the loads of its input
 static inline int ordered_run(int type, int k, int r) {
     switch (type) {
     case BLOCK_Q4_0: return 32 * r + (int[]){0, 16, 8, 24}[k];
@@ -136,23 +137,34 @@ static inline __m512i bits_to_45(__m512i q) {
 #endif
 }
 
-// Each lane's Σ q·u over the nibble registers u[k0 .. k1) and the chunk's ordered input, added
-// to a: ql (unsigned) times u, and u times qh (signed), shifted up a byte.
-static inline __m512i ordered_sums(__m512i a, const __m512i u[4], const uint8_t *in, int k0, int k1) {
+// The chunk's ordered input in registers: x[k] = ql of register k (unsigned), x[4 + k] = its
+// qh (signed). Loaded once per chunk, they serve every row the kernel takes at once: a row's
+// own work is 4 loads of weights and 8 multiply-adds, its input's 9 loads are shared.
+static inline void load_ordered(__m512i x[8], const uint8_t *in) {
+    for (int k = 0; k < 8; k++) x[k] = _mm512_loadu_si512(in + 64 * k);
+}
+
+// Each lane's Σ q·u over the nibble registers u[k0 .. k1) and the chunk's input x, added to
+// a: ql (unsigned) times u, and u times qh (signed), shifted up a byte.
+static inline __m512i ordered_sums(__m512i a, const __m512i u[4], const __m512i x[8], int k0, int k1) {
     __m512i b = _mm512_setzero_si512();
     for (int k = k0; k < k1; k++) {
-        a = _mm512_dpbusd_epi32(a, _mm512_loadu_si512(in + 64 * k), u[k]);
-        b = _mm512_dpbusd_epi32(b, u[k], _mm512_loadu_si512(in + 256 + 64 * k));
+        a = _mm512_dpbusd_epi32(a, x[k], u[k]);
+        b = _mm512_dpbusd_epi32(b, u[k], x[4 + k]);
     }
     return _mm512_add_epi32(a, _mm512_slli_epi32(b, 8));
 }
+
+// Each kernel below takes R rows at once (R a constant where it is inlined, 1 to 4), row[r]
+// the first block of row r, and sets out[r] to lanes that sum to its product with the input.
 
 // Q4_0: 8 blocks (144 bytes) a chunk. Two permutes gather registers A, the first 8 bytes of
 // each block's 16 of nibbles, and B the last 8, so lane 2b + c of both holds block b; their
 // low and high nibbles are u[0..3] = A low, A high, B low, B high. The nibbles stay unsigned
 // (0..15) and the 8 they are biased by comes off as -8 Σ q, the lane's start (the tail's
 // first 16 int32).
-static inline __m512 dot_q4_0(const uint8_t *restrict row, const uint8_t *restrict in, int n) {
+static inline __attribute__((always_inline)) void dot_q4_0(const uint8_t *const *row, int R, const uint8_t *in, int n,
+                                                           __m512 *out) {
     // byte 8b + r of A: byte r of block b's nibbles, at 18b + 2 + r in the chunk; of B, 8 on.
     // Blocks 0-3 come from a load at the chunk's start, 4-7 from one 72 bytes on.
     static const uint8_t pick[64] = {
@@ -168,18 +180,24 @@ static inline __m512 dot_q4_0(const uint8_t *restrict row, const uint8_t *restri
     const __m512i nibble = _mm512_set1_epi8(15), picks = _mm512_loadu_si512(pick);
     const __m512i words = _mm512_loadu_si512(scale_words);
     const float dx = *(const float *)in;
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[ORDERED_ROWS];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     in += ORDERED_HEADER;
-    for (int i = 0; i < n; i += UNPACKED_VALUES, row += 8 * 18, in += ORDERED_CHUNK) {
-        __m512i first = _mm512_loadu_si512(row), second = _mm512_loadu_si512(row + 72);
-        __m512i A = _mm512_permutex2var_epi8(first, picks, second);
-        __m512i B = _mm512_permutex2var_epi8(_mm512_loadu_si512(row + 8), picks, _mm512_loadu_si512(row + 80));
-        __m512i u[4] = {_mm512_and_si512(A, nibble), high_nibbles(A), _mm512_and_si512(B, nibble), high_nibbles(B)};
-        __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(first, words, second)));
-        __m512i sums = ordered_sums(_mm512_loadu_si512(in + 512), u, in, 0, 4);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), d, acc);
+    for (int i = 0, c = 0; i < n; i += UNPACKED_VALUES, c += 8 * 18, in += ORDERED_CHUNK) {
+        __m512i x[8], start = _mm512_loadu_si512(in + 512);
+        load_ordered(x, in);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            const uint8_t *w = row[r] + c;
+            __m512i first = _mm512_loadu_si512(w), second = _mm512_loadu_si512(w + 72);
+            __m512i A = _mm512_permutex2var_epi8(first, picks, second);
+            __m512i B = _mm512_permutex2var_epi8(_mm512_loadu_si512(w + 8), picks, _mm512_loadu_si512(w + 80));
+            __m512i u[4] = {_mm512_and_si512(A, nibble), high_nibbles(A), _mm512_and_si512(B, nibble), high_nibbles(B)};
+            __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(first, words, second)));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ordered_sums(start, u, x, 0, 4)), d, acc[r]);
+        }
     }
-    return _mm512_mul_ps(acc, _mm512_set1_ps(dx));
+    for (int r = 0; r < R; r++) out[r] = _mm512_mul_ps(acc[r], _mm512_set1_ps(dx));
 }
 
 // Q4_K: a block (256 values) a chunk. Its 128 bytes of nibbles are four groups of 32, group G
@@ -189,7 +207,8 @@ static inline __m512 dot_q4_0(const uint8_t *restrict row, const uint8_t *restri
 // d·sc, the high ones' 2G + 1's. The minimums' part, -dmin·m·Σ q per sub-block, is a second
 // row of 8 lanes from the same register of scales: the tail starts with 8 ones, then the 8
 // sub-blocks' Σ q as floats.
-static inline __m512 dot_q4_k(const uint8_t *restrict row, const uint8_t *restrict in, int n) {
+static inline __attribute__((always_inline)) void dot_q4_k(const uint8_t *const *row, int R, const uint8_t *in, int n,
+                                                           __m512 *out) {
     static const uint8_t pick[64] = {// byte 16G + r of X: byte 32G + r of the nibbles; of Y, 16 on
 #define R(G)                                                                                                           \
     32 * G, 32 * G + 1, 32 * G + 2, 32 * G + 3, 32 * G + 4, 32 * G + 5, 32 * G + 6, 32 * G + 7, 32 * G + 8,            \
@@ -198,24 +217,34 @@ static inline __m512 dot_q4_k(const uint8_t *restrict row, const uint8_t *restri
 #undef R
     };
     const __m512i nibble = _mm512_set1_epi8(15), picks = _mm512_loadu_si512(pick);
+    const __m512i picks16 = _mm512_add_epi8(picks, _mm512_set1_epi8(16));
     const __m512i low_lanes = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
     const __m512i high_lanes = _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7);
     const float dx = *(const float *)in;
-    __m512 acc = _mm512_setzero_ps(), mins = _mm512_setzero_ps();
+    __m512 acc[ORDERED_ROWS], mins[ORDERED_ROWS];
+    for (int r = 0; r < R; r++) acc[r] = mins[r] = _mm512_setzero_ps();
     in += ORDERED_HEADER;
-    for (int i = 0; i < n; i += UNPACKED_VALUES, row += 144, in += ORDERED_CHUNK) {
-        __m512 scales = _mm512_mul_ps(k_scale_vector(row), _mm512_loadu_ps((const float *)(in + 512)));
-        mins = _mm512_add_ps(mins, scales); // lanes 8..15: -dmin·m·Σ q
-        __m512i first = _mm512_loadu_si512(row + 16), second = _mm512_loadu_si512(row + 80);
-        __m512i X = _mm512_permutex2var_epi8(first, picks, second);
-        __m512i Y = _mm512_permutex2var_epi8(first, _mm512_add_epi8(picks, _mm512_set1_epi8(16)), second);
-        __m512i u[4] = {_mm512_and_si512(X, nibble), _mm512_and_si512(Y, nibble), high_nibbles(X), high_nibbles(Y)};
-        __m512i low = ordered_sums(_mm512_setzero_si512(), u, in, 0, 2);
-        __m512i high = ordered_sums(_mm512_setzero_si512(), u, in, 2, 4);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(low), _mm512_permutexvar_ps(low_lanes, scales), acc);
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(high), _mm512_permutexvar_ps(high_lanes, scales), acc);
+    for (int i = 0, c = 0; i < n; i += UNPACKED_VALUES, c += 144, in += ORDERED_CHUNK) {
+        __m512i x[8];
+        __m512 sums_q = _mm512_loadu_ps((const float *)(in + 512));
+        load_ordered(x, in);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            const uint8_t *w = row[r] + c;
+            __m512 scales = _mm512_mul_ps(k_scale_vector(w), sums_q);
+            mins[r] = _mm512_add_ps(mins[r], scales); // lanes 8..15: -dmin·m·Σ q
+            __m512i first = _mm512_loadu_si512(w + 16), second = _mm512_loadu_si512(w + 80);
+            __m512i X = _mm512_permutex2var_epi8(first, picks, second);
+            __m512i Y = _mm512_permutex2var_epi8(first, picks16, second);
+            __m512i u[4] = {_mm512_and_si512(X, nibble), _mm512_and_si512(Y, nibble), high_nibbles(X), high_nibbles(Y)};
+            __m512i low = ordered_sums(_mm512_setzero_si512(), u, x, 0, 2);
+            __m512i high = ordered_sums(_mm512_setzero_si512(), u, x, 2, 4);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(low), _mm512_permutexvar_ps(low_lanes, scales), acc[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(high), _mm512_permutexvar_ps(high_lanes, scales), acc[r]);
+        }
     }
-    return _mm512_mul_ps(_mm512_add_ps(acc, _mm512_maskz_mov_ps(0xff00, mins)), _mm512_set1_ps(dx));
+    for (int r = 0; r < R; r++)
+        out[r] = _mm512_mul_ps(_mm512_add_ps(acc[r], _mm512_maskz_mov_ps(0xff00, mins[r])), _mm512_set1_ps(dx));
 }
 
 // Q8_0: 8 blocks (272 bytes) a chunk, in two halves of 4. Two permutes gather A, the first 16
@@ -223,7 +252,8 @@ static inline __m512 dot_q4_k(const uint8_t *restrict row, const uint8_t *restri
 // values are signed: ql (unsigned) times them, and their bytes biased to unsigned (s + 128)
 // times qh (signed), the bias taken back out by the lane's start, -32768 Σ qh (the tail: 16
 // int32 for each half).
-static inline __m512 dot_q8_0(const uint8_t *restrict row, const uint8_t *restrict in, int n) {
+static inline __attribute__((always_inline)) void dot_q8_0(const uint8_t *const *row, int R, const uint8_t *in, int n,
+                                                           __m512 *out) {
     static const uint8_t pick[64] = {// byte 16b + r of A: byte 34b + 2 + r of the half; of B, 16 on
 #define R(b)                                                                                                           \
     34 * b + 2, 34 * b + 3, 34 * b + 4, 34 * b + 5, 34 * b + 6, 34 * b + 7, 34 * b + 8, 34 * b + 9, 34 * b + 10,       \
@@ -236,26 +266,32 @@ static inline __m512 dot_q8_0(const uint8_t *restrict row, const uint8_t *restri
     const __m512i picks = _mm512_loadu_si512(pick), picks8 = _mm512_add_epi8(picks, _mm512_set1_epi8(8));
     const __m512i words = _mm512_loadu_si512(scale_words), bias = _mm512_set1_epi8((char)0x80);
     const float dx = *(const float *)in;
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[ORDERED_ROWS];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     in += ORDERED_HEADER;
-    for (int i = 0; i < n; i += UNPACKED_VALUES, in += ORDERED_CHUNK)
-        for (int h = 0; h < 2; h++, row += 4 * 34) {
-            __m512i first = _mm512_loadu_si512(row), second = _mm512_loadu_si512(row + 64);
-            __m512i A = _mm512_permutex2var_epi8(first, picks, second);
-            // B's bytes lie 16 on, from loads 8 on (so the last ends at the half's end)
-            __m512i B = _mm512_permutex2var_epi8(_mm512_loadu_si512(row + 8), picks8, _mm512_loadu_si512(row + 72));
-            __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(first, words, second)));
-            const uint8_t *x = in + 128 * h;
-            __m512i a = _mm512_loadu_si512(in + 512 + 64 * h);
-            a = _mm512_dpbusd_epi32(a, _mm512_loadu_si512(x), A);
-            a = _mm512_dpbusd_epi32(a, _mm512_loadu_si512(x + 64), B);
-            __m512i b =
-                _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(A, bias), _mm512_loadu_si512(x + 256));
-            b = _mm512_dpbusd_epi32(b, _mm512_xor_si512(B, bias), _mm512_loadu_si512(x + 320));
-            __m512 sums = _mm512_cvtepi32_ps(_mm512_add_epi32(a, _mm512_slli_epi32(b, 8)));
-            acc = _mm512_fmadd_ps(sums, d, acc);
+    for (int i = 0, c = 0; i < n; i += UNPACKED_VALUES, in += ORDERED_CHUNK) {
+        __m512i x[8];
+        load_ordered(x, in);
+        for (int h = 0; h < 2; h++, c += 4 * 34) {
+            __m512i start = _mm512_loadu_si512(in + 512 + 64 * h);
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) {
+                const uint8_t *w = row[r] + c;
+                __m512i first = _mm512_loadu_si512(w), second = _mm512_loadu_si512(w + 64);
+                __m512i A = _mm512_permutex2var_epi8(first, picks, second);
+                // B's bytes lie 16 on, from loads 8 on (so the last ends at the half's end)
+                __m512i B = _mm512_permutex2var_epi8(_mm512_loadu_si512(w + 8), picks8, _mm512_loadu_si512(w + 72));
+                __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(first, words, second)));
+                __m512i a = _mm512_dpbusd_epi32(start, x[2 * h], A);
+                a = _mm512_dpbusd_epi32(a, x[2 * h + 1], B);
+                __m512i b = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(A, bias), x[4 + 2 * h]);
+                b = _mm512_dpbusd_epi32(b, _mm512_xor_si512(B, bias), x[5 + 2 * h]);
+                __m512 sums = _mm512_cvtepi32_ps(_mm512_add_epi32(a, _mm512_slli_epi32(b, 8)));
+                acc[r] = _mm512_fmadd_ps(sums, d, acc[r]);
+            }
         }
-    return _mm512_mul_ps(acc, _mm512_set1_ps(dx));
+    }
+    for (int r = 0; r < R; r++) out[r] = _mm512_mul_ps(acc[r], _mm512_set1_ps(dx));
 }
 
 // Q6_K: a block a chunk, in two halves of 128 values: 64 bytes of low nibbles (values p and
@@ -265,7 +301,8 @@ static inline __m512 dot_q8_0(const uint8_t *restrict row, const uint8_t *restri
 // last 8, so lane 2g + c of both holds group g. The values stay unsigned (0..63); the 32 they
 // are biased by comes off per group as d·sc·(-32 Σ q), the tail holding -32 Σ q for each of
 // the 16 groups (floats).
-static inline __m512 dot_q6_k(const uint8_t *restrict row, const uint8_t *restrict in, int n) {
+static inline __attribute__((always_inline)) void dot_q6_k(const uint8_t *const *row, int R, const uint8_t *in, int n,
+                                                           __m512 *out) {
     static const uint8_t pick[64] = {// byte 8g + r of P: byte 16g + r of L and H, one after the other
 #define R(g) 16 * g, 16 * g + 1, 16 * g + 2, 16 * g + 3, 16 * g + 4, 16 * g + 5, 16 * g + 6, 16 * g + 7
                                      R(0), R(1), R(2), R(3), R(4),
@@ -278,26 +315,67 @@ static inline __m512 dot_q6_k(const uint8_t *restrict row, const uint8_t *restri
     const __m512i lanes[2] = {_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
                               _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)};
     const float dx = *(const float *)in;
-    __m512 acc = _mm512_setzero_ps(), offsets = _mm512_setzero_ps();
+    __m512 acc[ORDERED_ROWS], offsets[ORDERED_ROWS];
+    for (int r = 0; r < R; r++) acc[r] = offsets[r] = _mm512_setzero_ps();
     in += ORDERED_HEADER;
-    for (int i = 0; i < n; i += UNPACKED_VALUES, row += 210, in += ORDERED_CHUNK) {
-        __m512 scales =
-            _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + 192)))),
-                          _mm512_set1_ps(f16_at(row + 208)));
-        offsets = _mm512_fmadd_ps(scales, _mm512_loadu_ps((const float *)(in + 512)), offsets);
-        __m512i u[4];
-        for (int h = 0; h < 2; h++) {
-            __m512i ql = _mm512_loadu_si512(row + 64 * h);
-            __m512i qh = _mm512_srlv_epi64(
-                _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(row + 128 + 32 * h))), shift);
-            __m512i L = _mm512_ternarylogic_epi32(ql, nibble, bits_to_45(qh), 0xea); // (a & b) | c
-            __m512i H = _mm512_ternarylogic_epi32(qh, two_bits, high_nibbles(ql), 0xea);
-            u[2 * h] = _mm512_permutex2var_epi8(L, picks, H), u[2 * h + 1] = _mm512_permutex2var_epi8(L, picks8, H);
-            __m512i sums = ordered_sums(_mm512_setzero_si512(), u, in, 2 * h, 2 * h + 2);
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_permutexvar_ps(lanes[h], scales), acc);
+    for (int i = 0, c = 0; i < n; i += UNPACKED_VALUES, c += 210, in += ORDERED_CHUNK) {
+        __m512i x[8];
+        __m512 tail = _mm512_loadu_ps((const float *)(in + 512));
+        load_ordered(x, in);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; r++) {
+            const uint8_t *w = row[r] + c;
+            __m512 scales =
+                _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + 192)))),
+                              _mm512_set1_ps(f16_at(w + 208)));
+            offsets[r] = _mm512_fmadd_ps(scales, tail, offsets[r]);
+            __m512i u[4];
+            for (int h = 0; h < 2; h++) {
+                __m512i ql = _mm512_loadu_si512(w + 64 * h);
+                __m512i qh = _mm512_srlv_epi64(
+                    _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w + 128 + 32 * h))), shift);
+                __m512i L = _mm512_ternarylogic_epi32(ql, nibble, bits_to_45(qh), 0xea); // (a & b) | c
+                __m512i H = _mm512_ternarylogic_epi32(qh, two_bits, high_nibbles(ql), 0xea);
+                u[2 * h] = _mm512_permutex2var_epi8(L, picks, H);
+                u[2 * h + 1] = _mm512_permutex2var_epi8(L, picks8, H);
+                __m512i sums = ordered_sums(_mm512_setzero_si512(), u, x, 2 * h, 2 * h + 2);
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_permutexvar_ps(lanes[h], scales), acc[r]);
+            }
         }
     }
-    return _mm512_mul_ps(_mm512_add_ps(acc, offsets), _mm512_set1_ps(dx));
+    for (int r = 0; r < R; r++) out[r] = _mm512_mul_ps(_mm512_add_ps(acc[r], offsets[r]), _mm512_set1_ps(dx));
+}
+
+// out[lo, hi) (+ bias) = the rows [lo, hi) of a matrix of type in its own order (rows of rb
+// bytes from blocks) times the input in (order_input). ORDERED_ROWS rows go at once, one from
+// each of as many parts of [lo, hi), so that each part is read in order: the hardware's
+// prefetcher then runs ahead of it, where adjacent rows taken at once are read back and forth
+// and streamed 17% slower than one row at a time (docs/KERNELS.md). A part is whole blocks of
+// 16 rows, bar the last.
+static inline __attribute__((always_inline)) void ordered_rows(int type, float *out, const float *bias,
+                                                               const uint8_t *blocks, size_t rb, const uint8_t *in,
+                                                               int n_in, size_t lo, size_t hi) {
+    size_t part = (hi - lo + 16 * ORDERED_ROWS - 1) / (16 * ORDERED_ROWS) * 16;
+    for (size_t i = 0; i < part; i += 16) {
+        __m512 acc[ORDERED_ROWS][16];
+        for (int j = 0; j < 16; j++) {
+            const uint8_t *w[ORDERED_ROWS];
+            __m512 sums[ORDERED_ROWS];
+            for (int p = 0; p < ORDERED_ROWS; p++) { // past hi, row lo again: not stored
+                size_t r = lo + p * part + i + j;
+                w[p] = blocks + (r < hi ? r : lo) * rb;
+            }
+            if (type == BLOCK_Q4_0) dot_q4_0(w, ORDERED_ROWS, in, n_in, sums);
+            else if (type == BLOCK_Q4_K) dot_q4_k(w, ORDERED_ROWS, in, n_in, sums);
+            else if (type == BLOCK_Q8_0) dot_q8_0(w, ORDERED_ROWS, in, n_in, sums);
+            else dot_q6_k(w, ORDERED_ROWS, in, n_in, sums);
+            for (int p = 0; p < ORDERED_ROWS; p++) acc[p][j] = sums[p];
+        }
+        for (int p = 0; p < ORDERED_ROWS; p++) {
+            size_t r0 = lo + p * part + i;
+            if (r0 < hi) store_rows16(out, bias, r0, hi - r0 < 16 ? (int)(hi - r0) : 16, acc[p]);
+        }
+    }
 }
 #endif
 

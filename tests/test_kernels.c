@@ -516,12 +516,14 @@ static void test_quantize_input(void **state) {
 // the machine has it) and many (panels), against the naive weights summed in double
 // precision. The products round x to 16 bits a group of 32 at a time (Q4_0's and Q4_K's
 // one-token rows the whole row at once), so each output may be off by at most Σ |w_i| · (half
-// a step of x_i's group) plus float32 rounding, and is checked against that bound. The sizes take one block per row and many, whole and short
-// chunks (rows of 288), tiles of 1 to 16 tokens, and two panels in turn over QPANEL_K.
+// a step of x_i's group) plus float32 rounding, and is checked against that bound. The sizes
+// take one block per row and many, whole and short chunks (rows of 288), tiles of 1 to 16
+// tokens, two panels in turn over QPANEL_K, and one-token rows in parts of 16 and in a last
+// part shorter than the others. The outputs are computed in two ranges, as two threads do.
 static void test_matmul_blocks(void **state) {
     (void)state;
-    int sizes[][3] = {{1, 256, 5},   {1, 2304, 13}, {3, 512, 33}, {9, 256, 40},
-                      {17, 2304, 9}, {2, 4096, 17}, {5, 288, 7}};
+    int sizes[][3] = {{1, 256, 5},  {1, 2304, 13}, {1, 512, 300}, {1, 768, 97}, {3, 512, 33},
+                      {9, 256, 40}, {17, 2304, 9}, {2, 4096, 17}, {5, 288, 7}};
     for (int type = BLOCK_Q4_0; type < MATRIX_TYPES; type++)
         for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
             int T = sizes[k][0], n_in = sizes[k][1], n_out = sizes[k][2], block = matrix_types[type].block;
@@ -541,7 +543,8 @@ static void test_matmul_blocks(void **state) {
                     fail_msg("%s: dequantised weight %zu is %g, not %g", matrix_types[type].name, i, w[i], naive[i]);
             naive_linear(want, x, naive, b, T, n_in, n_out);
             Linear l = {.out = out, .b = b, .n_out = n_out, .qw = m, .wbuf = wbuf, .xq = xq};
-            matmul_part(&l, x, T, n_in, 0, n_out);
+            matmul_part(&l, x, T, n_in, 0, n_out / 3);
+            matmul_part(&l, x, T, n_in, n_out / 3, n_out);
             int group = ordered_product(type, T, n_in) ? n_in : 32; // the values rounded with one scale
             for (int t = 0; t < T; t++)
                 for (int o = 0; o < n_out; o++) {
