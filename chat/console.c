@@ -5,10 +5,11 @@
 #include <histedit.h>
 #include <langinfo.h>
 #include <locale.h>
-#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/select.h>
 #include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
@@ -72,7 +73,10 @@ int console_history_path(char *path, size_t size) {
 }
 
 // Reads more of the terminal's bytes into c->in: 1, or 0 at the end of input or when none came
-// within timeout_ms (-1: wait), or -1 when a signal interrupted the wait (errno EINTR).
+// within timeout_ms (-1: wait), or -1 when a signal interrupted the wait (errno EINTR). SIGINT is
+// let in only while it waits: a conversation keeps it blocked between replies, so that a Ctrl-C
+// typed while the prompt is drawn waits here rather than landing before the wait and being missed
+// (the terminal has already dropped the keys typed before it).
 static int fill(Console *c, int timeout_ms) {
     if (c->pos) {
         memmove(c->in, c->in + c->pos, c->len - c->pos);
@@ -80,8 +84,14 @@ static int fill(Console *c, int timeout_ms) {
         c->pos = 0;
     }
     if (c->len == sizeof c->in) return 1;
-    struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
-    int ready = poll(&p, 1, timeout_ms);
+    sigset_t waiting;
+    sigprocmask(SIG_SETMASK, NULL, &waiting);
+    sigdelset(&waiting, SIGINT);
+    fd_set fds;
+    FD_ZERO(&fds);
+    FD_SET(STDIN_FILENO, &fds);
+    struct timespec wait = {timeout_ms / 1000, timeout_ms % 1000 * 1000000L};
+    int ready = pselect(STDIN_FILENO + 1, &fds, NULL, NULL, timeout_ms < 0 ? NULL : &wait, &waiting);
     if (ready < 0) return errno == EINTR ? -1 : 0;
     if (ready == 0) return 0;
     ssize_t n = read(STDIN_FILENO, c->in + c->len, sizeof c->in - c->len);

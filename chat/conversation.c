@@ -7,16 +7,29 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <pthread.h>
 #include <unistd.h>
 #include "../tokenizer.h"
 #include "messages.h"
 
 // Set by Ctrl-C while a terminal conversation runs: the reply being written stops there.
 static volatile sig_atomic_t interrupted;
+static pthread_t reader; // the thread that reads the lines
 
+// Between turns the reader keeps SIGINT blocked until it waits for a key (console.c), so the
+// kernel may hand a Ctrl-C to another thread that lets it in (OpenBLAS's own, in a build that
+// has them): that one passes it on to the reader, whose wait it ends.
 static void on_sigint(int sig) {
-    (void)sig;
     interrupted = 1;
+    if (!pthread_equal(pthread_self(), reader)) pthread_kill(reader, sig);
+}
+
+// Lets SIGINT in (1) or keeps it blocked, pending (0), the mask before in *before.
+static void let_sigint_in(int in, sigset_t *before) {
+    sigset_t sigint;
+    sigemptyset(&sigint);
+    sigaddset(&sigint, SIGINT);
+    sigprocmask(in ? SIG_UNBLOCK : SIG_BLOCK, &sigint, before);
 }
 
 static double seconds(void) {
@@ -186,17 +199,19 @@ static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errle
     int keep = reusable_prefix(cv, n);
     double t0 = seconds();
     interrupted = 0;
+    // Ctrl-C is let in while the turn runs (between turns it waits for the console's read). It
+    // must not cut a write to the terminal short: stdio drops what an interrupted write had left
+    // and reports an error. So the handler restarts it there.
+    struct sigaction restart = {.sa_handler = on_sigint, .sa_flags = SA_RESTART}, reading;
+    sigset_t between_turns;
+    if (cv->interactive) sigaction(SIGINT, &restart, &reading), let_sigint_in(1, &between_turns);
     r->forward(r->ctx, cv->render + keep, n - keep, keep);
     memcpy(cv->cached, cv->render, sizeof(int) * (size_t)n);
     cv->n_cached = n;
     double t1 = seconds();
     const char *why_stopped;
-    // While the reply streams, a Ctrl-C must not cut a write to the terminal short: stdio drops
-    // what an interrupted write had left and reports an error. So the handler restarts it there.
-    struct sigaction restart = {.sa_handler = on_sigint, .sa_flags = SA_RESTART}, reading;
-    if (cv->interactive) sigaction(SIGINT, &restart, &reading);
     int written = write_reply(cv, r, &why_stopped);
-    if (cv->interactive) sigaction(SIGINT, &reading, NULL);
+    if (cv->interactive) sigprocmask(SIG_SETMASK, &between_turns, NULL), sigaction(SIGINT, &reading, NULL);
     if (written < 0 || conversation_add(cv, CHAT_ASSISTANT, cv->reply ? cv->reply : "", cv->n_reply))
         return chat_fail(err, errlen, "out of memory");
     double t2 = seconds();
@@ -459,8 +474,11 @@ static void banner(const Conversation *cv, const ChatRunner *r) {
 }
 
 int conversation_run(Conversation *cv, const ChatRunner *r, const ChatInput *in, char *err, size_t errlen) {
-    struct sigaction on_int = {.sa_handler = on_sigint}, before; // no SA_RESTART: Ctrl-C interrupts the read
-    if (cv->interactive) sigaction(SIGINT, &on_int, &before);
+    // no SA_RESTART: Ctrl-C interrupts the read; blocked but there (console.c) and in turns (answer)
+    struct sigaction on_int = {.sa_handler = on_sigint}, before;
+    sigset_t mask_before;
+    reader = pthread_self();
+    if (cv->interactive) sigaction(SIGINT, &on_int, &before), let_sigint_in(0, &mask_before);
     if (cv->interactive && !cv->quiet) banner(cv, r);
     char why[512], *again = NULL;
     Reader rd = {.in = in, .interactive = cv->interactive};
@@ -512,6 +530,6 @@ int conversation_run(Conversation *cv, const ChatRunner *r, const ChatInput *in,
     free(again);
     free(rd.text);
     if (cv->interactive && rc == 0) fputs("\n", stdout), fflush(stdout); // the shell's prompt on a line of its own
-    if (cv->interactive) sigaction(SIGINT, &before, NULL);
+    if (cv->interactive) sigprocmask(SIG_SETMASK, &mask_before, NULL), sigaction(SIGINT, &before, NULL);
     return rc;
 }

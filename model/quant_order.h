@@ -138,8 +138,8 @@ static inline __m512i bits_to_45(__m512i q) {
 }
 
 // The chunk's ordered input in registers: x[k] = ql of register k (unsigned), x[4 + k] = its
-// qh (signed). Loaded once per chunk, they serve every row the kernel takes at once: a row's
-// own work is 4 loads of weights and 8 multiply-adds, its input's 9 loads are shared.
+// qh (signed). Loaded once per chunk, they serve every row the kernel takes at once (Q4_0: a
+// row's own work is 4 loads of weights and 8 multiply-adds; the input's 9 loads are shared).
 static inline void load_ordered(__m512i x[8], const uint8_t *in) {
     for (int k = 0; k < 8; k++) x[k] = _mm512_loadu_si512(in + 64 * k);
 }
@@ -155,8 +155,9 @@ static inline __m512i ordered_sums(__m512i a, const __m512i u[4], const __m512i 
     return _mm512_add_epi32(a, _mm512_slli_epi32(b, 8));
 }
 
-// Each kernel below takes R rows at once (R a constant where it is inlined, 1 to 4), row[r]
-// the first block of row r, and sets out[r] to lanes that sum to its product with the input.
+// Each kernel below takes R rows at once (R a constant where it is inlined, at most
+// ORDERED_ROWS), row[r] the first block of row r, and sets out[r] to lanes that sum to that
+// row's product with the input.
 
 // Q4_0: 8 blocks (144 bytes) a chunk. Two permutes gather registers A, the first 8 bytes of
 // each block's 16 of nibbles, and B the last 8, so lane 2b + c of both holds block b; their
