@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_forward MODEL [-j threads] [-p prompt] [-n steps] [-r reps] [--pos0 P]\n");
         return 1;
     }
-    prefer_passive_threads(argv); // as ./run does
+    prefer_short_spins(argv); // as ./run does
     int threads = bench_threads(argc, argv);
     int P = atoi(bench_arg(argc, argv, "-p", "256")), N = atoi(bench_arg(argc, argv, "-n", "64"));
     int R = atoi(bench_arg(argc, argv, "-r", "5")), pos0 = atoi(bench_arg(argc, argv, "--pos0", "-1"));
@@ -149,6 +149,7 @@ int main(int argc, char **argv) {
     printf("compute %s\n", compute);
     if (bf16_err >= 0) printf("bf16_logits_rel_err %.3g\n", bf16_err);
     printf("wait_policy %s\n", getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "default");
+    printf("spin_count %s\n", getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "default");
     printf("params %zu\n", all_params);
     printf("matmul_params %zu\n", matmul_params);
     printf("file_bytes %zu\n", m.map_bytes);

@@ -58,7 +58,7 @@ phase_end() {
 }
 
 echo "bench: $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $NCPU cores, $J threads"
-echo "bench: OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset (./run and bench_forward then wait passively)}"
+echo "bench: OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-unset} GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-unset (./run and bench_forward then spin 3000 times before sleeping)}"
 echo "bench: loadavg before: $(cat /proc/loadavg)"
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 

@@ -54,13 +54,16 @@ static inline void share(size_t n, int id, int nt, size_t *lo, size_t *hi) {
     *hi = n * (id + 1) / nt;
 }
 
-// OpenMP threads that spin while they wait collapse when another process holds a core, while
-// sleeping waits cost a few percent on an idle machine (docs/KERNELS.md). libgomp reads
-// OMP_WAIT_POLICY only when it loads, so a program that wants passive waiting by default
-// sets it and starts itself again. A user's own OMP_WAIT_POLICY is left alone.
-static inline void prefer_passive_threads(char **argv) {
-    if (getenv("OMP_WAIT_POLICY")) return;
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+// OpenMP threads that spin while they wait collapse when another process holds a core (libgomp
+// spins 300,000 times by default, OMP_WAIT_POLICY=ACTIVE for ever), while threads that sleep
+// at once are woken each time a parallel region starts, a few percent of a small model's token
+// (docs/KERNELS.md). So a program with neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT set spins
+// THREAD_SPINS times before it sleeps. libgomp reads both only when it loads, so the program
+// sets the count and starts itself again. A user's own setting is left alone.
+#define THREAD_SPINS "3000"
+static inline void prefer_short_spins(char **argv) {
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    setenv("GOMP_SPINCOUNT", THREAD_SPINS, 1);
     execv("/proc/self/exe", argv); // returns only on failure: then run on as we are
 }
 
