@@ -155,16 +155,15 @@ static inline __m512i ordered_sums(__m512i a, const __m512i u[4], const __m512i 
     return _mm512_add_epi32(a, _mm512_slli_epi32(b, 8));
 }
 
-// Each kernel below takes R rows at once (R a constant where it is inlined, at most
-// ORDERED_ROWS), row[r] the first block of row r, and sets out[r] to lanes that sum to that
-// row's product with the input.
+// Each kernel below takes ORDERED_ROWS rows at once, row[r] the first block of row r, and sets
+// out[r] to lanes that sum to that row's product with the input.
 
 // Q4_0: 8 blocks (144 bytes) a chunk. Two permutes gather registers A, the first 8 bytes of
 // each block's 16 of nibbles, and B the last 8, so lane 2b + c of both holds block b; their
 // low and high nibbles are u[0..3] = A low, A high, B low, B high. The nibbles stay unsigned
 // (0..15) and the 8 they are biased by comes off as -8 Σ q, the lane's start (the tail's
 // first 16 int32).
-static inline __attribute__((always_inline)) void dot_q4_0(const uint8_t *const *row, int R, const uint8_t *in, int n,
+static inline __attribute__((always_inline)) void dot_q4_0(const uint8_t *const *row, const uint8_t *in, int n,
                                                            __m512 *out) {
     // byte 8b + r of A: byte r of block b's nibbles, at 18b + 2 + r in the chunk; of B, 8 on.
     // Blocks 0-3 come from a load at the chunk's start, 4-7 from one 72 bytes on.
@@ -182,13 +181,13 @@ static inline __attribute__((always_inline)) void dot_q4_0(const uint8_t *const 
     const __m512i words = _mm512_loadu_si512(scale_words);
     const float dx = *(const float *)in;
     __m512 acc[ORDERED_ROWS];
-    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (int r = 0; r < ORDERED_ROWS; r++) acc[r] = _mm512_setzero_ps();
     in += ORDERED_HEADER;
     for (int i = 0, c = 0; i < n; i += UNPACKED_VALUES, c += 8 * 18, in += ORDERED_CHUNK) {
         __m512i x[8], start = _mm512_loadu_si512(in + 512);
         load_ordered(x, in);
 #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < ORDERED_ROWS; r++) {
             const uint8_t *w = row[r] + c;
             __m512i first = _mm512_loadu_si512(w), second = _mm512_loadu_si512(w + 72);
             __m512i A = _mm512_permutex2var_epi8(first, picks, second);
@@ -198,7 +197,7 @@ static inline __attribute__((always_inline)) void dot_q4_0(const uint8_t *const 
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ordered_sums(start, u, x, 0, 4)), d, acc[r]);
         }
     }
-    for (int r = 0; r < R; r++) out[r] = _mm512_mul_ps(acc[r], _mm512_set1_ps(dx));
+    for (int r = 0; r < ORDERED_ROWS; r++) out[r] = _mm512_mul_ps(acc[r], _mm512_set1_ps(dx));
 }
 
 // Q4_K: a block (256 values) a chunk. Its 128 bytes of nibbles are four groups of 32, group G
@@ -208,7 +207,7 @@ static inline __attribute__((always_inline)) void dot_q4_0(const uint8_t *const 
 // d·sc, the high ones' 2G + 1's. The minimums' part, -dmin·m·Σ q per sub-block, is a second
 // row of 8 lanes from the same register of scales: the tail starts with 8 ones, then the 8
 // sub-blocks' Σ q as floats.
-static inline __attribute__((always_inline)) void dot_q4_k(const uint8_t *const *row, int R, const uint8_t *in, int n,
+static inline __attribute__((always_inline)) void dot_q4_k(const uint8_t *const *row, const uint8_t *in, int n,
                                                            __m512 *out) {
     static const uint8_t pick[64] = {// byte 16G + r of X: byte 32G + r of the nibbles; of Y, 16 on
 #define R(G)                                                                                                           \
@@ -223,14 +222,14 @@ static inline __attribute__((always_inline)) void dot_q4_k(const uint8_t *const 
     const __m512i high_lanes = _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7);
     const float dx = *(const float *)in;
     __m512 acc[ORDERED_ROWS], mins[ORDERED_ROWS];
-    for (int r = 0; r < R; r++) acc[r] = mins[r] = _mm512_setzero_ps();
+    for (int r = 0; r < ORDERED_ROWS; r++) acc[r] = mins[r] = _mm512_setzero_ps();
     in += ORDERED_HEADER;
     for (int i = 0, c = 0; i < n; i += UNPACKED_VALUES, c += 144, in += ORDERED_CHUNK) {
         __m512i x[8];
         __m512 sums_q = _mm512_loadu_ps((const float *)(in + 512));
         load_ordered(x, in);
 #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < ORDERED_ROWS; r++) {
             const uint8_t *w = row[r] + c;
             __m512 scales = _mm512_mul_ps(k_scale_vector(w), sums_q);
             mins[r] = _mm512_add_ps(mins[r], scales); // lanes 8..15: -dmin·m·Σ q
@@ -244,7 +243,7 @@ static inline __attribute__((always_inline)) void dot_q4_k(const uint8_t *const 
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(high), _mm512_permutexvar_ps(high_lanes, scales), acc[r]);
         }
     }
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < ORDERED_ROWS; r++)
         out[r] = _mm512_mul_ps(_mm512_add_ps(acc[r], _mm512_maskz_mov_ps(0xff00, mins[r])), _mm512_set1_ps(dx));
 }
 
@@ -253,7 +252,7 @@ static inline __attribute__((always_inline)) void dot_q4_k(const uint8_t *const 
 // values are signed: ql (unsigned) times them, and their bytes biased to unsigned (s + 128)
 // times qh (signed), the bias taken back out by the lane's start, -32768 Σ qh (the tail: 16
 // int32 for each half).
-static inline __attribute__((always_inline)) void dot_q8_0(const uint8_t *const *row, int R, const uint8_t *in, int n,
+static inline __attribute__((always_inline)) void dot_q8_0(const uint8_t *const *row, const uint8_t *in, int n,
                                                            __m512 *out) {
     static const uint8_t pick[64] = {// byte 16b + r of A: byte 34b + 2 + r of the half; of B, 16 on
 #define R(b)                                                                                                           \
@@ -268,7 +267,7 @@ static inline __attribute__((always_inline)) void dot_q8_0(const uint8_t *const 
     const __m512i words = _mm512_loadu_si512(scale_words), bias = _mm512_set1_epi8((char)0x80);
     const float dx = *(const float *)in;
     __m512 acc[ORDERED_ROWS];
-    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    for (int r = 0; r < ORDERED_ROWS; r++) acc[r] = _mm512_setzero_ps();
     in += ORDERED_HEADER;
     for (int i = 0, c = 0; i < n; i += UNPACKED_VALUES, in += ORDERED_CHUNK) {
         __m512i x[8];
@@ -276,7 +275,7 @@ static inline __attribute__((always_inline)) void dot_q8_0(const uint8_t *const 
         for (int h = 0; h < 2; h++, c += 4 * 34) {
             __m512i start = _mm512_loadu_si512(in + 512 + 64 * h);
 #pragma GCC unroll 8
-            for (int r = 0; r < R; r++) {
+            for (int r = 0; r < ORDERED_ROWS; r++) {
                 const uint8_t *w = row[r] + c;
                 __m512i first = _mm512_loadu_si512(w), second = _mm512_loadu_si512(w + 64);
                 __m512i A = _mm512_permutex2var_epi8(first, picks, second);
@@ -292,7 +291,7 @@ static inline __attribute__((always_inline)) void dot_q8_0(const uint8_t *const 
             }
         }
     }
-    for (int r = 0; r < R; r++) out[r] = _mm512_mul_ps(acc[r], _mm512_set1_ps(dx));
+    for (int r = 0; r < ORDERED_ROWS; r++) out[r] = _mm512_mul_ps(acc[r], _mm512_set1_ps(dx));
 }
 
 // Q6_K: a block a chunk, in two halves of 128 values: 64 bytes of low nibbles (values p and
@@ -302,7 +301,7 @@ static inline __attribute__((always_inline)) void dot_q8_0(const uint8_t *const 
 // last 8, so lane 2g + c of both holds group g. The values stay unsigned (0..63); the 32 they
 // are biased by comes off per group as d·sc·(-32 Σ q), the tail holding -32 Σ q for each of
 // the 16 groups (floats).
-static inline __attribute__((always_inline)) void dot_q6_k(const uint8_t *const *row, int R, const uint8_t *in, int n,
+static inline __attribute__((always_inline)) void dot_q6_k(const uint8_t *const *row, const uint8_t *in, int n,
                                                            __m512 *out) {
     static const uint8_t pick[64] = {// byte 8g + r of P: byte 16g + r of L and H, one after the other
 #define R(g) 16 * g, 16 * g + 1, 16 * g + 2, 16 * g + 3, 16 * g + 4, 16 * g + 5, 16 * g + 6, 16 * g + 7
@@ -317,14 +316,14 @@ static inline __attribute__((always_inline)) void dot_q6_k(const uint8_t *const 
                               _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)};
     const float dx = *(const float *)in;
     __m512 acc[ORDERED_ROWS], offsets[ORDERED_ROWS];
-    for (int r = 0; r < R; r++) acc[r] = offsets[r] = _mm512_setzero_ps();
+    for (int r = 0; r < ORDERED_ROWS; r++) acc[r] = offsets[r] = _mm512_setzero_ps();
     in += ORDERED_HEADER;
     for (int i = 0, c = 0; i < n; i += UNPACKED_VALUES, c += 210, in += ORDERED_CHUNK) {
         __m512i x[8];
         __m512 tail = _mm512_loadu_ps((const float *)(in + 512));
         load_ordered(x, in);
 #pragma GCC unroll 8
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < ORDERED_ROWS; r++) {
             const uint8_t *w = row[r] + c;
             __m512 scales =
                 _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + 192)))),
@@ -344,7 +343,8 @@ static inline __attribute__((always_inline)) void dot_q6_k(const uint8_t *const 
             }
         }
     }
-    for (int r = 0; r < R; r++) out[r] = _mm512_mul_ps(_mm512_add_ps(acc[r], offsets[r]), _mm512_set1_ps(dx));
+    for (int r = 0; r < ORDERED_ROWS; r++)
+        out[r] = _mm512_mul_ps(_mm512_add_ps(acc[r], offsets[r]), _mm512_set1_ps(dx));
 }
 
 // out[lo, hi) (+ bias) = the rows [lo, hi) of a matrix of type in its own order (rows of rb
@@ -366,10 +366,10 @@ static inline __attribute__((always_inline)) void ordered_rows(int type, float *
                 size_t r = lo + p * part + i + j;
                 w[p] = blocks + (r < hi ? r : lo) * rb;
             }
-            if (type == BLOCK_Q4_0) dot_q4_0(w, ORDERED_ROWS, in, n_in, sums);
-            else if (type == BLOCK_Q4_K) dot_q4_k(w, ORDERED_ROWS, in, n_in, sums);
-            else if (type == BLOCK_Q8_0) dot_q8_0(w, ORDERED_ROWS, in, n_in, sums);
-            else dot_q6_k(w, ORDERED_ROWS, in, n_in, sums);
+            if (type == BLOCK_Q4_0) dot_q4_0(w, in, n_in, sums);
+            else if (type == BLOCK_Q4_K) dot_q4_k(w, in, n_in, sums);
+            else if (type == BLOCK_Q8_0) dot_q8_0(w, in, n_in, sums);
+            else dot_q6_k(w, in, n_in, sums);
             for (int p = 0; p < ORDERED_ROWS; p++) acc[p][j] = sums[p];
         }
         for (int p = 0; p < ORDERED_ROWS; p++) {
