@@ -149,7 +149,7 @@ static void trainer_init(Trainer *t, const Args *args, int fresh, const char *st
     // A p below 2^-25 rounds to a threshold of 0: no dropout, and no buffer for it.
     t->drop = dropout_init(t->o.dropout, (uint64_t)t->o.seed);
     acts_init(&t->acts, c, t->o.batch_size, t->o.block_size, t->drop.threshold != 0);
-    if (state_init(&t->rs, c, 1)) die("out of memory for the sampling state");
+    if (state_init(&t->rs, c, 1, WEIGHTS_F32)) die("out of memory for the sampling state");
     if (sampler_init(&t->sampler, c->vocab_size, SAMPLE_TEMPERATURE, 1)) die("out of memory");
     t->sample_logits = xcalloc(c->vocab_size, sizeof(float), "logits");
     t->last_line = now_s();

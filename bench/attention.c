@@ -55,10 +55,10 @@ static void attend_backward(int sgemm, float *dq, float *dk, float *dv, float *d
                             d);
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hd, T, 1.0f, pb, T, q + o, d, 0.0f, dk + o, d);
             } else {
-                causal_product(dv + o, d, pb, T, 1, dout + o, d, T, hd, T, CAUSAL_ABOVE, 0, 1.0f, 0);
-                causal_scores(ds, dout + o, d, v + o, d, T, 0, hd, 1.0f);
-                causal_product(dq + o, d, pb, T, 0, k + o, d, T, hd, T, CAUSAL_BELOW, 0, 1.0f, 0);
-                causal_product(dk + o, d, pb, T, 1, q + o, d, T, hd, T, CAUSAL_ABOVE, 0, 1.0f, 0);
+                causal_product(dv + o, d, pb, T, 1, dout + o, WEIGHTS_F32, d, T, hd, T, CAUSAL_ABOVE, 0, 1.0f, 0);
+                causal_scores(ds, dout + o, d, v + o, WEIGHTS_F32, d, T, 0, hd, 1.0f);
+                causal_product(dq + o, d, pb, T, 0, k + o, WEIGHTS_F32, d, T, hd, T, CAUSAL_BELOW, 0, 1.0f, 0);
+                causal_product(dk + o, d, pb, T, 1, q + o, WEIGHTS_F32, d, T, hd, T, CAUSAL_ABOVE, 0, 1.0f, 0);
             }
         }
 }

@@ -5,7 +5,8 @@
 // The steps follow the prompt; --pos0 0 starts them at position 0 instead, since a step
 // reads the KV cache up to its position besides the weights. --compute bf16 runs the prompt
 // as ./run --compute bf16 does, and first prints how far its logits at every prompt position
-// are from float32's, relative to the largest float32 logit.
+// are from float32's, relative to the largest float32 logit. --kv-cache f16 keeps the keys and
+// values in float16, as ./run --kv-cache f16.
 #include <sys/resource.h>
 #include "model.h"
 #include "bench.h"
@@ -37,7 +38,8 @@ static int argmax(const float *x, int n) {
 
 int main(int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: bench_forward MODEL [-j threads] [-p prompt] [-n steps] [-r reps] [--pos0 P]\n");
+        fprintf(stderr, "usage: bench_forward MODEL [-j threads] [-p prompt] [-n steps] [-r reps] [--pos0 P] "
+                        "[--compute f32|bf16] [--kv-cache f32|f16]\n");
         return 1;
     }
     prefer_short_spins(argv); // as ./run does
@@ -58,8 +60,13 @@ int main(int argc, char **argv) {
                 c->seq_len);
         return 1;
     }
+    const char *kv = bench_arg(argc, argv, "--kv-cache", "f32");
+    if (strcmp(kv, "f32") && strcmp(kv, "f16")) {
+        fprintf(stderr, "bench_forward: --kv-cache %s: expected f32 or f16\n", kv);
+        return 1;
+    }
     RunState s;
-    if (state_init(&s, c, P)) {
+    if (state_init(&s, c, P, strcmp(kv, "f16") ? WEIGHTS_F32 : WEIGHTS_F16)) {
         fprintf(stderr, "bench_forward: out of memory\n");
         return 1;
     }
@@ -136,7 +143,7 @@ int main(int argc, char **argv) {
         }
         tg[r] = now_s() - t0;
     }
-    double kv_bytes = 2.0 * c->n_layers * kvd * sizeof(float) * (pos0 + (N + 1) / 2.0); // mean over the steps
+    double step_kv = 2.0 * c->n_layers * kvd * kv_bytes(s.kv_type) * (pos0 + (N + 1) / 2.0); // mean over the steps
     double tp_best = tp[0], tg_best = tg[0];
     for (int r = 1; r < R; r++) {
         tp_best = tp[r] < tp_best ? tp[r] : tp_best;
@@ -153,9 +160,10 @@ int main(int argc, char **argv) {
     printf("params %zu\n", all_params);
     printf("matmul_params %zu\n", matmul_params);
     printf("file_bytes %zu\n", m.map_bytes);
-    printf("kv_cache_bytes %zu\n", 2 * (size_t)c->n_layers * c->seq_len * kvd * sizeof(float));
+    printf("kv_cache %s\n", kv);
+    printf("kv_cache_bytes %zu\n", 2 * (size_t)c->n_layers * c->seq_len * kvd * kv_bytes(s.kv_type));
     printf("step_weight_bytes %zu\n", step_bytes);
-    printf("step_kv_bytes %.0f\n", kv_bytes);
+    printf("step_kv_bytes %.0f\n", step_kv);
     printf("prompt_tokens %d\n", P);
     printf("prompt_flops %.6g\n", prompt_flops);
     printf("prompt_flops_issue %.6g\n", 2.0 * all_params * P + attn_flops); // the issue's 2 × parameters × tokens

@@ -27,6 +27,7 @@ typedef struct {
     int no_history; // --no-history: -m chat keeps no history file
     int thinking;   // --think 1, --no-think 0, else -1 (the template's default)
     int compute;    // --compute: COMPUTE_F32 and/or COMPUTE_BF16 (both only for -m ppl)
+    int kv_cache;   // --kv-cache: the KV cache's elements, WEIGHTS_F32 or WEIGHTS_F16
     // -m attention's --layers A-B and --heads A-B, inclusive; {-1, -1} when not given: all of them
     int layers[2], heads[2];
     uint64_t seed;
@@ -78,6 +79,8 @@ static void usage(FILE *f) {
         "  --compute C  the many-token products (prompt, -m ppl): f32 (default), or bf16: their inputs\n"
         "               rounded to bfloat16, float32 sums, about twice the speed on AVX512_BF16 (generation\n"
         "               stays exact); -m ppl takes bf16,f32 to score both and print the difference\n"
+        "  --kv-cache T the KV cache's numbers: f32 (default, exact) or f16 (llama.cpp's default): half the\n"
+        "               memory and half the bytes each token's attention reads; keys and values rounded\n"
         "  --verify     read the whole model file and check its checksum (format version 5): prints ok\n"
         "               or that the file is damaged, and exits 0 or 1\n"
         "  -h, --help   this text\n"
@@ -151,6 +154,14 @@ static int parse_compute(const char *flag, const char *s) {
     die("%s %s: expected f32, bf16 or (-m ppl) bf16,f32", flag, v);
 }
 
+// --kv-cache: f32 or f16.
+static int parse_kv_cache(const char *flag, const char *s) {
+    const char *v = value(flag, s);
+    if (!strcmp(v, "f32")) return WEIGHTS_F32;
+    if (!strcmp(v, "f16")) return WEIGHTS_F16;
+    die("%s %s: expected f32 or f16", flag, v);
+}
+
 // --layers or --heads: "A-B" or "A", whole numbers from 0 with A <= B, into r[0] and r[1]
 // (whether they exist in the model is run.c's to say).
 static void parse_range(const char *flag, const char *s, int r[2]) {
@@ -212,6 +223,7 @@ static Options parse_options(int argc, char **argv) {
                  .repeat_window = 64,
                  .thinking = -1,
                  .compute = COMPUTE_F32,
+                 .kv_cache = WEIGHTS_F32,
                  .layers = {-1, -1},
                  .heads = {-1, -1}}; // steps -1: the default, see generate
     int prompt_given = 0;
@@ -260,6 +272,7 @@ static Options parse_options(int argc, char **argv) {
         else if (!strcmp(a, "--layers")) parse_range(a, v, o.layers);
         else if (!strcmp(a, "--heads")) parse_range(a, v, o.heads);
         else if (!strcmp(a, "--compute")) o.compute = parse_compute(a, v);
+        else if (!strcmp(a, "--kv-cache")) o.kv_cache = parse_kv_cache(a, v);
         else die("unknown option %s (see --help)", a);
         const char *sampling[] = {"-n", "-t", "-p", "-k", "--min-p", "-r", "--repeat-window", "-s"};
         for (size_t k = 0; k < sizeof sampling / sizeof *sampling && !o.sampling_flag; k++)

@@ -27,11 +27,34 @@ typedef int32_t vec16i __attribute__((vector_size(64)));
 
 enum { CAUSAL_NONE, CAUSAL_BELOW, CAUSAL_ABOVE };
 
+// Keys and values come as float32 or, from a float16 KV cache (./run --kv-cache f16), as
+// float16: type is WEIGHTS_F32 or WEIGHTS_F16, and they are widened as they are loaded, so
+// that the arithmetic is float32's either way.
+static inline size_t kv_bytes(int type) { return row_bytes(type, 1); }
+
+// Elements i .. i + 15 of such a row as float32, into *v (not returned: a 64-byte vector
+// returned by value has another ABI with AVX-512 than without).
+static inline __attribute__((always_inline)) void widen_vec16(vec16 *v, const void *p, size_t i, int type) {
+    if (type == WEIGHTS_F32) *v = *(const vec16u *)((const float *)p + i);
+#if defined(__AVX512F__)
+    else *v = (vec16)widen16(p, i, type);
+#elif defined(__AVX2__) && defined(__FMA__)
+    else {
+        __m256 h[2] = {widen8(p, i, type), widen8(p, i + 8, type)};
+        memcpy(v, h, sizeof h);
+    }
+#else
+    else
+        for (int k = 0; k < VEC; k++) (*v)[k] = widen1(p, i + k, type);
+#endif
+}
+
 // C[i, :16 NV] = alpha Σ_{k0 ≤ k < k1} A[i ai + k ak] B[k ldb, :16 NV] for R rows i, added to
-// C with accumulate. R and NV are constants where it is called, so acc lives in registers.
+// C with accumulate; B's elements of b_type. R, NV and b_type are constants where it is called,
+// so acc lives in registers.
 static inline __attribute__((always_inline)) void product_tile(float *C, size_t ldc, const float *A, size_t ai,
-                                                               size_t ak, const float *B, size_t ldb, int k0, int k1,
-                                                               int R, int NV, float alpha, int accumulate) {
+                                                               size_t ak, const void *B, int b_type, size_t ldb, int k0,
+                                                               int k1, int R, int NV, float alpha, int accumulate) {
     vec16 acc[4][4];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
@@ -40,7 +63,7 @@ static inline __attribute__((always_inline)) void product_tile(float *C, size_t 
     for (int k = k0; k < k1; k++) {
         vec16 b[4];
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) b[v] = *(const vec16u *)(B + k * ldb + v * VEC);
+        for (int v = 0; v < NV; v++) widen_vec16(&b[v], B, k * ldb + v * VEC, b_type);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             vec16 a = (vec16){0} + A[r * ai + k * ak];
@@ -60,7 +83,8 @@ static inline __attribute__((always_inline)) void product_tile(float *C, size_t 
 
 // C[i, :N] = alpha Σ_k A(i, k) B[k ldb, :N] (added to C with accumulate) for rows i < M, k < K
 // cut by the mask: CAUSAL_BELOW takes k ≤ P + i, CAUSAL_ABOVE k ≥ i − P. A(i, k) is
-// A[i lda + k], or A[k lda + i] with a_trans. A tile of rows takes the union of its rows'
+// A[i lda + k], or A[k lda + i] with a_trans; B's elements are of b_type (WEIGHTS_F32 or
+// WEIGHTS_F16). A tile of rows takes the union of its rows'
 // ranges, so A must be 0 outside each row's own.
 // The k range [k0, k1) that rows i .. i + R − 1 take together under mask (causal_product).
 static inline void causal_range(int mask, int P, int K, int i, int R, int *k0, int *k1) {
@@ -68,8 +92,8 @@ static inline void causal_range(int mask, int P, int K, int i, int R, int *k0, i
     *k1 = mask == CAUSAL_BELOW && P + i + R < K ? P + i + R : K;
 }
 
-static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int a_trans, const float *B, size_t ldb,
-                           int M, int N, int K, int mask, int P, float alpha, int accumulate) {
+static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int a_trans, const void *B, int b_type,
+                           size_t ldb, int M, int N, int K, int mask, int P, float alpha, int accumulate) {
     int c = 0;
     for (int nv = 4; nv >= 1; nv /= 2)
         for (; c + nv * VEC <= N; c += nv * VEC)
@@ -78,21 +102,25 @@ static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int
                 int k0, k1;
                 causal_range(mask, P, K, i, R, &k0, &k1);
                 float *Ct = C + i * ldc + c;
-                const float *At = a_trans ? A + i : A + i * lda, *Bt = B + c;
-                // A's strides as constants in each inlined tile
-#define TILE(R, NV)                                                                                                    \
-    (a_trans ? product_tile(Ct, ldc, At, 1, lda, Bt, ldb, k0, k1, R, NV, alpha, accumulate)                            \
-             : product_tile(Ct, ldc, At, lda, 1, Bt, ldb, k0, k1, R, NV, alpha, accumulate))
+                const float *At = a_trans ? A + i : A + i * lda;
+                const void *Bt = (const char *)B + c * kv_bytes(b_type);
+                // A's strides and B's type as constants in each inlined tile
+#define TILE_OF(R, NV, type)                                                                                           \
+    (a_trans ? product_tile(Ct, ldc, At, 1, lda, Bt, type, ldb, k0, k1, R, NV, alpha, accumulate)                      \
+             : product_tile(Ct, ldc, At, lda, 1, Bt, type, ldb, k0, k1, R, NV, alpha, accumulate))
+#define TILE(R, NV) (b_type == WEIGHTS_F16 ? TILE_OF(R, NV, WEIGHTS_F16) : TILE_OF(R, NV, WEIGHTS_F32))
                 if (R == 4) nv == 4 ? TILE(4, 4) : nv == 2 ? TILE(4, 2) : TILE(4, 1);
                 else nv == 4 ? TILE(1, 4) : nv == 2 ? TILE(1, 2) : TILE(1, 1);
 #undef TILE
+#undef TILE_OF
             }
     for (int i = 0; i < M && c < N; i++) { // columns past the last 16 (head_dim not a multiple of 16)
         int k0, k1;
         causal_range(mask, P, K, i, 1, &k0, &k1);
         for (int j = c; j < N; j++) {
             float sum = 0.0f;
-            for (int k = k0; k < k1; k++) sum += (a_trans ? A[k * lda + i] : A[i * lda + k]) * B[k * ldb + j];
+            for (int k = k0; k < k1; k++)
+                sum += (a_trans ? A[k * lda + i] : A[i * lda + k]) * widen1(B, k * ldb + j, b_type);
             C[i * ldc + j] = accumulate ? C[i * ldc + j] + alpha * sum : alpha * sum;
         }
     }
@@ -114,14 +142,17 @@ static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int
             dst[i + (w)] = SHUFFLE16(src[i], src[i + (w)], SWAP_LANES(w, 1));                                          \
         }
 
-// dst[d, i] = src[i, d] for the first n of 16 rows i (0 for the others), d < D;
-// dst's rows are VEC_KEYS floats apart. 16 × 16 blocks go through registers: swapping the
+// dst[d, i] = src[i, d] for the first n of 16 rows i (0 for the others), d < D, src's elements of
+// type; dst's rows are VEC_KEYS floats apart. 16 × 16 blocks go through registers: swapping the
 // off-diagonal blocks of sizes 8, 4, 2 and 1 in turn transposes them.
-static inline void transpose_keys(float *dst, const float *src, size_t lds, int n, int D) {
+static inline void transpose_keys(float *dst, const void *src, int type, size_t lds, int n, int D) {
     int d = 0;
     for (; d + VEC <= D; d += VEC) {
         vec16 r[VEC], t[VEC];
-        for (int i = 0; i < VEC; i++) r[i] = i < n ? (vec16) * (const vec16u *)(src + i * lds + d) : (vec16){0};
+        for (int i = 0; i < VEC; i++) {
+            r[i] = (vec16){0};
+            if (i < n) widen_vec16(&r[i], src, i * lds + d, type);
+        }
         TRANSPOSE_STAGE(t, r, 8);
         TRANSPOSE_STAGE(r, t, 4);
         TRANSPOSE_STAGE(t, r, 2);
@@ -129,7 +160,7 @@ static inline void transpose_keys(float *dst, const float *src, size_t lds, int 
         for (int i = 0; i < VEC; i++) *(vec16u *)(dst + (d + i) * VEC_KEYS) = r[i];
     }
     for (; d < D; d++)
-        for (int i = 0; i < VEC; i++) dst[d * VEC_KEYS + i] = i < n ? src[i * lds + d] : 0.0f;
+        for (int i = 0; i < VEC; i++) dst[d * VEC_KEYS + i] = i < n ? widen1(src, i * lds + d, type) : 0.0f;
 }
 
 // Row t of a causal score block holds P + t + 1 scores; causal_scores writes it to this
@@ -140,20 +171,21 @@ static inline int causal_width(int n, int L) {
     return m < L ? m : L;
 }
 
-// S[t, j] = alpha q_t · k_j for T query rows (lq apart) and P + T keys (lk apart), into rows
+// S[t, j] = alpha q_t · k_j for T query rows (lq apart) and P + T keys (lk apart, of k_type), into rows
 // of P + T, for j < causal_width(P + t + 1, P + T): the entries past P + t are unmasked scores
 // for the caller to mask. A block of VEC_KEYS keys is transposed once for all the rows that
 // see it; one or two rows (a one-token step) do not pay for transposing and take dot products.
 #define KT_DIMS 128
-static void causal_scores(float *S, const float *q, size_t lq, const float *k, size_t lk, int T, int P, int hd,
-                          float alpha) {
-    size_t L = (size_t)P + T;
+static void causal_scores(float *S, const float *q, size_t lq, const void *k, int k_type, size_t lk, int T, int P,
+                          int hd, float alpha) {
+    size_t L = (size_t)P + T, eb = kv_bytes(k_type);
+    const char *kc = k;
     if (T < 3) {
         for (int t = 0; t < T; t++)
             for (int j = 0, m = causal_width(P + t + 1, (int)L); j < m; j++) {
                 // keys lie a row of the cache apart, too far for the hardware to guess
-                for (int x = 0; x < hd && j + 6 < m; x += 16) __builtin_prefetch(k + (j + 6) * lk + x);
-                S[t * L + j] = alpha * dot(q + t * lq, k + j * lk, hd);
+                for (size_t x = 0; x < hd * eb && j + 6 < m; x += 64) __builtin_prefetch(kc + (j + 6) * lk * eb + x);
+                S[t * L + j] = alpha * dot_w(kc + j * lk * eb, k_type, q + t * lq, hd);
             }
         return;
     }
@@ -163,9 +195,9 @@ static void causal_scores(float *S, const float *q, size_t lq, const float *k, s
         for (int d0 = 0; d0 < hd; d0 += KT_DIMS) {
             int dn = hd - d0 < KT_DIMS ? hd - d0 : KT_DIMS;
             for (int h = 0; h < VEC_KEYS; h += VEC)
-                transpose_keys(kt + h, k + (h < nb ? j0 + h : 0) * lk + d0, lk, nb - h, dn);
-            causal_product(S + t0 * L + j0, L, q + t0 * lq + d0, lq, 0, kt, VEC_KEYS, T - t0, nb, dn, CAUSAL_NONE, 0,
-                           alpha, d0 > 0);
+                transpose_keys(kt + h, kc + ((h < nb ? j0 + h : 0) * lk + d0) * eb, k_type, lk, nb - h, dn);
+            causal_product(S + t0 * L + j0, L, q + t0 * lq + d0, lq, 0, kt, WEIGHTS_F32, VEC_KEYS, T - t0, nb, dn,
+                           CAUSAL_NONE, 0, alpha, d0 > 0);
         }
     }
 }
@@ -204,7 +236,8 @@ static inline float *attention_kept(const AttentionKeep *keep, int h) {
 }
 
 // Masked scaled dot-product attention for B sequences of T new rows each, after P rows
-// already in k/v. q, out: [B, T, n_heads * head_dim]; k, v: [B, P + T, n_kv_heads * head_dim].
+// already in k/v. q, out: [B, T, n_heads * head_dim]; k, v: [B, P + T, n_kv_heads * head_dim],
+// of kv_type (WEIGHTS_F32, or WEIGHTS_F16 from a float16 cache).
 // Scores are scaled by scale; with window > 0 row t attends only to its last window keys,
 // P + t + 1 - window ≤ j ≤ P + t (a local layer's band, Hugging Face's sliding window), and
 // without one to every key up to its own. att receives the probabilities [B, n_heads, T, P + T]
@@ -214,15 +247,16 @@ static inline float *attention_kept(const AttentionKeep *keep, int h) {
 // keep, when not NULL, receives a copy of the probabilities as they are computed (one sequence
 // only, B = 1): the same numbers the values are weighted with, for ./run -m attention.
 #define BAND_ROWS 32 // a band's rows go in blocks this tall, each over only the keys its rows see
-static inline void attention_pairs_masked(float *out, float *att, const float *q, const float *k, const float *v, int T,
-                                          int P, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
-                                          const AttentionKeep *keep, size_t lo, size_t hi) {
+static inline void attention_pairs_masked(float *out, float *att, const float *q, const void *k, const void *v,
+                                          int kv_type, int T, int P, int n_heads, int n_kv_heads, int head_dim,
+                                          float scale, int window, const AttentionKeep *keep, size_t lo, size_t hi) {
     int L = P + T, qd = n_heads * head_dim, kvd = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
     int rows = window ? BAND_ROWS : T;
+    size_t eb = kv_bytes(kv_type);
     for (size_t i = lo; i < hi; i++) {
         int b = (int)(i / n_heads), h = (int)(i % n_heads);
-        const float *kb = k + (size_t)b * L * kvd + (size_t)(h / group) * head_dim;
-        const float *vb = v + (size_t)b * L * kvd + (size_t)(h / group) * head_dim;
+        const char *kb = (const char *)k + ((size_t)b * L * kvd + (size_t)(h / group) * head_dim) * eb;
+        const char *vb = (const char *)v + ((size_t)b * L * kvd + (size_t)(h / group) * head_dim) * eb;
         const float *qb = q + (size_t)b * T * qd + (size_t)h * head_dim;
         float *a = att + i * T * L, *o = out + (size_t)b * T * qd + (size_t)h * head_dim;
         float *kept = keep ? attention_kept(keep, h) : NULL;
@@ -230,15 +264,15 @@ static inline void attention_pairs_masked(float *out, float *att, const float *q
         for (int t0 = 0; t0 < T;) {
             int n = T - t0 < rows ? T - t0 : rows;
             int k0 = window && P + t0 + 1 - window > 0 ? P + t0 + 1 - window : 0, p = P + t0 - k0, l = p + n;
-            causal_scores(a, qb + (size_t)t0 * qd, qd, kb + (size_t)k0 * kvd, kvd, n, p, head_dim, scale);
+            causal_scores(a, qb + (size_t)t0 * qd, qd, kb + (size_t)k0 * kvd * eb, kv_type, kvd, n, p, head_dim, scale);
             for (int t = 0; t < n; t++) {
                 int first = window && p + t + 1 - window > 0 ? p + t + 1 - window : 0;
                 causal_softmax_row(a + (size_t)t * l, first, p + t + 1, l);
             }
             for (int t = 0; t < n && kept; t++) // row t sees keys k0 .. k0 + p + t
                 memcpy(kept + (size_t)(t0 + t) * keep->positions + k0, a + (size_t)t * l, (p + t + 1) * sizeof(float));
-            causal_product(o + (size_t)t0 * qd, qd, a, l, 0, vb + (size_t)k0 * kvd, kvd, n, head_dim, l, CAUSAL_BELOW,
-                           p, 1.0f, 0);
+            causal_product(o + (size_t)t0 * qd, qd, a, l, 0, vb + (size_t)k0 * kvd * eb, kv_type, kvd, n, head_dim, l,
+                           CAUSAL_BELOW, p, 1.0f, 0);
             a += (size_t)n * l; // the blocks' scores [n, l] lie one after another
             t0 += n;
         }
@@ -248,8 +282,8 @@ static inline void attention_pairs_masked(float *out, float *att, const float *q
 // Causal attention scaled by 1 / sqrt(head_dim), as ./train's models have it.
 static inline void attention_pairs(float *out, float *att, const float *q, const float *k, const float *v, int T, int P,
                                    int n_heads, int n_kv_heads, int head_dim, size_t lo, size_t hi) {
-    attention_pairs_masked(out, att, q, k, v, T, P, n_heads, n_kv_heads, head_dim, 1.0f / sqrtf((float)head_dim), 0,
-                           NULL, lo, hi);
+    attention_pairs_masked(out, att, q, k, v, WEIGHTS_F32, T, P, n_heads, n_kv_heads, head_dim,
+                           1.0f / sqrtf((float)head_dim), 0, NULL, lo, hi);
 }
 
 static inline void attention_forward(float *out, float *att, const float *q, const float *k, const float *v, int B,
@@ -285,8 +319,8 @@ static inline void attention_backward(float *dq, float *dk, float *dv, float *sc
             size_t qo = (size_t)b * T * qd + (size_t)h * hd;
             int add = h != kh * group; // the group's first head sets dK and dV, the others add
             // dV += Pdᵀ dO;  dPd = dO Vᵀ
-            causal_product(dv + kvo, kvd, pd, T, 1, dout + qo, qd, T, hd, T, CAUSAL_ABOVE, 0, 1.0f, add);
-            causal_scores(ds, dout + qo, qd, v + kvo, kvd, T, 0, hd, 1.0f);
+            causal_product(dv + kvo, kvd, pd, T, 1, dout + qo, WEIGHTS_F32, qd, T, hd, T, CAUSAL_ABOVE, 0, 1.0f, add);
+            causal_scores(ds, dout + qo, qd, v + kvo, WEIGHTS_F32, kvd, T, 0, hd, 1.0f);
             // With Pd = P ∘ M (M the dropout mask and scale, or 1): dP = M ∘ dPd, and the
             // softmax's dS = P ∘ (dP − rowsum(P ∘ dP)) · scale, where P ∘ dP = Pd ∘ dPd.
             // Masked entries have P = Pd = 0, so dS is 0 there, as the products below need.
@@ -299,8 +333,8 @@ static inline void attention_backward(float *dq, float *dk, float *dv, float *sc
                 memset(st + m, 0, (size_t)(T - m) * sizeof(float));
             }
             // dQ = dS K;  dK += dSᵀ Q
-            causal_product(dq + qo, qd, ds, T, 0, k + kvo, kvd, T, hd, T, CAUSAL_BELOW, 0, 1.0f, 0);
-            causal_product(dk + kvo, kvd, ds, T, 1, q + qo, qd, T, hd, T, CAUSAL_ABOVE, 0, 1.0f, add);
+            causal_product(dq + qo, qd, ds, T, 0, k + kvo, WEIGHTS_F32, kvd, T, hd, T, CAUSAL_BELOW, 0, 1.0f, 0);
+            causal_product(dk + kvo, kvd, ds, T, 1, q + qo, WEIGHTS_F32, qd, T, hd, T, CAUSAL_ABOVE, 0, 1.0f, add);
         }
     }
 }

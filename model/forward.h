@@ -32,8 +32,10 @@ typedef struct {
     float *rope_sin;        // (seq_len, rope_dims / 2)
     float *rope_local_cos;  // (seq_len, rope_dims / 2) the local layers' (sliding_window only)
     float *rope_local_sin;  // (seq_len, rope_dims / 2)
-    float *key_cache;       // (the layers' cache rows, kv_dim), layer after layer (layer_cache)
-    float *value_cache;     // (the same)
+    int kv_type;            // the cache's elements: WEIGHTS_F32, or WEIGHTS_F16 (./run --kv-cache f16)
+    void *key_cache;        // (the layers' cache rows, kv_dim) of kv_type, layer after layer (layer_cache)
+    void *value_cache;      // (the same)
+    float *kv_new;          // (2, max_batch, kv_dim) a float16 cache's new keys, then values, before rounding
     float *wbuf;            // (threads, wbuf_floats) a quantised or 16-bit model's widened rows
     size_t wbuf_floats;
     uint8_t *xq; // (threads, max_batch + 2, xq_row_bytes) inputs quantised for block-type matrices
@@ -65,7 +67,7 @@ static inline void state_free(RunState *s) {
 // in a ring (mirrored), again at row p % rows + rows, so that any run of up to rows
 // consecutive positions lies in one piece from row (its first) % rows.
 typedef struct {
-    float *k, *v;
+    void *k, *v; // of the state's kv_type
     int rows, mirrored;
 } LayerCache;
 
@@ -77,23 +79,34 @@ static inline LayerCache layer_cache(const Config *c, const RunState *s, int l) 
     int global_before = c->sliding_window ? l / c->global_every : l, local = layer_is_local(c, l);
     size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
     size_t row = (size_t)global_before * c->seq_len + (size_t)(l - global_before) * local_cache_rows(c, s->ring);
-    LayerCache lc = {s->key_cache + row * kvd, s->value_cache + row * kvd, c->seq_len, 0};
+    size_t at = row * kvd * kv_bytes(s->kv_type);
+    LayerCache lc = {(char *)s->key_cache + at, (char *)s->value_cache + at, c->seq_len, 0};
     if (local && s->ring) lc.rows = s->ring, lc.mirrored = 1;
     return lc;
 }
 
-// The ring's second copy of rows [r, r + T), columns [c0, c1), just written.
-static inline void mirror_rows(float *cache, int rows, int r, int T, size_t kvd, size_t c0, size_t c1) {
+// The ring's second copy of rows [r, r + T), columns [c0, c1), just written; elements of kv_type.
+static inline void mirror_rows(void *cache, int kv_type, int rows, int r, int T, size_t kvd, size_t c0, size_t c1) {
+    size_t eb = kv_bytes(kv_type);
+    char *p = cache;
     for (int i = r; i < r + T; i++)
-        memcpy(cache + (i < rows ? i + rows : i - rows) * kvd + c0, cache + i * kvd + c0, (c1 - c0) * sizeof(float));
+        memcpy(p + ((i < rows ? i + rows : i - rows) * kvd + c0) * eb, p + (i * kvd + c0) * eb, (c1 - c0) * eb);
 }
 
-// Allocates the state for up to max_batch rows at once, every buffer carved from one block
-// (wbuf only for a Q8_0, bfloat16 or float16 model). Returns 0, or -1 when out of memory,
-// with s->bytes saying how much it needed.
-static inline int state_init(RunState *s, const Config *c, int max_batch) {
+// Rows [r, r + T) of a float16 cache, columns [c0, c1), rounded from the new keys or values new
+// [T, kvd].
+static inline void store_f16_rows(void *cache, int r, const float *new, int T, size_t kvd, size_t c0, size_t c1) {
+    for (int t = 0; t < T; t++)
+        floats_to_f16((uint16_t *)cache + (r + t) * kvd + c0, new + (size_t)t *kvd + c0, c1 - c0);
+}
+
+// Allocates the state for up to max_batch rows at once and a KV cache of kv_type (WEIGHTS_F32 or
+// WEIGHTS_F16), every buffer carved from one block (wbuf only for a Q8_0, bfloat16 or float16
+// model). Returns 0, or -1 when out of memory, with s->bytes saying how much it needed.
+static inline int state_init(RunState *s, const Config *c, int max_batch, int kv_type) {
     memset(s, 0, sizeof *s);
     s->max_batch = max_batch;
+    s->kv_type = kv_type;
     s->threads = max_threads();
     size_t B = max_batch, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
     int ring = c->sliding_window - 1 + max_batch;
@@ -101,6 +114,8 @@ static inline int state_init(RunState *s, const Config *c, int max_batch) {
     size_t half = c->rope_dims / 2, local_half = c->sliding_window ? half : 0;
     size_t global = c->sliding_window ? c->n_layers / c->global_every : c->n_layers;
     size_t cache = kvd * (global * c->seq_len + (c->n_layers - global) * local_cache_rows(c, s->ring));
+    size_t cache_floats = (cache * kv_bytes(kv_type) + sizeof(float) - 1) / sizeof(float);
+    float *key_cache, *value_cache;
     size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
     widest = qd > widest ? qd : widest;
     s->wbuf_floats = c->weight_type != WEIGHTS_F32 ? qchunk_floats((int)widest) : 0;
@@ -122,8 +137,9 @@ static inline int state_init(RunState *s, const Config *c, int max_batch) {
         {&s->rope_sin, c->seq_len * half},
         {&s->rope_local_cos, c->seq_len * local_half},
         {&s->rope_local_sin, c->seq_len * local_half},
-        {&s->key_cache, cache},
-        {&s->value_cache, cache},
+        {&key_cache, cache_floats},
+        {&value_cache, cache_floats},
+        {&s->kv_new, kv_type == WEIGHTS_F16 ? 2 * B * kvd : 0},
         {&s->wbuf, s->threads * s->wbuf_floats},
         {&xq_floats, s->threads * (B + 2) * s->xq_row_bytes / sizeof(float)},
     };
@@ -137,6 +153,7 @@ static inline int state_init(RunState *s, const Config *c, int max_batch) {
         next += state_align(t[i].floats);
     }
     s->xq = (uint8_t *)xq_floats;
+    s->key_cache = key_cache, s->value_cache = value_cache;
     if (c->pos_kind == POS_ROPE) {
         double freq[ROPE_MAX_PAIRS];
         rope_frequencies(freq, c, 0);
@@ -312,7 +329,11 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             int local = layer_is_local(c, l);
             LayerCache lc = layer_cache(c, s, l);
             int row = pos0 % lc.rows; // the new positions' rows: in a ring, rows [row, row + T) < 2 rows
-            float *knew = lc.k + (size_t)row * kvd, *vnew = lc.v + (size_t)row * kvd;
+            // a float32 cache takes the new keys and values where they are computed; a float16
+            // one after they are normalised and rotated
+            int half_cache = s->kv_type == WEIGHTS_F16;
+            float *knew = half_cache ? s->kv_new : (float *)lc.k + (size_t)row * kvd;
+            float *vnew = half_cache ? s->kv_new + (size_t)s->max_batch * kvd : (float *)lc.v + (size_t)row * kvd;
             // attention
             const float *in = sublayer_input(c, x, xn, L->attn_norm_w, L->attn_norm_b, T);
             Linear q = {.out = s->q, .w = L->wq, .b = L->bq, .n_out = qd, .qw = L->qwq, .wbuf = wbuf, .xq = xq};
@@ -333,17 +354,21 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
                 rope_forward(s->q + h0 * hd, qd, T, pos0, (int)(h1 - h0), hd, c->rope_dims, rc, rs);
                 rope_forward(knew + g0 * hd, kvd, T, pos0, (int)(g1 - g0), hd, c->rope_dims, rc, rs);
             }
+            if (half_cache) {
+                store_f16_rows(lc.k, row, knew, T, kvd, g0 * hd, g1 * hd);
+                store_f16_rows(lc.v, row, vnew, T, kvd, g0 * hd, g1 * hd);
+            }
             if (lc.mirrored) {
-                mirror_rows(lc.k, lc.rows, row, T, kvd, g0 * hd, g1 * hd);
-                mirror_rows(lc.v, lc.rows, row, T, kvd, g0 * hd, g1 * hd);
+                mirror_rows(lc.k, s->kv_type, lc.rows, row, T, kvd, g0 * hd, g1 * hd);
+                mirror_rows(lc.v, s->kv_type, lc.rows, row, T, kvd, g0 * hd, g1 * hd);
             }
             if (!own_kv) barrier_wait(&s->barrier, nt);
             // a local layer's queries see positions from first on, in one piece of its cache
             int first = local && pos0 - c->sliding_window + 1 > 0 ? pos0 - c->sliding_window + 1 : 0;
-            size_t from = (size_t)(first % lc.rows) * kvd;
+            size_t from = (size_t)(first % lc.rows) * kvd * kv_bytes(s->kv_type);
             AttentionKeep part;
-            attention_pairs_masked(s->attn_out, s->att, s->q, lc.k + from, lc.v + from, T, pos0 - first, c->n_heads,
-                                   c->n_kv_heads, hd, scale, local ? c->sliding_window : 0,
+            attention_pairs_masked(s->attn_out, s->att, s->q, (char *)lc.k + from, (char *)lc.v + from, s->kv_type, T,
+                                   pos0 - first, c->n_heads, c->n_kv_heads, hd, scale, local ? c->sliding_window : 0,
                                    layer_keep(s->keep, l, pos0, first, &part), h0, h1);
             barrier_wait(&s->barrier, nt);
             add_sublayer(c, s, s->attn_out, L->wo, L->qwo, L->bo, L->attn_out_norm_w, L->attn_norm_w, L->attn_norm_b, T,

@@ -40,6 +40,41 @@ static inline float f16_to_float(uint16_t h) {
     return v.f;
 }
 
+// x rounded to the nearest float16, ties to even, as F16C's vcvtps2ph rounds it: past float16's
+// largest (65504) by half a step or more an infinity, a NaN a quiet NaN with the payload's top bits.
+static inline uint16_t float_to_f16(float x) {
+    union {
+        float f;
+        uint32_t u;
+    } v = {.f = x};
+    uint32_t sign = v.u >> 16 & 0x8000, a = v.u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00 | (a >> 13 & 0x3ff));
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00);
+    if (a < 0x38800000u) { // below 2^-14, a multiple of 2^-24: adding 0.5 rounds to that step
+        v.u = a;
+        v.f += 0.5f;
+        return (uint16_t)(sign | (v.u - 0x3f000000u));
+    }
+    a -= 0x38000000u;           // exponent rebiased 127 -> 15
+    a += 0xfff + (a >> 13 & 1); // the 13 dropped bits rounded, ties to even (a carry moves the exponent)
+    return (uint16_t)(sign | a >> 13);
+}
+
+// x [n] rounded to float16 into h [n] (float_to_f16; vcvtps2ph where the machine has F16C).
+static inline void floats_to_f16(uint16_t *h, const float *x, size_t n) {
+    size_t i = 0;
+#if defined(__AVX512F__)
+    for (; n - i >= 16; i += 16)
+        _mm256_storeu_si256((__m256i *)(h + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#elif defined(__F16C__)
+    for (; n - i >= 8; i += 8)
+        _mm_storeu_si128((__m128i *)(h + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
+    for (; i < n; i++) h[i] = float_to_f16(x[i]);
+}
+
 // The float16 at b, which need not be aligned (F16C's conversion where the machine has it: the
 // same value, a NaN made quiet alike).
 static inline float f16_at(const uint8_t *b) {

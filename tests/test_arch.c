@@ -70,7 +70,7 @@ static void llama3_regimes(const Config *c, int count[3]) {
 // The tables state_init makes, global and local, against cos and sin of p · inv[i].
 static void check_tables(const Config *c) {
     RunState s;
-    assert_int_equal(state_init(&s, c, 2), 0);
+    assert_int_equal(state_init(&s, c, 2, WEIGHTS_F32), 0);
     int half = c->rope_dims / 2;
     double inv[ROPE_MAX_PAIRS];
     for (int local = 0; local <= (c->sliding_window > 0); local++) {
@@ -111,7 +111,7 @@ static void test_rope_tables(void **state) {
     c.rope_scaling = ROPE_SCALING_NONE, c.sliding_window = c.global_every = 0;
     check_tables(&c);
     RunState s;
-    assert_int_equal(state_init(&s, &c, 1), 0);
+    assert_int_equal(state_init(&s, &c, 1, WEIGHTS_F32), 0);
     float *ct = malloc(sizeof(float) * c.seq_len * 4), *st = malloc(sizeof(float) * c.seq_len * 4);
     rope_table(ct, st, c.seq_len, c.rope_dims, c.rope_theta);
     assert_memory_equal(ct, s.rope_cos, sizeof(float) * c.seq_len * 4);
@@ -206,7 +206,7 @@ static void test_out_norms(void **state) {
                 memcpy(want + t * d, r, sizeof(double) * d);
             }
             RunState s;
-            assert_int_equal(state_init(&s, &c, T), 0);
+            assert_int_equal(state_init(&s, &c, T, WEIGHTS_F32), 0);
             memcpy(s.x, x0, sizeof(float) * T * d);
 #pragma omp parallel num_threads(threads)
             {
@@ -280,23 +280,32 @@ static void naive_attention(double *out, double *probs, const float *q, const fl
     free(s);
 }
 
+// The KV cache's element types (./run --kv-cache f32 and f16).
+static const int kv_types[] = {WEIGHTS_F32, WEIGHTS_F16};
+
 // A local layer (0) and a global one (1) fed a sequence's keys and values as forward feeds
 // them: each chunk's rows written at their ring rows and mirrored, then attended to from the
 // first position the chunk's rows see. Chunks take sizes from splits in turn (cut to max_batch).
 // The probabilities of heads 1 .. H - 1 are kept as ./run -m attention keeps them (layer_keep):
 // each row where its position says, exactly 0 where masked, whatever chunk and ring row it came from.
+// A cache of float16 (kv_type) holds the keys and values rounded, and the attention must be the
+// naive one of those rounded values.
 static void check_ring(int N, int seq_len, int window, int max_batch, const int *splits, int n_splits, int H, int KV,
-                       int hd, int want_ring) {
+                       int hd, int want_ring, int kv_type) {
     Config c = knob_config();
     c.n_layers = 2, c.global_every = 2, c.sliding_window = window, c.seq_len = seq_len;
     c.n_heads = H, c.n_kv_heads = KV, c.head_dim = c.rope_dims = hd;
     int qd = H * hd, kvd = KV * hd;
     RunState s;
-    assert_int_equal(state_init(&s, &c, max_batch), 0);
+    assert_int_equal(state_init(&s, &c, max_batch, kv_type), 0);
     if (want_ring) assert_true(s.ring > 0 && N > 2 * s.ring); // the ring goes round more than once
     else assert_int_equal(s.ring, 0);
     float *q = rand_vec((size_t)N * qd, 1.0f), *k = rand_vec((size_t)N * kvd, 1.0f),
           *v = rand_vec((size_t)N * kvd, 1.0f);
+    if (kv_type == WEIGHTS_F16)
+        for (size_t i = 0; i < (size_t)N * kvd; i++)
+            k[i] = f16_to_float(float_to_f16(k[i])), v[i] = f16_to_float(float_to_f16(v[i]));
+    size_t eb = kv_bytes(kv_type);
     float *out = malloc(sizeof(float) * N * qd), *kept = calloc((size_t)2 * (H - 1) * N * N, sizeof(float));
     double *want = malloc(sizeof(double) * N * qd), *probs = malloc(sizeof(double) * H * N * N);
     AttentionKeep keep = {.p = kept, .layer0 = 0, .layers = 2, .head0 = 1, .heads = H - 1, .positions = N};
@@ -309,18 +318,27 @@ static void check_ring(int N, int seq_len, int window, int max_batch, const int 
             T = splits[n % n_splits] < max_batch ? splits[n % n_splits] : max_batch;
             T = T < N - pos0 ? T : N - pos0;
             int row = pos0 % lc.rows;
-            memcpy(lc.k + (size_t)row * kvd, k + (size_t)pos0 * kvd, sizeof(float) * T * kvd);
-            memcpy(lc.v + (size_t)row * kvd, v + (size_t)pos0 * kvd, sizeof(float) * T * kvd);
-            if (lc.mirrored) { // in two thread's shares of the columns, as forward's threads do
-                mirror_rows(lc.k, lc.rows, row, T, kvd, 0, hd), mirror_rows(lc.k, lc.rows, row, T, kvd, hd, kvd);
-                mirror_rows(lc.v, lc.rows, row, T, kvd, 0, hd), mirror_rows(lc.v, lc.rows, row, T, kvd, hd, kvd);
+            if (kv_type == WEIGHTS_F16) { // in two thread's shares of the columns, as forward's threads do
+                store_f16_rows(lc.k, row, k + (size_t)pos0 * kvd, T, kvd, 0, hd);
+                store_f16_rows(lc.k, row, k + (size_t)pos0 * kvd, T, kvd, hd, kvd);
+                store_f16_rows(lc.v, row, v + (size_t)pos0 * kvd, T, kvd, 0, hd);
+                store_f16_rows(lc.v, row, v + (size_t)pos0 * kvd, T, kvd, hd, kvd);
+            } else {
+                memcpy((float *)lc.k + (size_t)row * kvd, k + (size_t)pos0 * kvd, sizeof(float) * T * kvd);
+                memcpy((float *)lc.v + (size_t)row * kvd, v + (size_t)pos0 * kvd, sizeof(float) * T * kvd);
+            }
+            if (lc.mirrored) { // in two shares again
+                mirror_rows(lc.k, kv_type, lc.rows, row, T, kvd, 0, hd);
+                mirror_rows(lc.k, kv_type, lc.rows, row, T, kvd, hd, kvd);
+                mirror_rows(lc.v, kv_type, lc.rows, row, T, kvd, 0, hd);
+                mirror_rows(lc.v, kv_type, lc.rows, row, T, kvd, hd, kvd);
             }
             int first = local && pos0 - window + 1 > 0 ? pos0 - window + 1 : 0;
-            size_t from = (size_t)(first % lc.rows) * kvd;
+            size_t from = (size_t)(first % lc.rows) * kvd * eb;
             AttentionKeep part;
-            attention_pairs_masked(out + (size_t)pos0 * qd, s.att, q + (size_t)pos0 * qd, lc.k + from, lc.v + from, T,
-                                   pos0 - first, H, KV, hd, c.attn_scale, local ? window : 0,
-                                   layer_keep(&keep, l, pos0, first, &part), 0, H);
+            attention_pairs_masked(out + (size_t)pos0 * qd, s.att, q + (size_t)pos0 * qd, (char *)lc.k + from,
+                                   (char *)lc.v + from, kv_type, T, pos0 - first, H, KV, hd, c.attn_scale,
+                                   local ? window : 0, layer_keep(&keep, l, pos0, first, &part), 0, H);
         }
         naive_attention(want, probs, q, k, v, N, H, KV, hd, c.attn_scale, local ? window : 0);
         assert_close(out, want, (size_t)N * qd, 1e-5);
@@ -345,35 +363,41 @@ static void check_ring(int N, int seq_len, int window, int max_batch, const int 
 static void test_ring_attention(void **state) {
     (void)state;
     int prompt[] = {5}, decode[] = {1}, mixed[] = {3, 1, 1, 5, 2, 1, 4}, tall[] = {70, 1, 1, 33, 70, 2};
-    check_ring(60, 64, 7, 5, prompt, 1, 4, 2, 20, 1);
-    check_ring(60, 64, 7, 1, decode, 1, 4, 2, 20, 1);
-    check_ring(61, 64, 7, 5, mixed, 7, 2, 2, 36, 1);
-    check_ring(60, 64, 1, 4, mixed, 7, 3, 1, 8, 1); // a window of one: each row sees itself alone
-    check_ring(300, 300, 40, 70, tall, 6, 4, 2, 24, 1);
-    check_ring(300, 300, 40, 70, tall, 6, 2, 1, 72, 1);
-    check_ring(20, 20, 7, 5, mixed, 7, 4, 2, 20, 0);
-    check_ring(30, 30, 50, 8, mixed, 7, 4, 2, 16, 0); // a window longer than the context
+    for (int i = 0; i < 2; i++) {
+        int kv = kv_types[i];
+        check_ring(60, 64, 7, 5, prompt, 1, 4, 2, 20, 1, kv);
+        check_ring(60, 64, 7, 1, decode, 1, 4, 2, 20, 1, kv);
+        check_ring(61, 64, 7, 5, mixed, 7, 2, 2, 36, 1, kv);
+        check_ring(60, 64, 1, 4, mixed, 7, 3, 1, 8, 1, kv); // a window of one: each row sees itself alone
+        check_ring(300, 300, 40, 70, tall, 6, 4, 2, 24, 1, kv);
+        check_ring(300, 300, 40, 70, tall, 6, 2, 1, 72, 1, kv);
+        check_ring(20, 20, 7, 5, mixed, 7, 4, 2, 20, 0, kv);
+        check_ring(30, 30, 50, 8, mixed, 7, 4, 2, 16, 0, kv); // a window longer than the context
+    }
 }
 
 // A local layer's cache is its ring, twice over: the whole cache is the global layers' context
-// and the local layers' rings, and the last layer's ends where the keys end.
+// and the local layers' rings, and the last layer's ends where the keys end; in float32 and in float16.
 static void test_cache_carve(void **state) {
     (void)state;
     Config c = knob_config(); // layers 0, 1 and 3 local, 2 global
     c.n_kv_heads = 2, c.seq_len = 100;
     size_t kvd = (size_t)c.n_kv_heads * c.head_dim;
-    for (int max_batch = 1; max_batch <= 64; max_batch *= 4) {
-        RunState s;
-        assert_int_equal(state_init(&s, &c, max_batch), 0);
-        int ring = c.sliding_window - 1 + max_batch, rows = 2 * ring < c.seq_len ? 2 * ring : c.seq_len;
-        assert_int_equal(s.ring, 2 * ring < c.seq_len ? ring : 0);
-        size_t want = kvd * ((size_t)c.seq_len + 3 * (size_t)rows);
-        assert_true((size_t)(s.value_cache - s.key_cache) == state_align(want));
-        LayerCache last = layer_cache(&c, &s, 3);
-        assert_true(last.k + (size_t)rows * kvd == s.key_cache + want);
-        assert_true(layer_cache(&c, &s, 2).k == s.key_cache + 2 * (size_t)rows * kvd);
-        state_free(&s);
-    }
+    for (int max_batch = 1; max_batch <= 64; max_batch *= 4)
+        for (int i = 0; i < 2; i++) {
+            RunState s;
+            assert_int_equal(state_init(&s, &c, max_batch, kv_types[i]), 0);
+            int ring = c.sliding_window - 1 + max_batch, rows = 2 * ring < c.seq_len ? 2 * ring : c.seq_len;
+            assert_int_equal(s.ring, 2 * ring < c.seq_len ? ring : 0);
+            size_t eb = kv_bytes(kv_types[i]), want = kvd * ((size_t)c.seq_len + 3 * (size_t)rows) * eb; // bytes
+            const char *keys = s.key_cache;
+            assert_true((size_t)((const char *)s.value_cache - keys) ==
+                        state_align((want + sizeof(float) - 1) / sizeof(float)) * sizeof(float));
+            LayerCache last = layer_cache(&c, &s, 3);
+            assert_true((const char *)last.k + (size_t)rows * kvd * eb == keys + want);
+            assert_true((const char *)layer_cache(&c, &s, 2).k == keys + 2 * (size_t)rows * kvd * eb);
+            state_free(&s);
+        }
 }
 
 // ----------------------------------------------------------------------------
@@ -493,7 +517,7 @@ static void naive_forward(const TestModel *m, const int *tokens, int N, double *
 static void run_chunks(const TestModel *m, const int *tokens, int N, int max_batch, const int *splits, int n_splits,
                        float *logits) {
     RunState s;
-    assert_int_equal(state_init(&s, &m->c, max_batch), 0);
+    assert_int_equal(state_init(&s, &m->c, max_batch, WEIGHTS_F32), 0);
     for (int pos0 = 0, n = 0, T; pos0 < N; pos0 += T, n++) {
         T = splits[n % n_splits] < max_batch ? splits[n % n_splits] : max_batch;
         T = T < N - pos0 ? T : N - pos0;
@@ -547,7 +571,7 @@ static void test_forward_all_knobs(void **state) {
         omp_set_num_threads(threads);
         if (c.sliding_window) { // the chunked runs went through a ring
             RunState s;
-            assert_int_equal(state_init(&s, &c, 4), 0);
+            assert_int_equal(state_init(&s, &c, 4, WEIGHTS_F32), 0);
             assert_true(s.ring > 0 && N > s.ring);
             state_free(&s);
         }

@@ -322,6 +322,7 @@ row run "--layers 2-1 (backwards)" "--layers 2-1: expected A-B, numbers from 0 w
 row run "--heads without -m attention (it would be ignored)" "--heads selects what -m attention writes" ./run $model -i hi --heads 0
 row run "--compute fp8 (not an arithmetic it has)" "--compute fp8: expected f32, bf16 or (-m ppl) bf16,f32" ./run $model -i hi --compute fp8
 row run "--compute bf16,f32 outside -m ppl" "--compute bf16,f32: only -m ppl runs both, to compare them; -m generate takes f32 or bf16" ./run $model -i hi --compute bf16,f32
+row run "--kv-cache q8_0 (not a cache type it has)" "--kv-cache q8_0: expected f32 or f16" ./run $model -i hi --kv-cache q8_0
 "$PYTHON" tools/make_random.py --set seq_len=4096 --set n_layers=4 --set dim=32 --set n_heads=8 --set n_kv_heads=8 \
   --set head_dim=4 --set rope_dims=4 --set hidden_dim=32 $tmp/wide.bin >/dev/null 2>&1
 head -c 6000 $SHARED/data/tinyshakespeare.txt >$tmp/long_prompt.txt

@@ -162,18 +162,25 @@ static void test_rope(void **state) {
 // Causal attention of B sequences with GQA after P past rows, in shapes that take each path
 // of causal_scores and causal_product: fewer rows than a tile (dot products), key blocks
 // cut short, head_dim past 128 (transposed in two parts) and not a multiple of 16 (vector
-// columns, then scalar ones).
+// columns, then scalar ones). Then again with the keys and values in float16, as a float16 KV
+// cache holds them: the same attention of their rounded values.
 static void test_attention(void **state) {
     (void)state;
     // B, T, P, heads, key/value heads, head_dim; the last three one- and two-row steps
     int shapes[][6] = {{2, 5, 3, 6, 2, 7},    {2, 3, 37, 4, 2, 32}, {1, 70, 0, 2, 1, 48},
                        {1, 40, 29, 2, 2, 64}, {1, 9, 0, 1, 1, 136}, {2, 33, 0, 2, 1, 20},
                        {1, 1, 40, 4, 2, 64},  {2, 2, 47, 2, 1, 32}, {1, 1, 15, 2, 2, 16}};
-    for (size_t n = 0; n < sizeof shapes / sizeof shapes[0]; n++) {
-        int B = shapes[n][0], T = shapes[n][1], P = shapes[n][2], n_heads = shapes[n][3], n_kv = shapes[n][4];
-        int hd = shapes[n][5], L = P + T, qd = n_heads * hd, kvd = n_kv * hd;
+    for (size_t n = 0; n < 2 * sizeof shapes / sizeof shapes[0]; n++) {
+        int half = n >= sizeof shapes / sizeof shapes[0],
+            *shape = shapes[half ? n - sizeof shapes / sizeof shapes[0] : n];
+        int B = shape[0], T = shape[1], P = shape[2], n_heads = shape[3], n_kv = shape[4];
+        int hd = shape[5], L = P + T, qd = n_heads * hd, kvd = n_kv * hd;
         float *q = rand_vec((size_t)B * T * qd, 1.0f), *k = rand_vec((size_t)B * L * kvd, 1.0f);
         float *v = rand_vec((size_t)B * L * kvd, 1.0f), *out = malloc(sizeof(float) * B * T * qd);
+        uint16_t *kh = malloc(sizeof(uint16_t) * B * L * kvd), *vh = malloc(sizeof(uint16_t) * B * L * kvd);
+        floats_to_f16(kh, k, (size_t)B * L * kvd);
+        floats_to_f16(vh, v, (size_t)B * L * kvd);
+        for (size_t i = 0; half && i < (size_t)B * L * kvd; i++) k[i] = f16_to_float(kh[i]), v[i] = f16_to_float(vh[i]);
         float *att = malloc(sizeof(float) * B * n_heads * T * L);
         double *want = calloc((size_t)B * T * qd, sizeof(double)),
                *want_att = calloc((size_t)B * n_heads * T * L, sizeof(double));
@@ -198,7 +205,10 @@ static void test_attention(void **state) {
                             want[(b * T + t) * qd + h * hd + i] += p * v[(b * L + j) * kvd + kvh * hd + i];
                     }
                 }
-        attention_forward(out, att, q, k, v, B, T, P, n_heads, n_kv, hd);
+        if (half)
+            attention_pairs_masked(out, att, q, kh, vh, WEIGHTS_F16, T, P, n_heads, n_kv, hd, 1.0f / sqrtf((float)hd),
+                                   0, NULL, 0, (size_t)B * n_heads);
+        else attention_forward(out, att, q, k, v, B, T, P, n_heads, n_kv, hd);
         assert_close(out, want, (size_t)B * T * qd, 1e-5);
         assert_close(att, want_att, (size_t)B * n_heads * T * L, 1e-6); // masked entries exactly 0
         free(q);
@@ -209,7 +219,42 @@ static void test_attention(void **state) {
         free(want);
         free(want_att);
         free(s);
+        free(kh);
+        free(vh);
     }
+}
+
+// float_to_f16 against the machine's conversion (vcvtps2ph, when it has F16C) and by its
+// definition: every float16 comes back as itself, and a float between two of them rounds to
+// the nearer, ties to the one with an even last bit; past 65504 by half a step, an infinity.
+static void test_float_to_f16(void **state) {
+    (void)state;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = f16_to_float((uint16_t)h);
+        if (isnan(f)) assert_true(isnan(f16_to_float(float_to_f16(f))));
+        else assert_int_equal(float_to_f16(f), h);
+        if ((h & 0x7fff) >= 0x7c00 || (h & 0x7fff) == 0x7bff) continue;     // no larger finite neighbour
+        float next = f16_to_float((uint16_t)(h + 1)), mid = (f + next) / 2; // exact: 24 bits hold it
+        assert_int_equal(float_to_f16(mid), (h & 1) ? h + 1 : h);
+        assert_int_equal(float_to_f16(nextafterf(mid, f)), h);
+        assert_int_equal(float_to_f16(nextafterf(mid, next)), h + 1);
+    }
+    assert_int_equal(float_to_f16(65519.99f), 0x7bff);
+    assert_int_equal(float_to_f16(65520.0f), 0x7c00);
+    assert_int_equal(float_to_f16(-1e30f), 0xfc00);
+    assert_int_equal(float_to_f16(1e-30f), 0);
+    float x[1000];
+    uint16_t fast[1000];
+    for (int i = 0; i < 1000; i++) {
+        const float special[] = {INFINITY, -INFINITY, NAN, -0.0f, 0x1p-25f, 0x1p-24f, 3e-8f, 6.1e-5f, 65504.0f, 7e4f};
+        union {
+            uint32_t u;
+            float f;
+        } r = {.u = rnd()}; // any bits: NaNs with payloads, subnormals, every exponent
+        x[i] = i < 10 ? special[i] : r.f;
+    }
+    floats_to_f16(fast, x, 997); // the vector conversion where there is one, then the 5 left one by one
+    for (int i = 0; i < 997; i++) assert_int_equal(fast[i], float_to_f16(x[i]));
 }
 
 static void test_activations(void **state) {
@@ -685,7 +730,7 @@ static void test_batched_equals_one_token(void **state) {
         for (int t = 0; t < T; t++) tokens[t] = (t * 7 + 3) % V;
         float *all = malloc(sizeof(float) * T * V), *one = malloc(sizeof(float) * T * V);
         RunState s;
-        assert_int_equal(state_init(&s, &m.c, 16), 0);
+        assert_int_equal(state_init(&s, &m.c, 16, WEIGHTS_F32), 0);
         forward(&m.c, &m.w, &s, tokens, T, 0, all, 0);
         if (variant >= 4 && variant != 10) {
             int threads = omp_get_max_threads();
@@ -697,7 +742,7 @@ static void test_batched_equals_one_token(void **state) {
             // three threads: heads (and the key/value heads of GQA) that do not divide evenly
             RunState s3;
             omp_set_num_threads(3);
-            assert_int_equal(state_init(&s3, &m.c, 16), 0);
+            assert_int_equal(state_init(&s3, &m.c, 16, WEIGHTS_F32), 0);
             forward(&m.c, &m.w, &s3, tokens, T, 0, one, 0);
             state_free(&s3);
             omp_set_num_threads(threads);
@@ -705,13 +750,13 @@ static void test_batched_equals_one_token(void **state) {
             free(serial);
         }
         state_free(&s);
-        assert_int_equal(state_init(&s, &m.c, 1), 0);
+        assert_int_equal(state_init(&s, &m.c, 1, WEIGHTS_F32), 0);
         for (int t = 0; t < T; t++) forward(&m.c, &m.w, &s, tokens + t, 1, t, one + t * V, 0);
         state_free(&s);
         double *want = malloc(sizeof(double) * T * V);
         for (int i = 0; i < T * V; i++) want[i] = all[i];
         assert_close(one, want, (size_t)T * V, 1e-4);
-        assert_int_equal(state_init(&s, &m.c, 3), 0);
+        assert_int_equal(state_init(&s, &m.c, 3, WEIGHTS_F32), 0);
         for (int t = 0; t < T; t += 3) {
             int n = T - t < 3 ? T - t : 3;
             forward(&m.c, &m.w, &s, tokens + t, n, t, one + t * V, 0);
@@ -746,7 +791,7 @@ static float *float32_twin(const TestModel *m, Config *c32, Weights *w32) {
 // or with batch all at once.
 static void forward_tokens(const Config *c, const Weights *w, RunState *s, const int *tokens, int T, int batch,
                            float *logits) {
-    assert_int_equal(state_init(s, c, batch ? T : 1), 0);
+    assert_int_equal(state_init(s, c, batch ? T : 1, WEIGHTS_F32), 0);
     for (int t = 0; t < T; t += batch ? T : 1)
         forward(c, w, s, tokens + t, batch ? T : 1, t, logits + (size_t)t * c->vocab_size, 0);
 }
@@ -965,7 +1010,7 @@ static void test_forward_bf16(void **state) {
         float *f32 = malloc(sizeof(float) * T * V), *bf16 = malloc(sizeof(float) * T * V);
         float *other = malloc(sizeof(float) * T * V);
         RunState s;
-        assert_int_equal(state_init(&s, &m.c, T), 0);
+        assert_int_equal(state_init(&s, &m.c, T, WEIGHTS_F32), 0);
         forward(&m.c, &m.w, &s, tokens, T, 0, f32, 0);
         assert_int_equal(state_compute_bf16(&s, &m.c, 1), 0);
         forward(&m.c, &m.w, &s, tokens, T, 0, bf16, 0);
@@ -979,7 +1024,7 @@ static void test_forward_bf16(void **state) {
         int threads = omp_get_max_threads();
         omp_set_num_threads(1);
         RunState one;
-        assert_int_equal(state_init(&one, &m.c, T), 0);
+        assert_int_equal(state_init(&one, &m.c, T, WEIGHTS_F32), 0);
         assert_int_equal(state_compute_bf16(&one, &m.c, 1), 0);
         forward(&m.c, &m.w, &one, tokens, T, 0, other, 0);
         omp_set_num_threads(threads);
@@ -1008,6 +1053,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_q8),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_float_to_f16),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_batched_equals_one_token),
         cmocka_unit_test(test_widen),

@@ -114,8 +114,8 @@ static void attention_dropout(const Config *c, const Dropout *drop, const LayerA
                 dropout_apply(drop, 3 * l + 1, la->attd + o + (size_t)t * T, la->att + o + (size_t)t * T,
                               o + (size_t)t * T, (size_t)t + 1);
             causal_product(la->atty + (size_t)b * T * qd + (size_t)h * hd, qd, la->attd + o, T, 0,
-                           la->v + (size_t)b * T * kvd + (size_t)(h / group) * hd, kvd, T, hd, T, CAUSAL_BELOW, 0, 1.0f,
-                           0);
+                           la->v + (size_t)b * T * kvd + (size_t)(h / group) * hd, WEIGHTS_F32, kvd, T, hd, T,
+                           CAUSAL_BELOW, 0, 1.0f, 0);
         }
 }
 

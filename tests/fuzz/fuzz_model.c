@@ -22,7 +22,7 @@ static void run_forward(const Config *c, const unsigned char *file, const int *t
     if (weights_init(&w, c, (float *)(file + h->weights_offset))) return;
     RunState s;
     if (n > c->seq_len) n = c->seq_len;
-    if (n > 0 && !state_init(&s, c, 2)) {
+    if (n > 0 && !state_init(&s, c, 2, WEIGHTS_F32)) {
         float *logits = malloc(sizeof(float) * 2 * c->vocab_size);
         for (int done = 0; logits && done < n; done += 2) {
             int T = n - done < 2 ? n - done : 2;

@@ -54,6 +54,8 @@ class Transformer(nn.Module):
     # in layer l the attention probabilities 3l + 1, the attention's output 3l + 2 and the
     # feed-forward's output 3l + 3, before their residual adds.
     drop = None
+    # True: keys and values rounded to float16 once computed, as ./run --kv-cache f16 keeps them.
+    kv_half = False
 
     def __init__(self, cfg):
         super().__init__()
@@ -113,6 +115,8 @@ class Transformer(nn.Module):
             q, k = self.norm(q, L.q_norm_w, None), self.norm(k, L.k_norm_w, None)
         if c["pos_kind"] == mf.POS_ROPE:
             q, k = self.rope(q, layer), self.rope(k, layer)
+        if self.kv_half:
+            k, v = k.float().half().to(k.dtype), v.float().half().to(v.dtype)
         # query head h reads kv head h // (H / KV)
         k = k.repeat_interleave(H // KV, dim=2)
         v = v.repeat_interleave(H // KV, dim=2)
