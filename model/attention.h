@@ -84,8 +84,8 @@ static inline __attribute__((always_inline)) void product_tile(float *C, size_t 
 // C[i, :N] = alpha Σ_k A(i, k) B[k ldb, :N] (added to C with accumulate) for rows i < M, k < K
 // cut by the mask: CAUSAL_BELOW takes k ≤ P + i, CAUSAL_ABOVE k ≥ i − P. A(i, k) is
 // A[i lda + k], or A[k lda + i] with a_trans; B's elements are of b_type (WEIGHTS_F32 or
-// WEIGHTS_F16). A tile of rows takes the union of its rows'
-// ranges, so A must be 0 outside each row's own.
+// WEIGHTS_F16). A tile of rows takes the union of its rows' ranges, so A must be 0 outside
+// each row's own.
 // The k range [k0, k1) that rows i .. i + R − 1 take together under mask (causal_product).
 static inline void causal_range(int mask, int P, int K, int i, int R, int *k0, int *k1) {
     *k0 = mask == CAUSAL_ABOVE && i - P > 0 ? i - P : 0;
@@ -171,9 +171,9 @@ static inline int causal_width(int n, int L) {
     return m < L ? m : L;
 }
 
-// S[t, j] = alpha q_t · k_j for T query rows (lq apart) and P + T keys (lk apart, of k_type), into rows
-// of P + T, for j < causal_width(P + t + 1, P + T): the entries past P + t are unmasked scores
-// for the caller to mask. A block of VEC_KEYS keys is transposed once for all the rows that
+// S[t, j] = alpha q_t · k_j for T query rows (lq apart) and P + T keys (lk apart, elements of
+// k_type), into rows of P + T, for j < causal_width(P + t + 1, P + T): the entries past P + t
+// are unmasked scores for the caller to mask. A block of VEC_KEYS keys is transposed once for all the rows that
 // see it; one or two rows (a one-token step) do not pay for transposing and take dot products.
 #define KT_DIMS 128
 static void causal_scores(float *S, const float *q, size_t lq, const void *k, int k_type, size_t lk, int T, int P,

@@ -93,11 +93,11 @@ static inline void mirror_rows(void *cache, int kv_type, int rows, int r, int T,
         memcpy(p + ((i < rows ? i + rows : i - rows) * kvd + c0) * eb, p + (i * kvd + c0) * eb, (c1 - c0) * eb);
 }
 
-// Rows [r, r + T) of a float16 cache, columns [c0, c1), rounded from the new keys or values new
-// [T, kvd].
-static inline void store_f16_rows(void *cache, int r, const float *new, int T, size_t kvd, size_t c0, size_t c1) {
+// Rows [r, r + T) of a float16 cache, columns [c0, c1), rounded from the new keys or values
+// src [T, kvd].
+static inline void store_f16_rows(void *cache, int r, const float *src, int T, size_t kvd, size_t c0, size_t c1) {
     for (int t = 0; t < T; t++)
-        floats_to_f16((uint16_t *)cache + (r + t) * kvd + c0, new + (size_t)t *kvd + c0, c1 - c0);
+        floats_to_f16((uint16_t *)cache + (r + t) * kvd + c0, src + (size_t)t * kvd + c0, c1 - c0);
 }
 
 // Allocates the state for up to max_batch rows at once and a KV cache of kv_type (WEIGHTS_F32 or

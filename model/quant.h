@@ -40,8 +40,8 @@ static inline float f16_to_float(uint16_t h) {
     return v.f;
 }
 
-// x rounded to the nearest float16, ties to even, as F16C's vcvtps2ph rounds it: past float16's
-// largest (65504) by half a step or more an infinity, a NaN a quiet NaN with the payload's top bits.
+// x rounded to the nearest float16, ties to even, as F16C's vcvtps2ph rounds it: half a step or
+// more past float16's largest (65504) an infinity, a NaN a quiet NaN with its payload's top bits.
 static inline uint16_t float_to_f16(float x) {
     union {
         float f;
