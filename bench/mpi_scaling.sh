@@ -21,7 +21,7 @@ TMP=bench/tmp
 BIN=bench/bin
 DATA=../shared/data/tinyshakespeare.txt
 mkdir -p $TMP $BIN
-if [ "${BENCH_QUICK:-0}" = 1 ]; then ROUNDS=1 SA=6 SB=2 AR_ROUNDS=3; else ROUNDS=3 SA=20 SB=4 AR_ROUNDS=9; fi
+if [ "${BENCH_QUICK:-0}" = 1 ]; then ROUNDS=1 SA=6 SB=3 AR_ROUNDS=3; else ROUNDS=3 SA=20 SB=4 AR_ROUNDS=9; fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
 echo "Data-parallel training with MPI, $J threads in all, $ROUNDS rounds (loadavg $(cut -d' ' -f1-3 /proc/loadavg)):"
@@ -52,7 +52,7 @@ HALF=$((J / 2 > 0 ? J / 2 : 1))
 
 # One run of S steps, its step times (the first step, which pays for starting, aside) appended
 # to $TMP/mpi_NAME.res as "step_s X" lines. A step is TOKENS tokens either way: the CSV's
-# tokens/s (rank 0's, for the whole step) gives its time.
+# tokens_per_sec column (rank 0's, for the whole step) gives its time.
 train_steps() { # name np flags steps tokens
     local out=$TMP/mpi_$1.bin
     rm -f $out $out.csv $out.state
@@ -63,7 +63,8 @@ train_steps() { # name np flags steps tokens
         mpirun_here -x OMP_NUM_THREADS=$HALF tests/bin/train_mpi -d $TMP/mpi_corpus.txt -o $out $3 --grad-accum 1 \
             --max-iters $4 --eval-interval 1000000 --eval-iters 1 > $TMP/mpi_$1.log 2>&1
     fi || { echo "  $1 failed: $(tail -n 1 $TMP/mpi_$1.log)" >&2; return; }
-    awk -F, -v t=$5 'NR > 2 && $5 > 0 { print "step_s", t / $5 }' $out.csv >> $TMP/mpi_$1.res
+    awk -F, -v t=$5 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "tokens_per_sec") c = i }
+        NR > 1 && $1 > 1 && c && $c > 0 { print "step_s", t / $c }' $out.csv >> $TMP/mpi_$1.res
     # "done: S steps, ..." and "...: C s of the training in the ranks' collectives", wherever the
     # terminal-style status line (mpirun gives rank 0 a pseudo-terminal) left them
     awk 'match($0, /done: [0-9]+ steps/) { split(substr($0, RSTART, RLENGTH), f, " "); steps = f[2] }

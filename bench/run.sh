@@ -170,7 +170,7 @@ for m in llama gpt2; do
 done
 
 # ---- the Llama model in Q8_0, bfloat16, Q4_0 and Q4_K_M against float32, alternating in the same minutes ----
-phase_start "forward pass, llama Q8_0, bfloat16, Q4_0, Q4_K_M and float32, $STORED_ROUNDS rounds"
+phase_start "forward pass, llama Q8_0, bfloat16, Q4_0 (float32 and float16 caches), Q4_K_M and float32, $STORED_ROUNDS rounds"
 # into the page cache in 2 MiB folios, as in the forward phases
 $PYTHON -c 'import os, sys
 for p in sys.argv[1:]: fd = os.open(p, os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' \
@@ -178,13 +178,17 @@ for p in sys.argv[1:]: fd = os.open(p, os.O_RDONLY); os.fsync(fd); os.posix_fadv
 for round in $(seq $STORED_ROUNDS); do
     bounds 3
     # every other round backwards, so that none always goes first
-    # (cbf16: the float32 model with --compute bf16, its prompt's products on bfloat16 inputs)
-    order="q8:$LLAMA_Q8 bf16:$LLAMA_BF16 cbf16:$LLAMA q4_0:$LLAMA_Q4_0 q4km:$LLAMA_Q4_K_M f32:$LLAMA"
-    [ $((round % 2)) = 0 ] && order="f32:$LLAMA q4km:$LLAMA_Q4_K_M q4_0:$LLAMA_Q4_0 cbf16:$LLAMA bf16:$LLAMA_BF16 q8:$LLAMA_Q8"
+    # (cbf16: the float32 model with --compute bf16, its prompt's products on bfloat16 inputs;
+    # q4_0kv: the Q4_0 model with --kv-cache f16)
+    order="q8:$LLAMA_Q8 bf16:$LLAMA_BF16 cbf16:$LLAMA q4_0:$LLAMA_Q4_0 q4_0kv:$LLAMA_Q4_0 q4km:$LLAMA_Q4_K_M f32:$LLAMA"
+    [ $((round % 2)) = 0 ] &&
+        order="f32:$LLAMA q4km:$LLAMA_Q4_K_M q4_0kv:$LLAMA_Q4_0 q4_0:$LLAMA_Q4_0 cbf16:$LLAMA bf16:$LLAMA_BF16 q8:$LLAMA_Q8"
     for m in $order; do
-        compute=f32
+        compute=f32 kv=f32
         [ ${m%%:*} = cbf16 ] && compute=bf16
-        $BIN/bench_forward ${m#*:} -j $J -p 256 -n $STEPS -r 2 --compute $compute >> $TMP/fwd_stored_${m%%:*}.txt ||
+        [ ${m%%:*} = q4_0kv ] && kv=f16
+        $BIN/bench_forward ${m#*:} -j $J -p 256 -n $STEPS -r 2 --compute $compute --kv-cache $kv \
+            >> $TMP/fwd_stored_${m%%:*}.txt ||
             die "bench_forward ${m#*:} failed"
     done
 done
@@ -297,6 +301,10 @@ for m in "q8:Q8_0 (convert.py --quantize q8_0)" "bf16:bfloat16 (convert.py --wei
     printf "    256-token prompt: %s tok/s; float32's -> %sx (%s)\n" "$pr" "$(ratio_median $f $ff prompt_tok_s)" \
         "$(round_ratios $f $ff prompt_tok_s | tr '\n' ' ' | sed 's/ $//')"
 done
+fk=$TMP/fwd_stored_q4_0kv.txt fq=$TMP/fwd_stored_q4_0.txt
+printf "  Q4_0 with --kv-cache f16 (keys and values in float16, llama.cpp's default): generation %s tok/s; the float32\n" \
+    "$(med $fk gen_tok_s)"
+printf "    cache's -> %sx (%s)\n" "$(ratio_median $fk $fq gen_tok_s)" "$(round_ratios $fk $fq gen_tok_s | tr '\n' ' ' | sed 's/ $//')"
 cb=$TMP/fwd_stored_cbf16.txt bg=$TMP/bf16_gemm.txt
 echo
 echo "bfloat16 products (model/bf16_gemm.h, $(vals $bg bf16_path) path): inputs rounded to bfloat16, float32 sums"
