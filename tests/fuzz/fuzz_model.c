@@ -15,14 +15,14 @@ static int small_enough(const Config *c) {
 }
 
 // Runs tokens (ids < vocab_size) at positions 0.. through the model, with the weights and
-// tokenizer carved out of an exact-size heap copy of the file.
-static void run_forward(const Config *c, const unsigned char *file, const int *tokens, int n) {
+// tokenizer carved out of an exact-size heap copy of the file, and a KV cache of kv_type.
+static void run_forward(const Config *c, const unsigned char *file, const int *tokens, int n, int kv_type) {
     const FileHeader *h = (const FileHeader *)file;
     Weights w;
     if (weights_init(&w, c, (float *)(file + h->weights_offset))) return;
     RunState s;
     if (n > c->seq_len) n = c->seq_len;
-    if (n > 0 && !state_init(&s, c, 2, WEIGHTS_F32)) {
+    if (n > 0 && !state_init(&s, c, 2, kv_type)) {
         float *logits = malloc(sizeof(float) * 2 * c->vocab_size);
         for (int done = 0; logits && done < n; done += 2) {
             int T = n - done < 2 ? n - done : 2;
@@ -95,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                      sizeof err);
             if (k > 0) n += k;
         }
-        run_forward(&c, copy, tokens, n);
+        run_forward(&c, copy, tokens, n, size % 2 ? WEIGHTS_F16 : WEIGHTS_F32); // odd sizes: a float16 cache
     }
     if (tok_ok) tokenizer_free(&tok);
     free(copy);
