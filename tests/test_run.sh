@@ -92,21 +92,27 @@ fi
 # over a 200-character prompt within 2e-2 of float32's, relative to the largest logit, and
 # not equal to them (the flag took effect); -m ppl --compute bf16,f32 prints both perplexities,
 # each what its own run prints, and their difference.
-head -c 200 $SHARED/data/tinyshakespeare.txt >$tmp/bf16_prompt.txt
-./run models/shakespeare.bin -m logits -f $tmp/bf16_prompt.txt -o $tmp/logits_f32.bin 2>/dev/null
-./run models/shakespeare.bin -m logits -f $tmp/bf16_prompt.txt -o $tmp/logits_bf16.bin --compute bf16 2>/dev/null
-if "$PYTHON" - $tmp/logits_f32.bin $tmp/logits_bf16.bin <<'PY'
+# logits_within LABEL TOL A B: the largest |B - A| of two -m logits files over the largest |A|,
+# printed after LABEL; true when both are the prompt's 200 positions of the model's 65 logits
+# and that is in (0, TOL].
+logits_within() {
+  "$PYTHON" - "$@" <<'PY'
 import sys
 import numpy as np
 def logits(path):
     b = open(path, "rb").read()
     T, V = np.frombuffer(b[:8], np.int32)
     return np.frombuffer(b[8 + 4 * T:], np.float32).reshape(T, V)
-f32, bf16 = logits(sys.argv[1]), logits(sys.argv[2])
-err = np.abs(bf16 - f32).max() / np.abs(f32).max()
-print(f"bf16 logits: {err:.2e} of the largest")
-sys.exit(not (f32.shape == (200, 65) and 0 < err <= 2e-2))
+label, tol, a, b = sys.argv[1], float(sys.argv[2]), logits(sys.argv[3]), logits(sys.argv[4])
+err = np.abs(b - a).max() / np.abs(a).max()
+print(f"{label} logits: {err:.2e} of the largest")
+sys.exit(not (a.shape == b.shape == (200, 65) and 0 < err <= tol))
 PY
+}
+head -c 200 $SHARED/data/tinyshakespeare.txt >$tmp/bf16_prompt.txt
+./run models/shakespeare.bin -m logits -f $tmp/bf16_prompt.txt -o $tmp/logits_f32.bin 2>/dev/null
+./run models/shakespeare.bin -m logits -f $tmp/bf16_prompt.txt -o $tmp/logits_bf16.bin --compute bf16 2>/dev/null
+if logits_within bf16 2e-2 $tmp/logits_f32.bin $tmp/logits_bf16.bin
 then ok "--compute bf16 logits near float32's"; else bad "--compute bf16 logits"; fi
 head -c 3000 $SHARED/data/tinyshakespeare.txt >$tmp/bf16_text.txt
 both=$(./run models/shakespeare.bin -m ppl -f $tmp/bf16_text.txt --compute bf16,f32 2>/dev/null)
@@ -124,18 +130,7 @@ fi
 # perplexity over 3000 characters within 1e-3 (test_parity.py holds it to the reference, which
 # rounds alike, at 1e-4, one-token steps included).
 ./run models/shakespeare.bin -m logits -f $tmp/bf16_prompt.txt -o $tmp/logits_kv16.bin --kv-cache f16 2>/dev/null
-if "$PYTHON" - $tmp/logits_f32.bin $tmp/logits_kv16.bin <<'PY'
-import sys
-import numpy as np
-def logits(path):
-    b = open(path, "rb").read()
-    T, V = np.frombuffer(b[:8], np.int32)
-    return np.frombuffer(b[8 + 4 * T:], np.float32).reshape(T, V)
-f32, f16 = logits(sys.argv[1]), logits(sys.argv[2])
-err = np.abs(f16 - f32).max() / np.abs(f32).max()
-print(f"--kv-cache f16 logits: {err:.2e} of the largest")
-sys.exit(not (f32.shape == f16.shape == (200, 65) and 0 < err <= 5e-3))
-PY
+if logits_within "--kv-cache f16" 5e-3 $tmp/logits_f32.bin $tmp/logits_kv16.bin
 then ok "--kv-cache f16 logits near the float32 cache's"; else bad "--kv-cache f16 logits"; fi
 pk=$(./run models/shakespeare.bin -m ppl -f $tmp/bf16_text.txt --kv-cache f16 2>/dev/null | tail -n 1)
 if "$PYTHON" -c "import sys; a, b = float(sys.argv[1].split()[1]), float(sys.argv[2].split()[1]); sys.exit(not 0 < abs(a - b) <= 1e-3 * a)" "$pf" "$pk"; then
