@@ -550,7 +550,8 @@ int main(int argc, char **argv) {
     int batch = c->seq_len < PROMPT_BATCH ? c->seq_len : PROMPT_BATCH;
     char context[64];
     if (state_init(&s, c, batch, o.kv_cache))
-        die("%s: out of memory for the run state: it needs %.0f MiB at %s; a shorter one (-c N) needs less",
+        die("%s: out of memory for the run state: it needs %.0f MiB at %s; a shorter one (-c N), or --kv-cache f16, "
+            "needs less",
             o.model_path, s.bytes / 1048576.0, context_phrase(&o, c->seq_len, context, sizeof context));
     if (o.compute == COMPUTE_BF16 && state_compute_bf16(&s, c, 1)) die("out of memory");
     Sampler sampler;

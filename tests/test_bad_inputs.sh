@@ -292,7 +292,7 @@ row run "-c above the model's context" "-c 4096: $model's context is 512 positio
   --set head_dim=4096 --set rope_dims=2 --set hidden_dim=2 $tmp/huge_context.bin >/dev/null 2>&1
 # (AddressSanitizer reserves terabytes of address space for itself, so ulimit -v cannot apply there.)
 [ -z "${ATTN_ASAN_SUITE:-}" ] && row run "a context whose KV cache does not fit in memory (ulimit -v 4 GB)" \
-  "$tmp/huge_context.bin: out of memory for the run state: it needs 66576 MiB at the model's context of 1048576; a shorter one (-c N) needs less" \
+  "$tmp/huge_context.bin: out of memory for the run state: it needs 66576 MiB at the model's context of 1048576; a shorter one (-c N), or --kv-cache f16, needs less" \
   bash -c 'ulimit -v 4000000 && exec "$@"' limited ./run $tmp/huge_context.bin -n 2
 "$PYTHON" - $model $tmp/nan_weights.bin <<'PY'
 import struct, sys
