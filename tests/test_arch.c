@@ -318,7 +318,7 @@ static void check_ring(int N, int seq_len, int window, int max_batch, const int 
             T = splits[n % n_splits] < max_batch ? splits[n % n_splits] : max_batch;
             T = T < N - pos0 ? T : N - pos0;
             int row = pos0 % lc.rows;
-            if (kv_type == WEIGHTS_F16) { // in two thread's shares of the columns, as forward's threads do
+            if (kv_type == WEIGHTS_F16) { // in two threads' shares of the columns, as forward's threads do
                 store_f16_rows(lc.k, row, k + (size_t)pos0 * kvd, T, kvd, 0, hd);
                 store_f16_rows(lc.k, row, k + (size_t)pos0 * kvd, T, kvd, hd, kvd);
                 store_f16_rows(lc.v, row, v + (size_t)pos0 * kvd, T, kvd, 0, hd);
