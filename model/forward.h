@@ -289,6 +289,9 @@ static inline const AttentionKeep *layer_keep(const AttentionKeep *keep, int l, 
     return part;
 }
 
+// The threads a forward pass runs on: as many as there are, at most the state's copies of xn.
+static inline int forward_team(const RunState *s) { return max_threads() < s->threads ? max_threads() : s->threads; }
+
 // Runs T tokens at positions pos0 .. pos0+T-1 (T ≤ max_batch, pos0 + T ≤ seq_len) through
 // the model, appending their keys and values to the cache: it must hold the positions before
 // pos0 that the layers see (a local layer's ring keeps its last sliding_window - 1 + max_batch;
@@ -300,7 +303,6 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
                            float *logits, int logits_from) {
     int d = c->dim, hd = c->head_dim, qd = c->n_heads * hd, kvd = c->n_kv_heads * hd, hid = c->hidden_dim;
     int gated = ffn_is_gated(c->ffn_kind), n_logits = logits && logits_from < T ? T - logits_from : 0;
-    int team = max_threads() < s->threads ? max_threads() : s->threads;
     float scale = c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)hd);
     float *x = s->x;
     // One parallel region for the whole pass: each product is split across the threads by
@@ -309,7 +311,7 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
     // of several microseconds, so the steps are arranged for few meetings: every thread
     // normalises x itself, computes the queries, keys and values of its own heads, rotates
     // and attends with them, and adds its features of the output projections into x.
-#pragma omp parallel num_threads(team) if ((size_t)T * layer_macs(c) >= 4 * PARALLEL_MIN_WORK)
+#pragma omp parallel num_threads(forward_team(s)) if ((size_t)T * layer_macs(c) >= 4 * PARALLEL_MIN_WORK)
     {
         int id = thread_num(), nt = team_size();
         size_t r0, r1, lo, hi, h0, h1, g0, g1;
