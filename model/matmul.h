@@ -115,8 +115,8 @@ static inline float dot(const float *restrict a, const float *restrict b, int n)
 // (always_inline), so that each type's rows run their own dot_w loop.
 __attribute__((always_inline)) static inline void dot_rows(float *out, const void *w, int type, const float *b,
                                                            const float *x, int n_in, size_t lo, size_t hi) {
-    size_t row_bytes = (size_t)n_in * (type == WEIGHTS_F32 ? sizeof(float) : sizeof(uint16_t));
-    for (size_t r = lo; r < hi; r++) out[r] = dot_w((const char *)w + r * row_bytes, type, x, n_in) + (b ? b[r] : 0.0f);
+    size_t rb = row_bytes(type, (size_t)n_in);
+    for (size_t r = lo; r < hi; r++) out[r] = dot_w((const char *)w + r * rb, type, x, n_in) + (b ? b[r] : 0.0f);
 }
 
 #if defined(__AVX512F__)
