@@ -100,6 +100,30 @@ static inline void store_f16_rows(void *cache, int r, const float *src, int T, s
         floats_to_f16((uint16_t *)cache + (r + t) * kvd + c0, src + (size_t)t * kvd + c0, c1 - c0);
 }
 
+// Where a layer's new keys and values [T, kv_dim] are computed: a float32 cache takes them in
+// place, at rows [row, row + T); a float16 one from kv_new, once normalised and rotated
+// (keep_new_kv).
+static inline void new_kv_rows(const RunState *s, const LayerCache *lc, int row, size_t kvd, float **k, float **v) {
+    int half = s->kv_type == WEIGHTS_F16;
+    *k = half ? s->kv_new : (float *)lc->k + (size_t)row * kvd;
+    *v = half ? s->kv_new + (size_t)s->max_batch * kvd : (float *)lc->v + (size_t)row * kvd;
+}
+
+// Columns [c0, c1) of the new rows [row, row + T) made whole in the cache: rounded in from knew
+// and vnew (new_kv_rows) in a float16 one, and copied to the ring's second rows in a mirrored
+// layer.
+static inline void keep_new_kv(const RunState *s, const LayerCache *lc, int row, const float *knew, const float *vnew,
+                               int T, size_t kvd, size_t c0, size_t c1) {
+    if (s->kv_type == WEIGHTS_F16) {
+        store_f16_rows(lc->k, row, knew, T, kvd, c0, c1);
+        store_f16_rows(lc->v, row, vnew, T, kvd, c0, c1);
+    }
+    if (lc->mirrored) {
+        mirror_rows(lc->k, s->kv_type, lc->rows, row, T, kvd, c0, c1);
+        mirror_rows(lc->v, s->kv_type, lc->rows, row, T, kvd, c0, c1);
+    }
+}
+
 // Allocates the state for up to max_batch rows at once and a KV cache of kv_type (WEIGHTS_F32 or
 // WEIGHTS_F16), every buffer carved from one block (wbuf only for a Q8_0, bfloat16 or float16
 // model). Returns 0, or -1 when out of memory, with s->bytes saying how much it needed.
@@ -331,11 +355,8 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             int local = layer_is_local(c, l);
             LayerCache lc = layer_cache(c, s, l);
             int row = pos0 % lc.rows; // the new positions' rows: in a ring, rows [row, row + T) < 2 rows
-            // a float32 cache takes the new keys and values where they are computed; a float16
-            // one after they are normalised and rotated
-            int half_cache = s->kv_type == WEIGHTS_F16;
-            float *knew = half_cache ? s->kv_new : (float *)lc.k + (size_t)row * kvd;
-            float *vnew = half_cache ? s->kv_new + (size_t)s->max_batch * kvd : (float *)lc.v + (size_t)row * kvd;
+            float *knew, *vnew;
+            new_kv_rows(s, &lc, row, kvd, &knew, &vnew);
             // attention
             const float *in = sublayer_input(c, x, xn, L->attn_norm_w, L->attn_norm_b, T);
             Linear q = {.out = s->q, .w = L->wq, .b = L->bq, .n_out = qd, .qw = L->qwq, .wbuf = wbuf, .xq = xq};
@@ -356,14 +377,7 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
                 rope_forward(s->q + h0 * hd, qd, T, pos0, (int)(h1 - h0), hd, c->rope_dims, rc, rs);
                 rope_forward(knew + g0 * hd, kvd, T, pos0, (int)(g1 - g0), hd, c->rope_dims, rc, rs);
             }
-            if (half_cache) {
-                store_f16_rows(lc.k, row, knew, T, kvd, g0 * hd, g1 * hd);
-                store_f16_rows(lc.v, row, vnew, T, kvd, g0 * hd, g1 * hd);
-            }
-            if (lc.mirrored) {
-                mirror_rows(lc.k, s->kv_type, lc.rows, row, T, kvd, g0 * hd, g1 * hd);
-                mirror_rows(lc.v, s->kv_type, lc.rows, row, T, kvd, g0 * hd, g1 * hd);
-            }
+            keep_new_kv(s, &lc, row, knew, vnew, T, kvd, g0 * hd, g1 * hd);
             if (!own_kv) barrier_wait(&s->barrier, nt);
             // a local layer's queries see positions from first on, in one piece of its cache
             int first = local && pos0 - c->sliding_window + 1 > 0 ? pos0 - c->sliding_window + 1 : 0;

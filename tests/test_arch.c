@@ -318,21 +318,14 @@ static void check_ring(int N, int seq_len, int window, int max_batch, const int 
             T = splits[n % n_splits] < max_batch ? splits[n % n_splits] : max_batch;
             T = T < N - pos0 ? T : N - pos0;
             int row = pos0 % lc.rows;
-            if (kv_type == WEIGHTS_F16) { // in two threads' shares of the columns, as forward's threads do
-                store_f16_rows(lc.k, row, k + (size_t)pos0 * kvd, T, kvd, 0, hd);
-                store_f16_rows(lc.k, row, k + (size_t)pos0 * kvd, T, kvd, hd, kvd);
-                store_f16_rows(lc.v, row, v + (size_t)pos0 * kvd, T, kvd, 0, hd);
-                store_f16_rows(lc.v, row, v + (size_t)pos0 * kvd, T, kvd, hd, kvd);
-            } else {
-                memcpy((float *)lc.k + (size_t)row * kvd, k + (size_t)pos0 * kvd, sizeof(float) * T * kvd);
-                memcpy((float *)lc.v + (size_t)row * kvd, v + (size_t)pos0 * kvd, sizeof(float) * T * kvd);
-            }
-            if (lc.mirrored) { // in two shares again
-                mirror_rows(lc.k, kv_type, lc.rows, row, T, kvd, 0, hd);
-                mirror_rows(lc.k, kv_type, lc.rows, row, T, kvd, hd, kvd);
-                mirror_rows(lc.v, kv_type, lc.rows, row, T, kvd, 0, hd);
-                mirror_rows(lc.v, kv_type, lc.rows, row, T, kvd, hd, kvd);
-            }
+            // the new rows where forward computes them, then kept in two threads' shares of the
+            // columns, as forward's threads keep them
+            float *knew, *vnew;
+            new_kv_rows(&s, &lc, row, kvd, &knew, &vnew);
+            memcpy(knew, k + (size_t)pos0 * kvd, sizeof(float) * T * kvd);
+            memcpy(vnew, v + (size_t)pos0 * kvd, sizeof(float) * T * kvd);
+            keep_new_kv(&s, &lc, row, knew, vnew, T, kvd, 0, hd);
+            keep_new_kv(&s, &lc, row, knew, vnew, T, kvd, hd, kvd);
             int first = local && pos0 - window + 1 > 0 ? pos0 - window + 1 : 0;
             size_t from = (size_t)(first % lc.rows) * kvd * eb;
             AttentionKeep part;
