@@ -11,24 +11,6 @@
 #include "model.h"
 #include "bench.h"
 
-// Bytes of the mapping that starts at addr which the kernel maps with 2 MiB pages (smaps'
-// FilePmdMapped): the page cache holds a file read from disk in 2 MiB folios on recent
-// kernels (ext4, XFS), one just written in small ones, and 4 KiB pages cost TLB misses.
-static size_t pmd_mapped_bytes(const void *addr) {
-    FILE *f = fopen("/proc/self/smaps", "r");
-    char line[512];
-    int in = 0;
-    size_t kb = 0;
-    if (!f) return 0;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2) in = lo == (unsigned long)addr;
-        else if (in && sscanf(line, "FilePmdMapped: %zu kB", &kb) == 1) break;
-    }
-    fclose(f);
-    return kb * 1024;
-}
-
 static int argmax(const float *x, int n) {
     int best = 0;
     for (int i = 1; i < n; i++)

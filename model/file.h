@@ -387,17 +387,13 @@ static inline int model_open(Model *m, const char *path, char *err, size_t n) {
         close(fd);
         return -1;
     }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *map = map_file(fd, size);
+    int map_errno = errno;
     close(fd);
     if (map == MAP_FAILED) {
-        snprintf(err, n, "%s: cannot map: %s", path, strerror(errno));
+        snprintf(err, n, "%s: cannot map: %s", path, strerror(map_errno));
         return -1;
     }
-    // Asks for 2 MiB pages, and so fewer TLB misses in every step (docs/KERNELS.md); only a
-    // hint, which a file already in the page cache ignores.
-#ifdef MADV_HUGEPAGE
-    madvise(map, size, MADV_HUGEPAGE);
-#endif
     if (model_check_layout(map, size, &m->config, why, sizeof why)) {
         snprintf(err, n, "%s: %s", path, why);
         munmap(map, size);

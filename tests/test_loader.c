@@ -523,6 +523,51 @@ static void test_checkpoints_named(void **state) {
     }
 }
 
+// Bytes of path's page cache that a fresh mapping asking for 2 MiB pages gets as 2 MiB pages.
+static size_t pmd_of_fresh_mapping(int fd, size_t size) {
+    void *map = map_populated(fd, size);
+    assert_true(map != MAP_FAILED);
+    size_t huge = pmd_mapped_bytes(map);
+    munmap(map, size);
+    return huge;
+}
+
+// A file written in small pieces (as cp or a download writes one) sits in the page cache in
+// small folios, which map as 4 KiB pages; map_file drops and rereads it so that the mapping
+// gets 2 MiB pages. Skipped where the kernel maps no file with 2 MiB pages (before Linux 6.x's
+// large folios, or with transparent huge pages off).
+static void test_map_file_2m_pages(void **state) {
+    (void)state;
+    size_t size = 5 * HUGE_PAGE + 12345;
+    unsigned char *data = malloc(size);
+    for (size_t i = 0; i < size; i++) data[i] = (unsigned char)(i * 2654435761u >> 13);
+    write_bad(data, size);
+    int fd = open(bad_path, O_RDONLY);
+    assert_true(fd >= 0);
+    fsync(fd);
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    size_t capable = pmd_of_fresh_mapping(fd, size);
+    close(fd);
+    if (!capable) {
+        free(data);
+        skip();
+    }
+    FILE *f = fopen(bad_path, "wb");
+    assert_non_null(f);
+    setvbuf(f, NULL, _IONBF, 0);
+    for (size_t at = 0; at < size; at += 4096) fwrite(data + at, 1, size - at < 4096 ? size - at : 4096, f);
+    fclose(f);
+    fd = open(bad_path, O_RDONLY);
+    assert_true(pmd_of_fresh_mapping(fd, size) < 4 * HUGE_PAGE); // what map_file has to mend
+    unsigned char *map = map_file(fd, size);
+    close(fd);
+    assert_true(map != MAP_FAILED);
+    assert_true(pmd_mapped_bytes(map) >= 4 * HUGE_PAGE);
+    assert_memory_equal(map, data, size);
+    munmap(map, size);
+    free(data);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_file_opens),      cmocka_unit_test(test_good_q8_file_opens),
@@ -530,7 +575,7 @@ int main(void) {
         cmocka_unit_test(test_huge_dimensions),      cmocka_unit_test(test_chat_section),
         cmocka_unit_test(test_not_a_file),           cmocka_unit_test(test_checksum),
         cmocka_unit_test(test_chat_section_v5),      cmocka_unit_test(test_checkpoints_named),
-        cmocka_unit_test(test_type_per_matrix),
+        cmocka_unit_test(test_type_per_matrix),      cmocka_unit_test(test_map_file_2m_pages),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
