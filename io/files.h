@@ -158,14 +158,15 @@ static inline size_t pmd_mapped_bytes(const void *addr) {
     return kb * 1024;
 }
 
-// fd's size bytes mapped read-only, asking for 2 MiB pages, every page read in; or MAP_FAILED.
-static inline void *map_populated(int fd, size_t size) {
+// fd's size bytes mapped read-only, asking for 2 MiB pages, and if populate every page read
+// in; or MAP_FAILED.
+static inline void *map_populated(int fd, size_t size, int populate) {
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
 #ifdef MADV_HUGEPAGE
     if (map != MAP_FAILED) madvise(map, size, MADV_HUGEPAGE);
 #endif
 #ifdef MADV_POPULATE_READ
-    if (map != MAP_FAILED) madvise(map, size, MADV_POPULATE_READ);
+    if (map != MAP_FAILED && populate) madvise(map, size, MADV_POPULATE_READ);
 #endif
     return map;
 }
@@ -177,24 +178,26 @@ static inline void *map_populated(int fd, size_t size) {
 // in small pages, and the kernel can map this file in large ones (some of it is, or a 2 MiB
 // piece dropped from the cache comes back as one), the file's cached pages are written out if
 // they are not yet, dropped, and mapped again, read back from disk once. Pages another process
-// maps stay as they are.
+// maps stay as they are. A file larger than half the memory is left to be read as it is used.
 static inline void *map_file(int fd, size_t size) {
-    void *map = map_populated(fd, size);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    int fits = pages > 0 && page > 0 && size <= (size_t)pages * (size_t)page / 2;
+    void *map = map_populated(fd, size, fits);
 #if defined(MADV_POPULATE_READ) && defined(POSIX_FADV_DONTNEED)
     size_t whole = size / HUGE_PAGE * HUGE_PAGE; // the kernel places a large mapping 2 MiB aligned
-    if (map == MAP_FAILED || (uintptr_t)map % HUGE_PAGE || whole < 2 * HUGE_PAGE) return map;
+    if (map == MAP_FAILED || !fits || (uintptr_t)map % HUGE_PAGE || whole < 2 * HUGE_PAGE) return map;
     size_t huge = pmd_mapped_bytes(map);
     if (huge + HUGE_PAGE >= whole) return map;
     fdatasync(fd); // pages not yet on disk cannot be dropped
     if (!huge) {   // a probe: the last whole 2 MiB, dropped and read again
         munmap(map, size);
         posix_fadvise(fd, (off_t)(whole - HUGE_PAGE), (off_t)HUGE_PAGE, POSIX_FADV_DONTNEED);
-        map = map_populated(fd, size);
+        map = map_populated(fd, size, 1);
         if (map == MAP_FAILED || !pmd_mapped_bytes(map)) return map;
     }
     munmap(map, size);
     posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    map = map_populated(fd, size);
+    map = map_populated(fd, size, 1);
 #endif
     return map;
 }
