@@ -393,6 +393,27 @@ static void test_cache_carve(void **state) {
         }
 }
 
+// Every buffer of the state starts on a 64-byte line, as the kernels' vector loads assume for
+// speed: calloc's large blocks start 16 bytes into a page, which once put them all across two.
+static void test_state_aligned(void **state) {
+    (void)state;
+    Config c = knob_config();
+    c.weight_type = WEIGHTS_PER_MATRIX; // the one-token products' ordered inputs (xq) too
+    c.seq_len = 1 << 18;                // a block beyond malloc's largest threshold (32 MiB), which it maps on its own
+    for (int i = 0; i < 2; i++) {
+        RunState s;
+        assert_int_equal(state_init(&s, &c, 3, kv_types[i]), 0);
+        const void *bufs[] = {s.x, s.xn, s.q, s.attn_out, s.xb, s.hb, s.hb2, s.att, s.key_cache, s.value_cache};
+        for (size_t b = 0; b < sizeof bufs / sizeof *bufs; b++)
+            if ((uintptr_t)bufs[b] % 64)
+                fail_msg("buffer %zu of the state is %zu bytes past a line", b, (size_t)((uintptr_t)bufs[b] % 64));
+        for (int id = 0; id < s.threads; id++) assert_int_equal((uintptr_t)thread_xq(&s, id) % 64, 0);
+        assert_non_null(thread_xq(&s, 0));
+        if (kv_types[i] == WEIGHTS_F16) assert_int_equal((uintptr_t)s.kv_new % 64, 0);
+        state_free(&s);
+    }
+}
+
 // ----------------------------------------------------------------------------
 // The whole forward pass
 
@@ -578,10 +599,15 @@ static void test_forward_all_knobs(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rope_tables),   cmocka_unit_test(test_head_norm),
-        cmocka_unit_test(test_norm_plus_one), cmocka_unit_test(test_out_norms),
-        cmocka_unit_test(test_geglu),         cmocka_unit_test(test_ring_attention),
-        cmocka_unit_test(test_cache_carve),   cmocka_unit_test(test_forward_all_knobs),
+        cmocka_unit_test(test_rope_tables),
+        cmocka_unit_test(test_head_norm),
+        cmocka_unit_test(test_norm_plus_one),
+        cmocka_unit_test(test_out_norms),
+        cmocka_unit_test(test_geglu),
+        cmocka_unit_test(test_ring_attention),
+        cmocka_unit_test(test_cache_carve),
+        cmocka_unit_test(test_state_aligned),
+        cmocka_unit_test(test_forward_all_knobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

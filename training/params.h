@@ -5,9 +5,8 @@
 #define ATTN_TRAINING_PARAMS_H
 
 // Blocks of 2 MiB and more (parameters, gradients, moments, activations) are 2 MiB aligned
-// and asked for as transparent huge pages: sgemm's packing then misses the TLB far less
-// (docs/KERNELS.md).
-#define HUGE_PAGE ((size_t)2 << 20)
+// and asked for as transparent huge pages (HUGE_PAGE: io/files.h): sgemm's packing then misses
+// the TLB far less (docs/KERNELS.md).
 static void *xcalloc(size_t n, size_t size, const char *what) {
     size_t bytes;
     void *p = NULL;
