@@ -101,10 +101,16 @@ static void guard_mapping(const Model *m, const char *path) {
 
 typedef void (*RowLogits)(void *ctx, int row, const float *logits);
 
+// Inf and NaN are the floats whose exponent bits are all ones; an OR of integers vectorises,
+// where a float sum carried one addition after another (26 µs a token over 32000 logits).
 static int all_finite(const float *x, int n) {
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) sum += x[i] * 0.0f; // NaN, and Inf times 0, turn the sum NaN
-    return sum == 0.0f;
+    uint32_t bad = 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, x + i, sizeof bits);
+        bad |= (bits & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
 }
 
 // Returns -1, or the position whose logits are not finite (the weights hold NaN or Inf, or

@@ -11,13 +11,6 @@
 #include "model.h"
 #include "bench.h"
 
-static int argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
 int main(int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-') {
         fprintf(stderr, "usage: bench_forward MODEL [-j threads] [-p prompt] [-n steps] [-r reps] [--pos0 P] "
@@ -116,12 +109,12 @@ int main(int argc, char **argv) {
     }
     int ids[16], n_ids = 0;
     for (int r = 0; r < R; r++) {
-        int tok = pos0 ? argmax(logits, c->vocab_size) : tokens[0];
+        int tok = pos0 ? sample_argmax(logits, c->vocab_size) : tokens[0];
         double t0 = now_s();
         for (int i = 0; i < N; i++) {
             if (r == 0 && n_ids < 16) ids[n_ids++] = tok;
             forward(c, &m.weights, &s, &tok, 1, pos0 + i, logits, 0);
-            tok = argmax(logits, c->vocab_size);
+            tok = sample_argmax(logits, c->vocab_size);
         }
         tg[r] = now_s() - t0;
     }

@@ -68,6 +68,26 @@ static void test_greedy(void **state) {
     assert_true(freq[0] > 1.0 - 1e-9 && freq[1] == 0 && freq[5] == 0);
 }
 
+// sample_argmax against the one-pass loop it replaced: the first index of the largest value,
+// NaN never chosen, on every length around its 16 lanes and 32000, with ties drawn often.
+static void test_argmax(void **state) {
+    (void)state;
+    uint64_t rng = 99;
+    float *x = malloc(sizeof(float) * 32000);
+    for (int round = 0; round < 400; round++) {
+        int n = round < 100 ? round + 1 : round < 300 ? 32000 - round % 37 : 16 * (round % 40 + 1);
+        for (int i = 0; i < n; i++) x[i] = (float)(random_u32(&rng) % 50) - 60.0f; // many ties
+        if (round % 3 == 0) x[random_u32(&rng) % n] = NAN;
+        if (round % 5 == 0) x[random_u32(&rng) % n] = -INFINITY;
+        int want = 0;
+        while (want < n - 1 && isnan(x[want])) want++;
+        for (int i = want + 1; i < n; i++)
+            if (x[i] > x[want]) want = i;
+        if (sample_argmax(x, n) != want) fail_msg("n %d: got %d, want %d", n, sample_argmax(x, n), want);
+    }
+    free(x);
+}
+
 // Keeping the k most likely tokens renormalises over them alone.
 static void test_topk(void **state) {
     (void)state;
@@ -161,13 +181,10 @@ static void test_random_f32(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_temperature),
-        cmocka_unit_test(test_greedy),
-        cmocka_unit_test(test_topk),
-        cmocka_unit_test(test_topp),
-        cmocka_unit_test(test_minp),
-        cmocka_unit_test(test_repeat_penalty),
-        cmocka_unit_test(test_seed_determinism),
+        cmocka_unit_test(test_temperature),    cmocka_unit_test(test_greedy),
+        cmocka_unit_test(test_argmax),         cmocka_unit_test(test_topk),
+        cmocka_unit_test(test_topp),           cmocka_unit_test(test_minp),
+        cmocka_unit_test(test_repeat_penalty), cmocka_unit_test(test_seed_determinism),
         cmocka_unit_test(test_random_f32),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
