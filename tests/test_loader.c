@@ -523,7 +523,7 @@ static void test_checkpoints_named(void **state) {
     }
 }
 
-// Bytes of path's page cache that a fresh mapping asking for 2 MiB pages gets as 2 MiB pages.
+// Bytes of fd's file that a fresh mapping, asking for 2 MiB pages, gets in 2 MiB pages.
 static size_t pmd_of_fresh_mapping(int fd, size_t size) {
     void *map = map_populated(fd, size, 1);
     assert_true(map != MAP_FAILED);
