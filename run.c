@@ -5,7 +5,6 @@
 #include <ctype.h>
 #include <signal.h>
 #include <time.h>
-#include <sys/uio.h>
 #include "model.h"
 #include "tokenizer.h"
 #include "chat/chat.h"
@@ -17,6 +16,7 @@ static const char *prog = "run";
 #include "io/cli.h"
 #include "io/run_options.h"
 #include "io/attention_dump.h"
+#include "io/map_guard.h"
 
 // Rows a prompt runs through the model at once: enough for sgemm to run at speed.
 #define PROMPT_BATCH 256
@@ -67,34 +67,6 @@ static void load_tokenizer(Tokenizer *tok, const Model *m, const char *model_pat
         die("%s: the tokenizer has %d pieces but vocab_size is %d", model_path, tok->n_pieces, c->vocab_size);
 }
 
-// The weights are read where they lie in the mapping. If the file shrinks meanwhile (say,
-// rewritten in place), touching a page past its new end raises SIGBUS: name the cause rather
-// than die with "Bus error". Faults outside the mapping keep their default action.
-static const char *mapped_path;
-static const char *mapped_lo, *mapped_hi;
-
-static void on_sigbus(int sig, siginfo_t *si, void *ctx) {
-    (void)ctx;
-    const char *a = si->si_addr;
-    if (a >= mapped_lo && a < mapped_hi) {
-        static char head[] = "run: ", tail[] = ": the model file changed while in use\n";
-        struct iovec msg[] = {{head, 5}, {(char *)mapped_path, strlen(mapped_path)}, {tail, sizeof tail - 1}};
-        (void)writev(STDERR_FILENO, msg, 3); // async-signal-safe, unlike stdio
-        _exit(1);
-    }
-    signal(sig, SIG_DFL); // the faulting access runs again and ends the process as before
-}
-
-static void guard_mapping(const Model *m, const char *path) {
-    mapped_path = path;
-    mapped_lo = m->map;
-    mapped_hi = (const char *)m->map + m->map_bytes;
-    struct sigaction sa = {0};
-    sa.sa_sigaction = on_sigbus;
-    sa.sa_flags = SA_SIGINFO;
-    sigaction(SIGBUS, &sa, NULL);
-}
-
 // ----------------------------------------------------------------------------
 // Forward over a run of tokens, in batches of the state's size. Logits for every row go to
 // each_row (perplexity, logit dumps); otherwise only the last row's land in logits.
@@ -133,8 +105,10 @@ static int forward_tokens(const Model *m, RunState *s, const int *tokens, int n,
     return -1;
 }
 
+static const char *model_path; // the errors of a forward pass name the file
+
 static void die_not_finite(int pos) {
-    die("%s: the logits at position %d are not finite: the weights hold NaN or Inf, or overflow", mapped_path, pos);
+    die("%s: the logits at position %d are not finite: the weights hold NaN or Inf, or overflow", model_path, pos);
 }
 
 // forward_tokens for the callers that stop at a non-finite logit.
@@ -545,7 +519,8 @@ int main(int argc, char **argv) {
     double t0 = now_s();
     Model m;
     if (model_open(&m, o.model_path, err, sizeof err)) die("%s", err);
-    guard_mapping(&m, o.model_path);
+    model_path = o.model_path;
+    guard_mapping(m.map, m.map_bytes, prog, o.model_path, "the model file changed while in use");
     if (o.context > m.config.seq_len)
         die("-c %d: %s's context is %d positions; -c can only shorten it", o.context, o.model_path, m.config.seq_len);
     if (o.context) m.config.seq_len = o.context;

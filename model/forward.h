@@ -320,6 +320,26 @@ static inline const AttentionKeep *layer_keep(const AttentionKeep *keep, int l, 
     return part;
 }
 
+// Logits [n, vocab_size] of n rows of the residual stream x: thread id's share of the
+// vocabulary, after the final norm (each thread normalises the rows itself, into its xn).
+static inline void logits_part(const Config *c, const Weights *w, const RunState *s, int id, int nt, const float *x,
+                               float *xn, int n, float *logits) {
+    if (c->final_norm) {
+        norm_forward(c, xn, x, w->final_norm_w, w->final_norm_b, n);
+        x = xn;
+    }
+    Linear cls = {.out = logits,
+                  .w = w->classifier,
+                  .n_out = c->vocab_size,
+                  .qw = w->qclassifier,
+                  .wbuf = thread_wbuf(s, id),
+                  .xq = thread_xq(s, id)};
+    size_t lo, hi;
+    share((size_t)c->vocab_size, id, nt, &lo, &hi);
+    product_input(s, id, x, n, c->dim);
+    product_part(s, id, &cls, x, n, c->dim, lo, hi);
+}
+
 // The threads a forward pass runs on: as many as there are, at most the state's copies of xn.
 static inline int forward_team(const RunState *s) { return max_threads() < s->threads ? max_threads() : s->threads; }
 
@@ -413,22 +433,7 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             add_sublayer(c, s, s->hb, L->w2, L->qw2, L->b2, L->ffn_out_norm_w, L->ffn_norm_w, L->ffn_norm_b, T, hid, id,
                          nt, r0, r1);
         }
-        if (n_logits) {
-            const float *last = x + (size_t)logits_from * d;
-            if (c->final_norm) {
-                norm_forward(c, xn, last, w->final_norm_w, w->final_norm_b, n_logits);
-                last = xn;
-            }
-            Linear cls = {.out = logits,
-                          .w = w->classifier,
-                          .n_out = c->vocab_size,
-                          .qw = w->qclassifier,
-                          .wbuf = wbuf,
-                          .xq = xq};
-            share((size_t)c->vocab_size, id, nt, &lo, &hi);
-            product_input(s, id, last, n_logits, d);
-            product_part(s, id, &cls, last, n_logits, d, lo, hi);
-        }
+        if (n_logits) logits_part(c, w, s, id, nt, x + (size_t)logits_from * d, xn, n_logits, logits);
     }
 }
 
