@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# bench/llama_cpp.sh: ./run against llama.cpp's llama-bench on the same GGUF file, the way
+# docs/BENCHMARKS.md's side-by-sides are measured. llama.cpp is not built here: build it
+# outside the checkout from a fetched copy and give this script its llama-bench.
+#
+# usage: bench/llama_cpp.sh LLAMA_BENCH MODEL.gguf [ROUNDS (5)]
+#
+# A round measures the read bandwidth (bench/membw.c, 4 KiB and 2 MiB pages, the better), then
+# runs the two programs SAMPLES times, alternating which goes first, and takes the median of
+# each figure:
+#   llama.cpp  llama-bench -t THREADS -p PP -n TG -r 1: its pp and tg tokens/s
+#   ours       ./run MODEL.bin -j THREADS --kv-cache f16 (llama.cpp's cache type) -t 0: a prompt
+#              of exactly PP tokens, then TG tokens generated from an empty cache, as
+#              llama-bench's tg test runs
+# and prints the round's ratios (ours ÷ llama.cpp), each program's generation as a fraction of
+# the round's read bound (bandwidth ÷ the bytes a token reads: every tensor but the token
+# embedding, of which a token reads one row, unless it is also the classifier), and the share
+# of the cores other processes took. The last line holds the medians over the rounds.
+# MODEL.bin is tools/convert.py's default conversion of the GGUF (every tensor in its own type),
+# written to bench/tmp/ unless BIN names one. Raw outputs go to OUT (bench/tmp/llama_cpp/NAME-DATE).
+#   environment: BIN, OUT, SAMPLES (1), THREADS (2), PP (256), TG (128), PYTHON (/usr/bin/python3)
+set -u
+cd "$(dirname "$0")/.." || exit 1
+die() { echo "bench/llama_cpp.sh: $*" >&2; exit 1; }
+[ $# -ge 2 ] || { sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
+LLAMA_BENCH=$1 GGUF=$2 ROUNDS=${3:-5}
+SAMPLES=${SAMPLES:-1} THREADS=${THREADS:-2} PP=${PP:-256} TG=${TG:-128} PYTHON=${PYTHON:-/usr/bin/python3}
+[ -x "$LLAMA_BENCH" ] || die "$LLAMA_BENCH: not an executable"
+[ -f "$GGUF" ] || die "$GGUF: no such file"
+name=$(basename "$GGUF" .gguf)
+OUT=${OUT:-bench/tmp/llama_cpp/$name-$(date -u +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT" || die "cannot create $OUT"
+. bench/lib.sh # mkvar
+make -s run || die "make run failed"
+mkdir -p bench/bin
+if [ ! -x bench/bin/membw ] || [ bench/membw.c -nt bench/bin/membw ]; then
+    # shellcheck disable=SC2046 # the flags are words
+    $(mkvar CC) $(mkvar ALL_CFLAGS) -I. -o bench/bin/membw bench/membw.c $(mkvar LDLIBS) || die "cannot build bench/membw.c"
+fi
+BIN=${BIN:-bench/tmp/$name.bin}
+if [ ! -s "$BIN" ] || [ "$BIN" -ot "$GGUF" ]; then
+    "$PYTHON" tools/convert.py "$GGUF" "$BIN" --force > "$OUT/convert.txt" 2>&1 || die "convert.py failed: $(tail -1 "$OUT/convert.txt")"
+fi
+READ=$(PYTHONPATH=tools "$PYTHON" -c '
+import sys
+from attn.gguf_file import GGUFFile
+t = GGUFFile(sys.argv[1]).tensors
+print(sum(x.nbytes for n, x in t.items() if n != "token_embd.weight" or "output.weight" not in t))' "$GGUF") ||
+    die "$GGUF: cannot read its tensors"
+
+# A prompt of exactly PP tokens: "the" repeated, the count corrected by what ./run reports.
+PROMPT=$OUT/prompt.txt words=$((PP - 1)) n=0
+for _ in 1 2 3 4; do
+    yes the | head -n $words | paste -sd' ' | tr -d '\n' > "$PROMPT"
+    ./run "$BIN" -j "$THREADS" -t 0 -n 1 -f "$PROMPT" > /dev/null 2> "$OUT/calibrate.txt" || die "./run failed: $(tail -1 "$OUT/calibrate.txt")"
+    n=$(sed -n 's/^prompt: \([0-9]*\) tokens* in.*/\1/p' "$OUT/calibrate.txt")
+    [ "$n" = "$PP" ] && break
+    words=$((words + PP - n))
+done
+[ "$n" = "$PP" ] || die "cannot make a prompt of $PP tokens (last: $n)"
+
+bandwidth() { # GB/s, the better of 4 KiB and 2 MiB pages
+    for huge in 0 1; do bench/bin/membw -j "$THREADS" -r 3 --huge $huge 2> /dev/null; done |
+        awk '$1 == "membw_best_GBps" && $2 > b { b = $2 } END { print b }'
+}
+llama() { # sample -> "pp tg"
+    "$LLAMA_BENCH" -m "$GGUF" -t "$THREADS" -p "$PP" -n "$TG" -r 1 -o jsonl > "$OUT/llama_$1.jsonl" 2> "$OUT/llama_$1.err" ||
+        die "llama-bench failed: $(tail -1 "$OUT/llama_$1.err")"
+    "$PYTHON" -c '
+import json, sys
+f = {(r["n_prompt"], r["n_gen"]): r["avg_ts"] for r in map(json.loads, filter(str.strip, open(sys.argv[1])))}
+print(f[(int(sys.argv[2]), 0)], f[(0, int(sys.argv[3]))])' "$OUT/llama_$1.jsonl" "$PP" "$TG" || die "$OUT/llama_$1.jsonl: no pp $PP and tg $TG"
+}
+timing() { sed -n "s/.*$1: \([0-9]*\) tokens* in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1 \2/p" "$2"; } # -> "tokens tok/s"
+ours() { # sample -> "pp tg"; of the TG + 1 tokens generated, the first comes from the prompt's logits
+    # and the other TG from forward passes: tg is TG ÷ the time of all of them
+    local p=$OUT/ours_$1_prompt.txt g=$OUT/ours_$1_gen.txt
+    ./run "$BIN" -j "$THREADS" --kv-cache f16 -t 0 -n 1 -f "$PROMPT" > /dev/null 2> "$p" || die "./run failed: $(tail -1 "$p")"
+    ./run "$BIN" -j "$THREADS" --kv-cache f16 -t 0 -n $((TG + 1)) > /dev/null 2> "$g" || die "./run failed: $(tail -1 "$g")"
+    read -r pn prate < <(timing prompt "$p")
+    read -r gn grate < <(timing generated "$g")
+    [ "$pn" = "$PP" ] || die "./run's prompt was $pn tokens, not $PP ($p)"
+    [ "$gn" = $((TG + 1)) ] || echo "bench/llama_cpp.sh: ./run stopped at end-of-sequence after $gn tokens ($g)" >&2
+    awk -v prate="$prate" -v gn="$gn" -v grate="$grate" 'BEGIN { print prate, grate * (gn - 1) / gn }'
+}
+busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
+our_ticks() { awk '{ print $16 + $17 }' /proc/$$/stat; } # this shell's finished children
+median() { sort -g | awk '{ v[n++] = $1 } END { print (n % 2) ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
+
+echo "bench/llama_cpp.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $THREADS threads, $SAMPLES sample(s) a round"
+echo "  $GGUF: $(stat -c %s "$GGUF") bytes, $READ read a token; $BIN: $(stat -c %s "$BIN") bytes"
+echo "  prompt $PP tokens, generation $TG tokens from an empty cache; raw outputs in $OUT"
+printf '%-5s %7s | %9s %8s | %9s %8s | %8s %8s | %9s %9s | %s\n' round GB/s llama_pp llama_tg ours_pp ours_tg \
+    pp_ratio tg_ratio llama/bnd ours/bnd others%
+for r in $(seq "$ROUNDS"); do
+    t0=$(date +%s.%N) b0=$(busy_ticks) o0=$(our_ticks)
+    : > "$OUT/round_$r.txt"
+    for s in $(seq "$SAMPLES"); do
+        bw=$(bandwidth)
+        if [ $(((r + s) % 2)) = 0 ]; then l=$(llama "$r.$s") && a=$(ours "$r.$s"); else a=$(ours "$r.$s") && l=$(llama "$r.$s"); fi || exit 1
+        echo "$bw $l $a" >> "$OUT/round_$r.txt"
+    done
+    others=$(awk -v b=$(($(busy_ticks) - b0)) -v o=$(($(our_ticks) - o0)) -v t0="$t0" -v t1="$(date +%s.%N)" \
+        -v hz="$(getconf CLK_TCK)" -v nc="$(nproc)" 'BEGIN { x = 100 * (b - o) / ((t1 - t0) * hz * nc); printf "%.0f", x < 0 ? 0 : x }')
+    meds=$(for k in 1 2 3 4 5; do cut -d' ' -f$k "$OUT/round_$r.txt" | median; done | paste -sd' ')
+    echo "$r $meds $others" | tee -a "$OUT/rounds.txt" | awk -v read="$READ" '{
+        bound = $2 * 1e9 / read
+        printf "%-5d %7.2f | %9.1f %8.2f | %9.1f %8.2f | %8.3f %8.3f | %9.3f %9.3f | %s%%\n",
+            $1, $2, $3, $4, $5, $6, $5 / $3, $6 / $4, $4 / bound, $6 / bound, $7 }'
+done
+# the medians over the rounds of each figure, and of each round's ratios and fractions
+awk -v read="$READ" '
+function med(a, n,    i, j, t) {
+    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{ n++; for (k = 2; k <= 6; k++) col[k, n] = $k; b = $2 * 1e9 / read
+  col[7, n] = $5 / $3; col[8, n] = $6 / $4; col[9, n] = $4 / b; col[10, n] = $6 / b }
+END {
+    for (k = 2; k <= 10; k++) { for (i = 1; i <= n; i++) a[i] = col[k, i]; m[k] = med(a, n) }
+    printf "%-5s %7.2f | %9.1f %8.2f | %9.1f %8.2f | %8.3f %8.3f | %9.3f %9.3f |\n", "med", m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9], m[10]
+}' "$OUT/rounds.txt"
