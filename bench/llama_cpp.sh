@@ -18,7 +18,8 @@
 # of the cores other processes took. The last line holds the medians over the rounds.
 # MODEL.bin is tools/convert.py's default conversion of the GGUF (every tensor in its own type),
 # written to bench/tmp/ unless BIN names one. Raw outputs go to OUT (bench/tmp/llama_cpp/NAME-DATE).
-#   environment: BIN, OUT, SAMPLES (1), THREADS (2), PP (256), TG (128), PYTHON (/usr/bin/python3)
+#   environment: BIN, OUT, SAMPLES (1), THREADS (2), PP (256), TG (128), PYTHON (/usr/bin/python3),
+#   MEMBW (bench/bin/membw, built here: a program that prints "membw_best_GBps X" for --huge 0|1)
 set -u
 cd "$(dirname "$0")/.." || exit 1
 die() { echo "bench/llama_cpp.sh: $*" >&2; exit 1; }
@@ -32,8 +33,9 @@ OUT=${OUT:-bench/tmp/llama_cpp/$name-$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT" || die "cannot create $OUT"
 . bench/lib.sh # mkvar
 make -s run || die "make run failed"
+MEMBW=${MEMBW:-bench/bin/membw}
 mkdir -p bench/bin
-if [ ! -x bench/bin/membw ] || [ bench/membw.c -nt bench/bin/membw ]; then
+if [ "$MEMBW" = bench/bin/membw ] && { [ ! -x bench/bin/membw ] || [ bench/membw.c -nt bench/bin/membw ]; }; then
     # shellcheck disable=SC2046 # the flags are words
     $(mkvar CC) $(mkvar ALL_CFLAGS) -I. -o bench/bin/membw bench/membw.c $(mkvar LDLIBS) || die "cannot build bench/membw.c"
 fi
@@ -60,7 +62,7 @@ done
 [ "$n" = "$PP" ] || die "cannot make a prompt of $PP tokens (last: $n)"
 
 bandwidth() { # GB/s, the better of 4 KiB and 2 MiB pages
-    for huge in 0 1; do bench/bin/membw -j "$THREADS" -r 3 --huge $huge 2> /dev/null; done |
+    for huge in 0 1; do "$MEMBW" -j "$THREADS" -r 3 --huge $huge 2> /dev/null; done |
         awk '$1 == "membw_best_GBps" && $2 > b { b = $2 } END { print b }'
 }
 llama() { # sample -> "pp tg"
