@@ -88,6 +88,11 @@ ours() { # sample -> "pp tg"; of the TG + 1 tokens generated, the first comes fr
 busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat; }
 our_ticks() { awk '{ print $16 + $17 }' /proc/$$/stat; } # this shell's finished children
 median() { sort -g | awk '{ v[n++] = $1 } END { print (n % 2) ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }'; }
+# "round bw llama_pp llama_tg ours_pp ours_tg pp_ratio tg_ratio llama/bnd ours/bnd [others]" as a row
+show() {
+    awk '{ printf "%-5s %7.2f | %9.1f %8.2f | %9.1f %8.2f | %8.3f %8.3f | %9.3f %9.3f |%s\n",
+        $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, (NF > 10 ? " " $11 "%" : "") }' <<< "$1"
+}
 
 echo "bench/llama_cpp.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $THREADS threads, $SAMPLES sample(s) a round"
 echo "  $GGUF: $(stat -c %s "$GGUF") bytes, $READ read a token; $BIN: $(stat -c %s "$BIN") bytes"
@@ -105,20 +110,9 @@ for r in $(seq "$ROUNDS"); do
     others=$(awk -v b=$(($(busy_ticks) - b0)) -v o=$(($(our_ticks) - o0)) -v t0="$t0" -v t1="$(date +%s.%N)" \
         -v hz="$(getconf CLK_TCK)" -v nc="$(nproc)" 'BEGIN { x = 100 * (b - o) / ((t1 - t0) * hz * nc); printf "%.0f", x < 0 ? 0 : x }')
     meds=$(for k in 1 2 3 4 5; do cut -d' ' -f$k "$OUT/round_$r.txt" | median; done | paste -sd' ')
-    echo "$r $meds $others" | tee -a "$OUT/rounds.txt" | awk -v read="$READ" '{
-        bound = $2 * 1e9 / read
-        printf "%-5d %7.2f | %9.1f %8.2f | %9.1f %8.2f | %8.3f %8.3f | %9.3f %9.3f | %s%%\n",
-            $1, $2, $3, $4, $5, $6, $5 / $3, $6 / $4, $4 / bound, $6 / bound, $7 }'
+    row=$(awk -v read="$READ" '{ b = $2 * 1e9 / read; print $0, $5 / $3, $6 / $4, $4 / b, $6 / b }' <<< "$r $meds")
+    echo "$row $others" >> "$OUT/rounds.txt"
+    show "$row $others"
 done
-# the medians over the rounds of each figure, and of each round's ratios and fractions
-awk -v read="$READ" '
-function med(a, n,    i, j, t) {
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
-{ n++; for (k = 2; k <= 6; k++) col[k, n] = $k; b = $2 * 1e9 / read
-  col[7, n] = $5 / $3; col[8, n] = $6 / $4; col[9, n] = $4 / b; col[10, n] = $6 / b }
-END {
-    for (k = 2; k <= 10; k++) { for (i = 1; i <= n; i++) a[i] = col[k, i]; m[k] = med(a, n) }
-    printf "%-5s %7.2f | %9.1f %8.2f | %9.1f %8.2f | %8.3f %8.3f | %9.3f %9.3f |\n", "med", m[2], m[3], m[4], m[5], m[6], m[7], m[8], m[9], m[10]
-}' "$OUT/rounds.txt"
+# the medians over the rounds of each figure, ratio and fraction
+show "med $(for k in $(seq 2 10); do cut -d' ' -f"$k" "$OUT/rounds.txt" | median; done | paste -sd' ')"
