@@ -111,6 +111,19 @@ disk_full() { # what, directory, command prefix...
 }
 limit_files() { (ulimit -f 64 && "$@"); } # 64 KiB: the first run's files fit, the second's state does not
 disk_full "ulimit -f 64" $tmp limit_files
+# --resume rewrites the log without the rows after the checkpoint: when that cannot be written
+# (here a log of more than 1 KiB under ulimit -f 1), the run stops and the old log is whole.
+./train -d $tmp/corpus.txt -o $tmp/log.bin "${tiny[@]}" --max-iters 40 --eval-interval 1 --force >/dev/null 2>&1 ||
+  bad "a log of 40 rows could not be written"
+cp $tmp/log.bin.csv $tmp/log_before.csv
+(ulimit -f 1 && ./train -d $tmp/corpus.txt -o $tmp/log.bin --resume --max-iters 41) >/dev/null 2>$tmp/log.err
+rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l <$tmp/log.err)" -eq 1 ] && grep -q "log.bin.csv: cannot write: File too large" $tmp/log.err &&
+   [ "$(stat -c %s $tmp/log_before.csv)" -gt 1024 ] && cmp -s $tmp/log.bin.csv $tmp/log_before.csv; then
+  ok "--resume whose log cannot be rewritten: '$(cat $tmp/log.err)'; the log unchanged"
+else
+  bad "--resume whose log cannot be rewritten: exit $rc, stderr: $(head -c 300 $tmp/log.err); log unchanged: $(cmp -s $tmp/log.bin.csv $tmp/log_before.csv && echo yes || echo no)"
+fi
 mkdir -p $tmp/disk
 trap 'umount $tmp/disk 2>/dev/null; [ "${failed:-1}" = 0 ] && rm -rf $tmp' EXIT
 if mount -t tmpfs -o size=160k tmpfs $tmp/disk 2>/dev/null; then

@@ -228,8 +228,29 @@ static void save_checkpoint(const char *out, const char *state_path, StateData *
 #define LOG_COLUMNS "step,train_loss,val_loss,eval_train_loss,lr,tokens_per_sec"
 #define LOG_COLUMNS_V1 "step,train_loss,val_loss,lr,tokens_per_sec"
 
-// The log: a new one, or on resume the old one without the rows after the checkpoint (a log of
-// the columns before eval_train_loss is begun again, as its rows would not fit the header).
+// The first rows of the log a run appends to: a new log's header, or on resume the old log
+// (old) without its rows after the checkpoint's step.
+typedef struct {
+    const char *old;
+    int start_step;
+} LogStart;
+
+static void write_log_start(Sink *s, const void *ctx) {
+    const LogStart *ls = ctx;
+    if (!ls->old) sink_write(s, LOG_COLUMNS "\n", strlen(LOG_COLUMNS) + 1);
+    for (const char *line = ls->old, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        next = next ? next + 1 : line + strlen(line);
+        int step = 0;
+        if (!strncmp(line, "step,", 5) || (sscanf(line, "%d,", &step) == 1 && step <= ls->start_step))
+            sink_write(s, line, (size_t)(next - line));
+    }
+}
+
+// The log, opened to append the run's rows after its first rows (write_log_start; a log of the
+// columns before eval_train_loss is begun again, as its rows would not fit the header). Those
+// are written whole and renamed over the old log: a kill at any moment leaves the old log or
+// the new one, never an empty file that the next run would not know as its own.
 static FILE *open_log(const char *path, int resume, int start_step) {
     size_t n = 0;
     char *old = resume && access(path, F_OK) == 0 ? read_file(path, &n, "the log") : NULL;
@@ -237,18 +258,12 @@ static FILE *open_log(const char *path, int resume, int start_step) {
         free(old);
         old = NULL;
     }
-    FILE *csv = fopen(path, "w");
-    if (!csv) die("%s: cannot write the log: %s", path, strerror(errno));
-    if (!old) fprintf(csv, LOG_COLUMNS "\n");
-    for (char *line = old, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        next = next ? next + 1 : line + strlen(line);
-        int step = 0;
-        if (!strncmp(line, "step,", 5) || (sscanf(line, "%d,", &step) == 1 && step <= start_step))
-            fwrite(line, 1, (size_t)(next - line), csv);
-    }
+    LogStart start = {old, start_step};
+    char err[512];
+    if (write_atomic(path, write_log_start, &start, err, sizeof err)) die("%s", err);
     free(old);
-    fflush(csv);
+    FILE *csv = fopen(path, "a");
+    if (!csv) die("%s: cannot write the log: %s", path, strerror(errno));
     return csv;
 }
 

@@ -161,7 +161,8 @@ static char *real_output(const char *typed) {
 }
 
 // Under the lock no other ./train writes these files, so the temporary files of theirs that a
-// kill -9 or a second Ctrl-C left (write_atomic's NAME.tmp.XXXXXX) are stale: removed, said.
+// kill -9 or a second Ctrl-C left (write_atomic's NAME.tmp.XXXXXX, of the model, the state or
+// the log) are stale: removed, said.
 static void remove_stale_temporaries(const RunFiles *f) {
     size_t len = strlen(f->model) + 2;
     char *dir = xcalloc(len, 1, "a file name");
@@ -173,6 +174,7 @@ static void remove_stale_temporaries(const RunFiles *f) {
         if (strncmp(e->d_name, base, b)) continue;
         const char *rest = e->d_name + b;
         if (!strncmp(rest, ".state", 6)) rest += 6;
+        else if (!strncmp(rest, ".csv", 4)) rest += 4;
         if (strncmp(rest, ".tmp.", 5) || strlen(rest) != 11 || n != (size_t)(rest - e->d_name) + 11) continue;
         char *path = xcalloc(len + n + 2, 1, "a file name");
         snprintf(path, len + n + 2, "%s/%s", dir, e->d_name);
