@@ -50,12 +50,14 @@ t = GGUFFile(sys.argv[1]).tensors
 print(sum(x.nbytes for n, x in t.items() if n != "token_embd.weight" or "output.weight" not in t))' "$GGUF") ||
     die "$GGUF: cannot read its tensors"
 
+timing() { sed -n "s/.*$1: \([0-9]*\) tokens* in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1 \2/p" "$2"; } # -> "tokens tok/s"
+
 # A prompt of exactly PP tokens: "the" repeated, the count corrected by what ./run reports.
 PROMPT=$OUT/prompt.txt words=$((PP - 1)) n=0
 for _ in 1 2 3 4; do
     yes the | head -n $words | paste -sd' ' | tr -d '\n' > "$PROMPT"
     ./run "$BIN" -j "$THREADS" -t 0 -n 1 -f "$PROMPT" > /dev/null 2> "$OUT/calibrate.txt" || die "./run failed: $(tail -1 "$OUT/calibrate.txt")"
-    n=$(sed -n 's/^prompt: \([0-9]*\) tokens* in.*/\1/p' "$OUT/calibrate.txt")
+    read -r n _ < <(timing prompt "$OUT/calibrate.txt")
     [ "$n" = "$PP" ] && break
     words=$((words + PP - n))
 done
@@ -73,7 +75,6 @@ import json, sys
 f = {(r["n_prompt"], r["n_gen"]): r["avg_ts"] for r in map(json.loads, filter(str.strip, open(sys.argv[1])))}
 print(f[(int(sys.argv[2]), 0)], f[(0, int(sys.argv[3]))])' "$OUT/llama_$1.jsonl" "$PP" "$TG" || die "$OUT/llama_$1.jsonl: no pp $PP and tg $TG"
 }
-timing() { sed -n "s/.*$1: \([0-9]*\) tokens* in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1 \2/p" "$2"; } # -> "tokens tok/s"
 ours() { # sample -> "pp tg"; of the TG + 1 tokens generated, the first comes from the prompt's logits
     # and the other TG from forward passes: tg is TG ÷ the time of all of them
     local p=$OUT/ours_$1_prompt.txt g=$OUT/ours_$1_gen.txt
