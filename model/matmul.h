@@ -19,16 +19,6 @@
 #include "threads.h"
 #include "widen.h"
 
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
-// The sum of a vector's 8 lanes.
-static inline float hsum8(__m256 v) {
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    return _mm_cvtss_f32(h);
-}
-#endif
-
 // The scalar end of a row's dot product, from element i on, onto s: fused the same way for
 // every type (left to itself, GCC vectorises float32's products unfused and fuses the others',
 // and a bfloat16 row would not sum as float32's).
@@ -342,14 +332,46 @@ static inline void block_input(const Linear *l, const float *x, int T, int n_in)
     for (int t = 0; t < T; t++) quantize_input(l->xq + t * ld, x + (size_t)t * n_in, n_in);
 }
 
+// Output features [lo, hi) of the product with a matrix of a block type, from x in l->xq:
+// panels for many tokens where the machine has vector integer products, else a dot product
+// per row and token (with VNNI, 16 rows' lanes summed at once). Inlined with type a constant.
+__attribute__((always_inline)) static inline void block_product(int type, const Linear *l, int T, int n_in, size_t lo,
+                                                                size_t hi) {
+    size_t rb = row_bytes(type, n_in);
+#if defined(QUANT_VNNI) || defined(QUANT_AVX2)
+    if (T > 1) {
+        matmul_quantized_panels_of(type, l->out, l->n_out, l->b, l->xq, T, n_in, l->qw.blocks, (uint8_t *)l->wbuf, lo,
+                                   hi);
+        return;
+    }
+#endif
+#if defined(QUANT_VNNI)
+    for (size_t r0 = lo; r0 < hi; r0 += 16) {
+        __m512 acc[16];
+        int rows = hi - r0 < 16 ? (int)(hi - r0) : 16;
+        for (int j = 0; j < 16; j++)
+            acc[j] = j < rows ? dot_quantized(type, l->qw.blocks + (r0 + j) * rb, quantized_row(l->xq, n_in), n_in)
+                              : _mm512_setzero_ps();
+        store_rows16(l->out, l->b, r0, rows, acc);
+    }
+#else
+    size_t ld = quantized_row_bytes(n_in);
+    for (int t = 0; t < T; t++)
+        for (size_t r = lo; r < hi; r++)
+            l->out[(size_t)t * l->n_out + r] =
+                dot_quantized(type, l->qw.blocks + r * rb, quantized_row(l->xq + t * ld, n_in), n_in) +
+                (l->b ? l->b[r] : 0.0f);
+#endif
+}
+
 // Output features [lo, hi) of out[T, n_out] = x · Wᵀ (+ b), W in a block type, from x in
 // l->xq (block_input): a dot product per row and token, or panels for many tokens where the
 // machine has VNNI.
 static inline void matmul_blocks(const Linear *l, int T, int n_in, size_t lo, size_t hi) {
-    size_t ld = quantized_row_bytes(n_in), rb = row_bytes(l->qw.type, n_in);
 #if defined(QUANT_VNNI) && defined(UNPACK_REGS)
     if (ordered_product(l->qw.type, T, n_in)) {
-        const uint8_t *in = l->xq + ld;
+        size_t rb = row_bytes(l->qw.type, n_in);
+        const uint8_t *in = l->xq + quantized_row_bytes(n_in);
         const uint8_t *w = l->qw.blocks;
         switch (l->qw.type) { // each type's loops with its kernel inlined
         case BLOCK_Q4_0: ordered_rows(BLOCK_Q4_0, l->out, l->b, w, rb, in, n_in, lo, hi); break;
@@ -361,34 +383,8 @@ static inline void matmul_blocks(const Linear *l, int T, int n_in, size_t lo, si
     }
 #endif
     switch (l->qw.type) { // each type's loops with its unpacking inlined
-#if defined(QUANT_VNNI)
 #define BLOCK_PRODUCT(type)                                                                                            \
-    case type:                                                                                                         \
-        if (T > 1) {                                                                                                   \
-            matmul_quantized_panels_of(type, l->out, l->n_out, l->b, l->xq, T, n_in, l->qw.blocks, (uint8_t *)l->wbuf, \
-                                       lo, hi);                                                                        \
-            break;                                                                                                     \
-        }                                                                                                              \
-        for (size_t r0 = lo; r0 < hi; r0 += 16) {                                                                      \
-            __m512 acc[16];                                                                                            \
-            int rows = hi - r0 < 16 ? (int)(hi - r0) : 16;                                                             \
-            for (int j = 0; j < 16; j++)                                                                               \
-                acc[j] = j < rows                                                                                      \
-                             ? dot_quantized(type, l->qw.blocks + (r0 + j) * rb, quantized_row(l->xq, n_in), n_in)     \
-                             : _mm512_setzero_ps();                                                                    \
-            store_rows16(l->out, l->b, r0, rows, acc);                                                                 \
-        }                                                                                                              \
-        break
-#else
-#define BLOCK_PRODUCT(type)                                                                                            \
-    case type:                                                                                                         \
-        for (int t = 0; t < T; t++)                                                                                    \
-            for (size_t r = lo; r < hi; r++)                                                                           \
-                l->out[(size_t)t * l->n_out + r] =                                                                     \
-                    dot_quantized(type, l->qw.blocks + r * rb, quantized_row(l->xq + t * ld, n_in), n_in) +            \
-                    (l->b ? l->b[r] : 0.0f);                                                                           \
-        break
-#endif
+    case type: block_product(type, l, T, n_in, lo, hi); break
         BLOCK_PRODUCT(BLOCK_Q4_0);
         BLOCK_PRODUCT(BLOCK_Q4_1);
         BLOCK_PRODUCT(BLOCK_Q5_0);

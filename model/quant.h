@@ -17,6 +17,16 @@
 #endif
 #include "header.h"
 
+#if defined(__AVX2__)
+// The sum of a vector's 8 lanes.
+static inline float hsum8(__m256 v) {
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+#endif
+
 // bfloat16 is float32's upper half.
 static inline float bf16_to_float(uint16_t h) {
     union {

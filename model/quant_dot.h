@@ -22,12 +22,22 @@
 #define QUANT_GROUPS (UNPACKED_VALUES / UNPACK_GROUP) // groups in a chunk of 256 values
 #define QUANT_MAX 32767.0f
 
+// The instruction set the block-type products use, widest first: AVX-512 VNNI multiplies
+// bytes (VPDPBUSD), so it takes a 16-bit input as its two bytes; AVX2 multiplies 16-bit pairs
+// (VPMADDWD, or VPDPWSSD where the machine has AVX-VNNI), so it takes the 16-bit values whole.
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#define QUANT_VNNI 1
+#elif defined(__AVX2__)
+#define QUANT_AVX2 1
+#endif
+
 // One input row of n values quantised, in chunks of 256 (the last padded with zeros):
-//   ql    [n256]       uint8: each value's low byte
-//   qh    [n256]       int8: its high byte (q = 256 qh + ql)
+//   q     [n256]       int16 (AVX-512 VNNI: its bytes apart, ql [n256] uint8 the low one and
+//                      qh [n256] int8 the high one, q = 256 qh + ql)
 //   dx    [n256 / 16]  float: each group's scale (the same for the two groups of 32 values)
 //   sx    [n256 / 16]  float: dx × Σ q over the group, for the weights' offsets b
-//   neg   [n256 / 16]  int32: -32768 Σ qh over the group: the bias of s + 128 times qh, × 256
+//   neg   [n256 / 16]  int32 (AVX-512 VNNI): -32768 Σ qh over the group: the bias of s + 128
+//                      times qh, × 256
 static inline size_t quantized_values(int n) {
     return ((size_t)n + UNPACKED_VALUES - 1) / UNPACKED_VALUES * UNPACKED_VALUES;
 }
@@ -36,8 +46,12 @@ static inline size_t quantized_row_bytes(int n) {
 }
 
 typedef struct {
+#if defined(QUANT_VNNI)
     const uint8_t *ql;
     const int8_t *qh;
+#else
+    const int16_t *q;
+#endif
     const float *dx, *sx;
     const int32_t *neg;
 } QuantizedRow;
@@ -45,58 +59,87 @@ typedef struct {
 static inline QuantizedRow quantized_row(const uint8_t *row, int n) {
     size_t v = quantized_values(n), g = v / UNPACK_GROUP;
     const float *dx = (const float *)(row + 2 * v);
+#if defined(QUANT_VNNI)
     return (QuantizedRow){row, (const int8_t *)(row + v), dx, dx + g, (const int32_t *)(dx + 2 * g)};
+#else
+    return (QuantizedRow){(const int16_t *)row, dx, dx + g, (const int32_t *)(dx + 2 * g)};
+#endif
 }
 
-// Values [i, i + 32) of x (m of them, the rest zeros) into the row's arrays: the portable
-// path, and the vector one's tail.
-static inline void quantize32(const float *x, int m, uint8_t *ql, int8_t *qh, float *d, int sum[2], int high[2]) {
+// Value i of a quantised row, whichever its layout.
+static inline int quantized_value(QuantizedRow x, size_t i) {
+#if defined(QUANT_VNNI)
+    return 256 * x.qh[i] + x.ql[i];
+#else
+    return x.q[i];
+#endif
+}
+
+// Values [i, i + 32) of x (m of them, the rest zeros) rounded to q with one scale, which is
+// returned: the portable path, and the vector one's tail.
+static inline float quantize32(const float *x, int m, int q[32]) {
     float amax = 0.0f;
     for (int j = 0; j < m; j++) amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
     float id = amax > 0.0f ? QUANT_MAX / amax : 0.0f;
-    *d = amax / QUANT_MAX;
     for (int j = 0; j < 32; j++) {
         // rounded to nearest even, as the vector conversion does; a NaN becomes 0
         float y = j < m ? x[j] * id : 0.0f;
         y = y > QUANT_MAX ? QUANT_MAX : y < -QUANT_MAX ? -QUANT_MAX : y;
-        int q = y == y ? (int)rintf(y) : 0;
-        ql[j] = (uint8_t)(q & 255), qh[j] = (int8_t)((q - (q & 255)) / 256);
-        sum[j / 16] += q, high[j / 16] += qh[j];
+        q[j] = y == y ? (int)rintf(y) : 0;
     }
+    return amax / QUANT_MAX;
 }
+
+#if defined(__AVX2__)
+// quantize32 of 32 whole values, 8 at a time: the same roundings.
+static inline float quantize32_avx2(const float *x, int q[32]) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 top = _mm256_setzero_ps();
+    for (int j = 0; j < 32; j += 8) top = _mm256_max_ps(top, _mm256_and_ps(_mm256_loadu_ps(x + j), abs_mask));
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(top), _mm256_extractf128_ps(top, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+    __m256 id = _mm256_set1_ps(amax > 0.0f ? QUANT_MAX / amax : 0.0f), lim = _mm256_set1_ps(QUANT_MAX);
+    for (int j = 0; j < 32; j += 8) {
+        __m256 y = _mm256_mul_ps(_mm256_loadu_ps(x + j), id);
+        y = _mm256_and_ps(y, _mm256_cmp_ps(y, y, _CMP_ORD_Q)); // NaN -> 0
+        y = _mm256_max_ps(_mm256_min_ps(y, lim), _mm256_sub_ps(_mm256_setzero_ps(), lim));
+        _mm256_storeu_si256((__m256i *)(q + j), _mm256_cvtps_epi32(y));
+    }
+    return amax / QUANT_MAX;
+}
+#endif
 
 // x [n] into row (quantized_row_bytes(n) bytes).
 static inline void quantize_input(uint8_t *row, const float *x, int n) {
     size_t v = quantized_values(n), groups = v / UNPACK_GROUP;
-    uint8_t *ql = row;
-    int8_t *qh = (int8_t *)(row + v);
     float *dx = (float *)(row + 2 * v), *sx = dx + groups;
-    int32_t *neg = (int32_t *)(sx + groups);
     for (size_t i = 0; i < v; i += 32) {
-        int m = (size_t)n > i ? ((size_t)n - i < 32 ? (int)(n - i) : 32) : 0, sum[2] = {0, 0}, high[2] = {0, 0};
-        float d;
-#if defined(__AVX512F__)
-        if (m == 32) {
-            __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
-            float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
-            __m512 id = _mm512_set1_ps(amax > 0.0f ? QUANT_MAX / amax : 0.0f), lim = _mm512_set1_ps(QUANT_MAX);
-            d = amax / QUANT_MAX;
-            for (int h = 0; h < 2; h++) {
-                __m512 y = _mm512_mul_ps(h ? x1 : x0, id);
-                y = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(y, y, _CMP_ORD_Q), y); // NaN -> 0
-                __m512i q =
-                    _mm512_cvtps_epi32(_mm512_max_ps(_mm512_min_ps(y, lim), _mm512_sub_ps(_mm512_setzero_ps(), lim)));
-                __m512i qhigh = _mm512_srai_epi32(q, 8);
-                _mm_storeu_si128((__m128i *)(ql + i + 16 * h), _mm512_cvtepi32_epi8(q));
-                _mm_storeu_si128((__m128i *)(qh + i + 16 * h), _mm512_cvtepi32_epi8(qhigh));
-                sum[h] = _mm512_reduce_add_epi32(q), high[h] = _mm512_reduce_add_epi32(qhigh);
-            }
-        } else
+        int m = (size_t)n > i ? ((size_t)n - i < 32 ? (int)(n - i) : 32) : 0, q[32];
+#if defined(__AVX2__)
+        float d = m == 32 ? quantize32_avx2(x + i, q) : quantize32(x + i, m, q);
+#else
+        float d = quantize32(x + i, m, q);
 #endif
-            quantize32(x + i, m, ql + i, qh + i, &d, sum, high);
         for (int h = 0; h < 2; h++) {
             size_t g = i / UNPACK_GROUP + h;
-            dx[g] = d, sx[g] = d * (float)sum[h], neg[g] = -32768 * high[h];
+            int sum = 0;
+#if defined(QUANT_VNNI)
+            int high = 0;
+#endif
+            for (int j = 16 * h; j < 16 * h + 16; j++) {
+#if defined(QUANT_VNNI)
+                row[i + j] = (uint8_t)(q[j] & 255), row[v + i + j] = (uint8_t)((q[j] - (q[j] & 255)) / 256);
+                high += (q[j] - (q[j] & 255)) / 256;
+#else
+                ((int16_t *)row)[i + j] = (int16_t)q[j];
+#endif
+                sum += q[j];
+            }
+            dx[g] = d, sx[g] = d * (float)sum;
+#if defined(QUANT_VNNI)
+            ((int32_t *)(sx + groups))[g] = -32768 * high;
+#endif
         }
     }
 }
@@ -105,9 +148,9 @@ static inline void quantize_input(uint8_t *row, const float *x, int n) {
 // One row of weights times one quantised input: a chunk of 256 values at a time unpacked,
 // its 16 groups' integer sums taken, then scaled into 16 float lanes, one per group, that
 // live across the row: per group acc = fma((float)Σ s q, a·dx, acc), then acc = fma(b, sx,
-// acc). With VNNI the lanes come back as a register and sum_rows16 adds 16 rows' lanes at once.
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#define QUANT_VNNI 1
+// acc). With VNNI the lanes come back as a register and sum_rows16 adds 16 rows' lanes at once;
+// with AVX2 they are two registers of 8 groups.
+#if defined(QUANT_VNNI)
 // Σ s q of 64 values, 4 to a lane, less the bias that neg takes out: ql times s, and
 // (s + 128) times qh, shifted up a byte.
 static inline __m512i products64(__m512i s, const uint8_t *ql, const int8_t *qh) {
@@ -151,6 +194,40 @@ static inline void store_rows16(float *out, const float *bias, size_t r0, int ro
     if (bias) sums = _mm512_add_ps(sums, _mm512_maskz_loadu_ps(mask, bias + r0));
     _mm512_mask_storeu_ps(out + r0, mask, sums);
 }
+#elif defined(QUANT_AVX2)
+// acc + the sums of each 32-bit lane's pair of 16-bit products, exact: one VPDPWSSD where the
+// machine has AVX-VNNI (or AVX-512 VNNI on 256-bit registers), else VPMADDWD and an add.
+static inline __m256i add_pair_products(__m256i acc, __m256i a, __m256i b) {
+#if defined(__AVXVNNI__)
+    return _mm256_dpwssd_avx_epi32(acc, a, b);
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpwssd_epi32(acc, a, b);
+#else
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+#endif
+}
+
+// The name of the products' instruction set, for ./run's closing line and make bench.
+#if defined(__AVXVNNI__)
+#define QUANT_LEVEL "AVX2+AVX-VNNI"
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define QUANT_LEVEL "AVX2+AVX512-VNNI/256"
+#else
+#define QUANT_LEVEL "AVX2+FMA"
+#endif
+
+// Σ s q of 8 groups of 16 values (s: 128 int8, q: 128 int16), group g in lane g: each
+// group's 8 lanes of pair sums, then three rounds of pairwise adds across the 8 registers.
+static inline __m256i group_sums8(const int8_t *s, const int16_t *q) {
+    __m256i p[8];
+    for (int g = 0; g < 8; g++)
+        p[g] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(s + 16 * g))),
+                                 _mm256_loadu_si256((const __m256i *)(q + 16 * g)));
+    __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    // h0 holds groups 0..3's halves in its two 128-bit lanes, h1 groups 4..7's
+    return _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
+}
 #endif
 
 // Σ_j w_j x_j for the n values of a row of blocks (row) and a quantised input (x). Inlined
@@ -166,6 +243,8 @@ __attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, c
     Unpacked u;
 #if defined(QUANT_VNNI)
     __m512 acc = _mm512_setzero_ps();
+#elif defined(QUANT_AVX2)
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
 #else
     float acc[QUANT_GROUPS] = {0};
 #endif
@@ -186,12 +265,21 @@ __attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, c
         __m512 sums = _mm512_cvtepi32_ps(chunk_sums(v, x, (size_t)i));
         acc = _mm512_fmadd_ps(sums, _mm512_mul_ps(_mm512_load_ps(u.a), _mm512_loadu_ps(x.dx + g)), acc);
         if (type_has_min(type)) acc = _mm512_fmadd_ps(_mm512_load_ps(u.b), _mm512_loadu_ps(x.sx + g), acc);
+#elif defined(QUANT_AVX2)
+        unpack_values(type, blocks, m, &u);
+        for (int h = 0; h < 2; h++) {
+            __m256 sums = _mm256_cvtepi32_ps(group_sums8(u.s + 128 * h, x.q + i + 128 * h));
+            __m256 scale = _mm256_mul_ps(_mm256_load_ps(u.a + 8 * h), _mm256_loadu_ps(x.dx + g + 8 * h));
+            acc[h] = _mm256_fmadd_ps(sums, scale, acc[h]);
+            if (type_has_min(type))
+                acc[h] = _mm256_fmadd_ps(_mm256_load_ps(u.b + 8 * h), _mm256_loadu_ps(x.sx + g + 8 * h), acc[h]);
+        }
 #else
         unpack_values(type, blocks, m, &u);
         int32_t sums[QUANT_GROUPS] = {0};
         for (int k = 0; k < QUANT_GROUPS; k++)
             for (int j = 0, at = i + UNPACK_GROUP * k; j < UNPACK_GROUP; j++)
-                sums[k] += u.s[UNPACK_GROUP * k + j] * (256 * x.qh[at + j] + x.ql[at + j]);
+                sums[k] += u.s[UNPACK_GROUP * k + j] * x.q[at + j];
         for (int k = 0; k < QUANT_GROUPS; k++) {
             acc[k] = fmaf((float)sums[k], u.a[k] * x.dx[g + k], acc[k]);
             if (type_has_min(type)) acc[k] = fmaf(u.b[k], x.sx[g + k], acc[k]);
@@ -200,6 +288,8 @@ __attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, c
     }
 #if defined(QUANT_VNNI)
     return acc;
+#elif defined(QUANT_AVX2)
+    return hsum8(_mm256_add_ps(acc[0], acc[1]));
 #else
     float sum = 0.0f;
     for (int k = 0; k < QUANT_GROUPS; k++) sum += acc[k];
@@ -207,36 +297,48 @@ __attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, c
 #endif
 }
 
-#if defined(QUANT_VNNI)
+#if defined(QUANT_VNNI) || defined(QUANT_AVX2)
 // ----------------------------------------------------------------------------
 // Many input rows (a prompt) times a matrix in a block type: QPANEL_ROWS rows of weights
-// unpacked once into a panel laid out for VPDPBUSD (each 64 bytes: 4 consecutive values of
-// 16 rows), with their groups' scales and offsets by group, QPANEL_K values at a time (48 KiB,
-// in L2); then tiles of up to QTILE_T tokens × 16 outputs: per group, a token's products into
-// two int32 vectors (its low and high bytes), the first started at the input's neg, then
-// joined and scaled into a float32 vector. Each output sums its groups in order (not the
-// one-token rows' 16 lanes), so a prompt's logits and a step's differ by float rounding, as
-// float32's do.
+// unpacked once into a panel laid out for the machine's multiply-adds, with their groups'
+// scales and offsets by group, QPANEL_K values at a time (in L2); then tiles of up to QTILE_T
+// tokens × 16 outputs: per group, a token's integer products, then scaled into float32
+// vectors. Each output sums its groups in order (not the one-token rows' lanes), so a
+// prompt's logits and a step's differ by float rounding, as float32's do.
+//   AVX-512 VNNI: each 64 bytes of the panel are 4 consecutive values of 16 rows (VPDPBUSD);
+//     a token's products go into two int32 vectors (its low and high bytes), the first started
+//     at the input's neg, then joined.
+//   AVX2: each 64 bytes are 2 consecutive values of 16 rows as int16, two registers of 8 rows
+//     (VPMADDWD, or VPDPWSSD); a token's 2 values are broadcast as one 32-bit lane.
 #define QPANEL_ROWS 16
 #define QPANEL_K 2048
-#define QTILE_T 6 // 8 ran 5% slower: its pointers and accumulators spill
+#if defined(QUANT_VNNI)
+#define QTILE_T 6         // 8 ran 5% slower: its pointers and accumulators spill
+#define QPANEL_PER_LANE 4 // values of a row in one 32-bit lane of the panel
+typedef int8_t PanelValue;
+#else
+#define QTILE_T 3 // 2 int32 and 2 float32 registers a token, in 16 registers
+#define QPANEL_PER_LANE 2
+typedef int16_t PanelValue;
+#endif
 
 // Rows [r0, r0 + rows) of the matrix (blocks, row_bytes apart), values [k0, k0 + kn) of n,
-// into the panel: s [kn / 4][16][4] bytes, a and b [kn / 16][16]; rows past rows
-// are zeros.
-__attribute__((always_inline)) static inline void pack_quantized_panel(uint8_t *restrict ps, float *restrict pa,
+// into the panel: s [kn / L][16][L] values (L = QPANEL_PER_LANE), a and b [kn / 16][16];
+// rows past rows are zeros.
+__attribute__((always_inline)) static inline void pack_quantized_panel(PanelValue *restrict ps, float *restrict pa,
                                                                        float *restrict pb, int type,
                                                                        const uint8_t *blocks, size_t row_bytes,
                                                                        int rows, int k0, int kn, int n) {
     size_t bytes = (size_t)matrix_types[type].block_bytes, block = (size_t)matrix_types[type].block;
+    const int L = QPANEL_PER_LANE;
     Unpacked u;
     for (int r = 0; r < QPANEL_ROWS; r++)
         for (int c = 0; c < kn; c += UNPACKED_VALUES) {
             int m = n - (k0 + c) < UNPACKED_VALUES ? n - (k0 + c) : UNPACKED_VALUES;
             if (r < rows) unpack_values(type, blocks + r * row_bytes + (size_t)(k0 + c) / block * bytes, m, &u);
             else memset(&u, 0, sizeof u);
-            for (int k4 = 0; k4 < UNPACKED_VALUES / 4; k4++)
-                memcpy(ps + ((size_t)(c / 4 + k4) * QPANEL_ROWS + r) * 4, u.s + 4 * k4, 4);
+            for (int k = 0; k < UNPACKED_VALUES / L; k++)
+                for (int j = 0; j < L; j++) ps[((size_t)(c / L + k) * QPANEL_ROWS + r) * L + j] = u.s[L * k + j];
             for (int g = 0; g < QUANT_GROUPS; g++) {
                 pa[(size_t)(c / UNPACK_GROUP + g) * QPANEL_ROWS + r] = u.a[g];
                 if (type_has_min(type)) pb[(size_t)(c / UNPACK_GROUP + g) * QPANEL_ROWS + r] = u.b[g];
@@ -244,15 +346,16 @@ __attribute__((always_inline)) static inline void pack_quantized_panel(uint8_t *
         }
 }
 
-// out[t, 0..16) (mask: the valid outputs) for nt tokens (x: their quantised rows, ld_x
-// bytes apart): the panel's values [k0, k0 + kn) summed onto 0 (first) or out's partial
-// sums, then the bias (last; NULL for none). Inlined with nt a constant, so that the
-// accumulators stay in registers.
+#if defined(QUANT_VNNI)
+// out[t, 0..rows) for nt tokens (x: their quantised rows, ld_x bytes apart): the panel's
+// values [k0, k0 + kn) summed onto 0 (first) or out's partial sums, then the bias (last; NULL
+// for none). Inlined with nt a constant, so that the accumulators stay in registers.
 __attribute__((always_inline)) static inline void quantized_tile(float *out, size_t ld_out, const uint8_t *x,
-                                                                 size_t ld_x, int n, const uint8_t *ps, const float *pa,
-                                                                 const float *pb, int min, int k0, int kn,
-                                                                 const float *bias, __mmask16 mask, int first, int last,
-                                                                 const int nt) {
+                                                                 size_t ld_x, int n, const PanelValue *ps,
+                                                                 const float *pa, const float *pb, int min, int k0,
+                                                                 int kn, const float *bias, int rows, int first,
+                                                                 int last, const int nt) {
+    __mmask16 mask = rows >= 16 ? 0xffff : (__mmask16)((1u << rows) - 1);
     __m512 acc[QTILE_T];
     QuantizedRow xr[QTILE_T];
     for (int t = 0; t < nt; t++) {
@@ -289,12 +392,63 @@ __attribute__((always_inline)) static inline void quantized_tile(float *out, siz
     }
     for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(out + t * ld_out, mask, acc[t]);
 }
+#else
+// The same for AVX2: 16 outputs as two registers of 8.
+__attribute__((always_inline)) static inline void quantized_tile(float *out, size_t ld_out, const uint8_t *x,
+                                                                 size_t ld_x, int n, const PanelValue *ps,
+                                                                 const float *pa, const float *pb, int min, int k0,
+                                                                 int kn, const float *bias, int rows, int first,
+                                                                 int last, const int nt) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i mask[2] = {_mm256_cmpgt_epi32(_mm256_set1_epi32(rows), lane),
+                       _mm256_cmpgt_epi32(_mm256_set1_epi32(rows - 8), lane)};
+    __m256 acc[QTILE_T][2];
+    QuantizedRow xr[QTILE_T];
+    for (int t = 0; t < nt; t++) {
+        for (int h = 0; h < 2; h++)
+            acc[t][h] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(out + t * ld_out + 8 * h, mask[h]);
+        xr[t] = quantized_row(x + t * ld_x, n);
+    }
+    for (int g = 0; g < kn / UNPACK_GROUP; g++) {
+        size_t gx = (size_t)k0 / UNPACK_GROUP + g;
+        __m256i sums[QTILE_T][2];
+        for (int t = 0; t < nt; t++) sums[t][0] = sums[t][1] = _mm256_setzero_si256();
+        for (int k2 = 0; k2 < UNPACK_GROUP / 2; k2++) {
+            const PanelValue *w = ps + (size_t)(g * UNPACK_GROUP / 2 + k2) * QPANEL_ROWS * 2;
+            __m256i w0 = _mm256_loadu_si256((const __m256i *)w), w1 = _mm256_loadu_si256((const __m256i *)(w + 16));
+            for (int t = 0; t < nt; t++) {
+                int32_t pair;
+                memcpy(&pair, xr[t].q + gx * UNPACK_GROUP + 2 * k2, 4);
+                __m256i xt = _mm256_set1_epi32(pair);
+                sums[t][0] = add_pair_products(sums[t][0], w0, xt);
+                sums[t][1] = add_pair_products(sums[t][1], w1, xt);
+            }
+        }
+        for (int h = 0; h < 2; h++) {
+            __m256 a = _mm256_loadu_ps(pa + (size_t)g * QPANEL_ROWS + 8 * h);
+            for (int t = 0; t < nt; t++) {
+                __m256 scale = _mm256_mul_ps(a, _mm256_set1_ps(xr[t].dx[gx]));
+                acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[t][h]), scale, acc[t][h]);
+                if (min)
+                    acc[t][h] = _mm256_fmadd_ps(_mm256_loadu_ps(pb + (size_t)g * QPANEL_ROWS + 8 * h),
+                                                _mm256_set1_ps(xr[t].sx[gx]), acc[t][h]);
+            }
+        }
+    }
+    for (int h = 0; h < 2; h++) {
+        __m256 bv = last && bias ? _mm256_maskload_ps(bias + 8 * h, mask[h]) : _mm256_setzero_ps();
+        for (int t = 0; t < nt; t++)
+            _mm256_maskstore_ps(out + t * ld_out + 8 * h, mask[h],
+                                last && bias ? _mm256_add_ps(acc[t][h], bv) : acc[t][h]);
+    }
+}
+#endif
 
 // Output features [lo, hi) of out[T, n_out] = x · Wᵀ (+ bias), W in a block type (blocks,
 // n values a row), x quantised (T rows of quantized_row_bytes(n)); panel: scratch of
 // quantized_panel_bytes().
 static inline size_t quantized_panel_bytes(void) {
-    return (size_t)QPANEL_K * QPANEL_ROWS + QPANEL_K / UNPACK_GROUP * QPANEL_ROWS * 8;
+    return (size_t)QPANEL_K * QPANEL_ROWS * sizeof(PanelValue) + QPANEL_K / UNPACK_GROUP * QPANEL_ROWS * 8;
 }
 
 __attribute__((always_inline)) static inline void matmul_quantized_panels_of(int type, float *out, int n_out,
@@ -302,11 +456,10 @@ __attribute__((always_inline)) static inline void matmul_quantized_panels_of(int
                                                                              int n, const uint8_t *blocks,
                                                                              uint8_t *panel, size_t lo, size_t hi) {
     size_t rb = (size_t)n / matrix_types[type].block * matrix_types[type].block_bytes, ld_x = quantized_row_bytes(n);
-    uint8_t *ps = panel;
-    float *pa = (float *)(panel + (size_t)QPANEL_K * QPANEL_ROWS), *pb = pa + QPANEL_K / UNPACK_GROUP * QPANEL_ROWS;
+    PanelValue *ps = (PanelValue *)panel;
+    float *pa = (float *)(ps + (size_t)QPANEL_K * QPANEL_ROWS), *pb = pa + QPANEL_K / UNPACK_GROUP * QPANEL_ROWS;
     for (size_t r0 = lo; r0 < hi; r0 += QPANEL_ROWS) {
         int rows = hi - r0 < QPANEL_ROWS ? (int)(hi - r0) : QPANEL_ROWS;
-        __mmask16 mask = rows >= 16 ? 0xffff : (__mmask16)((1u << rows) - 1);
         const float *b = bias ? bias + r0 : NULL;
         for (int k0 = 0; k0 < n; k0 += QPANEL_K) {
             int left = (int)quantized_values(n) - k0, kn = left < QPANEL_K ? left : QPANEL_K;
@@ -318,14 +471,16 @@ __attribute__((always_inline)) static inline void matmul_quantized_panels_of(int
                 switch (T - t < QTILE_T ? T - t : QTILE_T) { // one copy of the loop per count of tokens
 #define QTILE(nt)                                                                                                      \
     case nt:                                                                                                           \
-        quantized_tile(o, n_out, xt, ld_x, n, ps, pa, pb, type_has_min(type), k0, kn, b, mask, first, last, nt);       \
+        quantized_tile(o, n_out, xt, ld_x, n, ps, pa, pb, type_has_min(type), k0, kn, b, rows, first, last, nt);       \
         break
                     QTILE(1);
                     QTILE(2);
                     QTILE(3);
+#if QTILE_T > 3
                     QTILE(4);
                     QTILE(5);
                     QTILE(6);
+#endif
 #undef QTILE
                 }
             }

@@ -529,9 +529,9 @@ static QMat random_blocks(int type, size_t rows, int n_in) {
 }
 
 // quantize_input against a plain reading of its definition: per 32 values a scale amax /
-// 32767, each value x / scale rounded to nearest (ties to even), kept as its low byte and
-// its signed high byte; the tail past n zero. On the vector path the rows whose 32 values
-// are whole go through AVX-512, so n = 40 and 300 take both.
+// 32767, each value x / scale rounded to nearest (ties to even), in the machine's layout (a
+// 16-bit integer, or its two bytes apart); the tail past n zero. On the vector path the rows
+// whose 32 values are whole go through AVX2, so n = 40 and 300 take both.
 static void test_quantize_input(void **state) {
     (void)state;
     int sizes[] = {32, 40, 256, 300, 2048};
@@ -547,7 +547,7 @@ static void test_quantize_input(void **state) {
             double amax = 0.0;
             for (size_t j = b0; j < b0 + 32 && j < (size_t)n; j++) amax = fmax(amax, fabs(x[j]));
             double want = i < (size_t)n && amax > 0 ? nearbyint((double)(x[i] * (32767.0f / (float)amax))) : 0.0;
-            int got = 256 * q.qh[i] + q.ql[i];
+            int got = quantized_value(q, i);
             if (got != (int)want) fail_msg("n %d: value %zu is %d, not %g", n, i, got, want);
             if (q.dx[i / 16] != (float)amax / 32767.0f) fail_msg("n %d: scale of group %zu", n, i / 16);
         }
