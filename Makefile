@@ -3,7 +3,11 @@
 # everything and runs the whole suite.
 CC ?= gcc
 PYTHON ?= /usr/bin/python3
-ARCH_FLAGS ?= -march=native
+# The instruction-set level the programs are built for: the build machine's own (native), or a
+# level such as x86-64-v3 (AVX2, FMA, F16C) for machines without AVX-512; ./run's closing line
+# names the kernels it chose. .arch records it, so that changing ARCH rebuilds.
+ARCH ?= native
+ARCH_FLAGS ?= -march=$(ARCH)
 # -std=c11 (ISO mode) stops GCC fusing a * b + c into one FMA instruction; the elementwise
 # loops (exp_vec's polynomial, norms, AdamW) want it back: baby training +2 %.
 # The project's flags; a user's CFLAGS (e.g. make CFLAGS=-Werror) are added after them.
@@ -79,14 +83,17 @@ endif
 
 all: run train
 
-run: run.c $(MODEL_DEPS) $(TOKENIZER_DEPS) $(CHAT_DEPS) $(CONSOLE_SRC) | $(INSTALL_BUILD)
+run: run.c $(MODEL_DEPS) $(TOKENIZER_DEPS) $(CHAT_DEPS) $(CONSOLE_SRC) .arch | $(INSTALL_BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ run.c $(TOKENIZER_SRC) $(CHAT_SRC) $(CONSOLE_SRC) $(LDLIBS) $(CONSOLE_LIBS)
 
-train: train.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS) .train-variant | $(INSTALL_BUILD)
+train: train.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS) .train-variant .arch | $(INSTALL_BUILD)
 	$(TRAIN_CC) $(ALL_CFLAGS) -o $@ train.c $(TOKENIZER_SRC) $(LDLIBS)
 
 .train-variant: FORCE
 	@echo $(TRAIN_VARIANT) | cmp -s - $@ || echo $(TRAIN_VARIANT) > $@
+
+.arch: FORCE
+	@echo '$(ARCH_FLAGS)' | cmp -s - $@ || echo '$(ARCH_FLAGS)' > $@
 
 tests/bin/train_mpi: train.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS)
 	@mkdir -p tests/bin
@@ -172,7 +179,7 @@ print-%:
 	@echo '$($*)'
 
 clean:
-	rm -rf run train .train-variant tests/bin tests/tmp bench/bin
+	rm -rf run train .train-variant .arch tests/bin tests/tmp bench/bin
 
 # Fuzzing and sanitizer builds (tests/fuzz/).
 include tests/fuzz/fuzz.mk

@@ -580,9 +580,11 @@ int main(int argc, char **argv) {
     if (c->weight_type == WEIGHTS_Q8_0) snprintf(weights, sizeof weights, "Q8_0, groups of %d", c->group_size);
     if (!o.quiet)
         fprintf(stderr,
-                "%s: %d layer%s, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d thread%s%s%s\n",
+                "%s: %d layer%s, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d thread%s, %s "
+                "kernels%s%s\n",
                 o.model_path, c->n_layers, plural(c->n_layers), c->dim, c->vocab_size, c->seq_len, weights, load_ms,
-                threads, plural(threads), o.compute & COMPUTE_BF16 ? "; prompt products in bfloat16" : "",
+                threads, plural(threads), kernel_level(),
+                o.compute & COMPUTE_BF16 ? "; prompt products in bfloat16" : "",
                 o.kv_cache == WEIGHTS_F16 ? "; KV cache in float16" : "");
     free(prompt_file);
     chat_messages_free(msgs, n_msgs);

@@ -18,7 +18,8 @@
 # of the cores other processes took. The last line holds the medians over the rounds.
 # MODEL.bin is tools/convert.py's default conversion of the GGUF (every tensor in its own type),
 # written to bench/tmp/ unless BIN names one. Raw outputs go to OUT (bench/tmp/llama_cpp/NAME-DATE).
-#   environment: BIN, OUT, SAMPLES (1), THREADS (2), PP (256), TG (128), PYTHON (/usr/bin/python3),
+#   environment: ARCH (native; x86-64-v3 builds ./run for AVX2), BIN, OUT, SAMPLES (1), THREADS (2), PP (256),
+#   TG (128), PYTHON (/usr/bin/python3),
 #   MEMBW (bench/bin/membw, built here: a program that prints "membw_best_GBps X" for --huge 0|1)
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -95,7 +96,7 @@ show() {
         $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, (NF > 10 ? " " $11 "%" : "") }' <<< "$1"
 }
 
-echo "bench/llama_cpp.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $THREADS threads, $SAMPLES sample(s) a round"
+echo "bench/llama_cpp.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores, $THREADS threads, $SAMPLES sample(s) a round; ./run built for $(mkvar ARCH_FLAGS) ($(./run "$BIN" -n 1 2>&1 >/dev/null | sed -n 's/.*thread[s]*, \(.*\) kernels.*/\1/p') kernels; ARCH=x86-64-v3 for AVX2)"
 echo "  $GGUF: $(stat -c %s "$GGUF") bytes, $READ read a token; $BIN: $(stat -c %s "$BIN") bytes"
 echo "  prompt $PP tokens, generation $TG tokens from an empty cache; raw outputs in $OUT"
 printf '%-5s %7s | %9s %8s | %9s %8s | %8s %8s | %9s %9s | %s\n' round GB/s llama_pp llama_tg ours_pp ours_tg \

@@ -71,6 +71,8 @@ for p in membw sgemm matvec attention bench_forward bf16_gemm; do
     fi
 done
 [ -x ./run ] || die "./run is not built (make run)"
+# The kernels' level ./run was built for (make bench ARCH=x86-64-v3 measures the AVX2 path), from its closing line.
+echo "bench: ./run built for $(mkvar ARCH_FLAGS): $(./run models/shakespeare.bin -n 1 2>&1 >/dev/null | sed -n 's/.*thread[s]*, \(.*\) kernels.*/\1/p') kernels"
 echo "bench: BLAS $(ldd $BIN/sgemm | awk '/openblas/ { print $3; exit }'), as ./run: $(ldd ./run | awk '/openblas/ { print $3; exit }')"
 
 # ---- models: random weights, made once (bench/tmp is not committed) ----

@@ -19,6 +19,30 @@
 #include "threads.h"
 #include "widen.h"
 
+// The instruction-set level of this build's kernels, as ./run's closing line and make bench
+// name it: the widest the compiler was allowed (-march), which the kernels are chosen by.
+static inline const char *kernel_level(void) {
+#if defined(__AVX512F__)
+    return "AVX-512"
+#if defined(__AVX512VNNI__)
+           "+VNNI"
+#endif
+#if defined(__AVX512VBMI__)
+           "+VBMI"
+#endif
+#if defined(__AVX512BF16__)
+           "+BF16"
+#endif
+        ;
+#elif defined(__AVX2__) && defined(__AVXVNNI__)
+    return "AVX2+FMA+AVX-VNNI";
+#elif defined(__AVX2__) && defined(__FMA__)
+    return "AVX2+FMA";
+#else
+    return "portable C";
+#endif
+}
+
 // The scalar end of a row's dot product, from element i on, onto s: fused the same way for
 // every type (left to itself, GCC vectorises float32's products unfused and fuses the others',
 // and a bfloat16 row would not sum as float32's).

@@ -111,16 +111,6 @@ typedef struct {
 
 // The 32-value types: a float16 scale d (and a minimum m for _1), then the values. Value j of
 // 16 bytes of nibbles is byte j's low nibble for j < 16, byte j - 16's high nibble after.
-static inline void nibbles32(const uint8_t *qs, int8_t *s, int bias) {
-#if defined(__AVX2__)
-    __m128i v = _mm_loadu_si128((const __m128i *)qs), low = _mm_set1_epi8(15), b = _mm_set1_epi8((char)bias);
-    _mm_storeu_si128((__m128i *)s, _mm_sub_epi8(_mm_and_si128(v, low), b));
-    _mm_storeu_si128((__m128i *)(s + 16), _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), low), b));
-#else
-    for (int j = 0; j < 16; j++) s[j] = (int8_t)((qs[j] & 15) - bias), s[j + 16] = (int8_t)((qs[j] >> 4) - bias);
-#endif
-}
-
 #if defined(__AVX2__)
 // Bits [shift, shift + width) of each of 32 bytes.
 static inline __m256i bits32(__m256i v, int shift, int width) {
@@ -128,7 +118,21 @@ static inline __m256i bits32(__m256i v, int shift, int width) {
 }
 static inline __m256i load32(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 static inline void store32(int8_t *p, __m256i v) { _mm256_storeu_si256((__m256i *)p, v); }
+
+// The 32 values of 16 bytes of nibbles, less bias, in one register.
+static inline __m256i nibbles32_reg(const uint8_t *qs, int bias) {
+    __m128i v = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_sub_epi8(bits32(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), 0, 4), _mm256_set1_epi8((char)bias));
+}
 #endif
+
+static inline void nibbles32(const uint8_t *qs, int8_t *s, int bias) {
+#if defined(__AVX2__)
+    store32(s, nibbles32_reg(qs, bias));
+#else
+    for (int j = 0; j < 16; j++) s[j] = (int8_t)((qs[j] & 15) - bias), s[j + 16] = (int8_t)((qs[j] >> 4) - bias);
+#endif
+}
 
 // The 32-value types' values; their scales (and minimums) are read by scales32.
 static inline void values_q4_0(const uint8_t *blk, int8_t *s) { nibbles32(blk + 2, s, 8); }
@@ -138,15 +142,15 @@ static inline void values_q4_1(const uint8_t *blk, int8_t *s) { nibbles32(blk + 
 static inline void values_q5(const uint8_t *blk, int8_t *s, int one) {
     const uint8_t *high = blk + (one ? 4 : 2);
     uint32_t bits = (uint32_t)high[0] | (uint32_t)high[1] << 8 | (uint32_t)high[2] << 16 | (uint32_t)high[3] << 24;
-    nibbles32(blk + (one ? 8 : 6), s, one ? 0 : 16);
 #if defined(__AVX2__) // bit j of bits, as 16 in byte j: each byte of the word spread over 8 bytes, then tested
     __m256i spread =
         _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits),
                             _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll, 0x0303030303030303ll));
     __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
     __m256i sixteen = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16));
-    store32(s, _mm256_add_epi8(load32((const uint8_t *)s), sixteen));
+    store32(s, _mm256_add_epi8(nibbles32_reg(blk + (one ? 8 : 6), one ? 0 : 16), sixteen));
 #else
+    nibbles32(blk + (one ? 8 : 6), s, one ? 0 : 16);
     for (int j = 0; j < 32; j++) s[j] = (int8_t)(s[j] + (int)((bits >> j & 1) << 4));
 #endif
 }
@@ -185,6 +189,18 @@ static inline void scales32(const uint8_t *blk, int bytes, int nb, int at, float
                          _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), d));
         return;
     }
+#elif defined(__AVX2__)
+    if (nb == 8) {
+        const uint8_t *p = blk + at;
+        __m128i h =
+            _mm_setr_epi16((short)u16_at(p), (short)u16_at(p + bytes), (short)u16_at(p + 2 * bytes),
+                           (short)u16_at(p + 3 * bytes), (short)u16_at(p + 4 * bytes), (short)u16_at(p + 5 * bytes),
+                           (short)u16_at(p + 6 * bytes), (short)u16_at(p + 7 * bytes));
+        __m256 d = _mm256_cvtph_ps(h);
+        _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(d, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)));
+        _mm256_storeu_ps(out + 8, _mm256_permutevar8x32_ps(d, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)));
+        return;
+    }
 #endif
     for (int i = 0; i < nb; i++) out[2 * i] = out[2 * i + 1] = f16_at(blk + (size_t)i * bytes + at);
 }
@@ -197,6 +213,14 @@ static inline void group_scales_of(const uint8_t *v, int per, int is_signed, flo
     if (per == 2) bytes = _mm_unpacklo_epi8(bytes, bytes);
     __m512i ints = is_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
     _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(ints)));
+#elif defined(__AVX2__)
+    __m128i bytes = per == 2 ? _mm_loadl_epi64((const __m128i *)v) : _mm_loadu_si128((const __m128i *)v);
+    if (per == 2) bytes = _mm_unpacklo_epi8(bytes, bytes);
+    for (int h = 0; h < 2; h++) {
+        __m128i eight = h ? _mm_unpackhi_epi64(bytes, bytes) : bytes;
+        __m256i ints = is_signed ? _mm256_cvtepi8_epi32(eight) : _mm256_cvtepu8_epi32(eight);
+        _mm256_storeu_ps(out + 8 * h, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(ints)));
+    }
 #else
     for (int g = 0; g < 16; g++) out[g] = d * (float)(is_signed ? (int8_t)v[g / per] : v[g / per]);
 #endif
@@ -215,7 +239,13 @@ static inline void unpack_q2_k(const uint8_t *blk, int8_t *s, float *a, float *b
             for (int l = 0; l < 32; l++) s[128 * h + 32 * k + l] = (int8_t)(blk[16 + 32 * h + l] >> 2 * k & 3);
 #endif
     uint8_t scale[16], min[16];
+#if defined(__AVX2__)
+    __m128i v = _mm_loadu_si128((const __m128i *)blk), nibble = _mm_set1_epi8(15);
+    _mm_storeu_si128((__m128i *)scale, _mm_and_si128(v, nibble));
+    _mm_storeu_si128((__m128i *)min, _mm_and_si128(_mm_srli_epi16(v, 4), nibble));
+#else
     for (int g = 0; g < 16; g++) scale[g] = blk[g] & 15, min[g] = blk[g] >> 4;
+#endif
     group_scales_of(scale, 1, 0, d, a);
     group_scales_of(min, 1, 0, -dmin, b);
 }
@@ -237,8 +267,18 @@ static inline void unpack_q3_k(const uint8_t *blk, int8_t *s, float *a, float *b
                     (int8_t)((blk[32 + 32 * h + l] >> 2 * k & 3) - ((blk[l] >> (4 * h + k) & 1) ^ 1) * 4);
 #endif
     uint8_t scale[16]; // signed bytes: 6 bits less 32
+#if defined(__AVX2__) // the low nibbles of 8 bytes then their high ones; 2 bits of word 104 shifted per 4 groups
+    __m128i v = _mm_loadl_epi64((const __m128i *)(blk + 96)), nibble = _mm_set1_epi8(15);
+    __m128i low = _mm_unpacklo_epi64(_mm_and_si128(v, nibble), _mm_and_si128(_mm_srli_epi16(v, 4), nibble));
+    uint32_t w;
+    memcpy(&w, blk + 104, 4);
+    __m128i high = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)w), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+    _mm_storeu_si128((__m128i *)scale,
+                     _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32)));
+#else
     for (int g = 0; g < 16; g++)
         scale[g] = (uint8_t)(((blk[96 + g % 8] >> 4 * (g / 8) & 15) | (blk[104 + g % 4] >> 2 * (g / 4) & 3) << 4) - 32);
+#endif
     group_scales_of(scale, 1, 1, d, a);
     (void)b;
 }
