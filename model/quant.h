@@ -267,14 +267,13 @@ static inline void unpack_q3_k(const uint8_t *blk, int8_t *s, float *a, float *b
                     (int8_t)((blk[32 + 32 * h + l] >> 2 * k & 3) - ((blk[l] >> (4 * h + k) & 1) ^ 1) * 4);
 #endif
     uint8_t scale[16]; // signed bytes: 6 bits less 32
-#if defined(__AVX2__) // the low nibbles of 8 bytes then their high ones; 2 bits of word 104 shifted per 4 groups
+#if defined(__AVX2__)  // the low nibbles of 8 bytes then their high ones; 2 bits of word 104 shifted per 4 groups
     __m128i v = _mm_loadl_epi64((const __m128i *)(blk + 96)), nibble = _mm_set1_epi8(15);
     __m128i low = _mm_unpacklo_epi64(_mm_and_si128(v, nibble), _mm_and_si128(_mm_srli_epi16(v, 4), nibble));
     uint32_t w;
     memcpy(&w, blk + 104, 4);
     __m128i high = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)w), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
-    _mm_storeu_si128((__m128i *)scale,
-                     _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32)));
+    _mm_storeu_si128((__m128i *)scale, _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32)));
 #else
     for (int g = 0; g < 16; g++)
         scale[g] = (uint8_t)(((blk[96 + g % 8] >> 4 * (g / 8) & 15) | (blk[104 + g % 4] >> 2 * (g / 4) & 3) << 4) - 32);
@@ -352,15 +351,21 @@ static inline void unpack_q5_k(const uint8_t *blk, int8_t *s, float *a, float *b
 // Q6_K: 128 bytes of low nibbles, 64 of high 2 bits, 16 int8 scales (per 16 values), then d.
 // Value 128 h + 32 k + l: low bits from byte 64 h + 32 (k % 2) + l (its high nibble for
 // k >= 2), high bits from byte 128 + 32 h + l, bits 2k; biased by 32.
+#if defined(__AVX2__)
+// Values 128 h + 32 k .. + 31 of a Q6_K block.
+static inline __m256i q6_k_values32(const uint8_t *blk, int h, int k) {
+    return _mm256_sub_epi8(_mm256_or_si256(bits32(load32(blk + 64 * h + 32 * (k % 2)), 4 * (k / 2), 4),
+                                           _mm256_slli_epi16(bits32(load32(blk + 128 + 32 * h), 2 * k, 2), 4)),
+                           _mm256_set1_epi8(32));
+}
+#endif
+
 static inline void unpack_q6_k(const uint8_t *blk, int8_t *s, float *a, float *b) {
     float d = f16_at(blk + 208);
     for (int h = 0; h < 2; h++)
         for (int k = 0; k < 4; k++)
 #if defined(__AVX2__)
-            store32(s + 128 * h + 32 * k,
-                    _mm256_sub_epi8(_mm256_or_si256(bits32(load32(blk + 64 * h + 32 * (k % 2)), 4 * (k / 2), 4),
-                                                    _mm256_slli_epi16(bits32(load32(blk + 128 + 32 * h), 2 * k, 2), 4)),
-                                    _mm256_set1_epi8(32)));
+            store32(s + 128 * h + 32 * k, q6_k_values32(blk, h, k));
 #else
             for (int l = 0; l < 32; l++) {
                 int low = blk[64 * h + 32 * (k % 2) + l] >> 4 * (k / 2) & 15, high = blk[128 + 32 * h + l] >> 2 * k & 3;

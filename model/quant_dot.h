@@ -221,7 +221,8 @@ static inline __m256i load16(const int16_t *q) { return _mm256_loadu_si256((cons
 static inline __m256i group_sums8(const int8_t *s, const int16_t *q) {
     __m256i p[8];
     for (int g = 0; g < 8; g++)
-        p[g] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(s + 16 * g))), load16(q + 16 * g));
+        p[g] =
+            _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_load_si128((const __m128i *)(s + 16 * g))), load16(q + 16 * g));
     return sum_lanes8(p);
 }
 
@@ -240,8 +241,8 @@ static inline __m256 f16x8(const uint8_t *p, int bytes) {
                                           (short)u16_at(p + 7 * bytes)));
 }
 
-__attribute__((always_inline)) static inline __m256i sums32(int type, const uint8_t *blk, const int16_t *q,
-                                                            __m256 *a32, __m256 *b32) {
+__attribute__((always_inline)) static inline __m256i sums32(int type, const uint8_t *blk, const int16_t *q, __m256 *a32,
+                                                            __m256 *b32) {
     __m256i p[8];
     if (type == BLOCK_Q4_0) { // 8 blocks of 18 bytes
         for (int b = 0; b < 8; b++) {
@@ -254,8 +255,9 @@ __attribute__((always_inline)) static inline __m256i sums32(int type, const uint
     } else if (type == BLOCK_Q8_0) { // 8 blocks of 34 bytes
         for (int b = 0; b < 8; b++) {
             const __m128i *v = (const __m128i *)(blk + 34 * b + 2);
-            p[b] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(v)), load16(q + 32 * b)),
-                                    _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(v + 1)), load16(q + 32 * b + 16)));
+            p[b] = _mm256_add_epi32(
+                _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(v)), load16(q + 32 * b)),
+                _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(v + 1)), load16(q + 32 * b + 16)));
         }
         *a32 = f16x8(blk, 34);
     } else { // Q4_K: sub-blocks 2c and 2c + 1 the low and high nibbles of bytes 32c .. 32c + 31
@@ -281,6 +283,18 @@ __attribute__((always_inline)) static inline __m256i sums32(int type, const uint
                              _mm256_set1_ps(-f16_at(blk + 2)));
     }
     return sum_lanes8(p);
+}
+
+// Q6_K's 16 groups' Σ s q, groups 0..7 in out[0]'s lanes and 8..15 in out[1]'s: each 32 values
+// widened to two registers of 16-bit lanes.
+static inline void sums16_q6_k(const uint8_t *blk, const int16_t *q, __m256i out[2]) {
+    __m256i p[16];
+    for (int j = 0; j < 8; j++) { // values 32 j .. 32 j + 31: groups 2 j and 2 j + 1
+        __m256i v = q6_k_values32(blk, j / 4, j % 4);
+        p[2 * j] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(v)), load16(q + 32 * j));
+        p[2 * j + 1] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1)), load16(q + 32 * j + 16));
+    }
+    out[0] = sum_lanes8(p), out[1] = sum_lanes8(p + 8);
 }
 #endif
 
@@ -323,19 +337,28 @@ __attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, c
         if (has_sums32(type) && m == UNPACKED_VALUES) {
             // each block's input scale is its first group's; its Σ q the two groups' (sx / dx)
             __m256 dx0 = _mm256_loadu_ps(x.dx + g), dx1 = _mm256_loadu_ps(x.dx + g + 8);
-            __m256 dx32 = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(dx0, dx1, 0x88)), 0xd8));
+            __m256 dx32 =
+                _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(dx0, dx1, 0x88)), 0xd8));
             __m256 a32, b32 = _mm256_setzero_ps();
             __m256 sums = _mm256_cvtepi32_ps(sums32(type, blocks, x.q + i, &a32, &b32));
             acc[0] = _mm256_fmadd_ps(sums, _mm256_mul_ps(a32, dx32), acc[0]);
             if (type != BLOCK_Q8_0) {
                 __m256 sx = _mm256_hadd_ps(_mm256_loadu_ps(x.sx + g), _mm256_loadu_ps(x.sx + g + 8));
-                acc[1] = _mm256_fmadd_ps(b32, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(sx), 0xd8)), acc[1]);
+                acc[1] =
+                    _mm256_fmadd_ps(b32, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(sx), 0xd8)), acc[1]);
             }
             continue;
         }
-        unpack_values(type, blocks, m, &u);
+        __m256i group_sums[2];
+        if (type == BLOCK_Q6_K && m == UNPACKED_VALUES) {
+            sums16_q6_k(blocks, x.q + i, group_sums);
+            group_scales_of(blocks + 192, 1, 1, f16_at(blocks + 208), u.a);
+        } else {
+            unpack_values(type, blocks, m, &u);
+            for (int h = 0; h < 2; h++) group_sums[h] = group_sums8(u.s + 128 * h, x.q + i + 128 * h);
+        }
         for (int h = 0; h < 2; h++) {
-            __m256 sums = _mm256_cvtepi32_ps(group_sums8(u.s + 128 * h, x.q + i + 128 * h));
+            __m256 sums = _mm256_cvtepi32_ps(group_sums[h]);
             __m256 scale = _mm256_mul_ps(_mm256_load_ps(u.a + 8 * h), _mm256_loadu_ps(x.dx + g + 8 * h));
             acc[h] = _mm256_fmadd_ps(sums, scale, acc[h]);
             if (type_has_min(type))
@@ -492,8 +515,8 @@ __attribute__((always_inline)) static inline void quantized_tile(float *out, siz
                         sums[h], _mm256_loadu_si256((const __m256i *)(w + (size_t)k2 * QPANEL_ROWS * 2 + 16 * h)), xt);
             }
             for (int h = 0; h < 2; h++) {
-                __m256 scale = _mm256_mul_ps(_mm256_loadu_ps(pa + (size_t)g * QPANEL_ROWS + 8 * h),
-                                             _mm256_set1_ps(xr[t].dx[gx]));
+                __m256 scale =
+                    _mm256_mul_ps(_mm256_loadu_ps(pa + (size_t)g * QPANEL_ROWS + 8 * h), _mm256_set1_ps(xr[t].dx[gx]));
                 acc[t][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[h]), scale, acc[t][h]);
                 if (min)
                     acc[t][h] = _mm256_fmadd_ps(_mm256_loadu_ps(pb + (size_t)g * QPANEL_ROWS + 8 * h),
