@@ -40,11 +40,13 @@ comma := ,
 DEB_BUILD = libopenblas-dev libopenblas0-openmp zlib1g-dev libedit-dev
 DEB_PACKAGES = $(DEB_BUILD) openmpi-bin libopenmpi-dev libcmocka-dev python3-numpy python3-torch python3-matplotlib clang libclang-rt-14-dev valgrind clang-format chromium
 TESTS_C = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
-# test_kernels again for the kernels' other paths, AVX2 (x86-64-v3) and none (x86-64), on a
-# machine that runs them: built with -march=native it takes only the widest.
+# test_kernels again for the kernels' other paths, AVX2 (x86-64-v3), AVX2 with AVX-VNNI (built
+# everywhere, run where the CPU has it) and none (x86-64), on a machine that runs them: built
+# with -march=native it takes only the widest.
 ifneq ($(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && uname -m),)
-TESTS_ISA = tests/bin/test_kernels_isa_x86-64-v3 tests/bin/test_kernels_isa_x86-64
+TESTS_ISA = tests/bin/test_kernels_isa_x86-64-v3 tests/bin/test_kernels_isa_avxvnni tests/bin/test_kernels_isa_x86-64
 endif
+ISA_FLAGS_avxvnni = -march=x86-64-v3 -mavxvnni
 
 .PHONY: all deps deps-build demo test check bench clean format format-check FORCE
 
@@ -105,7 +107,7 @@ tests/bin/%: tests/%.c tests/test_util.h $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER
 
 tests/bin/test_kernels_isa_%: tests/test_kernels.c tests/test_util.h $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS) $(CHAT_DEPS)
 	@mkdir -p tests/bin
-	$(CC) $(filter-out $(ARCH_FLAGS),$(ALL_CFLAGS)) -march=$* -I. -o $@ $< $(TOKENIZER_SRC) $(CHAT_SRC) $(LDLIBS) -lcmocka
+	$(CC) $(filter-out $(ARCH_FLAGS),$(ALL_CFLAGS)) $(or $(ISA_FLAGS_$*),-march=$*) -I. -o $@ $< $(TOKENIZER_SRC) $(CHAT_SRC) $(LDLIBS) -lcmocka
 
 tests/bin/tok_cli: tests/tok_cli.c $(TOKENIZER_DEPS)
 	@mkdir -p tests/bin
