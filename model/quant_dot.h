@@ -77,7 +77,7 @@ static inline int quantized_value(QuantizedRow x, size_t i) {
 
 // Values [i, i + 32) of x (m of them, the rest zeros) rounded to q with one scale, which is
 // returned: the portable path, and the vector one's tail.
-static inline float quantize32(const float *x, int m, int q[32]) {
+static inline float quantize32(const float *x, int m, int32_t q[32]) {
     float amax = 0.0f;
     for (int j = 0; j < m; j++) amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
     float id = amax > 0.0f ? QUANT_MAX / amax : 0.0f;
@@ -92,7 +92,7 @@ static inline float quantize32(const float *x, int m, int q[32]) {
 
 #if defined(__AVX2__)
 // quantize32 of 32 whole values, 8 at a time: the same roundings.
-static inline float quantize32_avx2(const float *x, int q[32]) {
+static inline float quantize32_avx2(const float *x, int32_t q[32]) {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     __m256 top = _mm256_setzero_ps();
     for (int j = 0; j < 32; j += 8) top = _mm256_max_ps(top, _mm256_and_ps(_mm256_loadu_ps(x + j), abs_mask));
@@ -110,35 +110,52 @@ static inline float quantize32_avx2(const float *x, int q[32]) {
 }
 #endif
 
+// q [32] (|q| <= 32767) into the row's layout at values [i, i + 32): each half's Σ q into
+// sum, and with VNNI each half's Σ of high bytes into high.
+static inline void store_quantized32(uint8_t *row, size_t v, size_t i, const int32_t *q, int sum[2], int high[2]) {
+#if defined(QUANT_VNNI)
+    for (int h = 0; h < 2; h++) {
+        __m512i w = _mm512_loadu_si512(q + 16 * h), top = _mm512_srai_epi32(w, 8);
+        _mm_storeu_si128((__m128i *)(row + i + 16 * h), _mm512_cvtepi32_epi8(w));
+        _mm_storeu_si128((__m128i *)(row + v + i + 16 * h), _mm512_cvtepi32_epi8(top));
+        sum[h] = _mm512_reduce_add_epi32(w), high[h] = _mm512_reduce_add_epi32(top);
+    }
+#elif defined(__AVX2__)
+    (void)v, (void)high;
+    for (int h = 0; h < 2; h++) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(q + 16 * h)),
+                b = _mm256_loadu_si256((const __m256i *)(q + 16 * h + 8));
+        _mm256_storeu_si256((__m256i *)((int16_t *)row + i + 16 * h),
+                            _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xd8));
+        __m256i t = _mm256_add_epi32(a, b);
+        __m128i u = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+        u = _mm_add_epi32(u, _mm_unpackhi_epi64(u, u));
+        sum[h] = _mm_cvtsi128_si32(_mm_add_epi32(u, _mm_shuffle_epi32(u, 1)));
+    }
+#else
+    (void)v, (void)high;
+    for (int j = 0; j < 32; j++) ((int16_t *)row)[i + j] = (int16_t)q[j], sum[j / 16] += q[j];
+#endif
+}
+
 // x [n] into row (quantized_row_bytes(n) bytes).
 static inline void quantize_input(uint8_t *row, const float *x, int n) {
     size_t v = quantized_values(n), groups = v / UNPACK_GROUP;
     float *dx = (float *)(row + 2 * v), *sx = dx + groups;
     for (size_t i = 0; i < v; i += 32) {
-        int m = (size_t)n > i ? ((size_t)n - i < 32 ? (int)(n - i) : 32) : 0, q[32];
+        int m = (size_t)n > i ? ((size_t)n - i < 32 ? (int)(n - i) : 32) : 0, sum[2] = {0, 0}, high[2] = {0, 0};
+        int32_t q[32];
 #if defined(__AVX2__)
         float d = m == 32 ? quantize32_avx2(x + i, q) : quantize32(x + i, m, q);
 #else
         float d = quantize32(x + i, m, q);
 #endif
+        store_quantized32(row, v, i, q, sum, high);
         for (int h = 0; h < 2; h++) {
             size_t g = i / UNPACK_GROUP + h;
-            int sum = 0;
+            dx[g] = d, sx[g] = d * (float)sum[h];
 #if defined(QUANT_VNNI)
-            int high = 0;
-#endif
-            for (int j = 16 * h; j < 16 * h + 16; j++) {
-#if defined(QUANT_VNNI)
-                row[i + j] = (uint8_t)(q[j] & 255), row[v + i + j] = (uint8_t)((q[j] - (q[j] & 255)) / 256);
-                high += (q[j] - (q[j] & 255)) / 256;
-#else
-                ((int16_t *)row)[i + j] = (int16_t)q[j];
-#endif
-                sum += q[j];
-            }
-            dx[g] = d, sx[g] = d * (float)sum;
-#if defined(QUANT_VNNI)
-            ((int32_t *)(sx + groups))[g] = -32768 * high;
+            ((int32_t *)(sx + groups))[g] = -32768 * high[h];
 #endif
         }
     }
