@@ -139,17 +139,26 @@ static inline void values_q4_0(const uint8_t *blk, int8_t *s) { nibbles32(blk + 
 static inline void values_q4_1(const uint8_t *blk, int8_t *s) { nibbles32(blk + 4, s, 0); }
 
 // Q5_0 and Q5_1 add a fifth bit to value j: bit j of a 32-bit word before the nibbles.
-static inline void values_q5(const uint8_t *blk, int8_t *s, int one) {
+static inline uint32_t q5_bits(const uint8_t *blk, int one) {
     const uint8_t *high = blk + (one ? 4 : 2);
-    uint32_t bits = (uint32_t)high[0] | (uint32_t)high[1] << 8 | (uint32_t)high[2] << 16 | (uint32_t)high[3] << 24;
-#if defined(__AVX2__) // bit j of bits, as 16 in byte j: each byte of the word spread over 8 bytes, then tested
+    return (uint32_t)high[0] | (uint32_t)high[1] << 8 | (uint32_t)high[2] << 16 | (uint32_t)high[3] << 24;
+}
+#if defined(__AVX2__) // bit j of the word, as 16 in byte j: each byte of the word spread over 8 bytes, then tested
+static inline __m256i q5_values32(const uint8_t *blk, int one) {
     __m256i spread =
-        _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits),
+        _mm256_shuffle_epi8(_mm256_set1_epi32((int)q5_bits(blk, one)),
                             _mm256_setr_epi64x(0, 0x0101010101010101ll, 0x0202020202020202ll, 0x0303030303030303ll));
     __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
     __m256i sixteen = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), _mm256_set1_epi8(16));
-    store32(s, _mm256_add_epi8(nibbles32_reg(blk + (one ? 8 : 6), one ? 0 : 16), sixteen));
+    return _mm256_add_epi8(nibbles32_reg(blk + (one ? 8 : 6), one ? 0 : 16), sixteen);
+}
+#endif
+
+static inline void values_q5(const uint8_t *blk, int8_t *s, int one) {
+#if defined(__AVX2__)
+    store32(s, q5_values32(blk, one));
 #else
+    uint32_t bits = q5_bits(blk, one);
     nibbles32(blk + (one ? 8 : 6), s, one ? 0 : 16);
     for (int j = 0; j < 32; j++) s[j] = (int8_t)(s[j] + (int)((bits >> j & 1) << 4));
 #endif
@@ -160,15 +169,19 @@ static inline void values_q5_1(const uint8_t *blk, int8_t *s) { values_q5(blk, s
 static inline void values_q8_0(const uint8_t *blk, int8_t *s) { memcpy(s, blk + 2, 32); }
 
 // IQ4_NL: Q4_0's layout, each nibble an index into a fixed table of non-uniform levels.
+static const int8_t iq4_nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+#if defined(__AVX2__) // the table in a register, looked up 32 nibbles at a time
+static inline __m256i iq4_nl_values32(const uint8_t *blk) {
+    __m128i table = _mm_loadu_si128((const __m128i *)iq4_nl_levels);
+    return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), nibbles32_reg(blk + 2, 0));
+}
+#endif
+
 static inline void values_iq4_nl(const uint8_t *blk, int8_t *s) {
-    static const int8_t levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-#if defined(__AVX2__) // the table in a register, looked up 16 nibbles at a time
-    __m128i table = _mm_loadu_si128((const __m128i *)levels), v = _mm_loadu_si128((const __m128i *)(blk + 2));
-    _mm_storeu_si128((__m128i *)s, _mm_shuffle_epi8(table, _mm_and_si128(v, _mm_set1_epi8(15))));
-    _mm_storeu_si128((__m128i *)(s + 16),
-                     _mm_shuffle_epi8(table, _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(15))));
+#if defined(__AVX2__)
+    store32(s, iq4_nl_values32(blk));
 #else
-    for (int j = 0; j < 16; j++) s[j] = levels[blk[2 + j] & 15], s[j + 16] = levels[blk[2 + j] >> 4];
+    for (int j = 0; j < 16; j++) s[j] = iq4_nl_levels[blk[2 + j] & 15], s[j + 16] = iq4_nl_levels[blk[2 + j] >> 4];
 #endif
 }
 
@@ -229,15 +242,14 @@ static inline void group_scales_of(const uint8_t *v, int per, int is_signed, flo
 // The K types: 256 values in sub-blocks of 16 or 32, each with its own scale (and minimum).
 // Q2_K: 16 scale bytes (low nibble scale, high nibble minimum, per 16 values), 64 bytes of
 // 2-bit values, d and dmin. Value 128 h + 32 k + l is bits 2k of byte 32 h + l.
-static inline void unpack_q2_k(const uint8_t *blk, int8_t *s, float *a, float *b) {
-    float d = f16_at(blk + 80), dmin = f16_at(blk + 82);
-    for (int h = 0; h < 2; h++)
-        for (int k = 0; k < 4; k++)
 #if defined(__AVX2__)
-            store32(s + 128 * h + 32 * k, bits32(load32(blk + 16 + 32 * h), 2 * k, 2));
-#else
-            for (int l = 0; l < 32; l++) s[128 * h + 32 * k + l] = (int8_t)(blk[16 + 32 * h + l] >> 2 * k & 3);
+static inline __m256i q2_k_values32(const uint8_t *blk, int h, int k) {
+    return bits32(load32(blk + 16 + 32 * h), 2 * k, 2);
+}
 #endif
+
+static inline void q2_k_scales(const uint8_t *blk, float *a, float *b) {
+    float d = f16_at(blk + 80), dmin = f16_at(blk + 82);
     uint8_t scale[16], min[16];
 #if defined(__AVX2__)
     __m128i v = _mm_loadu_si128((const __m128i *)blk), nibble = _mm_set1_epi8(15);
@@ -250,22 +262,29 @@ static inline void unpack_q2_k(const uint8_t *blk, int8_t *s, float *a, float *b
     group_scales_of(min, 1, 0, -dmin, b);
 }
 
-// Q3_K: 32 bytes of high bits (value 32 k + l: bit k of byte l; a clear bit subtracts 4), 64
-// bytes of 2-bit values (as Q2_K's), 12 bytes of sixteen 6-bit scales biased by 32, then d.
-static inline void unpack_q3_k(const uint8_t *blk, int8_t *s, float *a, float *b) {
-    float d = f16_at(blk + 108);
+static inline void unpack_q2_k(const uint8_t *blk, int8_t *s, float *a, float *b) {
     for (int h = 0; h < 2; h++)
         for (int k = 0; k < 4; k++)
-#if defined(__AVX2__) // (low | high << 2) - 4
-            store32(s + 128 * h + 32 * k,
-                    _mm256_sub_epi8(_mm256_or_si256(bits32(load32(blk + 32 + 32 * h), 2 * k, 2),
-                                                    _mm256_slli_epi16(bits32(load32(blk), 4 * h + k, 1), 2)),
-                                    _mm256_set1_epi8(4)));
+#if defined(__AVX2__)
+            store32(s + 128 * h + 32 * k, q2_k_values32(blk, h, k));
 #else
-            for (int l = 0; l < 32; l++)
-                s[128 * h + 32 * k + l] =
-                    (int8_t)((blk[32 + 32 * h + l] >> 2 * k & 3) - ((blk[l] >> (4 * h + k) & 1) ^ 1) * 4);
+            for (int l = 0; l < 32; l++) s[128 * h + 32 * k + l] = (int8_t)(blk[16 + 32 * h + l] >> 2 * k & 3);
 #endif
+    q2_k_scales(blk, a, b);
+}
+
+// Q3_K: 32 bytes of high bits (value 32 k + l: bit k of byte l; a clear bit subtracts 4), 64
+// bytes of 2-bit values (as Q2_K's), 12 bytes of sixteen 6-bit scales biased by 32, then d.
+#if defined(__AVX2__) // (low | high << 2) - 4
+static inline __m256i q3_k_values32(const uint8_t *blk, int h, int k) {
+    return _mm256_sub_epi8(_mm256_or_si256(bits32(load32(blk + 32 + 32 * h), 2 * k, 2),
+                                           _mm256_slli_epi16(bits32(load32(blk), 4 * h + k, 1), 2)),
+                           _mm256_set1_epi8(4));
+}
+#endif
+
+static inline void q3_k_scales(const uint8_t *blk, float *a) {
+    float d = f16_at(blk + 108);
     uint8_t scale[16]; // signed bytes: 6 bits less 32
 #if defined(__AVX2__)  // the low nibbles of 8 bytes then their high ones; 2 bits of word 104 shifted per 4 groups
     __m128i v = _mm_loadl_epi64((const __m128i *)(blk + 96)), nibble = _mm_set1_epi8(15);
@@ -279,6 +298,19 @@ static inline void unpack_q3_k(const uint8_t *blk, int8_t *s, float *a, float *b
         scale[g] = (uint8_t)(((blk[96 + g % 8] >> 4 * (g / 8) & 15) | (blk[104 + g % 4] >> 2 * (g / 4) & 3) << 4) - 32);
 #endif
     group_scales_of(scale, 1, 1, d, a);
+}
+
+static inline void unpack_q3_k(const uint8_t *blk, int8_t *s, float *a, float *b) {
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 4; k++)
+#if defined(__AVX2__)
+            store32(s + 128 * h + 32 * k, q3_k_values32(blk, h, k));
+#else
+            for (int l = 0; l < 32; l++)
+                s[128 * h + 32 * k + l] =
+                    (int8_t)((blk[32 + 32 * h + l] >> 2 * k & 3) - ((blk[l] >> (4 * h + k) & 1) ^ 1) * 4);
+#endif
+    q3_k_scales(blk, a);
     (void)b;
 }
 
@@ -300,6 +332,16 @@ static inline __m512 k_scale_vector(const uint8_t *blk) {
 }
 #endif
 
+// The 8 six-bit scales, then the 8 six-bit minimums, as bytes.
+static inline void k_scale_bytes(const uint8_t *blk, uint8_t bytes[16]) {
+    uint32_t w[3], six[4];
+    memcpy(w, blk + 4, 12);
+    six[0] = w[0] & 0x3f3f3f3fu, six[2] = w[1] & 0x3f3f3f3fu;
+    six[1] = (w[2] & 0x0f0f0f0fu) | (w[0] >> 6 & 0x03030303u) << 4;
+    six[3] = (w[2] >> 4 & 0x0f0f0f0fu) | (w[1] >> 6 & 0x03030303u) << 4;
+    memcpy(bytes, six, 16);
+}
+
 static inline void k_scales(const uint8_t *blk, float *a, float *b) {
 #if defined(__AVX512F__) // each of the 8 twice, for the two groups of its 32 values
     __m512 f = k_scale_vector(blk);
@@ -307,13 +349,8 @@ static inline void k_scales(const uint8_t *blk, float *a, float *b) {
     _mm512_storeu_ps(
         b, _mm512_permutexvar_ps(_mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15), f));
 #else
-    uint32_t w[3], six[4];
-    memcpy(w, blk + 4, 12);
-    six[0] = w[0] & 0x3f3f3f3fu, six[2] = w[1] & 0x3f3f3f3fu;
-    six[1] = (w[2] & 0x0f0f0f0fu) | (w[0] >> 6 & 0x03030303u) << 4;
-    six[3] = (w[2] >> 4 & 0x0f0f0f0fu) | (w[1] >> 6 & 0x03030303u) << 4;
-    uint8_t bytes[16]; // scales 0..7, then minimums 0..7
-    memcpy(bytes, six, 16);
+    uint8_t bytes[16];
+    k_scale_bytes(blk, bytes);
     group_scales_of(bytes, 2, 0, f16_at(blk), a);
     group_scales_of(bytes + 8, 2, 0, -f16_at(blk + 2), b);
 #endif
@@ -323,19 +360,23 @@ static inline void k_scales(const uint8_t *blk, float *a, float *b) {
 // then 128 bytes: sub-block 2c is the low nibbles of bytes 32c .. 32c + 31, sub-block 2c + 1
 // their high nibbles. Q5_K (fifth = 1): 32 bytes of fifth bits before the nibbles, sub-block
 // i taking bit i.
-static inline void unpack_k4(const uint8_t *blk, int8_t *s, float *a, float *b, int fifth) {
+#if defined(__AVX2__)
+// Sub-block i's 32 values (the low nibbles of bytes 32 (i / 2) .. for even i, high for odd).
+static inline __m256i k4_values32(const uint8_t *blk, int i, int fifth) {
     const uint8_t *qh = blk + 16, *qs = blk + (fifth ? 48 : 16);
+    __m256i v = bits32(load32(qs + 32 * (i / 2)), 4 * (i % 2), 4);
+    return fifth ? _mm256_or_si256(v, _mm256_slli_epi16(bits32(load32(qh), i, 1), 4)) : v;
+}
+#endif
+
+static inline void unpack_k4(const uint8_t *blk, int8_t *s, float *a, float *b, int fifth) {
     k_scales(blk, a, b);
     for (int c = 0; c < 4; c++) {
 #if defined(__AVX2__)
-        __m256i v = load32(qs + 32 * c), lo = bits32(v, 0, 4), hi = bits32(v, 4, 4);
-        if (fifth) {
-            __m256i h = load32(qh);
-            lo = _mm256_or_si256(lo, _mm256_slli_epi16(bits32(h, 2 * c, 1), 4));
-            hi = _mm256_or_si256(hi, _mm256_slli_epi16(bits32(h, 2 * c + 1, 1), 4));
-        }
-        store32(s + 64 * c, lo), store32(s + 64 * c + 32, hi);
+        store32(s + 64 * c, k4_values32(blk, 2 * c, fifth)),
+            store32(s + 64 * c + 32, k4_values32(blk, 2 * c + 1, fifth));
 #else
+        const uint8_t *qh = blk + 16, *qs = blk + (fifth ? 48 : 16);
         for (int l = 0; l < 32; l++) {
             int lo = qs[32 * c + l] & 15, hi = qs[32 * c + l] >> 4;
             if (fifth) lo |= (qh[l] >> 2 * c & 1) << 4, hi |= (qh[l] >> (2 * c + 1) & 1) << 4;

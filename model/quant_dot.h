@@ -244,11 +244,37 @@ static inline __m256i group_sums8(const int8_t *s, const int16_t *q) {
 }
 
 // ----------------------------------------------------------------------------
-// The one-token chunks of the types nearly every file is made of, with their values put
-// straight into 16-bit lanes (no trip through Unpacked's bytes): lane b of sums32 is Σ s q
-// over values [32b, 32b + 32) of the chunk, whose weights share a scale a32[b] and an offset
-// b32[b] (Q4_0's -8 d is an offset on unsigned nibbles, taken off through the input's Σ q).
-static inline int has_sums32(int type) { return type == BLOCK_Q4_0 || type == BLOCK_Q8_0 || type == BLOCK_Q4_K; }
+// ----------------------------------------------------------------------------
+// A whole chunk's one-token sums without the trip through Unpacked's bytes: each type's
+// values come as byte registers of 32 (values32_reg), widened to 16-bit lanes in registers;
+// Q4_0, Q8_0 and Q4_K, the types nearly every file is made of, go straight into 16-bit lanes.
+// A type's scales come per 32 values (sums32: lane b is Σ s q over values [32b, 32b + 32),
+// whose weights share a scale a32[b] and an offset b32[b]) or per 16 (sums16, the groups'
+// scales from the type's own unpacking).
+static inline int scales_per_16(int type) { return type == BLOCK_Q2_K || type == BLOCK_Q3_K || type == BLOCK_Q6_K; }
+
+// Values 32 j .. 32 j + 31 of the chunk of type at blk, as signed bytes.
+__attribute__((always_inline)) static inline __m256i values32_reg(int type, const uint8_t *blk, int j) {
+    switch (type) {
+    case BLOCK_Q4_0: return nibbles32_reg(blk + 18 * j + 2, 8);
+    case BLOCK_Q4_1: return nibbles32_reg(blk + 20 * j + 4, 0);
+    case BLOCK_Q5_0: return q5_values32(blk + 22 * j, 0);
+    case BLOCK_Q5_1: return q5_values32(blk + 24 * j, 1);
+    case BLOCK_Q8_0: return load32(blk + 34 * j + 2);
+    case BLOCK_IQ4_NL: return iq4_nl_values32(blk + 18 * j);
+    case BLOCK_Q2_K: return q2_k_values32(blk, j / 4, j % 4);
+    case BLOCK_Q3_K: return q3_k_values32(blk, j / 4, j % 4);
+    case BLOCK_Q4_K: return k4_values32(blk, j, 0);
+    case BLOCK_Q5_K: return k4_values32(blk, j, 1);
+    default: return q6_k_values32(blk, j / 4, j % 4);
+    }
+}
+
+// Σ s q of the 16 values in each half of v (bytes) against q's, 8 lanes each.
+static inline void widened_products(__m256i v, const int16_t *q, __m256i *lo, __m256i *hi) {
+    *lo = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(v)), load16(q));
+    *hi = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1)), load16(q + 16));
+}
 
 // The 8 float16 at p, p + bytes, ... as float32.
 static inline __m256 f16x8(const uint8_t *p, int bytes) {
@@ -258,26 +284,29 @@ static inline __m256 f16x8(const uint8_t *p, int bytes) {
                                           (short)u16_at(p + 7 * bytes)));
 }
 
+// Whether sums32's offsets b32 are not all zero: the types with a minimum, and Q4_0, whose
+// nibbles go in unsigned with -8 d as their offset.
+static inline int has_offset32(int type) { return type_has_min(type) || type == BLOCK_Q4_0; }
+
 __attribute__((always_inline)) static inline __m256i sums32(int type, const uint8_t *blk, const int16_t *q, __m256 *a32,
                                                             __m256 *b32) {
     __m256i p[8];
-    if (type == BLOCK_Q4_0) { // 8 blocks of 18 bytes
+    int bytes = matrix_types[type].block_bytes;
+    if (type == BLOCK_Q4_0 || type == BLOCK_Q8_0) { // 8 blocks, each zero- or sign-extended to 16 bits
         for (int b = 0; b < 8; b++) {
-            __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + 18 * b + 2)));
-            p[b] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_and_si256(v, _mm256_set1_epi16(15)), load16(q + 32 * b)),
-                                    _mm256_madd_epi16(_mm256_srli_epi16(v, 4), load16(q + 32 * b + 16)));
+            __m128i v = _mm_loadu_si128((const __m128i *)(blk + bytes * b + 2));
+            __m256i lo, hi;
+            if (type == BLOCK_Q4_0) {
+                __m256i w = _mm256_cvtepu8_epi16(v);
+                lo = _mm256_and_si256(w, _mm256_set1_epi16(15)), hi = _mm256_srli_epi16(w, 4);
+            } else {
+                lo = _mm256_cvtepi8_epi16(v);
+                hi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + bytes * b + 18)));
+            }
+            p[b] = _mm256_add_epi32(_mm256_madd_epi16(lo, load16(q + 32 * b)),
+                                    _mm256_madd_epi16(hi, load16(q + 32 * b + 16)));
         }
-        *a32 = f16x8(blk, 18);
-        *b32 = _mm256_mul_ps(*a32, _mm256_set1_ps(-8.0f));
-    } else if (type == BLOCK_Q8_0) { // 8 blocks of 34 bytes
-        for (int b = 0; b < 8; b++) {
-            const __m128i *v = (const __m128i *)(blk + 34 * b + 2);
-            p[b] = _mm256_add_epi32(
-                _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(v)), load16(q + 32 * b)),
-                _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128(v + 1)), load16(q + 32 * b + 16)));
-        }
-        *a32 = f16x8(blk, 34);
-    } else { // Q4_K: sub-blocks 2c and 2c + 1 the low and high nibbles of bytes 32c .. 32c + 31
+    } else if (type == BLOCK_Q4_K) { // sub-blocks 2c and 2c + 1 the low and high nibbles of bytes 32c .. 32c + 31
         for (int c = 0; c < 4; c++) {
             __m256i v0 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + 16 + 32 * c)));
             __m256i v1 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + 32 + 32 * c)));
@@ -287,31 +316,38 @@ __attribute__((always_inline)) static inline __m256i sums32(int type, const uint
             p[2 * c + 1] = _mm256_add_epi32(_mm256_madd_epi16(_mm256_srli_epi16(v0, 4), load16(q + 64 * c + 32)),
                                             _mm256_madd_epi16(_mm256_srli_epi16(v1, 4), load16(q + 64 * c + 48)));
         }
-        uint8_t bytes[16]; // the 8 scales, then the 8 minimums (k_scales' six-bit fields)
-        uint32_t w[3], six[4];
-        memcpy(w, blk + 4, 12);
-        six[0] = w[0] & 0x3f3f3f3fu, six[2] = w[1] & 0x3f3f3f3fu;
-        six[1] = (w[2] & 0x0f0f0f0fu) | (w[0] >> 6 & 0x03030303u) << 4;
-        six[3] = (w[2] >> 4 & 0x0f0f0f0fu) | (w[1] >> 6 & 0x03030303u) << 4;
-        memcpy(bytes, six, 16);
-        __m128i v = _mm_loadu_si128((const __m128i *)bytes);
+    } else
+        for (int b = 0; b < 8; b++) {
+            __m256i lo, hi;
+            widened_products(values32_reg(type, blk, b), q + 32 * b, &lo, &hi);
+            p[b] = _mm256_add_epi32(lo, hi);
+        }
+    if (type == BLOCK_Q4_K || type == BLOCK_Q5_K) { // 8 scales × d and 8 minimums × -dmin
+        uint8_t six[16];
+        k_scale_bytes(blk, six);
+        __m128i v = _mm_loadu_si128((const __m128i *)six);
         *a32 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), _mm256_set1_ps(f16_at(blk)));
         *b32 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(v, v))),
                              _mm256_set1_ps(-f16_at(blk + 2)));
+    } else {
+        *a32 = f16x8(blk, bytes);
+        if (type == BLOCK_Q4_0) *b32 = _mm256_mul_ps(*a32, _mm256_set1_ps(-8.0f));
+        else if (type_has_min(type)) *b32 = f16x8(blk + 2, bytes);
     }
     return sum_lanes8(p);
 }
 
-// Q6_K's 16 groups' Σ s q, groups 0..7 in out[0]'s lanes and 8..15 in out[1]'s: each 32 values
-// widened to two registers of 16-bit lanes.
-static inline void sums16_q6_k(const uint8_t *blk, const int16_t *q, __m256i out[2]) {
+// The 16 groups' Σ s q of a chunk of a type with a scale per 16 values, groups 0..7 in out[0]'s
+// lanes and 8..15 in out[1]'s, and their scales (and offsets) into a and b.
+__attribute__((always_inline)) static inline void sums16(int type, const uint8_t *blk, const int16_t *q, __m256i out[2],
+                                                         float *a, float *b) {
     __m256i p[16];
-    for (int j = 0; j < 8; j++) { // values 32 j .. 32 j + 31: groups 2 j and 2 j + 1
-        __m256i v = q6_k_values32(blk, j / 4, j % 4);
-        p[2 * j] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(v)), load16(q + 32 * j));
-        p[2 * j + 1] = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1)), load16(q + 32 * j + 16));
-    }
+    for (int j = 0; j < 8; j++) // values 32 j .. 32 j + 31: groups 2 j and 2 j + 1
+        widened_products(values32_reg(type, blk, j), q + 32 * j, &p[2 * j], &p[2 * j + 1]);
     out[0] = sum_lanes8(p), out[1] = sum_lanes8(p + 8);
+    if (type == BLOCK_Q2_K) q2_k_scales(blk, a, b);
+    else if (type == BLOCK_Q3_K) q3_k_scales(blk, a);
+    else group_scales_of(blk + 192, 1, 1, f16_at(blk + 208), a);
 }
 #endif
 
@@ -351,7 +387,7 @@ __attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, c
         acc = _mm512_fmadd_ps(sums, _mm512_mul_ps(_mm512_load_ps(u.a), _mm512_loadu_ps(x.dx + g)), acc);
         if (type_has_min(type)) acc = _mm512_fmadd_ps(_mm512_load_ps(u.b), _mm512_loadu_ps(x.sx + g), acc);
 #elif defined(QUANT_AVX2)
-        if (has_sums32(type) && m == UNPACKED_VALUES) {
+        if (!scales_per_16(type) && m == UNPACKED_VALUES) {
             // each block's input scale is its first group's; its Σ q the two groups' (sx / dx)
             __m256 dx0 = _mm256_loadu_ps(x.dx + g), dx1 = _mm256_loadu_ps(x.dx + g + 8);
             __m256 dx32 =
@@ -359,7 +395,7 @@ __attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, c
             __m256 a32, b32 = _mm256_setzero_ps();
             __m256 sums = _mm256_cvtepi32_ps(sums32(type, blocks, x.q + i, &a32, &b32));
             acc[0] = _mm256_fmadd_ps(sums, _mm256_mul_ps(a32, dx32), acc[0]);
-            if (type != BLOCK_Q8_0) {
+            if (has_offset32(type)) {
                 __m256 sx = _mm256_hadd_ps(_mm256_loadu_ps(x.sx + g), _mm256_loadu_ps(x.sx + g + 8));
                 acc[1] =
                     _mm256_fmadd_ps(b32, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(sx), 0xd8)), acc[1]);
@@ -367,9 +403,8 @@ __attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, c
             continue;
         }
         __m256i group_sums[2];
-        if (type == BLOCK_Q6_K && m == UNPACKED_VALUES) {
-            sums16_q6_k(blocks, x.q + i, group_sums);
-            group_scales_of(blocks + 192, 1, 1, f16_at(blocks + 208), u.a);
+        if (m == UNPACKED_VALUES) {
+            sums16(type, blocks, x.q + i, group_sums, u.a, u.b);
         } else {
             unpack_values(type, blocks, m, &u);
             for (int h = 0; h < 2; h++) group_sums[h] = group_sums8(u.s + 128 * h, x.q + i + 128 * h);
