@@ -347,7 +347,7 @@ static inline void matmul_panels(const Linear *l, const float *x, int T, int n_i
 static inline void block_input(const Linear *l, const float *x, int T, int n_in) {
     size_t ld = quantized_row_bytes(n_in);
     if (l->same_input) return;
-#if defined(QUANT_VNNI) && defined(UNPACK_REGS)
+#if defined(QUANT_ORDERED)
     if (ordered_product(l->qw.type, T, n_in)) { // xq has room for the 16-bit row and then its order
         order_input(l->xq + ld, x, (int16_t *)l->xq, n_in, l->qw.type);
         return;
@@ -392,7 +392,7 @@ __attribute__((always_inline)) static inline void block_product(int type, const 
 // l->xq (block_input): a dot product per row and token, or panels for many tokens where the
 // machine has VNNI.
 static inline void matmul_blocks(const Linear *l, int T, int n_in, size_t lo, size_t hi) {
-#if defined(QUANT_VNNI) && defined(UNPACK_REGS)
+#if defined(QUANT_ORDERED)
     if (ordered_product(l->qw.type, T, n_in)) {
         size_t rb = row_bytes(l->qw.type, n_in);
         const uint8_t *in = l->xq + quantized_row_bytes(n_in);

@@ -461,64 +461,41 @@ __attribute__((always_inline)) static inline void unpack_values(int type, const 
     }
 }
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VBMI__)
 // ----------------------------------------------------------------------------
-// A whole chunk (256 values) of the types that big models are made of, unpacked into four
-// registers of 64 values in order (and a, b to memory, as unpack_values writes them): the
-// same values as unpack_values', without the trip through memory and with 512-bit steps.
-// (Q4_0's one-token product has its own order, model/quant_dot.h's dot_q4_0.)
-#define UNPACK_REGS 1
-
-// Q8_0: 8 blocks of 34 bytes, two blocks' values to a register.
-static inline void regs_q8_0(const uint8_t *blk, __m512i v[4], float *a) {
-    for (int p = 0; p < 4; p++)
-        v[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(blk + 68 * p + 2))),
-                                  _mm256_loadu_si256((const __m256i *)(blk + 68 * p + 36)), 1);
-    scales32(blk, 34, 8, 0, a);
-}
-
-// Q4_K: 128 bytes of nibbles as two registers; sub-blocks 2c and 2c + 1 are the low and high
-// nibbles of the same 32 bytes, so each register's halves go to two value registers.
-static inline void regs_q4_k(const uint8_t *blk, __m512i v[4], float *a, float *b) {
-    const __m512i nibble = _mm512_set1_epi8(15);
-    for (int c = 0; c < 2; c++) {
-        __m512i q = _mm512_loadu_si512(blk + 16 + 64 * c);
-        __m512i low = _mm512_and_si512(q, nibble), high = _mm512_and_si512(_mm512_srli_epi16(q, 4), nibble);
-        v[2 * c] = _mm512_shuffle_i64x2(low, high, 0x44);     // low's first 256 bits, then high's
-        v[2 * c + 1] = _mm512_shuffle_i64x2(low, high, 0xee); // low's last 256 bits, then high's
-    }
-    k_scales(blk, a, b);
-}
-
-// Q6_K: for each half of the block, 64 bytes of low nibbles (their low nibbles values 0..63,
-// high nibbles 64..127) and 32 bytes of high bits, two to a value, shifted per 256-bit half.
-static inline void regs_q6_k(const uint8_t *blk, __m512i v[4], float *a) {
-    const __m512i nibble = _mm512_set1_epi8(15), two = _mm512_set1_epi8(3), bias = _mm512_set1_epi8(32);
-    const __m512i shift01 = _mm512_setr_epi64(0, 0, 0, 0, 0x0002000200020002ll, 0x0002000200020002ll,
-                                              0x0002000200020002ll, 0x0002000200020002ll);
-    for (int h = 0; h < 2; h++) {
-        __m512i ql = _mm512_loadu_si512(blk + 64 * h);
-        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h)));
-        __m512i bits01 = _mm512_srlv_epi16(qh, shift01); // bits 0-1 for values 0..31, bits 2-3 for 32..63
-        __m512i bits23 = _mm512_srli_epi16(bits01, 4);   // bits 4-5 and 6-7
-        __m512i low = _mm512_and_si512(ql, nibble), high = _mm512_and_si512(_mm512_srli_epi16(ql, 4), nibble);
-        v[2 * h] = _mm512_sub_epi8(_mm512_or_si512(low, _mm512_slli_epi16(_mm512_and_si512(bits01, two), 4)), bias);
-        v[2 * h + 1] =
-            _mm512_sub_epi8(_mm512_or_si512(high, _mm512_slli_epi16(_mm512_and_si512(bits23, two), 4)), bias);
-    }
-    group_scales_of(blk + 192, 1, 1, f16_at(blk + 208), a);
-}
-
-// Whether a type has a register unpacking; regs_values does it for a whole chunk at blk.
-static inline int has_regs(int type) { return type == BLOCK_Q8_0 || type == BLOCK_Q4_K || type == BLOCK_Q6_K; }
-__attribute__((always_inline)) static inline void regs_values(int type, const uint8_t *blk, __m512i v[4], Unpacked *u) {
+// A whole chunk (256 values) without the trip through Unpacked's bytes: its values 32 at a
+// time in a register (values32_reg, AVX2), and its 16 groups' scales and offsets as
+// unpack_values writes them (chunk_scales).
+#if defined(__AVX2__)
+// Values 32 j .. 32 j + 31 of the chunk of type at blk, as signed bytes.
+__attribute__((always_inline)) static inline __m256i values32_reg(int type, const uint8_t *blk, int j) {
     switch (type) {
-    case BLOCK_Q8_0: regs_q8_0(blk, v, u->a); break;
-    case BLOCK_Q4_K: regs_q4_k(blk, v, u->a, u->b); break;
-    case BLOCK_Q6_K: regs_q6_k(blk, v, u->a); break;
+    case BLOCK_Q4_0: return nibbles32_reg(blk + 18 * j + 2, 8);
+    case BLOCK_Q4_1: return nibbles32_reg(blk + 20 * j + 4, 0);
+    case BLOCK_Q5_0: return q5_values32(blk + 22 * j, 0);
+    case BLOCK_Q5_1: return q5_values32(blk + 24 * j, 1);
+    case BLOCK_Q8_0: return load32(blk + 34 * j + 2);
+    case BLOCK_IQ4_NL: return iq4_nl_values32(blk + 18 * j);
+    case BLOCK_Q2_K: return q2_k_values32(blk, j / 4, j % 4);
+    case BLOCK_Q3_K: return q3_k_values32(blk, j / 4, j % 4);
+    case BLOCK_Q4_K: return k4_values32(blk, j, 0);
+    case BLOCK_Q5_K: return k4_values32(blk, j, 1);
+    default: return q6_k_values32(blk, j / 4, j % 4);
     }
 }
 #endif
+
+__attribute__((always_inline)) static inline void chunk_scales(int type, const uint8_t *blk, float *a, float *b) {
+    switch (type) {
+    case BLOCK_Q2_K: q2_k_scales(blk, a, b); break;
+    case BLOCK_Q3_K: q3_k_scales(blk, a); break;
+    case BLOCK_Q4_K:
+    case BLOCK_Q5_K: k_scales(blk, a, b); break;
+    case BLOCK_Q6_K: group_scales_of(blk + 192, 1, 1, f16_at(blk + 208), a); break;
+    default:
+        scales32(blk, matrix_types[type].block_bytes, 8, 0, a);
+        if (type_has_min(type)) scales32(blk, matrix_types[type].block_bytes, 8, 2, b);
+    }
+}
 
 // n blocks of a block type from blk into out (n × the type's block values) as float32.
 static inline void dequantize_blocks(int type, const uint8_t *blk, size_t n, float *out) {

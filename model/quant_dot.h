@@ -253,23 +253,6 @@ static inline __m256i group_sums8(const int8_t *s, const int16_t *q) {
 // scales from the type's own unpacking).
 static inline int scales_per_16(int type) { return type == BLOCK_Q2_K || type == BLOCK_Q3_K || type == BLOCK_Q6_K; }
 
-// Values 32 j .. 32 j + 31 of the chunk of type at blk, as signed bytes.
-__attribute__((always_inline)) static inline __m256i values32_reg(int type, const uint8_t *blk, int j) {
-    switch (type) {
-    case BLOCK_Q4_0: return nibbles32_reg(blk + 18 * j + 2, 8);
-    case BLOCK_Q4_1: return nibbles32_reg(blk + 20 * j + 4, 0);
-    case BLOCK_Q5_0: return q5_values32(blk + 22 * j, 0);
-    case BLOCK_Q5_1: return q5_values32(blk + 24 * j, 1);
-    case BLOCK_Q8_0: return load32(blk + 34 * j + 2);
-    case BLOCK_IQ4_NL: return iq4_nl_values32(blk + 18 * j);
-    case BLOCK_Q2_K: return q2_k_values32(blk, j / 4, j % 4);
-    case BLOCK_Q3_K: return q3_k_values32(blk, j / 4, j % 4);
-    case BLOCK_Q4_K: return k4_values32(blk, j, 0);
-    case BLOCK_Q5_K: return k4_values32(blk, j, 1);
-    default: return q6_k_values32(blk, j / 4, j % 4);
-    }
-}
-
 // Σ s q of the 16 values in each half of v (bytes) against q's, 8 lanes each.
 static inline void widened_products(__m256i v, const int16_t *q, __m256i *lo, __m256i *hi) {
     *lo = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(v)), load16(q));
@@ -345,9 +328,7 @@ __attribute__((always_inline)) static inline void sums16(int type, const uint8_t
     for (int j = 0; j < 8; j++) // values 32 j .. 32 j + 31: groups 2 j and 2 j + 1
         widened_products(values32_reg(type, blk, j), q + 32 * j, &p[2 * j], &p[2 * j + 1]);
     out[0] = sum_lanes8(p), out[1] = sum_lanes8(p + 8);
-    if (type == BLOCK_Q2_K) q2_k_scales(blk, a, b);
-    else if (type == BLOCK_Q3_K) q3_k_scales(blk, a);
-    else group_scales_of(blk + 192, 1, 1, f16_at(blk + 208), a);
+    chunk_scales(type, blk, a, b);
 }
 #endif
 
@@ -375,11 +356,12 @@ __attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, c
         const uint8_t *blocks = row + (size_t)i / block * bytes;
 #if defined(QUANT_VNNI)
         __m512i v[4];
-#if defined(UNPACK_REGS)
-        if (has_regs(type) && m == UNPACKED_VALUES) regs_values(type, blocks, v, &u);
-        else
-#endif
-        {
+        if (m == UNPACKED_VALUES) {
+            for (int k = 0; k < 4; k++)
+                v[k] = _mm512_inserti64x4(_mm512_castsi256_si512(values32_reg(type, blocks, 2 * k)),
+                                          values32_reg(type, blocks, 2 * k + 1), 1);
+            chunk_scales(type, blocks, u.a, u.b);
+        } else {
             unpack_values(type, blocks, m, &u);
             for (int k = 0; k < 4; k++) v[k] = _mm512_load_si512(u.s + 64 * k);
         }

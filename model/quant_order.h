@@ -9,10 +9,14 @@
 #include "quant.h"
 #include "quant_dot.h"
 
+#if defined(QUANT_VNNI) && defined(__AVX512VBMI__) // the byte permutes that gather each type's order
+#define QUANT_ORDERED 1
+#endif
+
 // Whether a product takes the one-token path in its own order, whose
 // input is rounded with one scale per row rather than per 32 values.
 static inline int ordered_product(int type, int T, int n_in) {
-#if defined(QUANT_VNNI) && defined(UNPACK_REGS)
+#if defined(QUANT_ORDERED)
     return T == 1 && (type == BLOCK_Q4_0 || type == BLOCK_Q4_K || type == BLOCK_Q6_K || type == BLOCK_Q8_0) &&
            n_in % UNPACKED_VALUES == 0;
 #else
@@ -21,7 +25,7 @@ static inline int ordered_product(int type, int T, int n_in) {
 #endif
 }
 
-#if defined(QUANT_VNNI) && defined(UNPACK_REGS)
+#if defined(QUANT_ORDERED)
 // ----------------------------------------------------------------------------
 // The one-token products of Q4_0, Q4_K, Q6_K and Q8_0, the types nearly every file is made
 // of, in their own order: the input is laid out to match the weights as two byte permutes
@@ -296,7 +300,7 @@ static inline __attribute__((always_inline)) void dot_q8_0(const uint8_t *const 
 
 // Q6_K: a block a chunk, in two halves of 128 values: 64 bytes of low nibbles (values p and
 // 64 + p of the half in their low and high nibbles) and 32 of high bits, two to a value, joined
-// as regs_q6_k does into L (the half's values 0..63, scale groups 0..3 of 16 values) and H
+// into L (the half's values 0..63, scale groups 0..3 of 16 values) and H
 // (64..127, groups 4..7). Two permutes gather P, the first 8 bytes of each group, and Q the
 // last 8, so lane 2g + c of both holds group g. The values stay unsigned (0..63); the 32 they
 // are biased by comes off per group as d·sc·(-32 Σ q), the tail holding -32 Σ q for each of
