@@ -35,20 +35,24 @@ enum { BIAS_QKV = 1, BIAS_ATTN_OUT = 2, BIAS_FFN = 4, BIAS_ALL = 7 };
 enum { WEIGHTS_F32, WEIGHTS_Q8_0, WEIGHTS_BF16, WEIGHTS_F16, WEIGHTS_PER_MATRIX, WEIGHT_TYPES };
 // A matrix's type (QMat.type) is WEIGHTS_F32, _Q8_0, _BF16, _F16 or one of llama.cpp's block
 // types, stored as GGUF stores them: rows of blocks, each block `block` values in `block_bytes`.
-enum {
-    BLOCK_Q4_0 = WEIGHT_TYPES,
-    BLOCK_Q4_1,
-    BLOCK_Q5_0,
-    BLOCK_Q5_1,
-    BLOCK_Q8_0,
-    BLOCK_Q2_K,
-    BLOCK_Q3_K,
-    BLOCK_Q4_K,
-    BLOCK_Q5_K,
-    BLOCK_Q6_K,
-    BLOCK_IQ4_NL,
-    MATRIX_TYPES
-};
+// The block types, one row each: the name after BLOCK_, GGML's type id, values a block, bytes a
+// block. The enum, matrix_types and matmul_blocks' kernels are made from it; what the products
+// know of a type is its row in model/quant.h's block_kernels.
+#define BLOCK_TYPE_ROWS(X)                                                                                             \
+    X(Q4_0, 2, 32, 18)                                                                                                 \
+    X(Q4_1, 3, 32, 20)                                                                                                 \
+    X(Q5_0, 6, 32, 22)                                                                                                 \
+    X(Q5_1, 7, 32, 24)                                                                                                 \
+    X(Q8_0, 8, 32, 34)                                                                                                 \
+    X(Q2_K, 10, 256, 84)                                                                                               \
+    X(Q3_K, 11, 256, 110)                                                                                              \
+    X(Q4_K, 12, 256, 144)                                                                                              \
+    X(Q5_K, 13, 256, 176)                                                                                              \
+    X(Q6_K, 14, 256, 210)                                                                                              \
+    X(IQ4_NL, 20, 32, 18)
+#define BLOCK_ENUM(name, ggml_id, block, bytes) BLOCK_##name,
+enum { BLOCK_TYPES_BEFORE = WEIGHT_TYPES - 1, BLOCK_TYPE_ROWS(BLOCK_ENUM) MATRIX_TYPES };
+#undef BLOCK_ENUM
 
 // What the type table's bytes (GGML's type ids) name, and how each type is stored; float32,
 // float16 and bfloat16 are blocks of one value.
@@ -56,15 +60,12 @@ typedef struct {
     int ggml_id, block, block_bytes;
     const char *name;
 } MatrixType;
-static const MatrixType matrix_types[MATRIX_TYPES] = {
-    [WEIGHTS_F32] = {0, 1, 4, "F32"},      [WEIGHTS_F16] = {1, 1, 2, "F16"},
-    [WEIGHTS_BF16] = {30, 1, 2, "BF16"},   [BLOCK_Q4_0] = {2, 32, 18, "Q4_0"},
-    [BLOCK_Q4_1] = {3, 32, 20, "Q4_1"},    [BLOCK_Q5_0] = {6, 32, 22, "Q5_0"},
-    [BLOCK_Q5_1] = {7, 32, 24, "Q5_1"},    [BLOCK_Q8_0] = {8, 32, 34, "Q8_0"},
-    [BLOCK_Q2_K] = {10, 256, 84, "Q2_K"},  [BLOCK_Q3_K] = {11, 256, 110, "Q3_K"},
-    [BLOCK_Q4_K] = {12, 256, 144, "Q4_K"}, [BLOCK_Q5_K] = {13, 256, 176, "Q5_K"},
-    [BLOCK_Q6_K] = {14, 256, 210, "Q6_K"}, [BLOCK_IQ4_NL] = {20, 32, 18, "IQ4_NL"},
-};
+#define BLOCK_MATRIX_TYPE(name, ggml_id, block, bytes) [BLOCK_##name] = {ggml_id, block, bytes, #name},
+static const MatrixType matrix_types[MATRIX_TYPES] = {[WEIGHTS_F32] = {0, 1, 4, "F32"},
+                                                      [WEIGHTS_F16] = {1, 1, 2, "F16"},
+                                                      [WEIGHTS_BF16] = {30, 1, 2, "BF16"},
+                                                      BLOCK_TYPE_ROWS(BLOCK_MATRIX_TYPE)};
+#undef BLOCK_MATRIX_TYPE
 
 static inline int is_block_type(int type) { return type >= BLOCK_Q4_0 && type < MATRIX_TYPES; }
 

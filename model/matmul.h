@@ -406,20 +406,10 @@ static inline void matmul_blocks(const Linear *l, int T, int n_in, size_t lo, si
         return;
     }
 #endif
-    switch (l->qw.type) { // each type's loops with its unpacking inlined
-#define BLOCK_PRODUCT(type)                                                                                            \
-    case type: block_product(type, l, T, n_in, lo, hi); break
-        BLOCK_PRODUCT(BLOCK_Q4_0);
-        BLOCK_PRODUCT(BLOCK_Q4_1);
-        BLOCK_PRODUCT(BLOCK_Q5_0);
-        BLOCK_PRODUCT(BLOCK_Q5_1);
-        BLOCK_PRODUCT(BLOCK_Q8_0);
-        BLOCK_PRODUCT(BLOCK_Q2_K);
-        BLOCK_PRODUCT(BLOCK_Q3_K);
-        BLOCK_PRODUCT(BLOCK_Q4_K);
-        BLOCK_PRODUCT(BLOCK_Q5_K);
-        BLOCK_PRODUCT(BLOCK_Q6_K);
-        BLOCK_PRODUCT(BLOCK_IQ4_NL);
+    switch (l->qw.type) { // each type's loops with its row's functions inlined
+#define BLOCK_PRODUCT(name, ggml_id, block, bytes)                                                                     \
+    case BLOCK_##name: block_product(BLOCK_##name, l, T, n_in, lo, hi); break;
+        BLOCK_TYPE_ROWS(BLOCK_PRODUCT)
 #undef BLOCK_PRODUCT
     }
 }

@@ -96,7 +96,7 @@ static inline float f16_at(const uint8_t *b) {
 }
 
 // Up to 256 values of a row, unpacked: s (signed, |s| <= 128), and per group of 16 values a
-// scale a and, for the types with a minimum (type_has_min), an offset b: value j =
+// scale a and, for the types with a minimum (has_min in their row), an offset b: value j =
 // a[j / 16] * s[j] + b[j / 16]. The other types leave b unwritten.
 #define UNPACKED_VALUES 256
 #define UNPACK_GROUP 16
@@ -417,83 +417,102 @@ static inline void unpack_q6_k(const uint8_t *blk, int8_t *s, float *a, float *b
     (void)b;
 }
 
-// Whether a type's values have an offset (a minimum): the others' b is zero and not added,
-// so that a zero weight keeps the sign gguf-py gives it.
-static inline int type_has_min(int type) {
-    return type == BLOCK_Q4_1 || type == BLOCK_Q5_1 || type == BLOCK_Q2_K || type == BLOCK_Q4_K || type == BLOCK_Q5_K;
-}
+// ----------------------------------------------------------------------------
+// The rows of the block types' table: for each type, its values 32 at a time as a register of
+// signed bytes (AVX2: a whole chunk without the trip through Unpacked's bytes), and its chunk's
+// 16 groups' scales and offsets as unpack_values writes them.
+#if defined(__AVX2__)
+static inline __m256i values32_q4_0(const uint8_t *blk, int j) { return nibbles32_reg(blk + 18 * j + 2, 8); }
+static inline __m256i values32_q4_1(const uint8_t *blk, int j) { return nibbles32_reg(blk + 20 * j + 4, 0); }
+static inline __m256i values32_q5_0(const uint8_t *blk, int j) { return q5_values32(blk + 22 * j, 0); }
+static inline __m256i values32_q5_1(const uint8_t *blk, int j) { return q5_values32(blk + 24 * j, 1); }
+static inline __m256i values32_q8_0(const uint8_t *blk, int j) { return load32(blk + 34 * j + 2); }
+static inline __m256i values32_iq4_nl(const uint8_t *blk, int j) { return iq4_nl_values32(blk + 18 * j); }
+static inline __m256i values32_q2_k(const uint8_t *blk, int j) { return q2_k_values32(blk, j / 4, j % 4); }
+static inline __m256i values32_q3_k(const uint8_t *blk, int j) { return q3_k_values32(blk, j / 4, j % 4); }
+static inline __m256i values32_q4_k(const uint8_t *blk, int j) { return k4_values32(blk, j, 0); }
+static inline __m256i values32_q5_k(const uint8_t *blk, int j) { return k4_values32(blk, j, 1); }
+static inline __m256i values32_q6_k(const uint8_t *blk, int j) { return q6_k_values32(blk, j / 4, j % 4); }
+#endif
 
-// The blocks holding values [0, n) of a run of blocks (n a multiple of the type's block, at
-// most UNPACKED_VALUES) into u; the groups past n are zeros. Inlined with type a constant
-// (always_inline), so that each type's loop has its unpacking inlined.
-__attribute__((always_inline)) static inline void unpack_values(int type, const uint8_t *blk, int n, Unpacked *u) {
-    int block = matrix_types[type].block, bytes = matrix_types[type].block_bytes;
-#define EACH_BLOCK(f)                                                                                                  \
-    for (int i = 0; i < n / block; i++)                                                                                \
-        f(blk + (size_t)i * bytes, u->s + i * block, u->a + i * block / UNPACK_GROUP,                                  \
-          u->b + i * block / UNPACK_GROUP);                                                                            \
-    break
-#define EACH_BLOCK32(f)                                                                                                \
-    for (int i = 0; i < n / 32; i++) f(blk + (size_t)i * bytes, u->s + 32 * i);                                        \
-    break
-    switch (type) {
-    case BLOCK_Q4_0: EACH_BLOCK32(values_q4_0);
-    case BLOCK_Q4_1: EACH_BLOCK32(values_q4_1);
-    case BLOCK_Q5_0: EACH_BLOCK32(values_q5_0);
-    case BLOCK_Q5_1: EACH_BLOCK32(values_q5_1);
-    case BLOCK_Q8_0: EACH_BLOCK32(values_q8_0);
-    case BLOCK_Q2_K: EACH_BLOCK(unpack_q2_k);
-    case BLOCK_Q3_K: EACH_BLOCK(unpack_q3_k);
-    case BLOCK_Q4_K: EACH_BLOCK(unpack_q4_k);
-    case BLOCK_Q5_K: EACH_BLOCK(unpack_q5_k);
-    case BLOCK_Q6_K: EACH_BLOCK(unpack_q6_k);
-    case BLOCK_IQ4_NL: EACH_BLOCK32(values_iq4_nl);
+// A chunk of 8 blocks of 32 values: its scales (at 0) and minimums (at 2, for _1).
+#define SCALES32(name, bytes, min)                                                                                     \
+    static inline void scales_##name(const uint8_t *blk, float *a, float *b) {                                         \
+        scales32(blk, bytes, 8, 0, a);                                                                                 \
+        if (min) scales32(blk, bytes, 8, 2, b);                                                                        \
     }
-    if (block == 32) {
-        scales32(blk, bytes, n / 32, 0, u->a);
-        if (type_has_min(type)) scales32(blk, bytes, n / 32, 2, u->b);
-    }
-#undef EACH_BLOCK32
-#undef EACH_BLOCK
-    if (n < UNPACKED_VALUES) {
-        memset(u->s + n, 0, (size_t)(UNPACKED_VALUES - n));
-        for (int g = n / UNPACK_GROUP; g < UNPACKED_VALUES / UNPACK_GROUP; g++) u->a[g] = u->b[g] = 0.0f;
-    }
+SCALES32(q4_0, 18, 0)
+SCALES32(q4_1, 20, 1)
+SCALES32(q5_0, 22, 0)
+SCALES32(q5_1, 24, 1)
+SCALES32(q8_0, 34, 0)
+SCALES32(iq4_nl, 18, 0)
+#undef SCALES32
+static inline void scales_q3_k(const uint8_t *blk, float *a, float *b) { q3_k_scales(blk, a), (void)b; }
+static inline void scales_q6_k(const uint8_t *blk, float *a, float *b) {
+    group_scales_of(blk + 192, 1, 1, f16_at(blk + 208), a), (void)b;
 }
 
 // ----------------------------------------------------------------------------
-// A whole chunk (256 values) without the trip through Unpacked's bytes: its values 32 at a
-// time in a register (values32_reg, AVX2), and its 16 groups' scales and offsets as
-// unpack_values writes them (chunk_scales).
+// The block types' table: one row per type, with what every product needs of it (its name and
+// geometry are model/header.h's BLOCK_TYPE_ROWS). The table is a static constant, so where a
+// kernel is inlined for a constant type GCC calls the row's functions directly and inlines
+// them: a row costs nothing at run time. Adding a type is its row here, its functions above,
+// and its row in BLOCK_TYPE_ROWS.
+//   values   a 32-value block's values into s (its scales are scales32's); NULL for the K types
+//   unpack   a K block's values, and its 16 groups' scale a and offset b
+//   scales   a whole chunk's 16 groups' a and b
+//   values32 (AVX2) values 32 j .. 32 j + 31 of a chunk, as signed bytes
+//   has_min  value = a s + b; the other types' b is zero and never added, so that a zero weight
+//            keeps the sign gguf-py gives it
+//   per16    whether the scales come per 16 values (the others' per 32)
+typedef struct {
+    void (*values)(const uint8_t *blk, int8_t *s);
+    void (*unpack)(const uint8_t *blk, int8_t *s, float *a, float *b);
+    void (*scales)(const uint8_t *blk, float *a, float *b);
 #if defined(__AVX2__)
-// Values 32 j .. 32 j + 31 of the chunk of type at blk, as signed bytes.
-__attribute__((always_inline)) static inline __m256i values32_reg(int type, const uint8_t *blk, int j) {
-    switch (type) {
-    case BLOCK_Q4_0: return nibbles32_reg(blk + 18 * j + 2, 8);
-    case BLOCK_Q4_1: return nibbles32_reg(blk + 20 * j + 4, 0);
-    case BLOCK_Q5_0: return q5_values32(blk + 22 * j, 0);
-    case BLOCK_Q5_1: return q5_values32(blk + 24 * j, 1);
-    case BLOCK_Q8_0: return load32(blk + 34 * j + 2);
-    case BLOCK_IQ4_NL: return iq4_nl_values32(blk + 18 * j);
-    case BLOCK_Q2_K: return q2_k_values32(blk, j / 4, j % 4);
-    case BLOCK_Q3_K: return q3_k_values32(blk, j / 4, j % 4);
-    case BLOCK_Q4_K: return k4_values32(blk, j, 0);
-    case BLOCK_Q5_K: return k4_values32(blk, j, 1);
-    default: return q6_k_values32(blk, j / 4, j % 4);
-    }
-}
+    __m256i (*values32)(const uint8_t *blk, int j);
+#define VALUES32(f) f,
+#else
+#define VALUES32(f)
 #endif
+    int has_min, per16;
+} BlockKernels;
 
-__attribute__((always_inline)) static inline void chunk_scales(int type, const uint8_t *blk, float *a, float *b) {
-    switch (type) {
-    case BLOCK_Q2_K: q2_k_scales(blk, a, b); break;
-    case BLOCK_Q3_K: q3_k_scales(blk, a); break;
-    case BLOCK_Q4_K:
-    case BLOCK_Q5_K: k_scales(blk, a, b); break;
-    case BLOCK_Q6_K: group_scales_of(blk + 192, 1, 1, f16_at(blk + 208), a); break;
-    default:
-        scales32(blk, matrix_types[type].block_bytes, 8, 0, a);
-        if (type_has_min(type)) scales32(blk, matrix_types[type].block_bytes, 8, 2, b);
+static const BlockKernels block_kernels[MATRIX_TYPES] = {
+    [BLOCK_Q4_0] = {values_q4_0, NULL, scales_q4_0, VALUES32(values32_q4_0) 0, 0},
+    [BLOCK_Q4_1] = {values_q4_1, NULL, scales_q4_1, VALUES32(values32_q4_1) 1, 0},
+    [BLOCK_Q5_0] = {values_q5_0, NULL, scales_q5_0, VALUES32(values32_q5_0) 0, 0},
+    [BLOCK_Q5_1] = {values_q5_1, NULL, scales_q5_1, VALUES32(values32_q5_1) 1, 0},
+    [BLOCK_Q8_0] = {values_q8_0, NULL, scales_q8_0, VALUES32(values32_q8_0) 0, 0},
+    [BLOCK_Q2_K] = {NULL, unpack_q2_k, q2_k_scales, VALUES32(values32_q2_k) 1, 1},
+    [BLOCK_Q3_K] = {NULL, unpack_q3_k, scales_q3_k, VALUES32(values32_q3_k) 0, 1},
+    [BLOCK_Q4_K] = {NULL, unpack_q4_k, k_scales, VALUES32(values32_q4_k) 1, 0},
+    [BLOCK_Q5_K] = {NULL, unpack_q5_k, k_scales, VALUES32(values32_q5_k) 1, 0},
+    [BLOCK_Q6_K] = {NULL, unpack_q6_k, scales_q6_k, VALUES32(values32_q6_k) 0, 1},
+    [BLOCK_IQ4_NL] = {values_iq4_nl, NULL, scales_iq4_nl, VALUES32(values32_iq4_nl) 0, 0},
+};
+#undef VALUES32
+
+static inline int type_has_min(int type) { return block_kernels[type].has_min; }
+
+// The blocks holding values [0, n) of a run of blocks (n a multiple of the type's block, at
+// most UNPACKED_VALUES) into u; the groups past n are zeros.
+__attribute__((always_inline)) static inline void unpack_values(int type, const uint8_t *blk, int n, Unpacked *u) {
+    const BlockKernels *k = &block_kernels[type];
+    int block = matrix_types[type].block, bytes = matrix_types[type].block_bytes;
+    if (k->unpack)
+        for (int i = 0; i < n / block; i++)
+            k->unpack(blk + (size_t)i * bytes, u->s + i * block, u->a + i * block / UNPACK_GROUP,
+                      u->b + i * block / UNPACK_GROUP);
+    else {
+        for (int i = 0; i < n / 32; i++) k->values(blk + (size_t)i * bytes, u->s + 32 * i);
+        scales32(blk, bytes, n / 32, 0, u->a);
+        if (k->has_min) scales32(blk, bytes, n / 32, 2, u->b);
+    }
+    if (n < UNPACKED_VALUES) {
+        memset(u->s + n, 0, (size_t)(UNPACKED_VALUES - n));
+        for (int g = n / UNPACK_GROUP; g < UNPACKED_VALUES / UNPACK_GROUP; g++) u->a[g] = u->b[g] = 0.0f;
     }
 }
 

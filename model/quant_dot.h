@@ -246,12 +246,11 @@ static inline __m256i group_sums8(const int8_t *s, const int16_t *q) {
 // ----------------------------------------------------------------------------
 // ----------------------------------------------------------------------------
 // A whole chunk's one-token sums without the trip through Unpacked's bytes: each type's
-// values come as byte registers of 32 (values32_reg), widened to 16-bit lanes in registers;
+// values come as byte registers of 32 (their row's values32), widened to 16-bit lanes in registers;
 // Q4_0, Q8_0 and Q4_K, the types nearly every file is made of, go straight into 16-bit lanes.
 // A type's scales come per 32 values (sums32: lane b is Σ s q over values [32b, 32b + 32),
 // whose weights share a scale a32[b] and an offset b32[b]) or per 16 (sums16, the groups'
 // scales from the type's own unpacking).
-static inline int scales_per_16(int type) { return type == BLOCK_Q2_K || type == BLOCK_Q3_K || type == BLOCK_Q6_K; }
 
 // Σ s q of the 16 values in each half of v (bytes) against q's, 8 lanes each.
 static inline void widened_products(__m256i v, const int16_t *q, __m256i *lo, __m256i *hi) {
@@ -302,7 +301,7 @@ __attribute__((always_inline)) static inline __m256i sums32(int type, const uint
     } else
         for (int b = 0; b < 8; b++) {
             __m256i lo, hi;
-            widened_products(values32_reg(type, blk, b), q + 32 * b, &lo, &hi);
+            widened_products(block_kernels[type].values32(blk, b), q + 32 * b, &lo, &hi);
             p[b] = _mm256_add_epi32(lo, hi);
         }
     if (type == BLOCK_Q4_K || type == BLOCK_Q5_K) { // 8 scales × d and 8 minimums × -dmin
@@ -326,9 +325,9 @@ __attribute__((always_inline)) static inline void sums16(int type, const uint8_t
                                                          float *a, float *b) {
     __m256i p[16];
     for (int j = 0; j < 8; j++) // values 32 j .. 32 j + 31: groups 2 j and 2 j + 1
-        widened_products(values32_reg(type, blk, j), q + 32 * j, &p[2 * j], &p[2 * j + 1]);
+        widened_products(block_kernels[type].values32(blk, j), q + 32 * j, &p[2 * j], &p[2 * j + 1]);
     out[0] = sum_lanes8(p), out[1] = sum_lanes8(p + 8);
-    chunk_scales(type, blk, a, b);
+    block_kernels[type].scales(blk, a, b);
 }
 #endif
 
@@ -358,9 +357,9 @@ __attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, c
         __m512i v[4];
         if (m == UNPACKED_VALUES) {
             for (int k = 0; k < 4; k++)
-                v[k] = _mm512_inserti64x4(_mm512_castsi256_si512(values32_reg(type, blocks, 2 * k)),
-                                          values32_reg(type, blocks, 2 * k + 1), 1);
-            chunk_scales(type, blocks, u.a, u.b);
+                v[k] = _mm512_inserti64x4(_mm512_castsi256_si512(block_kernels[type].values32(blocks, 2 * k)),
+                                          block_kernels[type].values32(blocks, 2 * k + 1), 1);
+            block_kernels[type].scales(blocks, u.a, u.b);
         } else {
             unpack_values(type, blocks, m, &u);
             for (int k = 0; k < 4; k++) v[k] = _mm512_load_si512(u.s + 64 * k);
@@ -369,7 +368,7 @@ __attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, c
         acc = _mm512_fmadd_ps(sums, _mm512_mul_ps(_mm512_load_ps(u.a), _mm512_loadu_ps(x.dx + g)), acc);
         if (type_has_min(type)) acc = _mm512_fmadd_ps(_mm512_load_ps(u.b), _mm512_loadu_ps(x.sx + g), acc);
 #elif defined(QUANT_AVX2)
-        if (!scales_per_16(type) && m == UNPACKED_VALUES) {
+        if (!block_kernels[type].per16 && m == UNPACKED_VALUES) {
             // each block's input scale is its first group's; its Σ q the two groups' (sx / dx)
             __m256 dx0 = _mm256_loadu_ps(x.dx + g), dx1 = _mm256_loadu_ps(x.dx + g + 8);
             __m256 dx32 =
