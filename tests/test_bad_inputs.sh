@@ -386,7 +386,7 @@ mkdir -p $tmp/outdir
 row train "-o a directory" "$tmp/outdir: is a directory, not a regular file" ./train -d $tmp/corpus.txt -o $tmp/outdir "${small[@]}"
 row train "--init a missing model" "$tmp/nope.bin: cannot open" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/nope.bin
 row train "--init a truncated model" "$tmp/cut1000.bin: truncated" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/cut1000.bin
-"$PYTHON" tools/convert.py $model $tmp/q8.bin --quantize q8_0 2>/dev/null
+"$PYTHON" tools/convert.py $model $tmp/q8.bin --quantize q8_0 --group-size 4 2>/dev/null
 row train "--init a Q8_0 model" "$tmp/q8.bin: its weights are quantised (Q8_0); training needs float32, bfloat16 or float16 weights" \
   ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/q8.bin
 row train "--init a model of llama.cpp's block types" \
@@ -576,6 +576,12 @@ row make_random.py "an output in a missing directory (the error names it, not it
 row convert.py "--quantize q4_0 of rows of 172 values (hidden_dim 172)" \
   "$model: tensor layers.0.w2: rows of 172 values are not whole Q4_0 blocks of 32 (llama-quantize refuses them too)" \
   "${convert[@]}" $model $tmp/o.bin --quantize q4_0
+row convert.py "--quantize q8_0 of rows of 172 values (F16 fallbacks, over 9 bits a weight)" \
+  "convert.py: --quantize q8_0: the matrices would take 10.09 bits a weight, more than 9&&--allow-f16-fallback" \
+  "${convert[@]}" $model $tmp/o.bin --quantize q8_0
+row convert.py "--quantize q4_0 of llama.cpp's Q4_K_M (requantising)" \
+  "convert.py: --quantize q4_0: 15 matrices the checkpoint holds quantised already&&--allow-requantize" \
+  "${convert[@]}" $SHARED/models/gguf/rand256-Q4_K_M.gguf $tmp/o.bin --quantize q4_0
 row convert.py "--quantize q4_k_m --group-size 32" \
   "convert.py: --group-size 32: a group size applies only to our Q8_0 (--quantize q8_0); llama.cpp's blocks have a fixed size" \
   "${convert[@]}" $model $tmp/o.bin --quantize q4_k_m --group-size 32

@@ -28,6 +28,7 @@ from attn import fake_hf  # noqa: E402
 from attn import random_models  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
 from attn import storage  # noqa: E402
+from attn import quantize  # noqa: E402
 import reference as ref  # noqa: E402
 from attn.reference import model as ref_model  # noqa: E402
 import pycase  # noqa: E402
@@ -648,8 +649,8 @@ def hf_families_every_weight_type():
             assert t[k].dtype == np.float16 and np.array_equal(t[k], torch.from_numpy(v).half().numpy()), k
     c25 = small_config("qwen25")  # check_q8_file reads a version 2 file: no format-3 knobs
     want25 = expected_tensors(c25, hf_state_dict(c25, "BF16", seed=len("qwen25")))
-    for flag in ("--weights", "--quantize"):
-        err = conv_stderr([tmp("hf_qwen25"), tmp("q25_q8%s.bin" % flag), flag, "q8_0"])
+    for flag in ("--weights", "--quantize"):  # rows of 16 values too: our Q8_0 only when asked for
+        err = conv_stderr([tmp("hf_qwen25"), tmp("q25_q8%s.bin" % flag), flag, "q8_0", "--group-size", "16"])
         assert "Q8_0, group size 16 weights (--weights q8_0: the checkpoint's bfloat16 matrices quantised)" in err, err
         check_q8_file(tmp("q25_q8%s.bin" % flag), mf.read_model(tmp("q25_q8%s.bin" % flag))[0], want25, 16)
     for dtype, flag in (("F32", None), ("F16", None), ("F32", "bf16")):
@@ -1176,13 +1177,28 @@ def q8_0_refusals():
 @case(needs=[stories260K_legacy_bin])
 def convert_quantizes_attn_files():
     """convert.py --quantize q8_0 on the float32 stories260K converted above: dim 64 and hidden
-    172 make the default group size 4 (with a note), --group-size 2 is taken as given; without
-    --weights an attn.c source is rewritten as it is, float32 or Q8_0: the same bytes; --weights
-    f32 gives a Q8_0 one's dequantised weights; a Q8_0 source quantised again keeps its integers
-    and scales."""
+    172 would need our Q8_0 in groups of 4 (16 bits a weight), so each matrix falls back as
+    llama.cpp's Q8_0 would: its blocks of 32 where the rows allow, F16 for w2's rows of 172,
+    10.09 bits a weight, refused as over 9 unless --allow-f16-fallback; --group-size 4 and 2
+    are taken as given; without --weights an attn.c source is rewritten as it is, float32 or
+    Q8_0: the same bytes; --weights f32 gives a Q8_0 one's dequantised weights; a Q8_0 source
+    quantised again keeps its integers and scales."""
     c, tok, t = mf.read_model(tmp("s260.bin"))
-    err = conv_stderr([tmp("s260.bin"), tmp("s260_q8.bin"), "--quantize", "q8_0"])
-    assert "note: group size 4" in err and "attn.c model file -> " in err and "Q8_0, group size 4" in err, err
+    conv_refused([tmp("s260.bin"), tmp("s260_q8.bin"), "--quantize", "q8_0"],
+                 "--quantize q8_0: the matrices would take 10.09 bits a weight, more than 9: 5 of them (layers.0.w2, "
+                 "layers.1.w2 and 3 more) have rows that fit no block of their type and would be F16; give "
+                 "--allow-f16-fallback to write them so, or --group-size 4 for our Q8_0 (16.00 bits a weight)")
+    err = conv_stderr([tmp("s260.bin"), tmp("s260_mix.bin"), "--quantize", "q8_0", "--allow-f16-fallback"])
+    assert "F16 for the 5 matrices of rows of 172), 10.15 bits a weight" in err, err
+    mix, _, got = mf.read_model(tmp("s260_mix.bin"))
+    assert mix["weight_type"] == storage.WEIGHTS_PER_MATRIX
+    for name, shape in mf.matrix_specs(mix):
+        assert mix["matrix_types"][name] == ("F16" if shape[1] == 172 else "Q8_0"), name
+        want = t[name].astype(np.float16).astype(np.float32) if shape[1] == 172 else storage.dequantize_matrix(
+            "Q8_0", quantize.quantize_rows(t[name], "Q8_0"), shape)
+        assert np.array_equal(got[name], want), name
+    err = conv_stderr([tmp("s260.bin"), tmp("s260_q8.bin"), "--quantize", "q8_0", "--group-size", "4"])
+    assert "attn.c model file -> " in err and "Q8_0, group size 4" in err and "16.0" in err, err
     check_q8_file(tmp("s260_q8.bin"), c, t, 4)
     assert mf.read_model(tmp("s260_q8.bin"))[1] == tok
     err = conv_stderr([tmp("s260.bin"), tmp("s260_q8g2.bin"), "--quantize", "q8_0", "--group-size", "2"])

@@ -324,6 +324,24 @@ def quantised_mixes_convert_on_request():
             assert np.array_equal(t[k], f.dequantize(f.tensors[gguf_name(k)])), k
 
 
+@case
+def requantising_refused_unless_asked():
+    """--quantize on a GGUF whose matrices are quantised already refuses, as llama-quantize does,
+    naming the tensors and their types and --allow-requantize; with it the file is written, each
+    matrix in the type asked; a matrix already in its target type keeps its blocks without it."""
+    refused([shared("rand256-Q4_K_M"), tmp("rq.bin"), "--quantize", "q4_0"],
+            "--quantize q4_0: 15 matrices the checkpoint holds quantised already (token_embd.weight Q4_K -> Q4_0",
+            "--allow-requantize")
+    refused([shared("rand256-Q4_0"), tmp("rq.bin"), "--quantize", "q2_k"], "blk.0.attn_q.weight Q4_0 -> Q2_K",
+            "--allow-requantize")
+    (cfg, _, _), note = converted(shared("rand256-Q4_0"), "rq.bin", "--quantize", "q2_k", "--allow-requantize")
+    assert set(cfg["matrix_types"].values()) == {"Q2_K", "Q6_K"} and "bits a weight" in note, cfg["matrix_types"]
+    with gguf.GGUFFile(shared("rand256-Q4_0")) as f:
+        kept = {our_name(k): t.type_name for k, t in f.tensors.items() if len(t.shape) == 2}
+    (cfg, _, _), _ = converted(shared("rand256-Q4_0"), "rq_same.bin", "--quantize", "q4_0")
+    assert cfg["matrix_types"] == kept, (cfg["matrix_types"], kept)
+
+
 # ---- files written here the way llama.cpp's converter writes each family ----
 
 def spm_tokenizer(V):

@@ -31,6 +31,7 @@ LONG_NAMES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
 class Stored:
     """One tensor as its checkpoint holds it: float32, float16, or bfloat16 as its uint16 bits
     (numpy has no bfloat16). float32() widens it, exactly."""
+    quantised = None  # the quantised type a checkpoint holds it in ("Q4_K"), which --quantize would quantise again
 
     def __init__(self, raw, dtype):
         self.raw, self.dtype, self.shape = raw, dtype, tuple(raw.shape)
@@ -86,6 +87,10 @@ class Weight:
         """Its bytes as llama.cpp's block type type_name stores them, uint8 [rows, row bytes], if it
         is stored so (a GGUF tensor of that type), else None."""
         return self.st.blocks(type_name) if hasattr(self.st, "blocks") else None
+
+    def quantised(self):
+        """The quantised type its checkpoint holds it in (Stored.quantised), else None."""
+        return self.st.quantised
 
 
 def check_finite(path, name, st):

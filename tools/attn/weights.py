@@ -11,7 +11,7 @@ import numpy as np
 from attn import modelfile as mf
 
 from attn import storage
-from attn.errors import Bad
+from attn.errors import Bad, listing
 from attn import quantize
 from attn.tensors import LONG_NAMES, STORED_NAMES, Stored
 
@@ -43,7 +43,13 @@ def add_quantize_arguments(ap, block_types=False):
         ap.add_argument("--quantize", dest="quantize", action=OneWeightType, choices=sorted(mf.QUANTIZE),
                         help="--weights q8_0")
     ap.add_argument("--group-size", type=int, metavar="N", help="weights per scale with q8_0 (default %d, "
-                    "halved until it divides every quantised row)" % mf.DEFAULT_GROUP_SIZE)
+                    "halved until it divides every quantised row%s)" % (mf.DEFAULT_GROUP_SIZE, "; below 32, llama.cpp's "
+                    "Q8_0 blocks per matrix instead" if block_types else ""))
+    if block_types:
+        ap.add_argument("--allow-f16-fallback", action="store_true", help="write --quantize's file even when matrices "
+                        "whose rows fit no block of their type stay F16 and take it over %d bits a weight" % MAX_BITS)
+        ap.add_argument("--allow-requantize", action="store_true", help="let --quantize quantise again matrices the "
+                        "checkpoint holds quantised already (llama-quantize's flag)")
 
 
 # --quantize's llama.cpp file types; q8_0 stays our Q8_0 (float32 scales, --group-size)
@@ -64,6 +70,68 @@ def block_types_for(cfg, file_type):
     counts = collections.Counter(types.values())
     return types, "--quantize %s: quantised as llama-quantize's %s: %s" % (
         file_type, file_type.upper(), ", ".join("%s %d" % (t, counts[t]) for t in sorted(counts)))
+
+
+MAX_BITS = 9  # bits a matrix weight that --quantize gives only when asked (--allow-f16-fallback)
+FLOAT_TYPES = ("F32", "F16", "BF16")
+
+
+def bits_per_weight(c):
+    """(the matrices' bits a weight, the file's: every tensor's values, padding left out) of a
+    config as storage_config completes it."""
+    def bits(specs):
+        return 8 * sum(storage.stored_bytes(c, n, s, pad=False) for n, s in specs) / \
+            sum(int(np.prod(s)) for _, s in specs)
+    return bits(mf.matrix_specs(c)), bits(mf.tensor_specs(c))
+
+
+def q8_0_types(cfg):
+    """--quantize q8_0 without --group-size: None when our Q8_0's default group (64, halved until
+    it divides every row) is 32 or more, 9 bits a weight at most; else (a type per matrix, why)
+    as llama.cpp's Q8_0 would store it: its blocks (a float16 scale per 32, 8.5 bits a weight)
+    where the rows are whole blocks of 32, F16 where they are not (llama-quantize refuses those)."""
+    c = mf.with_weight_type(cfg, "q8_0")
+    if c["group_size"] >= 32:
+        return None
+    specs = mf.matrix_specs(c)
+    types = {n: "F16" if shape[1] % 32 else "Q8_0" for n, shape in specs}
+    rows = sorted({shape[1] for n, shape in specs if types[n] == "F16"})
+    return types, ("--quantize q8_0: llama.cpp's Q8_0 blocks (a float16 scale per 32; our Q8_0 would need groups "
+                   "of %d) where the rows allow, F16 for the %d matrices of rows of %s"
+                   % (c["group_size"], list(types.values()).count("F16"), " and ".join(map(str, rows))))
+
+
+def check_block_types(cfg, tensors, file_type, types, allow_f16, allow_requantize):
+    """Bad naming --quantize FILE_TYPE when its type per matrix (types) takes the matrices over
+    MAX_BITS bits a weight (F16 fallbacks) without allow_f16, or would quantise a matrix the
+    checkpoint holds quantised already without allow_requantize, as llama-quantize refuses it:
+    the errors of the first quantisation stay and the second adds its own."""
+    flag = "--quantize %s" % file_type
+    again = []
+    for n, t in types.items():
+        was = getattr(tensors[n], "quantised", lambda: None)()
+        if t not in FLOAT_TYPES and was and not (was == t and tensors_blocks(tensors, n, t)):
+            again.append((getattr(tensors[n], "name", None) or n, was, t))
+    if again and not allow_requantize:
+        raise Bad(flag, "%d matri%s the checkpoint holds quantised already (%s) would be quantised again, which "
+                  "adds the second quantisation's errors to the first's; give --allow-requantize to do it, "
+                  "or convert the float checkpoint" % (len(again), "ces" if len(again) > 1 else "x",
+                                                        listing(("%s %s -> %s" % a for a in again), 2)))
+    bits = bits_per_weight(mf.with_weight_type(cfg, types))[0]
+    if bits > MAX_BITS and not allow_f16:
+        f16 = [n for n, t in types.items() if t == "F16"]
+        c = mf.with_weight_type(cfg, "q8_0")
+        ours = ", or --group-size %d for our Q8_0 (%.2f bits a weight)" % (
+            c["group_size"], bits_per_weight(c)[0]) if file_type == "q8_0" else ""
+        raise Bad(flag, "the matrices would take %.2f bits a weight, more than %d: %d of them (%s) have rows that "
+                  "fit no block of their type and would be F16; give --allow-f16-fallback to write them so%s"
+                  % (bits, MAX_BITS, len(f16), listing(f16, 2), ours))
+
+
+def tensors_blocks(tensors, name, type_name):
+    """Whether the checkpoint holds tensor name as blocks of type_name, which are kept as they are."""
+    blocks = getattr(tensors[name], "blocks", None)
+    return blocks is not None and blocks(type_name) is not None
 
 
 def storage_config(cfg, weights, group_size, prog):
@@ -112,6 +180,8 @@ class Q8Stored(Stored):
     group runs across a row's end when gs does not divide the row) or an attn.c Q8_0 file's (gs
     divides every row). Its raw values are the dequantised float32 ones, q x scale computed in
     float32 as ./run and storage.dequantize_q8_0 compute them."""
+
+    quantised = "Q8_0"
 
     def __init__(self, raw, dtype="F32", q8=None):
         super().__init__(raw, dtype)

@@ -103,6 +103,10 @@ class Rows:
 class QuantStored(Stored):
     """A quantised tensor as convert.py's readers take tensors: float32() dequantises it."""
 
+    @property
+    def quantised(self):
+        return self.dtype
+
     def float32(self):
         return np.asarray(self.raw, dtype=np.float32)
 
