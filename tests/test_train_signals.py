@@ -13,7 +13,8 @@
   MODEL.state resumes the latest step; -d <(cat corpus) and a FIFO train as the file does.
 - Files beside -o that ./train did not write are refused even with --force; stale temporary
   files of a stopped run are removed under the lock.
-- --config, a byte-order mark, a vocabulary that stops short, step 0's evaluation, --sample-prompt.
+- --config, a byte-order mark, a vocabulary that stops short, step 0's evaluation, --sample-prompt;
+  a config file written as nanoGPT's are.
 - The memory estimate is within 10 % of the peak resident size.
 
 Run from the repository root after `make train tests/bin/train_mpi`:
@@ -338,6 +339,71 @@ def nanogpt_habits():
     r = train(fresh("vocab.bin"), opts + ["--vocab-size", "5000"])
     m = re.search(r"note: --vocab-size 5000: the corpus gives (\d+) pieces", r.stderr)
     assert m and 256 < int(m.group(1)) < 5000 and "vocab %s" % m.group(1) in r.stdout, r.stderr + r.stdout[:300]
+
+
+# A config file as nanoGPT's config/train_shakespeare_char.py is written (Python: inline comments,
+# True and False, a product, its own names), for a run of TINY's model.
+NANOGPT_CONFIG = """# train a miniature character-level shakespeare model
+out_dir = 'out-shakespeare-char'
+eval_interval = 2 # keep frequent because we'll overfit
+eval_iters = 2
+log_interval = 10 # don't print too too often
+
+# we expect to overfit on this small dataset, so only save when val improves
+always_save_checkpoint = False
+
+wandb_log = False # override via command line if you like
+wandb_project = 'shakespeare-char'
+wandb_run_name = 'mini-gpt'
+
+dataset = 'shakespeare_char'
+gradient_accumulation_steps = 1 * 2
+batch_size = 2
+block_size = 16 # context of up to 16 previous characters
+
+n_layer = 1
+n_head = 2
+n_embd = 16
+dropout = 0.1
+
+learning_rate = 2e-3 # with baby networks can afford to go a bit higher
+max_iters = 2
+lr_decay_iters = 2 # make equal to max_iters usually
+min_lr = 1e-4 # learning_rate / 10 usually
+beta2 = 0.95 # make a bit bigger because number of tokens per iter is small
+decay_lr = True
+init_from = 'scratch'
+dtype = 'bfloat16'
+
+warmup_iters = 1 # not super necessary potentially
+device = 'cpu'  # run on cpu only
+compile = False # do not torch compile the model
+"""
+
+
+@case
+def nanogpt_config_files():
+    """A config file written as nanoGPT's are loads as it is: its names (learning_rate,
+    gradient_accumulation_steps), always_save_checkpoint False as --keep-best, True and False,
+    inline comments, 1 * 2; out_dir, log_interval, wandb_*, dataset, device, compile and dtype
+    are named in one note as ignored. It trains what the same flags do. A value ./train cannot
+    follow (init_from = 'resume', decay_lr = False) is refused naming the file and line."""
+    conf = path("train_tiny_char.py")
+    open(conf, "w").write(NANOGPT_CONFIG)
+    want = fresh("nanogpt_flags.bin")
+    train(want, TINY + ["--max-iters", "2", "--eval-interval", "2", "--grad-accum", "2", "--lr", "2e-3", "--min-lr",
+                        "1e-4", "--lr-decay-iters", "2", "--beta2", "0.95", "--warmup-iters", "1", "--keep-best"])
+    got = fresh("nanogpt_config.bin")
+    r = train(got, ["--config", conf, "--seed", "5"])
+    assert "train: note: %s: ignored, as nothing here depends on them: out_dir, log_interval, wandb_log, " \
+        "wandb_project, wandb_run_name, dataset, dtype, device, compile (docs/TRAINING.md)\n" % conf in r.stderr, r.stderr
+    same_run(got, want)
+    for line, value, why in (("init_from = 'scratch'", "'resume'", "--resume goes on with a run"),
+                             ("decay_lr = True", "False", "always decays the learning rate")):
+        open(conf, "w").write(NANOGPT_CONFIG.replace(line, line.split(" = ")[0] + " = " + value))
+        n = NANOGPT_CONFIG.split("\n").index(line) + 1
+        r = train(fresh("nanogpt_refused.bin"), ["--config", conf], ok=False)
+        assert r.returncode == 1 and r.stderr.startswith("train: %s:%d: " % (conf, n)) and why in r.stderr, r.stderr
 
 
 @case
