@@ -341,6 +341,29 @@ def nanogpt_habits():
     assert m and 256 < int(m.group(1)) < 5000 and "vocab %s" % m.group(1) in r.stdout, r.stderr + r.stdout[:300]
 
 
+@case
+def killed_before_its_first_step_resumes():
+    """A run killed with kill -9 after its step-0 evaluation began (here during step 1) goes on
+    with --resume: step 0 is checkpointed before its evaluation, and again after it; the resumed
+    run equals the uninterrupted one, its log one row per step."""
+    opts = TINY + ["--max-iters", "2", "--eval-interval", "2", "--grad-accum", "300"]
+    want = fresh("first_want.bin")
+    train(want, opts)
+    got = fresh("first_got.bin")
+    p = subprocess.Popen([TRAIN, "-d", corpus(), "-o", got] + opts, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    for line in p.stdout:
+        if line.startswith("step 0: train loss"):
+            p.kill()
+            break
+    p.communicate()
+    assert p.returncode == -9 and pycase.logged_steps(got) <= 1, (p.returncode, pycase.logged_steps(got))
+    r = train(got, ["--resume"])
+    assert "resuming at step 0 of 2" in r.stdout, r.stdout[:400]
+    assert [row.split(",")[0] for row in open(got + ".csv").read().split("\n")[1:-1]] == ["0", "1", "2"]
+    same_run(got, want)
+
+
 # A config file as nanoGPT's config/train_shakespeare_char.py is written (Python: inline comments,
 # True and False, a product, its own names), for a run of TINY's model.
 NANOGPT_CONFIG = """# train a miniature character-level shakespeare model
