@@ -413,6 +413,9 @@ def quantize_rows(x, type_name):
 # What convert.py's --quantize asks for: a llama.cpp file type, the type of most matrices.
 FILE_TYPES = {"q4_0": "Q4_0", "q4_1": "Q4_1", "q5_0": "Q5_0", "q5_1": "Q5_1", "q8_0": "Q8_0", "q2_k": "Q2_K",
               "q3_k": "Q3_K", "q4_k": "Q4_K", "q5_k": "Q5_K", "q6_k": "Q6_K", "q4_k_m": "Q4_K", "q5_k_m": "Q5_K"}
+# The FILE_TYPES that llama-quantize offers under the same name; q2_k ... q5_k are a type throughout,
+# while its Q2_K, Q3_K_S/M/L, Q4_K_S and Q5_K_S are mixes this does not make
+LLAMA_FILE_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q6_k", "q4_k_m", "q5_k_m")
 # llama_tensor_get_type's fallback for a type whose block does not divide a row
 FALLBACK = {"Q2_K": "IQ4_NL", "Q3_K": "IQ4_NL", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
 

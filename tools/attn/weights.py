@@ -38,7 +38,10 @@ def add_quantize_arguments(ap, block_types=False):
         ap.add_argument("--quantize", dest="quantize", action=OneWeightType, metavar="TYPE",
                         choices=list(quantize.FILE_TYPES),
                         help="q8_0 is --weights q8_0; %s quantise each matrix into llama.cpp's block types as "
-                        "llama-quantize does (file format version 6)" % "|".join(BLOCK_FILE_TYPES))
+                        "llama-quantize's file types of those names do; %s put every matrix but the classifier in "
+                        "that one type, not llama-quantize's mixes (file format version 6)"
+                        % ("|".join(t for t in BLOCK_FILE_TYPES if t in quantize.LLAMA_FILE_TYPES),
+                           "|".join(t for t in BLOCK_FILE_TYPES if t not in quantize.LLAMA_FILE_TYPES)))
     else:
         ap.add_argument("--quantize", dest="quantize", action=OneWeightType, choices=sorted(mf.QUANTIZE),
                         help="--weights q8_0")
@@ -68,8 +71,11 @@ def block_types_for(cfg, file_type):
         types[name] = quantize.tensor_type(name, shape[1], c["n_layers"], file_type, classifier,
                                            fused_qkv=c["pos_kind"] == mf.POS_LEARNED)
     counts = collections.Counter(types.values())
-    return types, "--quantize %s: quantised as llama-quantize's %s: %s" % (
-        file_type, file_type.upper(), ", ".join("%s %d" % (t, counts[t]) for t in sorted(counts)))
+    how = "each matrix in the type llama-quantize's %s gives it" % file_type.upper() \
+        if file_type in quantize.LLAMA_FILE_TYPES else \
+        "%s throughout, not a llama-quantize mix (the classifier and rows no %s block divides as llama-quantize " \
+        "types them)" % (quantize.FILE_TYPES[file_type], quantize.FILE_TYPES[file_type])
+    return types, "--quantize %s: %s: %s" % (file_type, how, ", ".join("%s %d" % (t, counts[t]) for t in sorted(counts)))
 
 
 MAX_BITS = 9  # bits a matrix weight that --quantize gives only when asked (--allow-f16-fallback)
