@@ -425,14 +425,16 @@ static void take_saved_weights(Trainer *t, const char *out) {
 }
 
 // The end of a run that was not stopped: the closing loss over the validation split (which a
-// signal may still cut short: the last checkpoint is then written, and --resume does it), and
-// the line saying what was written and how to run it.
+// signal may still cut short: the last checkpoint is then written, and --resume does it;
+// --no-final-eval skips it), and the line saying what was written and how to run it.
 static void finish(Run *r, int start_step, int step, double train_time, double t_start) {
     Trainer *t = r->t;
     if (t->tty) putchar('\n');
-    if (r->args->keep_best && t->dist.rank == 0) take_saved_weights(t, r->args->out);
+    int closing = !r->args->no_final_eval;
+    if (closing && r->args->keep_best && t->dist.rank == 0) take_saved_weights(t, r->args->out);
     size_t counted = 0;
-    double full = t->dist.rank ? 0.0 : full_loss(&t->md.c, &t->w, &t->acts, &t->val, &counted, t->tty, &stop_signal);
+    double full =
+        t->dist.rank || !closing ? 0.0 : full_loss(&t->md.c, &t->w, &t->acts, &t->val, &counted, t->tty, &stop_signal);
     if (t->dist.rank == 0 && stop_signal) {
         printf("stopped by signal %d during the closing evaluation; checkpoint of step %d written to %s (--resume "
                "evaluates it)\n",
@@ -445,8 +447,10 @@ static void finish(Run *r, int start_step, int step, double train_time, double t
     if (r->args->keep_best) printf(" (the weights of step %u, the lowest val loss)", r->sd.h.best_step);
     fputs(", run it: ./run ", stdout);
     print_shell_word(r->args->out);
-    printf("; val loss over %s validation split (%zu tokens): %.4f\n",
-           t->val.n > FULL_LOSS_MAX_TOKENS + 1 ? "the start of the" : "the whole", counted, full);
+    if (closing)
+        printf("; val loss over %s validation split (%zu tokens): %.4f",
+               t->val.n > FULL_LOSS_MAX_TOKENS + 1 ? "the start of the" : "the whole", counted, full);
+    putchar('\n');
     if (t->dist.mpi)
         printf("%s: %.3f s of the training in the ranks' collectives (rank 0's, waits for the others included), "
                "%.3f s of them agreeing after each micro-batch whether to stop\n",

@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 
 from pycase import ROOT
 import pycase
@@ -364,6 +365,40 @@ def killed_before_its_first_step_resumes():
     same_run(got, want)
 
 
+@case
+def closing_lines_threads_and_old_states():
+    """stdout is flushed before an error, so a log of both ends with the error; --no-final-eval
+    skips the closing loss, which otherwise scores every validation token, the tail after the
+    last whole window included; --resume on another thread count says it is not bit-identical,
+    on the same says nothing; a version 3 state (no thread count) still resumes, silently."""
+    small = path("small.txt")
+    open(small, "wb").write(open(corpus(), "rb").read()[:2100])  # 210 validation tokens: 3 windows of 64 + 17
+    opts = ["-d", small, "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "64", "--batch-size",
+            "2", "--eval-iters", "1", "--max-iters", "2", "--eval-interval", "2"]
+    with open(path("both.log"), "w") as log:
+        subprocess.run([TRAIN, "-o", fresh("refused.bin"), "--sample-prompt", "\u20ac"] + opts, stdout=log,
+                       stderr=subprocess.STDOUT)
+    lines = open(path("both.log")).read().splitlines()
+    assert lines[0].startswith("memory: ") and lines[-1].startswith("train: --sample-prompt: cannot encode"), lines
+    out = fresh("threads.bin")
+    r = subprocess.run([TRAIN, "-o", out, "-j", "2"] + opts, capture_output=True, text=True)
+    assert r.returncode == 0 and "val loss over the whole validation split (209 tokens)" in r.stdout, r.stdout[-300:]
+    r = subprocess.run([TRAIN, "-d", small, "-o", out, "--resume", "--max-iters", "4", "-j", "1", "--no-final-eval"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "train: note: --resume on 1 thread, the run saved in " in r.stderr and \
+        "threads.bin.state ran on 2: " in r.stderr and "not bit-identical (-j 2 is)" in r.stderr, r.stderr
+    done = r.stdout.strip().splitlines()[-1]
+    assert done.startswith("done: 2 steps") and done.endswith("threads.bin, run it: ./run %s" % os.path.relpath(out)), \
+        done
+    state = open(out + ".state", "rb").read()  # version 4: the 192 bytes of version 3, then threads and a spare
+    v3 = bytearray(state[:192] + state[200:-4])
+    v3[8:12] = (3).to_bytes(4, "little")
+    open(out + ".state", "wb").write(bytes(v3) + zlib.crc32(bytes(v3)).to_bytes(4, "little"))
+    r = subprocess.run([TRAIN, "-d", small, "-o", out, "--resume", "--max-iters", "6", "-j", "1"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and "resuming at step 4 of 6" in r.stdout and "note" not in r.stderr, r.stderr
+
+
 # A config file as nanoGPT's config/train_shakespeare_char.py is written (Python: inline comments,
 # True and False, a product, its own names), for a run of TINY's model.
 NANOGPT_CONFIG = """# train a miniature character-level shakespeare model
@@ -427,6 +462,34 @@ def nanogpt_config_files():
         n = NANOGPT_CONFIG.split("\n").index(line) + 1
         r = train(fresh("nanogpt_refused.bin"), ["--config", conf], ok=False)
         assert r.returncode == 1 and r.stderr.startswith("train: %s:%d: " % (conf, n)) and why in r.stderr, r.stderr
+
+
+@case
+def memory_estimate_counts_learning_and_encoding():
+    """On a corpus of 4 MB (Tiny Shakespeare repeated) and a tiny model, the peak is encoding the
+    corpus (characters) or learning the vocabulary (BPE), which the estimate counts: within 15 %
+    of the peak resident size, naming the phase; with --vocab-size the refusal of a run too
+    large comes before the vocabulary is learned (no note on the pieces learned)."""
+    big = path("corpus4m.txt")
+    text = open(os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt"), "rb").read()
+    open(big, "wb").write((text * 4)[:4000000])
+    tiny = ["-d", big, "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "64", "--batch-size", "2",
+            "--eval-iters", "1", "--max-iters", "0", "--no-final-eval", "-j", "1"]
+    for extra, phase in (([], "encoding the corpus"), (["--arch", "llama", "--vocab-size", "512"],
+                                                       "learning the vocabulary")):
+        p = subprocess.Popen([TRAIN, "-o", fresh("mem4m.bin")] + tiny + extra, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        stdout = p.stdout.read()
+        _, status, usage = os.wait4(p.pid, 0)
+        p.wait()
+        m = re.search(r"memory: ([\d.]+) MiB at its peak, while ([a-z ]+);", stdout)
+        assert m and m.group(2) == phase, stdout[:300]
+        estimate, peak = float(m.group(1)), usage.ru_maxrss / 1024
+        close = estimate >= peak if ASAN else abs(estimate - peak) <= 0.15 * peak
+        assert close, "%s: estimated %.1f MiB, peak resident size %.1f MiB" % (phase, estimate, peak)
+    r = subprocess.run([TRAIN, "-o", fresh("huge.bin"), "-d", big, "--n-layer", "1024", "--n-embd", "8192",
+                        "--vocab-size", "100000"], capture_output=True, text=True)
+    assert r.returncode == 1 and "GiB, this machine has" in r.stderr and "the corpus gives" not in r.stderr, r.stderr
 
 
 @case

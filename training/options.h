@@ -59,6 +59,8 @@ static void usage(FILE *f, const Flag *flags, int n) {
                "  --force                replace an existing MODEL (and its .state and .csv) instead of refusing\n"
                "  --keep-best            MODEL keeps the weights of the best validation loss so far;\n"
                "                         MODEL.state still resumes the latest step\n"
+               "  --no-final-eval        skip the closing loss over the whole validation split (minutes on\n"
+               "                         a large corpus)\n"
                "  --config FILE          options as 'name = value' lines (the flags' names without --);\n"
                "                         flags on the command line override them\n"
                "  --sample-prompt TEXT   start the samples printed at each evaluation from TEXT\n"
@@ -104,7 +106,7 @@ enum { PROGRESS_AUTO, PROGRESS_PLAIN, PROGRESS_TTY };
 typedef struct {
     Opts o;
     const char *data, *out, *init, *dump, *config, *sample_prompt;
-    int resume, force, keep_best, threads, arch_given, precision_given, progress;
+    int resume, force, keep_best, no_final_eval, threads, arch_given, precision_given, progress;
     char *config_text; // the --config file, which the options' text values point into
     int rank, ranks;   // this process's place among the MPI ranks training together (training/dist.h)
     char given[N_FLAGS];
@@ -230,17 +232,18 @@ static void set_flag(Args *a, Flag flags[N_FLAGS], const char *name, const char 
 }
 
 // A switch (a flag without a value) by name; from a --config file (value true or false) only
-// --keep-best, since --resume and --force are about one invocation.
+// --keep-best and --no-final-eval, since --resume and --force are about one invocation.
 static int set_switch(Args *a, const char *name, const char *value, const char *where) {
     if (!value && (!strcmp(name, "resume") || !strcmp(name, "force"))) {
         *(name[0] == 'r' ? &a->resume : &a->force) = 1;
         return 1;
     }
-    if (strcmp(name, "keep-best")) return 0;
+    int *flag = !strcmp(name, "keep-best") ? &a->keep_best : !strcmp(name, "no-final-eval") ? &a->no_final_eval : NULL;
+    if (!flag) return 0;
     int on = !value || !strcmp(value, "true") || !strcmp(value, "1");
     if (value && !on && strcmp(value, "false") && strcmp(value, "0"))
         die("%s: %s = '%s': give true or false", where, name, value);
-    a->keep_best = on;
+    *flag = on;
     return 1;
 }
 
