@@ -1394,7 +1394,7 @@ def error_paths_one_line_exit_1():
          "convert.py: --group-size 0: outside [1, 65536]"),
         ([tmp("s260.bin"), tmp("o.bin"), "--group-size", "4"],
          "convert.py: --group-size 4: a group size applies only to Q8_0 weights (--weights q8_0)"),
-        ([tmp("s260.bin"), tmp("o.bin"), "--quantize", "q4_k_s"], "invalid choice"),
+        ([tmp("s260.bin"), tmp("o.bin"), "--quantize", "iq2_xs"], "invalid choice"),
         (["--export-torch", tmp("s260.bin"), tmp("o.pt"), "--quantize", "q8_0"], "does not apply to --export-torch"),
         ([s260, "/nonexistent/dir/o.bin", "--tokenizer", TOK512], "cannot write"),
         ([s260, tmp("o.bin"), "--tokenizer", TOK512, "--seq-len", "2000000"],

@@ -356,6 +356,25 @@ def quantised_mixes_convert_on_request():
 
 
 @case
+def quantize_writes_llama_quantize_bytes():
+    """--quantize on llama.cpp's own F32 GGUF writes every matrix in the type and with the bytes
+    llama-quantize's file of that name in ../shared has: its output.weight, equal to
+    token_embd.weight, is kept apart as llama-quantize keeps it (token_embd in the file type's
+    own type, output Q6_K), not folded into one tied Q6_K matrix."""
+    for kind in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q6_K", "Q4_K_M"):
+        (cfg, _, raw), _ = converted(shared("rand256-F32"), "lq_%s.bin" % kind, "--quantize", kind.lower())
+        assert not cfg["tied_classifier"], kind
+        raw = mf.read_model(tmp("lq_%s.bin" % kind), dequantize=False)[2]
+        with gguf.GGUFFile(shared("rand256-" + kind)) as f:
+            for name, t in f.tensors.items():
+                if len(t.shape) == 2:
+                    ours = our_name(name)
+                    assert cfg["matrix_types"][ours] == t.type_name, (kind, name, cfg["matrix_types"][ours])
+                    assert np.array_equal(np.asarray(raw[ours]).view(np.uint8).reshape(-1),
+                                          np.asarray(f.raw(t)).view(np.uint8).reshape(-1)), (kind, name)
+
+
+@case
 def requantising_refused_unless_asked():
     """--quantize on a GGUF whose matrices are quantised already refuses, as llama-quantize does,
     naming the tensors and their types and --allow-requantize; with it the file is written, each
@@ -365,10 +384,10 @@ def requantising_refused_unless_asked():
             "--allow-requantize")
     refused([shared("rand256-Q4_0"), tmp("rq.bin"), "--quantize", "q2_k"], "blk.0.attn_q.weight Q4_0 -> Q2_K",
             "--allow-requantize")
-    (cfg, _, _), note = converted(shared("rand256-Q4_0"), "rq.bin", "--quantize", "q2_k", "--allow-requantize")
-    assert set(cfg["matrix_types"].values()) == {"Q2_K", "Q6_K"} and "bits a weight" in note, cfg["matrix_types"]
-    assert "--quantize q2_k: Q2_K throughout, not a llama-quantize mix (the classifier and rows no Q2_K block divides " \
-        "as llama-quantize types them): Q2_K 15, Q6_K 1)" in note, note
+    (cfg, _, _), note = converted(shared("rand256-Q4_0"), "rq.bin", "--quantize", "q3_k", "--allow-requantize")
+    assert set(cfg["matrix_types"].values()) == {"Q3_K", "Q6_K"} and "bits a weight" in note, cfg["matrix_types"]
+    assert "--quantize q3_k: Q3_K throughout, not a llama-quantize mix (the classifier and rows no Q3_K block divides " \
+        "as llama-quantize types them): Q3_K 15, Q6_K 1)" in note, note
     (cfg, _, _), note = converted(shared("rand256-F32"), "r_q4_k_m.bin", "--quantize", "q4_k_m")
     assert "--quantize q4_k_m: each matrix in the type llama-quantize's Q4_K_M gives it: Q4_K" in note, note
     with gguf.GGUFFile(shared("rand256-Q4_0")) as f:

@@ -1,7 +1,8 @@
 """Convert a checkpoint into an attn.c model file (docs/FORMAT.md), or export one back.
 
   convert.py SRC OUT [--tokenizer TOK] [--seq-len N] [--weights f32|bf16|f16|q8_0 [--group-size N]]
-             [--quantize q4_0|q4_1|q5_0|q5_1|q8_0|q2_k|q3_k|q4_k|q5_k|q6_k|q4_k_m|q5_k_m]
+             [--quantize q4_0|q4_1|q5_0|q5_1|q8_0|q2_k|q3_k_s|q3_k_m|q3_k_l|q4_k_s|q4_k_m|q5_k_s|q5_k_m|q6_k
+                         |q3_k|q4_k|q5_k]
              [--allow-requantize] [--allow-f16-fallback] [--chat-template NAME] [--force]
   convert.py MODEL.bin OUT.pt --export-torch     convert.py MODEL.bin DIR --export-hf
 
@@ -132,6 +133,8 @@ def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=Non
         if group_size is not None:
             raise Bad("--group-size %d" % group_size, "a group size applies only to our Q8_0 (--quantize q8_0); "
                       "llama.cpp's blocks have a fixed size")
+        if source.output is not None and not q8_fallback:  # llama-quantize types output and token_embd apart
+            cfg, tensors = dict(cfg, tied_classifier=0), dict(tensors, classifier=source.output)
         file_type = weights
         try:
             weights, why = q8_fallback or block_types_for(cfg, weights)

@@ -19,8 +19,10 @@ from attn.errors import Bad, listing
 # --group-size) -> (weights, why, group size), for a source whose types weight_choice does not know.
 # context, if given, fits cfg to the context chosen: (cfg, seq_len) -> cfg, Bad in the source's
 # terms for a setting the model file cannot hold at that length (with_context calls it).
-Source = collections.namedtuple("Source", "cfg tensors desc tok skipped tok_hint weights chat context",
-                                defaults=(None, (), "e.g. a llama2.c tokenizer.bin", None, b"", None))
+# output, if given: a classifier the source holds as a tensor of its own although it equals the
+# embedding (a GGUF's output.weight), which --quantize keeps apart as llama-quantize does.
+Source = collections.namedtuple("Source", "cfg tensors desc tok skipped tok_hint weights chat context output",
+                                defaults=(None, (), "e.g. a llama2.c tokenizer.bin", None, b"", None, None))
 
 # A checkpoint's number types by their safetensors names, and what the tools call the same
 # storage (--weights)

@@ -69,7 +69,8 @@ def block_types_for(cfg, file_type):
     for name, shape in mf.matrix_specs(c):
         classifier = name == "classifier" or (name == "tok_embedding" and bool(c["tied_classifier"]))
         types[name] = quantize.tensor_type(name, shape[1], c["n_layers"], file_type, classifier,
-                                           fused_qkv=c["pos_kind"] == mf.POS_LEARNED)
+                                           fused_qkv=c["pos_kind"] == mf.POS_LEARNED,
+                                           n_gqa=c["n_heads"] // c["n_kv_heads"])
     counts = collections.Counter(types.values())
     how = "each matrix in the type llama-quantize's %s gives it" % file_type.upper() \
         if file_type in quantize.LLAMA_FILE_TYPES else \
