@@ -386,7 +386,7 @@ mkdir -p $tmp/outdir
 row train "-o a directory" "$tmp/outdir: is a directory, not a regular file" ./train -d $tmp/corpus.txt -o $tmp/outdir "${small[@]}"
 row train "--init a missing model" "$tmp/nope.bin: cannot open" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/nope.bin
 row train "--init a truncated model" "$tmp/cut1000.bin: truncated" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/cut1000.bin
-"$PYTHON" tools/convert.py $model $tmp/q8.bin --quantize q8_0 --group-size 4 2>/dev/null
+"$PYTHON" tools/convert.py $model $tmp/q8.bin --weights q8_0 --group-size 4 2>/dev/null
 row train "--init a Q8_0 model" "$tmp/q8.bin: its weights are quantised (Q8_0); training needs float32, bfloat16 or float16 weights" \
   ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/q8.bin
 row train "--init a model of llama.cpp's block types" \
@@ -562,11 +562,11 @@ row convert.py "--seq-len beyond the format's limit" "convert.py: --seq-len 2000
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --seq-len 2000000
 row convert.py "a truncated attn.c model file as the source" "$tmp/cut1000.bin: file is 1000 bytes, the header implies" \
   "${convert[@]}" $tmp/cut1000.bin $tmp/o.bin
-row convert.py "--quantize q8_0 --group-size 48 (dim 64, hidden_dim 172)" \
+row convert.py "--weights q8_0 --group-size 48 (dim 64, hidden_dim 172)" \
   "--group-size 48: does not divide every quantised row of the model: dim 64, n_heads x head_dim 64, hidden_dim 172" \
-  "${convert[@]}" $model $tmp/o.bin --quantize q8_0 --group-size 48
-row convert.py "--quantize q8_0 --group-size 0" "convert.py: --group-size 0: outside [1, 65536]" \
-  "${convert[@]}" $model $tmp/o.bin --quantize q8_0 --group-size 0
+  "${convert[@]}" $model $tmp/o.bin --weights q8_0 --group-size 48
+row convert.py "--weights q8_0 --group-size 0" "convert.py: --group-size 0: outside [1, 65536]" \
+  "${convert[@]}" $model $tmp/o.bin --weights q8_0 --group-size 0
 row convert.py "--group-size without --weights q8_0" \
   "convert.py: --group-size 8: a group size applies only to Q8_0 weights (--weights q8_0)" \
   "${convert[@]}" $model $tmp/o.bin --group-size 8
@@ -583,7 +583,7 @@ row convert.py "--quantize q4_0 of llama.cpp's Q4_K_M (requantising)" \
   "convert.py: --quantize q4_0: 15 matrices the checkpoint holds quantised already&&--allow-requantize" \
   "${convert[@]}" $SHARED/models/gguf/rand256-Q4_K_M.gguf $tmp/o.bin --quantize q4_0
 row convert.py "--quantize q4_k_m --group-size 32" \
-  "convert.py: --group-size 32: a group size applies only to our Q8_0 (--quantize q8_0); llama.cpp's blocks have a fixed size" \
+  "convert.py: --group-size 32: a group size applies only to our Q8_0 (--weights q8_0); llama.cpp's blocks have a fixed size" \
   "${convert[@]}" $model $tmp/o.bin --quantize q4_k_m --group-size 32
 row convert.py "--export-torch of a truncated model" "$tmp/cut1000.bin: file is 1000 bytes, the header implies" \
   "${convert[@]}" --export-torch $tmp/cut1000.bin $tmp/o.pt

@@ -361,7 +361,7 @@ def quantize_writes_llama_quantize_bytes():
     llama-quantize's file of that name in ../shared has: its output.weight, equal to
     token_embd.weight, is kept apart as llama-quantize keeps it (token_embd in the file type's
     own type, output Q6_K), not folded into one tied Q6_K matrix."""
-    for kind in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q6_K", "Q4_K_M"):
+    for kind in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q6_K", "Q4_K_M"):
         (cfg, _, raw), _ = converted(shared("rand256-F32"), "lq_%s.bin" % kind, "--quantize", kind.lower())
         assert not cfg["tied_classifier"], kind
         raw = mf.read_model(tmp("lq_%s.bin" % kind), dequantize=False)[2]

@@ -90,7 +90,7 @@ COMBOS = [
     ("gemma_like", "every Gemma 3 knob at once, llama3 scaling on the global layer, window 6", "gemma_like"),
 ]
 
-# (name, what it exercises, the float32 case it quantises, convert.py flags beyond --quantize q8_0)
+# (name, what it exercises, the float32 case it quantises, convert.py flags beyond --weights q8_0)
 Q8_COMBOS = [
     ("llama_gqa_q8", "Q8_0 llama_gqa: GQA, tied, groups of 4 (hidden 172)", "llama_gqa", ["--group-size", "4"]),
     ("gpt2_q8", "Q8_0 gpt2: all biases, LayerNorm, learned positions, tied, groups of 16", "gpt2",
@@ -441,7 +441,7 @@ def quantised(name, source, extra):
     """A maker of a Q8_0 copy of what source() makes, or with extra ["--weights", W] one stored as W."""
     def make():
         path, text = source()
-        flags = extra if "--weights" in extra else ["--quantize", "q8_0"] + extra
+        flags = extra if "--weights" in extra else ["--weights", "q8_0"] + extra
         return converted(path, os.path.join(TMP, name + ".bin"), *flags), text
     return make
 

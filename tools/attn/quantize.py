@@ -420,6 +420,9 @@ LLAMA_FILE_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k_s", "q
                     "q5_k_s", "q5_k_m", "q6_k")
 # llama_tensor_get_type's fallback for a type whose block does not divide a row
 FALLBACK = {"Q2_K": "IQ4_NL", "Q3_K": "IQ4_NL", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
+# q8_0's matrices whose rows are no whole blocks of 32, which llama-quantize refuses, are kept in
+# float16 here (convert.py then asks before a file goes over 9 bits a weight)
+Q8_0_FALLBACK = "F16"
 # The mixes' raised types (llama_tensor_get_type, for a Llama-like model without experts): for
 # attn_output (wo), for ffn_down (w2) and for GPT-2's fused attn_qkv, by file type
 RAISED_WO = {"q2_k": "Q3_K", "q3_k_m": "Q4_K", "q3_k_l": "Q5_K"}
@@ -450,8 +453,8 @@ def tensor_type(name, cols, n_layers, file_type, classifier, fused_qkv=False, n_
       v as one attn_qkv) wq, wk and wv: q3_k_m and q3_k_l Q4_K, q4_k_m Q5_K, q5_k_m Q6_K;
       every other matrix the file type's own (q3_k, q4_k, q5_k: always).
     A type whose block does not divide the row falls back as llama.cpp's does (Q4_K -> Q5_0,
-    Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K and Q3_K -> IQ4_NL; then F16); for the other types llama.cpp
-    refuses the tensor, and so does this (ValueError)."""
+    Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K and Q3_K -> IQ4_NL; then F16); q8_0's rows to F16
+    (Q8_0_FALLBACK); for the other types llama.cpp refuses the tensor, and so does this (ValueError)."""
     base = FILE_TYPES[file_type]
     mix = file_type if file_type in LLAMA_FILE_TYPES else None
     part = name.split(".")[-1]
@@ -473,6 +476,8 @@ def tensor_type(name, cols, n_layers, file_type, classifier, fused_qkv=False, n_
              "q4_k_s": "Q5_K" if layer < n_layers // 8 else base}.get(mix, base)
     elif mix and part == "wo":
         t = RAISED_WO.get(mix, base)
+    if cols % block_of(t) and file_type == "q8_0":
+        return Q8_0_FALLBACK
     if cols % block_of(t):
         if t not in FALLBACK:
             raise ValueError("tensor %s: rows of %d values are not whole %s blocks of %d (llama-quantize refuses "

@@ -28,35 +28,32 @@ class OneWeightType(argparse.Action):
 
 def add_quantize_arguments(ap, block_types=False):
     """--weights, --quantize and --group-size, which make_random.py shares; the weight type lands in
-    args.quantize. --quantize is --weights q8_0's alias, or with block_types (convert.py) also
-    names a llama.cpp file type whose block types each matrix takes (block_types_for)."""
+    args.quantize. --quantize is --weights q8_0's alias, or with block_types (convert.py) names a
+    llama.cpp file type whose block types each matrix takes (block_types_for), in args.file_type."""
     ap.add_argument("--weights", dest="quantize", action=OneWeightType, choices=sorted(mf.WEIGHT_NAMES),
                     help="how to store the matrices: f32, bf16 or f16 (16 bits each), or q8_0 = int8 values and "
                     "a float32 scale per group of weights in a row (convert.py's default: as the checkpoint "
                     "stores them)")
     if block_types:
-        ap.add_argument("--quantize", dest="quantize", action=OneWeightType, metavar="TYPE",
+        ap.add_argument("--quantize", dest="file_type", action=OneWeightType, metavar="TYPE",
                         choices=list(quantize.FILE_TYPES),
-                        help="q8_0 is --weights q8_0; %s quantise each matrix into llama.cpp's block types as "
-                        "llama-quantize's file types of those names do; %s put every matrix but the classifier in "
-                        "that one type, not llama-quantize's mixes (file format version 6)"
-                        % ("|".join(t for t in BLOCK_FILE_TYPES if t in quantize.LLAMA_FILE_TYPES),
-                           "|".join(t for t in BLOCK_FILE_TYPES if t not in quantize.LLAMA_FILE_TYPES)))
+                        help="%s quantise each matrix into llama.cpp's block types as llama-quantize's file types "
+                        "of those names do (q8_0: llama.cpp's Q8_0, a float16 scale per 32; --weights q8_0 is "
+                        "ours); %s put every matrix but the classifier in that one type, not llama-quantize's "
+                        "mixes (file format version 6)"
+                        % ("|".join(quantize.LLAMA_FILE_TYPES),
+                           "|".join(t for t in quantize.FILE_TYPES if t not in quantize.LLAMA_FILE_TYPES)))
     else:
         ap.add_argument("--quantize", dest="quantize", action=OneWeightType, choices=sorted(mf.QUANTIZE),
                         help="--weights q8_0")
     ap.add_argument("--group-size", type=int, metavar="N", help="weights per scale with q8_0 (default %d, "
                     "halved until it divides every quantised row%s)" % (mf.DEFAULT_GROUP_SIZE, "; below 32, llama.cpp's "
-                    "Q8_0 blocks per matrix instead" if block_types else ""))
+                    "Q8_0 blocks per matrix instead, as --quantize q8_0" if block_types else ""))
     if block_types:
         ap.add_argument("--allow-f16-fallback", action="store_true", help="write --quantize's file even when matrices "
                         "whose rows fit no block of their type stay F16 and take it over %d bits a weight" % MAX_BITS)
         ap.add_argument("--allow-requantize", action="store_true", help="let --quantize quantise again matrices the "
                         "checkpoint holds quantised already (llama-quantize's flag)")
-
-
-# --quantize's llama.cpp file types; q8_0 stays our Q8_0 (float32 scales, --group-size)
-BLOCK_FILE_TYPES = [t for t in quantize.FILE_TYPES if t not in mf.QUANTIZE]
 
 
 def block_types_for(cfg, file_type):
@@ -93,7 +90,7 @@ def bits_per_weight(c):
 
 
 def q8_0_types(cfg):
-    """--quantize q8_0 without --group-size: None when our Q8_0's default group (64, halved until
+    """--weights q8_0 without --group-size: None when our Q8_0's default group (64, halved until
     it divides every row) is 32 or more, 9 bits a weight at most; else (a type per matrix, why)
     as llama.cpp's Q8_0 would store it: its blocks (a float16 scale per 32, 8.5 bits a weight)
     where the rows are whole blocks of 32, F16 where they are not (llama-quantize refuses those)."""
@@ -103,17 +100,17 @@ def q8_0_types(cfg):
     specs = mf.matrix_specs(c)
     types = {n: "F16" if shape[1] % 32 else "Q8_0" for n, shape in specs}
     rows = sorted({shape[1] for n, shape in specs if types[n] == "F16"})
-    return types, ("--quantize q8_0: llama.cpp's Q8_0 blocks (a float16 scale per 32; our Q8_0 would need groups "
+    return types, ("--weights q8_0: llama.cpp's Q8_0 blocks (a float16 scale per 32; our Q8_0 would need groups "
                    "of %d) where the rows allow, F16 for the %d matrices of rows of %s"
                    % (c["group_size"], list(types.values()).count("F16"), " and ".join(map(str, rows))))
 
 
-def check_block_types(cfg, tensors, file_type, types, allow_f16, allow_requantize):
-    """Bad naming --quantize FILE_TYPE when its type per matrix (types) takes the matrices over
-    MAX_BITS bits a weight (F16 fallbacks) without allow_f16, or would quantise a matrix the
-    checkpoint holds quantised already without allow_requantize, as llama-quantize refuses it:
-    the errors of the first quantisation stay and the second adds its own."""
-    flag = "--quantize %s" % file_type
+def check_block_types(cfg, tensors, flag, types, allow_f16, allow_requantize):
+    """Bad naming flag (--quantize FILE_TYPE, or --weights q8_0 falling back) when its type per
+    matrix (types) takes the matrices over MAX_BITS bits a weight (F16 fallbacks) without
+    allow_f16, or would quantise a matrix the checkpoint holds quantised already without
+    allow_requantize, as llama-quantize refuses it: the errors of the first quantisation stay
+    and the second adds its own."""
     again = []
     for n, t in types.items():
         was = getattr(tensors[n], "quantised", lambda: None)()
@@ -128,8 +125,8 @@ def check_block_types(cfg, tensors, file_type, types, allow_f16, allow_requantiz
     if bits > MAX_BITS and not allow_f16:
         f16 = [n for n, t in types.items() if t == "F16"]
         c = mf.with_weight_type(cfg, "q8_0")
-        ours = ", or --group-size %d for our Q8_0 (%.2f bits a weight)" % (
-            c["group_size"], bits_per_weight(c)[0]) if file_type == "q8_0" else ""
+        ours = ", or --weights q8_0 --group-size %d for our Q8_0 (%.2f bits a weight)" % (
+            c["group_size"], bits_per_weight(c)[0]) if flag.endswith("q8_0") else ""
         raise Bad(flag, "the matrices would take %.2f bits a weight, more than %d: %d of them (%s) have rows that "
                   "fit no block of their type and would be F16; give --allow-f16-fallback to write them so%s"
                   % (bits, MAX_BITS, len(f16), listing(f16, 2), ours))
