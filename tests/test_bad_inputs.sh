@@ -188,7 +188,7 @@ row run "a version 4 file with a checksum" "header bytes 200..203 (the checksum)
 row run "--verify with another option" "--verify checks the model file and takes no other option" \
   ./run --verify $model -n 4
 # ---- ./run: a checkpoint or folder tools/convert.py reads, given instead of a model file
-mkdir -p $tmp/hf_dir
+mkdir -p $tmp/hf_dir && echo '{}' >$tmp/hf_dir/config.json # what a Hugging Face folder has
 row run "a directory (a Hugging Face folder)" \
   "$tmp/hf_dir: a directory, not a model file; convert it with /usr/bin/python3 tools/convert.py $tmp/hf_dir model.bin" \
   ./run $tmp/hf_dir
@@ -440,7 +440,7 @@ d = bytearray(open(sys.argv[1], "rb").read())
 struct.pack_into("<I", d, 8, 1)
 open(sys.argv[2], "wb").write(d)
 PY
-row train "--resume from a version-1 state" "$tmp/v1.bin.state: a resume state of version 1, this build reads version 3" ./train -d $tmp/corpus.txt -o $tmp/v1.bin --resume
+row train "--resume from a version-1 state" "$tmp/v1.bin.state: a resume state of version 1, this build reads versions 3 and 4" ./train -d $tmp/corpus.txt -o $tmp/v1.bin --resume
 # One byte of the weights in the state flipped: the CRC-32 at its end names the damage.
 cp $tmp/m.bin $tmp/flip.bin
 "$PYTHON" - $tmp/m.bin.state $tmp/flip.bin.state <<'PY'
