@@ -92,14 +92,13 @@ def bits_per_weight(c):
 def q8_0_types(cfg):
     """--weights q8_0 without --group-size: None when our Q8_0's default group (64, halved until
     it divides every row) is 32 or more, 9 bits a weight at most; else (a type per matrix, why)
-    as llama.cpp's Q8_0 would store it: its blocks (a float16 scale per 32, 8.5 bits a weight)
+    as --quantize q8_0 stores it: llama.cpp's blocks (a float16 scale per 32, 8.5 bits a weight)
     where the rows are whole blocks of 32, F16 where they are not (llama-quantize refuses those)."""
     c = mf.with_weight_type(cfg, "q8_0")
     if c["group_size"] >= 32:
         return None
-    specs = mf.matrix_specs(c)
-    types = {n: "F16" if shape[1] % 32 else "Q8_0" for n, shape in specs}
-    rows = sorted({shape[1] for n, shape in specs if types[n] == "F16"})
+    types = block_types_for(cfg, "q8_0")[0]
+    rows = sorted({shape[1] for n, shape in mf.matrix_specs(c) if types[n] == "F16"})
     return types, ("--weights q8_0: llama.cpp's Q8_0 blocks (a float16 scale per 32; our Q8_0 would need groups "
                    "of %d) where the rows allow, F16 for the %d matrices of rows of %s"
                    % (c["group_size"], list(types.values()).count("F16"), " and ".join(map(str, rows))))
