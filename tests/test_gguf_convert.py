@@ -386,8 +386,8 @@ def requantising_refused_unless_asked():
             "--allow-requantize")
     (cfg, _, _), note = converted(shared("rand256-Q4_0"), "rq.bin", "--quantize", "q3_k", "--allow-requantize")
     assert set(cfg["matrix_types"].values()) == {"Q3_K", "Q6_K"} and "bits a weight" in note, cfg["matrix_types"]
-    assert "--quantize q3_k: Q3_K throughout, not a llama-quantize mix (the classifier and rows no Q3_K block divides " \
-        "as llama-quantize types them): Q3_K 15, Q6_K 1)" in note, note
+    assert "--quantize q3_k: Q3_K throughout, not a llama-quantize mix (the classifier and rows no Q3_K block " \
+        "divides as llama-quantize types them): Q3_K 15, Q6_K 1)" in note, note
     (cfg, _, _), note = converted(shared("rand256-F32"), "r_q4_k_m.bin", "--quantize", "q4_k_m")
     assert "--quantize q4_k_m: each matrix in the type llama-quantize's Q4_K_M gives it: Q4_K" in note, note
     with gguf.GGUFFile(shared("rand256-Q4_0")) as f:

@@ -46,9 +46,9 @@ def add_quantize_arguments(ap, block_types=False):
     else:
         ap.add_argument("--quantize", dest="quantize", action=OneWeightType, choices=sorted(mf.QUANTIZE),
                         help="--weights q8_0")
+    below = "; below 32, llama.cpp's Q8_0 blocks per matrix instead, as --quantize q8_0" if block_types else ""
     ap.add_argument("--group-size", type=int, metavar="N", help="weights per scale with q8_0 (default %d, "
-                    "halved until it divides every quantised row%s)" % (mf.DEFAULT_GROUP_SIZE, "; below 32, llama.cpp's "
-                    "Q8_0 blocks per matrix instead, as --quantize q8_0" if block_types else ""))
+                    "halved until it divides every quantised row%s)" % (mf.DEFAULT_GROUP_SIZE, below))
     if block_types:
         ap.add_argument("--allow-f16-fallback", action="store_true", help="write --quantize's file even when matrices "
                         "whose rows fit no block of their type stay F16 and take it over %d bits a weight" % MAX_BITS)
@@ -73,7 +73,8 @@ def block_types_for(cfg, file_type):
         if file_type in quantize.LLAMA_FILE_TYPES else \
         "%s throughout, not a llama-quantize mix (the classifier and rows no %s block divides as llama-quantize " \
         "types them)" % (quantize.FILE_TYPES[file_type], quantize.FILE_TYPES[file_type])
-    return types, "--quantize %s: %s: %s" % (file_type, how, ", ".join("%s %d" % (t, counts[t]) for t in sorted(counts)))
+    listed = ", ".join("%s %d" % (t, counts[t]) for t in sorted(counts))
+    return types, "--quantize %s: %s: %s" % (file_type, how, listed)
 
 
 MAX_BITS = 9  # bits a matrix weight that --quantize gives only when asked (--allow-f16-fallback)
