@@ -262,14 +262,14 @@ static void generate(const Model *m, const Tokenizer *tok, const ChatTemplate *c
 // but the first is predicted exactly once, each window from a fresh cache.
 typedef struct {
     const int *window;
-    int len, vocab;
+    int len, vocab, first; // first: the first row scored (--chunks: half the context)
     double nll;
     long scored;
 } PplAcc;
 
 static void ppl_row(void *ctx, int row, const float *logits) {
     PplAcc *a = ctx;
-    if (row + 1 >= a->len) return;
+    if (row + 1 >= a->len || row < a->first) return;
     double max = logits[0], sum = 0.0;
     for (int i = 1; i < a->vocab; i++) max = logits[i] > max ? logits[i] : max;
     for (int i = 0; i < a->vocab; i++) sum += exp(logits[i] - max);
@@ -298,6 +298,37 @@ static double score_text(const Model *m, RunState *s, const int *tokens, int n, 
     return exp(acc.nll / acc.scored);
 }
 
+// --chunks: llama-perplexity's perplexity. The tokens are cut into chunks of the context (what
+// is left over after the last whole chunk is not scored), each evaluated from a fresh cache with
+// its first token replaced by BOS when the tokenizer adds one, and only the second half of each
+// is scored, every token with at least half a context before it: the numbers llama-perplexity
+// prints for the same tokens and context ("Final estimate").
+static double score_chunks(const Model *m, RunState *s, const int *tokens, int n, float *logits, int bf16,
+                           const Options *o, int bos, int *chunks) {
+    const Config *c = &m->config;
+    int ctx = c->seq_len;
+    *chunks = n / ctx;
+    if (o->chunks > 0 && o->chunks < *chunks) *chunks = o->chunks;
+    if (*chunks < 1) die("%s: %d tokens, fewer than a chunk of the context (%d)", input_name(o->text_path), n, ctx);
+    if (state_compute_bf16(s, c, bf16)) die("out of memory");
+    int *chunk = malloc(sizeof(int) * (size_t)ctx);
+    if (!chunk) die("out of memory");
+    PplAcc acc = {.window = chunk, .len = ctx, .vocab = c->vocab_size, .first = ctx / 2};
+    Progress progress = progress_start();
+    for (int k = 0; k < *chunks; k++) {
+        memcpy(chunk, tokens + (size_t)k * ctx, sizeof(int) * (size_t)ctx);
+        if (bos >= 0) chunk[0] = bos;
+        forward_or_die(m, s, chunk, ctx, 0, logits, ppl_row, &acc);
+        progress_show(&progress, bf16 ? "scoring (bf16)" : "scoring", k + 1, *chunks, "chunks", (k + 1) * ctx, "tok");
+    }
+    double secs = progress_end(&progress);
+    free(chunk);
+    if (!o->quiet)
+        fprintf(stderr, "scored %ld token%s, the second half of %d chunk%s of %d, in %.2f s%s\n", acc.scored,
+                plural(acc.scored), *chunks, plural(*chunks), ctx, secs, bf16 ? ", products in bfloat16" : "");
+    return exp(acc.nll / acc.scored);
+}
+
 static void perplexity(const Model *m, const Tokenizer *tok, RunState *s, const Options *o) {
     const Config *c = &m->config;
     if (c->seq_len < 2) die("%s: a context of %d token cannot predict anything", o->model_path, c->seq_len);
@@ -317,9 +348,17 @@ static void perplexity(const Model *m, const Tokenizer *tok, RunState *s, const 
         die("%s: %d token%s; perplexity needs at least 2", name, n, plural(n));
     }
     // --compute bf16,f32 scores the whole text twice, bfloat16 first
-    double bf16 = o->compute & COMPUTE_BF16 ? score_text(m, s, tokens, n, logits, 1, o->quiet) : 0.0;
-    double f32 = o->compute & COMPUTE_F32 ? score_text(m, s, tokens, n, logits, 0, o->quiet) : 0.0;
-    printf("tokens: %d\nperplexity: %.9g\n", n, o->compute & COMPUTE_F32 ? f32 : bf16);
+    int chunks = 0, bos = c->tok_flags & TOKF_ADD_BOS ? c->bos_id : -1;
+    double bf16 = 0.0, f32 = 0.0;
+    if (o->compute & COMPUTE_BF16)
+        bf16 = o->chunks ? score_chunks(m, s, tokens, n, logits, 1, o, bos, &chunks)
+                         : score_text(m, s, tokens, n, logits, 1, o->quiet);
+    if (o->compute & COMPUTE_F32)
+        f32 = o->chunks ? score_chunks(m, s, tokens, n, logits, 0, o, bos, &chunks)
+                        : score_text(m, s, tokens, n, logits, 0, o->quiet);
+    printf("tokens: %d\n", n);
+    if (o->chunks) printf("chunks: %d of %d tokens, the second half of each scored\n", chunks, c->seq_len);
+    printf("perplexity: %.9g\n", o->compute & COMPUTE_F32 ? f32 : bf16);
     if (o->compute == (COMPUTE_F32 | COMPUTE_BF16))
         printf("perplexity bf16: %.9g\nbf16 - f32: %+.6g (%+.4f%%)\n", bf16, bf16 - f32, 100.0 * (bf16 - f32) / f32);
     free(tokens);
@@ -489,10 +528,38 @@ static void chat(const Model *m, const Tokenizer *tok, ChatTemplate *ct, RunStat
 
 // ----------------------------------------------------------------------------
 
+// The banner's weights: a type for the file, or a type per matrix counted as llama.cpp's loader
+// counts them ("Q4_K 10, Q6_K 6, F16 1"), the most common first.
+static void weights_banner(const Config *c, char *buf, size_t size) {
+    static const char *const weight_names[WEIGHTS_PER_MATRIX] = {"float32", "Q8_0", "bfloat16", "float16"};
+    if (c->weight_type == WEIGHTS_Q8_0) snprintf(buf, size, "Q8_0, groups of %d", c->group_size);
+    else if (c->weight_type != WEIGHTS_PER_MATRIX) snprintf(buf, size, "%s", weight_names[c->weight_type]);
+    if (c->weight_type != WEIGHTS_PER_MATRIX) return;
+    int count[MATRIX_TYPES] = {0}, n = matrix_count(c);
+    for (int k = 0; k < n; k++) count[matrix_type_of_ggml(((const uint8_t *)c->type_table)[k])]++;
+    size_t len = (size_t)snprintf(buf, size, "per matrix: ");
+    for (int most = n; most > 0; most--)
+        for (int t = 0; t < MATRIX_TYPES; t++)
+            if (count[t] == most && len < size)
+                len += (size_t)snprintf(buf + len, size - len, "%s%s %d", buf[len - 1] == ' ' ? "" : ", ",
+                                        matrix_types[t].name, most);
+}
+
+// --verify of ./train's MODEL.state: its CRC-32 (the last four bytes, of all before them).
+_Noreturn static void verify_state(const char *path) {
+    char err[512];
+    uint64_t step;
+    if (state_verify_checksum(path, &step, err, sizeof err)) die("%s", err);
+    printf("%s: ok (./train's resume state, step %llu)\n", path, (unsigned long long)step);
+    if (fflush(stdout) || ferror(stdout)) die("stdout: cannot write: %s", strerror(errno));
+    exit(0);
+}
+
 // --verify: the layout checks, then the checksum over the whole file; one line, and the exit code.
 _Noreturn static void verify(const char *path) {
     Model m;
     char err[512];
+    if (is_state_file(path)) verify_state(path);
     if (model_open(&m, path, err, sizeof err)) die("%s", err);
     int version = m.version;
     model_close(&m);
@@ -573,11 +640,8 @@ int main(int argc, char **argv) {
     }
 
     int threads = max_threads();
-    static const char *const weight_names[WEIGHT_TYPES] = {"float32", "Q8_0", "bfloat16", "float16",
-                                                           "of a type per matrix"};
-    char weights[48];
-    snprintf(weights, sizeof weights, "%s", weight_names[c->weight_type]);
-    if (c->weight_type == WEIGHTS_Q8_0) snprintf(weights, sizeof weights, "Q8_0, groups of %d", c->group_size);
+    char weights[256];
+    weights_banner(c, weights, sizeof weights);
     if (!o.quiet)
         fprintf(stderr,
                 "%s: %d layer%s, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d thread%s, %s "

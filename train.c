@@ -366,9 +366,9 @@ typedef struct {
     int signal_seen, stdout_error;
 } Run;
 
-// After step (or before the first, or on --resume of a step whose evaluation a signal cut
-// short): its evaluation when it is due, its log row and status, the ranks' agreement whether
-// to stop, and a checkpoint at an evaluation (at step 0 only with --keep-best) or a stop.
+// After step (or before the first, or on --resume of a step whose evaluation a signal or a kill
+// cut short): its evaluation when it is due, its log row and status, the ranks' agreement
+// whether to stop, and a checkpoint at an evaluation (step 0's included) or a stop.
 // --keep-best writes the model file only when the validation loss is the lowest yet.
 static void close_step(Run *r, int step, StepRow row) {
     Trainer *t = r->t;
@@ -397,7 +397,7 @@ static void close_step(Run *r, int step, StepRow row) {
     dist_max(&t->dist, halt, 2); // every rank stops at the same step
     r->signal_seen = halt[0];
     r->stdout_error = halt[1];
-    if ((due && (step > 0 || r->args->keep_best)) || r->signal_seen || r->stdout_error)
+    if (due || r->signal_seen || r->stdout_error)
         save_checkpoint(r->args->out, r->files->state, &r->sd, step, !r->args->keep_best || better || !r->sd.ours);
 }
 
@@ -425,14 +425,16 @@ static void take_saved_weights(Trainer *t, const char *out) {
 }
 
 // The end of a run that was not stopped: the closing loss over the validation split (which a
-// signal may still cut short: the last checkpoint is then written, and --resume does it), and
-// the line saying what was written and how to run it.
+// signal may still cut short: the last checkpoint is then written, and --resume does it;
+// --no-final-eval skips it), and the line saying what was written and how to run it.
 static void finish(Run *r, int start_step, int step, double train_time, double t_start) {
     Trainer *t = r->t;
     if (t->tty) putchar('\n');
-    if (r->args->keep_best && t->dist.rank == 0) take_saved_weights(t, r->args->out);
+    int closing = !r->args->no_final_eval;
+    if (closing && r->args->keep_best && t->dist.rank == 0) take_saved_weights(t, r->args->out);
     size_t counted = 0;
-    double full = t->dist.rank ? 0.0 : full_loss(&t->md.c, &t->w, &t->acts, &t->val, &counted, t->tty, &stop_signal);
+    double full =
+        t->dist.rank || !closing ? 0.0 : full_loss(&t->md.c, &t->w, &t->acts, &t->val, &counted, t->tty, &stop_signal);
     if (t->dist.rank == 0 && stop_signal) {
         printf("stopped by signal %d during the closing evaluation; checkpoint of step %d written to %s (--resume "
                "evaluates it)\n",
@@ -445,8 +447,10 @@ static void finish(Run *r, int start_step, int step, double train_time, double t
     if (r->args->keep_best) printf(" (the weights of step %u, the lowest val loss)", r->sd.h.best_step);
     fputs(", run it: ./run ", stdout);
     print_shell_word(r->args->out);
-    printf("; val loss over %s validation split (%zu tokens): %.4f\n",
-           t->val.n > FULL_LOSS_MAX_TOKENS + 1 ? "the start of the" : "the whole", counted, full);
+    if (closing)
+        printf("; val loss over %s validation split (%zu tokens): %.4f",
+               t->val.n > FULL_LOSS_MAX_TOKENS + 1 ? "the start of the" : "the whole", counted, full);
+    putchar('\n');
     if (t->dist.mpi)
         printf("%s: %.3f s of the training in the ranks' collectives (rank 0's, waits for the others included), "
                "%.3f s of them agreeing after each micro-batch whether to stop\n",
@@ -483,11 +487,12 @@ int main(int argc, char **argv) {
     if (args.sample_prompt) encode_prompt(&t, args.sample_prompt);
     dist_check_binding(&t.dist, t.threads);
     print_summary(&t, args.data);
-    if (start_step) printf("resuming at step %d of %d\n", start_step, t.o.max_iters);
+    if (args.resume) printf("resuming at step %d of %d\n", start_step, t.o.max_iters);
     fflush(stdout);
 
     Run r = {.t = &t, .args = &args, .files = &files};
-    r.csv = t.dist.rank ? NULL : open_log(files.csv, args.resume, start_step);
+    // a row of a step whose evaluation is owed is written again when it is done
+    r.csv = t.dist.rank ? NULL : open_log(files.csv, args.resume, start_step - (int)saved.eval_pending);
     catch_stop_signals(t.dist.rank == 0, t.tty);
     r.sd = state_data(&t.md, &t.dist, t.m, t.v, &t.o, corpus_len, corpus_hash);
     dist_check_same(&t.dist, &r.sd.h, sizeof r.sd.h, "corpus, model or options",
@@ -501,9 +506,15 @@ int main(int argc, char **argv) {
 
     int step = start_step;
     double train_time = 0.0, t_start = now_s();
-    // An evaluation owed first: nanoGPT's at step 0, or the one a signal cut short
-    if (!args.resume) close_step(&r, 0, (StepRow){NAN, NAN, NAN, 0, 0, 0});
-    else if (saved.eval_pending)
+    // An evaluation owed first: nanoGPT's at step 0, or the one a signal cut short. Step 0 is
+    // checkpointed before it too, its evaluation owed, so that a run stopped any time after this
+    // (kill -9 included) goes on with --resume.
+    if (!args.resume) {
+        r.sd.h.eval_pending = 1;
+        r.sd.h.pending_loss = r.sd.h.pending_lr = r.sd.h.pending_tps = NAN;
+        save_checkpoint(args.out, files.state, &r.sd, 0, 1);
+        close_step(&r, 0, (StepRow){NAN, NAN, NAN, 0, 0, 0});
+    } else if (saved.eval_pending)
         close_step(&r, step, (StepRow){saved.pending_loss, saved.pending_lr, saved.pending_tps, 0, 0, 0});
     while (step < t.o.max_iters && !r.signal_seen && !r.stdout_error) {
         double t0 = now_s(), loss;

@@ -82,7 +82,7 @@ if [ ! -s $LLAMA ]; then
     $PYTHON tools/make_random.py $LLAMA --preset llama_110m --seed 1 || die "cannot make $LLAMA"
 fi
 if [ ! -s $LLAMA_Q8 ] || [ $LLAMA -nt $LLAMA_Q8 ]; then
-    $PYTHON tools/convert.py $LLAMA $LLAMA_Q8 --quantize q8_0 --force 2> /dev/null || die "cannot quantise $LLAMA"
+    $PYTHON tools/convert.py $LLAMA $LLAMA_Q8 --weights q8_0 --force 2> /dev/null || die "cannot quantise $LLAMA"
 fi
 if [ ! -s $LLAMA_BF16 ] || [ $LLAMA -nt $LLAMA_BF16 ]; then
     $PYTHON tools/convert.py $LLAMA $LLAMA_BF16 --weights bf16 --force 2> /dev/null || die "cannot store $LLAMA in bfloat16"
@@ -292,7 +292,7 @@ echo
 echo "Llama 110M stored in Q8_0, bfloat16, Q4_0 and Q4_K_M, $J threads, $STORED_ROUNDS rounds, float32 alternating   [${LOADNOTE[stored]}]"
 echo "  (tok/s: medians of the rounds; against float32: the median of each round's own ratio, the rounds' in brackets)"
 echo "  float32: generation after a 256-token prompt $genf tok/s, 256-token prompt $prf tok/s"
-for m in "q8:Q8_0 (convert.py --quantize q8_0)" "bf16:bfloat16 (convert.py --weights bf16; goals: generation 1.8x, prompt 1x)" \
+for m in "q8:Q8_0 (convert.py --weights q8_0)" "bf16:bfloat16 (convert.py --weights bf16; goals: generation 1.8x, prompt 1x)" \
     "q4_0:Q4_0 (llama.cpp's blocks; convert.py --quantize)" "q4km:Q4_K_M (llama.cpp's mix of Q4_K and Q6_K, kept)"; do
     f=$TMP/fwd_stored_${m%%:*}.txt
     wb=$(max $f step_weight_bytes) gen=$(med $f gen_tok_s) pr=$(med $f prompt_tok_s)

@@ -23,6 +23,7 @@
 #include "../tokenizer.h"
 
 _Noreturn static void die(const char *fmt, ...) {
+    fflush(stdout); // what was printed before comes before the error in a log of both (> log 2>&1)
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "%s: ", prog);

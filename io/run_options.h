@@ -27,6 +27,7 @@ typedef struct {
     int no_history; // --no-history: -m chat keeps no history file
     int thinking;   // --think 1, --no-think 0, else -1 (the template's default)
     int compute;    // --compute: COMPUTE_F32 and/or COMPUTE_BF16 (both only for -m ppl)
+    int chunks;     // -m ppl --chunks: 0 without, -1 all, else at most that many (llama-perplexity's scoring)
     int kv_cache;   // --kv-cache: the KV cache's elements, WEIGHTS_F32 or WEIGHTS_F16
     // -m attention's --layers A-B and --heads A-B, inclusive; {-1, -1} when not given: all of them
     int layers[2], heads[2];
@@ -81,8 +82,12 @@ static void usage(FILE *f) {
         "               stays exact); -m ppl takes bf16,f32 to score both and print the difference\n"
         "  --kv-cache T the KV cache's numbers: f32 (default, exact) or f16 (llama.cpp's default): half the\n"
         "               memory and half the bytes each token's attention reads; keys and values rounded\n"
-        "  --verify     read the whole model file and check its checksum (format version 5): prints ok\n"
-        "               or that the file is damaged, and exits 0 or 1\n"
+        "  --chunks N   -m ppl as llama-perplexity scores: chunks of the context (-c) each from a fresh\n"
+        "               cache, its first token BOS when the tokenizer adds one, the second half of each\n"
+        "               scored; N chunks at most, or all (default: every token once, windows overlapping by one)\n"
+        "  --verify     read the whole model file and check its checksum (files of format version 5 and\n"
+        "               later; ./train's MODEL.state too): prints ok or that the file is damaged, and\n"
+        "               exits 0 or 1\n"
         "  -h, --help   this text\n"
         "-n -t -p -k --min-p -r --repeat-window and -s shape generation; -m ppl, logits and attention refuse\n"
         "them. -m attention refuses a file over 1 GiB: select fewer layers or heads, or shorten the prompt.\n"
@@ -191,6 +196,7 @@ static void check_chat_options(const Options *o, int prompt_given) {
     if (chat && (prompt_given || o->text_path))
         die("-m chat takes its turns from the terminal or standard input; -i and -f have no use there");
     if (o->chat_path && !strcmp(o->mode, "ppl")) die("--chat: -m ppl scores the text of -f, not a conversation");
+    if (o->chunks && strcmp(o->mode, "ppl")) die("--chunks: how -m ppl scores its text; -m %s scores nothing", o->mode);
     if (o->chat_path && !chat && (prompt_given || o->text_path))
         die("--chat: the prompt is the conversation the template renders; give -i or -f, or --chat, not both");
     if (!templated && o->system) die("-y is the system prompt of -m chat or --chat");
@@ -253,6 +259,7 @@ static Options parse_options(int argc, char **argv) {
             o.prompt = value(a, v);
             prompt_given = 1;
         } else if (!strcmp(a, "-c")) o.context = parse_int(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--chunks")) o.chunks = v && !strcmp(v, "all") ? -1 : parse_int(a, v, 1, 1 << 30);
         else if (!strcmp(a, "-n")) o.steps = parse_int(a, v, 0, 1 << 20);
         else if (!strcmp(a, "-t")) o.temperature = parse_num(a, v, 0, 100);
         else if (!strcmp(a, "-p")) o.topp = parse_num(a, v, 0, 1);

@@ -188,7 +188,7 @@ row run "a version 4 file with a checksum" "header bytes 200..203 (the checksum)
 row run "--verify with another option" "--verify checks the model file and takes no other option" \
   ./run --verify $model -n 4
 # ---- ./run: a checkpoint or folder tools/convert.py reads, given instead of a model file
-mkdir -p $tmp/hf_dir
+mkdir -p $tmp/hf_dir && echo '{}' >$tmp/hf_dir/config.json # what a Hugging Face folder has
 row run "a directory (a Hugging Face folder)" \
   "$tmp/hf_dir: a directory, not a model file; convert it with /usr/bin/python3 tools/convert.py $tmp/hf_dir model.bin" \
   ./run $tmp/hf_dir
@@ -386,7 +386,7 @@ mkdir -p $tmp/outdir
 row train "-o a directory" "$tmp/outdir: is a directory, not a regular file" ./train -d $tmp/corpus.txt -o $tmp/outdir "${small[@]}"
 row train "--init a missing model" "$tmp/nope.bin: cannot open" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/nope.bin
 row train "--init a truncated model" "$tmp/cut1000.bin: truncated" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/cut1000.bin
-"$PYTHON" tools/convert.py $model $tmp/q8.bin --quantize q8_0 2>/dev/null
+"$PYTHON" tools/convert.py $model $tmp/q8.bin --weights q8_0 --group-size 4 2>/dev/null
 row train "--init a Q8_0 model" "$tmp/q8.bin: its weights are quantised (Q8_0); training needs float32, bfloat16 or float16 weights" \
   ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/q8.bin
 row train "--init a model of llama.cpp's block types" \
@@ -440,7 +440,7 @@ d = bytearray(open(sys.argv[1], "rb").read())
 struct.pack_into("<I", d, 8, 1)
 open(sys.argv[2], "wb").write(d)
 PY
-row train "--resume from a version-1 state" "$tmp/v1.bin.state: a resume state of version 1, this build reads version 3" ./train -d $tmp/corpus.txt -o $tmp/v1.bin --resume
+row train "--resume from a version-1 state" "$tmp/v1.bin.state: a resume state of version 1, this build reads versions 3 and 4" ./train -d $tmp/corpus.txt -o $tmp/v1.bin --resume
 # One byte of the weights in the state flipped: the CRC-32 at its end names the damage.
 cp $tmp/m.bin $tmp/flip.bin
 "$PYTHON" - $tmp/m.bin.state $tmp/flip.bin.state <<'PY'
@@ -562,11 +562,11 @@ row convert.py "--seq-len beyond the format's limit" "convert.py: --seq-len 2000
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --seq-len 2000000
 row convert.py "a truncated attn.c model file as the source" "$tmp/cut1000.bin: file is 1000 bytes, the header implies" \
   "${convert[@]}" $tmp/cut1000.bin $tmp/o.bin
-row convert.py "--quantize q8_0 --group-size 48 (dim 64, hidden_dim 172)" \
+row convert.py "--weights q8_0 --group-size 48 (dim 64, hidden_dim 172)" \
   "--group-size 48: does not divide every quantised row of the model: dim 64, n_heads x head_dim 64, hidden_dim 172" \
-  "${convert[@]}" $model $tmp/o.bin --quantize q8_0 --group-size 48
-row convert.py "--quantize q8_0 --group-size 0" "convert.py: --group-size 0: outside [1, 65536]" \
-  "${convert[@]}" $model $tmp/o.bin --quantize q8_0 --group-size 0
+  "${convert[@]}" $model $tmp/o.bin --weights q8_0 --group-size 48
+row convert.py "--weights q8_0 --group-size 0" "convert.py: --group-size 0: outside [1, 65536]" \
+  "${convert[@]}" $model $tmp/o.bin --weights q8_0 --group-size 0
 row convert.py "--group-size without --weights q8_0" \
   "convert.py: --group-size 8: a group size applies only to Q8_0 weights (--weights q8_0)" \
   "${convert[@]}" $model $tmp/o.bin --group-size 8
@@ -576,8 +576,14 @@ row make_random.py "an output in a missing directory (the error names it, not it
 row convert.py "--quantize q4_0 of rows of 172 values (hidden_dim 172)" \
   "$model: tensor layers.0.w2: rows of 172 values are not whole Q4_0 blocks of 32 (llama-quantize refuses them too)" \
   "${convert[@]}" $model $tmp/o.bin --quantize q4_0
+row convert.py "--quantize q8_0 of rows of 172 values (F16 fallbacks, over 9 bits a weight)" \
+  "convert.py: --quantize q8_0: the matrices would take 10.09 bits a weight, more than 9&&--allow-f16-fallback" \
+  "${convert[@]}" $model $tmp/o.bin --quantize q8_0
+row convert.py "--quantize q4_0 of llama.cpp's Q4_K_M (requantising)" \
+  "convert.py: --quantize q4_0: 15 matrices the checkpoint holds quantised already&&--allow-requantize" \
+  "${convert[@]}" $SHARED/models/gguf/rand256-Q4_K_M.gguf $tmp/o.bin --quantize q4_0
 row convert.py "--quantize q4_k_m --group-size 32" \
-  "convert.py: --group-size 32: a group size applies only to our Q8_0 (--quantize q8_0); llama.cpp's blocks have a fixed size" \
+  "convert.py: --group-size 32: a group size applies only to our Q8_0 (--weights q8_0); llama.cpp's blocks have a fixed size" \
   "${convert[@]}" $model $tmp/o.bin --quantize q4_k_m --group-size 32
 row convert.py "--export-torch of a truncated model" "$tmp/cut1000.bin: file is 1000 bytes, the header implies" \
   "${convert[@]}" --export-torch $tmp/cut1000.bin $tmp/o.pt
@@ -767,9 +773,10 @@ row convert.py "a tokenizer.json with a pre-tokenizer this build lacks" "$tmp/hf
 row convert.py "a tokenizer.json of 400 pieces for config.json's vocab_size 300" \
   "$tmp/hf_tok400/tokenizer.json: piece 'wa' (id 300) is past the model's vocab_size 300, and text would produce it" \
   "${convert[@]}" $tmp/hf_tok400 $tmp/o.bin
-row convert.py "a byte-level tokenizer.json without a piece for a byte UTF-8 text holds" \
-  "$tmp/hf_no41/tokenizer.json: model.vocab has no piece for the byte 0x41, which UTF-8 text can hold" \
-  "${convert[@]}" $tmp/hf_no41 $tmp/o.bin
+# a byte-level vocabulary without a piece for "A" converts, with a note; only a text needing it is refused
+"${convert[@]}" $tmp/hf_no41 $tmp/no41.bin 2>/dev/null
+row run "a prompt needing a byte the vocabulary has no piece for (a tokenizer.json without \"A\")" \
+  "run: prompt: byte 0x41 at offset 1 has no piece in this vocabulary" ./run $tmp/no41.bin -i "xA" -n 2
 row convert.py "a bfloat16 tensor whose bytes disagree with its shape" \
   "$tmp/hf_bf16/model.safetensors: tensor model.layers.1.mlp.up_proj.weight: BF16 of shape [172, 64] takes 22016 bytes, but its data_offsets" \
   "${convert[@]}" $tmp/hf_bf16 $tmp/o.bin

@@ -437,7 +437,7 @@ def convert_stores_the_section():
     assert r.returncode == 0 and "chat template llama2" in r.stderr, r.stderr
     assert mf.read_header(open(out, "rb").read(256))["version"] == mf.VERSION
     assert ct.parse_section(mf.read_chat_section(out), 512) == ("llama2", [1, 2], "", "")
-    r = subprocess.run([PY, conv, out, again, "--weights", "q8_0"], capture_output=True, text=True)
+    r = subprocess.run([PY, conv, out, again, "--weights", "q8_0", "--group-size", "4"], capture_output=True, text=True)
     assert r.returncode == 0 and mf.read_chat_section(again) == mf.read_chat_section(out), r.stderr
     r = subprocess.run([PY, conv, src, plain, "--tokenizer", tok], capture_output=True, text=True)
     assert r.returncode == 0 and "chat template" not in r.stderr and mf.read_chat_section(plain) == b"", r.stderr

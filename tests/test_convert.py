@@ -28,6 +28,7 @@ from attn import fake_hf  # noqa: E402
 from attn import random_models  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
 from attn import storage  # noqa: E402
+from attn import quantize  # noqa: E402
 import reference as ref  # noqa: E402
 from attn.reference import model as ref_model  # noqa: E402
 import pycase  # noqa: E402
@@ -648,8 +649,8 @@ def hf_families_every_weight_type():
             assert t[k].dtype == np.float16 and np.array_equal(t[k], torch.from_numpy(v).half().numpy()), k
     c25 = small_config("qwen25")  # check_q8_file reads a version 2 file: no format-3 knobs
     want25 = expected_tensors(c25, hf_state_dict(c25, "BF16", seed=len("qwen25")))
-    for flag in ("--weights", "--quantize"):
-        err = conv_stderr([tmp("hf_qwen25"), tmp("q25_q8%s.bin" % flag), flag, "q8_0"])
+    for flag in ("--weights",):  # rows of 16 values too: our Q8_0 only when asked for
+        err = conv_stderr([tmp("hf_qwen25"), tmp("q25_q8%s.bin" % flag), flag, "q8_0", "--group-size", "16"])
         assert "Q8_0, group size 16 weights (--weights q8_0: the checkpoint's bfloat16 matrices quantised)" in err, err
         check_q8_file(tmp("q25_q8%s.bin" % flag), mf.read_model(tmp("q25_q8%s.bin" % flag))[0], want25, 16)
     for dtype, flag in (("F32", None), ("F16", None), ("F32", "bf16")):
@@ -1176,16 +1177,36 @@ def q8_0_refusals():
 @case(needs=[stories260K_legacy_bin])
 def convert_quantizes_attn_files():
     """convert.py --quantize q8_0 on the float32 stories260K converted above: dim 64 and hidden
-    172 make the default group size 4 (with a note), --group-size 2 is taken as given; without
-    --weights an attn.c source is rewritten as it is, float32 or Q8_0: the same bytes; --weights
-    f32 gives a Q8_0 one's dequantised weights; a Q8_0 source quantised again keeps its integers
-    and scales."""
+    172 would need our Q8_0 in groups of 4 (16 bits a weight), so each matrix falls back as
+    llama.cpp's Q8_0 would: its blocks of 32 where the rows allow, F16 for w2's rows of 172,
+    10.09 bits a weight, refused as over 9 unless --allow-f16-fallback; --group-size 4 and 2
+    are taken as given; without --weights an attn.c source is rewritten as it is, float32 or
+    Q8_0: the same bytes; --weights f32 gives a Q8_0 one's dequantised weights; a Q8_0 source
+    quantised again keeps its integers and scales."""
     c, tok, t = mf.read_model(tmp("s260.bin"))
-    err = conv_stderr([tmp("s260.bin"), tmp("s260_q8.bin"), "--quantize", "q8_0"])
-    assert "note: group size 4" in err and "attn.c model file -> " in err and "Q8_0, group size 4" in err, err
+    for flag in ("--weights", "--quantize"):
+        conv_refused([tmp("s260.bin"), tmp("s260_q8.bin"), flag, "q8_0"],
+                     "%s q8_0: the matrices would take 10.09 bits a weight, more than 9: 5 of them (layers.0.w2, "
+                     "layers.1.w2 and 3 more) have rows that fit no block of their type and would be F16; give "
+                     "--allow-f16-fallback to write them so, or --weights q8_0 --group-size 4 for our Q8_0 (16.00 "
+                     "bits a weight)" % flag)
+    err = conv_stderr([tmp("s260.bin"), tmp("s260_mix.bin"), "--weights", "q8_0", "--allow-f16-fallback"])
+    assert "F16 for the 5 matrices of rows of 172), 10.15 bits a weight" in err, err
+    err = conv_stderr([tmp("s260.bin"), tmp("s260_mix2.bin"), "--quantize", "q8_0", "--allow-f16-fallback"])
+    assert "llama-quantize's Q8_0 gives it: F16 5, Q8_0 31), 10.15 bits a weight" in err, err
+    assert open(tmp("s260_mix2.bin"), "rb").read() == open(tmp("s260_mix.bin"), "rb").read()
+    mix, _, got = mf.read_model(tmp("s260_mix.bin"))
+    assert mix["weight_type"] == storage.WEIGHTS_PER_MATRIX
+    for name, shape in mf.matrix_specs(mix):
+        assert mix["matrix_types"][name] == ("F16" if shape[1] == 172 else "Q8_0"), name
+        want = t[name].astype(np.float16).astype(np.float32) if shape[1] == 172 else storage.dequantize_matrix(
+            "Q8_0", quantize.quantize_rows(t[name], "Q8_0"), shape)
+        assert np.array_equal(got[name], want), name
+    err = conv_stderr([tmp("s260.bin"), tmp("s260_q8.bin"), "--weights", "q8_0", "--group-size", "4"])
+    assert "attn.c model file -> " in err and "Q8_0, group size 4" in err and "16.0" in err, err
     check_q8_file(tmp("s260_q8.bin"), c, t, 4)
     assert mf.read_model(tmp("s260_q8.bin"))[1] == tok
-    err = conv_stderr([tmp("s260.bin"), tmp("s260_q8g2.bin"), "--quantize", "q8_0", "--group-size", "2"])
+    err = conv_stderr([tmp("s260.bin"), tmp("s260_q8g2.bin"), "--weights", "q8_0", "--group-size", "2"])
     assert "note" not in err, err
     check_q8_file(tmp("s260_q8g2.bin"), c, t, 2)
     conv_stderr([tmp("s260.bin"), tmp("s260_f32.bin")])
@@ -1198,7 +1219,7 @@ def convert_quantizes_attn_files():
     assert "Q8_0, group size 4 weights (the file's Q8_0 matrices kept exactly)" in err, err
     assert open(tmp("s260_q8_same.bin"), "rb").read() == open(tmp("s260_q8.bin"), "rb").read()
     _, _, raw = mf.read_model(tmp("s260_q8.bin"), dequantize=False)
-    conv(tmp("s260_q8.bin"), tmp("s260_q8q8.bin"), "--quantize", "q8_0")
+    conv(tmp("s260_q8.bin"), tmp("s260_q8q8.bin"), "--weights", "q8_0")
     again = mf.read_model(tmp("s260_q8q8.bin"), dequantize=False)[2]
     for name, v in raw.items():
         assert all(np.array_equal(a, b) for a, b in zip(again[name], v)) if isinstance(v, tuple) else \
@@ -1371,14 +1392,14 @@ def error_paths_one_line_exit_1():
         ([tmp("other.pt"), tmp("o.bin")], "unknown PyTorch checkpoint"),
         ([tmp("s260_cut.bin"), tmp("o.bin")], "s260_cut.bin: file is"),
         ([tmp("s260.bin"), tmp("s260.bin"), "--quantize", "q8_0"], "would overwrite the input"),
-        ([tmp("s260.bin"), tmp("o.bin"), "--quantize", "q8_0", "--group-size", "48"],
+        ([tmp("s260.bin"), tmp("o.bin"), "--weights", "q8_0", "--group-size", "48"],
          "convert.py: --group-size 48: does not divide every quantised row of the model: dim 64, n_heads x head_dim "
          "64, hidden_dim 172"),
-        ([tmp("s260.bin"), tmp("o.bin"), "--quantize", "q8_0", "--group-size", "0"],
+        ([tmp("s260.bin"), tmp("o.bin"), "--weights", "q8_0", "--group-size", "0"],
          "convert.py: --group-size 0: outside [1, 65536]"),
         ([tmp("s260.bin"), tmp("o.bin"), "--group-size", "4"],
          "convert.py: --group-size 4: a group size applies only to Q8_0 weights (--weights q8_0)"),
-        ([tmp("s260.bin"), tmp("o.bin"), "--quantize", "q4_k_s"], "invalid choice"),
+        ([tmp("s260.bin"), tmp("o.bin"), "--quantize", "iq2_xs"], "invalid choice"),
         (["--export-torch", tmp("s260.bin"), tmp("o.pt"), "--quantize", "q8_0"], "does not apply to --export-torch"),
         ([s260, "/nonexistent/dir/o.bin", "--tokenizer", TOK512], "cannot write"),
         ([s260, tmp("o.bin"), "--tokenizer", TOK512, "--seq-len", "2000000"],

@@ -8,6 +8,7 @@ Run from the repository root: /usr/bin/python3 tests/test_gguf_convert.py [-k SU
 import contextlib
 import io
 import json
+import math
 import os
 import random
 import resource
@@ -109,6 +110,36 @@ def stories260K_f32_runs_like_llama2c():
         got = run_text(m, *args)
         assert got == want, "%s differs at byte %d" % (name, next(
             (i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want))))
+
+
+@case(needs=[stories260K_f32_runs_like_llama2c])
+def ppl_chunks_score_as_llama_perplexity():
+    """-m ppl --chunks scores as llama-perplexity does: the tokens cut into chunks of the context
+    (-c 128), each from a fresh cache with its first token BOS, only the second half of each
+    scored; --chunks N takes the first N. Computed here from the float64 reference, chunk by
+    chunk, for 3000 characters of TinyStories (1499 tokens: 11 chunks, the rest unscored)."""
+    build("run")
+    text = open(os.path.join(SHARED, "data", "tinystories_sample.txt"), encoding="utf-8").read()[:3000]
+    path, model, ctx = tmp("ppl.txt"), tmp("s260.bin"), 128
+    open(path, "w", encoding="utf-8").write(text)
+    m = ref.load(model, torch.float64)
+    toks, bos = ref.encode(m.tok, text), m.tok[3]
+    for asked, k in (("all", len(toks) // ctx), ("3", 3)):
+        r = subprocess.run([RUN, model, "-m", "ppl", "-f", path, "-c", str(ctx), "--chunks", asked, "-q"],
+                           capture_output=True, text=True, check=True)
+        nll, scored = 0.0, 0
+        with torch.no_grad():
+            for i in range(k):
+                chunk = [bos] + toks[i * ctx + 1:(i + 1) * ctx]
+                lp = torch.log_softmax(m.all_logits(chunk), -1)
+                rows = torch.arange(ctx // 2, ctx - 1)
+                nll -= lp[rows, torch.tensor(chunk)[rows + 1]].sum().item()
+                scored += len(rows)
+        want = math.exp(nll / scored)
+        assert r.stdout.startswith("tokens: %d\nchunks: %d of %d tokens, the second half of each scored\n"
+                                   % (len(toks), k, ctx)), r.stdout
+        got = float(r.stdout.split("perplexity: ")[1].split()[0])
+        assert abs(got - want) <= 1e-5 * want, (asked, got, want)
 
 
 @case(needs=[stories260K_f32_runs_like_llama2c])
@@ -322,6 +353,47 @@ def quantised_mixes_convert_on_request():
     with gguf.GGUFFile(shared("rand256-Q4_0")) as f:
         for k in t:
             assert np.array_equal(t[k], f.dequantize(f.tensors[gguf_name(k)])), k
+
+
+@case
+def quantize_writes_llama_quantize_bytes():
+    """--quantize on llama.cpp's own F32 GGUF writes every matrix in the type and with the bytes
+    llama-quantize's file of that name in ../shared has: its output.weight, equal to
+    token_embd.weight, is kept apart as llama-quantize keeps it (token_embd in the file type's
+    own type, output Q6_K), not folded into one tied Q6_K matrix."""
+    for kind in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q6_K", "Q4_K_M"):
+        (cfg, _, raw), _ = converted(shared("rand256-F32"), "lq_%s.bin" % kind, "--quantize", kind.lower())
+        assert not cfg["tied_classifier"], kind
+        raw = mf.read_model(tmp("lq_%s.bin" % kind), dequantize=False)[2]
+        with gguf.GGUFFile(shared("rand256-" + kind)) as f:
+            for name, t in f.tensors.items():
+                if len(t.shape) == 2:
+                    ours = our_name(name)
+                    assert cfg["matrix_types"][ours] == t.type_name, (kind, name, cfg["matrix_types"][ours])
+                    assert np.array_equal(np.asarray(raw[ours]).view(np.uint8).reshape(-1),
+                                          np.asarray(f.raw(t)).view(np.uint8).reshape(-1)), (kind, name)
+
+
+@case
+def requantising_refused_unless_asked():
+    """--quantize on a GGUF whose matrices are quantised already refuses, as llama-quantize does,
+    naming the tensors and their types and --allow-requantize; with it the file is written, each
+    matrix in the type asked; a matrix already in its target type keeps its blocks without it."""
+    refused([shared("rand256-Q4_K_M"), tmp("rq.bin"), "--quantize", "q4_0"],
+            "--quantize q4_0: 15 matrices the checkpoint holds quantised already (token_embd.weight Q4_K -> Q4_0",
+            "--allow-requantize")
+    refused([shared("rand256-Q4_0"), tmp("rq.bin"), "--quantize", "q2_k"], "blk.0.attn_q.weight Q4_0 -> Q2_K",
+            "--allow-requantize")
+    (cfg, _, _), note = converted(shared("rand256-Q4_0"), "rq.bin", "--quantize", "q3_k", "--allow-requantize")
+    assert set(cfg["matrix_types"].values()) == {"Q3_K", "Q6_K"} and "bits a weight" in note, cfg["matrix_types"]
+    assert "--quantize q3_k: Q3_K throughout, not a llama-quantize mix (the classifier and rows no Q3_K block " \
+        "divides as llama-quantize types them): Q3_K 15, Q6_K 1)" in note, note
+    (cfg, _, _), note = converted(shared("rand256-F32"), "r_q4_k_m.bin", "--quantize", "q4_k_m")
+    assert "--quantize q4_k_m: each matrix in the type llama-quantize's Q4_K_M gives it: Q4_K" in note, note
+    with gguf.GGUFFile(shared("rand256-Q4_0")) as f:
+        kept = {our_name(k): t.type_name for k, t in f.tensors.items() if len(t.shape) == 2}
+    (cfg, _, _), _ = converted(shared("rand256-Q4_0"), "rq_same.bin", "--quantize", "q4_0")
+    assert cfg["matrix_types"] == kept, (cfg["matrix_types"], kept)
 
 
 # ---- files written here the way llama.cpp's converter writes each family ----

@@ -498,8 +498,22 @@ static void test_not_a_file(void **state) {
     char err[512];
     assert_int_equal(model_open(&m, "tests/tmp/does-not-exist.bin", err, sizeof err), -1);
     assert_non_null(strstr(err, "cannot open"));
-    assert_int_equal(model_open(&m, dir, err, sizeof err), -1);
+    // a folder with a config.json (a Hugging Face model's) is worth converting; another is not
+    char hf[256], config[300];
+    snprintf(hf, sizeof hf, "%s/loader_hf_dir", dir);
+    snprintf(config, sizeof config, "%s/config.json", hf);
+    mkdir(hf, 0755);
+    FILE *f = fopen(config, "w");
+    assert_non_null(f);
+    fputs("{}\n", f);
+    fclose(f);
+    assert_int_equal(model_open(&m, hf, err, sizeof err), -1);
     assert_non_null(strstr(err, "a directory, not a model file; convert it with /usr/bin/python3 tools/convert.py"));
+    remove(config);
+    assert_int_equal(model_open(&m, hf, err, sizeof err), -1);
+    assert_non_null(strstr(err, "a directory, not a model file"));
+    assert_null(strstr(err, "convert"));
+    rmdir(hf);
 }
 
 // Checkpoints tools/convert.py reads, given to the loader: named, with the command to convert them.

@@ -150,6 +150,48 @@ def write_model_refuses_special_outputs():
         assert is_kind(os.stat(path).st_mode)
 
 
+# A writer of OUT stopped inside outfile.replacing: by kill -9 ("kill"), or waiting for a line
+# on its standard input before it finishes ("wait").
+WRITER = """import os, signal, sys
+sys.path.insert(0, %r)
+from attn import outfile
+with outfile.replacing(sys.argv[1]) as f:
+    f.write(b"partial " * 100000)
+    f.flush()
+    print("writing", flush=True)
+    if sys.argv[2] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    sys.stdin.readline()
+""" % os.path.join(ROOT, "tools")
+
+
+@case
+def stale_temporaries_removed_by_the_next_writer():
+    """A conversion killed with kill -9 while writing leaves its temporary file (OUT.tmp.XXXXXXXX);
+    the next convert.py to OUT removes it, in a note naming it, while the temporary of a writer
+    still at work (locked) is left to it, and that writer then finishes as it would."""
+    d = tmp("stale")
+    os.makedirs(d)
+    out = os.path.join(d, "o.bin")
+    live = subprocess.Popen([PY, "-c", WRITER, out, "wait"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert live.stdout.readline() == b"writing\n"
+        working = os.listdir(d)
+        killed = subprocess.run([PY, "-c", WRITER, out, "kill"], capture_output=True)
+        assert killed.returncode == -9, killed
+        stale = [n for n in os.listdir(d) if n not in working]
+        assert len(working) == 1 and len(stale) == 1 and stale[0].startswith("o.bin."), (working, stale)
+        r = subprocess.run([PY, tool("convert.py"), model(), out], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert "convert.py: note: removed %s, a temporary file left by a writer that was stopped while writing" % (
+            os.path.join(d, stale[0])) in r.stderr, r.stderr
+        assert sorted(os.listdir(d)) == sorted(["o.bin"] + working), os.listdir(d)
+    finally:
+        live.communicate(b"\n")
+    assert live.returncode == 0 and os.listdir(d) == ["o.bin"], os.listdir(d)
+    assert open(out, "rb").read() == b"partial " * 100000
+
+
 @case
 def replaced_whole_through_own_temporary_files():
     """Two writers of one file at once each have their own temporary file, named after it; a

@@ -90,11 +90,12 @@ COMBOS = [
     ("gemma_like", "every Gemma 3 knob at once, llama3 scaling on the global layer, window 6", "gemma_like"),
 ]
 
-# (name, what it exercises, the float32 case it quantises, convert.py flags beyond --quantize q8_0)
+# (name, what it exercises, the float32 case it quantises, convert.py flags beyond --weights q8_0)
 Q8_COMBOS = [
-    ("llama_gqa_q8", "Q8_0 llama_gqa: GQA, tied", "llama_gqa", []),
-    ("gpt2_q8", "Q8_0 gpt2: all biases, LayerNorm, learned positions, tied", "gpt2", []),
-    ("untied_q8", "Q8_0 untied: separate classifier", "untied", []),
+    ("llama_gqa_q8", "Q8_0 llama_gqa: GQA, tied, groups of 4 (hidden 172)", "llama_gqa", ["--group-size", "4"]),
+    ("gpt2_q8", "Q8_0 gpt2: all biases, LayerNorm, learned positions, tied, groups of 16", "gpt2",
+     ["--group-size", "16"]),
+    ("untied_q8", "Q8_0 untied: separate classifier, groups of 16", "untied", ["--group-size", "16"]),
     ("mixed_q8", "Q8_0 mixed: post-norm, O/FFN biases, untied, a group size that is no power of two", "mixed",
      ["--group-size", "10"]),
     ("llama2xs_q8", "Q8_0 llama2xs (real checkpoint)", "llama2xs", []),
@@ -440,7 +441,7 @@ def quantised(name, source, extra):
     """A maker of a Q8_0 copy of what source() makes, or with extra ["--weights", W] one stored as W."""
     def make():
         path, text = source()
-        flags = extra if "--weights" in extra else ["--quantize", "q8_0"] + extra
+        flags = extra if "--weights" in extra else ["--weights", "q8_0"] + extra
         return converted(path, os.path.join(TMP, name + ".bin"), *flags), text
     return make
 

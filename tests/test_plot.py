@@ -117,6 +117,21 @@ def smoothing_without_lag():
 
 
 @case
+def smoothing_reaches_the_ends():
+    """The ends are padded as filtfilt pads them (odd reflection): a falling loss of 60 steps
+    smoothed over 20 ends on the last raw losses, not on the mean of the last 10 or so (the
+    unpadded curve ended at 3.30 on a log whose last losses were 3.18, 3.15, 3.13), a ramp is
+    kept to both ends, a constant stays constant, and a single value is itself."""
+    loss = [3.2 + 2.0 * math.exp(-i / 15.0) + 0.03 * math.sin(i * 2.3) for i in range(60)]
+    got = plot.smooth(loss, 20)
+    assert abs(got[-1] - sum(loss[-3:]) / 3) < 0.03 and abs(got[0] - loss[0]) < 0.1, (got[0], got[-1], loss[-3:])
+    ramp = [3.0 - 0.01 * i for i in range(60)]
+    assert max(abs(g - r) for g, r in zip(plot.smooth(ramp, 20), ramp)) < 1e-3, "the ramp's ends are pulled back"
+    assert plot.smooth([2.5] * 30, 20) == [2.5] * 30
+    assert plot.smooth([4.0], 20) == [4.0] and len(plot.smooth([4.0, 3.0], 20)) == 2
+
+
+@case
 def several_logs_in_one_plot():
     plotted(log("a.csv", HEADER + "".join(rows(40))), log("b.csv", HEADER + "".join(rows(25, every=3))))
 

@@ -152,11 +152,27 @@ def tensor_types_as_llama_cpp():
         # GPT-2's q, k and v are one attn_qkv in a GGUF, which the mixes raise a step
         assert quantize.tensor_type("layers.5.wk", 768, 12, file_type, False, fused_qkv=True) == \
             ("Q5_K" if file_type == "q4_k_m" else "Q6_K")
+    # llama-quantize's other mixes on a 16-layer Llama with 8 heads and 2 kv heads (n_gqa 4): the
+    # types llama_tensor_get_type gives wv, w2, wo and the rest, by layer
+    mixes = {"q2_k": (lambda i: "Q4_K", lambda i: "Q3_K", "Q3_K", "Q2_K"),
+             "q3_k_s": (lambda i: "Q3_K", lambda i: "Q3_K", "Q3_K", "Q3_K"),
+             "q3_k_m": (lambda i: "Q5_K" if i < 2 else "Q4_K", lambda i: "Q5_K" if i < 1 else "Q4_K", "Q4_K", "Q3_K"),
+             "q3_k_l": (lambda i: "Q5_K", lambda i: "Q5_K", "Q5_K", "Q3_K"),
+             "q4_k_s": (lambda i: "Q5_K" if i < 4 else "Q4_K", lambda i: "Q5_K" if i < 2 else "Q4_K", "Q4_K", "Q4_K"),
+             "q5_k_s": (lambda i: "Q5_K", lambda i: "Q5_K", "Q5_K", "Q5_K")}
+    for file_type, (wv, w2, wo, rest) in mixes.items():
+        for i in range(16):
+            want = dict(wv=wv(i), w2=w2(i), wo=wo, wq=rest, wk=rest, w1=rest, w3=rest)
+            for part, t in want.items():
+                got = quantize.tensor_type("layers.%d.%s" % (i, part), 4096, 16, file_type, False, n_gqa=4)
+                assert got == t, (file_type, i, part, got, t)
+    assert quantize.tensor_type("layers.3.wv", 4096, 16, "q2_k", False, n_gqa=2) == "Q3_K"
     # (name, row length, file type, classifier or tied embedding, the type) in a 4-layer model,
     # whose wv and w2 in layers 2 and 3 the mixes raise to Q6_K
     cases = [("layers.1.w2", 172, "q4_k_m", False, "F16"), ("layers.1.w2", 704, "q4_k_m", False, "Q5_0"),
              ("layers.1.w2", 704, "q5_k_m", False, "Q5_1"), ("layers.2.w2", 704, "q4_k_m", False, "Q8_0"),
              ("layers.1.w1", 704, "q2_k", False, "IQ4_NL"), ("layers.1.w1", 704, "q3_k", False, "IQ4_NL"),
+             ("layers.1.wv", 704, "q3_k", False, "IQ4_NL"), ("layers.1.wo", 704, "q4_k", False, "Q5_0"),
              ("classifier", 64, "q4_0", True, "Q8_0"), ("classifier", 512, "q8_0", True, "Q8_0"),
              ("tok_embedding", 512, "q4_0", True, "Q6_K"), ("tok_embedding", 512, "q4_0", False, "Q4_0"),
              ("layers.1.wq", 64, "q6_k", False, "Q8_0")]

@@ -158,6 +158,29 @@ out=$(./run --verify models/shakespeare.bin 2>&1)
 [ $? -eq 0 ] && [[ $out == "models/shakespeare.bin: ok (format version "[1-4]", which has no checksum"* ]] &&
   ok "--verify on an older model file" || bad "--verify on models/shakespeare.bin: $out"
 
+# ./train's MODEL.state: --verify checks its checksum (the first eight bytes are not a model's
+# magic and version); ./run refuses it as a model, naming it.
+head -c 20000 $SHARED/data/tinyshakespeare.txt >$tmp/corpus.txt
+./train -d $tmp/corpus.txt -o $tmp/tiny.bin --force --n-layer 1 --n-head 2 --n-embd 16 --block-size 16 \
+  --batch-size 2 --eval-iters 1 --max-iters 2 --eval-interval 2 >/dev/null 2>&1
+out=$(./run --verify $tmp/tiny.bin.state 2>&1)
+[ $? -eq 0 ] && [ "$out" = "$tmp/tiny.bin.state: ok (./train's resume state, step 2)" ] &&
+  ok "--verify on a MODEL.state" || bad "--verify on a MODEL.state: $out"
+cp $tmp/tiny.bin.state $tmp/damaged.state
+printf '\x01' | dd of=$tmp/damaged.state bs=1 seek=300 conv=notrunc 2>/dev/null
+out=$(./run --verify $tmp/damaged.state 2>&1)
+[ $? -eq 1 ] && [ "$out" = "run: $tmp/damaged.state: checksum mismatch: the file is damaged" ] &&
+  ok "--verify on a damaged MODEL.state" || bad "--verify on a damaged MODEL.state: $out"
+out=$(./run $tmp/tiny.bin.state -n 2 2>&1)
+[ $? -eq 1 ] && [ "$out" = "run: $tmp/tiny.bin.state: ./train's resume state, not a model file: the model is the file it is named after" ] &&
+  ok "a MODEL.state as the model" || bad "a MODEL.state as the model: $out"
+
+# The banner counts the types of a file of a type per matrix (--quantize q8_0's fallbacks here).
+"$PYTHON" tools/convert.py $model $tmp/mix.bin --quantize q8_0 --allow-f16-fallback --force 2>/dev/null
+out=$(./run $tmp/mix.bin -n 2 -t 0 2>&1 >/dev/null | tail -n 1)
+[[ $out == "$tmp/mix.bin: 5 layers, dim 64, vocab 512, context 512, weights per matrix: Q8_0 31, F16 5; "* ]] &&
+  ok "the banner counts the matrices' types" || bad "banner: $out"
+
 # The model that ships in models/ (trained by ./train) loads and writes text.
 out=$(./run models/shakespeare.bin -i "ROMEO:" -n 40 -s 1 2>/dev/null)
 [ ${#out} -gt 40 ] && ok "models/shakespeare.bin generates" || bad "models/shakespeare.bin: '$out'"
@@ -173,7 +196,13 @@ expect_error() { # description, expected text, command...
 }
 long=$(printf 'Once upon a time %.0s' $(seq 200))
 expect_error "missing model" "cannot open" ./run $tmp/nope.bin
-expect_error "directory as model" "a directory, not a model file; convert it with /usr/bin/python3 tools/convert.py" ./run $tmp
+mkdir -p $tmp/hf_dir $tmp/plain_dir && echo '{}' >$tmp/hf_dir/config.json
+expect_error "directory of a Hugging Face model as model" \
+  "run: $tmp/hf_dir: a directory, not a model file; convert it with /usr/bin/python3 tools/convert.py $tmp/hf_dir model.bin" \
+  ./run $tmp/hf_dir
+./run $tmp/plain_dir 2>$tmp/err.txt
+[ "$(cat $tmp/err.txt)" = "run: $tmp/plain_dir: a directory, not a model file" ] &&
+  ok "another directory as model: no suggestion to convert it" || bad "another directory: $(cat $tmp/err.txt)"
 : >$tmp/empty.bin
 expect_error "empty model" "shorter than the 256-byte header" ./run $tmp/empty.bin
 expect_error "llama2.c file given directly" "convert checkpoints with tools/convert.py" ./run $SHARED/models/stories260K.bin

@@ -375,7 +375,8 @@ def check_adamw(name, c, t, text, steps=20, dropout=0.0, precision="f32"):
 
 def check_full_loss(name, c, t, text):
     """The closing 'val loss over the whole validation split': every window, the last batch
-    partly filled (the window count is not a multiple of the batch), against PyTorch."""
+    partly filled (the window count is not a multiple of the batch), and the tail after the last
+    whole window in a window of its own, against PyTorch."""
     model, corpus = setup(name, c, t, text)
     out = os.path.join(TMP, name + ".out.bin")
     pieces = sorted(set(text.encode()))
@@ -391,13 +392,20 @@ def check_full_loss(name, c, t, text):
         ours = float(last.rsplit(":", 1)[1])
     except (IndexError, ValueError):
         return ["%s: no closing loss line: %s" % (name, last)]
+    tail = len(val) - 1 - windows * T
     x = torch.tensor([val[i * T:(i + 1) * T] for i in range(windows)])
     y = torch.tensor([val[i * T + 1:(i + 1) * T + 1] for i in range(windows)])
     with torch.no_grad():
-        theirs = loss_of(reference.load(model, torch.float64), x, y).item()
-    print("  %-8s %d windows in batches of %d: loss %.4f, torch %.6f" % (name, windows, B, ours, theirs))
-    if windows % B == 0 or not abs(ours - theirs) <= 1e-4 + 5e-5:
-        return ["%s: whole-split loss %.4f, torch %.6f (%d windows)" % (name, ours, theirs, windows)]
+        m = reference.load(model, torch.float64)
+        whole = loss_of(m, x, y).item() * windows * T
+        tail_nll = loss_of(m, torch.tensor([val[windows * T:-1]]), torch.tensor([val[windows * T + 1:]])).item() * tail
+        theirs = (whole + tail_nll) / (windows * T + tail)
+    counted = "(%d tokens)" % (windows * T + tail)
+    print("  %-8s %d windows in batches of %d and a tail of %d: loss %.4f, torch %.6f" % (name, windows, B, tail,
+                                                                                         ours, theirs))
+    if windows % B == 0 or tail == 0 or counted not in last or not abs(ours - theirs) <= 1e-4 + 5e-5:
+        return ["%s: whole-split loss %.4f, torch %.6f (%d windows, a tail of %d): %s" % (name, ours, theirs, windows,
+                                                                                        tail, last)]
     return []
 
 

@@ -13,7 +13,8 @@
   MODEL.state resumes the latest step; -d <(cat corpus) and a FIFO train as the file does.
 - Files beside -o that ./train did not write are refused even with --force; stale temporary
   files of a stopped run are removed under the lock.
-- --config, a byte-order mark, a vocabulary that stops short, step 0's evaluation, --sample-prompt.
+- --config, a byte-order mark, a vocabulary that stops short, step 0's evaluation, --sample-prompt;
+  a config file written as nanoGPT's are.
 - The memory estimate is within 10 % of the peak resident size.
 
 Run from the repository root after `make train tests/bin/train_mpi`:
@@ -26,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+import zlib
 
 from pycase import ROOT
 import pycase
@@ -338,6 +340,157 @@ def nanogpt_habits():
     r = train(fresh("vocab.bin"), opts + ["--vocab-size", "5000"])
     m = re.search(r"note: --vocab-size 5000: the corpus gives (\d+) pieces", r.stderr)
     assert m and 256 < int(m.group(1)) < 5000 and "vocab %s" % m.group(1) in r.stdout, r.stderr + r.stdout[:300]
+
+
+@case
+def killed_before_its_first_step_resumes():
+    """A run killed with kill -9 after its step-0 evaluation began (here during step 1) goes on
+    with --resume: step 0 is checkpointed before its evaluation, and again after it; the resumed
+    run equals the uninterrupted one, its log one row per step."""
+    opts = TINY + ["--max-iters", "2", "--eval-interval", "2", "--grad-accum", "300"]
+    want = fresh("first_want.bin")
+    train(want, opts)
+    got = fresh("first_got.bin")
+    p = subprocess.Popen([TRAIN, "-d", corpus(), "-o", got] + opts, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    for line in p.stdout:
+        if line.startswith("step 0: train loss"):
+            p.kill()
+            break
+    p.communicate()
+    assert p.returncode == -9 and pycase.logged_steps(got) <= 1, (p.returncode, pycase.logged_steps(got))
+    r = train(got, ["--resume"])
+    assert "resuming at step 0 of 2" in r.stdout, r.stdout[:400]
+    assert [row.split(",")[0] for row in open(got + ".csv").read().split("\n")[1:-1]] == ["0", "1", "2"]
+    same_run(got, want)
+
+
+@case
+def closing_lines_threads_and_old_states():
+    """stdout is flushed before an error, so a log of both ends with the error; --no-final-eval
+    skips the closing loss, which otherwise scores every validation token, the tail after the
+    last whole window included; --resume on another thread count says it is not bit-identical,
+    on the same says nothing; a version 3 state (no thread count) still resumes, silently."""
+    small = path("small.txt")
+    open(small, "wb").write(open(corpus(), "rb").read()[:2100])  # 210 validation tokens: 3 windows of 64 + 17
+    opts = ["-d", small, "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "64", "--batch-size",
+            "2", "--eval-iters", "1", "--max-iters", "2", "--eval-interval", "2"]
+    with open(path("both.log"), "w") as log:
+        subprocess.run([TRAIN, "-o", fresh("refused.bin"), "--sample-prompt", "\u20ac"] + opts, stdout=log,
+                       stderr=subprocess.STDOUT)
+    lines = open(path("both.log")).read().splitlines()
+    assert lines[0].startswith("memory: ") and lines[-1].startswith("train: --sample-prompt: cannot encode"), lines
+    out = fresh("threads.bin")
+    r = subprocess.run([TRAIN, "-o", out, "-j", "2"] + opts, capture_output=True, text=True)
+    assert r.returncode == 0 and "val loss over the whole validation split (209 tokens)" in r.stdout, r.stdout[-300:]
+    r = subprocess.run([TRAIN, "-d", small, "-o", out, "--resume", "--max-iters", "4", "-j", "1", "--no-final-eval"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "train: note: --resume on 1 thread, the run saved in " in r.stderr and \
+        "threads.bin.state ran on 2: " in r.stderr and "not bit-identical (-j 2 is)" in r.stderr, r.stderr
+    done = r.stdout.strip().splitlines()[-1]
+    assert done.startswith("done: 2 steps") and done.endswith("threads.bin, run it: ./run %s" % os.path.relpath(out)), \
+        done
+    state = open(out + ".state", "rb").read()  # version 4: the 192 bytes of version 3, then threads and a spare
+    v3 = bytearray(state[:192] + state[200:-4])
+    v3[8:12] = (3).to_bytes(4, "little")
+    open(out + ".state", "wb").write(bytes(v3) + zlib.crc32(bytes(v3)).to_bytes(4, "little"))
+    r = subprocess.run([TRAIN, "-d", small, "-o", out, "--resume", "--max-iters", "6", "-j", "1"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0 and "resuming at step 4 of 6" in r.stdout and "note" not in r.stderr, r.stderr
+
+
+# A config file as nanoGPT's config/train_shakespeare_char.py is written (Python: inline comments,
+# True and False, a product, its own names), for a run of TINY's model.
+NANOGPT_CONFIG = """# train a miniature character-level shakespeare model
+out_dir = 'out-shakespeare-char'
+eval_interval = 2 # keep frequent because we'll overfit
+eval_iters = 2
+log_interval = 10 # don't print too too often
+
+# we expect to overfit on this small dataset, so only save when val improves
+always_save_checkpoint = False
+
+wandb_log = False # override via command line if you like
+wandb_project = 'shakespeare-char'
+wandb_run_name = 'mini-gpt'
+
+dataset = 'shakespeare_char'
+gradient_accumulation_steps = 1 * 2
+batch_size = 2
+block_size = 16 # context of up to 16 previous characters
+
+n_layer = 1
+n_head = 2
+n_embd = 16
+dropout = 0.1
+
+learning_rate = 2e-3 # with baby networks can afford to go a bit higher
+max_iters = 2
+lr_decay_iters = 2 # make equal to max_iters usually
+min_lr = 1e-4 # learning_rate / 10 usually
+beta2 = 0.95 # make a bit bigger because number of tokens per iter is small
+decay_lr = True
+init_from = 'scratch'
+dtype = 'bfloat16'
+
+warmup_iters = 1 # not super necessary potentially
+device = 'cpu'  # run on cpu only
+compile = False # do not torch compile the model
+"""
+
+
+@case
+def nanogpt_config_files():
+    """A config file written as nanoGPT's are loads as it is: its names (learning_rate,
+    gradient_accumulation_steps), always_save_checkpoint False as --keep-best, True and False,
+    inline comments, 1 * 2; out_dir, log_interval, wandb_*, dataset, device, compile and dtype
+    are named in one note as ignored. It trains what the same flags do. A value ./train cannot
+    follow (init_from = 'resume', decay_lr = False) is refused naming the file and line."""
+    conf = path("train_tiny_char.py")
+    open(conf, "w").write(NANOGPT_CONFIG)
+    want = fresh("nanogpt_flags.bin")
+    train(want, TINY + ["--max-iters", "2", "--eval-interval", "2", "--grad-accum", "2", "--lr", "2e-3", "--min-lr",
+                        "1e-4", "--lr-decay-iters", "2", "--beta2", "0.95", "--warmup-iters", "1", "--keep-best"])
+    got = fresh("nanogpt_config.bin")
+    r = train(got, ["--config", conf, "--seed", "5"])
+    note = "train: note: %s: ignored, as nothing here depends on them: out_dir, log_interval, wandb_log, " \
+        "wandb_project, wandb_run_name, dataset, dtype, device, compile (docs/TRAINING.md)\n" % conf
+    assert note in r.stderr, r.stderr
+    same_run(got, want)
+    for line, value, why in (("init_from = 'scratch'", "'resume'", "--resume goes on with a run"),
+                             ("decay_lr = True", "False", "always decays the learning rate")):
+        open(conf, "w").write(NANOGPT_CONFIG.replace(line, line.split(" = ")[0] + " = " + value))
+        n = NANOGPT_CONFIG.split("\n").index(line) + 1
+        r = train(fresh("nanogpt_refused.bin"), ["--config", conf], ok=False)
+        assert r.returncode == 1 and r.stderr.startswith("train: %s:%d: " % (conf, n)) and why in r.stderr, r.stderr
+
+
+@case
+def memory_estimate_counts_learning_and_encoding():
+    """On a corpus of 4 MB (Tiny Shakespeare repeated) and a tiny model, the peak is encoding the
+    corpus (characters) or learning the vocabulary (BPE), which the estimate counts: within 15 %
+    of the peak resident size, naming the phase; with --vocab-size the refusal of a run too
+    large comes before the vocabulary is learned (no note on the pieces learned)."""
+    big = path("corpus4m.txt")
+    text = open(os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt"), "rb").read()
+    open(big, "wb").write((text * 4)[:4000000])
+    tiny = ["-d", big, "--n-layer", "1", "--n-head", "2", "--n-embd", "16", "--block-size", "64", "--batch-size", "2",
+            "--eval-iters", "1", "--max-iters", "0", "--no-final-eval", "-j", "1"]
+    for extra, phase in (([], "encoding the corpus"), (["--arch", "llama", "--vocab-size", "512"],
+                                                       "learning the vocabulary")):
+        p = subprocess.Popen([TRAIN, "-o", fresh("mem4m.bin")] + tiny + extra, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        stdout = p.stdout.read()
+        _, status, usage = os.wait4(p.pid, 0)
+        p.wait()
+        m = re.search(r"memory: ([\d.]+) MiB at its peak, while ([a-z ]+);", stdout)
+        assert m and m.group(2) == phase, stdout[:300]
+        estimate, peak = float(m.group(1)), usage.ru_maxrss / 1024
+        close = estimate >= peak if ASAN else abs(estimate - peak) <= 0.15 * peak
+        assert close, "%s: estimated %.1f MiB, peak resident size %.1f MiB" % (phase, estimate, peak)
+    r = subprocess.run([TRAIN, "-o", fresh("huge.bin"), "-d", big, "--n-layer", "1024", "--n-embd", "8192",
+                        "--vocab-size", "100000"], capture_output=True, text=True)
+    assert r.returncode == 1 and "GiB, this machine has" in r.stderr and "the corpus gives" not in r.stderr, r.stderr
 
 
 @case

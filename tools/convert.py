@@ -1,8 +1,9 @@
 """Convert a checkpoint into an attn.c model file (docs/FORMAT.md), or export one back.
 
   convert.py SRC OUT [--tokenizer TOK] [--seq-len N] [--weights f32|bf16|f16|q8_0 [--group-size N]]
-             [--quantize q4_0|q4_1|q5_0|q5_1|q8_0|q2_k|q3_k|q4_k|q5_k|q6_k|q4_k_m|q5_k_m]
-             [--chat-template NAME] [--force]
+             [--quantize q4_0|q4_1|q5_0|q5_1|q8_0|q2_k|q3_k_s|q3_k_m|q3_k_l|q4_k_s|q4_k_m|q5_k_s|q5_k_m|q6_k
+                         |q3_k|q4_k|q5_k]
+             [--allow-requantize] [--allow-f16-fallback] [--chat-template NAME] [--force]
   convert.py MODEL.bin OUT.pt --export-torch     convert.py MODEL.bin DIR --export-hf
 
 SRC is recognised by its content (llama2.c .bin and .pt, nanoGPT ckpt.pt, a Hugging Face
@@ -36,7 +37,8 @@ from attn.sources.llama2c import read_llama2c_ak42, read_llama2c_legacy  # noqa:
 from attn.sources.tokenizer import default_tokenizer, is_gguf, read_tokenizer  # noqa: E402
 from attn.torchfile import read_torch  # noqa: E402
 from attn.tensors import with_context  # noqa: E402
-from attn.weights import BLOCK_FILE_TYPES, add_quantize_arguments, block_types_for  # noqa: E402
+from attn.weights import add_quantize_arguments, block_types_for  # noqa: E402
+from attn.weights import bits_per_weight, check_block_types, q8_0_types  # noqa: E402
 from attn.weights import storage_config, weight_choice  # noqa: E402
 
 
@@ -104,9 +106,11 @@ def chat_section(src, tokpath, tok, source, name):
     return section, family
 
 
-def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=None, chat_template=None):
+def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=None, chat_template=None,
+            allow_f16=False, allow_requantize=False, file_type=None):
     """Returns the config written, the Source read, a note on the weight type chosen and the chat
-    template's family (None without one)."""
+    template's family (None without one). weights: --weights; file_type: --quantize; allow_f16,
+    allow_requantize: --allow-f16-fallback and --allow-requantize (weights.check_block_types)."""
     source = read_source(src)
     cfg, tensors = with_context(source, seq_len, src)
     tokpath = tokenizer or default_tokenizer(src)
@@ -120,14 +124,23 @@ def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=Non
     else:
         tok = source.tok
     chat, family = chat_section(src, tokpath, tok, source, chat_template)
-    if weights in BLOCK_FILE_TYPES:
+    # Float matrices in Q8_0 groups too small for 9 bits a weight fall back per matrix; quantised
+    # ones keep mapping onto our Q8_0, exactly where their blocks allow (Source.weights)
+    q8_fallback = weights == "q8_0" and group_size is None and not any(
+        getattr(tensors[n], "quantised", lambda: None)() for n, _ in mf.matrix_specs(mf.complete_config(cfg))) \
+        and q8_0_types(cfg)
+    if file_type or q8_fallback:
         if group_size is not None:
-            raise Bad("--group-size %d" % group_size, "a group size applies only to our Q8_0 (--quantize q8_0); "
+            raise Bad("--group-size %d" % group_size, "a group size applies only to our Q8_0 (--weights q8_0); "
                       "llama.cpp's blocks have a fixed size")
+        if source.output is not None and file_type:  # llama-quantize types output and token_embd apart
+            cfg, tensors = dict(cfg, tied_classifier=0), dict(tensors, classifier=source.output)
         try:
-            weights, why = block_types_for(cfg, weights)
+            weights, why = q8_fallback or block_types_for(cfg, file_type)
         except ValueError as e:
             raise Bad(src, str(e))
+        check_block_types(cfg, tensors, "--quantize %s" % file_type if file_type else "--weights q8_0", weights,
+                          allow_f16, allow_requantize)
     elif source.weights:
         weights, why, group_size = source.weights(tensors, weights, group_size)
     else:
@@ -166,10 +179,13 @@ def main(argv):
                     help="the chat format to store, instead of the one the checkpoint's chat template is "
                     "recognised as: %s or %s" % (", ".join(FAMILIES[:-1]), FAMILIES[-1]))
     a = ap.parse_args(argv)
-    if a.export_torch and a.quantize:
+    if a.quantize and a.file_type:
+        ap.error("--quantize %s contradicts the weight type given before (%s): --weights q8_0 is our Q8_0, "
+                 "--quantize a llama.cpp file type" % (a.file_type, a.quantize))
+    if a.export_torch and (a.quantize or a.file_type):
         ap.error("--weights does not apply to --export-torch, whose state dict holds the weights as the model "
                  "file does")
-    if a.export_hf and (a.quantize or a.tokenizer or a.group_size is not None or a.seq_len is not None):
+    if a.export_hf and (a.quantize or a.file_type or a.tokenizer or a.group_size is not None or a.seq_len is not None):
         ap.error("--weights, --group-size, --tokenizer and --seq-len do not apply to --export-hf, which writes "
                  "the model file as it is")
     for inp, what in ((a.src, "a checkpoint"), (a.tokenizer, "a tokenizer")):
@@ -211,16 +227,18 @@ def main(argv):
             print("convert.py: %s -> %s: Hugging Face %s directory" % (a.src, a.out, mt), file=sys.stderr)
         else:
             cfg, source, why, family = convert(a.src, a.out, a.tokenizer, a.seq_len, a.quantize, a.group_size,
-                                               a.chat_template)
+                                               a.chat_template, a.allow_f16_fallback, a.allow_requantize, a.file_type)
             weights = {storage.WEIGHTS_F32: "float32", storage.WEIGHTS_BF16: "bfloat16", storage.WEIGHTS_F16: "float16",
                        storage.WEIGHTS_Q8_0: "Q8_0, group size %d" % cfg["group_size"],
                        storage.WEIGHTS_PER_MATRIX: "per-matrix"}[cfg["weight_type"]]
             skipped = "; skipped %s, buffers a model file does not need" % listing(source.skipped) \
                 if source.skipped else ""
             chat = "; chat template %s" % family if family else ""
-            print("convert.py: %s -> %s: dim %d, %d layers, %d heads (%d kv), vocab %d, seq_len %d, %s weights (%s)%s%s"
+            print("convert.py: %s -> %s: dim %d, %d layers, %d heads (%d kv), vocab %d, seq_len %d, %s weights (%s), "
+                  "%.2f bits a weight%s%s"
                   % (source.desc, a.out, cfg["dim"], cfg["n_layers"], cfg["n_heads"], cfg["n_kv_heads"],
-                     cfg["vocab_size"], cfg["seq_len"], weights, why, skipped, chat), file=sys.stderr)
+                     cfg["vocab_size"], cfg["seq_len"], weights, why, bits_per_weight(cfg)[1], skipped, chat),
+                  file=sys.stderr)
     except Bad as e:
         sys.stderr.write("convert.py: %s: %s\n" % (e.path, e.msg))
         return 1

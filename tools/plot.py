@@ -3,8 +3,9 @@
   tools/plot.py model.bin.csv [other.csv ...] [-o loss.png] [--smooth 20] [--force]
 
 Each log is one run: its training loss per step (smoothed over about --smooth steps without lag:
-an exponential average run forwards, then backwards over the result, so that the smoothed curve
-stays centred on the raw one, which is drawn faint behind it), and at each evaluation the
+an exponential average run forwards, then backwards over the result, the ends padded as scipy's
+filtfilt pads them, so that the smoothed curve stays centred on the raw one to its last step,
+which is drawn faint behind it), and at each evaluation the
 validation loss and the training loss measured the same way (eval_train_loss, markers: the two
 comparable numbers), with the learning rate in a panel below. Logs from before eval_train_loss
 was written are read too.
@@ -67,8 +68,13 @@ def smooth(x, n):
     """x smoothed over about n values without lag: an exponential average (the weight of an
     n-value moving average, 2 / (n + 1)) run forwards, then backwards over the result. Each pass
     alone lags (or leads) by about n / 2 values; the two together cancel it, as a zero-phase
-    filter (scipy's filtfilt) does."""
+    filter (scipy's filtfilt) does. As filtfilt, x is first extended at each end by its odd
+    reflection about the end value (2 x[0] - x[k]), here 3 n values long (filtfilt: 3 filter orders), and
+    the extension cut off after: a trend runs on past the ends instead of being pulled back by
+    the values before them, so the curve ends on the last losses, not n / 2 steps behind."""
     a = 2.0 / (n + 1)
+    pad = min(3 * n, len(x) - 1)
+    padded = [2 * x[0] - v for v in x[pad:0:-1]] + list(x) + [2 * x[-1] - v for v in x[-2:-pad - 2:-1]]
 
     def ema(values):
         out, acc = [], None
@@ -76,7 +82,7 @@ def smooth(x, n):
             acc = v if acc is None else acc + a * (v - acc)
             out.append(acc)
         return out
-    return ema(ema(x)[::-1])[::-1]
+    return ema(ema(padded)[::-1])[::-1][pad:pad + len(x)]
 
 
 def main(argv):

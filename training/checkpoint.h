@@ -25,8 +25,11 @@ typedef struct {
 // is: a run stopped inside a step checkpoints the step before it and does it again on resume.
 // Config and tokenizer come from the model file, which are the same at every checkpoint of a
 // run; a fingerprint of both makes sure of it.
-#define STATE_MAGIC "ATTNSTAT"
-#define STATE_VERSION 3 // 2: Opts gained dropout; 3: the checksum, the best loss, a pending evaluation
+// STATE_MAGIC is model/file.h's, which ./run --verify reads too
+// 2: Opts gained dropout; 3: the checksum, the best loss, a pending evaluation; 4: the threads
+// (a version 3 state, which lacks them, still resumes)
+#define STATE_VERSION 4
+#define STATE_V3_HEADER_BYTES 192
 
 typedef struct {
     char magic[8];
@@ -38,8 +41,12 @@ typedef struct {
     // learning rate and tokens/s) is written when --resume has evaluated it
     double pending_loss, pending_lr, pending_tps;
     uint32_t best_step, eval_pending;
+    // threads: rank 0's (0 from a version 3 state): another count sums the gradients' per-thread
+    // copies in other groups, so a resumed run is close to, not bit-identical with, the whole one
+    uint32_t threads, reserved;
 } StateHeader;
-_Static_assert(sizeof(StateHeader) == 192, "StateHeader has padding");
+_Static_assert(sizeof(StateHeader) == STATE_V3_HEADER_BYTES + 8, "StateHeader has padding");
+_Static_assert(offsetof(StateHeader, step) == STATE_STEP_OFFSET, "./run --verify reads the step there");
 
 typedef struct {
     const ModelData *md;
@@ -153,10 +160,16 @@ static void read_state_header(const char *path, StateHeader *sh) {
     if (n != (ssize_t)sizeof *sh) die("%s: too short for a resume state", path);
     if (memcmp(sh->magic, STATE_MAGIC, 8) || sh->opts_bytes != sizeof(Opts))
         die("%s: not a resume state of this build", path);
-    if (sh->version != STATE_VERSION)
-        die("%s: a resume state of version %u, this build reads version %d (resume it with the ./train that "
+    if (sh->version != STATE_VERSION && sh->version != 3)
+        die("%s: a resume state of version %u, this build reads versions 3 and %d (resume it with the ./train that "
             "wrote it)",
             path, sh->version, STATE_VERSION);
+    if (sh->version == 3) sh->threads = sh->reserved = 0; // those bytes are its weights'
+}
+
+// The bytes of a resume state's header: a version 3 state's is shorter.
+static size_t state_header_bytes(const StateHeader *sh) {
+    return sh->version == 3 ? STATE_V3_HEADER_BYTES : sizeof *sh;
 }
 
 // What --resume continues: config and tokenizer from the model file, weights, moments, options,
@@ -171,8 +184,8 @@ static void load_state(const char *out, const char *path, const char *corpus_pat
     if (sh.param_bytes != md->param_bytes || sh.model_hash != model_hash(md))
         die("%s: belongs to a different model than %s", path, out);
     check_saved_opts(&sh.opts, path);
-    check_memory(&md->c, &sh.opts, ranks, rank == 0, corpus_len, 1);
-    size_t n, want = sizeof sh + 3 * sh.param_bytes + sizeof(uint32_t);
+    check_memory(&md->c, &sh.opts, ranks, rank == 0, corpus_len, 1, 0, vocabulary_merges(md->tok_blob));
+    size_t n, want = state_header_bytes(&sh) + 3 * sh.param_bytes + sizeof(uint32_t);
     char *buf = read_file(path, &n, "the resume state");
     if (n != want) die("%s: %zu bytes, its header implies %zu (truncated?)", path, n, want);
     uint32_t crc;
@@ -181,7 +194,13 @@ static void load_state(const char *out, const char *path, const char *corpus_pat
         die("%s: checksum mismatch: the file is damaged", path);
     if (sh.corpus_bytes != corpus_len || sh.corpus_hash != corpus_hash)
         die("%s: the run was trained on a different corpus than %s", path, corpus_path);
-    const char *p = buf + sizeof sh;
+    int threads = max_threads();
+    if (rank == 0 && sh.threads && sh.threads != (uint32_t)threads)
+        fprintf(stderr,
+                "%s: note: --resume on %d thread%s, the run saved in %s ran on %u: the gradients' per-thread sums "
+                "round differently, so the run goes on close to the uninterrupted one, not bit-identical (-j %u is)\n",
+                prog, threads, plural(threads), path, sh.threads, sh.threads);
+    const char *p = buf + state_header_bytes(&sh);
     *m = xcalloc(md->param_bytes, 1, "AdamW moments");
     *v = xcalloc(md->param_bytes, 1, "AdamW moments");
     memcpy(md->params, p, md->param_bytes);
@@ -356,8 +375,12 @@ static void build_model(const Args *args, Opts *o, const char *corpus, size_t co
         if (!flag_given(args, "block-size")) o->block_size = md->c.seq_len;
         if (o->block_size > md->c.seq_len)
             die("--block-size %d exceeds %s's context length %d", o->block_size, args->init, md->c.seq_len);
-        check_memory(&md->c, o, args->ranks, args->rank == 0, corpus_len, 0);
+        check_memory(&md->c, o, args->ranks, args->rank == 0, corpus_len, 0, 0, vocabulary_merges(md->tok_blob));
     } else {
+        if (o->vocab_size) { // before the learning, which holds the most, with the vocabulary it may reach
+            Config most = config_from_opts(o, o->vocab_size);
+            check_memory(&most, o, args->ranks, args->rank == 0, corpus_len, 0, 1, 1);
+        }
         Progress progress = progress_start();
         TokProgress report = {show_learning, &progress};
         int rc = o->vocab_size
@@ -374,7 +397,8 @@ static void build_model(const Args *args, Opts *o, const char *corpus, size_t co
                     "twice after the last merge; the model's vocabulary is %u (a larger corpus gives more)\n",
                     prog, o->vocab_size, n_pieces, n_pieces);
         md->c = config_from_opts(o, (int)n_pieces);
-        check_memory(&md->c, o, args->ranks, args->rank == 0, corpus_len, 0);
+        if (!o->vocab_size)
+            check_memory(&md->c, o, args->ranks, args->rank == 0, corpus_len, 0, 0, vocabulary_merges(md->tok_blob));
         md->param_bytes = carve_weights(&md->c, NULL, NULL);
         md->params = xcalloc(md->param_bytes, 1, "parameters");
     }
@@ -394,6 +418,7 @@ static StateData state_data(const ModelData *md, const Dist *dist, const float *
     sd.h.model_hash = model_hash(md);
     sd.h.param_bytes = md->param_bytes;
     sd.h.opts = *o;
+    sd.h.threads = (uint32_t)max_threads();
     return sd;
 }
 

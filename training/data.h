@@ -98,7 +98,9 @@ static double estimate_loss(const Config *c, const Weights *w, Acts *a, const Sp
 #define PLAIN_LINE_SECONDS 30.0
 
 // Every token of the split after the first is predicted once: consecutive windows of T
-// targets, each with the context from its window's start (the tail shorter than T is dropped).
+// targets, each with the context from its window's start, the tail shorter than T in a last
+// window of its own (filled up with token 0, which the causal attention keeps from the tail's
+// positions, whose losses alone count), as ./run -m ppl scores a text.
 // Splits beyond FULL_LOSS_MAX_TOKENS are scored on their start. A status counts the windows
 // (on a terminal a line rewritten in place, otherwise a line every PLAIN_LINE_SECONDS): for a
 // large model this takes minutes. NaN if *stop became non-zero (a signal) before the end.
@@ -125,9 +127,19 @@ static double full_loss(const Config *c, const Weights *w, Acts *a, const Split 
             shown = now_s();
         }
     }
+    size_t tail = n - 1 - windows * T;
+    if (tail && !*stop) {
+        for (int t = 0; t < T; t++) {
+            a->tokens[t] = t < (int)tail ? s->ids[windows * T + t] : 0;
+            a->targets[t] = t < (int)tail ? s->ids[windows * T + t + 1] : 0;
+        }
+        model_step(c, w, NULL, a, 1, 0.0f, NULL, 0);
+        for (int t = 0; t < (int)tail; t++) sum += a->losses[t];
+    }
+    if (*stop) return NAN;
     if (tty) fputs("\r\033[K", stdout);
-    *count = windows * T;
-    return sum / (double)(windows * T);
+    *count = windows * T + tail;
+    return sum / (double)*count;
 }
 
 #endif

@@ -59,6 +59,8 @@ static void usage(FILE *f, const Flag *flags, int n) {
                "  --force                replace an existing MODEL (and its .state and .csv) instead of refusing\n"
                "  --keep-best            MODEL keeps the weights of the best validation loss so far;\n"
                "                         MODEL.state still resumes the latest step\n"
+               "  --no-final-eval        skip the closing loss over the whole validation split (minutes on\n"
+               "                         a large corpus)\n"
                "  --config FILE          options as 'name = value' lines (the flags' names without --);\n"
                "                         flags on the command line override them\n"
                "  --sample-prompt TEXT   start the samples printed at each evaluation from TEXT\n"
@@ -104,7 +106,7 @@ enum { PROGRESS_AUTO, PROGRESS_PLAIN, PROGRESS_TTY };
 typedef struct {
     Opts o;
     const char *data, *out, *init, *dump, *config, *sample_prompt;
-    int resume, force, keep_best, threads, arch_given, precision_given, progress;
+    int resume, force, keep_best, no_final_eval, threads, arch_given, precision_given, progress;
     char *config_text; // the --config file, which the options' text values point into
     int rank, ranks;   // this process's place among the MPI ranks training together (training/dist.h)
     char given[N_FLAGS];
@@ -230,28 +232,106 @@ static void set_flag(Args *a, Flag flags[N_FLAGS], const char *name, const char 
 }
 
 // A switch (a flag without a value) by name; from a --config file (value true or false) only
-// --keep-best, since --resume and --force are about one invocation.
+// --keep-best and --no-final-eval, since --resume and --force are about one invocation.
 static int set_switch(Args *a, const char *name, const char *value, const char *where) {
     if (!value && (!strcmp(name, "resume") || !strcmp(name, "force"))) {
         *(name[0] == 'r' ? &a->resume : &a->force) = 1;
         return 1;
     }
-    if (strcmp(name, "keep-best")) return 0;
+    int *flag = !strcmp(name, "keep-best") ? &a->keep_best : !strcmp(name, "no-final-eval") ? &a->no_final_eval : NULL;
+    if (!flag) return 0;
     int on = !value || !strcmp(value, "true") || !strcmp(value, "1");
     if (value && !on && strcmp(value, "false") && strcmp(value, "0"))
         die("%s: %s = '%s': give true or false", where, name, value);
-    a->keep_best = on;
+    *flag = on;
     return 1;
 }
 
+// nanoGPT's train.py globals, which its config files set, under ./train's names for them
+// (docs/TRAINING.md's table): renamed, or changing nothing here (ignored, named in one note),
+// or meaning something here only at one value (nanoGPT's default in its train.py).
+static const char *const nanogpt_renamed[][2] = {{"learning-rate", "lr"},
+                                                 {"gradient-accumulation-steps", "grad-accum"}};
+static const char *const nanogpt_ignored[] = {"out-dir", "log-interval", "wandb-log", "wandb-project", "wandb-run-name",
+                                              "dataset", "device",       "compile",   "backend",       "dtype"};
+static const char *const nanogpt_fixed[][3] = {
+    {"init-from", "scratch", "--init MODEL starts from a model file, --resume goes on with a run"},
+    {"eval-only", "false", "--max-iters 0 evaluates and writes the model it starts from"},
+    {"decay-lr", "true", "./train always decays the learning rate (--min-lr = --lr keeps it constant)"},
+};
+
+// A config value as Python writes it in nanoGPT's files, made plain in place: a '#' comment after
+// it removed, quotes removed, True and False lower-cased, a product of whole numbers ("5 * 8")
+// computed. Returns the value.
+static char *plain_value(char *value) {
+    for (char *c = value, quote = 0; *c; c++) {
+        if (quote) quote = *c == quote ? 0 : quote;
+        else if (*c == '"' || *c == '\'') quote = *c;
+        else if (*c == '#') *c = 0;
+        if (!*c) break;
+    }
+    char *end = value + strlen(value);
+    while (end > value && (end[-1] == ' ' || end[-1] == '\t')) *--end = 0;
+    size_t vlen = strlen(value);
+    if (vlen >= 2 && (value[0] == '"' || value[0] == '\'') && value[vlen - 1] == value[0]) {
+        value[vlen - 1] = 0;
+        return value + 1;
+    }
+    if (!strcmp(value, "True") || !strcmp(value, "False")) *value = *value == 'T' ? 't' : 'f';
+    if (strchr(value, '*') && value[strspn(value, "0123456789* ")] == 0) {
+        long long product = 1;
+        for (char *f = value; *f;) {
+            char *next;
+            long long factor = strtoll(f, &next, 10);
+            if (next == f || product > LLONG_MAX / (factor ? factor : 1)) return value; // refused as a number
+            product *= factor;
+            f = next + strspn(next, " ");
+            if (*f == '*') f += 1 + strspn(f + 1, " ");
+            else if (*f) return value;
+        }
+        snprintf(value, vlen + 1, "%lld", product); // never longer than its factors and the '*'
+    }
+    return value;
+}
+
+// A nanoGPT key with no flag of its own: 1 when it is taken (renamed into *key, kept in
+// ignored for the note, or at its one value), else 0; dies naming a value ./train cannot follow.
+static int nanogpt_key(Args *a, const char **key, const char *value, const char *where, char *ignored, size_t size) {
+    for (size_t i = 0; i < sizeof nanogpt_renamed / sizeof *nanogpt_renamed; i++)
+        if (!strcmp(*key, nanogpt_renamed[i][0])) *key = nanogpt_renamed[i][1];
+    if (!strcmp(*key, "always-save-checkpoint")) { // nanoGPT saves only an improving val loss unless it is set
+        if (strcmp(value, "true") && strcmp(value, "false"))
+            die("%s: %s = '%s': give True or False", where, *key, value);
+        a->keep_best = !strcmp(value, "false");
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof nanogpt_fixed / sizeof *nanogpt_fixed; i++)
+        if (!strcmp(*key, nanogpt_fixed[i][0])) {
+            if (strcmp(value, nanogpt_fixed[i][1]))
+                die("%s: %s = '%s' has no equivalent: %s", where, *key, value, nanogpt_fixed[i][2]);
+            return 1;
+        }
+    for (size_t i = 0; i < sizeof nanogpt_ignored / sizeof *nanogpt_ignored; i++)
+        if (!strcmp(*key, nanogpt_ignored[i])) {
+            size_t len = strlen(ignored);
+            snprintf(ignored + len, size - len, "%s%s", len ? ", " : "", *key);
+            for (char *c = ignored + len; *c; c++) // named as nanoGPT's files spell them
+                if (*c == '-') *c = '_';
+            return 1;
+        }
+    return 0;
+}
+
 // --config FILE: 'name = value' lines with the flags' long names (an underscore may stand for a
-// dash, as in nanoGPT's config files), '#' starting a comment line; a value may be quoted.
+// dash), '#' starting a comment, a value possibly quoted: ./train's own, and nanoGPT's config
+// files as they are (nanogpt_key, plain_value).
 static void read_config(Args *a, Flag flags[N_FLAGS], const char *path) {
     size_t n;
     a->config_text = read_file(path, &n, "the config file");
     char why[64];
     if (text_problem(a->config_text, n, why, sizeof why)) die("%s: not a text file: %s", path, why);
     int line_no = 0;
+    char ignored[512] = "";
     for (char *line = a->config_text, *next; line && *line; line = next) {
         line_no++;
         next = strchr(line, '\n');
@@ -269,24 +349,25 @@ static void read_config(Args *a, Flag flags[N_FLAGS], const char *path) {
         *key_end = 0;
         char *value = eq + 1;
         while (*value == ' ' || *value == '\t') value++;
-        size_t vlen = strlen(value);
-        if (vlen >= 2 && (value[0] == '"' || value[0] == '\'') && value[vlen - 1] == value[0]) {
-            value[vlen - 1] = 0;
-            value++;
-        }
+        value = plain_value(value);
         for (char *c = line; *c; c++)
             if (*c == '_') *c = '-';
-        if (!strcmp(line, "config")) die("%s: a config file cannot name another (--config)", where);
-        if (!strcmp(line, "resume") || !strcmp(line, "force"))
-            die("%s: --%s is given on the command line, not in a config file", where, line);
-        if (set_switch(a, line, value, where)) continue;
-        if (numeric_flag(flags, line) < 0 && text_flag(line) < 0)
+        const char *key = line;
+        if (!strcmp(key, "config")) die("%s: a config file cannot name another (--config)", where);
+        if (!strcmp(key, "resume") || !strcmp(key, "force"))
+            die("%s: --%s is given on the command line, not in a config file", where, key);
+        if (set_switch(a, key, value, where)) continue;
+        if (nanogpt_key(a, &key, value, where, ignored, sizeof ignored)) continue;
+        if (numeric_flag(flags, key) < 0 && text_flag(key) < 0)
             die("%s: unknown option '%s' (see --help)", where, line);
         if (!*value) die("%s: %s has no value", where, line);
         snprintf(option_source, sizeof option_source, "%s: ", where);
-        set_flag(a, flags, line, value);
+        set_flag(a, flags, key, value);
         *option_source = 0;
     }
+    if (*ignored && a->rank == 0)
+        fprintf(stderr, "%s: note: %s: ignored, as nothing here depends on them: %s (docs/TRAINING.md)\n", prog, path,
+                ignored);
 }
 
 static void parse_args(Args *a, int argc, char **argv, int rank, int ranks) {

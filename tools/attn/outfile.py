@@ -3,7 +3,10 @@
 An output path that exists and is not a regular file (a device, FIFO, socket or directory)
 is refused: renaming a new file over it would destroy the node, and opening it could block
 or write to hardware. A regular file is replaced whole or not at all: the new contents go to
-a unique temporary file beside it, which is synced and then renamed over it.
+a unique temporary file beside it (NAME.tmp.XXXXXXXX, locked while it is written), which is
+synced and then renamed over it. A temporary of NAME that no process holds locked was left by a
+writer killed (kill -9) while writing: the next writer of NAME removes it, as ./train removes
+its own.
 
 claim() and claim_dir() are ./train's policy for an output (training/checkpoint.h's
 claim_outputs), checked before any work: an existing output is replaced only with --force, and
@@ -17,8 +20,10 @@ and when standard output is a terminal. As an input, "-" is standard input (read
 """
 import contextlib
 import errno
+import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -208,7 +213,8 @@ def replacing(path, mode="wb", drop_cache=False):
     d = os.path.dirname(os.path.abspath(path))
     with held():  # made and recorded for remove_pending as one step
         try:
-            fd, tmp = tempfile.mkstemp(dir=d, prefix=os.path.basename(path) + ".")
+            remove_stale(path)
+            fd, tmp = locked_temporary(d, os.path.basename(path) + TMP_INFIX)
         except OSError as e:
             raise named(e, None, path)
         PENDING.add(tmp)
@@ -228,6 +234,50 @@ def replacing(path, mode="wb", drop_cache=False):
     finally:
         PENDING.discard(tmp)
     _fsync_dir(d)
+
+
+TMP_INFIX = ".tmp."
+TMP_NAME = re.compile(r"\.tmp\.[a-z0-9_]{8}")  # what follows NAME in mkstemp's names for it
+
+
+def locked_temporary(d, prefix):
+    """(fd, name) of a new file in folder d, locked (flock) so that remove_stale leaves it: a
+    file removed between its making and its locking is made again."""
+    while True:
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=prefix)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.stat(tmp).st_ino == os.fstat(fd).st_ino:
+                return fd, tmp
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+def remove_stale(path):
+    """Remove the temporaries of path that no writer holds locked, saying so: a writer killed
+    while writing left them."""
+    d, base = os.path.split(os.path.abspath(path))
+    for name in os.listdir(d):
+        if not (name.startswith(base) and TMP_NAME.fullmatch(name[len(base):])):
+            continue
+        p = os.path.join(d, name)
+        try:
+            fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue  # gone already, or a link: not a temporary of ours
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a writer at work
+            os.unlink(p)
+            print("%s: note: removed %s, a temporary file left by a writer that was stopped while writing"
+                  % (os.path.basename(sys.argv[0]), os.path.join(os.path.dirname(path), name)), file=sys.stderr)
+        finally:
+            os.close(fd)
 
 
 def named(e, tmp, path):

@@ -410,11 +410,23 @@ def quantize_rows(x, type_name):
 
 # ---- llama-quantize's type per tensor ----
 
-# What convert.py's --quantize asks for: a llama.cpp file type, the type of most matrices.
+# What convert.py's --quantize asks for: a llama.cpp file type, and the type of most matrices.
 FILE_TYPES = {"q4_0": "Q4_0", "q4_1": "Q4_1", "q5_0": "Q5_0", "q5_1": "Q5_1", "q8_0": "Q8_0", "q2_k": "Q2_K",
-              "q3_k": "Q3_K", "q4_k": "Q4_K", "q5_k": "Q5_K", "q6_k": "Q6_K", "q4_k_m": "Q4_K", "q5_k_m": "Q5_K"}
+              "q3_k_s": "Q3_K", "q3_k_m": "Q3_K", "q3_k_l": "Q3_K", "q4_k_s": "Q4_K", "q4_k_m": "Q4_K",
+              "q5_k_s": "Q5_K", "q5_k_m": "Q5_K", "q6_k": "Q6_K", "q3_k": "Q3_K", "q4_k": "Q4_K", "q5_k": "Q5_K"}
+# The FILE_TYPES that llama-quantize offers under the same name, with its mix of types; q3_k,
+# q4_k and q5_k are this tool's, that one type throughout (but the classifier's and fallbacks)
+LLAMA_FILE_TYPES = ("q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k_s", "q3_k_m", "q3_k_l", "q4_k_s", "q4_k_m",
+                    "q5_k_s", "q5_k_m", "q6_k")
 # llama_tensor_get_type's fallback for a type whose block does not divide a row
 FALLBACK = {"Q2_K": "IQ4_NL", "Q3_K": "IQ4_NL", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
+# q8_0's matrices whose rows are no whole blocks of 32, which llama-quantize refuses, are kept in
+# float16 here (convert.py then asks before a file goes over 9 bits a weight)
+Q8_0_FALLBACK = "F16"
+# The mixes' raised types (llama_tensor_get_type, for a Llama-like model without experts): for
+# attn_output (wo), for ffn_down (w2) and for GPT-2's fused attn_qkv, by file type
+RAISED_WO = {"q2_k": "Q3_K", "q3_k_m": "Q4_K", "q3_k_l": "Q5_K"}
+RAISED_QKV = {"q3_k_m": "Q4_K", "q3_k_l": "Q4_K", "q4_k_m": "Q5_K", "q5_k_m": "Q6_K"}
 
 
 def use_more_bits(layer, n_layers):
@@ -426,29 +438,46 @@ def block_of(type_name):
     return gguf_file.BLOCK_SIZES[gguf_file.TYPE_IDS[type_name]][0]
 
 
-def tensor_type(name, cols, n_layers, file_type, classifier, fused_qkv=False):
+def tensor_type(name, cols, n_layers, file_type, classifier, fused_qkv=False, n_gqa=1):
     """The GGML type llama-quantize gives a matrix (FORMAT.md's name, rows of cols values) of a
-    model of n_layers quantised to file_type (a FILE_TYPES key), as llama_tensor_get_type decides
-    it without an importance matrix:
-      the classifier (the token embedding when tied: classifier true) Q6_K, or Q8_0 if the
-      file type's block does not divide its rows or the file type is q8_0;
-      _m mixes: Q6_K for wv and w2 in the layers use_more_bits names (with fused_qkv, a GPT-2's
-      attention, whose GGUF holds q, k and v as one attn_qkv: Q5_K for q4_k_m, Q6_K for q5_k_m);
-      every other matrix the file type's own.
+    model of n_layers (n_heads / n_kv_heads = n_gqa) quantised to file_type (a FILE_TYPES key), as
+    llama_tensor_get_type decides it without an importance matrix, for the tensors a Llama or a
+    GPT-2 has (no experts, no 70B rule):
+      the classifier (the token embedding when the file has no output tensor: classifier true)
+      Q6_K, or Q8_0 if the file type's block does not divide its rows or the file type is q8_0;
+      wv: q2_k Q4_K with n_gqa >= 4, else Q3_K; q3_k_m Q5_K in layers 0-1, else Q4_K; q3_k_l
+      Q5_K; q4_k_m and q5_k_m Q6_K in the layers use_more_bits names; q4_k_s Q5_K in layers 0-3;
+      w2: q2_k Q3_K; q3_k_m Q5_K in the first 16th of the layers, else Q4_K; q3_k_l Q5_K; q4_k_m
+      and q5_k_m Q6_K where use_more_bits; q4_k_s Q5_K in the first eighth;
+      wo: q2_k Q3_K, q3_k_m Q4_K, q3_k_l Q5_K; with fused_qkv (GPT-2, whose GGUF holds q, k and
+      v as one attn_qkv) wq, wk and wv: q3_k_m and q3_k_l Q4_K, q4_k_m Q5_K, q5_k_m Q6_K;
+      every other matrix the file type's own (q3_k, q4_k, q5_k: always).
     A type whose block does not divide the row falls back as llama.cpp's does (Q4_K -> Q5_0,
-    Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K and Q3_K -> IQ4_NL; then F16); for the other types llama.cpp
-    refuses the tensor, and so does this (ValueError)."""
+    Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K and Q3_K -> IQ4_NL; then F16); q8_0's rows to F16
+    (Q8_0_FALLBACK); for the other types llama.cpp refuses the tensor, and so does this (ValueError)."""
     base = FILE_TYPES[file_type]
+    mix = file_type if file_type in LLAMA_FILE_TYPES else None
     part = name.split(".")[-1]
     layer = int(name.split(".")[1]) if name.startswith("layers.") else None
-    mix = file_type.endswith("_m")
     t = base
     if classifier:
         t = "Q8_0" if cols % block_of(base) or base == "Q8_0" else "Q6_K"
     elif mix and fused_qkv and part in ("wq", "wk", "wv"):
-        t = "Q5_K" if file_type == "q4_k_m" else "Q6_K"
-    elif mix and part in ("wv", "w2") and use_more_bits(layer, n_layers):
-        t = "Q6_K"
+        t = RAISED_QKV.get(mix, base)
+    elif mix and part == "wv":
+        more = use_more_bits(layer, n_layers)
+        t = {"q2_k": "Q4_K" if n_gqa >= 4 else "Q3_K", "q3_k_m": "Q5_K" if layer < 2 else "Q4_K", "q3_k_l": "Q5_K",
+             "q4_k_m": "Q6_K" if more else base, "q5_k_m": "Q6_K" if more else base,
+             "q4_k_s": "Q5_K" if layer < 4 else base}.get(mix, base)
+    elif mix and part == "w2":
+        more = use_more_bits(layer, n_layers)
+        t = {"q2_k": "Q3_K", "q3_k_m": "Q5_K" if layer < n_layers // 16 else "Q4_K", "q3_k_l": "Q5_K",
+             "q4_k_m": "Q6_K" if more else base, "q5_k_m": "Q6_K" if more else base,
+             "q4_k_s": "Q5_K" if layer < n_layers // 8 else base}.get(mix, base)
+    elif mix and part == "wo":
+        t = RAISED_WO.get(mix, base)
+    if cols % block_of(t) and file_type == "q8_0":
+        return Q8_0_FALLBACK
     if cols % block_of(t):
         if t not in FALLBACK:
             raise ValueError("tensor %s: rows of %d values are not whole %s blocks of %d (llama-quantize refuses "

@@ -43,17 +43,19 @@ def block_layout(t, shape):
     return block, block_bytes, shape[1] // block * block_bytes
 
 
-def stored_bytes(c, name, shape):
-    """What a tensor takes in the file, padding included: a Q8_0 matrix is two pieces."""
+def stored_bytes(c, name, shape, pad=True):
+    """What a tensor takes in the file, padding included (pad False: its values alone, for bits
+    a weight): a Q8_0 matrix is two pieces."""
+    size = padded if pad else int
     n = int(np.prod(shape))
     t = matrix_type(c, name)
     if t:
-        return padded(shape[0] * block_layout(t, shape)[2])
+        return size(shape[0] * block_layout(t, shape)[2])
     if is_quantized(c, name):
-        return padded(n) + padded(4 * (n // c["group_size"]))
+        return size(n) + size(4 * (n // c["group_size"]))
     if is_half(c, name):
-        return padded(2 * n)
-    return padded(4 * n)
+        return size(2 * n)
+    return size(4 * n)
 
 
 def to_bf16(w):

@@ -19,8 +19,10 @@ from attn.errors import Bad, listing
 # --group-size) -> (weights, why, group size), for a source whose types weight_choice does not know.
 # context, if given, fits cfg to the context chosen: (cfg, seq_len) -> cfg, Bad in the source's
 # terms for a setting the model file cannot hold at that length (with_context calls it).
-Source = collections.namedtuple("Source", "cfg tensors desc tok skipped tok_hint weights chat context",
-                                defaults=(None, (), "e.g. a llama2.c tokenizer.bin", None, b"", None))
+# output, if given: a classifier the source holds as a tensor of its own although it equals the
+# embedding (a GGUF's output.weight), which --quantize keeps apart as llama-quantize does.
+Source = collections.namedtuple("Source", "cfg tensors desc tok skipped tok_hint weights chat context output",
+                                defaults=(None, (), "e.g. a llama2.c tokenizer.bin", None, b"", None, None))
 
 # A checkpoint's number types by their safetensors names, and what the tools call the same
 # storage (--weights)
@@ -31,6 +33,7 @@ LONG_NAMES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
 class Stored:
     """One tensor as its checkpoint holds it: float32, float16, or bfloat16 as its uint16 bits
     (numpy has no bfloat16). float32() widens it, exactly."""
+    quantised = None  # the quantised type a checkpoint holds it in ("Q4_K"), which --quantize would quantise again
 
     def __init__(self, raw, dtype):
         self.raw, self.dtype, self.shape = raw, dtype, tuple(raw.shape)
@@ -86,6 +89,10 @@ class Weight:
         """Its bytes as llama.cpp's block type type_name stores them, uint8 [rows, row bytes], if it
         is stored so (a GGUF tensor of that type), else None."""
         return self.st.blocks(type_name) if hasattr(self.st, "blocks") else None
+
+    def quantised(self):
+        """The quantised type its checkpoint holds it in (Stored.quantised), else None."""
+        return self.st.quantised
 
 
 def check_finite(path, name, st):

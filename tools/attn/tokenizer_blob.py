@@ -185,8 +185,8 @@ def from_gpt2(vocab_path, merges_path):
     merges, _ = _merges(merges_path, [ln for ln in lines if ln.strip()], vocab)
     eot = vocab.get("<|endoftext|>", -1)
     raw = [p.encode("utf-8") if i == eot else _byte_level(vocab_path, i, p) for i, p in enumerate(pieces)]
-    _check_bytes(vocab_path, raw, "the vocabulary")
-    return TokenizerSpec(pack_tokenizer(raw, [0.0] * len(pieces), merges), TOK_BYTE_BPE, 0, eot, eot)
+    return TokenizerSpec(pack_tokenizer(raw, [0.0] * len(pieces), merges), TOK_BYTE_BPE, 0, eot, eot,
+                         _missing_bytes(raw, "the vocabulary"))
 
 
 # ---- Hugging Face tokenizer.json ----
@@ -523,19 +523,17 @@ def _dense_pieces(path, raw, n):
     return [raw[i] for i in range(len(raw))] + [b""] * (n - len(raw))
 
 
-def _check_bytes(path, pieces, where):
-    """A byte-level vocabulary needs a piece for every byte UTF-8 text can hold; the bytes it never
-    holds (0xC0, 0xC1, 0xF5..0xFF) may lack one, as in some published vocabularies: tokenizer.c
-    refuses a text needing one, naming the byte."""
+def _missing_bytes(pieces, where):
+    """[a note] naming the bytes UTF-8 text can hold that a byte-level vocabulary has no piece for,
+    else []. Such a vocabulary converts (StarCoder's lacks 0xF1..0xF3, which lead only code points
+    Unicode has not assigned): tokenizer.c refuses a text needing one, naming the byte. The bytes
+    UTF-8 never holds (0xC0, 0xC1, 0xF5..0xFF), which many vocabularies lack, go without a note."""
     have = set(pieces)
     lacking = [b for b in range(256) if bytes([b]) not in have and b not in NOT_IN_UTF8]
-    if lacking:
-        _fail(path, "%s has no piece for the byte 0x%02X, which UTF-8 text can hold" % (where, lacking[0]))
-
-
-def _byte_level_scores(path, pieces):
-    _check_bytes(path, pieces, "model.vocab")
-    return [0.0] * len(pieces)
+    if not lacking:
+        return []
+    return ["%s has no piece for the byte%s %s, which UTF-8 text can hold: a text that needs one is refused "
+            "when it is encoded" % (where, "s" if len(lacking) > 1 else "", ", ".join("0x%02X" % b for b in lacking))]
 
 
 def _sp_scores(made, n):
@@ -565,7 +563,8 @@ def _from_hf(f, vocab_size):
     pieces = _dense_pieces(path, raw, n)
     merges, made = _merges(path, model.get("merges") or [], model["vocab"])
     if kind == TOK_BYTE_BPE:
-        scores = _byte_level_scores(path, pieces)
+        scores = [0.0] * len(pieces)
+        notes += _missing_bytes(pieces, "model.vocab")
     else:
         scores = _sp_scores(made, n)
         if flags & TOKF_DUMMY_PREFIX and SP_SPACE not in model["vocab"]:

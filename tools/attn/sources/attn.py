@@ -28,6 +28,9 @@ def read_attn(path):
     gs = cfg["group_size"]
     sd = {n: Q8Stored.of(a[0], a[1], gs) if isinstance(a, tuple) else
           Stored(a, "BF16") if bf16 and a.dtype == np.uint16 else stored(a) for n, a in t.items()}
+    for n, type_name in types.items():
+        if type_name not in ("F32", "F16", "BF16"):
+            sd[n].quantised = type_name
     tn = Tensors(path, sd)
     t = {n: tn.take(n) for n in sd}
     q8 = cfg["weight_type"] == storage.WEIGHTS_Q8_0

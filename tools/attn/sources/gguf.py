@@ -29,7 +29,7 @@ import numpy as np
 
 from attn.errors import Bad, Terms
 from attn.sources.hf import HF_DECODERS, read_hf_decoder, read_hf_gpt2, rope_rows
-from attn.tensors import Stored
+from attn.tensors import Stored, Weight
 from attn.weights import weight_choice
 from attn import gguf_file as gguf
 from attn import modelfile as mf
@@ -102,6 +102,10 @@ class Rows:
 
 class QuantStored(Stored):
     """A quantised tensor as convert.py's readers take tensors: float32() dequantises it."""
+
+    @property
+    def quantised(self):
+        return self.dtype
 
     def float32(self):
         return np.asarray(self.raw, dtype=np.float32)
@@ -436,7 +440,10 @@ def read_gguf(path):
             raise Bad(where, msg or str(e))
         for n in tok.notes:
             print("convert.py: note: %s: %s" % (path, n), file=sys.stderr)
-    return src._replace(desc="GGUF %s file" % arch, tok=tok, weights=weight_chooser(f),
+    # an output.weight equal to token_embd.weight is read as tied, and kept for --quantize
+    output = Weight(stored(f, f.tensors["output.weight"]), "output.weight") \
+        if cfg["tied_classifier"] and "output.weight" in f.tensors else None
+    return src._replace(desc="GGUF %s file" % arch, tok=tok, weights=weight_chooser(f), output=output,
                         tok_hint="a GGUF file with tokenizer.ggml.*, or the model's tokenizer.json")
 
 

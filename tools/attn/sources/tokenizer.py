@@ -38,6 +38,7 @@ def read_tokenizer(path, vocab_size, model):
             if not os.path.exists(other):
                 raise Bad(path, "needs %s beside it" % os.path.basename(other))
             tok = tokenizer_blob.from_gpt2(path, other)
+            notes = tok.notes
         elif base.endswith(".json"):
             from attn import tokenizer_blob
             tok = tokenizer_blob.from_hf_dir(path, vocab_size)
