@@ -462,6 +462,7 @@ static void chat(const Model *m, const Tokenizer *tok, ChatTemplate *ct, RunStat
     if (!cm.logits || conversation_init(&cv, ct, tok, c->seq_len)) die("out of memory");
     // A local layer's ring (model/forward.h) still holds what positions up to max_batch back need.
     cv.rewind_limit = s->ring ? s->max_batch : c->seq_len;
+    cv.batch = s->max_batch;
     cv.max_new = o->steps < 0 ? DEFAULT_NEW_TOKENS : o->steps;
     cv.interactive = isatty(STDIN_FILENO);
     cv.quiet = o->quiet;
@@ -478,6 +479,7 @@ static void chat(const Model *m, const Tokenizer *tok, ChatTemplate *ct, RunStat
         int keep = !o->no_history && !console_history_path(history, sizeof history);
         if (!(console = console_open(prog, keep ? history : NULL, err, sizeof err))) die("%s", err);
         in = (ChatInput){console, console_read_line, console_remember};
+        cv.screen = console_screen(console);
     }
     int rc = conversation_run(&cv, &runner, &in, err, sizeof err);
     console_close(console);

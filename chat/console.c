@@ -249,6 +249,8 @@ Console *console_open(const char *prog, const char *history_path, char *err, siz
     return c;
 }
 
+FILE *console_screen(const Console *c) { return stdout; }
+
 void console_close(Console *c) {
     if (!c) return;
     restore_terminal();

@@ -6,6 +6,7 @@
 #define ATTN_CHAT_CONSOLE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct Console Console;
 
@@ -19,6 +20,8 @@ int console_history_path(char *path, size_t size);
 // memory or libedit cannot start, with err.
 Console *console_open(const char *prog, const char *history_path, char *err, size_t errlen);
 void console_close(Console *c);
+// The terminal the line editor draws on, for what a conversation shows there and nowhere else.
+FILE *console_screen(const Console *c);
 
 // ChatInput's read_line and remember (chat/conversation.h), with ctx the Console. remember adds
 // the text to the history and writes the history file whole (a temporary file renamed over it).

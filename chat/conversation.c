@@ -39,7 +39,7 @@ static double seconds(void) {
 }
 
 int conversation_init(Conversation *cv, ChatTemplate *ct, const Tokenizer *tok, int seq_len) {
-    *cv = (Conversation){.ct = ct, .tok = tok, .seq_len = seq_len, .rewind_limit = seq_len};
+    *cv = (Conversation){.ct = ct, .tok = tok, .seq_len = seq_len, .rewind_limit = seq_len, .batch = seq_len};
     cv->cached = malloc(sizeof(int) * (size_t)seq_len);
     return cv->cached ? 0 : -1;
 }
@@ -91,8 +91,8 @@ static int render_view(Conversation *cv, const ChatMessage *msgs, int n, char *e
 
 int conversation_render(Conversation *cv, int max_tokens, int *dropped, char *err, size_t errlen) {
     *dropped = 0;
-    // The turns are dropped from a view of the history, and from the history itself only once
-    // the rest fits: a turn that cannot fit leaves the conversation as it was.
+    // The turns are dropped from a view of the history: the history loses them only once the
+    // turn has run (answer), so that a turn refused or stopped leaves the conversation as it was.
     ChatMessage *view = malloc(sizeof(ChatMessage) * (size_t)(cv->n_msgs ? cv->n_msgs : 1));
     if (!view) return chat_fail(err, errlen, "out of memory rendering the conversation");
     if (cv->n_msgs) memcpy(view, cv->msgs, sizeof(ChatMessage) * (size_t)cv->n_msgs); // msgs may be NULL
@@ -117,7 +117,6 @@ int conversation_render(Conversation *cv, int max_tokens, int *dropped, char *er
     }
     free(view);
     if (n < 0) *dropped = 0;
-    else drop_messages(cv, first, *dropped);
     return n;
 }
 
@@ -178,9 +177,65 @@ static int write_reply(Conversation *cv, const ChatRunner *r, const char **why_s
     return written;
 }
 
+// A prompt whose run is expected to take longer than this shows its progress.
+#define PROGRESS_AFTER_S 0.5
+
+// n with a comma between each group of three digits ("4,211"), into buf; returns buf.
+static const char *with_commas(long n, char *buf, size_t size) {
+    char digits[32];
+    int len = snprintf(digits, sizeof digits, "%ld", n), at = 0;
+    for (int i = 0; i < len && (size_t)at + 2 < size; i++) {
+        if (i && (len - i) % 3 == 0) buf[at++] = ',';
+        buf[at++] = digits[i];
+    }
+    buf[at] = 0;
+    return buf;
+}
+
+// Draws "prompt DONE / TOTAL tokens" over the line's start (width: what was drawn before, to be
+// covered); returns the width now drawn. Plain \r and spaces, which every terminal understands.
+static int draw_progress(FILE *screen, int width, long done, long total) {
+    char a[32], b[32];
+    int now =
+        fprintf(screen, "\rprompt %s / %s tokens", with_commas(done, a, sizeof a), with_commas(total, b, sizeof b));
+    if (now < width) fprintf(screen, "%*s", width - now, "");
+    fflush(screen);
+    return now;
+}
+
+static void erase_progress(FILE *screen, int width) {
+    if (!width) return;
+    fprintf(screen, "\r%*s\r", width - 1, "");
+    fflush(screen);
+}
+
+enum { ANSWERED = 0, ANSWER_FAILED = -1, ANSWER_STOPPED = 1 };
+// What a terminal is told when Ctrl-C stopped a prompt before its reply (the "]" left to add to).
+#define STOPPED_NOTE "[stopped by Ctrl-C while the prompt ran: the conversation is as it was"
+
+// Runs render[keep..n) through the model a batch at a time, drawing its progress on the terminal
+// when it takes long; stops between batches at a Ctrl-C. Returns how far it ran: n, or less when
+// stopped. The cache then holds render[0..returned) whatever happens.
+static int run_prompt(Conversation *cv, const ChatRunner *r, int keep, int n, double t0) {
+    int done = keep, width = 0;
+    while (done < n && !interrupted) {
+        int rows = n - done < cv->batch ? n - done : cv->batch;
+        r->forward(r->ctx, cv->render + done, rows, done);
+        done += rows;
+        double spent = seconds() - t0;
+        if (cv->screen && done < n && spent / (done - keep) * (n - keep) > PROGRESS_AFTER_S)
+            width = draw_progress(cv->screen, width, done - keep, n - keep);
+    }
+    if (cv->screen) erase_progress(cv->screen, width);
+    memcpy(cv->cached, cv->render, sizeof(int) * (size_t)done);
+    cv->n_cached = done;
+    return done;
+}
+
 // One assistant turn for the conversation as it stands (its last message the user's): render,
-// run what the cache lacks, write the reply, keep it in the history. -1 with err on failure,
-// and then the conversation and the cache are as they were.
+// run what the cache lacks, write the reply, keep it in the history. ANSWER_FAILED with err on
+// failure, or ANSWER_STOPPED when Ctrl-C stopped the prompt: then the conversation is as it was,
+// and the cache keeps what it held up to where the render differed, and the part of the prompt run.
 static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errlen) {
     // the turn leaves room for a reply of -n tokens, at most half the context
     int reserve = cv->max_new > 0 && cv->max_new < cv->seq_len / 2 ? cv->max_new : cv->seq_len / 2, dropped;
@@ -193,9 +248,7 @@ static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errle
                          "for it (-c, -n)",
                          last->len, least, cv->seq_len - reserve);
     int n = conversation_render(cv, cv->seq_len - reserve, &dropped, err, errlen);
-    if (n < 0) return -1;
-    if (dropped)
-        fprintf(stderr, "[the context is full: the oldest %d message%s dropped]\n", dropped, dropped == 1 ? "" : "s");
+    if (n < 0) return ANSWER_FAILED;
     int keep = reusable_prefix(cv, n);
     double t0 = seconds();
     interrupted = 0;
@@ -205,13 +258,16 @@ static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errle
     struct sigaction restart = {.sa_handler = on_sigint, .sa_flags = SA_RESTART}, reading;
     sigset_t between_turns;
     if (cv->interactive) sigaction(SIGINT, &restart, &reading), let_sigint_in(1, &between_turns);
-    r->forward(r->ctx, cv->render + keep, n - keep, keep);
-    memcpy(cv->cached, cv->render, sizeof(int) * (size_t)n);
-    cv->n_cached = n;
+    int ran = run_prompt(cv, r, keep, n, t0);
     double t1 = seconds();
+    if (ran == n && dropped) {
+        drop_messages(cv, cv->msgs[0].role == CHAT_SYSTEM, dropped);
+        fprintf(stderr, "[the context is full: the oldest %d message%s dropped]\n", dropped, dropped == 1 ? "" : "s");
+    }
     const char *why_stopped;
-    int written = write_reply(cv, r, &why_stopped);
+    int written = ran < n ? 0 : write_reply(cv, r, &why_stopped);
     if (cv->interactive) sigprocmask(SIG_SETMASK, &between_turns, NULL), sigaction(SIGINT, &reading, NULL);
+    if (ran < n) return ANSWER_STOPPED;
     if (written < 0 || conversation_add(cv, CHAT_ASSISTANT, cv->reply ? cv->reply : "", cv->n_reply))
         return chat_fail(err, errlen, "out of memory");
     double t2 = seconds();
@@ -222,7 +278,7 @@ static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errle
                 "(%.1f tok/s)%s%s]\n",
                 n - keep, n - keep == 1 ? "" : "s", t1 - t0, keep, written, written == 1 ? "" : "s", t2 - t1,
                 written > 0 ? written / (t2 - t1) : 0.0, why_stopped ? "; " : "", why_stopped ? why_stopped : "");
-    return 0;
+    return ANSWERED;
 }
 
 long chat_lines_read(void *ctx, const char *prompt, const char *again, char **line) {
@@ -342,7 +398,7 @@ static const char help_text[] =
     "/think, /no_think  Qwen3: think before replying, or not (--think, --no-think)\n"
     "//TEXT             sends /TEXT\n"
     "\"\"\" on a line opens a block of lines sent as one message, up to a line ending with \"\"\";\n"
-    "a paste is one message as it is. Ctrl-C stops a reply.\n";
+    "a paste is one message as it is. Ctrl-C stops the prompt (the message back on the line) or the reply.\n";
 
 enum { COMMAND_DONE, COMMAND_QUIT, COMMAND_ANSWER };
 
@@ -483,8 +539,11 @@ int conversation_run(Conversation *cv, const ChatRunner *r, const ChatInput *in,
     char why[512], *again = NULL;
     Reader rd = {.in = in, .interactive = cv->interactive};
     int rc = 0;
-    if (cv->n_msgs && cv->msgs[cv->n_msgs - 1].role == CHAT_USER && answer(cv, r, why, sizeof why))
-        rc = chat_fail(err, errlen, "the history's last message: %s", why);
+    if (cv->n_msgs && cv->msgs[cv->n_msgs - 1].role == CHAT_USER) {
+        int answered = answer(cv, r, why, sizeof why);
+        if (answered == ANSWER_FAILED) rc = chat_fail(err, errlen, "the history's last message: %s", why);
+        if (answered == ANSWER_STOPPED) fputs(STOPPED_NOTE "]\n", stderr);
+    }
     while (rc == 0) {
         int got = read_message(&rd, again, why, sizeof why);
         free(again);
@@ -505,9 +564,11 @@ int conversation_run(Conversation *cv, const ChatRunner *r, const ChatInput *in,
             ChatMessage last = cv->msgs[cv->n_msgs - 1];
             int regen = last.role == CHAT_ASSISTANT;
             if (regen) cv->n_msgs--; // kept aside: put back if the turn cannot run
-            if (answer(cv, r, why, sizeof why)) {
+            int answered = answer(cv, r, why, sizeof why);
+            if (answered != ANSWERED) {
                 if (regen) cv->msgs[cv->n_msgs++] = last;
-                fprintf(stderr, "[%s]\n", why);
+                if (answered == ANSWER_STOPPED) fputs(STOPPED_NOTE "]\n", stderr);
+                else fprintf(stderr, "[%s]\n", why);
             } else if (regen) {
                 free((char *)last.text);
             }
@@ -516,14 +577,16 @@ int conversation_run(Conversation *cv, const ChatRunner *r, const ChatInput *in,
         if (text[0] == '/') text++, len--; // "//" sends one slash
         else text = rd.text, len = rd.len;
         size_t bad = tokenizer_first_non_text(text, len);
+        int answered = ANSWER_FAILED;
         if (bad < len) snprintf(why, sizeof why, "%s at byte %zu", text[bad] ? "invalid UTF-8" : "a NUL byte", bad);
         else if (conversation_add(cv, CHAT_USER, text, len)) snprintf(why, sizeof why, "out of memory");
-        else if (answer(cv, r, why, sizeof why)) drop_messages(cv, cv->n_msgs - 1, 1);
+        else if ((answered = answer(cv, r, why, sizeof why)) != ANSWERED) drop_messages(cv, cv->n_msgs - 1, 1);
         else {
             if (in->remember) in->remember(in->ctx, rd.text);
             continue;
         }
-        if (!cv->interactive) rc = chat_fail(err, errlen, "standard input: line %ld: %s", rd.lines, why);
+        if (answered == ANSWER_STOPPED) fputs(STOPPED_NOTE "; the message is back on the line]\n", stderr);
+        else if (!cv->interactive) rc = chat_fail(err, errlen, "standard input: line %ld: %s", rd.lines, why);
         else fprintf(stderr, "[that message was not sent: %s]\n", why);
         again = strdup(rd.text); // back on the line, to be edited
     }

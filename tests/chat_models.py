@@ -10,10 +10,11 @@ from attn import safetensors  # noqa: E402
 from attn import families  # noqa: E402
 
 
-def build_smol(d, out):
-    """The Hugging Face directory d, converted to the model file out."""
+def build_smol(d, out, width=64):
+    """The Hugging Face directory d, converted to the model file out; its layer width wide (16 per head)."""
     conf = families.family_config("smollm2_135m", 1)
-    conf.update(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
+    conf.update(hidden_size=width, intermediate_size=2 * width, num_attention_heads=width // 16,
+                num_key_value_heads=width // 32)
     os.makedirs(d)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(conf, f)

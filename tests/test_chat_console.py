@@ -27,6 +27,7 @@ TMP = tempfile.mkdtemp(prefix="attn-test-console-")
 PY = "/usr/bin/python3"
 RUN = os.path.join(ROOT, "run")
 MODEL = os.path.join(TMP, "smol.bin")
+WIDE = os.path.join(TMP, "wide.bin")  # the same at width 512: a prompt of 7,000 tokens takes seconds
 # The prompt marker as the line editor draws it, last on the screen while it waits for a line: after
 # bracketed paste is turned on, and once the terminal is in its raw mode (a key typed earlier would
 # be the terminal's own line editing's).
@@ -44,6 +45,12 @@ PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"
 def build():
     """SmolLM2-135M-Instruct's directory cut to 1 layer of width 64, through convert.py."""
     chat_models.build_smol(os.path.join(TMP, "smol"), MODEL)
+
+
+@case
+def build_wide():
+    """The same at width 512, through convert.py."""
+    chat_models.build_smol(os.path.join(TMP, "wide"), WIDE, width=512)
 
 
 class Session:
@@ -330,6 +337,36 @@ def refused_message_changes_nothing():
         assert reused >= sum(before_stats[0]) - 4, (stats(shown), before_stats)
         _, msgs = s.save("after2.json")
         assert msgs[-2] == ("user", "one more"), msgs
+        assert s.end() == 0
+    finally:
+        s.kill()
+
+
+@case(needs=[build_wide])
+def ctrl_c_mid_prompt():
+    """A pasted message of 7,000 tokens: its progress shows while the prompt runs ("prompt 512 / 7,0xx
+    tokens"); Ctrl-C stops it within a batch, erases the progress, and leaves the conversation as /save
+    writes it byte for byte the same, the message back on the line and the cache as before; Enter sends
+    it again, and its prompt picks up where the Ctrl-C stopped it."""
+    words = ("alpha beta gamma delta river stone cloud light " * 875).strip()
+    s = session("-t", "0", "-n", "4", "--no-history", model=WIDE)
+    try:
+        before_stats = stats(s.turn(b"hi"))
+        before, _ = s.save("before_prompt.json")
+        s.type(PASTE_START + words.encode() + PASTE_END + b"\r", rb"prompt [1-9][\d,]* / 7,0\d\d tokens")
+        t = time.time()
+        shown = s.type(b"\x03", rb"stopped by Ctrl-C.*the message is back on the line\]\r\n.*> .*light")
+        took = time.time() - t
+        assert b"[prompt:" not in shown, "the prompt ran to the end and was answered: %r" % shown[-600:]
+        assert re.search(rb"\r +\r\[stopped", shown), "the progress was not erased: %r" % shown[:300]
+        assert took < 3, "Ctrl-C took %.1f s to stop the prompt" % took
+        s.type(CTRL["U"], None)  # the line, cut (it can be yanked back)
+        after, _ = s.save("after_prompt.json")
+        assert after == before, "the stopped message changed the conversation"
+        ran, reused = stats(s.turn(CTRL["Y"]))[0]
+        assert reused > sum(before_stats[0]), "the prompt started again from %d, not where it stopped" % reused
+        _, msgs = s.save("after_prompt2.json")
+        assert msgs[-2] == ("user", words) and len(msgs) == 4, [(r, len(c)) for r, c in msgs]
         assert s.end() == 0
     finally:
         s.kill()
