@@ -31,6 +31,8 @@
 
 struct Console {
     EditLine *el;
+    FILE *screen;      // where the editor draws: stdout on a terminal, else the terminal itself
+    int screen_opened; // screen is /dev/tty, opened here
     History *hist;
     char *history_path; // NULL: none kept
     int history_failed; // said once: the file could not be written
@@ -201,13 +203,24 @@ static char *prompt_of(EditLine *el) {
     return (char *)c->prompt;
 }
 
+// The terminal to draw on: stdout when it is one; else (stdout a file or a pipe, which gets only
+// the replies) the process's terminal, else stderr.
+static FILE *open_screen(int *opened) {
+    *opened = 0;
+    if (isatty(STDOUT_FILENO)) return stdout;
+    FILE *tty = fopen("/dev/tty", "w");
+    if (tty) *opened = 1;
+    return tty ? tty : stderr;
+}
+
 Console *console_open(const char *prog, const char *history_path, char *err, size_t errlen) {
     // libedit decodes and encodes the line in the locale's character set: UTF-8, as the model's
     // text is, even where the environment names none
     setlocale(LC_CTYPE, "");
     if (strcmp(nl_langinfo(CODESET), "UTF-8")) setlocale(LC_CTYPE, "C.UTF-8");
     Console *c = calloc(1, sizeof *c);
-    if (!c || !(c->hist = history_init()) || !(c->el = el_init(prog, stdin, stdout, stderr))) {
+    if (c) c->screen = open_screen(&c->screen_opened);
+    if (!c || !(c->hist = history_init()) || !(c->el = el_init(prog, stdin, c->screen, stderr))) {
         snprintf(err, errlen, "the line editor (libedit) cannot start");
         console_close(c);
         return NULL;
@@ -249,7 +262,7 @@ Console *console_open(const char *prog, const char *history_path, char *err, siz
     return c;
 }
 
-FILE *console_screen(const Console *c) { return stdout; }
+FILE *console_screen(const Console *c) { return c->screen; }
 
 void console_close(Console *c) {
     if (!c) return;
@@ -259,6 +272,7 @@ void console_close(Console *c) {
     free(c->history_path);
     free(c->paste);
     free(c->line);
+    if (c->screen_opened) fclose(c->screen);
     free(c);
 }
 
@@ -270,18 +284,18 @@ long console_read_line(void *ctx, const char *prompt, const char *again, char **
     for (const char *p = again; p && *p; p++)
         if (paste_put(c, *p)) break;
     c->paste_waiting = c->paste_len > 0;
-    fputs(PASTE_ON, stdout);
-    fflush(stdout);
+    fputs(PASTE_ON, c->screen);
+    fflush(c->screen);
     int count;
     errno = 0;
     const char *got = el_gets(c->el, &count);
     int e = errno;
     hold_keys();
-    fputs(PASTE_OFF, stdout);
-    fflush(stdout);
+    fputs(PASTE_OFF, c->screen);
+    fflush(c->screen);
     if (!got && count < 0 && e == EINTR) {
         el_reset(c->el);
-        fputs("\n", stdout);
+        fputs("\n", c->screen);
         return CHAT_INTERRUPTED;
     }
     if (!got || count <= 0) {

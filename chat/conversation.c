@@ -592,7 +592,7 @@ int conversation_run(Conversation *cv, const ChatRunner *r, const ChatInput *in,
     }
     free(again);
     free(rd.text);
-    if (cv->interactive && rc == 0) fputs("\n", stdout), fflush(stdout); // the shell's prompt on a line of its own
+    if (cv->screen && rc == 0) fputs("\n", cv->screen), fflush(cv->screen); // the shell's prompt on a line of its own
     if (cv->interactive) sigprocmask(SIG_SETMASK, &mask_before, NULL), sigaction(SIGINT, &before, NULL);
     return rc;
 }

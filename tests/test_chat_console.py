@@ -54,15 +54,18 @@ def build_wide():
 
 
 class Session:
-    """./run -m chat on a new pseudo-terminal, HOME at home (the history file's place)."""
+    """./run -m chat on a new pseudo-terminal, HOME at home (the history file's place); its standard
+    output redirected to the file stdout when one is named, as `./run ... > out.txt` does."""
 
-    def __init__(self, *args, home=None, model=MODEL):
+    def __init__(self, *args, home=None, model=MODEL, stdout=None, term="xterm"):
         self.home = home or os.path.join(TMP, "home")
         self.screen = b""  # everything the terminal has shown
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: run on the terminal
-            os.environ.update(HOME=self.home, TERM="xterm")
+            os.environ.update(HOME=self.home, TERM=term)
             os.environ.pop("XDG_STATE_HOME", None)
+            if stdout:
+                os.dup2(os.open(stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
             os.execv(RUN, [RUN, model, "-j", "1", "-m", "chat", "-s", "7"] + list(args))
 
     def until(self, pattern, timeout=60, start=None):
@@ -370,6 +373,25 @@ def ctrl_c_mid_prompt():
         assert s.end() == 0
     finally:
         s.kill()
+
+
+@case(needs=[build])
+def stdout_redirected():
+    """./run -m chat > out.txt on a terminal: the prompt, the echo of what is typed and the notes are
+    on the terminal; out.txt holds the replies and nothing else (no escape codes)."""
+    out = os.path.join(TMP, "replies.txt")
+    s = session("-t", "0", "-n", "4", "--no-history", stdout=out)
+    try:
+        shown = s.turn(b"Hello there")
+        assert b"Hello there" in shown, shown
+        s.turn(b"again")
+        assert s.end() == 0
+    finally:
+        s.kill()
+    replies = open(out, "rb").read()
+    assert b"\x1b" not in replies and b"> " not in replies and b"Hello" not in replies, replies
+    assert re.fullmatch(rb"[^\n]+\n\n[^\n]+\n\n", replies), replies
+    assert replies.split(b"\n\n")[0] not in s.screen, "a reply went to the terminal: %r" % s.screen
 
 
 @case(needs=[build])
