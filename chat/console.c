@@ -156,6 +156,26 @@ static int read_paste(Console *c) {
     }
 }
 
+// The lead byte's sequence length in UTF-8 (1..4), 0 for a byte no character starts with.
+static int utf8_length(unsigned b) {
+    return b < 0x80 ? 1 : b < 0xC2 ? 0 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : b <= 0xF4 ? 4 : 0;
+}
+
+// The character at s[0..n) into *wc: the bytes it takes, 1 at least. An invalid or cut sequence
+// becomes U+FFFD, for its valid part only, the rest left for the next character.
+static size_t utf8_decode(const unsigned char *s, size_t n, wchar_t *wc) {
+    int len = utf8_length(s[0]);
+    unsigned cp = len == 1 ? s[0] : len == 2 ? s[0] & 31u : len == 3 ? s[0] & 15u : s[0] & 7u;
+    *wc = 0xFFFD;
+    if (!len) return 1;
+    for (int i = 1; i < len; i++) {
+        if ((size_t)i >= n || (s[i] & 0xC0) != 0x80) return (size_t)i;
+        cp = cp << 6 | (s[i] & 63u);
+    }
+    *wc = (wchar_t)cp;
+    return (size_t)len;
+}
+
 // libedit's read function (EL_GETCFN): the terminal's next character, UTF-8 decoded, with a
 // bracketed paste gathered whole and handed on as PASTE_KEY. 1, 0 at the end of input, -1 on
 // an error or a signal (errno says which).
@@ -175,26 +195,35 @@ static int read_char(EditLine *el, wchar_t *wc) {
         *wc = PASTE_KEY;
         return 1;
     }
-    int more = b < 0x80 ? 0 : b >= 0xF0 && b <= 0xF4 ? 3 : b >= 0xE0 ? 2 : b >= 0xC2 ? 1 : -1;
-    unsigned cp = more == 3 ? b & 7u : more == 2 ? b & 15u : more == 1 ? b & 31u : (unsigned)b;
-    for (int i = 0; i < more; i++) {
-        if (c->pos == c->len && fill(c, ESCAPE_WAIT_MS) <= 0) break;
-        if ((c->in[c->pos] & 0xC0) != 0x80) break; // left for the next call
-        cp = cp << 6 | (c->in[c->pos++] & 63u);
-        if (i == more - 1) more = 0;
+    if (b < 0x80) {
+        *wc = b;
+        return 1;
     }
-    *wc = more ? 0xFFFD : (wchar_t)cp; // an invalid or cut sequence shows as U+FFFD
+    // the rest of a character typed in several bytes may take a moment to arrive (b is still in
+    // c->in: only an ESC's look-ahead refills it)
+    c->pos--;
+    size_t want = (size_t)utf8_length((unsigned)b);
+    while (c->len - c->pos < want && fill(c, ESCAPE_WAIT_MS) > 0) {}
+    c->pos += utf8_decode(c->in + c->pos, c->len - c->pos, wc); // typed invalid bytes show as U+FFFD
     return 1;
 }
 
-// Bound to PASTE_KEY: the paste goes in at the cursor as it is.
+// Bound to PASTE_KEY: the paste goes in at the cursor as it is, decoded as typed characters are
+// (invalid UTF-8 as U+FFFD), so that a paste and the same bytes typed give the same line.
 static unsigned char insert_paste(EditLine *el, int ch) {
     (void)ch;
     Console *c;
     el_get(el, EL_CLIENTDATA, &c);
-    if (c->paste_len) el_insertstr(el, c->paste);
+    wchar_t *text = malloc(sizeof(wchar_t) * (c->paste_len + 1));
+    size_t n = 0;
+    for (size_t at = 0; text && at < c->paste_len; n++)
+        at += utf8_decode((const unsigned char *)c->paste + at, c->paste_len - at, &text[n]);
+    if (text) text[n] = 0;
+    int failed = c->paste_len && (!text || el_winsertstr(el, text));
+    if (failed) fprintf(stderr, "\n[the paste of %zu bytes could not go on the line: out of memory]\n", c->paste_len);
+    free(text);
     c->paste_len = 0;
-    return CC_REFRESH;
+    return failed ? CC_REDISPLAY : CC_REFRESH;
 }
 
 static char *prompt_of(EditLine *el) {

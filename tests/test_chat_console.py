@@ -232,6 +232,21 @@ def paste_is_one_message():
 
 
 @case(needs=[build])
+def invalid_utf8_paste():
+    """Pasted bytes that are not UTF-8 go on the line as typed ones do, each bad sequence as U+FFFD:
+    the paste of x C3 ( y LF TAB z and the same bytes typed send the same message."""
+    s = session("-t", "0", "-n", "2", "--no-history")
+    try:
+        s.turn(PASTE_START + b"x\xc3(y\r\tz" + PASTE_END)
+        s.turn(b"a\xc3(b \xf5 \xe4\xb8")
+        _, msgs = s.save("invalid_utf8.json")
+        assert [c for r, c in msgs if r == "user"] == ["x\ufffd(y\n\tz", "a\ufffd(b \ufffd \ufffd"], msgs
+        assert s.end() == 0
+    finally:
+        s.kill()
+
+
+@case(needs=[build])
 def commands():
     """Each command: /help and /? list them all; /show; /set checked as the flags are; /system;
     /clear keeps the system prompt; /save and /load; /regen samples the last reply again; /undo
