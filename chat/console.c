@@ -33,6 +33,7 @@ struct Console {
     EditLine *el;
     FILE *screen;      // where the editor draws: stdout on a terminal, else the terminal itself
     int screen_opened; // screen is /dev/tty, opened here
+    int plain;         // TERM is dumb or unset: no escape codes of the console's own
     History *hist;
     char *history_path; // NULL: none kept
     int history_failed; // said once: the file could not be written
@@ -49,6 +50,43 @@ struct Console {
 // The terminal's settings before the console changed them, put back at exit however it comes.
 static struct termios terminal_before;
 static int terminal_saved;
+
+// Set by the handlers of Ctrl-Z's stop and of a resized window: the line is to be drawn again.
+static volatile sig_atomic_t continued, resized;
+static volatile sig_atomic_t editing; // el_gets has the terminal: bracketed paste is on
+static int screen_fd = -1;            // the console's screen, for the handlers' writes
+static struct sigaction stop_before, winch_before;
+
+static void write_screen(const char *s) {
+    if (screen_fd >= 0 && write(screen_fd, s, strlen(s)) < 0) return; // nothing to do about it here
+}
+
+// Ctrl-Z: the terminal goes back to the shell's settings (which the shell does not restore), then
+// the process stops; at fg the console's mode comes back and the line is drawn again.
+static void on_stop(int sig) {
+    int saved_errno = errno;
+    struct termios now;
+    int have = terminal_saved && !tcgetattr(STDIN_FILENO, &now);
+    if (terminal_saved) tcsetattr(STDIN_FILENO, TCSADRAIN, &terminal_before);
+    if (editing) write_screen(PASTE_OFF);
+    struct sigaction stop = {.sa_handler = SIG_DFL}, mine;
+    sigaction(sig, &stop, &mine);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, sig);
+    sigprocmask(SIG_UNBLOCK, &only, NULL);
+    raise(sig); // stopped here until fg
+    sigaction(sig, &mine, NULL);
+    if (have) tcsetattr(STDIN_FILENO, TCSADRAIN, &now);
+    if (editing) write_screen(PASTE_ON);
+    continued = 1;
+    errno = saved_errno;
+}
+
+static void on_winch(int sig) {
+    (void)sig;
+    resized = 1;
+}
 
 static void restore_terminal(void) {
     if (terminal_saved) tcsetattr(STDIN_FILENO, TCSANOW, &terminal_before);
@@ -72,6 +110,22 @@ int console_history_path(char *path, size_t size) {
     else if (home && *home) snprintf(path, size, "%s/.local/state/attn.c/chat_history", home);
     else return -1;
     return 0;
+}
+
+// After fg the line is drawn again where the shell left the cursor; after a resize it is drawn
+// again at the new width on a fresh row (the terminal has cut or rewrapped the old one, which
+// libedit cannot know), the rows below cleared.
+static void redraw(Console *c) {
+    if (!continued && !resized) return;
+    if (resized) {
+        el_resize(c->el);
+        fputs(c->plain ? "\r\n" : "\r\n\033[J", c->screen);
+    } else {
+        fputs("\r", c->screen);
+    }
+    fflush(c->screen);
+    continued = resized = 0;
+    el_set(c->el, EL_REFRESH);
 }
 
 // Reads more of the terminal's bytes into c->in: 1, or 0 at the end of input or when none came
@@ -106,7 +160,9 @@ static int fill(Console *c, int timeout_ms) {
 // there is none.
 static int next_byte(Console *c) {
     while (c->pos == c->len) {
+        redraw(c);
         int got = fill(c, -1);
+        if (got < 0 && (continued || resized)) continue; // the wait was cut by Ctrl-Z or a resize
         if (got <= 0) return got == 0 ? -2 : -1;
     }
     return c->in[c->pos++];
@@ -288,6 +344,13 @@ Console *console_open(const char *prog, const char *history_path, char *err, siz
         atexit(restore_terminal);
     }
     hold_keys();
+    c->plain = !getenv("TERM") || !*getenv("TERM") || !strcmp(getenv("TERM"), "dumb");
+    screen_fd = fileno(c->screen);
+    // SA_RESTART: a reply's writes go on; the console's wait for a key is cut short all the same
+    struct sigaction stop = {.sa_handler = on_stop, .sa_flags = SA_RESTART},
+                     winch = {.sa_handler = on_winch, .sa_flags = SA_RESTART};
+    sigaction(SIGTSTP, &stop, &stop_before);
+    sigaction(SIGWINCH, &winch, &winch_before);
     return c;
 }
 
@@ -295,6 +358,8 @@ FILE *console_screen(const Console *c) { return c->screen; }
 
 void console_close(Console *c) {
     if (!c) return;
+    if (c->el) sigaction(SIGTSTP, &stop_before, NULL), sigaction(SIGWINCH, &winch_before, NULL);
+    screen_fd = -1;
     restore_terminal();
     if (c->el) el_end(c->el);
     if (c->hist) history_end(c->hist);
@@ -317,8 +382,11 @@ long console_read_line(void *ctx, const char *prompt, const char *again, char **
     fflush(c->screen);
     int count;
     errno = 0;
+    continued = resized = 0;
+    editing = 1;
     const char *got = el_gets(c->el, &count);
     int e = errno;
+    editing = 0;
     hold_keys();
     fputs(PASTE_OFF, c->screen);
     fflush(c->screen);

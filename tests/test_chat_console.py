@@ -5,19 +5,25 @@ one message of exactly those bytes; every command; Ctrl-C in the middle of a rep
 long for the context refused with the conversation, as /save writes it, byte for byte the same and
 its text back on the line. The model is SmolLM2-Instruct's published config cut to one small random
 layer with its real tokenizer and ChatML template, as tests/test_chat.py builds it; what the
-conversation holds is read back from /save files.
+conversation holds is read back from /save files, and what the screen shows through a terminal
+emulator (python3-pyte).
 Run from the repository root: /usr/bin/python3 tests/test_chat_console.py [-k SUBSTRING]
 """
+import fcntl
 import json
 import os
 import pty
 import re
 import select
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import time
+
+import pyte  # Debian's python3-pyte: a terminal emulator, to read what the screen shows
 
 from pycase import ROOT  # puts tools/ on the path too
 import pycase  # noqa: E402
@@ -57,16 +63,36 @@ class Session:
     """./run -m chat on a new pseudo-terminal, HOME at home (the history file's place); its standard
     output redirected to the file stdout when one is named, as `./run ... > out.txt` does."""
 
-    def __init__(self, *args, home=None, model=MODEL, stdout=None, term="xterm"):
+    def __init__(self, *args, home=None, model=MODEL, stdout=None, term="xterm", cols=80, shell=False):
         self.home = home or os.path.join(TMP, "home")
         self.screen = b""  # everything the terminal has shown
+        self.vt = pyte.Screen(cols, 24)  # what the screen shows now, as a terminal emulator draws it
+        self.vt_in = pyte.ByteStream(self.vt)
+        self.command = [RUN, model, "-j", "1", "-m", "chat", "-s", "7"] + list(args)
         self.pid, self.fd = pty.fork()
         if self.pid == 0:  # the child: run on the terminal
-            os.environ.update(HOME=self.home, TERM=term)
+            os.environ.update(HOME=self.home, TERM=term, PS1="$ ")
             os.environ.pop("XDG_STATE_HOME", None)
+            fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, cols, 0, 0))
             if stdout:
                 os.dup2(os.open(stdout, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 1)
-            os.execv(RUN, [RUN, model, "-j", "1", "-m", "chat", "-s", "7"] + list(args))
+            if shell:  # a shell with job control, where the command is to be typed
+                os.execv("/bin/bash", ["bash", "--norc", "--noprofile", "-i"])
+            os.execv(RUN, self.command)
+
+    def shown(self, chunk):
+        self.screen += chunk
+        self.vt_in.feed(chunk)
+
+    def resize(self, cols):
+        """The window made cols wide, as a terminal emulator does: its rows cut (as xterm does), and
+        the kernel signals the foreground."""
+        self.vt.resize(24, cols)
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, cols, 0, 0))
+
+    def rows(self):
+        """The screen's text rows, and the cursor (row, column)."""
+        return [line.rstrip() for line in self.vt.display], (self.vt.cursor.y, self.vt.cursor.x)
 
     def until(self, pattern, timeout=60, start=None):
         """What the terminal shows from here up to and including the first match of pattern (. matches
@@ -81,7 +107,7 @@ class Session:
                 except OSError:  # the child is gone
                     chunk = b""
                 assert chunk, "the terminal closed; it showed %r" % self.screen[-600:]
-                self.screen += chunk
+                self.shown(chunk)
         return self.screen[start:]
 
     def type(self, keys, then=PROMPT):
@@ -91,7 +117,7 @@ class Session:
         for at in range(0, len(keys), 1024):
             os.write(self.fd, keys[at:at + 1024])
             while select.select([self.fd], [], [], 0)[0]:
-                self.screen += os.read(self.fd, 65536)
+                self.shown(os.read(self.fd, 65536))
         return self.until(then, start=start) if then else self.screen[start:]
 
     def turn(self, text):
@@ -407,6 +433,56 @@ def stdout_redirected():
     assert b"\x1b" not in replies and b"> " not in replies and b"Hello" not in replies, replies
     assert re.fullmatch(rb"[^\n]+\n\n[^\n]+\n\n", replies), replies
     assert replies.split(b"\n\n")[0] not in s.screen, "a reply went to the terminal: %r" % s.screen
+
+
+@case(needs=[build])
+def ctrl_z_and_fg():
+    """In bash, with job control: half a line typed, Ctrl-Z, fg. The line is drawn again, the editor's
+    keys work as before (no key echoed twice, Ctrl-A moves, Ctrl-L clears rather than printing ^L),
+    and the line sent is the one edited."""
+    s = Session("-t", "0", "-n", "2", "--no-history", shell=True)
+    try:
+        s.until(rb"\$ $")
+        s.type(" ".join(s.command).encode() + b"\r")
+        s.type(b"partial", b"partial")
+        s.type(b"\x1a", rb"Stopped.*\$ $")
+        s.type(b"fg\r", rb"> partial")
+        after_fg = len(s.screen)
+        s.turn(b" more" + CTRL["A"] + b"<" + b"\x0c")
+        shown = s.screen[after_fg:]
+        assert b"^A" not in shown and b"^L" not in shown and b" more more" not in shown, shown
+        _, msgs = s.save("ctrl_z.json")
+        assert msgs[0] == ("user", "<partial more"), msgs
+        s.type(CTRL["D"], rb"\$ $")
+        assert s.end(b"exit\r") == 0
+    finally:
+        s.kill()
+
+
+@case(needs=[build])
+def resize_at_the_prompt():
+    """A 100-character line typed in a window 120 wide; the window shrinks to 60; Home, "X", "Y", End,
+    "Z": the screen, as a terminal emulator shows it, holds the prompt and the edited line across two
+    rows, the cursor after the Z, and the line sent is the one edited."""
+    line = b"abcdefghij" * 10
+    s = session("-t", "0", "-n", "2", "--no-history", cols=120)
+    try:
+        s.type(line, line[-20:])
+        s.resize(60)
+        time.sleep(0.5)  # the signal delivered and the line drawn again, as a person's next key comes
+        s.type(b"\x1b[H" + b"XY" + b"\x1b[F" + b"Z", b"Z")
+        time.sleep(0.3)
+        rows, cursor = s.rows()
+        want = "> XY" + line.decode() + "Z"
+        at = max(i for i, r in enumerate(rows) if r.startswith("> XY"))
+        assert rows[at] + rows[at + 1] == want and rows[at + 1] == want[60:], rows
+        assert cursor == (at + 1, len(want) - 60), (cursor, rows)
+        s.turn(b"")
+        _, msgs = s.save("resize.json")
+        assert msgs[0] == ("user", want[2:]), msgs
+        assert s.end() == 0
+    finally:
+        s.kill()
 
 
 @case(needs=[build])
