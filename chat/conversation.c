@@ -387,10 +387,12 @@ static const char help_text[] =
     "/help, /?          this list\n"
     "/bye, /exit, /quit end the conversation (as Ctrl-D does)\n"
     "/clear             a new conversation; the system prompt stays\n"
-    "/system TEXT       the system prompt is TEXT (no TEXT: none, the template's own if it has one)\n"
+    "/system TEXT       the system prompt is TEXT (also /set system TEXT); no TEXT: shows it\n"
+    "/clear system      no system prompt (the chat format's default, if it has one)\n"
     "/set NAME VALUE    temperature, top_p, top_k, min_p, repeat_penalty, seed or max_tokens, as the\n"
     "                   flags -t -p -k --min-p -r -s -n take them\n"
     "/show              the model, chat format, context used and left, settings and seed\n"
+    "/show system       the system prompt\n"
     "/save FILE         the conversation, in --chat's messages format\n"
     "/load FILE         a conversation saved by /save (or any --chat file) in place of this one\n"
     "/regen             the last reply sampled again\n"
@@ -408,6 +410,9 @@ static void show(const Conversation *cv, const ChatRunner *r) {
             chat_family_name(cv->ct->family),
             cv->ct->family == CHAT_QWEN3 ? (cv->ct->no_thinking ? ", thinking off" : ", thinking on") : "", cv->seq_len,
             cv->n_cached, cv->seq_len - cv->n_cached);
+    if (cv->n_msgs && cv->msgs[0].role == CHAT_SYSTEM)
+        fprintf(stderr, "system prompt: %zu bytes (/show system prints it)\n", cv->msgs[0].len);
+    else fputs("system prompt: none\n", stderr);
     for (int i = 0; chat_setting_names[i]; i++) {
         r->get(r->ctx, chat_setting_names[i], value, sizeof value);
         fprintf(stderr, "%s %s\n", chat_setting_names[i], value);
@@ -445,6 +450,24 @@ static int set_system(Conversation *cv, const char *text, size_t len) {
     return 0;
 }
 
+// The system prompt, whole, to stderr: the conversation's, else the default of the chat format's.
+static void show_system(const Conversation *cv) {
+    if (cv->n_msgs && cv->msgs[0].role == CHAT_SYSTEM) fprintf(stderr, "%s\n", cv->msgs[0].text);
+    else if (cv->ct->family == CHAT_CHATML && cv->ct->system_len)
+        fprintf(stderr, "[no system prompt of the conversation's: the chat format's default is used]\n%s\n",
+                cv->ct->system);
+    else fputs("[no system prompt; /system TEXT sets one]\n", stderr);
+}
+
+// /system TEXT and /set system TEXT set the system prompt; with no TEXT they show it.
+static void system_command(Conversation *cv, const char *text) {
+    if (!*text) show_system(cv);
+    else if (tokenizer_first_non_text(text, strlen(text)) < strlen(text))
+        fputs("[/system: the text is not UTF-8]\n", stderr);
+    else if (set_system(cv, text, strlen(text))) fputs("[out of memory]\n", stderr);
+    else fputs("[the system prompt is set]\n", stderr);
+}
+
 // Runs the command in line (it starts with /, surrounding white space trimmed). COMMAND_ANSWER:
 // the conversation now ends with a user message to answer (/regen, /load).
 static int command(Conversation *cv, const ChatRunner *r, char *line) {
@@ -455,19 +478,24 @@ static int command(Conversation *cv, const ChatRunner *r, char *line) {
 #define IS(s) (name_len == sizeof s - 1 && !memcmp(line, s, name_len))
     if (IS("/bye") || IS("/exit") || IS("/quit")) return COMMAND_QUIT;
     if (IS("/help") || IS("/?")) fputs(help_text, stderr);
-    else if (IS("/clear")) {
+    else if (IS("/clear") && !strcmp(arg, "system")) {
+        int had = cv->n_msgs && cv->msgs[0].role == CHAT_SYSTEM;
+        set_system(cv, "", 0);
+        fputs(had ? "[the system prompt is removed]\n" : "[there was no system prompt]\n", stderr);
+    } else if (IS("/clear")) {
         drop_messages(cv, cv->n_msgs && cv->msgs[0].role == CHAT_SYSTEM,
                       cv->n_msgs - (cv->n_msgs && cv->msgs[0].role == CHAT_SYSTEM));
         fputs("[a new conversation]\n", stderr);
     } else if (IS("/system")) {
-        if (tokenizer_first_non_text(arg, strlen(arg)) < strlen(arg))
-            fputs("[/system: the text is not UTF-8]\n", stderr);
-        else if (set_system(cv, arg, strlen(arg))) fputs("[out of memory]\n", stderr);
-        else fputs(*arg ? "[the system prompt is set]\n" : "[no system prompt]\n", stderr);
+        system_command(cv, arg);
     } else if (IS("/set")) {
         char *value = arg + strcspn(arg, " \t");
         if (*value) *value++ = 0;
         value += strspn(value, " \t");
+        if (!strcmp(arg, "system")) { // Ollama's spelling
+            system_command(cv, value);
+            return COMMAND_DONE;
+        }
         int known = 0;
         for (int i = 0; chat_setting_names[i]; i++) known |= !strcmp(arg, chat_setting_names[i]);
         if (!known || !*value)
@@ -479,7 +507,8 @@ static int command(Conversation *cv, const ChatRunner *r, char *line) {
             r->get(r->ctx, arg, now, sizeof now);
             fprintf(stderr, "[%s is %s]\n", arg, now);
         }
-    } else if (IS("/show")) show(cv, r);
+    } else if (IS("/show") && !strcmp(arg, "system")) show_system(cv);
+    else if (IS("/show")) show(cv, r);
     else if (IS("/save") || IS("/load")) {
         if (!*arg) fprintf(stderr, "[%.5s needs a file name]\n", line);
         else if (IS("/save") ? chat_messages_save(arg, cv->msgs, cv->n_msgs, err, sizeof err)

@@ -334,6 +334,26 @@ def commands():
             s.kill()
 
 
+@case(needs=[build])
+def system_prompt_commands():
+    """/system alone shows the system prompt and keeps it; /show system prints it, /show says it is
+    there; /set system TEXT (Ollama's spelling) sets it as /system TEXT does; /clear system removes it."""
+    s = session("-y", "Be brief.", "--no-history")
+    try:
+        assert b"Be brief." in s.type(b"/system\r")
+        assert s.save("system1.json")[1] == [("system", "Be brief.")], "/system alone removed the system prompt"
+        assert re.search(rb"\r\n(\x1b\[\?2004l)?Be brief\.\r\n", s.type(b"/show system\r"))
+        assert b"system prompt: 9 bytes" in s.type(b"/show\r")
+        assert b"[the system prompt is set]" in s.type(b"/set system Answer in  French.\r")
+        assert s.save("system2.json")[1] == [("system", "Answer in  French.")]
+        assert b"[the system prompt is removed]" in s.type(b"/clear system\r")
+        assert s.save("system3.json")[1] == []
+        assert b"no system prompt" in s.type(b"/show system\r")
+        assert s.end() == 0
+    finally:
+        s.kill()
+
+
 # Not in make test-asan: there, with another test running beside it, the key twice failed to stop
 # the reply, though it does under ASan alone and in every plain run, where the case stays.
 @(case(needs=[build]) if not os.environ.get("ATTN_ASAN_SUITE") else (lambda f: f))
