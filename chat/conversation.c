@@ -309,6 +309,7 @@ typedef struct {
     long lines; // lines read so far, for the errors of piped input
     char *text; // (cap) the message being gathered
     size_t len, cap;
+    char *back; // a block put back on the line by Ctrl-D
 } Reader;
 
 static int text_append(Reader *rd, const char *s, size_t n) { return append(&rd->text, &rd->len, &rd->cap, s, n); }
@@ -356,6 +357,15 @@ static int read_message(Reader *rd, const char *again, char *err, size_t errlen)
         while (!closed) {
             len = rd->in->read_line(rd->in->ctx, "... ", NULL, &line);
             if (len == CHAT_INTERRUPTED) break;
+            if (len == CHAT_END && rd->interactive && rd->len) {
+                // a terminal's Ctrl-D: the block comes back on the line, closed, to be sent or edited
+                char *back = realloc(rd->back, rd->len + 7);
+                if (!back) return out_of_memory(err, errlen);
+                snprintf(back, rd->len + 7, "\"\"\"%s\"\"\"", rd->text);
+                again = rd->back = back;
+                fputs("[Ctrl-D in a block: the block is back on the line, closed; Enter sends it]\n", stderr);
+                break;
+            }
             if (len < 0) {
                 if (len == CHAT_READ_ERROR)
                     return chat_fail(err, errlen, "standard input: read error: %s", strerror(errno)), READ_FAILED;
@@ -369,10 +379,8 @@ static int read_message(Reader *rd, const char *again, char *err, size_t errlen)
             if (closed && !keep) break;
             if ((parts++ && text_append(rd, "\n", 1)) || text_append(rd, line, keep)) return out_of_memory(err, errlen);
         }
-        if (!closed) {
-            fputs("[the block was abandoned]\n", stderr);
-            continue;
-        }
+        if (!closed && !again) fputs("[the block was abandoned]\n", stderr);
+        if (!closed) continue;
         if (!is_blank(rd->text, rd->len)) return READ_MESSAGE;
     }
 }
@@ -621,6 +629,7 @@ int conversation_run(Conversation *cv, const ChatRunner *r, const ChatInput *in,
     }
     free(again);
     free(rd.text);
+    free(rd.back);
     if (cv->screen && rc == 0) fputs("\n", cv->screen), fflush(cv->screen); // the shell's prompt on a line of its own
     if (cv->interactive) sigprocmask(SIG_SETMASK, &mask_before, NULL), sigaction(SIGINT, &before, NULL);
     return rc;

@@ -354,6 +354,23 @@ def system_prompt_commands():
         s.kill()
 
 
+@case(needs=[build])
+def ctrl_d_in_a_block():
+    """Ctrl-D in a triple-quote block does not end the session: the block comes back on the line, closed, and
+    Enter sends its lines as one message; Ctrl-D on an empty line still ends with status 0."""
+    s = session("-t", "0", "-n", "2", "--no-history")
+    try:
+        s.type(b'"""\r' + b"first line\r" + b"second line\r", rb"\.\.\. $")
+        shown = s.type(CTRL["D"], rb"back on the line.*> .*second line")
+        assert b"not closed" not in shown, shown
+        s.turn(b"")
+        _, msgs = s.save("block.json")
+        assert msgs[0] == ("user", "first line\nsecond line"), msgs
+        assert s.end() == 0
+    finally:
+        s.kill()
+
+
 # Not in make test-asan: there, with another test running beside it, the key twice failed to stop
 # the reply, though it does under ASan alone and in every plain run, where the case stays.
 @(case(needs=[build]) if not os.environ.get("ATTN_ASAN_SUITE") else (lambda f: f))
