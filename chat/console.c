@@ -2,6 +2,7 @@
 #include "console.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <histedit.h>
 #include <langinfo.h>
 #include <locale.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/select.h>
 #include <sys/stat.h>
 #include <termios.h>
@@ -415,12 +417,16 @@ long console_read_line(void *ctx, const char *prompt, const char *again, char **
     return (long)len;
 }
 
+// The entries of a history file past which the next line written rewrites it with its newest
+// HISTORY_SIZE entries, so that it does not grow for ever.
+#define HISTORY_FILE_MAX (2 * HISTORY_SIZE)
+
 static void write_history(Sink *s, const void *ctx) {
-    const Console *c = ctx;
+    History *h = (History *)ctx;
     int fd = dup(s->fd);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     HistEvent ev;
-    if (!f || history(c->hist, &ev, H_SAVE_FP, f) < 0 || fflush(f)) s->err = errno ? errno : EIO;
+    if (!f || history(h, &ev, H_SAVE_FP, f) < 0 || fflush(f)) s->err = errno ? errno : EIO;
     if (f) fclose(f);
     else if (fd >= 0) close(fd);
 }
@@ -436,14 +442,58 @@ static void make_parents(const char *path) {
     }
 }
 
+// Appends text to the history file under an exclusive flock, as
+// readline's append_history does, so that sessions running at once keep each other's lines in
+// the order typed; past HISTORY_FILE_MAX entries the file is rewritten (renamed over, still
+// under the lock) with its newest HISTORY_SIZE. 0, or -1 with err.
+static int append_history(Console *c, const char *text, char *err, size_t errlen) {
+    const char *path = c->history_path;
+    for (;;) {
+        int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0 || flock(fd, LOCK_EX)) {
+            snprintf(err, errlen, "%s: %s", path, strerror(errno));
+            if (fd >= 0) close(fd);
+            return -1;
+        }
+        struct stat held, named;
+        // the file another session's rewrite renamed away while this one waited: open the new one
+        if (fstat(fd, &held) || stat(path, &named) || held.st_ino != named.st_ino || held.st_dev != named.st_dev) {
+            close(fd);
+            continue;
+        }
+        FILE *f = fdopen(fd, "a");
+        HistEvent ev;
+        // the entry alone, in libedit's encoding, through a history of one; libedit writes its
+        // header when the stream is at 0, and an append stream starts there until it is moved
+        History *one = history_init();
+        int failed = !f || !one || history(one, &ev, H_SETSIZE, 1) < 0 || history(one, &ev, H_ENTER, text) < 0 ||
+                     fseek(f, 0, SEEK_END) || history(one, &ev, H_SAVE_FP, f) < 0 || fflush(f);
+        if (one) history_end(one);
+        if (failed) snprintf(err, errlen, "%s: %s", path, strerror(errno ? errno : EIO));
+        History *all = failed ? NULL : history_init();
+        if (all && history(all, &ev, H_LOAD, path) > HISTORY_FILE_MAX) {
+            history(all, &ev, H_CLEAR);
+            history(all, &ev, H_SETSIZE, HISTORY_SIZE);
+            history(all, &ev, H_LOAD, path);
+            failed = write_atomic(path, write_history, all, err, errlen);
+        }
+        if (all) history_end(all);
+        if (f) fclose(f); // the lock goes with the descriptor
+        else close(fd);
+        return failed ? -1 : 0;
+    }
+}
+
 void console_remember(void *ctx, const char *text) {
     Console *c = ctx;
     HistEvent ev;
+    // a line the same as the last is not entered again (H_SETUNIQUE), nor written again
+    int repeated = history(c->hist, &ev, H_FIRST) == 0 && !strcmp(ev.str, text);
     history(c->hist, &ev, H_ENTER, text);
-    if (!c->history_path || c->history_failed) return;
+    if (!c->history_path || c->history_failed || repeated) return;
     char err[512];
     make_parents(c->history_path);
-    if (write_atomic(c->history_path, write_history, c, err, sizeof err)) {
+    if (append_history(c, text, err, sizeof err)) {
         fprintf(stderr, "[the history is not kept: %s]\n", err);
         c->history_failed = 1;
     }

@@ -232,6 +232,37 @@ def editing_and_history():
 
 
 @case(needs=[build])
+def history_of_two_sessions():
+    """Two sessions at once with the same HOME: the first sends A, the second B, the first C; the
+    history file keeps all three in the order typed, and a third session recalls C, B, A with Up. The
+    file held 2,000 lines before: past that it is cut to its newest 1,000, and stays private (0600)."""
+    home = os.path.join(TMP, "home_two")
+    history = os.path.join(home, ".local", "state", "attn.c", "chat_history")
+    os.makedirs(os.path.dirname(history))
+    with open(history, "w") as f:
+        f.write("_HiStOrY_V2_\n" + "".join("old%d\n" % i for i in range(2000)))
+    one, two = session("-t", "0", "-n", "2", home=home), session("-t", "0", "-n", "2", home=home)
+    try:
+        one.turn(b"alpha")
+        two.turn(b"bravo")
+        one.turn(b"charlie")
+        assert one.end() == 0 and two.end() == 0
+    finally:
+        one.kill()
+        two.kill()
+    lines = open(history).read().split("\n")
+    assert lines[1:] == ["old%d" % i for i in range(1001, 2000)] + ["alpha", "bravo", "charlie", ""], lines[-6:]
+    assert os.stat(history).st_mode & 0o777 == 0o600
+    s = session("-t", "0", "-n", "2", home=home)
+    try:
+        s.turn(UP * 3)
+        assert s.save("history_three.json")[1][0] == ("user", "alpha")
+        assert s.end() == 0
+    finally:
+        s.kill()
+
+
+@case(needs=[build])
 def paste_is_one_message():
     """A bracketed paste of 10,000 bytes over several lines (UTF-8 and tabs among them) is one
     message of exactly those bytes, typed text before and after it on the same line, with one reply;
