@@ -57,6 +57,7 @@ static int terminal_saved;
 static volatile sig_atomic_t continued, resized;
 static volatile sig_atomic_t editing; // el_gets has the terminal: bracketed paste is on
 static int screen_fd = -1;            // the console's screen, for the handlers' writes
+static int plain_screen;              // the console's plain: no escape codes
 static struct sigaction stop_before, winch_before;
 
 static void write_screen(const char *s) {
@@ -70,7 +71,7 @@ static void on_stop(int sig) {
     struct termios now;
     int have = terminal_saved && !tcgetattr(STDIN_FILENO, &now);
     if (terminal_saved) tcsetattr(STDIN_FILENO, TCSADRAIN, &terminal_before);
-    if (editing) write_screen(PASTE_OFF);
+    if (editing && !plain_screen) write_screen(PASTE_OFF);
     struct sigaction stop = {.sa_handler = SIG_DFL}, mine;
     sigaction(sig, &stop, &mine);
     sigset_t only;
@@ -80,7 +81,7 @@ static void on_stop(int sig) {
     raise(sig); // stopped here until fg
     sigaction(sig, &mine, NULL);
     if (have) tcsetattr(STDIN_FILENO, TCSADRAIN, &now);
-    if (editing) write_screen(PASTE_ON);
+    if (editing && !plain_screen) write_screen(PASTE_ON);
     continued = 1;
     errno = saved_errno;
 }
@@ -234,6 +235,45 @@ static size_t utf8_decode(const unsigned char *s, size_t n, wchar_t *wc) {
     return (size_t)len;
 }
 
+// The console's key bindings. An escape sequence (CSI or SS3) that is not among them is dropped
+// whole, where libedit would insert its tail ("~" for Insert, "A" for Shift-Up).
+static const char *const bindings[][2] = {
+    {"\036", "attn-paste"},        {"^R", "em-inc-search-prev"}, // search the history, as in a shell
+    {"^W", "ed-delete-prev-word"},                               // as in a shell, not emacs's kill-region
+    {"^U", "vi-kill-line-prev"},                                 // the line before the cursor, as in a shell
+    {"\033[A", "ed-prev-history"},                               // Up, Down, Right, Left
+    {"\033[B", "ed-next-history"}, {"\033[C", "ed-next-char"},    {"\033[D", "ed-prev-char"},
+    {"\033OA", "ed-prev-history"}, // the same in the terminal's application mode
+    {"\033OB", "ed-next-history"}, {"\033OC", "ed-next-char"},    {"\033OD", "ed-prev-char"},
+    {"\033[1;5D", "ed-prev-word"}, // Ctrl-Left
+    {"\033[1;5C", "em-next-word"}, // Ctrl-Right
+    {"\033[H", "ed-move-to-beg"},  // Home, in its three spellings
+    {"\033OH", "ed-move-to-beg"},  {"\033[1~", "ed-move-to-beg"}, {"\033[F", "ed-move-to-end"},       // End
+    {"\033OF", "ed-move-to-end"},  {"\033[4~", "ed-move-to-end"}, {"\033[3~", "ed-delete-next-char"}, // Delete
+};
+
+// How many bytes after an ESC just read make a CSI (ESC [ parameters final) or SS3 (ESC O x)
+// sequence, waiting briefly for them; 0 when they make none (Alt-b is ESC b).
+static size_t sequence_length(Console *c) {
+    for (size_t k = 0; k < 32; k++) {
+        while (c->len - c->pos <= k)
+            if (fill(c, ESCAPE_WAIT_MS) <= 0) return 0;
+        unsigned ch = c->in[c->pos + k];
+        if (k == 0 && ch != '[' && ch != 'O') return 0;
+        if (k > 0 && (c->in[c->pos] == 'O' || (ch >= 0x40 && ch <= 0x7E))) return k + 1;
+        if (k > 0 && (ch < 0x20 || ch > 0x3F)) return 0;
+    }
+    return 0;
+}
+
+// Whether ESC followed by seq[0..n) is a key of bindings.
+static int bound(const unsigned char *seq, size_t n) {
+    for (size_t i = 0; i < sizeof bindings / sizeof *bindings; i++)
+        if (bindings[i][0][0] == 033 && strlen(bindings[i][0]) == n + 1 && !memcmp(bindings[i][0] + 1, seq, n))
+            return 1;
+    return 0;
+}
+
 // libedit's read function (EL_GETCFN): the terminal's next character, UTF-8 decoded, with a
 // bracketed paste gathered whole and handed on as PASTE_KEY. 1, 0 at the end of input, -1 on
 // an error or a signal (errno says which).
@@ -245,13 +285,19 @@ static int read_char(EditLine *el, wchar_t *wc) {
         *wc = PASTE_KEY;
         return 1;
     }
-    int b = next_byte(c);
-    if (b < 0) return b == -1 ? -1 : 0;
-    if (b == 033 && coming(c, PASTE_START)) {
-        c->pos += strlen(PASTE_START);
-        if (read_paste(c)) return errno == EINTR ? -1 : 0;
-        *wc = PASTE_KEY;
-        return 1;
+    int b;
+    for (;;) {
+        b = next_byte(c);
+        if (b < 0) return b == -1 ? -1 : 0;
+        if (b == 033 && coming(c, PASTE_START)) {
+            c->pos += strlen(PASTE_START);
+            if (read_paste(c)) return errno == EINTR ? -1 : 0;
+            *wc = PASTE_KEY;
+            return 1;
+        }
+        size_t n = b == 033 ? sequence_length(c) : 0;
+        if (!n || bound(c->in + c->pos, n)) break;
+        c->pos += n; // a key the console does not know (Insert, F5, Shift-Up): ignored
     }
     if (b < 0x80) {
         *wc = b;
@@ -327,17 +373,6 @@ Console *console_open(const char *prog, const char *history_path, char *err, siz
     el_set(el, EL_GETCFN, read_char);
     // the wide call: el_set's narrow EL_ADDFN copies the two strings and never frees them
     el_wset(el, EL_ADDFN, L"attn-paste", L"insert a bracketed paste", insert_paste);
-    static const char *const bindings[][2] = {
-        {"\036", "attn-paste"},
-        {"^R", "em-inc-search-prev"},       // search the history, as in a shell
-        {"^W", "ed-delete-prev-word"},      // as in a shell, not emacs's kill-region
-        {"^U", "vi-kill-line-prev"},        // the line before the cursor, as in a shell
-        {"\033[1;5D", "ed-prev-word"},      // Ctrl-Left
-        {"\033[1;5C", "em-next-word"},      // Ctrl-Right
-        {"\033[H", "ed-move-to-beg"},       // Home
-        {"\033[F", "ed-move-to-end"},       // End
-        {"\033[3~", "ed-delete-next-char"}, // Delete
-    };
     for (size_t i = 0; i < sizeof bindings / sizeof *bindings; i++)
         el_set(el, EL_BIND, bindings[i][0], bindings[i][1], NULL);
     el_source(el, NULL); // the user's ~/.editrc, as every libedit program reads it
@@ -348,6 +383,7 @@ Console *console_open(const char *prog, const char *history_path, char *err, siz
     hold_keys();
     c->plain = !getenv("TERM") || !*getenv("TERM") || !strcmp(getenv("TERM"), "dumb");
     screen_fd = fileno(c->screen);
+    plain_screen = c->plain;
     // SA_RESTART: a reply's writes go on; the console's wait for a key is cut short all the same
     struct sigaction stop = {.sa_handler = on_stop, .sa_flags = SA_RESTART},
                      winch = {.sa_handler = on_winch, .sa_flags = SA_RESTART};
@@ -380,7 +416,7 @@ long console_read_line(void *ctx, const char *prompt, const char *again, char **
     for (const char *p = again; p && *p; p++)
         if (paste_put(c, *p)) break;
     c->paste_waiting = c->paste_len > 0;
-    fputs(PASTE_ON, c->screen);
+    if (!c->plain) fputs(PASTE_ON, c->screen);
     fflush(c->screen);
     int count;
     errno = 0;
@@ -390,7 +426,7 @@ long console_read_line(void *ctx, const char *prompt, const char *again, char **
     int e = errno;
     editing = 0;
     hold_keys();
-    fputs(PASTE_OFF, c->screen);
+    if (!c->plain) fputs(PASTE_OFF, c->screen);
     fflush(c->screen);
     if (!got && count < 0 && e == EINTR) {
         el_reset(c->el);

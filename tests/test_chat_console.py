@@ -304,6 +304,29 @@ def invalid_utf8_paste():
 
 
 @case(needs=[build])
+def unknown_keys_and_dumb_terminal():
+    """Keys the console does not bind (Insert, PageUp, F5, F1, Shift-Up, Alt-Left) insert nothing. With
+    TERM=dumb the console writes no escape codes (no bracketed paste), and Home still edits the line."""
+    s = session("-t", "0", "-n", "2", "--no-history")
+    try:
+        s.turn(b"ab" + b"\x1b[2~" + b"\x1b[5~" + b"\x1b[15~" + b"\x1bOP" + b"\x1b[1;2A" + b"\x1b[1;3D" + b"cd")
+        assert s.save("unknown_keys.json")[1][0] == ("user", "abcd")
+        assert s.end() == 0
+    finally:
+        s.kill()
+    s = Session("-t", "0", "-n", "2", "--no-history", term="dumb")
+    try:
+        s.until(rb"> $")
+        s.type(b"abc" + b"\x1b[H" + b"X\r", rb"\[prompt: .*> $")
+        s.type(b"/save " + os.path.join(TMP, "dumb.json").encode() + b"\r", rb"saved to .*> $")
+        assert json.load(open(os.path.join(TMP, "dumb.json")))[0]["content"] == "Xabc"
+        assert s.end() == 0
+        assert b"\x1b" not in s.screen, s.screen
+    finally:
+        s.kill()
+
+
+@case(needs=[build])
 def commands():
     """Each command: /help and /? list them all; /show; /set checked as the flags are; /system;
     /clear keeps the system prompt; /save and /load; /regen samples the last reply again; /undo
