@@ -474,7 +474,8 @@ static void chat(const Model *m, const Tokenizer *tok, ChatTemplate *ct, RunStat
     ChatLines lines = {0};
     ChatInput in = {&lines, chat_lines_read, NULL};
     Console *console = NULL;
-    if (cv.interactive && !o->quiet) seed_from_clock = 0; // the banner shows it
+    if (cv.interactive && !o->quiet) seed_from_clock = 0;     // the banner shows it
+    else if (cv.interactive) tell_seed(sampler->temperature); // before the first prompt, not inside a reply
     if (cv.interactive) {
         int keep = !o->no_history && !console_history_path(history, sizeof history);
         if (!(console = console_open(prog, keep ? history : NULL, err, sizeof err))) die("%s", err);
@@ -490,6 +491,22 @@ static void chat(const Model *m, const Tokenizer *tok, ChatTemplate *ct, RunStat
 }
 
 // ----------------------------------------------------------------------------
+
+// The model line on stderr (-q: none).
+static void tell_model(const Config *c, const Options *o, double load_ms) {
+    static const char *const weight_names[WEIGHT_TYPES] = {"float32", "Q8_0", "bfloat16", "float16",
+                                                           "of a type per matrix"};
+    char weights[48];
+    snprintf(weights, sizeof weights, "%s", weight_names[c->weight_type]);
+    if (c->weight_type == WEIGHTS_Q8_0) snprintf(weights, sizeof weights, "Q8_0, groups of %d", c->group_size);
+    int threads = max_threads();
+    if (!o->quiet)
+        fprintf(stderr,
+                "%s: %d layer%s, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d thread%s%s%s\n",
+                o->model_path, c->n_layers, plural(c->n_layers), c->dim, c->vocab_size, c->seq_len, weights, load_ms,
+                threads, plural(threads), o->compute & COMPUTE_BF16 ? "; prompt products in bfloat16" : "",
+                o->kv_cache == WEIGHTS_F16 ? "; KV cache in float16" : "");
+}
 
 // --verify: the layout checks, then the checksum over the whole file; one line, and the exit code.
 _Noreturn static void verify(const char *path) {
@@ -565,6 +582,9 @@ int main(int argc, char **argv) {
             chat_family_name(ct.family));
     if (templated) ct.no_thinking = o.thinking == 0;
 
+    // a chat on a terminal may last hours: its model line comes first, with its banner
+    int model_first = !strcmp(o.mode, "chat") && isatty(STDIN_FILENO);
+    if (model_first) tell_model(c, &o, load_ms);
     if (!strcmp(o.mode, "ppl")) perplexity(&m, &tok, &s, &o);
     else if (!strcmp(o.mode, "chat")) chat(&m, &tok, &ct, &s, &sampler, seed, &o, msgs, n_msgs);
     else {
@@ -574,18 +594,7 @@ int main(int argc, char **argv) {
         else generate(&m, &tok, templated ? &ct : NULL, &s, &sampler, &o, tokens, n);
     }
 
-    int threads = max_threads();
-    static const char *const weight_names[WEIGHT_TYPES] = {"float32", "Q8_0", "bfloat16", "float16",
-                                                           "of a type per matrix"};
-    char weights[48];
-    snprintf(weights, sizeof weights, "%s", weight_names[c->weight_type]);
-    if (c->weight_type == WEIGHTS_Q8_0) snprintf(weights, sizeof weights, "Q8_0, groups of %d", c->group_size);
-    if (!o.quiet)
-        fprintf(stderr,
-                "%s: %d layer%s, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d thread%s%s%s\n",
-                o.model_path, c->n_layers, plural(c->n_layers), c->dim, c->vocab_size, c->seq_len, weights, load_ms,
-                threads, plural(threads), o.compute & COMPUTE_BF16 ? "; prompt products in bfloat16" : "",
-                o.kv_cache == WEIGHTS_F16 ? "; KV cache in float16" : "");
+    if (!model_first) tell_model(c, &o, load_ms);
     free(prompt_file);
     chat_messages_free(msgs, n_msgs);
     if (templated) chat_template_free(&ct);

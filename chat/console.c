@@ -238,18 +238,28 @@ static size_t utf8_decode(const unsigned char *s, size_t n, wchar_t *wc) {
 // The console's key bindings. An escape sequence (CSI or SS3) that is not among them is dropped
 // whole, where libedit would insert its tail ("~" for Insert, "A" for Shift-Up).
 static const char *const bindings[][2] = {
-    {"\036", "attn-paste"},        {"^R", "em-inc-search-prev"}, // search the history, as in a shell
-    {"^W", "ed-delete-prev-word"},                               // as in a shell, not emacs's kill-region
-    {"^U", "vi-kill-line-prev"},                                 // the line before the cursor, as in a shell
-    {"\033[A", "ed-prev-history"},                               // Up, Down, Right, Left
-    {"\033[B", "ed-next-history"}, {"\033[C", "ed-next-char"},    {"\033[D", "ed-prev-char"},
+    {"\036", "attn-paste"},
+    {"^D", "attn-delete-or-end"},
+    {"^R", "em-inc-search-prev"},  // search the history, as in a shell
+    {"^W", "ed-delete-prev-word"}, // as in a shell, not emacs's kill-region
+    {"^U", "vi-kill-line-prev"},   // the line before the cursor, as in a shell
+    {"\033[A", "ed-prev-history"}, // Up, Down, Right, Left
+    {"\033[B", "ed-next-history"},
+    {"\033[C", "ed-next-char"},
+    {"\033[D", "ed-prev-char"},
     {"\033OA", "ed-prev-history"}, // the same in the terminal's application mode
-    {"\033OB", "ed-next-history"}, {"\033OC", "ed-next-char"},    {"\033OD", "ed-prev-char"},
+    {"\033OB", "ed-next-history"},
+    {"\033OC", "ed-next-char"},
+    {"\033OD", "ed-prev-char"},
     {"\033[1;5D", "ed-prev-word"}, // Ctrl-Left
     {"\033[1;5C", "em-next-word"}, // Ctrl-Right
     {"\033[H", "ed-move-to-beg"},  // Home, in its three spellings
-    {"\033OH", "ed-move-to-beg"},  {"\033[1~", "ed-move-to-beg"}, {"\033[F", "ed-move-to-end"},       // End
-    {"\033OF", "ed-move-to-end"},  {"\033[4~", "ed-move-to-end"}, {"\033[3~", "ed-delete-next-char"}, // Delete
+    {"\033OH", "ed-move-to-beg"},
+    {"\033[1~", "ed-move-to-beg"},
+    {"\033[F", "ed-move-to-end"}, // End
+    {"\033OF", "ed-move-to-end"},
+    {"\033[4~", "ed-move-to-end"},
+    {"\033[3~", "ed-delete-next-char"}, // Delete
 };
 
 // How many bytes after an ESC just read make a CSI (ESC [ parameters final) or SS3 (ESC O x)
@@ -310,6 +320,18 @@ static int read_char(EditLine *el, wchar_t *wc) {
     while (c->len - c->pos < want && fill(c, ESCAPE_WAIT_MS) > 0) {}
     c->pos += utf8_decode(c->in + c->pos, c->len - c->pos, wc); // typed invalid bytes show as U+FFFD
     return 1;
+}
+
+// Bound to Ctrl-D: on an empty line the end of input, without the ^D libedit's own binding
+// echoes; else the character under the cursor deleted (at the end of the line, a beep).
+static unsigned char delete_or_end(EditLine *el, int ch) {
+    (void)ch;
+    const LineInfoW *line = el_wline(el);
+    if (line->buffer == line->lastchar) return CC_EOF;
+    if (line->cursor == line->lastchar) return CC_ERROR;
+    el_cursor(el, 1);
+    el_deletestr(el, 1);
+    return CC_REFRESH;
 }
 
 // Bound to PASTE_KEY: the paste goes in at the cursor as it is, decoded as typed characters are
@@ -373,6 +395,7 @@ Console *console_open(const char *prog, const char *history_path, char *err, siz
     el_set(el, EL_GETCFN, read_char);
     // the wide call: el_set's narrow EL_ADDFN copies the two strings and never frees them
     el_wset(el, EL_ADDFN, L"attn-paste", L"insert a bracketed paste", insert_paste);
+    el_wset(el, EL_ADDFN, L"attn-delete-or-end", L"end the input on an empty line, else delete", delete_or_end);
     for (size_t i = 0; i < sizeof bindings / sizeof *bindings; i++)
         el_set(el, EL_BIND, bindings[i][0], bindings[i][1], NULL);
     el_source(el, NULL); // the user's ~/.editrc, as every libedit program reads it

@@ -153,7 +153,7 @@ static int write_reply(Conversation *cv, const ChatRunner *r, const char **why_s
     *why_stopped = NULL;
     for (;;) {
         if (interrupted) {
-            *why_stopped = "stopped by Ctrl-C";
+            *why_stopped = "Ctrl-C";
             break;
         }
         int next = r->sample(r->ctx, cv->cached, cv->n_cached);
@@ -163,11 +163,11 @@ static int write_reply(Conversation *cv, const ChatRunner *r, const char **why_s
         r->print(r->ctx, piece, len, 0);
         if (append(&cv->reply, &cv->n_reply, &cv->cap_reply, piece, len)) return -1;
         if (++written == cv->max_new) {
-            *why_stopped = "-n tokens written";
+            *why_stopped = "-n reached";
             break;
         }
         if (cv->n_cached == cv->seq_len) {
-            *why_stopped = "the context is full";
+            *why_stopped = "context full";
             break;
         }
         r->forward(r->ctx, &next, 1, cv->n_cached);
@@ -273,11 +273,9 @@ static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errle
     double t2 = seconds();
     r->print(r->ctx, "\n\n", 2, 1);
     if (!cv->quiet)
-        fprintf(stderr,
-                "[prompt: %d token%s run in %.3f s, %d reused from the cache; reply: %d token%s in %.3f s "
-                "(%.1f tok/s)%s%s]\n",
-                n - keep, n - keep == 1 ? "" : "s", t1 - t0, keep, written, written == 1 ? "" : "s", t2 - t1,
-                written > 0 ? written / (t2 - t1) : 0.0, why_stopped ? "; " : "", why_stopped ? why_stopped : "");
+        fprintf(stderr, "[prompt: %d tok in %.2f s, %d reused; reply: %d tok, %.1f tok/s%s%s]\n", n - keep, t1 - t0,
+                keep, written, written > 0 ? written / (t2 - t1) : 0.0, why_stopped ? "; " : "",
+                why_stopped ? why_stopped : "");
     return ANSWERED;
 }
 
@@ -476,6 +474,15 @@ static void system_command(Conversation *cv, const char *text) {
     else fputs("[the system prompt is set]\n", stderr);
 }
 
+// A file name as a shell would take it: ~/ at its start is $HOME/ (the name itself when HOME is
+// unset or the result too long, so that the error names what was typed).
+static const char *expand_home(const char *name, char *buf, size_t size) {
+    const char *home = getenv("HOME");
+    if (strncmp(name, "~/", 2) || !home || !*home || (size_t)snprintf(buf, size, "%s%s", home, name + 1) >= size)
+        return name;
+    return buf;
+}
+
 // Runs the command in line (it starts with /, surrounding white space trimmed). COMMAND_ANSWER:
 // the conversation now ends with a user message to answer (/regen, /load).
 static int command(Conversation *cv, const ChatRunner *r, char *line) {
@@ -484,6 +491,14 @@ static int command(Conversation *cv, const ChatRunner *r, char *line) {
     arg += strspn(arg, " \t");
     char err[512];
 #define IS(s) (name_len == sizeof s - 1 && !memcmp(line, s, name_len))
+    // the commands that take no argument, and those whose argument may only be "system"
+    int bare = IS("/bye") || IS("/exit") || IS("/quit") || IS("/help") || IS("/?") || IS("/regen") || IS("/undo") ||
+               IS("/think") || IS("/no_think");
+    if ((bare && *arg) || ((IS("/clear") || IS("/show")) && *arg && strcmp(arg, "system"))) {
+        fprintf(stderr, "[%.*s takes no %s; nothing was done]\n", (int)name_len, line,
+                bare ? "argument" : "argument but system");
+        return COMMAND_DONE;
+    }
     if (IS("/bye") || IS("/exit") || IS("/quit")) return COMMAND_QUIT;
     if (IS("/help") || IS("/?")) fputs(help_text, stderr);
     else if (IS("/clear") && !strcmp(arg, "system")) {
@@ -506,9 +521,11 @@ static int command(Conversation *cv, const ChatRunner *r, char *line) {
         }
         int known = 0;
         for (int i = 0; chat_setting_names[i]; i++) known |= !strcmp(arg, chat_setting_names[i]);
-        if (!known || !*value)
-            fputs("[/set NAME VALUE: NAME is temperature, top_p, top_k, min_p, repeat_penalty, seed or max_tokens]\n",
+        if (!known)
+            fputs("[/set NAME VALUE: NAME is temperature, top_p, top_k, min_p, repeat_penalty, seed, max_tokens or "
+                  "system]\n",
                   stderr);
+        else if (!*value) fprintf(stderr, "[/set %s needs a value]\n", arg);
         else if (r->set(r->ctx, arg, value, err, sizeof err)) fprintf(stderr, "[/set %s]\n", err);
         else {
             char now[64]; // as it is now: seed 0 is one from the clock
@@ -518,6 +535,8 @@ static int command(Conversation *cv, const ChatRunner *r, char *line) {
     } else if (IS("/show") && !strcmp(arg, "system")) show_system(cv);
     else if (IS("/show")) show(cv, r);
     else if (IS("/save") || IS("/load")) {
+        char home_path[4096];
+        arg = (char *)expand_home(arg, home_path, sizeof home_path);
         if (!*arg) fprintf(stderr, "[%.5s needs a file name]\n", line);
         else if (IS("/save") ? chat_messages_save(arg, cv->msgs, cv->n_msgs, err, sizeof err)
                              : load(cv, arg, err, sizeof err))
@@ -622,6 +641,7 @@ int conversation_run(Conversation *cv, const ChatRunner *r, const ChatInput *in,
             if (in->remember) in->remember(in->ctx, rd.text);
             continue;
         }
+        if (in->remember) in->remember(in->ctx, rd.text); // kept, though not sent: a Ctrl-C at the prompt loses it
         if (answered == ANSWER_STOPPED) fputs(STOPPED_NOTE "; the message is back on the line]\n", stderr);
         else if (!cv->interactive) rc = chat_fail(err, errlen, "standard input: line %ld: %s", rd.lines, why);
         else fprintf(stderr, "[that message was not sent: %s]\n", why);
