@@ -25,6 +25,57 @@ static const char *prog = "run";
 
 static uint64_t seed_from_clock; // -s 0's seed until it is told
 
+// The sampling settings that have defaults in a model file (format version 7), in SAMPLING_* bit
+// order, and where each value in use came from: a flag, the model file, /set, or ./run's default.
+static const char *const sampling_names[] = {"temperature", "top_p", "top_k", "min_p", "repeat_penalty"};
+static int sampling_given, sampling_from_model, sampling_from_set, model_has_sampling;
+
+// The model file's sampling defaults where no flag was given.
+static void use_model_sampling(const Config *c, Sampler *sp) {
+    int use = c->sampling_flags & ~sampling_given;
+    if (use & SAMPLING_TEMPERATURE) sp->temperature = c->temperature;
+    if (use & SAMPLING_TOP_P) sp->topp = c->top_p;
+    if (use & SAMPLING_TOP_K) sp->topk = c->top_k;
+    if (use & SAMPLING_MIN_P) sp->minp = c->min_p;
+    if (use & SAMPLING_REPEAT_PENALTY) sp->repeat_penalty = c->repeat_penalty;
+    sampling_from_model = use;
+    model_has_sampling = c->sampling_flags != 0;
+}
+
+static const char *sampling_source(int bit) {
+    return sampling_from_set & bit     ? "/set"
+           : sampling_given & bit      ? "flag"
+           : sampling_from_model & bit ? "model"
+                                       : "default";
+}
+
+static void sampling_value(const Sampler *sp, int i, char *buf, size_t size) {
+    if (i == 2) snprintf(buf, size, "%d", sp->topk);
+    else
+        snprintf(buf, size, "%g",
+                 i == 0   ? sp->temperature
+                 : i == 1 ? sp->topp
+                 : i == 3 ? sp->minp
+                          : sp->repeat_penalty);
+}
+
+// "temperature 0.6 (model), top_k 20 (model)": the settings not at ./run's defaults because a
+// flag or the model file says so; empty for a model file without defaults, whose flags need no
+// telling apart.
+static const char *sampling_summary(const Sampler *sp, char *buf, size_t size) {
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < 5 && model_has_sampling; i++) {
+        int bit = 1 << i;
+        if (!((sampling_given | sampling_from_model) & bit) || at >= size) continue;
+        char value[32];
+        sampling_value(sp, i, value, sizeof value);
+        at += (size_t)snprintf(buf + at, size - at, "%s%s %s (%s)", at ? ", " : "", sampling_names[i], value,
+                               sampling_source(bit));
+    }
+    return buf;
+}
+
 // A good reply can be had again only with its seed: when it came from the clock, it goes to
 // stderr once, before the first token drawn at random (a terminal's chat banner shows it instead).
 static void tell_seed(float temperature) {
@@ -414,17 +465,23 @@ static int chat_set(void *ctx, const char *name, const char *value, char *err, s
     else if (!strcmp(name, "seed") && !check_seed(name, value, &seed, err, errlen))
         sp->rng_state = cm->seed = seed ? seed : clock_seed(); // as -s, 0 from the clock
     else return -1;
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(name, sampling_names[i])) sampling_from_set |= 1 << i;
     return 0;
 }
 
+// A setting's value; a sampling setting's with where it came from ("0.6 (model)"); "sampling":
+// sampling_summary.
 static void chat_get(void *ctx, const char *name, char *buf, size_t size) {
     const ChatModel *cm = ctx;
-    const Sampler *sp = cm->sampler;
-    if (!strcmp(name, "temperature")) snprintf(buf, size, "%g", sp->temperature);
-    else if (!strcmp(name, "top_p")) snprintf(buf, size, "%g", sp->topp);
-    else if (!strcmp(name, "min_p")) snprintf(buf, size, "%g", sp->minp);
-    else if (!strcmp(name, "repeat_penalty")) snprintf(buf, size, "%g", sp->repeat_penalty);
-    else if (!strcmp(name, "top_k")) snprintf(buf, size, "%d", sp->topk);
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(name, sampling_names[i])) {
+            char value[32];
+            sampling_value(cm->sampler, i, value, sizeof value);
+            snprintf(buf, size, "%s (%s)", value, sampling_source(1 << i));
+            return;
+        }
+    if (!strcmp(name, "sampling")) sampling_summary(cm->sampler, buf, size);
     else if (!strcmp(name, "max_tokens")) snprintf(buf, size, "%d", *cm->max_new);
     else snprintf(buf, size, "%llu", (unsigned long long)cm->seed);
 }
@@ -492,8 +549,9 @@ static void chat(const Model *m, const Tokenizer *tok, ChatTemplate *ct, RunStat
 
 // ----------------------------------------------------------------------------
 
-// The model line on stderr (-q: none).
-static void tell_model(const Config *c, const Options *o, double load_ms) {
+// The model line on stderr (-q: none), with the sampling settings a flag or the model file chose
+// unless a chat's banner, which follows, gives them.
+static void tell_model(const Config *c, const Options *o, const Sampler *sp, double load_ms, int with_banner) {
     static const char *const weight_names[WEIGHT_TYPES] = {"float32", "Q8_0", "bfloat16", "float16",
                                                            "of a type per matrix"};
     char weights[48];
@@ -506,6 +564,9 @@ static void tell_model(const Config *c, const Options *o, double load_ms) {
                 o->model_path, c->n_layers, plural(c->n_layers), c->dim, c->vocab_size, c->seq_len, weights, load_ms,
                 threads, plural(threads), o->compute & COMPUTE_BF16 ? "; prompt products in bfloat16" : "",
                 o->kv_cache == WEIGHTS_F16 ? "; KV cache in float16" : "");
+    char sampling[256];
+    if (!o->quiet && !with_banner && *sampling_summary(sp, sampling, sizeof sampling))
+        fprintf(stderr, "sampling: %s\n", sampling);
 }
 
 // --verify: the layout checks, then the checksum over the whole file; one line, and the exit code.
@@ -563,6 +624,8 @@ int main(int argc, char **argv) {
     sampler.minp = o.minp;
     sampler.repeat_penalty = o.repeat_penalty;
     sampler.repeat_window = o.repeat_window;
+    sampling_given = o.sampling_given;
+    use_model_sampling(c, &sampler);
     double load_ms = (now_s() - t0) * 1e3;
     char *prompt_file = NULL; // -f outside -m ppl: the prompt, NUL refused so that it is a C string
     if (o.text_path && strcmp(o.mode, "ppl")) {
@@ -584,7 +647,7 @@ int main(int argc, char **argv) {
 
     // a chat on a terminal may last hours: its model line comes first, with its banner
     int model_first = !strcmp(o.mode, "chat") && isatty(STDIN_FILENO);
-    if (model_first) tell_model(c, &o, load_ms);
+    if (model_first) tell_model(c, &o, &sampler, load_ms, 1);
     if (!strcmp(o.mode, "ppl")) perplexity(&m, &tok, &s, &o);
     else if (!strcmp(o.mode, "chat")) chat(&m, &tok, &ct, &s, &sampler, seed, &o, msgs, n_msgs);
     else {
@@ -594,7 +657,7 @@ int main(int argc, char **argv) {
         else generate(&m, &tok, templated ? &ct : NULL, &s, &sampler, &o, tokens, n);
     }
 
-    if (!model_first) tell_model(c, &o, load_ms);
+    if (!model_first) tell_model(c, &o, &sampler, load_ms, 0);
     free(prompt_file);
     chat_messages_free(msgs, n_msgs);
     if (templated) chat_template_free(&ct);

@@ -577,12 +577,16 @@ static int command(Conversation *cv, const ChatRunner *r, char *line) {
 }
 
 static void banner(const Conversation *cv, const ChatRunner *r) {
-    char seed[32];
+    char seed[32], sampling[256];
     r->get(r->ctx, "seed", seed, sizeof seed);
-    fprintf(stderr, "attn.c chat: %s, %s format%s, context %d, seed %s\n/help for commands, Ctrl-D to quit\n",
-            cv->model_name, chat_family_name(cv->ct->family),
+    r->get(r->ctx, "sampling", sampling, sizeof sampling);
+    fprintf(stderr, "attn.c chat: %s, %s format%s, context %d, seed %s\n", cv->model_name,
+            chat_family_name(cv->ct->family),
             cv->ct->family == CHAT_QWEN3 ? (cv->ct->no_thinking ? " (thinking off)" : " (thinking on)") : "",
             cv->seq_len, seed);
+    // the settings a flag or the model file chose (the rest are ./run's defaults; /show lists all)
+    if (*sampling) fprintf(stderr, "sampling: %s\n", sampling);
+    fputs("/help for commands, Ctrl-D to quit\n", stderr);
 }
 
 int conversation_run(Conversation *cv, const ChatRunner *r, const ChatInput *in, char *err, size_t errlen) {

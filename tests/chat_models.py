@@ -10,8 +10,9 @@ from attn import safetensors  # noqa: E402
 from attn import families  # noqa: E402
 
 
-def build_smol(d, out, width=64):
-    """The Hugging Face directory d, converted to the model file out; its layer width wide (16 per head)."""
+def build_smol(d, out, width=64, sampling=None):
+    """The Hugging Face directory d, converted to the model file out; its layer width wide (16 per head);
+    sampling: generation_config.json's sampling settings to add to the published ones."""
     conf = families.family_config("smollm2_135m", 1)
     conf.update(hidden_size=width, intermediate_size=2 * width, num_attention_heads=width // 16,
                 num_key_value_heads=width // 32)
@@ -20,6 +21,12 @@ def build_smol(d, out, width=64):
         json.dump(conf, f)
     safetensors.write_safetensors(os.path.join(d, "model.safetensors"), families.family_weights(conf, seed=3))
     families.write_family_tokenizer(d, "smollm2_135m")
+    if sampling:
+        gpath = os.path.join(d, "generation_config.json")
+        gen = json.load(open(gpath))
+        gen.update(sampling)
+        with open(gpath, "w") as f:
+            json.dump(gen, f)
     r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "convert.py"), d, out], capture_output=True,
                        text=True)
     assert r.returncode == 0, r.stderr

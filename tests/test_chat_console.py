@@ -33,6 +33,7 @@ TMP = tempfile.mkdtemp(prefix="attn-test-console-")
 PY = "/usr/bin/python3"
 RUN = os.path.join(ROOT, "run")
 MODEL = os.path.join(TMP, "smol.bin")
+SAMPLED = os.path.join(TMP, "sampled.bin")  # the same weights, with Qwen3's sampling defaults in the file
 WIDE = os.path.join(TMP, "wide.bin")  # the same at width 512: a prompt of 7,000 tokens takes seconds
 # The prompt marker as the line editor draws it, last on the screen while it waits for a line: after
 # bracketed paste is turned on, and once the terminal is in its raw mode (a key typed earlier would
@@ -51,6 +52,13 @@ PASTE_START, PASTE_END = b"\x1b[200~", b"\x1b[201~"
 def build():
     """SmolLM2-135M-Instruct's directory cut to 1 layer of width 64, through convert.py."""
     chat_models.build_smol(os.path.join(TMP, "smol"), MODEL)
+
+
+@case
+def build_sampled():
+    """The small model again, its generation_config.json giving Qwen3-0.6B's sampling settings."""
+    chat_models.build_smol(os.path.join(TMP, "sampled"), SAMPLED,
+                           sampling=dict(do_sample=True, temperature=0.6, top_k=20, top_p=0.95))
 
 
 @case
@@ -406,6 +414,45 @@ def system_prompt_commands():
         assert s.end() == 0
     finally:
         s.kill()
+
+
+@case(needs=[build, build_sampled])
+def sampling_defaults_of_the_model():
+    """A model converted with generation_config.json's temperature 0.6, top_k 20, top_p 0.95 samples
+    with them unless a flag says otherwise: the banner names them and their source, /show gives every
+    setting's source (model, flag, /set, default), and -m generate draws what the same weights draw
+    with those flags. A model file without them keeps ./run's defaults."""
+    s = session("-n", "2", "--no-history", model=SAMPLED)
+    try:
+        assert b"sampling: temperature 0.6 (model), top_p 0.95 (model), top_k 20 (model)\r\n" in s.screen, s.screen
+        shown = s.type(b"/show\r")
+        for want in (b"temperature 0.6 (model)", b"top_p 0.95 (model)", b"top_k 20 (model)", b"min_p 0 (default)",
+                     b"repeat_penalty 1 (default)"):
+            assert want in shown, (want, shown)
+        assert b"[top_k is 5 (/set)]" in s.type(b"/set top_k 5\r")
+        assert s.end() == 0
+    finally:
+        s.kill()
+    s = session("-n", "2", "-t", "0.8", "--no-history", model=SAMPLED)
+    try:
+        assert b"sampling: temperature 0.8 (flag), top_p 0.95 (model)" in s.screen, s.screen
+        assert b"temperature 0.8 (flag)" in s.type(b"/show\r")
+        assert s.end() == 0
+    finally:
+        s.kill()
+    s = session("-n", "2", "--no-history")
+    try:
+        assert b"sampling:" not in s.screen
+        shown = s.type(b"/show\r")
+        assert b"temperature 1 (default)" in shown and b"top_k 0 (default)" in shown, shown
+        assert s.end() == 0
+    finally:
+        s.kill()
+    run = lambda model, *flags: subprocess.run([RUN, model, "-j", "1", "-i", "Once", "-n", "12", "-s", "5", "-q"] +
+                                               list(flags), capture_output=True).stdout
+    own = run(SAMPLED)
+    assert own == run(MODEL, "-t", "0.6", "-k", "20", "-p", "0.95"), "the model's defaults were not used"
+    assert own != run(MODEL), "the defaults make no difference here: the check above proves nothing"
 
 
 @case(needs=[build])

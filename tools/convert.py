@@ -13,6 +13,7 @@ sources, the weight types and which keep values exactly, the tokenizers, the exp
 output rule (--force, -), and what happens to every setting of every source.
 """
 import argparse
+import json
 import os
 import struct
 import sys
@@ -104,11 +105,25 @@ def chat_section(src, tokpath, tok, source, name):
     return section, family
 
 
+def generation_defaults(src):
+    """A Hugging Face directory's sampling defaults (generation_config.json) as config fields, kept in
+    the file (format version 7) for ./run to use unless a flag overrides them; {} without the file."""
+    path = os.path.join(src, "generation_config.json") if os.path.isdir(src) else None
+    if not path or not os.path.exists(path):
+        return {}
+    try:
+        gen = json.load(open(path))
+        return mf.sampling_defaults(gen if isinstance(gen, dict) else {})
+    except ValueError as e:
+        raise Bad(path, str(e))
+
+
 def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=None, chat_template=None):
     """Returns the config written, the Source read, a note on the weight type chosen and the chat
     template's family (None without one)."""
     source = read_source(src)
     cfg, tensors = with_context(source, seq_len, src)
+    cfg.update(generation_defaults(src))
     tokpath = tokenizer or default_tokenizer(src)
     if tokpath:
         model = os.path.join(src, "config.json") if os.path.isdir(src) else src  # where vocab_size comes from
