@@ -420,8 +420,9 @@ def system_prompt_commands():
 def sampling_defaults_of_the_model():
     """A model converted with generation_config.json's temperature 0.6, top_k 20, top_p 0.95 samples
     with them unless a flag says otherwise: the banner names them and their source, /show gives every
-    setting's source (model, flag, /set, default), and -m generate draws what the same weights draw
-    with those flags. A model file without them keeps ./run's defaults."""
+    setting's source (model, flag, /set, default), --export-hf writes them back to generation_config.json,
+    and -m generate draws what the same weights draw with those flags. A model file without them keeps
+    ./run's defaults."""
     s = session("-n", "2", "--no-history", model=SAMPLED)
     try:
         assert b"sampling: temperature 0.6 (model), top_p 0.95 (model), top_k 20 (model)\r\n" in s.screen, s.screen
@@ -450,6 +451,12 @@ def sampling_defaults_of_the_model():
         s.kill()
     run = lambda model, *flags: subprocess.run([RUN, model, "-j", "1", "-i", "Once", "-n", "12", "-s", "5", "-q"] +
                                                list(flags), capture_output=True).stdout
+    exported = os.path.join(TMP, "sampled_hf")
+    r = subprocess.run([PY, os.path.join(ROOT, "tools", "convert.py"), SAMPLED, exported, "--export-hf"],
+                       capture_output=True, text=True)
+    gen = json.load(open(os.path.join(exported, "generation_config.json")))
+    assert r.returncode == 0 and {k: gen.get(k) for k in ("do_sample", "temperature", "top_k", "top_p")} == \
+        dict(do_sample=True, temperature=0.6, top_k=20, top_p=0.95), (r.stderr, gen)
     own = run(SAMPLED)
     assert own == run(MODEL, "-t", "0.6", "-k", "20", "-p", "0.95"), "the model's defaults were not used"
     assert own != run(MODEL), "the defaults make no difference here: the check above proves nothing"
