@@ -166,6 +166,14 @@ def long_page_in_chromium():
     moved = screenshot(html, "layer=1&start=1200", "long_moved")
     assert int((np.abs(moved[480:] - view).max(-1) > 0.1).sum()) > 2000, "moving the window changed nothing"
     print("    %d tokens: page %.1f MB, drawn in %d ms; head view line pixels %s" % (T, size / 1e6, drawn, lines))
+    import plot_attention
+    plot_attention.PAGE_MAX_BYTES = 3_000_000  # as if the model had 4 times the heads at this length
+    try:
+        plot_attention.page(plot_attention.Attention(path))
+        raise AssertionError("a page over the limit was written")
+    except ValueError as e:
+        assert "make a page of 5 MB, more than 3 MB: at this length 4 layer-heads fit; select them with ./run's " \
+            "--layers A-B and --heads A-B" in str(e), e
 
 
 @case

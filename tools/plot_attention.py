@@ -393,11 +393,12 @@ def page(a):
     T = a.T
     width = min(T, PAGE_WINDOW)
     cell = max(1, -(-T // HEATMAP_CELLS)) if T > PAGE_WINDOW else 0
-    size = a.n_layers * a.n_heads * (T * width + (-(-T // cell)) ** 2 if cell else T * width)
-    if size * 4 // 3 > PAGE_MAX_BYTES:
-        raise ValueError("%d layers x %d heads at %d tokens make a page of %.0f MB, more than %d MB; select fewer with "
-                         "./run's --layers A-B and --heads A-B" % (a.n_layers, a.n_heads, T, size * 4 / 3 / 1e6,
-                                                                   PAGE_MAX_BYTES // 1000000))
+    per_head = (T * width + (-(-T // cell)) ** 2 if cell else T * width) * 4 / 3  # base64's bytes
+    if a.n_layers * a.n_heads * per_head > PAGE_MAX_BYTES:
+        raise ValueError("%d layers x %d heads at %d tokens make a page of %.0f MB, more than %d MB: at this length "
+                         "%d layer-heads fit; select them with ./run's --layers A-B and --heads A-B"
+                         % (a.n_layers, a.n_heads, T, a.n_layers * a.n_heads * per_head / 1e6,
+                            PAGE_MAX_BYTES // 1000000, PAGE_MAX_BYTES // per_head))
     data = dict(tokens=a.token_texts(), layers=[a.layer_name(l) for l in range(a.n_layers)],
                 heads=[a.head_name(h) for h in range(a.n_heads)], colors=head_colors(a.n_heads),
                 layerNumbers=[a.layer0 + l for l in range(a.n_layers)],
