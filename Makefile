@@ -38,7 +38,7 @@ BLAS_LIBS = $(if $(shell test -e $(OPENBLAS_OMP)/libopenblas.so.0 && echo y),-L$
 comma := ,
 
 DEB_BUILD = libopenblas-dev libopenblas0-openmp zlib1g-dev libedit-dev
-DEB_PACKAGES = $(DEB_BUILD) openmpi-bin libopenmpi-dev libcmocka-dev python3-numpy python3-torch python3-matplotlib clang libclang-rt-14-dev valgrind clang-format chromium
+DEB_PACKAGES = $(DEB_BUILD) openmpi-bin libopenmpi-dev libcmocka-dev python3-numpy python3-torch python3-matplotlib python3-pyte clang libclang-rt-14-dev valgrind clang-format chromium
 TESTS_C = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
 # test_kernels again for the kernels' other paths, AVX2 (x86-64-v3), AVX2 with AVX-VNNI (built
 # everywhere, run where the CPU has it) and none (x86-64), on a machine that runs them: built

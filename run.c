@@ -25,6 +25,57 @@ static const char *prog = "run";
 
 static uint64_t seed_from_clock; // -s 0's seed until it is told
 
+// The sampling settings that have defaults in a model file (format version 7), in SAMPLING_* bit
+// order, and where each value in use came from: a flag, the model file, /set, or ./run's default.
+static const char *const sampling_names[] = {"temperature", "top_p", "top_k", "min_p", "repeat_penalty"};
+static int sampling_given, sampling_from_model, sampling_from_set, model_has_sampling;
+
+// The model file's sampling defaults where no flag was given.
+static void use_model_sampling(const Config *c, Sampler *sp) {
+    int use = c->sampling_flags & ~sampling_given;
+    if (use & SAMPLING_TEMPERATURE) sp->temperature = c->temperature;
+    if (use & SAMPLING_TOP_P) sp->topp = c->top_p;
+    if (use & SAMPLING_TOP_K) sp->topk = c->top_k;
+    if (use & SAMPLING_MIN_P) sp->minp = c->min_p;
+    if (use & SAMPLING_REPEAT_PENALTY) sp->repeat_penalty = c->repeat_penalty;
+    sampling_from_model = use;
+    model_has_sampling = c->sampling_flags != 0;
+}
+
+static const char *sampling_source(int bit) {
+    return sampling_from_set & bit     ? "/set"
+           : sampling_given & bit      ? "flag"
+           : sampling_from_model & bit ? "model"
+                                       : "default";
+}
+
+static void sampling_value(const Sampler *sp, int i, char *buf, size_t size) {
+    if (i == 2) snprintf(buf, size, "%d", sp->topk);
+    else
+        snprintf(buf, size, "%g",
+                 i == 0   ? sp->temperature
+                 : i == 1 ? sp->topp
+                 : i == 3 ? sp->minp
+                          : sp->repeat_penalty);
+}
+
+// "temperature 0.6 (model), top_k 20 (model)": the settings not at ./run's defaults because a
+// flag or the model file says so; empty for a model file without defaults, whose flags need no
+// telling apart.
+static const char *sampling_summary(const Sampler *sp, char *buf, size_t size) {
+    size_t at = 0;
+    buf[0] = 0;
+    for (int i = 0; i < 5 && model_has_sampling; i++) {
+        int bit = 1 << i;
+        if (!((sampling_given | sampling_from_model) & bit) || at >= size) continue;
+        char value[32];
+        sampling_value(sp, i, value, sizeof value);
+        at += (size_t)snprintf(buf + at, size - at, "%s%s %s (%s)", at ? ", " : "", sampling_names[i], value,
+                               sampling_source(bit));
+    }
+    return buf;
+}
+
 // A good reply can be had again only with its seed: when it came from the clock, it goes to
 // stderr once, before the first token drawn at random (a terminal's chat banner shows it instead).
 static void tell_seed(float temperature) {
@@ -453,17 +504,23 @@ static int chat_set(void *ctx, const char *name, const char *value, char *err, s
     else if (!strcmp(name, "seed") && !check_seed(name, value, &seed, err, errlen))
         sp->rng_state = cm->seed = seed ? seed : clock_seed(); // as -s, 0 from the clock
     else return -1;
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(name, sampling_names[i])) sampling_from_set |= 1 << i;
     return 0;
 }
 
+// A setting's value; a sampling setting's with where it came from ("0.6 (model)"); "sampling":
+// sampling_summary.
 static void chat_get(void *ctx, const char *name, char *buf, size_t size) {
     const ChatModel *cm = ctx;
-    const Sampler *sp = cm->sampler;
-    if (!strcmp(name, "temperature")) snprintf(buf, size, "%g", sp->temperature);
-    else if (!strcmp(name, "top_p")) snprintf(buf, size, "%g", sp->topp);
-    else if (!strcmp(name, "min_p")) snprintf(buf, size, "%g", sp->minp);
-    else if (!strcmp(name, "repeat_penalty")) snprintf(buf, size, "%g", sp->repeat_penalty);
-    else if (!strcmp(name, "top_k")) snprintf(buf, size, "%d", sp->topk);
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(name, sampling_names[i])) {
+            char value[32];
+            sampling_value(cm->sampler, i, value, sizeof value);
+            snprintf(buf, size, "%s (%s)", value, sampling_source(1 << i));
+            return;
+        }
+    if (!strcmp(name, "sampling")) sampling_summary(cm->sampler, buf, size);
     else if (!strcmp(name, "max_tokens")) snprintf(buf, size, "%d", *cm->max_new);
     else snprintf(buf, size, "%llu", (unsigned long long)cm->seed);
 }
@@ -501,6 +558,7 @@ static void chat(const Model *m, const Tokenizer *tok, ChatTemplate *ct, RunStat
     if (!cm.logits || conversation_init(&cv, ct, tok, c->seq_len)) die("out of memory");
     // A local layer's ring (model/forward.h) still holds what positions up to max_batch back need.
     cv.rewind_limit = s->ring ? s->max_batch : c->seq_len;
+    cv.batch = s->max_batch;
     cv.max_new = o->steps < 0 ? DEFAULT_NEW_TOKENS : o->steps;
     cv.interactive = isatty(STDIN_FILENO);
     cv.quiet = o->quiet;
@@ -512,11 +570,13 @@ static void chat(const Model *m, const Tokenizer *tok, ChatTemplate *ct, RunStat
     ChatLines lines = {0};
     ChatInput in = {&lines, chat_lines_read, NULL};
     Console *console = NULL;
-    if (cv.interactive && !o->quiet) seed_from_clock = 0; // the banner shows it
+    if (cv.interactive && !o->quiet) seed_from_clock = 0;     // the banner shows it
+    else if (cv.interactive) tell_seed(sampler->temperature); // before the first prompt, not inside a reply
     if (cv.interactive) {
         int keep = !o->no_history && !console_history_path(history, sizeof history);
         if (!(console = console_open(prog, keep ? history : NULL, err, sizeof err))) die("%s", err);
         in = (ChatInput){console, console_read_line, console_remember};
+        cv.screen = console_screen(console);
     }
     int rc = conversation_run(&cv, &runner, &in, err, sizeof err);
     console_close(console);
@@ -553,6 +613,25 @@ _Noreturn static void verify_state(const char *path) {
     printf("%s: ok (./train's resume state, step %llu)\n", path, (unsigned long long)step);
     if (fflush(stdout) || ferror(stdout)) die("stdout: cannot write: %s", strerror(errno));
     exit(0);
+}
+
+// The model line on stderr (-q: none), with the sampling settings a flag or the model file chose
+// unless a chat's banner, which follows, gives them.
+static void tell_model(const Config *c, const Options *o, const Sampler *sp, double load_ms, int with_banner) {
+    char weights[256];
+    weights_banner(c, weights, sizeof weights);
+    int threads = max_threads();
+    if (!o->quiet)
+        fprintf(stderr,
+                "%s: %d layer%s, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d thread%s, %s "
+                "kernels%s%s\n",
+                o->model_path, c->n_layers, plural(c->n_layers), c->dim, c->vocab_size, c->seq_len, weights, load_ms,
+                threads, plural(threads), kernel_level(),
+                o->compute & COMPUTE_BF16 ? "; prompt products in bfloat16" : "",
+                o->kv_cache == WEIGHTS_F16 ? "; KV cache in float16" : "");
+    char sampling[256];
+    if (!o->quiet && !with_banner && *sampling_summary(sp, sampling, sizeof sampling))
+        fprintf(stderr, "sampling: %s\n", sampling);
 }
 
 // --verify: the layout checks, then the checksum over the whole file; one line, and the exit code.
@@ -611,6 +690,8 @@ int main(int argc, char **argv) {
     sampler.minp = o.minp;
     sampler.repeat_penalty = o.repeat_penalty;
     sampler.repeat_window = o.repeat_window;
+    sampling_given = o.sampling_given;
+    use_model_sampling(c, &sampler);
     double load_ms = (now_s() - t0) * 1e3;
     char *prompt_file = NULL; // -f outside -m ppl: the prompt, NUL refused so that it is a C string
     if (o.text_path && strcmp(o.mode, "ppl")) {
@@ -630,6 +711,9 @@ int main(int argc, char **argv) {
             chat_family_name(ct.family));
     if (templated) ct.no_thinking = o.thinking == 0;
 
+    // a chat on a terminal may last hours: its model line comes first, with its banner
+    int model_first = !strcmp(o.mode, "chat") && isatty(STDIN_FILENO);
+    if (model_first) tell_model(c, &o, &sampler, load_ms, 1);
     if (!strcmp(o.mode, "ppl")) perplexity(&m, &tok, &s, &o);
     else if (!strcmp(o.mode, "chat")) chat(&m, &tok, &ct, &s, &sampler, seed, &o, msgs, n_msgs);
     else {
@@ -639,17 +723,7 @@ int main(int argc, char **argv) {
         else generate(&m, &tok, templated ? &ct : NULL, &s, &sampler, &o, tokens, n);
     }
 
-    int threads = max_threads();
-    char weights[256];
-    weights_banner(c, weights, sizeof weights);
-    if (!o.quiet)
-        fprintf(stderr,
-                "%s: %d layer%s, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d thread%s, %s "
-                "kernels%s%s\n",
-                o.model_path, c->n_layers, plural(c->n_layers), c->dim, c->vocab_size, c->seq_len, weights, load_ms,
-                threads, plural(threads), kernel_level(),
-                o.compute & COMPUTE_BF16 ? "; prompt products in bfloat16" : "",
-                o.kv_cache == WEIGHTS_F16 ? "; KV cache in float16" : "");
+    if (!model_first) tell_model(c, &o, &sampler, load_ms, 0);
     free(prompt_file);
     chat_messages_free(msgs, n_msgs);
     if (templated) chat_template_free(&ct);

@@ -6,6 +6,7 @@
 #define ATTN_CHAT_CONSOLE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct Console Console;
 
@@ -14,11 +15,15 @@ typedef struct Console Console;
 // variable is set.
 int console_history_path(char *path, size_t size);
 
-// The line editor on the terminal at standard input and output, its history read from
+// The line editor on the terminal at standard input, drawn on standard output when that is a
+// terminal, else on /dev/tty (stderr when there is none), so that a redirected standard output
+// holds only the replies; its history read from
 // history_path (NULL: no history file; an absent file is an empty history). NULL when out of
 // memory or libedit cannot start, with err.
 Console *console_open(const char *prog, const char *history_path, char *err, size_t errlen);
 void console_close(Console *c);
+// The terminal the line editor draws on, for what a conversation shows there and nowhere else.
+FILE *console_screen(const Console *c);
 
 // ChatInput's read_line and remember (chat/conversation.h), with ctx the Console. remember adds
 // the text to the history and writes the history file whole (a temporary file renamed over it).

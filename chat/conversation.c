@@ -39,7 +39,7 @@ static double seconds(void) {
 }
 
 int conversation_init(Conversation *cv, ChatTemplate *ct, const Tokenizer *tok, int seq_len) {
-    *cv = (Conversation){.ct = ct, .tok = tok, .seq_len = seq_len, .rewind_limit = seq_len};
+    *cv = (Conversation){.ct = ct, .tok = tok, .seq_len = seq_len, .rewind_limit = seq_len, .batch = seq_len};
     cv->cached = malloc(sizeof(int) * (size_t)seq_len);
     return cv->cached ? 0 : -1;
 }
@@ -91,8 +91,8 @@ static int render_view(Conversation *cv, const ChatMessage *msgs, int n, char *e
 
 int conversation_render(Conversation *cv, int max_tokens, int *dropped, char *err, size_t errlen) {
     *dropped = 0;
-    // The turns are dropped from a view of the history, and from the history itself only once
-    // the rest fits: a turn that cannot fit leaves the conversation as it was.
+    // The turns are dropped from a view of the history: the history loses them only once the
+    // turn has run (answer), so that a turn refused or stopped leaves the conversation as it was.
     ChatMessage *view = malloc(sizeof(ChatMessage) * (size_t)(cv->n_msgs ? cv->n_msgs : 1));
     if (!view) return chat_fail(err, errlen, "out of memory rendering the conversation");
     if (cv->n_msgs) memcpy(view, cv->msgs, sizeof(ChatMessage) * (size_t)cv->n_msgs); // msgs may be NULL
@@ -117,7 +117,6 @@ int conversation_render(Conversation *cv, int max_tokens, int *dropped, char *er
     }
     free(view);
     if (n < 0) *dropped = 0;
-    else drop_messages(cv, first, *dropped);
     return n;
 }
 
@@ -154,7 +153,7 @@ static int write_reply(Conversation *cv, const ChatRunner *r, const char **why_s
     *why_stopped = NULL;
     for (;;) {
         if (interrupted) {
-            *why_stopped = "stopped by Ctrl-C";
+            *why_stopped = "Ctrl-C";
             break;
         }
         int next = r->sample(r->ctx, cv->cached, cv->n_cached);
@@ -164,11 +163,11 @@ static int write_reply(Conversation *cv, const ChatRunner *r, const char **why_s
         r->print(r->ctx, piece, len, 0);
         if (append(&cv->reply, &cv->n_reply, &cv->cap_reply, piece, len)) return -1;
         if (++written == cv->max_new) {
-            *why_stopped = "-n tokens written";
+            *why_stopped = "-n reached";
             break;
         }
         if (cv->n_cached == cv->seq_len) {
-            *why_stopped = "the context is full";
+            *why_stopped = "context full";
             break;
         }
         r->forward(r->ctx, &next, 1, cv->n_cached);
@@ -178,9 +177,65 @@ static int write_reply(Conversation *cv, const ChatRunner *r, const char **why_s
     return written;
 }
 
+// A prompt whose run is expected to take longer than this shows its progress.
+#define PROGRESS_AFTER_S 0.5
+
+// n with a comma between each group of three digits ("4,211"), into buf; returns buf.
+static const char *with_commas(long n, char *buf, size_t size) {
+    char digits[32];
+    int len = snprintf(digits, sizeof digits, "%ld", n), at = 0;
+    for (int i = 0; i < len && (size_t)at + 2 < size; i++) {
+        if (i && (len - i) % 3 == 0) buf[at++] = ',';
+        buf[at++] = digits[i];
+    }
+    buf[at] = 0;
+    return buf;
+}
+
+// Draws "prompt DONE / TOTAL tokens" over the line's start (width: what was drawn before, to be
+// covered); returns the width now drawn. Plain \r and spaces, which every terminal understands.
+static int draw_progress(FILE *screen, int width, long done, long total) {
+    char a[32], b[32];
+    int now =
+        fprintf(screen, "\rprompt %s / %s tokens", with_commas(done, a, sizeof a), with_commas(total, b, sizeof b));
+    if (now < width) fprintf(screen, "%*s", width - now, "");
+    fflush(screen);
+    return now;
+}
+
+static void erase_progress(FILE *screen, int width) {
+    if (!width) return;
+    fprintf(screen, "\r%*s\r", width - 1, "");
+    fflush(screen);
+}
+
+enum { ANSWERED = 0, ANSWER_FAILED = -1, ANSWER_STOPPED = 1 };
+// What a terminal is told when Ctrl-C stopped a prompt before its reply (the "]" left to add to).
+#define STOPPED_NOTE "[stopped by Ctrl-C while the prompt ran: the conversation is as it was"
+
+// Runs render[keep..n) through the model a batch at a time, drawing its progress on the terminal
+// when it takes long; stops between batches at a Ctrl-C. Returns how far it ran: n, or less when
+// stopped. The cache then holds render[0..returned) whatever happens.
+static int run_prompt(Conversation *cv, const ChatRunner *r, int keep, int n, double t0) {
+    int done = keep, width = 0;
+    while (done < n && !interrupted) {
+        int rows = n - done < cv->batch ? n - done : cv->batch;
+        r->forward(r->ctx, cv->render + done, rows, done);
+        done += rows;
+        double spent = seconds() - t0;
+        if (cv->screen && done < n && spent / (done - keep) * (n - keep) > PROGRESS_AFTER_S)
+            width = draw_progress(cv->screen, width, done - keep, n - keep);
+    }
+    if (cv->screen) erase_progress(cv->screen, width);
+    memcpy(cv->cached, cv->render, sizeof(int) * (size_t)done);
+    cv->n_cached = done;
+    return done;
+}
+
 // One assistant turn for the conversation as it stands (its last message the user's): render,
-// run what the cache lacks, write the reply, keep it in the history. -1 with err on failure,
-// and then the conversation and the cache are as they were.
+// run what the cache lacks, write the reply, keep it in the history. ANSWER_FAILED with err on
+// failure, or ANSWER_STOPPED when Ctrl-C stopped the prompt: then the conversation is as it was,
+// and the cache keeps what it held up to where the render differed, and the part of the prompt run.
 static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errlen) {
     // the turn leaves room for a reply of -n tokens, at most half the context
     int reserve = cv->max_new > 0 && cv->max_new < cv->seq_len / 2 ? cv->max_new : cv->seq_len / 2, dropped;
@@ -193,9 +248,7 @@ static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errle
                          "for it (-c, -n)",
                          last->len, least, cv->seq_len - reserve);
     int n = conversation_render(cv, cv->seq_len - reserve, &dropped, err, errlen);
-    if (n < 0) return -1;
-    if (dropped)
-        fprintf(stderr, "[the context is full: the oldest %d message%s dropped]\n", dropped, dropped == 1 ? "" : "s");
+    if (n < 0) return ANSWER_FAILED;
     int keep = reusable_prefix(cv, n);
     double t0 = seconds();
     interrupted = 0;
@@ -205,24 +258,25 @@ static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errle
     struct sigaction restart = {.sa_handler = on_sigint, .sa_flags = SA_RESTART}, reading;
     sigset_t between_turns;
     if (cv->interactive) sigaction(SIGINT, &restart, &reading), let_sigint_in(1, &between_turns);
-    r->forward(r->ctx, cv->render + keep, n - keep, keep);
-    memcpy(cv->cached, cv->render, sizeof(int) * (size_t)n);
-    cv->n_cached = n;
+    int ran = run_prompt(cv, r, keep, n, t0);
     double t1 = seconds();
+    if (ran == n && dropped) {
+        drop_messages(cv, cv->msgs[0].role == CHAT_SYSTEM, dropped);
+        fprintf(stderr, "[the context is full: the oldest %d message%s dropped]\n", dropped, dropped == 1 ? "" : "s");
+    }
     const char *why_stopped;
-    int written = write_reply(cv, r, &why_stopped);
+    int written = ran < n ? 0 : write_reply(cv, r, &why_stopped);
     if (cv->interactive) sigprocmask(SIG_SETMASK, &between_turns, NULL), sigaction(SIGINT, &reading, NULL);
+    if (ran < n) return ANSWER_STOPPED;
     if (written < 0 || conversation_add(cv, CHAT_ASSISTANT, cv->reply ? cv->reply : "", cv->n_reply))
         return chat_fail(err, errlen, "out of memory");
     double t2 = seconds();
     r->print(r->ctx, "\n\n", 2, 1);
     if (!cv->quiet)
-        fprintf(stderr,
-                "[prompt: %d token%s run in %.3f s, %d reused from the cache; reply: %d token%s in %.3f s "
-                "(%.1f tok/s)%s%s]\n",
-                n - keep, n - keep == 1 ? "" : "s", t1 - t0, keep, written, written == 1 ? "" : "s", t2 - t1,
-                written > 0 ? written / (t2 - t1) : 0.0, why_stopped ? "; " : "", why_stopped ? why_stopped : "");
-    return 0;
+        fprintf(stderr, "[prompt: %d tok in %.2f s, %d reused; reply: %d tok, %.1f tok/s%s%s]\n", n - keep, t1 - t0,
+                keep, written, written > 0 ? written / (t2 - t1) : 0.0, why_stopped ? "; " : "",
+                why_stopped ? why_stopped : "");
+    return ANSWERED;
 }
 
 long chat_lines_read(void *ctx, const char *prompt, const char *again, char **line) {
@@ -253,6 +307,7 @@ typedef struct {
     long lines; // lines read so far, for the errors of piped input
     char *text; // (cap) the message being gathered
     size_t len, cap;
+    char *back; // a block put back on the line by Ctrl-D
 } Reader;
 
 static int text_append(Reader *rd, const char *s, size_t n) { return append(&rd->text, &rd->len, &rd->cap, s, n); }
@@ -300,6 +355,15 @@ static int read_message(Reader *rd, const char *again, char *err, size_t errlen)
         while (!closed) {
             len = rd->in->read_line(rd->in->ctx, "... ", NULL, &line);
             if (len == CHAT_INTERRUPTED) break;
+            if (len == CHAT_END && rd->interactive && rd->len) {
+                // a terminal's Ctrl-D: the block comes back on the line, closed, to be sent or edited
+                char *back = realloc(rd->back, rd->len + 7);
+                if (!back) return out_of_memory(err, errlen);
+                snprintf(back, rd->len + 7, "\"\"\"%s\"\"\"", rd->text);
+                again = rd->back = back;
+                fputs("[Ctrl-D in a block: the block is back on the line, closed; Enter sends it]\n", stderr);
+                break;
+            }
             if (len < 0) {
                 if (len == CHAT_READ_ERROR)
                     return chat_fail(err, errlen, "standard input: read error: %s", strerror(errno)), READ_FAILED;
@@ -313,10 +377,8 @@ static int read_message(Reader *rd, const char *again, char *err, size_t errlen)
             if (closed && !keep) break;
             if ((parts++ && text_append(rd, "\n", 1)) || text_append(rd, line, keep)) return out_of_memory(err, errlen);
         }
-        if (!closed) {
-            fputs("[the block was abandoned]\n", stderr);
-            continue;
-        }
+        if (!closed && !again) fputs("[the block was abandoned]\n", stderr);
+        if (!closed) continue;
         if (!is_blank(rd->text, rd->len)) return READ_MESSAGE;
     }
 }
@@ -331,10 +393,12 @@ static const char help_text[] =
     "/help, /?          this list\n"
     "/bye, /exit, /quit end the conversation (as Ctrl-D does)\n"
     "/clear             a new conversation; the system prompt stays\n"
-    "/system TEXT       the system prompt is TEXT (no TEXT: none, the template's own if it has one)\n"
+    "/system TEXT       the system prompt is TEXT (also /set system TEXT); no TEXT: shows it\n"
+    "/clear system      no system prompt (the chat format's default, if it has one)\n"
     "/set NAME VALUE    temperature, top_p, top_k, min_p, repeat_penalty, seed or max_tokens, as the\n"
     "                   flags -t -p -k --min-p -r -s -n take them\n"
     "/show              the model, chat format, context used and left, settings and seed\n"
+    "/show system       the system prompt\n"
     "/save FILE         the conversation, in --chat's messages format\n"
     "/load FILE         a conversation saved by /save (or any --chat file) in place of this one\n"
     "/regen             the last reply sampled again\n"
@@ -342,7 +406,7 @@ static const char help_text[] =
     "/think, /no_think  Qwen3: think before replying, or not (--think, --no-think)\n"
     "//TEXT             sends /TEXT\n"
     "\"\"\" on a line opens a block of lines sent as one message, up to a line ending with \"\"\";\n"
-    "a paste is one message as it is. Ctrl-C stops a reply.\n";
+    "a paste is one message as it is. Ctrl-C stops the prompt (the message back on the line) or the reply.\n";
 
 enum { COMMAND_DONE, COMMAND_QUIT, COMMAND_ANSWER };
 
@@ -352,6 +416,9 @@ static void show(const Conversation *cv, const ChatRunner *r) {
             chat_family_name(cv->ct->family),
             cv->ct->family == CHAT_QWEN3 ? (cv->ct->no_thinking ? ", thinking off" : ", thinking on") : "", cv->seq_len,
             cv->n_cached, cv->seq_len - cv->n_cached);
+    if (cv->n_msgs && cv->msgs[0].role == CHAT_SYSTEM)
+        fprintf(stderr, "system prompt: %zu bytes (/show system prints it)\n", cv->msgs[0].len);
+    else fputs("system prompt: none\n", stderr);
     for (int i = 0; chat_setting_names[i]; i++) {
         r->get(r->ctx, chat_setting_names[i], value, sizeof value);
         fprintf(stderr, "%s %s\n", chat_setting_names[i], value);
@@ -389,6 +456,33 @@ static int set_system(Conversation *cv, const char *text, size_t len) {
     return 0;
 }
 
+// The system prompt, whole, to stderr: the conversation's, else the default of the chat format's.
+static void show_system(const Conversation *cv) {
+    if (cv->n_msgs && cv->msgs[0].role == CHAT_SYSTEM) fprintf(stderr, "%s\n", cv->msgs[0].text);
+    else if (cv->ct->family == CHAT_CHATML && cv->ct->system_len)
+        fprintf(stderr, "[no system prompt of the conversation's: the chat format's default is used]\n%s\n",
+                cv->ct->system);
+    else fputs("[no system prompt; /system TEXT sets one]\n", stderr);
+}
+
+// /system TEXT and /set system TEXT set the system prompt; with no TEXT they show it.
+static void system_command(Conversation *cv, const char *text) {
+    if (!*text) show_system(cv);
+    else if (tokenizer_first_non_text(text, strlen(text)) < strlen(text))
+        fputs("[/system: the text is not UTF-8]\n", stderr);
+    else if (set_system(cv, text, strlen(text))) fputs("[out of memory]\n", stderr);
+    else fputs("[the system prompt is set]\n", stderr);
+}
+
+// A file name as a shell would take it: ~/ at its start is $HOME/ (the name itself when HOME is
+// unset or the result too long, so that the error names what was typed).
+static const char *expand_home(const char *name, char *buf, size_t size) {
+    const char *home = getenv("HOME");
+    if (strncmp(name, "~/", 2) || !home || !*home || (size_t)snprintf(buf, size, "%s%s", home, name + 1) >= size)
+        return name;
+    return buf;
+}
+
 // Runs the command in line (it starts with /, surrounding white space trimmed). COMMAND_ANSWER:
 // the conversation now ends with a user message to answer (/regen, /load).
 static int command(Conversation *cv, const ChatRunner *r, char *line) {
@@ -397,34 +491,52 @@ static int command(Conversation *cv, const ChatRunner *r, char *line) {
     arg += strspn(arg, " \t");
     char err[512];
 #define IS(s) (name_len == sizeof s - 1 && !memcmp(line, s, name_len))
+    // the commands that take no argument, and those whose argument may only be "system"
+    int bare = IS("/bye") || IS("/exit") || IS("/quit") || IS("/help") || IS("/?") || IS("/regen") || IS("/undo") ||
+               IS("/think") || IS("/no_think");
+    if ((bare && *arg) || ((IS("/clear") || IS("/show")) && *arg && strcmp(arg, "system"))) {
+        fprintf(stderr, "[%.*s takes no %s; nothing was done]\n", (int)name_len, line,
+                bare ? "argument" : "argument but system");
+        return COMMAND_DONE;
+    }
     if (IS("/bye") || IS("/exit") || IS("/quit")) return COMMAND_QUIT;
     if (IS("/help") || IS("/?")) fputs(help_text, stderr);
-    else if (IS("/clear")) {
+    else if (IS("/clear") && !strcmp(arg, "system")) {
+        int had = cv->n_msgs && cv->msgs[0].role == CHAT_SYSTEM;
+        set_system(cv, "", 0);
+        fputs(had ? "[the system prompt is removed]\n" : "[there was no system prompt]\n", stderr);
+    } else if (IS("/clear")) {
         drop_messages(cv, cv->n_msgs && cv->msgs[0].role == CHAT_SYSTEM,
                       cv->n_msgs - (cv->n_msgs && cv->msgs[0].role == CHAT_SYSTEM));
         fputs("[a new conversation]\n", stderr);
     } else if (IS("/system")) {
-        if (tokenizer_first_non_text(arg, strlen(arg)) < strlen(arg))
-            fputs("[/system: the text is not UTF-8]\n", stderr);
-        else if (set_system(cv, arg, strlen(arg))) fputs("[out of memory]\n", stderr);
-        else fputs(*arg ? "[the system prompt is set]\n" : "[no system prompt]\n", stderr);
+        system_command(cv, arg);
     } else if (IS("/set")) {
         char *value = arg + strcspn(arg, " \t");
         if (*value) *value++ = 0;
         value += strspn(value, " \t");
+        if (!strcmp(arg, "system")) { // Ollama's spelling
+            system_command(cv, value);
+            return COMMAND_DONE;
+        }
         int known = 0;
         for (int i = 0; chat_setting_names[i]; i++) known |= !strcmp(arg, chat_setting_names[i]);
-        if (!known || !*value)
-            fputs("[/set NAME VALUE: NAME is temperature, top_p, top_k, min_p, repeat_penalty, seed or max_tokens]\n",
+        if (!known)
+            fputs("[/set NAME VALUE: NAME is temperature, top_p, top_k, min_p, repeat_penalty, seed, max_tokens or "
+                  "system]\n",
                   stderr);
+        else if (!*value) fprintf(stderr, "[/set %s needs a value]\n", arg);
         else if (r->set(r->ctx, arg, value, err, sizeof err)) fprintf(stderr, "[/set %s]\n", err);
         else {
             char now[64]; // as it is now: seed 0 is one from the clock
             r->get(r->ctx, arg, now, sizeof now);
             fprintf(stderr, "[%s is %s]\n", arg, now);
         }
-    } else if (IS("/show")) show(cv, r);
+    } else if (IS("/show") && !strcmp(arg, "system")) show_system(cv);
+    else if (IS("/show")) show(cv, r);
     else if (IS("/save") || IS("/load")) {
+        char home_path[4096];
+        arg = (char *)expand_home(arg, home_path, sizeof home_path);
         if (!*arg) fprintf(stderr, "[%.5s needs a file name]\n", line);
         else if (IS("/save") ? chat_messages_save(arg, cv->msgs, cv->n_msgs, err, sizeof err)
                              : load(cv, arg, err, sizeof err))
@@ -465,12 +577,16 @@ static int command(Conversation *cv, const ChatRunner *r, char *line) {
 }
 
 static void banner(const Conversation *cv, const ChatRunner *r) {
-    char seed[32];
+    char seed[32], sampling[256];
     r->get(r->ctx, "seed", seed, sizeof seed);
-    fprintf(stderr, "attn.c chat: %s, %s format%s, context %d, seed %s\n/help for commands, Ctrl-D to quit\n",
-            cv->model_name, chat_family_name(cv->ct->family),
+    r->get(r->ctx, "sampling", sampling, sizeof sampling);
+    fprintf(stderr, "attn.c chat: %s, %s format%s, context %d, seed %s\n", cv->model_name,
+            chat_family_name(cv->ct->family),
             cv->ct->family == CHAT_QWEN3 ? (cv->ct->no_thinking ? " (thinking off)" : " (thinking on)") : "",
             cv->seq_len, seed);
+    // the settings a flag or the model file chose (the rest are ./run's defaults; /show lists all)
+    if (*sampling) fprintf(stderr, "sampling: %s\n", sampling);
+    fputs("/help for commands, Ctrl-D to quit\n", stderr);
 }
 
 int conversation_run(Conversation *cv, const ChatRunner *r, const ChatInput *in, char *err, size_t errlen) {
@@ -483,8 +599,11 @@ int conversation_run(Conversation *cv, const ChatRunner *r, const ChatInput *in,
     char why[512], *again = NULL;
     Reader rd = {.in = in, .interactive = cv->interactive};
     int rc = 0;
-    if (cv->n_msgs && cv->msgs[cv->n_msgs - 1].role == CHAT_USER && answer(cv, r, why, sizeof why))
-        rc = chat_fail(err, errlen, "the history's last message: %s", why);
+    if (cv->n_msgs && cv->msgs[cv->n_msgs - 1].role == CHAT_USER) {
+        int answered = answer(cv, r, why, sizeof why);
+        if (answered == ANSWER_FAILED) rc = chat_fail(err, errlen, "the history's last message: %s", why);
+        if (answered == ANSWER_STOPPED) fputs(STOPPED_NOTE "]\n", stderr);
+    }
     while (rc == 0) {
         int got = read_message(&rd, again, why, sizeof why);
         free(again);
@@ -505,9 +624,11 @@ int conversation_run(Conversation *cv, const ChatRunner *r, const ChatInput *in,
             ChatMessage last = cv->msgs[cv->n_msgs - 1];
             int regen = last.role == CHAT_ASSISTANT;
             if (regen) cv->n_msgs--; // kept aside: put back if the turn cannot run
-            if (answer(cv, r, why, sizeof why)) {
+            int answered = answer(cv, r, why, sizeof why);
+            if (answered != ANSWERED) {
                 if (regen) cv->msgs[cv->n_msgs++] = last;
-                fprintf(stderr, "[%s]\n", why);
+                if (answered == ANSWER_STOPPED) fputs(STOPPED_NOTE "]\n", stderr);
+                else fprintf(stderr, "[%s]\n", why);
             } else if (regen) {
                 free((char *)last.text);
             }
@@ -516,20 +637,24 @@ int conversation_run(Conversation *cv, const ChatRunner *r, const ChatInput *in,
         if (text[0] == '/') text++, len--; // "//" sends one slash
         else text = rd.text, len = rd.len;
         size_t bad = tokenizer_first_non_text(text, len);
+        int answered = ANSWER_FAILED;
         if (bad < len) snprintf(why, sizeof why, "%s at byte %zu", text[bad] ? "invalid UTF-8" : "a NUL byte", bad);
         else if (conversation_add(cv, CHAT_USER, text, len)) snprintf(why, sizeof why, "out of memory");
-        else if (answer(cv, r, why, sizeof why)) drop_messages(cv, cv->n_msgs - 1, 1);
+        else if ((answered = answer(cv, r, why, sizeof why)) != ANSWERED) drop_messages(cv, cv->n_msgs - 1, 1);
         else {
             if (in->remember) in->remember(in->ctx, rd.text);
             continue;
         }
-        if (!cv->interactive) rc = chat_fail(err, errlen, "standard input: line %ld: %s", rd.lines, why);
+        if (in->remember) in->remember(in->ctx, rd.text); // kept, though not sent: a Ctrl-C at the prompt loses it
+        if (answered == ANSWER_STOPPED) fputs(STOPPED_NOTE "; the message is back on the line]\n", stderr);
+        else if (!cv->interactive) rc = chat_fail(err, errlen, "standard input: line %ld: %s", rd.lines, why);
         else fprintf(stderr, "[that message was not sent: %s]\n", why);
         again = strdup(rd.text); // back on the line, to be edited
     }
     free(again);
     free(rd.text);
-    if (cv->interactive && rc == 0) fputs("\n", stdout), fflush(stdout); // the shell's prompt on a line of its own
+    free(rd.back);
+    if (cv->screen && rc == 0) fputs("\n", cv->screen), fflush(cv->screen); // the shell's prompt on a line of its own
     if (cv->interactive) sigprocmask(SIG_SETMASK, &mask_before, NULL), sigaction(SIGINT, &before, NULL);
     return rc;
 }

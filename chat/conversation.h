@@ -49,6 +49,8 @@ typedef struct {
     int seq_len;            // positions in the KV cache
     int rewind_limit;       // how far back the cache can be rewound (ring caches), or seq_len
     int max_new;            // tokens a reply may have; 0: until end-of-turn or the context is full
+    int batch;              // prompt rows run at once: Ctrl-C is seen, and the progress drawn, between batches
+    FILE *screen;           // the terminal the prompt is drawn on, for a long prompt's progress; NULL: none
     int interactive;        // a terminal: a prompt marker, Ctrl-C stops a reply, bad turns are refused and skipped
     int quiet;              // -q: no banner and no timings after each reply
     const char *model_name; // the model file, for the banner and /show
@@ -68,10 +70,10 @@ int conversation_init(Conversation *cv, ChatTemplate *ct, const Tokenizer *tok, 
 int conversation_add(Conversation *cv, int role, const char *text, size_t len);
 void conversation_free(Conversation *cv);
 
-// Renders the conversation with the generation prompt into cv->render, dropping the oldest
-// turns until at most max_tokens ids remain (*dropped: how many messages went). Returns the
-// id count, or -1 with one line in err (the newest turn alone is too long, or chat_render
-// failed), and then the conversation is as it was: no turn is dropped.
+// Renders the conversation with the generation prompt into cv->render, leaving out the oldest
+// turns until at most max_tokens ids remain (*dropped: how many messages, from the one after the
+// system prompt, the render left out; the history still holds them). Returns the id count, or -1
+// with one line in err (the newest turn alone is too long, or chat_render failed).
 int conversation_render(Conversation *cv, int max_tokens, int *dropped, char *err, size_t errlen);
 
 // Reads turns from in until its end or /bye, answering each; a history ending with a user

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "../io/files.h"
 #include "../tokenizer.h"
 
@@ -333,6 +334,7 @@ typedef struct {
 
 static void write_messages(Sink *s, const void *ctx) {
     const MessageList *list = ctx;
+    if (fchmod(s->fd, 0600)) s->err = errno; // a conversation is as private as the chat's history
     sink_write(s, "[", 1);
     for (int i = 0; i < list->n; i++) {
         const char *role = chat_role_name(list->msgs[i].role);

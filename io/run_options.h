@@ -21,14 +21,15 @@ typedef struct {
     const char *chat_path, *system, *template_name; // --chat, -y, --chat-template
     float temperature, topp, minp, repeat_penalty;
     int topk, steps, threads, repeat_window, context;
-    int special;    // --special: the text's spelling of a special token becomes that token
-    int verify;     // --verify: check the file's checksum and exit
-    int quiet;      // -q: no banner, timings or summary on stderr
-    int no_history; // --no-history: -m chat keeps no history file
-    int thinking;   // --think 1, --no-think 0, else -1 (the template's default)
-    int compute;    // --compute: COMPUTE_F32 and/or COMPUTE_BF16 (both only for -m ppl)
-    int chunks;     // -m ppl --chunks: 0 without, -1 all, else at most that many (llama-perplexity's scoring)
-    int kv_cache;   // --kv-cache: the KV cache's elements, WEIGHTS_F32 or WEIGHTS_F16
+    int special;        // --special: the text's spelling of a special token becomes that token
+    int verify;         // --verify: check the file's checksum and exit
+    int quiet;          // -q: no banner, timings or summary on stderr
+    int no_history;     // --no-history: -m chat keeps no history file
+    int thinking;       // --think 1, --no-think 0, else -1 (the template's default)
+    int compute;        // --compute: COMPUTE_F32 and/or COMPUTE_BF16 (both only for -m ppl)
+    int chunks;         // -m ppl --chunks: 0 without, -1 all, else at most that many (llama-perplexity's scoring)
+    int kv_cache;       // --kv-cache: the KV cache's elements, WEIGHTS_F32 or WEIGHTS_F16
+    int sampling_given; // SAMPLING_* bits of the flags given (-t -p -k --min-p -r): they beat the model's
     // -m attention's --layers A-B and --heads A-B, inclusive; {-1, -1} when not given: all of them
     int layers[2], heads[2];
     uint64_t seed;
@@ -44,6 +45,8 @@ static void usage(FILE *f) {
         "  -n N         new tokens to generate (default 256); past a full context the window moves\n"
         "               on by half; 0 = until end-of-sequence or the context is full\n"
         "  -t T         temperature; 0 = greedy (default 1.0)\n"
+        "               (-t -p -k --min-p -r: a model converted with its generation_config.json has\n"
+        "               its own defaults, used unless the flag is given)\n"
         "  -p P         top-p (nucleus) in [0, 1]; 0 or 1 = off (default 0.9)\n"
         "  -k K         top-k; 0 = off (default 0)\n"
         "  --min-p P    drop tokens below P x the most likely one's probability; 0 = off (default 0)\n"
@@ -261,11 +264,12 @@ static Options parse_options(int argc, char **argv) {
         } else if (!strcmp(a, "-c")) o.context = parse_int(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--chunks")) o.chunks = v && !strcmp(v, "all") ? -1 : parse_int(a, v, 1, 1 << 30);
         else if (!strcmp(a, "-n")) o.steps = parse_int(a, v, 0, 1 << 20);
-        else if (!strcmp(a, "-t")) o.temperature = parse_num(a, v, 0, 100);
-        else if (!strcmp(a, "-p")) o.topp = parse_num(a, v, 0, 1);
-        else if (!strcmp(a, "-k")) o.topk = parse_int(a, v, 0, 1 << 24);
-        else if (!strcmp(a, "--min-p")) o.minp = parse_num(a, v, 0, 1);
-        else if (!strcmp(a, "-r")) o.repeat_penalty = parse_num(a, v, 0.01, 100);
+        else if (!strcmp(a, "-t")) o.temperature = parse_num(a, v, 0, 100), o.sampling_given |= SAMPLING_TEMPERATURE;
+        else if (!strcmp(a, "-p")) o.topp = parse_num(a, v, 0, 1), o.sampling_given |= SAMPLING_TOP_P;
+        else if (!strcmp(a, "-k")) o.topk = parse_int(a, v, 0, 1 << 24), o.sampling_given |= SAMPLING_TOP_K;
+        else if (!strcmp(a, "--min-p")) o.minp = parse_num(a, v, 0, 1), o.sampling_given |= SAMPLING_MIN_P;
+        else if (!strcmp(a, "-r"))
+            o.repeat_penalty = parse_num(a, v, 0.01, 100), o.sampling_given |= SAMPLING_REPEAT_PENALTY;
         else if (!strcmp(a, "--repeat-window")) o.repeat_window = parse_int(a, v, 0, 1 << 20);
         else if (!strcmp(a, "-s")) o.seed = parse_seed(a, v);
         else if (!strcmp(a, "-m")) o.mode = value(a, v);

@@ -17,8 +17,9 @@
 #define MODEL_MAGIC "ATTN"
 // 1: float32 only; 2 adds weight_type and group_size; 3 the knobs of today's families; 4 a chat
 // section; 5 the checksum and the chat template's text; 6 a type per matrix (llama.cpp's block
-// types among them). Every file written is version 6.
-#define MODEL_VERSION 6
+// types among them); 7 the model's sampling defaults (generation_config.json's). Every file
+// written is version 7.
+#define MODEL_VERSION 7
 #define MODEL_HEADER_SIZE 256
 #define MODEL_ALIGN 64
 
@@ -115,13 +116,28 @@ typedef struct {
     // 0, 0 otherwise), right after the chat section (or the tokenizer blob)
     uint32_t n_matrix_types;
     uint64_t types_offset;
-    uint8_t reserved[MODEL_HEADER_SIZE - 216];
+    // version 7: the sampling defaults the model's publisher gives (generation_config.json), each
+    // present where its bit of sampling_flags is set (SAMPLING_*), zero otherwise
+    uint32_t sampling_flags;
+    float temperature, top_p;
+    uint32_t top_k;
+    float min_p, repeat_penalty;
+    uint8_t reserved[MODEL_HEADER_SIZE - 240];
 } FileHeader;
+enum {
+    SAMPLING_TEMPERATURE = 1,
+    SAMPLING_TOP_P = 2,
+    SAMPLING_TOP_K = 4,
+    SAMPLING_MIN_P = 8,
+    SAMPLING_REPEAT_PENALTY = 16,
+    SAMPLING_ALL = 31
+};
 _Static_assert(sizeof(FileHeader) == MODEL_HEADER_SIZE, "header is 256 bytes");
 _Static_assert(offsetof(FileHeader, tok_offset) == 104, "header layout follows docs/FORMAT.md");
 _Static_assert(offsetof(FileHeader, chat_offset) == 184, "header layout follows docs/FORMAT.md");
 _Static_assert(offsetof(FileHeader, checksum) == 200, "header layout follows docs/FORMAT.md");
 _Static_assert(offsetof(FileHeader, types_offset) == 208, "header layout follows docs/FORMAT.md");
+_Static_assert(offsetof(FileHeader, sampling_flags) == 216, "header layout follows docs/FORMAT.md");
 
 // The config is the header's numbers as ints, checked against the limits below first.
 typedef struct {
@@ -135,6 +151,9 @@ typedef struct {
     // WEIGHTS_PER_MATRIX: the type table, each matrix's GGML type id in FORMAT.md's order, where
     // model_check_layout found it (inside the mapping); NULL otherwise
     const uint8_t *type_table;
+    int sampling_flags; // version 7: which of the sampling defaults below the file gives
+    float temperature, top_p, min_p, repeat_penalty;
+    int top_k;
 } Config;
 
 // Layer l attends to its last sliding_window positions only (a local layer).
@@ -247,6 +266,41 @@ static inline int check_v3_fields(const FileHeader *h, char *err, size_t n) {
     return 0;
 }
 
+// Version 7's sampling defaults: each within its flag's range (io/run_options.h) where its bit
+// is set, zero where not; all of them zero before version 7, as the bytes were reserved.
+static inline int check_sampling(const FileHeader *h, char *err, size_t n) {
+    const uint8_t *b = (const uint8_t *)h;
+    if (h->version < 7)
+        for (size_t i = offsetof(FileHeader, sampling_flags); i < offsetof(FileHeader, reserved); i++)
+            if (b[i]) {
+                snprintf(err, n, "reserved header byte %zu is not zero in a version %u file", i, h->version);
+                return -1;
+            }
+    if (h->sampling_flags & ~(uint32_t)SAMPLING_ALL) {
+        snprintf(err, n, "sampling_flags 0x%x has bits this build does not know", h->sampling_flags);
+        return -1;
+    }
+    struct {
+        int bit;
+        const char *name;
+        double value, lo, hi;
+    } fields[] = {{SAMPLING_TEMPERATURE, "temperature", h->temperature, 0, 100},
+                  {SAMPLING_TOP_P, "top_p", h->top_p, 0, 1},
+                  {SAMPLING_TOP_K, "top_k", h->top_k, 0, 1 << 24},
+                  {SAMPLING_MIN_P, "min_p", h->min_p, 0, 1},
+                  {SAMPLING_REPEAT_PENALTY, "repeat_penalty", h->repeat_penalty, 0.01, 100}};
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
+        int set = h->sampling_flags & fields[i].bit;
+        double v = fields[i].value;
+        if (set ? !(v >= fields[i].lo && v <= fields[i].hi) : v != 0) {
+            snprintf(err, n, "the sampling default %s is %g, %s", fields[i].name, v,
+                     set ? "out of its range" : "but sampling_flags does not give it");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 // Checks every header field, alone and against the others; then c is the config it describes.
 static inline int config_from_header(const FileHeader *h, Config *c, char *err, size_t n) {
     if (check_field_ranges(h, err, n)) return -1;
@@ -286,6 +340,7 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
         snprintf(err, n, "weight_type 4 (a type per matrix) in a version %u file; it came with version 6", h->version);
         return -1;
     }
+    if (check_sampling(h, err, n)) return -1;
     int q8 = h->weight_type == WEIGHTS_Q8_0;
     if (check_range("group_size", h->group_size, q8, q8 ? 65536 : 0, err, n)) return -1;
     // a group never crosses a row, so it divides the width of every quantised matrix's rows
@@ -310,6 +365,8 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
         .rope_factor = h->rope_factor, .rope_low_freq_factor = h->rope_low_freq_factor,
         .rope_high_freq_factor = h->rope_high_freq_factor, .attn_scale = h->attn_scale,
         .rope_local_theta = h->rope_local_theta,
+        .sampling_flags = (int)h->sampling_flags, .temperature = h->temperature, .top_p = h->top_p,
+        .top_k = (int)h->top_k, .min_p = h->min_p, .repeat_penalty = h->repeat_penalty,
     };
     // clang-format on
     return 0;
@@ -329,6 +386,12 @@ static inline FileHeader header_from_config(const Config *c) {
                     .sliding_window = c->sliding_window,
                     .global_every = c->global_every,
                     .rope_local_theta = c->rope_local_theta,
+                    .sampling_flags = (uint32_t)c->sampling_flags,
+                    .temperature = c->temperature,
+                    .top_p = c->top_p,
+                    .top_k = (uint32_t)c->top_k,
+                    .min_p = c->min_p,
+                    .repeat_penalty = c->repeat_penalty,
                     .header_size = MODEL_HEADER_SIZE, // readable by older builds
                     .weight_type = c->weight_type,
                     .group_size = c->group_size,

@@ -10,15 +10,23 @@ from attn import safetensors  # noqa: E402
 from attn import families  # noqa: E402
 
 
-def build_smol(d, out):
-    """The Hugging Face directory d, converted to the model file out."""
+def build_smol(d, out, width=64, sampling=None):
+    """The Hugging Face directory d, converted to the model file out; its layer width wide (16 per head);
+    sampling: generation_config.json's sampling settings to add to the published ones."""
     conf = families.family_config("smollm2_135m", 1)
-    conf.update(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
+    conf.update(hidden_size=width, intermediate_size=2 * width, num_attention_heads=width // 16,
+                num_key_value_heads=width // 32)
     os.makedirs(d)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(conf, f)
     safetensors.write_safetensors(os.path.join(d, "model.safetensors"), families.family_weights(conf, seed=3))
     families.write_family_tokenizer(d, "smollm2_135m")
+    if sampling:
+        gpath = os.path.join(d, "generation_config.json")
+        gen = json.load(open(gpath))
+        gen.update(sampling)
+        with open(gpath, "w") as f:
+            json.dump(gen, f)
     r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "convert.py"), d, out], capture_output=True,
                        text=True)
     assert r.returncode == 0, r.stderr

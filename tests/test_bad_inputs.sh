@@ -132,8 +132,8 @@ row run "dim 65536 x vocab 65536 (past 2^32 elements)" "but the config needs" ./
 patched $tmp/overflow.bin "<I" 12 65536 "<I" 16 262144 "<I" 20 1024 "<I" 24 1024 "<I" 28 1024 "<I" 32 4096 \
   "<I" 36 16777216 "<I" 40 1048576 "<I" 84 4096
 row run "every dimension at its limit (a product near 2^52)" "weights_bytes is" ./run $tmp/overflow.bin
-patched $tmp/newer.bin "<I" 4 7
-row run "a model file of format version 7" "format version 7 is newer than this build reads (6)" ./run $tmp/newer.bin
+patched $tmp/newer.bin "<I" 4 8
+row run "a model file of format version 8" "format version 8 is newer than this build reads (7)" ./run $tmp/newer.bin
 patched $tmp/wtype.bin "<I" 4 3 "<I" 136 7
 row run "a version 3 header with weight_type 7" "weight_type is 7, outside [0, 4]" ./run $tmp/wtype.bin
 # Version 6, a type per matrix: llama.cpp's stories260K-Q4_K_M kept as it is, its type table

@@ -217,7 +217,9 @@ static void test_bad_fields(void **state) {
         {112, 0xffffff00u, "tok_bytes"},
         {120, 70, "weights_offset"},
         {128, 64, "weights_bytes"},
-        {216, 1, "reserved header byte 216"},
+        {240, 1, "reserved header byte 240"},
+        {216, 64, "sampling_flags 0x40 has bits this build does not know"},
+        {220, 0x3f000000, "the sampling default temperature is 0.5, but sampling_flags does not give it"},
         {204, 1, "a type table (n_matrix_types 1, types_offset 0) without weight_type 4"},
         // plausible-looking dimensions, but the file does not have their bytes
         {16, 65536, "weights_bytes"},
@@ -228,6 +230,7 @@ static void test_bad_fields(void **state) {
         {136, 1, "version 1 file has no weight_type"},
         {140, 8, "version 1 file has no weight_type"},
         {200, 1, "header bytes 200..203 (the checksum) are not zero in a version 1 file"},
+        {216, 1, "reserved header byte 216 is not zero in a version 1 file"},
     };
     refuse_patched_as_version(good, good_size, 1, v1_cases, sizeof v1_cases / sizeof v1_cases[0]);
     Patch q8_cases[] = {

@@ -120,6 +120,78 @@ def page_in_chromium():
     assert int((np.abs(other - every).max(-1) > 0.1).sum()) > 2000, "layer 3 looks like layer 1"
 
 
+def long_attention_file():
+    """An attention file of 2,003 tokens: 2,880 characters of Tiny Shakespeare through a random model of 2 layers
+    of 4 heads with a context of 2,048 (make_random.py's qk_norm preset, its scale 2 so that each query looks
+    at a few keys, as a trained model's do, rather than evenly at all)."""
+    model, text, path = (os.path.join(TMP, n) for n in ("long.bin", "long.txt", "long_att.bin"))
+    if not os.path.exists(path):
+        r = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tools", "make_random.py"), model, "--preset",
+                            "qk_norm", "--set", "seq_len=2048", "--set", "attn_scale=2"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        with open(os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt"), "rb") as f:
+            open(text, "wb").write(f.read(2880))
+        r = subprocess.run([os.path.join(ROOT, "run"), model, "-m", "attention", "-f", text, "-o", path, "-q"],
+                           capture_output=True, text=True, env=ENV)
+        assert r.returncode == 0, r.stderr
+    T, = struct.unpack_from("<i", open(path, "rb").read(4))
+    assert T >= 2000, T
+    return path, T
+
+
+@case
+def long_page_in_chromium():
+    """The page of 2,003 tokens: under 10 MB, drawn by headless Chromium in under 3 s (the page's own
+    measure, from navigation to its first draw); a heatmap of the head, the head view of the window
+    #start=600 names (its lines in the heads' colours), moving the window changes the head view."""
+    path, T = long_attention_file()
+    html = os.path.join(TMP, "long.html")
+    plotted(path, "--html", html)
+    size = os.path.getsize(html)
+    assert size < 10e6, "the page is %.1f MB" % (size / 1e6)
+    data, outside = page_data(html)
+    assert not outside and data["band"] == 200 and data["blocks"] <= 400, (outside, data["band"], data["blocks"])
+    r = subprocess.run([shutil.which("chromium"), "--headless", "--no-sandbox", "--disable-gpu",
+                        "--user-data-dir=" + os.path.join(TMP, "chromium"), "--dump-dom",
+                        "file://%s#layer=1&start=600" % html], capture_output=True, text=True, timeout=120)
+    drawn = int(re.search(r'data-drawn-ms="(\d+)"', r.stdout).group(1))
+    assert drawn < 3000, "the page took %d ms to load and draw" % drawn
+    shot = screenshot(html, "layer=1&start=600", "long")
+    heat = shot[90:480, 12:410]  # the heatmap, under the controls and the note
+    colored = int((np.ptp(heat, axis=-1) > 0.2).sum())  # viridis is far from grey
+    assert colored > 30000, "the heatmap shows %d coloured pixels" % colored
+    view = shot[480:]
+    lines = [line_pixels(np.concatenate([np.ones((CONTROLS, view.shape[1], 3)), view]), c) for c in data["colors"]]
+    assert min(lines) > 200, "the head view's lines in the heads' colours: %s pixels" % lines
+    moved = screenshot(html, "layer=1&start=1200", "long_moved")
+    assert int((np.abs(moved[480:] - view).max(-1) > 0.1).sum()) > 2000, "moving the window changed nothing"
+    print("    %d tokens: page %.1f MB, drawn in %d ms; head view line pixels %s" % (T, size / 1e6, drawn, lines))
+    import plot_attention
+    plot_attention.PAGE_MAX_BYTES = 3_000_000  # as if the model had 4 times the heads at this length
+    try:
+        plot_attention.page(plot_attention.Attention(path))
+        raise AssertionError("a page over the limit was written")
+    except ValueError as e:
+        assert "make a page of 5 MB, more than 3 MB: at this length 4 layer-heads fit; select them with ./run's " \
+            "--layers A-B and --heads A-B" in str(e), e
+
+
+@case
+def long_png_labels_positions():
+    """One head's PNG at 2,003 tokens labels positions at round steps ("600 ..."), at most 60 of them, in
+    8-point type; up to 120 tokens every token's text."""
+    import plot_attention
+    path, T = long_attention_file()
+    ticks, labels, font = plot_attention.position_labels(plot_attention.Attention(path))
+    assert ticks[:3] == [0, 50, 100] and len(ticks) <= 60 and font >= 7, (ticks[:3], len(ticks), font)
+    assert labels[12].startswith("600 "), labels[12]
+    ticks, labels, _ = plot_attention.position_labels(plot_attention.Attention(attention_file()))
+    assert labels[:3] == ["R", "O", "M"] and len(ticks) == len(labels), labels[:3]
+    head = os.path.join(TMP, "long_head.png")
+    plotted(path, "--layer", "1", "--head", "2", "-o", head)
+    assert png(head).shape[0] > 1000
+
+
 def damaged(name, data):
     path = os.path.join(TMP, name)
     open(path, "wb").write(data)

@@ -14,6 +14,7 @@ sources, the weight types and which keep values exactly, the tokenizers, the exp
 output rule (--force, -), and what happens to every setting of every source.
 """
 import argparse
+import json
 import os
 import struct
 import sys
@@ -106,6 +107,19 @@ def chat_section(src, tokpath, tok, source, name):
     return section, family
 
 
+def generation_defaults(src):
+    """A Hugging Face directory's sampling defaults (generation_config.json) as config fields, kept in
+    the file (format version 7) for ./run to use unless a flag overrides them; {} without the file."""
+    path = os.path.join(src, "generation_config.json") if os.path.isdir(src) else None
+    if not path or not os.path.exists(path):
+        return {}
+    try:
+        gen = json.load(open(path))
+        return mf.sampling_defaults(gen if isinstance(gen, dict) else {})
+    except ValueError as e:
+        raise Bad(path, str(e))
+
+
 def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=None, chat_template=None,
             allow_f16=False, allow_requantize=False, file_type=None):
     """Returns the config written, the Source read, a note on the weight type chosen and the chat
@@ -113,6 +127,7 @@ def convert(src, out, tokenizer=None, seq_len=None, weights=None, group_size=Non
     allow_requantize: --allow-f16-fallback and --allow-requantize (weights.check_block_types)."""
     source = read_source(src)
     cfg, tensors = with_context(source, seq_len, src)
+    cfg.update(generation_defaults(src))
     tokpath = tokenizer or default_tokenizer(src)
     if tokpath:
         model = os.path.join(src, "config.json") if os.path.isdir(src) else src  # where vocab_size comes from

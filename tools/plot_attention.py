@@ -10,8 +10,10 @@ hides (future positions, keys outside a sliding window) are white. Layers and he
 as in the model, also in a file of a --layers/--heads selection. The page is self-contained (no
 network, no external script): the tokens in a column on each side, lines whose opacity is the
 weight, a layer selector and a head selector with a colour per head; hovering a token on the left
-shows where it looks, on the right what looks at it. Its URL may say what to show: #layer=L,
-#heads=H,H..., #hover=T (a query) or #key=T.
+shows where it looks, on the right what looks at it. Past 200 tokens a heatmap of the head (blocks
+of positions pooled) moves a window of 200 queries, which the head view draws. Its URL may say
+what to show: #layer=L, #heads=H,H..., #start=S (the window's first query), #hover=T (a query)
+or #key=T.
 
 The file's layout is docs/ATTENTION.md's. A file that is truncated or damaged (a header that does
 not match its size, weights that are not probabilities, labels cut short) is refused in one line.
@@ -22,7 +24,6 @@ import argparse
 import base64
 import colorsys
 import json
-import math
 import os
 import struct
 import sys
@@ -37,8 +38,11 @@ from attn import outfile  # noqa: E402
 
 LABELS_MAGIC = b"LABL"
 ROW_TOLERANCE = 1e-3  # float32 rows of thousands of weights sum to 1 within far less
-HTML_MAX_WEIGHTS = 64 << 20  # a page past this many weights is too heavy for a browser to draw
-HTML_MAX_TOKENS = 1000  # rows of 20 pixels: a taller canvas passes what browsers draw (32767 pixels)
+LABEL_EVERY_TOKEN = 120  # a head's PNG names every token up to this many, then positions at round steps
+MAX_LABELS = 60
+PAGE_WINDOW = 200  # queries the page's head view shows at once: a longer text gets a heatmap to move them
+HEATMAP_CELLS = 400  # the heatmap's cells a side at most: longer texts pool blocks of positions into a cell
+PAGE_MAX_BYTES = 10_000_000  # a page's weights, in base64, at most: a browser draws it in a second or two
 
 
 class Damaged(ValueError):
@@ -172,8 +176,10 @@ def plot_grid(a, plt):
         for h in range(H):
             ax = axes[l, h]
             im = heatmap(ax, a, l, h, plt)
-            ax.set_xticks([])
-            ax.set_yticks([])
+            # the first and the last position, on the outer panels: the grid's scale at any length
+            ax.set_xticks([0, a.T - 1] if l == L - 1 else [])
+            ax.set_yticks([0, a.T - 1] if h == 0 else [])
+            ax.tick_params(labelsize=6)
             if l == 0:
                 ax.set_title(a.head_name(h), fontsize=8)
             if h == 0:
@@ -183,19 +189,28 @@ def plot_grid(a, plt):
     return fig
 
 
+def position_labels(a):
+    """(ticks, labels, font size) for one head's axes: up to LABEL_EVERY_TOKEN tokens each token's text;
+    past that every step-th position, a round step giving at most MAX_LABELS, as "position text", so that
+    the labels stay readable and say where they are at any length."""
+    texts = a.token_texts()
+    if a.T <= LABEL_EVERY_TOKEN:
+        return list(range(a.T)), texts, max(6.0, min(10.0, 800.0 / a.T))
+    step = next(m * 10 ** e for e in range(12) for m in (1, 2, 5) if a.T / (m * 10 ** e) <= MAX_LABELS)
+    ticks = list(range(0, a.T, step))
+    return ticks, ["%d %s" % (t, texts[t]) for t in ticks], 8.0
+
+
 def plot_head(a, layer, head, plt):
     T = a.T
     size = min(28.0, max(6.0, 0.12 * T + 2.5))  # inches: some 12 pixels a token at 100 dpi
     fig, ax = plt.subplots(figsize=(size + 1.2, size), layout="constrained")
     im = heatmap(ax, a, layer, head, plt)
-    every = max(1, math.ceil(T / 200))  # past 200 tokens every other label, and so on
-    ticks = list(range(0, T, every))
-    texts = a.token_texts()
-    font = max(5.0, min(10.0, 800.0 / T)) if every == 1 else 5.0
+    ticks, labels, font = position_labels(a)
     ax.set_xticks(ticks)
-    ax.set_xticklabels([texts[t] for t in ticks], rotation=90, fontsize=font)
+    ax.set_xticklabels(labels, rotation=90, fontsize=font)
     ax.set_yticks(ticks)
-    ax.set_yticklabels([texts[t] for t in ticks], fontsize=font)
+    ax.set_yticklabels(labels, fontsize=font)
     ax.xaxis.tick_top()
     ax.set_xlabel("key (attended to)")
     ax.set_ylabel("query")
@@ -215,27 +230,38 @@ body { font-family: sans-serif; margin: 0; background: #fff; color: #222; }
 #heads span { display: inline-block; width: 18px; height: 18px; margin-right: 3px; cursor: pointer;
   vertical-align: middle; border: 2px solid #fff; }
 #heads span.off { opacity: 0.15; }
-#hint { color: #777; font-size: 12px; }
+#hint, #note { color: #777; font-size: 12px; }
+#note { padding: 0 12px 6px; }
+#map { margin: 0 12px; cursor: crosshair; }
 canvas { display: block; }
 </style></head>
 <body>
 <div id="controls">layer <select id="layer"></select> heads <span id="heads"></span>
 <span id="hint">hover a token; click a head to show or hide it, double-click to show it alone</span></div>
+<div id="long" hidden><div id="note"></div><canvas id="map"></canvas></div>
 <canvas id="view"></canvas>
 <script>
 "use strict";
 const DATA = %(data)s;
-const T = DATA.tokens.length, H = DATA.heads.length;
-const bytes = Uint8Array.from(atob(DATA.weights), c => c.charCodeAt(0));
-const ROW = 20, TOP = 12, COL = 170, GAP = 260, LEFT = 10;
+const T = DATA.tokens.length, H = DATA.heads.length, W = DATA.band, B = DATA.blocks;
+function decode(s) {
+  const text = atob(s), out = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) out[i] = text.charCodeAt(i);
+  return out;
+}
+const band = decode(DATA.weights), overview = DATA.overview ? decode(DATA.overview) : null;
+const SPAN = Math.min(W, T);  // the queries the head view shows: all of a short text, a window of a long one
+const ROW = 20, TOP = 12, COL = 170, GAP = 260, LEFT = 10, MAP = 400;
 const canvas = document.getElementById("view"), ctx = canvas.getContext("2d");
-const state = {layer: 0, shown: DATA.heads.map(() => true), hover: null};
+const state = {layer: 0, shown: DATA.heads.map(() => true), hover: null, start: 0};
 
-function weight(l, h, t, j) { return bytes[((l * H + h) * T + t) * T + j] / 255; }
-const y = t => TOP + t * ROW + ROW / 2, xl = LEFT + COL, xr = LEFT + COL + GAP;
+// weight of query t on key j, kept for keys up to W - 1 positions back (all of them when W is T)
+function weight(l, h, t, j) { return t - j < W ? band[((l * H + h) * T + t) * W + (t - j)] / 255 : 0; }
+const y = t => TOP + (t - state.start) * ROW + ROW / 2, xl = LEFT + COL, xr = LEFT + COL + GAP;
 
 function draw() {
-  const dpr = window.devicePixelRatio || 1, w = xr + COL + LEFT, hgt = TOP * 2 + T * ROW;
+  const dpr = window.devicePixelRatio || 1, w = xr + COL + LEFT, hgt = TOP * 2 + SPAN * ROW;
+  const first = state.start, last = state.start + SPAN;
   canvas.width = w * dpr; canvas.height = hgt * dpr;
   canvas.style.width = w + "px"; canvas.style.height = hgt + "px";
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
@@ -249,9 +275,9 @@ function draw() {
   for (let h = 0; h < H; h++) {
     if (!state.shown[h]) continue;
     ctx.strokeStyle = DATA.colors[h];
-    for (let t = 0; t < T; t++) {
+    for (let t = first; t < last; t++) {
       if (hv && hv.side === "query" && hv.t !== t) continue;
-      for (let j = 0; j <= t; j++) {
+      for (let j = first; j <= t; j++) {
         if (hv && hv.side === "key" && hv.t !== j) continue;
         const a = weight(state.layer, h, t, j);
         if (a === 0) continue;
@@ -262,11 +288,43 @@ function draw() {
   }
   ctx.globalAlpha = 1;
   ctx.font = "14px sans-serif"; ctx.textBaseline = "middle"; ctx.fillStyle = "#222";
-  for (let t = 0; t < T; t++) {
-    ctx.textAlign = "right"; ctx.fillText(DATA.tokens[t], xl - 4, y(t), COL - 8);
-    ctx.textAlign = "left"; ctx.fillText(DATA.tokens[t], xr + 4, y(t), COL - 8);
+  for (let t = first; t < last; t++) {
+    const label = (SPAN < T ? t + " " : "") + DATA.tokens[t];
+    ctx.textAlign = "right"; ctx.fillText(label, xl - 4, y(t), COL - 8);
+    ctx.textAlign = "left"; ctx.fillText(label, xr + 4, y(t), COL - 8);
   }
+  if (overview) drawMap();
 }
+
+// A long text: the first shown head's weights as a heatmap, each cell the largest weight of a
+// block of DATA.cell x DATA.cell positions (square-root scale), the head view's window outlined.
+const VIRIDIS = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
+function viridis(v) {
+  const x = Math.sqrt(v) * 4, i = Math.min(3, Math.floor(x)), f = x - i, a = VIRIDIS[i], b = VIRIDIS[i + 1];
+  return [0, 1, 2].map(k => Math.round(a[k] + f * (b[k] - a[k])));
+}
+const map = document.getElementById("map"), mctx = map.getContext("2d");
+function drawMap() {
+  const h = Math.max(0, state.shown.indexOf(true)), img = mctx.createImageData(B, B), base = (state.layer * H + h) * B * B;
+  for (let i = 0; i < B; i++)
+    for (let j = 0; j < B; j++) {
+      const at = (i * B + j) * 4, c = j > i ? [255, 255, 255] : viridis(overview[base + i * B + j] / 255);
+      img.data[at] = c[0]; img.data[at + 1] = c[1]; img.data[at + 2] = c[2]; img.data[at + 3] = 255;
+    }
+  map.width = B; map.height = B; map.style.width = MAP + "px"; map.style.height = MAP + "px";
+  mctx.putImageData(img, 0, 0);
+  const a = state.start / DATA.cell, n = SPAN / DATA.cell;
+  mctx.strokeStyle = "#e00"; mctx.lineWidth = Math.max(1, B / MAP * 2);
+  mctx.strokeRect(a, a, n, n);
+  document.getElementById("note").textContent = DATA.layers[state.layer] + ", " + DATA.heads[h] + ": " + T +
+    " tokens; row = query, column = key; each cell the largest weight of " + DATA.cell + " x " + DATA.cell +
+    " positions. Weights are shown in 8 bits (steps of 1/255). Click the map to move the window: below, queries " +
+    state.start + "-" + (state.start + SPAN - 1) + " and their keys in the window.";
+}
+map.onclick = e => {
+  const r = map.getBoundingClientRect(), row = (e.clientY - r.top) / MAP * T;
+  state.start = Math.max(0, Math.min(T - SPAN, Math.round(row - SPAN / 2))); state.hover = null; draw();
+};
 
 const select = document.getElementById("layer");
 DATA.layers.forEach((name, l) => select.add(new Option(name, l)));
@@ -282,42 +340,72 @@ const swatches = DATA.heads.map((name, h) => {
 function paint() { swatches.forEach((s, h) => s.classList.toggle("off", !state.shown[h])); draw(); }
 
 canvas.onmousemove = e => {
-  const r = canvas.getBoundingClientRect(), x = e.clientX - r.left, t = Math.floor((e.clientY - r.top - TOP) / ROW);
+  const r = canvas.getBoundingClientRect(), x = e.clientX - r.left;
+  const t = state.start + Math.floor((e.clientY - r.top - TOP) / ROW);
   const side = x < xl ? "query" : x > xr ? "key" : null;
-  const hv = side && t >= 0 && t < T ? {side, t} : null;
+  const hv = side && t >= state.start && t < state.start + SPAN ? {side, t} : null;
   if (JSON.stringify(hv) !== JSON.stringify(state.hover)) { state.hover = hv; draw(); }
 };
 canvas.onmouseleave = () => { state.hover = null; draw(); };
 
-// #layer=L&heads=H,H&hover=T (or key=T): what to show, for links and for scripts
+// #layer=L&heads=H,H&start=S&hover=T (or key=T): what to show, for links and for scripts
 function fromHash() {
   const p = new URLSearchParams(location.hash.slice(1));
   if (p.has("layer")) { const l = DATA.layers.findIndex((_, i) => DATA.layerNumbers[i] === +p.get("layer")); if (l >= 0) state.layer = l; }
   if (p.has("heads")) { const want = p.get("heads").split(",").map(Number); state.shown = DATA.headNumbers.map(n => want.includes(n)); }
+  if (p.has("start")) state.start = Math.max(0, Math.min(T - SPAN, +p.get("start")));
   state.hover = p.has("hover") ? {side: "query", t: +p.get("hover")} : p.has("key") ? {side: "key", t: +p.get("key")} : null;
   select.value = state.layer; paint();
 }
+document.getElementById("long").hidden = !overview;
 window.onhashchange = fromHash;
 fromHash();
+document.body.dataset.drawnMs = Math.round(performance.now());  // load and first draw, for tests/test_plot_attention.py
 </script>
 </body></html>
 """
 PAGE_START = PAGE[:PAGE.index("%(title)s")].encode()  # how every page this tool writes begins
 
 
+def pooled(w, cell):
+    """[..., B, B] uint8: the largest weight of each cell x cell block of w [..., T, T], in steps of 1/255."""
+    T = w.shape[-1]
+    B = -(-T // cell)
+    padded = np.zeros(w.shape[:-2] + (B * cell, B * cell), np.float32)
+    padded[..., :T, :T] = w
+    blocks = padded.reshape(w.shape[:-2] + (B, cell, B, cell)).max(axis=(-3, -1))
+    return np.rint(blocks * 255).astype(np.uint8)
+
+
+def banded(w, width):
+    """[..., T, width] uint8: row t's weights on keys t, t - 1, ..., t - width + 1 (0 before the first),
+    in steps of 1/255."""
+    T = w.shape[-1]
+    keys = np.arange(T)[:, None] - np.arange(width)[None, :]
+    out = np.take_along_axis(w, np.broadcast_to(np.maximum(keys, 0), w.shape[:-2] + keys.shape), axis=-1)
+    return np.rint(np.where(keys >= 0, out, 0) * 255).astype(np.uint8)
+
+
 def page(a):
-    n = a.n_layers * a.n_heads * a.T * a.T
-    if a.T > HTML_MAX_TOKENS:
-        raise ValueError("%d tokens, more than a page shows (%d): a shorter prompt" % (a.T, HTML_MAX_TOKENS))
-    if n > HTML_MAX_WEIGHTS:
-        raise ValueError("%d weights, more than a page can hold (%d); select fewer layers or heads with ./run's "
-                         "--layers A-B and --heads A-B, or a shorter prompt" % (n, HTML_MAX_WEIGHTS))
-    q = np.rint(a.weights * 255).astype(np.uint8)  # opacity steps of 1/255
+    """The page: for a text of up to PAGE_WINDOW tokens every weight; past that a heatmap of each head
+    (blocks pooled to at most HEATMAP_CELLS a side) and the weights of the last PAGE_WINDOW keys of each
+    query, for the head view of a window of PAGE_WINDOW queries the heatmap moves."""
+    T = a.T
+    width = min(T, PAGE_WINDOW)
+    cell = max(1, -(-T // HEATMAP_CELLS)) if T > PAGE_WINDOW else 0
+    per_head = (T * width + (-(-T // cell)) ** 2 if cell else T * width) * 4 / 3  # base64's bytes
+    if a.n_layers * a.n_heads * per_head > PAGE_MAX_BYTES:
+        raise ValueError("%d layers x %d heads at %d tokens make a page of %.0f MB, more than %d MB: at this length "
+                         "%d layer-heads fit; select them with ./run's --layers A-B and --heads A-B"
+                         % (a.n_layers, a.n_heads, T, a.n_layers * a.n_heads * per_head / 1e6,
+                            PAGE_MAX_BYTES // 1000000, PAGE_MAX_BYTES // per_head))
     data = dict(tokens=a.token_texts(), layers=[a.layer_name(l) for l in range(a.n_layers)],
                 heads=[a.head_name(h) for h in range(a.n_heads)], colors=head_colors(a.n_heads),
                 layerNumbers=[a.layer0 + l for l in range(a.n_layers)],
-                headNumbers=[a.head0 + h for h in range(a.n_heads)],
-                weights=base64.b64encode(q.tobytes()).decode("ascii"))
+                headNumbers=[a.head0 + h for h in range(a.n_heads)], band=width, cell=cell,
+                blocks=-(-T // cell) if cell else 0,
+                weights=base64.b64encode(banded(a.weights, width).tobytes()).decode("ascii"),
+                overview=base64.b64encode(pooled(a.weights, cell).tobytes()).decode("ascii") if cell else None)
     text = json.dumps(data, ensure_ascii=True).replace("</", "<\\/")  # no token can end the script
     return PAGE % dict(title=a.name.replace("&", "&amp;").replace("<", "&lt;"), data=text)
 

@@ -1,4 +1,4 @@
-"""Read and write attn.c model files (docs/FORMAT.md, format versions 1 to 6).
+"""Read and write attn.c model files (docs/FORMAT.md, format versions 1 to 7).
 
 cfg is a dict of the header's model fields (dim ... rope_dims, and format 3's knobs) and how
 the weights are stored (weight_type, group_size: 0, 0 for float32); the tokenizer travels as
@@ -6,7 +6,7 @@ tok = (blob_bytes, tok_kind, tok_flags, bos_id, eos_id); tensors is a dict of fl
 numpy arrays named as in FORMAT.md (layers.{i}.wq and so on), whatever the file stores:
 write_model quantises or rounds them as cfg says, read_model widens them back. A chat section
 (tools/attn/chat_template.py makes one) travels as its bytes in version 5's layout:
-write_model(chat=...), read_chat_section. Every file is written in version 6, with its CRC-32
+write_model(chat=...), read_chat_section. Every file is written in version 7, with its CRC-32
 checksum, which read_model verifies.
 
 Version 6's weight_type WEIGHTS_PER_MATRIX stores each matrix in its own type, GGML's (F32, F16,
@@ -29,7 +29,7 @@ from attn import progress
 from attn import storage
 
 MAGIC = b"ATTN"
-VERSION = 6  # the newest this reads, and the one every file is written in
+VERSION = 7  # the newest this reads, and the one every file is written in
 HEADER_SIZE = 256
 
 POS_ROPE, POS_LEARNED, POS_SINUSOID = 0, 1, 2
@@ -67,11 +67,16 @@ HEADER_FIELDS = [
     ("global_every", "I"), ("rope_local_theta", "f"),
     ("chat_offset", "Q"), ("chat_bytes", "Q"), ("checksum", "I"),
     ("n_matrix_types", "I"), ("types_offset", "Q"),
+    ("sampling_flags", "I"), ("temperature", "f"), ("top_p", "f"), ("top_k", "I"), ("min_p", "f"),
+    ("repeat_penalty", "f"),
 ]
 HEADER_STRUCT = struct.Struct("<" + "".join(code for _, code in HEADER_FIELDS))
-assert HEADER_STRUCT.size == 216
+assert HEADER_STRUCT.size == 240
 # where each version's fields end: the bytes from there to 256 are reserved and zero
-HEADER_END = {1: 136, 2: 144, 3: 184, 4: 200, 5: 204, 6: 216}
+HEADER_END = {1: 136, 2: 144, 3: 184, 4: 200, 5: 204, 6: 216, 7: 240}
+# Version 7's sampling defaults: (field, its bit in sampling_flags, low, high), the ranges of ./run's flags.
+SAMPLING = (("temperature", 1, 0, 100), ("top_p", 2, 0, 1), ("top_k", 4, 0, 1 << 24), ("min_p", 8, 0, 1),
+            ("repeat_penalty", 16, 0.01, 100))
 CHECKSUM_OFFSET = 200  # the checksum's four bytes, taken as zero when it is computed
 CHECKSUM_CHUNK = 1 << 24
 
@@ -81,9 +86,10 @@ CONFIG_FIELDS = ["dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "head
                  "embed_scale", "rope_dims", "weight_type", "group_size",
                  "rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
                  "rope_original_ctx", "arch_flags", "attn_scale", "sliding_window", "global_every",
-                 "rope_local_theta"]
+                 "rope_local_theta", "sampling_flags", "temperature", "top_p", "top_k", "min_p", "repeat_penalty"]
 FLOAT_FIELDS = ("rope_theta", "norm_eps", "embed_scale", "rope_factor", "rope_low_freq_factor",
-                "rope_high_freq_factor", "attn_scale", "rope_local_theta")
+                "rope_high_freq_factor", "attn_scale", "rope_local_theta", "temperature", "top_p", "min_p",
+                "repeat_penalty")
 # Format 3's fields; zero means the knob is off, and a file without them is version 1 or 2.
 V3_FIELDS = ("rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
              "rope_original_ctx", "arch_flags", "attn_scale", "sliding_window", "global_every",
@@ -93,7 +99,40 @@ V3_FIELDS = ("rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_f
 CONFIG_DEFAULTS = dict(pos_kind=POS_ROPE, rope_theta=10000.0, ffn_kind=FFN_SWIGLU,
                        norm_kind=NORM_RMS, norm_eps=1e-5, post_norm=0, final_norm=1,
                        bias_flags=0, tied_classifier=1, embed_scale=1.0, weight_type=storage.WEIGHTS_F32,
-                       group_size=0, **{k: 0 for k in V3_FIELDS})
+                       group_size=0, **{k: 0 for k in V3_FIELDS}, sampling_flags=0,
+                       **{k: 0 for k, _, _, _ in SAMPLING})
+
+GENERATION_NAMES = dict(temperature="temperature", top_p="top_p", top_k="top_k", min_p="min_p",
+                        repeat_penalty="repetition_penalty")  # version 7's fields as generation_config.json names them
+
+
+def generation_config(c):
+    """sampling_defaults undone: the generation_config.json keys of the sampling defaults a config holds
+    ({} for none); temperature 0 is do_sample false."""
+    # float32's shortest spelling: 0.6, not 0.6000000238418579
+    out = {GENERATION_NAMES[k]: c[k] if k == "top_k" else float(str(np.float32(c[k])))
+           for k, bit, _, _ in SAMPLING if c.get("sampling_flags", 0) & bit}
+    if out:
+        out["do_sample"] = out.get("temperature") != 0
+        if not out["do_sample"]:
+            del out["temperature"]
+    return out
+
+
+def sampling_defaults(gen):
+    """The config fields of version 7 from a generation_config.json's dict: temperature, top_p, top_k,
+    min_p and repetition_penalty where it gives them, and temperature 0 (greedy) where do_sample is
+    false, as transformers' generate() then ignores the others."""
+    c, flags = {}, 0
+    for k, bit, lo, hi in SAMPLING:
+        v = 0 if k == "temperature" and gen.get("do_sample") is False else gen.get(GENERATION_NAMES[k])
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            raise ValueError("%s %r is not a number in [%g, %g]" % (names[k], v, lo, hi))
+        c[k], flags = v, flags | bit
+    return dict(c, sampling_flags=flags) if flags else {}
+
 
 ENUM_LIMITS = dict(pos_kind=2, ffn_kind=4, norm_kind=1, post_norm=1, final_norm=1,
                    bias_flags=7, tied_classifier=1, tok_kind=1, tok_flags=TOKF_ALL, weight_type=4,
@@ -145,6 +184,11 @@ def check_config(c):
         raise ValueError("rope_theta = %r must be finite and > 0" % c["rope_theta"])
     if not math.isfinite(c["embed_scale"]):
         raise ValueError("embed_scale = %r must be finite" % c["embed_scale"])
+    if c["sampling_flags"] & ~31:
+        raise ValueError("sampling_flags = %#x has unknown bits" % c["sampling_flags"])
+    for k, bit, lo, hi in SAMPLING:
+        if (not lo <= c[k] <= hi) if c["sampling_flags"] & bit else c[k] != 0:
+            raise ValueError("sampling default %s = %r is out of [%g, %g] or not flagged" % (k, c[k], lo, hi))
     if c["rope_dims"] % 2 or c["rope_dims"] > c["head_dim"]:
         raise ValueError("rope_dims = %d must be even and <= head_dim = %d" % (c["rope_dims"], c["head_dim"]))
     if c["pos_kind"] == POS_ROPE and c["rope_dims"] < 2:

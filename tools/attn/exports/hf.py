@@ -503,7 +503,7 @@ def export(model, out_dir):
     bos = tok[3]
     sd = gpt2_state(c, tensors) if mt == "gpt2" else llama_state(c, tensors, mt)
     generation = {"bos_token_id": bos if bos >= 0 else None,
-                  "eos_token_id": ends[0] if len(ends) == 1 else (ends or None)}
+                  "eos_token_id": ends[0] if len(ends) == 1 else (ends or None), **mf.generation_config(c)}
     try:
         with outfile.replacing_dir(out_dir) as d:
             outfile.write(os.path.join(d, "config.json"), json_bytes(hf_config(c, mt, bos, ends)))
