@@ -339,13 +339,13 @@ static double score_text(const Model *m, RunState *s, const int *tokens, int n, 
         acc.window = tokens + start;
         acc.len = n - start < c->seq_len ? n - start : c->seq_len;
         forward_or_die(m, s, acc.window, acc.len, 0, logits, ppl_row, &acc);
-        progress_show(&progress, bf16 ? "scoring (bf16)" : "scoring", w + 1, windows, "windows", start + acc.len,
-                      "tok");
+        progress_show(&progress, s->compute_bf16 ? "scoring (bf16)" : "scoring", w + 1, windows, "windows",
+                      start + acc.len, "tok");
     }
     double secs = progress_end(&progress);
     if (!quiet)
         fprintf(stderr, "scored %ld token%s in %.2f s (%.1f tok/s)%s\n", acc.scored, plural(acc.scored), secs, n / secs,
-                bf16 ? ", products in bfloat16" : "");
+                s->compute_bf16 ? ", products in bfloat16" : "");
     return exp(acc.nll / acc.scored);
 }
 
@@ -627,7 +627,7 @@ static void tell_model(const Config *c, const Options *o, const Sampler *sp, dou
                 "kernels%s%s\n",
                 o->model_path, c->n_layers, plural(c->n_layers), c->dim, c->vocab_size, c->seq_len, weights, load_ms,
                 threads, plural(threads), kernel_level(),
-                o->compute & COMPUTE_BF16 ? "; prompt products in bfloat16" : "",
+                o->compute & COMPUTE_BF16 && BF16_FAST ? "; prompt products in bfloat16" : "",
                 o->kv_cache == WEIGHTS_F16 ? "; KV cache in float16" : "");
     char sampling[256];
     if (!o->quiet && !with_banner && *sampling_summary(sp, sampling, sizeof sampling))
@@ -681,6 +681,7 @@ int main(int argc, char **argv) {
             "needs less",
             o.model_path, s.bytes / 1048576.0, context_phrase(&o, c->seq_len, context, sizeof context));
     if (o.compute == COMPUTE_BF16 && state_compute_bf16(&s, c, 1)) die("out of memory");
+    if (o.compute & COMPUTE_BF16 && !BF16_FAST) fprintf(stderr, "%s: note: --compute bf16 %s\n", prog, BF16_NO_SPEED);
     Sampler sampler;
     uint64_t seed = o.seed ? o.seed : clock_seed();
     if (sampler_init(&sampler, c->vocab_size, o.temperature, seed)) die("out of memory");

@@ -209,8 +209,9 @@ static int train_step(Trainer *t, int step, const Args *args, int start_step, do
         fill_batch(&t->acts, &t->train, B, rng_for((uint64_t)o->seed, RNG_BATCH, draw));
         if (args->dump) dump_batch(args->dump, &t->acts, step == start_step && micro == 0);
         t->drop.draw = draw * sites;
-        t->micro_loss[micro] = model_step(&t->md.c, &t->w, t->grads, &t->acts, B, dscale,
-                                          t->drop.threshold ? &t->drop : NULL, o->precision == PRECISION_BF16);
+        t->micro_loss[micro] =
+            model_step(&t->md.c, &t->w, t->grads, &t->acts, B, dscale, t->drop.threshold ? &t->drop : NULL,
+                       o->precision == PRECISION_BF16 && BF16_FAST);
         int sig = dist_any(d, (int)stop_signal);
         if (sig) return sig;
         char what[64];
@@ -343,9 +344,10 @@ static void print_summary(const Trainer *t, const char *corpus_path) {
     dist_describe(&t->dist, t->threads, spread, sizeof spread);
     printf("data: %s, %d tokens (%zu train, %zu val); batch %d x %d x %d accum; %s\n", input_name(corpus_path),
            t->n_ids, t->train.n, t->val.n, t->o.batch_size, t->o.block_size, t->o.grad_accum, spread);
-    if (t->o.precision == PRECISION_BF16)
+    if (t->o.precision == PRECISION_BF16 && BF16_FAST)
         printf("precision: bf16: the linear layers' products on bfloat16 operands; weights, optimiser, norms, "
                "softmax, attention and loss in float32\n");
+    else if (t->o.precision == PRECISION_BF16) printf("note: --precision bf16 %s\n", BF16_NO_SPEED);
     char err[64];
     int newline;
     if (!t->n_prompt && c->bos_id < 0 && c->eos_id < 0 &&

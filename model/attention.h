@@ -19,6 +19,19 @@ typedef float vec16 __attribute__((vector_size(64)));
 typedef float vec16u __attribute__((vector_size(64), aligned(4), may_alias)); // unaligned
 typedef int32_t vec16i __attribute__((vector_size(64)));
 #define VEC 16
+// The tile's own arithmetic runs on vectors of the machine's width, VEC / VREG of them to a
+// vec16: GCC lowers a vector wider than the registers through the stack, which made the
+// tile the half of an x86-64-v3 training step (docs/KERNELS.md).
+#if defined(__AVX512F__)
+#define VREG 16
+#elif defined(__AVX__)
+#define VREG 8
+#else
+#define VREG 4
+#endif
+#define PARTS (VEC / VREG)
+typedef float vreg __attribute__((vector_size(VREG * 4)));
+typedef float vregu __attribute__((vector_size(VREG * 4), aligned(4), may_alias)); // unaligned
 #ifdef __clang__
 #define SHUFFLE16(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
 #else
@@ -49,34 +62,47 @@ static inline __attribute__((always_inline)) void widen_vec16(vec16 *v, const vo
 #endif
 }
 
+// Elements i .. i + VREG - 1 of such a row as float32, into *v.
+static inline __attribute__((always_inline)) void widen_vreg(vreg *v, const void *p, size_t i, int type) {
+    if (type == WEIGHTS_F32) *v = *(const vregu *)((const float *)p + i);
+#if defined(__AVX512F__)
+    else *v = (vreg)widen16(p, i, type);
+#elif defined(__AVX2__) && defined(__FMA__)
+    else *v = (vreg)widen8(p, i, type);
+#else
+    else
+        for (int k = 0; k < VREG; k++) (*v)[k] = widen1(p, i + k, type);
+#endif
+}
+
 // C[i, :16 NV] = alpha Σ_{k0 ≤ k < k1} A[i ai + k ak] B[k ldb, :16 NV] for R rows i, added to
 // C with accumulate; B's elements of b_type. R, NV and b_type are constants where it is called,
 // so acc lives in registers.
 static inline __attribute__((always_inline)) void product_tile(float *C, size_t ldc, const float *A, size_t ai,
                                                                size_t ak, const void *B, int b_type, size_t ldb, int k0,
                                                                int k1, int R, int NV, float alpha, int accumulate) {
-    vec16 acc[4][4];
+    vreg acc[4][4 * PARTS];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) acc[r][v] = (vec16){0};
+#pragma GCC unroll 16
+        for (int v = 0; v < NV * PARTS; v++) acc[r][v] = (vreg){0};
     for (int k = k0; k < k1; k++) {
-        vec16 b[4];
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) widen_vec16(&b[v], B, k * ldb + v * VEC, b_type);
+        vreg b[4 * PARTS];
+#pragma GCC unroll 16
+        for (int v = 0; v < NV * PARTS; v++) widen_vreg(&b[v], B, k * ldb + v * VREG, b_type);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            vec16 a = (vec16){0} + A[r * ai + k * ak];
-#pragma GCC unroll 4
-            for (int v = 0; v < NV; v++) acc[r][v] += a * b[v];
+            vreg a = (vreg){0} + A[r * ai + k * ak];
+#pragma GCC unroll 16
+            for (int v = 0; v < NV * PARTS; v++) acc[r][v] += a * b[v];
         }
     }
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) {
-            vec16u *c = (vec16u *)(C + r * ldc + v * VEC);
-            vec16 prior = accumulate ? (vec16)*c : (vec16){0};
+#pragma GCC unroll 16
+        for (int v = 0; v < NV * PARTS; v++) {
+            vregu *c = (vregu *)(C + r * ldc + v * VREG);
+            vreg prior = accumulate ? (vreg)*c : (vreg){0};
             *c = prior + acc[r][v] * alpha;
         }
 }
@@ -92,10 +118,14 @@ static inline void causal_range(int mask, int P, int K, int i, int R, int *k0, i
     *k1 = mask == CAUSAL_BELOW && P + i + R < K ? P + i + R : K;
 }
 
+// The widest tile, in vec16s: 4 rows × 4 of them are 16 of AVX-512's 32 registers; with 16
+// registers (AVX2, SSE) 4 rows × 1 leave room for the row of B and a broadcast.
+#define TILE_NV (VREG == 16 ? 4 : 1)
+
 static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int a_trans, const void *B, int b_type,
                            size_t ldb, int M, int N, int K, int mask, int P, float alpha, int accumulate) {
     int c = 0;
-    for (int nv = 4; nv >= 1; nv /= 2)
+    for (int nv = TILE_NV; nv >= 1; nv /= 2)
         for (; c + nv * VEC <= N; c += nv * VEC)
             for (int i = 0, R; i < M; i += R) {
                 R = M - i >= 4 ? 4 : 1;

@@ -39,6 +39,20 @@
 #define BF16_TILE_ROWS 8
 #define BF16_TILE_COLS 32
 
+// Whether bfloat16 products are faster than float32's in this build: only with VDPBF16PS.
+// Without it the exact emulation below ran at 0.8-1.0x OpenBLAS's float32 sgemm at x86-64-v3
+// (docs/KERNELS.md), so ./train --precision bf16 and ./run --compute bf16 compute in float32
+// instead, and say so once (BF16_NO_SPEED), decided when the program is built as every
+// kernel's path is.
+#if defined(__AVX512F__) && defined(__AVX512BF16__)
+#define BF16_FAST 1
+#else
+#define BF16_FAST 0
+#endif
+#define BF16_NO_SPEED                                                                                                  \
+    "brings no speed here: this build has no AVX512_BF16 (VDPBF16PS), and its exact emulation is slower than "         \
+    "float32, so the products run in float32: the numbers are float32's, not VDPBF16PS's"
+
 #if defined(__AVX512F__) && defined(__AVX512BF16__)
 #define BF16_PATH "avx512bf16"
 #elif defined(__AVX2__) && defined(__FMA__)
@@ -189,15 +203,6 @@ static inline void bf16_pack_rows(uint32_t *restrict dst, const float *restrict 
 // One tile's sums, sums[BF16_TILE_ROWS][BF16_TILE_COLS], from a strip of A and one of B, kp
 // pairs each.
 
-#if !(defined(__AVX512F__) && defined(__AVX512BF16__))
-static inline float bf16_half(uint32_t word, int high) {
-    uint32_t u = high ? word & 0xffff0000u : word << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-#endif
-
 #if defined(__AVX512F__) && defined(__AVX512BF16__)
 static inline void bf16_tile(float *restrict sums, const uint32_t *restrict a, size_t a_row, size_t a_pair,
                              const uint32_t *restrict b, int kp) {
@@ -219,34 +224,49 @@ static inline void bf16_tile(float *restrict sums, const uint32_t *restrict a, s
 }
 #elif defined(__AVX2__) && defined(__FMA__)
 // Two fused multiply-adds per pair, the high halves first, with MXCSR's flush-to-zero on for
-// the duration: vfmadd then flushes tiny sums as VDPBF16PS does.
+// the duration: vfmadd then flushes tiny sums as VDPBF16PS does. 4 rows × 16 columns at a
+// time, 8 sums in flight as two FMA pipes of latency 4 need; each word of A broadcast once a
+// pair and split into its halves in registers.
 static inline void bf16_tile(float *restrict sums, const uint32_t *restrict a, size_t a_row, size_t a_pair,
                              const uint32_t *restrict b, int kp) {
     unsigned csr = _mm_getcsr();
     _mm_setcsr(csr | 0x8000);
     const __m256i high = _mm256_set1_epi32((int)0xffff0000u);
-    for (int i = 0; i < BF16_TILE_ROWS; i += 2)
+    for (int i = 0; i < BF16_TILE_ROWS; i += 4)
         for (int c = 0; c < BF16_TILE_COLS; c += 16) {
-            __m256 acc[2][2] = {{_mm256_setzero_ps(), _mm256_setzero_ps()}, {_mm256_setzero_ps(), _mm256_setzero_ps()}};
+            __m256 acc[4][2];
+            for (int r = 0; r < 4; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
             for (int p = 0; p < kp; p++) {
                 const uint32_t *bp = b + (size_t)p * BF16_TILE_COLS + c;
-                uint32_t ap[2] = {a[i * a_row + p * a_pair], a[(i + 1) * a_row + p * a_pair]};
-                for (int h = 0; h < 2; h++) {
-                    __m256i w = _mm256_loadu_si256((const __m256i *)(bp + 8 * h));
-                    __m256 bh = _mm256_castsi256_ps(_mm256_and_si256(w, high)),
-                           bl = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-                    for (int r = 0; r < 2; r++) {
-                        acc[r][h] = _mm256_fmadd_ps(_mm256_set1_ps(bf16_half(ap[r], 1)), bh, acc[r][h]);
-                        acc[r][h] = _mm256_fmadd_ps(_mm256_set1_ps(bf16_half(ap[r], 0)), bl, acc[r][h]);
-                    }
+                __m256i w0 = _mm256_loadu_si256((const __m256i *)bp),
+                        w1 = _mm256_loadu_si256((const __m256i *)(bp + 8));
+                __m256 bh0 = _mm256_castsi256_ps(_mm256_and_si256(w0, high)),
+                       bh1 = _mm256_castsi256_ps(_mm256_and_si256(w1, high));
+                __m256 bl0 = _mm256_castsi256_ps(_mm256_slli_epi32(w0, 16)),
+                       bl1 = _mm256_castsi256_ps(_mm256_slli_epi32(w1, 16));
+                for (int r = 0; r < 4; r++) {
+                    __m256i ar = _mm256_set1_epi32((int)a[(i + r) * a_row + p * a_pair]);
+                    __m256 ah = _mm256_castsi256_ps(_mm256_and_si256(ar, high)),
+                           al = _mm256_castsi256_ps(_mm256_slli_epi32(ar, 16));
+                    acc[r][0] = _mm256_fmadd_ps(ah, bh0, acc[r][0]);
+                    acc[r][1] = _mm256_fmadd_ps(ah, bh1, acc[r][1]);
+                    acc[r][0] = _mm256_fmadd_ps(al, bl0, acc[r][0]);
+                    acc[r][1] = _mm256_fmadd_ps(al, bl1, acc[r][1]);
                 }
             }
-            for (int r = 0; r < 2; r++)
+            for (int r = 0; r < 4; r++)
                 for (int h = 0; h < 2; h++) _mm256_storeu_ps(sums + (i + r) * BF16_TILE_COLS + c + 8 * h, acc[r][h]);
         }
     _mm_setcsr(csr);
 }
 #else
+static inline float bf16_half(uint32_t word, int high) {
+    uint32_t u = high ? word & 0xffff0000u : word << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 // s + x · y as VDPBF16PS adds it: fused, then a tiny sum flushed. fmaf's result is rounded
 // with denormals' fewer bits; it is FLT_MIN also for an exact sum a little below FLT_MIN that
 // is tiny all the same (below FLT_MIN · (1 - 2^-25) it rounds to 24 bits under FLT_MIN), which

@@ -197,11 +197,11 @@ static inline int state_init(RunState *s, const Config *c, int max_batch, int kv
     return 0;
 }
 
-// Turns --compute bf16 on (allocating its buffers the first time) or off. Returns 0, or -1
-// when out of memory.
+// Turns --compute bf16 on (allocating its buffers the first time) or off; a build without
+// VDPBF16PS keeps float32's products, as fast (BF16_FAST). Returns 0, or -1 when out of memory.
 static inline int state_compute_bf16(RunState *s, const Config *c, int on) {
-    s->compute_bf16 = on;
-    if (!on || s->bf16_x) return 0;
+    s->compute_bf16 = on && BF16_FAST;
+    if (!s->compute_bf16 || s->bf16_x) return 0;
     size_t qd = (size_t)c->n_heads * c->head_dim, widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
     widest = qd > widest ? qd : widest;
     size_t kp = (widest + 1) / 2, rows = (size_t)(s->max_batch + BF16_TILE_ROWS - 1) / BF16_TILE_ROWS;

@@ -201,6 +201,16 @@ def run_train(model, corpus, out, extra, threads=None):
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode:
         raise RuntimeError("%s failed: %s" % (" ".join(cmd), r.stderr.strip()))
+    return r.stdout
+
+
+# A build without AVX512_BF16 trains --precision bf16 in float32, and says so
+# (model/bf16_gemm.h's BF16_FAST): its gradients are then float32's.
+BF16_NO_SPEED = "note: --precision bf16 brings no speed here"
+
+
+def effective_precision(precision, printed):
+    return "f32" if precision == "bf16" and BF16_NO_SPEED in printed else precision
 
 
 def read_grads(path):
@@ -280,9 +290,10 @@ def check_gradients(name, c, t, text, dropout=0.0, B=3, precision="f32", rounded
     model, corpus = setup(name, c, t, text)
     out = os.path.join(TMP, name + ".out.bin")
     T = c["seq_len"]
-    run_train(model, corpus, out, ["--max-iters", "1", "--batch-size", str(B), "--block-size", str(T),
-                                   "--grad-clip", "0", "--dropout", str(dropout), "--precision", precision],
-              threads=2 if B == 1 else None)
+    printed = run_train(model, corpus, out, ["--max-iters", "1", "--batch-size", str(B), "--block-size", str(T),
+                                             "--grad-clip", "0", "--dropout", str(dropout), "--precision", precision],
+                        threads=2 if B == 1 else None)
+    precision = effective_precision(precision, printed)
     x, y = read_batches(out + ".batches", B, T)
     ours = read_grads(out + ".grads")
     c_loss = read_losses(out + ".csv")[0]
@@ -354,11 +365,12 @@ def check_adamw(name, c, t, text, steps=20, dropout=0.0, precision="f32"):
     model, corpus = setup(name, c, t, text)
     out = os.path.join(TMP, name + ".out.bin")
     B, T, accum = ADAMW["B"], c["seq_len"], ADAMW["accum"]
-    run_train(model, corpus, out, [
+    printed = run_train(model, corpus, out, [
         "--max-iters", str(steps), "--batch-size", str(B), "--block-size", str(T), "--grad-accum", str(accum),
         "--lr", str(ADAMW["lr"]), "--min-lr", str(ADAMW["min_lr"]), "--warmup-iters", str(ADAMW["warmup"]),
         "--weight-decay", str(ADAMW["wd"]), "--beta1", str(ADAMW["b1"]), "--beta2", str(ADAMW["b2"]),
         "--grad-clip", str(ADAMW["clip"]), "--dropout", str(dropout), "--precision", precision])
+    precision = effective_precision(precision, printed)
     x, y = read_batches(out + ".batches", B, T)
     ours = read_losses(out + ".csv")
     losses = torch_adamw(model, c, x, y, steps, dropout)
