@@ -189,27 +189,26 @@ static inline void values_iq4_nl(const uint8_t *blk, int8_t *s) {
 // 32-value type's scales (at 0) or minimums (at 2) as its two groups' a or b. Eight at once
 // in a vector where the machine has AVX-512.
 static inline uint16_t u16_at(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+#if defined(__AVX2__) && defined(__F16C__)
+// The 8 float16 at p, p + bytes, ... as float32.
+static inline __m256 f16x8(const uint8_t *p, int bytes) {
+    return _mm256_cvtph_ps(_mm_setr_epi16((short)u16_at(p), (short)u16_at(p + bytes), (short)u16_at(p + 2 * bytes),
+                                          (short)u16_at(p + 3 * bytes), (short)u16_at(p + 4 * bytes),
+                                          (short)u16_at(p + 5 * bytes), (short)u16_at(p + 6 * bytes),
+                                          (short)u16_at(p + 7 * bytes)));
+}
+#endif
 static inline void scales32(const uint8_t *blk, int bytes, int nb, int at, float *out) {
 #if defined(__AVX512F__)
     if (nb == 8) {
-        const uint8_t *p = blk + at;
-        __m128i h =
-            _mm_setr_epi16((short)u16_at(p), (short)u16_at(p + bytes), (short)u16_at(p + 2 * bytes),
-                           (short)u16_at(p + 3 * bytes), (short)u16_at(p + 4 * bytes), (short)u16_at(p + 5 * bytes),
-                           (short)u16_at(p + 6 * bytes), (short)u16_at(p + 7 * bytes));
-        __m512 d = _mm512_castps256_ps512(_mm256_cvtph_ps(h));
+        __m512 d = _mm512_castps256_ps512(f16x8(blk + at, bytes));
         _mm512_storeu_ps(out,
                          _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), d));
         return;
     }
-#elif defined(__AVX2__)
+#elif defined(__AVX2__) && defined(__F16C__)
     if (nb == 8) {
-        const uint8_t *p = blk + at;
-        __m128i h =
-            _mm_setr_epi16((short)u16_at(p), (short)u16_at(p + bytes), (short)u16_at(p + 2 * bytes),
-                           (short)u16_at(p + 3 * bytes), (short)u16_at(p + 4 * bytes), (short)u16_at(p + 5 * bytes),
-                           (short)u16_at(p + 6 * bytes), (short)u16_at(p + 7 * bytes));
-        __m256 d = _mm256_cvtph_ps(h);
+        __m256 d = f16x8(blk + at, bytes);
         _mm256_storeu_ps(out, _mm256_permutevar8x32_ps(d, _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3)));
         _mm256_storeu_ps(out + 8, _mm256_permutevar8x32_ps(d, _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)));
         return;

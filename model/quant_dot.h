@@ -27,7 +27,7 @@
 // (VPMADDWD, or VPDPWSSD where the machine has AVX-VNNI), so it takes the 16-bit values whole.
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #define QUANT_VNNI 1
-#elif defined(__AVX2__)
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) // x86-64-v3
 #define QUANT_AVX2 1
 #endif
 
@@ -256,14 +256,6 @@ static inline __m256i group_sums8(const int8_t *s, const int16_t *q) {
 static inline void widened_products(__m256i v, const int16_t *q, __m256i *lo, __m256i *hi) {
     *lo = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(v)), load16(q));
     *hi = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1)), load16(q + 16));
-}
-
-// The 8 float16 at p, p + bytes, ... as float32.
-static inline __m256 f16x8(const uint8_t *p, int bytes) {
-    return _mm256_cvtph_ps(_mm_setr_epi16((short)u16_at(p), (short)u16_at(p + bytes), (short)u16_at(p + 2 * bytes),
-                                          (short)u16_at(p + 3 * bytes), (short)u16_at(p + 4 * bytes),
-                                          (short)u16_at(p + 5 * bytes), (short)u16_at(p + 6 * bytes),
-                                          (short)u16_at(p + 7 * bytes)));
 }
 
 // Whether sums32's offsets b32 are not all zero: the types with a minimum, and Q4_0, whose

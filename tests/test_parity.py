@@ -57,6 +57,9 @@ PROMPT = "Once upon a time, there was a little girl named Lily."
 # the families' prompt: digits, capitals, a contraction, punctuation, accents
 HF_PROMPT = "Once upon a time in 1987, Lily's cat said: \"I don't like Mondays!\" Café au lait."
 LOGIT_TOL, PPL_TOL, NEW_TOKENS = 1e-4, 1e-5, 64
+# reference.py's greedy is the plain argmax: a model's own repetition penalty (Qwen2.5's
+# generation_config.json has 1.05, which ./run now takes from the file) is turned off.
+PLAIN_GREEDY = ("-t", "0", "-r", "1")
 ENV = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
 ASAN = bool(os.environ.get("ATTN_ASAN_SUITE"))
 ASAN_CASES = {"llama_gqa", "gpt2", "sliding_window", "gemma_like", "oracle_gemma3", "hf_gemma3_knobs",
@@ -239,7 +242,7 @@ def check(model, ppl_text, kv_half=False):
         # float32 like the C: a float64 argmax could split a float32 near-tie differently
         gen = ref.greedy(m32, toks, NEW_TOKENS)
         want = PROMPT.encode() + sanitize(ref.decode(m32.tok, gen, toks[-1]))
-        compare_greedy(run(model, *flags, "-t", "0", "-n", str(NEW_TOKENS), "-i", PROMPT), want, res, fails)
+        compare_greedy(run(model, *flags, *PLAIN_GREEDY, "-n", str(NEW_TOKENS), "-i", PROMPT), want, res, fails)
     stage(fails, logits)
     stage(fails, perplexity)
     if toks:
@@ -390,7 +393,7 @@ def check_hf(model, d, prompt):
             fails.append("perplexity ./run %.9g vs torch %.9g" % (ppl_c, res["ppl"]))
 
     def greedy():
-        got = run(model, "-t", "0", "-n", str(NEW_TOKENS), "-i", prompt)
+        got = run(model, *PLAIN_GREEDY, "-n", str(NEW_TOKENS), "-i", prompt)
         pieces = pieces_of(d, hf.V)
         printed = got[len(prompt.encode()):] if got.startswith(prompt.encode()) else b""
         gen = ref.greedy(hf, toks, NEW_TOKENS, pieces.draft(printed))

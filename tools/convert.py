@@ -26,6 +26,7 @@ if __name__ == "__main__":  # one line for Ctrl-C or a missing package (tools/at
 import numpy as np  # noqa: E402
 
 from attn import modelfile as mf  # noqa: E402
+from attn import generation  # noqa: E402
 
 from attn import storage  # noqa: E402
 from attn import outfile  # noqa: E402
@@ -115,7 +116,7 @@ def generation_defaults(src):
         return {}
     try:
         gen = json.load(open(path))
-        return mf.sampling_defaults(gen if isinstance(gen, dict) else {})
+        return generation.sampling_defaults(gen if isinstance(gen, dict) else {})
     except ValueError as e:
         raise Bad(path, str(e))
 

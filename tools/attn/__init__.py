@@ -17,6 +17,8 @@ Files and formats
                    bfloat16 and float16, GGML types per matrix          <- gguf_file, quantize
   modelfile        the attn.c model file (docs/FORMAT.md): header, config, tokenizer section,
                    the tensors laid out                       <- outfile, progress, storage
+  generation       generation_config.json's sampling defaults as the header's version 7 fields,
+                   and back                                                      <- modelfile
   chat_template    the chat section: a template's family recognised, its ids, its text
                    kept and written back by the exports                          <- modelfile
   tokenizer_blob   the tokenizer section from llama2.c, GPT-2 and Hugging Face files <- modelfile

@@ -5,9 +5,8 @@ the weights are stored (weight_type, group_size: 0, 0 for float32); the tokenize
 tok = (blob_bytes, tok_kind, tok_flags, bos_id, eos_id); tensors is a dict of float32
 numpy arrays named as in FORMAT.md (layers.{i}.wq and so on), whatever the file stores:
 write_model quantises or rounds them as cfg says, read_model widens them back. A chat section
-(tools/attn/chat_template.py makes one) travels as its bytes in version 5's layout:
-write_model(chat=...), read_chat_section. Every file is written in version 7, with its CRC-32
-checksum, which read_model verifies.
+(tools/attn/chat_template.py makes one) travels as its bytes in version 5's layout: write_model(chat=...),
+read_chat_section. Every file is written in version 7, with its CRC-32 checksum, which read_model verifies.
 
 Version 6's weight_type WEIGHTS_PER_MATRIX stores each matrix in its own type, GGML's (F32, F16,
 BF16, or one of llama.cpp's block types as GGUF stores them): cfg["matrix_types"] maps each
@@ -24,9 +23,7 @@ import zlib
 
 import numpy as np
 
-from attn import gguf_file, outfile
-from attn import progress
-from attn import storage
+from attn import gguf_file, outfile, progress, storage
 
 MAGIC = b"ATTN"
 VERSION = 7  # the newest this reads, and the one every file is written in
@@ -101,38 +98,6 @@ CONFIG_DEFAULTS = dict(pos_kind=POS_ROPE, rope_theta=10000.0, ffn_kind=FFN_SWIGL
                        bias_flags=0, tied_classifier=1, embed_scale=1.0, weight_type=storage.WEIGHTS_F32,
                        group_size=0, **{k: 0 for k in V3_FIELDS}, sampling_flags=0,
                        **{k: 0 for k, _, _, _ in SAMPLING})
-
-GENERATION_NAMES = dict(temperature="temperature", top_p="top_p", top_k="top_k", min_p="min_p",
-                        repeat_penalty="repetition_penalty")  # version 7's fields as generation_config.json names them
-
-
-def generation_config(c):
-    """sampling_defaults undone: the generation_config.json keys of the sampling defaults a config holds
-    ({} for none); temperature 0 is do_sample false."""
-    # float32's shortest spelling: 0.6, not 0.6000000238418579
-    out = {GENERATION_NAMES[k]: c[k] if k == "top_k" else float(str(np.float32(c[k])))
-           for k, bit, _, _ in SAMPLING if c.get("sampling_flags", 0) & bit}
-    if out:
-        out["do_sample"] = out.get("temperature") != 0
-        if not out["do_sample"]:
-            del out["temperature"]
-    return out
-
-
-def sampling_defaults(gen):
-    """The config fields of version 7 from a generation_config.json's dict: temperature, top_p, top_k,
-    min_p and repetition_penalty where it gives them, and temperature 0 (greedy) where do_sample is
-    false, as transformers' generate() then ignores the others."""
-    c, flags = {}, 0
-    for k, bit, lo, hi in SAMPLING:
-        v = 0 if k == "temperature" and gen.get("do_sample") is False else gen.get(GENERATION_NAMES[k])
-        if v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
-            raise ValueError("%s %r is not a number in [%g, %g]" % (names[k], v, lo, hi))
-        c[k], flags = v, flags | bit
-    return dict(c, sampling_flags=flags) if flags else {}
-
 
 ENUM_LIMITS = dict(pos_kind=2, ffn_kind=4, norm_kind=1, post_norm=1, final_norm=1,
                    bias_flags=7, tied_classifier=1, tok_kind=1, tok_flags=TOKF_ALL, weight_type=4,

@@ -39,6 +39,7 @@ import sys
 import numpy as np
 
 from attn import chat_template
+from attn import generation
 from attn import modelfile as mf
 from attn import storage
 from attn import outfile
@@ -502,12 +503,12 @@ def export(model, out_dir):
         print("convert.py: note: %s: %s" % (model, note), file=sys.stderr)
     bos = tok[3]
     sd = gpt2_state(c, tensors) if mt == "gpt2" else llama_state(c, tensors, mt)
-    generation = {"bos_token_id": bos if bos >= 0 else None,
-                  "eos_token_id": ends[0] if len(ends) == 1 else (ends or None), **mf.generation_config(c)}
+    gen_config = {"bos_token_id": bos if bos >= 0 else None,
+                  "eos_token_id": ends[0] if len(ends) == 1 else (ends or None), **generation.generation_config(c)}
     try:
         with outfile.replacing_dir(out_dir) as d:
             outfile.write(os.path.join(d, "config.json"), json_bytes(hf_config(c, mt, bos, ends)))
-            outfile.write(os.path.join(d, "generation_config.json"), json_bytes(generation))
+            outfile.write(os.path.join(d, "generation_config.json"), json_bytes(gen_config))
             outfile.write(os.path.join(d, "tokenizer.json"), json_bytes(tj))
             outfile.write(os.path.join(d, "tokenizer_config.json"), json_bytes(tokenizer_config(tok, c, added, chat)))
             write_safetensors(os.path.join(d, "model.safetensors"), sd)
