@@ -13,8 +13,12 @@ ARCH_FLAGS ?= -march=$(ARCH)
 # -fno-trapping-math lets GCC compute both sides of exp_vec's choices, so that its loops
 # vectorise without AVX-512's masks: the x86-64-v3 build ran GELU and softmax one float at a
 # time (nothing here reads the floating-point exception flags). Only for a level without
-# AVX-512, which needs it: an AVX-512 build keeps the code it had.
-NO_AVX512 = $(shell $(CC) $(ARCH_FLAGS) -dM -E -x c /dev/null 2>/dev/null | grep -q __AVX512F__ || echo y)
+# AVX-512, which needs it: an AVX-512 build keeps the code it had. The level is told from ARCH
+# (native: this CPU's flags) without running the compiler, which make must not call before
+# deps-build has installed what it needs; either way the results are the same, only the speed.
+AVX512_ARCHES = x86-64-v4 %avx512 znver4 znver5 sapphirerapids graniterapids icelake-client icelake-server \
+  tigerlake rocketlake cooperlake cascadelake cannonlake
+NO_AVX512 = $(if $(filter native,$(ARCH)),$(shell grep -qw avx512f /proc/cpuinfo 2>/dev/null || echo y),$(if $(filter $(AVX512_ARCHES),$(ARCH)),,y))
 VECTORISE_FLAGS = $(if $(NO_AVX512),-fno-trapping-math)
 # The project's flags; a user's CFLAGS (e.g. make CFLAGS=-Werror) are added after them.
 BASE_CFLAGS = -std=c11 -D_DEFAULT_SOURCE -O3 $(ARCH_FLAGS) -ffp-contract=fast -fno-math-errno $(VECTORISE_FLAGS) -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-format-truncation
