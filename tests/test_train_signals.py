@@ -486,7 +486,8 @@ def memory_estimate_counts_learning_and_encoding():
         m = re.search(r"memory: ([\d.]+) MiB at its peak, while ([a-z ]+);", stdout)
         assert m and m.group(2) == phase, stdout[:300]
         estimate, peak = float(m.group(1)), usage.ru_maxrss / 1024
-        close = estimate >= peak if ASAN else abs(estimate - peak) <= 0.15 * peak
+        # under ASan the shadow memory and redzones only add to the peak, as in memory_estimate
+        close = estimate <= peak if ASAN else abs(estimate - peak) <= 0.15 * peak
         assert close, "%s: estimated %.1f MiB, peak resident size %.1f MiB" % (phase, estimate, peak)
     r = subprocess.run([TRAIN, "-o", fresh("huge.bin"), "-d", big, "--n-layer", "1024", "--n-embd", "8192",
                         "--vocab-size", "100000"], capture_output=True, text=True)
