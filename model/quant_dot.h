@@ -244,7 +244,6 @@ static inline __m256i group_sums8(const int8_t *s, const int16_t *q) {
 }
 
 // ----------------------------------------------------------------------------
-// ----------------------------------------------------------------------------
 // A whole chunk's one-token sums without the trip through Unpacked's bytes: each type's
 // values come as byte registers of 32 (their row's values32), widened to 16-bit lanes in registers;
 // Q4_0, Q8_0 and Q4_K, the types nearly every file is made of, go straight into 16-bit lanes.
