@@ -549,6 +549,9 @@ __attribute__((always_inline)) static inline void quantized_tile(float *out, siz
                 for (int h = 0; h < 2; h++)
                     sums[h] = add_pair_products(
                         sums[h], _mm256_loadu_si256((const __m256i *)(w + (size_t)k2 * QPANEL_ROWS * 2 + 16 * h)), xt);
+                // keeps the sums a chain: GCC made the group's 16 products first and added them
+                // as a tree, which spilled them to the stack
+                __asm__("" : "+x"(sums[0]), "+x"(sums[1]));
             }
             for (int h = 0; h < 2; h++) {
                 __m256 scale =
