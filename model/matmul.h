@@ -362,6 +362,12 @@ static inline void block_input(const Linear *l, const float *x, int T, int n_in)
 __attribute__((always_inline)) static inline void block_product(int type, const Linear *l, int T, int n_in, size_t lo,
                                                                 size_t hi) {
     size_t rb = row_bytes(type, n_in);
+#if defined(QUANT_ORDERED)
+    if (ordered_product(type, T, n_in)) { // x is in l->xq after its 16-bit row, in the type's order
+        ordered_rows(type, l->out, l->b, l->qw.blocks, rb, l->xq + quantized_row_bytes(n_in), n_in, lo, hi);
+        return;
+    }
+#endif
 #if defined(QUANT_VNNI) || defined(QUANT_AVX2)
     if (T > 1) {
         matmul_quantized_panels_of(type, l->out, l->n_out, l->b, l->xq, T, n_in, l->qw.blocks, (uint8_t *)l->wbuf, lo,
@@ -392,20 +398,6 @@ __attribute__((always_inline)) static inline void block_product(int type, const 
 // l->xq (block_input): a dot product per row and token, or panels for many tokens where the
 // machine has VNNI.
 static inline void matmul_blocks(const Linear *l, int T, int n_in, size_t lo, size_t hi) {
-#if defined(QUANT_ORDERED)
-    if (ordered_product(l->qw.type, T, n_in)) {
-        size_t rb = row_bytes(l->qw.type, n_in);
-        const uint8_t *in = l->xq + quantized_row_bytes(n_in);
-        const uint8_t *w = l->qw.blocks;
-        switch (l->qw.type) { // each type's loops with its kernel inlined
-        case BLOCK_Q4_0: ordered_rows(BLOCK_Q4_0, l->out, l->b, w, rb, in, n_in, lo, hi); break;
-        case BLOCK_Q4_K: ordered_rows(BLOCK_Q4_K, l->out, l->b, w, rb, in, n_in, lo, hi); break;
-        case BLOCK_Q8_0: ordered_rows(BLOCK_Q8_0, l->out, l->b, w, rb, in, n_in, lo, hi); break;
-        default: ordered_rows(BLOCK_Q6_K, l->out, l->b, w, rb, in, n_in, lo, hi);
-        }
-        return;
-    }
-#endif
     switch (l->qw.type) { // each type's loops with its row's functions inlined
 #define BLOCK_PRODUCT(name, ggml_id, block, bytes)                                                                     \
     case BLOCK_##name: block_product(BLOCK_##name, l, T, n_in, lo, hi); break;

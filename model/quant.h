@@ -465,6 +465,8 @@ static inline void scales_q6_k(const uint8_t *blk, float *a, float *b) {
 //   has_min  value = a s + b; the other types' b is zero and never added, so that a zero weight
 //            keeps the sign gguf-py gives it
 //   per16    whether the scales come per 16 values (the others' per 32)
+//   ordered  whether its one-token product has its own order where the machine has AVX-512
+//            VNNI and VBMI (model/quant_order.h: the input laid out to match the blocks)
 typedef struct {
     void (*values)(const uint8_t *blk, int8_t *s);
     void (*unpack)(const uint8_t *blk, int8_t *s, float *a, float *b);
@@ -475,21 +477,21 @@ typedef struct {
 #else
 #define VALUES32(f)
 #endif
-    int has_min, per16;
+    int has_min, per16, ordered;
 } BlockKernels;
 
 static const BlockKernels block_kernels[MATRIX_TYPES] = {
-    [BLOCK_Q4_0] = {values_q4_0, NULL, scales_q4_0, VALUES32(values32_q4_0) 0, 0},
-    [BLOCK_Q4_1] = {values_q4_1, NULL, scales_q4_1, VALUES32(values32_q4_1) 1, 0},
-    [BLOCK_Q5_0] = {values_q5_0, NULL, scales_q5_0, VALUES32(values32_q5_0) 0, 0},
-    [BLOCK_Q5_1] = {values_q5_1, NULL, scales_q5_1, VALUES32(values32_q5_1) 1, 0},
-    [BLOCK_Q8_0] = {values_q8_0, NULL, scales_q8_0, VALUES32(values32_q8_0) 0, 0},
-    [BLOCK_Q2_K] = {NULL, unpack_q2_k, q2_k_scales, VALUES32(values32_q2_k) 1, 1},
-    [BLOCK_Q3_K] = {NULL, unpack_q3_k, scales_q3_k, VALUES32(values32_q3_k) 0, 1},
-    [BLOCK_Q4_K] = {NULL, unpack_q4_k, k_scales, VALUES32(values32_q4_k) 1, 0},
-    [BLOCK_Q5_K] = {NULL, unpack_q5_k, k_scales, VALUES32(values32_q5_k) 1, 0},
-    [BLOCK_Q6_K] = {NULL, unpack_q6_k, scales_q6_k, VALUES32(values32_q6_k) 0, 1},
-    [BLOCK_IQ4_NL] = {values_iq4_nl, NULL, scales_iq4_nl, VALUES32(values32_iq4_nl) 0, 0},
+    [BLOCK_Q4_0] = {values_q4_0, NULL, scales_q4_0, VALUES32(values32_q4_0) 0, 0, 1},
+    [BLOCK_Q4_1] = {values_q4_1, NULL, scales_q4_1, VALUES32(values32_q4_1) 1, 0, 0},
+    [BLOCK_Q5_0] = {values_q5_0, NULL, scales_q5_0, VALUES32(values32_q5_0) 0, 0, 0},
+    [BLOCK_Q5_1] = {values_q5_1, NULL, scales_q5_1, VALUES32(values32_q5_1) 1, 0, 0},
+    [BLOCK_Q8_0] = {values_q8_0, NULL, scales_q8_0, VALUES32(values32_q8_0) 0, 0, 1},
+    [BLOCK_Q2_K] = {NULL, unpack_q2_k, q2_k_scales, VALUES32(values32_q2_k) 1, 1, 0},
+    [BLOCK_Q3_K] = {NULL, unpack_q3_k, scales_q3_k, VALUES32(values32_q3_k) 0, 1, 0},
+    [BLOCK_Q4_K] = {NULL, unpack_q4_k, k_scales, VALUES32(values32_q4_k) 1, 0, 1},
+    [BLOCK_Q5_K] = {NULL, unpack_q5_k, k_scales, VALUES32(values32_q5_k) 1, 0, 0},
+    [BLOCK_Q6_K] = {NULL, unpack_q6_k, scales_q6_k, VALUES32(values32_q6_k) 0, 1, 1},
+    [BLOCK_IQ4_NL] = {values_iq4_nl, NULL, scales_iq4_nl, VALUES32(values32_iq4_nl) 0, 0, 0},
 };
 #undef VALUES32
 

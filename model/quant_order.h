@@ -17,8 +17,7 @@
 // input is rounded with one scale per row rather than per 32 values.
 static inline int ordered_product(int type, int T, int n_in) {
 #if defined(QUANT_ORDERED)
-    return T == 1 && (type == BLOCK_Q4_0 || type == BLOCK_Q4_K || type == BLOCK_Q6_K || type == BLOCK_Q8_0) &&
-           n_in % UNPACKED_VALUES == 0;
+    return T == 1 && block_kernels[type].ordered && n_in % UNPACKED_VALUES == 0;
 #else
     (void)type, (void)T, (void)n_in;
     return 0;
