@@ -228,10 +228,12 @@ static inline int check_type_table(const FileHeader *h, Config *c, const void *d
         char name[48];
         int cols = matrix_slot(c, k, name, sizeof name), type = matrix_type_of_ggml(table[k]);
         if (type < 0) {
-            snprintf(err, n,
-                     "tensor %s has type %u, which this build does not know (F32 0, F16 1, BF16 30, Q4_0 2, "
-                     "Q4_1 3, Q5_0 6, Q5_1 7, Q8_0 8, Q2_K 10, Q3_K 11, Q4_K 12, Q5_K 13, Q6_K 14, IQ4_NL 20)",
-                     name, table[k]);
+            char known[256] = "";
+            for (int t = 0, used = 0; t < MATRIX_TYPES; t++)
+                if (matrix_types[t].block && used < (int)sizeof known)
+                    used += snprintf(known + used, sizeof known - used, "%s%s %d", used ? ", " : "",
+                                     matrix_types[t].name, matrix_types[t].ggml_id);
+            snprintf(err, n, "tensor %s has type %u, which this build does not know (%s)", name, table[k], known);
             return -1;
         }
         if (cols % matrix_types[type].block) {

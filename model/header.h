@@ -50,7 +50,8 @@ enum { WEIGHTS_F32, WEIGHTS_Q8_0, WEIGHTS_BF16, WEIGHTS_F16, WEIGHTS_PER_MATRIX,
     X(Q4_K, 12, 256, 144)                                                                                              \
     X(Q5_K, 13, 256, 176)                                                                                              \
     X(Q6_K, 14, 256, 210)                                                                                              \
-    X(IQ4_NL, 20, 32, 18)
+    X(IQ4_NL, 20, 32, 18)                                                                                              \
+    X(IQ4_XS, 23, 256, 136)
 #define BLOCK_ENUM(name, ggml_id, block, bytes) BLOCK_##name,
 enum { BLOCK_TYPES_BEFORE = WEIGHT_TYPES - 1, BLOCK_TYPE_ROWS(BLOCK_ENUM) MATRIX_TYPES };
 #undef BLOCK_ENUM

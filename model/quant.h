@@ -171,19 +171,22 @@ static inline void values_q8_0(const uint8_t *blk, int8_t *s) { memcpy(s, blk + 
 // IQ4_NL: Q4_0's layout, each nibble an index into a fixed table of non-uniform levels.
 static const int8_t iq4_nl_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 #if defined(__AVX2__) // the table in a register, looked up 32 nibbles at a time
-static inline __m256i iq4_nl_values32(const uint8_t *blk) {
+static inline __m256i iq4_levels32(const uint8_t *qs) {
     __m128i table = _mm_loadu_si128((const __m128i *)iq4_nl_levels);
-    return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), nibbles32_reg(blk + 2, 0));
+    return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), nibbles32_reg(qs, 0));
 }
 #endif
 
-static inline void values_iq4_nl(const uint8_t *blk, int8_t *s) {
+// The 32 levels of 16 bytes of nibbles (IQ4_NL's and IQ4_XS's sub-blocks).
+static inline void iq4_levels(const uint8_t *qs, int8_t *s) {
 #if defined(__AVX2__)
-    store32(s, iq4_nl_values32(blk));
+    store32(s, iq4_levels32(qs));
 #else
-    for (int j = 0; j < 16; j++) s[j] = iq4_nl_levels[blk[2 + j] & 15], s[j + 16] = iq4_nl_levels[blk[2 + j] >> 4];
+    for (int j = 0; j < 16; j++) s[j] = iq4_nl_levels[qs[j] & 15], s[j + 16] = iq4_nl_levels[qs[j] >> 4];
 #endif
 }
+
+static inline void values_iq4_nl(const uint8_t *blk, int8_t *s) { iq4_levels(blk + 2, s); }
 
 // out[2i] = out[2i + 1] = the float16 at byte at of block i, for nb blocks bytes apart: a
 // 32-value type's scales (at 0) or minimums (at 2) as its two groups' a or b. Eight at once
@@ -416,6 +419,28 @@ static inline void unpack_q6_k(const uint8_t *blk, int8_t *s, float *a, float *b
     (void)b;
 }
 
+// IQ4_XS: IQ4_NL's levels in blocks of 256: d, a 16-bit word of the 8 sub-blocks' high scale
+// bits (2 each), 4 bytes of their low nibbles (sub-block 2i the low one of byte i), then the 8
+// sub-blocks of 32 as IQ4_NL's 16 bytes of nibbles. Sub-block i's values are d (ls_i - 32) times
+// its levels, ls_i its six scale bits.
+static inline void iq4_xs_scale_bytes(const uint8_t *blk, int8_t six[8]) {
+    unsigned high = u16_at(blk + 2);
+    for (int i = 0; i < 8; i++)
+        six[i] = (int8_t)(((blk[4 + i / 2] >> 4 * (i % 2) & 15) | (high >> 2 * i & 3) << 4) - 32);
+}
+
+static inline void iq4_xs_scales(const uint8_t *blk, float *a, float *b) {
+    int8_t six[8];
+    iq4_xs_scale_bytes(blk, six);
+    group_scales_of((const uint8_t *)six, 2, 1, f16_at(blk), a);
+    (void)b;
+}
+
+static inline void unpack_iq4_xs(const uint8_t *blk, int8_t *s, float *a, float *b) {
+    for (int i = 0; i < 8; i++) iq4_levels(blk + 8 + 16 * i, s + 32 * i);
+    iq4_xs_scales(blk, a, b);
+}
+
 // ----------------------------------------------------------------------------
 // The rows of the block types' table: for each type, its values 32 at a time as a register of
 // signed bytes (AVX2: a whole chunk without the trip through Unpacked's bytes), and its chunk's
@@ -426,7 +451,8 @@ static inline __m256i values32_q4_1(const uint8_t *blk, int j) { return nibbles3
 static inline __m256i values32_q5_0(const uint8_t *blk, int j) { return q5_values32(blk + 22 * j, 0); }
 static inline __m256i values32_q5_1(const uint8_t *blk, int j) { return q5_values32(blk + 24 * j, 1); }
 static inline __m256i values32_q8_0(const uint8_t *blk, int j) { return load32(blk + 34 * j + 2); }
-static inline __m256i values32_iq4_nl(const uint8_t *blk, int j) { return iq4_nl_values32(blk + 18 * j); }
+static inline __m256i values32_iq4_nl(const uint8_t *blk, int j) { return iq4_levels32(blk + 18 * j + 2); }
+static inline __m256i values32_iq4_xs(const uint8_t *blk, int j) { return iq4_levels32(blk + 8 + 16 * j); }
 static inline __m256i values32_q2_k(const uint8_t *blk, int j) { return q2_k_values32(blk, j / 4, j % 4); }
 static inline __m256i values32_q3_k(const uint8_t *blk, int j) { return q3_k_values32(blk, j / 4, j % 4); }
 static inline __m256i values32_q4_k(const uint8_t *blk, int j) { return k4_values32(blk, j, 0); }
@@ -458,8 +484,9 @@ static inline void scales_q6_k(const uint8_t *blk, float *a, float *b) {
 // kernel is inlined for a constant type GCC calls the row's functions directly and inlines
 // them: a row costs nothing at run time. Adding a type is its row here, its functions above,
 // and its row in BLOCK_TYPE_ROWS.
-//   values   a 32-value block's values into s (its scales are scales32's); NULL for the K types
-//   unpack   a K block's values, and its 16 groups' scale a and offset b
+//   values   a 32-value block's values into s (its scales are scales32's); NULL for the 256-value
+//            types (the K types and IQ4_XS)
+//   unpack   a 256-value block's values, and its 16 groups' scale a and offset b
 //   scales   a whole chunk's 16 groups' a and b
 //   values32 (AVX2) values 32 j .. 32 j + 31 of a chunk, as signed bytes
 //   has_min  value = a s + b; the other types' b is zero and never added, so that a zero weight
@@ -492,6 +519,7 @@ static const BlockKernels block_kernels[MATRIX_TYPES] = {
     [BLOCK_Q5_K] = {NULL, unpack_q5_k, k_scales, VALUES32(values32_q5_k) 1, 0, 0},
     [BLOCK_Q6_K] = {NULL, unpack_q6_k, scales_q6_k, VALUES32(values32_q6_k) 0, 1, 1},
     [BLOCK_IQ4_NL] = {values_iq4_nl, NULL, scales_iq4_nl, VALUES32(values32_iq4_nl) 0, 0, 0},
+    [BLOCK_IQ4_XS] = {NULL, unpack_iq4_xs, iq4_xs_scales, VALUES32(values32_iq4_xs) 0, 0, 0},
 };
 #undef VALUES32
 

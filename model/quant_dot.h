@@ -319,6 +319,11 @@ __attribute__((always_inline)) static inline __m256i sums32(int type, const uint
         *a32 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), _mm256_set1_ps(f16_at(blk)));
         *b32 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(v, v))),
                              _mm256_set1_ps(-f16_at(blk + 2)));
+    } else if (type == BLOCK_IQ4_XS) { // 8 six-bit scales less 32, × d
+        int8_t six[8];
+        iq4_xs_scale_bytes(blk, six);
+        *a32 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)six))),
+                             _mm256_set1_ps(f16_at(blk)));
     } else {
         *a32 = f16x8(blk, bytes);
         if (type == BLOCK_Q4_0) *b32 = _mm256_mul_ps(*a32, _mm256_set1_ps(-8.0f));

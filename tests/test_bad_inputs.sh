@@ -800,15 +800,15 @@ row convert.py "a GGUF metadata value of unknown type 13" \
 row convert.py "a GGUF tensor of unknown type 99" \
   "tests/gguf_bad/wrong-tensor-type.gguf: tensor 'blk.0.attn_q.weight': unknown type 99" \
   "${convert[@]}" tests/gguf_bad/wrong-tensor-type.gguf $tmp/o.bin
-"$PYTHON" - $SHARED/models/gguf/rand256-Q4_K_M.gguf $tmp/iq4_xs.gguf <<'PY'
+"$PYTHON" - $SHARED/models/gguf/rand256-Q4_K_M.gguf $tmp/iq3_s.gguf <<'PY'
 import struct, sys
 d = bytearray(open(sys.argv[1], "rb").read())
 at = d.index(b"blk.0.attn_q.weight") + len(b"blk.0.attn_q.weight")  # then n_dims, dims, type
-struct.pack_into("<I", d, at + 4 + 8 * struct.unpack_from("<I", d, at)[0], 23)  # IQ4_XS: fewer bytes, still inside
+struct.pack_into("<I", d, at + 4 + 8 * struct.unpack_from("<I", d, at)[0], 21)  # IQ3_S: fewer bytes, still inside
 open(sys.argv[2], "wb").write(d)
 PY
-row convert.py "a GGUF model with a tensor of a type this build does not convert (IQ4_XS)" \
-  "$tmp/iq4_xs.gguf: tensor blk.0.attn_q.weight has type IQ4_XS" "${convert[@]}" $tmp/iq4_xs.gguf $tmp/o.bin
+row convert.py "a GGUF model with a tensor of a type this build does not convert (IQ3_S)" \
+  "$tmp/iq3_s.gguf: tensor blk.0.attn_q.weight has type IQ3_S" "${convert[@]}" $tmp/iq3_s.gguf $tmp/o.bin
 
 # GGUF files for convert.py (tools/attn/sources/gguf.py): llama.cpp's rand256 with one thing changed
 "$PYTHON" - $SHARED/models/gguf/rand256-F32.gguf "$tmp" <<'PY'

@@ -171,11 +171,20 @@ def naive(type_name, b):
                 for part, q in enumerate(qs):
                     y[128 * n + l + 32 * part] = (d * f32(S[i + 2 * part])) * f32(q)
         return y
+    if type_name == "IQ4_XS":
+        d, high = h(b, 0), struct.unpack_from("<H", b, 2)[0]
+        for ib in range(8):
+            ls = ((b[4 + ib // 2] >> 4 * (ib % 2)) & 15) | (((high >> 2 * ib) & 3) << 4)
+            dl, qs = d * f32(ls - 32), b[8 + 16 * ib:]
+            for j in range(16):
+                y[32 * ib + j] = dl * f32(gguf.IQ4_NL_VALUES[qs[j] & 15])
+                y[32 * ib + j + 16] = dl * f32(gguf.IQ4_NL_VALUES[qs[j] >> 4])
+        return y
     raise AssertionError(type_name)
 
 
 # where each type's float16 scales lie in a block
-SCALE_AT = {"Q8_0": (0,), "Q4_0": (0,), "IQ4_NL": (0,), "Q5_0": (0,), "Q4_1": (0, 2), "Q5_1": (0, 2),
+SCALE_AT = {"Q8_0": (0,), "Q4_0": (0,), "IQ4_NL": (0,), "IQ4_XS": (0,), "Q5_0": (0,), "Q4_1": (0, 2), "Q5_1": (0, 2),
             "Q2_K": (80, 82), "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,)}
 
 

@@ -252,7 +252,8 @@ def every_shared_gguf_kept_as_it_is():
 
 # The float16 scales of each block type (byte offsets in a block): random blocks get sane ones.
 BLOCK_SCALES = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,), "Q2_K": (80, 82),
-                "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,), "IQ4_NL": (0,)}
+                "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,), "IQ4_NL": (0,),
+                "IQ4_XS": (0,)}
 
 
 def random_blocks(ty, shape, rng):
@@ -284,7 +285,7 @@ def blocks_gguf(path, ty, seed):
 # Every block type the model file holds, in a shared file or one written here.
 SHARED_BLOCK_FILES = ["rand256-%s" % ty for ty in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K_M", "Q6_K")] + \
     ["stories260K-Q4_K_M", "stories260K-Q6_K"]
-WRITTEN_BLOCK_TYPES = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "IQ4_NL", "Q4_1", "Q5_1")
+WRITTEN_BLOCK_TYPES = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "IQ4_NL", "Q4_1", "Q5_1", "IQ4_XS")
 LOGITS_TOLERANCE = 1e-3  # relative to the largest logit: inputs rounded to 16 bits (model/quant_dot.h; measured: at most 2.9e-4)
 
 

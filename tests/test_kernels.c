@@ -493,6 +493,15 @@ static void naive_dequantize_block(int type, const uint8_t *x, float *y) {
             for (int l = 0; l < 32; l++) *y++ = d * sc * ((q[l] & 0xF) + (five && (qh[l] & u1) ? 16 : 0)) - min * mn;
             for (int l = 0; l < 32; l++) *y++ = d * sc2 * ((q[l] >> 4) + (five && (qh[l] & u2) ? 16 : 0)) - min * mn2;
         }
+    } else if (type == BLOCK_IQ4_XS) {
+        float d = naive_f16_at(x);
+        int scales_h = x[2] | x[3] << 8;
+        for (int ib = 0; ib < 8; ib++, y += 32) {
+            int ls = ((x[4 + ib / 2] >> 4 * (ib % 2)) & 0xF) | (((scales_h >> 2 * ib) & 3) << 4);
+            float dl = d * (ls - 32);
+            const uint8_t *qs = x + 8 + 16 * ib;
+            for (int j = 0; j < 16; j++) y[j] = dl * iq4nl[qs[j] & 0xF], y[j + 16] = dl * iq4nl[qs[j] >> 4];
+        }
     } else { // Q6_K
         const uint8_t *ql = x, *qh = x + 128;
         const int8_t *sc = (const int8_t *)(x + 192);
@@ -514,7 +523,7 @@ static QMat random_blocks(int type, size_t rows, int n_in) {
     static const int scale_at[MATRIX_TYPES][2] = {
         [BLOCK_Q4_0] = {0, -1}, [BLOCK_Q4_1] = {0, 2},    [BLOCK_Q5_0] = {0, -1},   [BLOCK_Q5_1] = {0, 2},
         [BLOCK_Q8_0] = {0, -1}, [BLOCK_Q2_K] = {80, 82},  [BLOCK_Q3_K] = {108, -1}, [BLOCK_Q4_K] = {0, 2},
-        [BLOCK_Q5_K] = {0, 2},  [BLOCK_Q6_K] = {208, -1}, [BLOCK_IQ4_NL] = {0, -1}};
+        [BLOCK_Q5_K] = {0, 2},  [BLOCK_Q6_K] = {208, -1}, [BLOCK_IQ4_NL] = {0, -1}, [BLOCK_IQ4_XS] = {0, -1}};
     size_t blocks = rows * n_in / matrix_types[type].block, bytes = matrix_types[type].block_bytes;
     uint8_t *b = malloc(blocks * bytes);
     int top = 14 - (int)(log2(n_in) / 2); // float16 exponent field: 2^(top - 15) at most

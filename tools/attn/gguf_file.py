@@ -492,10 +492,21 @@ def _deq_iq4_nl(b):
     return _f16(b, 0) * IQ4_NL_VALUES[_nibbles(b[:, 2:])]
 
 
+def _deq_iq4_xs(b):
+    # d, a 16-bit word of the 8 sub-blocks' high scale bits (2 each), 4 bytes of their low
+    # nibbles (sub-block 2i the low one of byte i), then 8 sub-blocks of 32 as IQ4_NL's nibbles
+    n = len(b)
+    low = _bits(b[:, 4:8], (0, 4), 0x0F).transpose(0, 2, 1).reshape(n, 8)
+    high = (b[:, 2:4].copy().view("<u2") >> np.arange(0, 16, 2, dtype=np.uint16)).astype(np.uint8) & 3
+    dl = _f16(b, 0) * ((low | (high << 4)).astype(np.float32) - np.float32(32))
+    q = IQ4_NL_VALUES[_nibbles(b[:, 8:].reshape(n * 8, 16))].reshape(n, 8, 32)
+    return (dl[:, :, None] * q).reshape(n, QK_K)
+
+
 DEQUANTIZE = {
     0: _deq_f32, 1: _deq_f16, 30: _deq_bf16, 8: _deq_q8_0, 2: _deq_q4_0, 3: _deq_q4_1,
     6: _deq_q5_0, 7: _deq_q5_1, 10: _deq_q2_k, 11: _deq_q3_k, 12: _deq_q4_k, 13: _deq_q5_k,
-    14: _deq_q6_k, 20: _deq_iq4_nl,
+    14: _deq_q6_k, 20: _deq_iq4_nl, 23: _deq_iq4_xs,
 }
 
 

@@ -40,7 +40,7 @@ TOK_PRE_GPT2, TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_DIGITS_GPT2 = 0, 1, 2, 3
 TOKF_ALL = 31 | (15 << TOKF_PRE_SHIFT)
 # The GGML types a version 6 file's type table may give a matrix.
 MATRIX_TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
-                "Q6_K", "IQ4_NL")
+                "Q6_K", "IQ4_NL", "IQ4_XS")
 WEIGHT_NAMES = {"f32": storage.WEIGHTS_F32, "q8_0": storage.WEIGHTS_Q8_0, "bf16": storage.WEIGHTS_BF16,
                 "f16": storage.WEIGHTS_F16}
 QUANTIZE = {"q8_0": storage.WEIGHTS_Q8_0}  # the tools' --quantize names

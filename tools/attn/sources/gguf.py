@@ -13,7 +13,7 @@ none) is a tied classifier. The context is the file's context_length (--seq-len 
 
 Weight types (the closing note says which happened):
   F32, F16, BF16   kept: all matrices in one of them stay in it; a mix is kept matrix by matrix
-  Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL
+  Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS
                    kept bit for bit, each matrix in its own type (format version 6, a type per
                    matrix): no widening, no re-quantising
 --weights f32, bf16 or f16 stores the values dequantised exactly (rounded for bf16 and f16);
@@ -37,7 +37,7 @@ from attn import storage
 
 FLOATS = ("F32", "F16", "BF16")
 EXACT_Q8 = {"Q8_0": 32, "Q4_0": 32, "Q6_K": 16}  # types q8_blocks maps exactly, and their group
-DEQUANTISED = ("Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "IQ4_NL")
+DEQUANTISED = ("Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "IQ4_NL", "IQ4_XS")
 
 # general.architecture -> Hugging Face model_type
 ARCHS = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3": "gemma3_text", "gpt2": "gpt2"}
