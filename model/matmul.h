@@ -16,6 +16,7 @@
 #include "quant.h"
 #include "quant_dot.h"
 #include "quant_order.h"
+#include "quant_panels.h"
 #include "threads.h"
 #include "widen.h"
 
