@@ -2,10 +2,10 @@
 // into small signed integers and a scale and offset per group of 16 values: value j of a block
 // is a[j / 16] * s[j] + b[j / 16]. That one unpacking per type serves every use: the weights
 // as float32 (the embedding lookup, dequantize_rows), and the integer products of
-// model/quant_dot.h (one token) and model/quant_panels.h (a prompt). The layouts are GGUF's, bit for bit;
-// the float32 values are gguf-py's (tools/attn/gguf_file.py), computed in the same order, up
-// to the build's fused multiply-adds (-ffp-contract=fast may fuse a scale and an offset into
-// one rounding, as llama.cpp's own C does).
+// model/quant_dot.h (one token) and model/quant_panels.h (a prompt). The layouts are GGUF's,
+// bit for bit; the float32 values are gguf-py's (tools/attn/gguf_file.py), computed in the
+// same order, up to the build's fused multiply-adds (-ffp-contract=fast may fuse a scale and
+// an offset into one rounding, as llama.cpp's own C does).
 #ifndef ATTN_MODEL_QUANT_H
 #define ATTN_MODEL_QUANT_H
 
