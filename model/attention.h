@@ -315,10 +315,10 @@ static inline void attention_pairs_masked(float *out, float *att, const float *q
 // A block of TILE_QUERIES query rows of one head against blocks of TILE_KEYS keys with an
 // online softmax (flash attention): each block's scores and probabilities [keys, queries] live
 // in a small tile, and every key and value block is widened to float32 once per query block.
-// Fewer rows than TILED_MIN_ROWS, or heads wider than TILE_MAX_DIMS (tiles of 64 such rows
-// would not fit a thread's stack), take attention_pairs_masked's score blocks (docs/KERNELS.md).
+// Fewer rows than TILED_MIN_ROWS, or heads wider than TILE_MAX_DIMS (the tiles live on the
+// thread's stack, sized for that), take attention_pairs_masked's score blocks (docs/KERNELS.md).
 #define TILE_QUERIES 64
-#define TILE_KEYS 64
+#define TILE_KEYS 128
 #define TILE_MAX_DIMS 256
 #define TILED_MIN_ROWS 16
 
@@ -331,6 +331,8 @@ static inline void kv_tile_f32(float *tile, const void *cache, int type, size_t 
     for (int j = k0; j < k1; j++) {
         const char *row = (const char *)cache + (size_t)j * ld * eb;
         float *dst = tile + (size_t)(j - k0) * hd;
+        // the next block's row: rows lie a cache row apart, too far for the hardware to guess
+        for (size_t x = 0; x < hd * eb; x += 64) __builtin_prefetch(row + (size_t)(k1 - k0) * ld * eb + x);
         if (type == WEIGHTS_F32) {
             memcpy(dst, row, (size_t)hd * sizeof(float));
             continue;

@@ -413,8 +413,9 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             const AttentionKeep *kept = layer_keep(s->keep, l, pos0, first, &part);
             const char *lk = (char *)lc.k + from, *lv = (char *)lc.v + from;
             int band = local ? c->sliding_window : 0;
-            // many rows in tiles; a few rows, and probabilities asked for, in score blocks
-            if (!kept && attention_tiles_fit(T, hd))
+            // many rows in tiles; a few rows, and a pass that keeps probabilities (every layer, so
+            // that a selection's layers see what they see in the whole), in score blocks
+            if (!s->keep && attention_tiles_fit(T, hd))
                 attention_tiled(s->attn_out, s->q, lk, lv, s->kv_type, T, pos0 - first, c->n_heads, c->n_kv_heads, hd,
                                 scale, band, h0, h1);
             else
