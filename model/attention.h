@@ -173,9 +173,9 @@ static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int
         }
 
 // dst[d, i] = src[i, d] for the first n of 16 rows i (0 for the others), d < D, src's elements of
-// type; dst's rows are VEC_KEYS floats apart. 16 × 16 blocks go through registers: swapping the
+// type; dst's rows are ldd floats apart. 16 × 16 blocks go through registers: swapping the
 // off-diagonal blocks of sizes 8, 4, 2 and 1 in turn transposes them.
-static inline void transpose_keys(float *dst, const void *src, int type, size_t lds, int n, int D) {
+static inline void transpose_keys(float *dst, size_t ldd, const void *src, int type, size_t lds, int n, int D) {
     int d = 0;
     for (; d + VEC <= D; d += VEC) {
         vec16 r[VEC], t[VEC];
@@ -187,10 +187,10 @@ static inline void transpose_keys(float *dst, const void *src, int type, size_t 
         TRANSPOSE_STAGE(r, t, 4);
         TRANSPOSE_STAGE(t, r, 2);
         TRANSPOSE_STAGE(r, t, 1);
-        for (int i = 0; i < VEC; i++) *(vec16u *)(dst + (d + i) * VEC_KEYS) = r[i];
+        for (int i = 0; i < VEC; i++) *(vec16u *)(dst + (d + i) * ldd) = r[i];
     }
     for (; d < D; d++)
-        for (int i = 0; i < VEC; i++) dst[d * VEC_KEYS + i] = i < n ? widen1(src, i * lds + d, type) : 0.0f;
+        for (int i = 0; i < VEC; i++) dst[d * ldd + i] = i < n ? widen1(src, i * lds + d, type) : 0.0f;
 }
 
 // Row t of a causal score block holds P + t + 1 scores; causal_scores writes it to this
@@ -225,7 +225,7 @@ static void causal_scores(float *S, const float *q, size_t lq, const void *k, in
         for (int d0 = 0; d0 < hd; d0 += KT_DIMS) {
             int dn = hd - d0 < KT_DIMS ? hd - d0 : KT_DIMS;
             for (int h = 0; h < VEC_KEYS; h += VEC)
-                transpose_keys(kt + h, kc + ((h < nb ? j0 + h : 0) * lk + d0) * eb, k_type, lk, nb - h, dn);
+                transpose_keys(kt + h, VEC_KEYS, kc + ((h < nb ? j0 + h : 0) * lk + d0) * eb, k_type, lk, nb - h, dn);
             causal_product(S + t0 * L + j0, L, q + t0 * lq + d0, lq, 0, kt, WEIGHTS_F32, VEC_KEYS, T - t0, nb, dn,
                            CAUSAL_NONE, 0, alpha, d0 > 0);
         }
@@ -305,6 +305,123 @@ static inline void attention_pairs_masked(float *out, float *att, const float *q
                            CAUSAL_BELOW, p, 1.0f, 0);
             a += (size_t)n * l; // the blocks' scores [n, l] lie one after another
             t0 += n;
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Tiled attention for passes of many rows (prompts, -m ppl, -m logits, chat turns)
+
+// A block of TILE_QUERIES query rows of one head against blocks of TILE_KEYS keys with an
+// online softmax (flash attention): each block's scores and probabilities [keys, queries] live
+// in a small tile, and every key and value block is widened to float32 once per query block.
+// Fewer rows than TILED_MIN_ROWS, or heads wider than TILE_MAX_DIMS (the tiles live on the
+// thread's stack, sized for that), take attention_pairs_masked's score blocks (docs/KERNELS.md).
+#define TILE_QUERIES 64
+#define TILE_KEYS 128
+#define TILE_MAX_DIMS 256
+#define TILED_MIN_ROWS 16
+
+static inline int attention_tiles_fit(int T, int head_dim) { return T >= TILED_MIN_ROWS && head_dim <= TILE_MAX_DIMS; }
+
+// Rows [k0, k1) of a key or value cache (rows ld elements apart, elements of type, whose first
+// hd are the head's) as float32 into tile [k1 - k0, hd]: where a cache type's widening lives.
+static inline void kv_tile_f32(float *tile, const void *cache, int type, size_t ld, int k0, int k1, int hd) {
+    size_t eb = kv_bytes(type);
+    for (int j = k0; j < k1; j++) {
+        const char *row = (const char *)cache + (size_t)j * ld * eb;
+        float *dst = tile + (size_t)(j - k0) * hd;
+        // the next block's row: rows lie a cache row apart, too far for the hardware to guess
+        for (size_t x = 0; x < hd * eb; x += 64) __builtin_prefetch(row + (size_t)(k1 - k0) * ld * eb + x);
+        if (type == WEIGHTS_F32) {
+            memcpy(dst, row, (size_t)hd * sizeof(float));
+            continue;
+        }
+        int d = 0;
+        for (; d + VREG <= hd; d += VREG) {
+            vreg x;
+            widen_vreg(&x, row, d, WEIGHTS_F16);
+            *(vregu *)(dst + d) = x;
+        }
+        for (; d < hd; d++) dst[d] = widen1(row, d, WEIGHTS_F16);
+    }
+}
+
+// The query block's running max m, sum l and output o [n, hd] after one more block of scores
+// s [nb, ld] (key-major, the queries' columns ld apart) and its values vt [nb, hd]: s becomes
+// the block's probabilities, scaled to the new max, and o is rescaled to it before they are
+// added. A column masked in every block so far keeps m = -inf, and its exponentials are 0.
+static inline void online_softmax_block(float *o, float *m, float *l, float *s, const float *vt, int nb, int n, int ld,
+                                        int hd) {
+    float top[TILE_QUERIES], shift[TILE_QUERIES], rescale[TILE_QUERIES], sum[TILE_QUERIES];
+    for (int i = 0; i < ld; i++) top[i] = m[i], sum[i] = 0.0f;
+    for (int j = 0; j < nb; j++)
+#pragma omp simd
+        for (int i = 0; i < ld; i++) top[i] = s[j * ld + i] > top[i] ? s[j * ld + i] : top[i];
+#pragma omp simd
+    for (int i = 0; i < ld; i++) {
+        shift[i] = top[i] == -INFINITY ? 0.0f : top[i];
+        rescale[i] = exp_vec(m[i] - shift[i]);
+        m[i] = top[i];
+    }
+    for (int j = 0; j < nb; j++)
+#pragma omp simd
+        for (int i = 0; i < ld; i++) {
+            s[j * ld + i] = exp_vec(s[j * ld + i] - shift[i]);
+            sum[i] += s[j * ld + i];
+        }
+    for (int i = 0; i < n; i++) {
+        l[i] = l[i] * rescale[i] + sum[i];
+        if (rescale[i] != 1.0f)
+            for (int d = 0; d < hd; d++) o[i * hd + d] *= rescale[i];
+    }
+    causal_product(o, hd, s, ld, 1, vt, WEIGHTS_F32, hd, n, hd, nb, CAUSAL_NONE, 0, 1.0f, 1);
+}
+
+// attention_pairs_masked's attention (the same arguments, without probabilities to keep) in
+// tiles, for the (sequence, head) pairs [lo, hi): per block of queries, the keys they see in
+// blocks, skipping those every row masks and masking the others' entries. head_dim ≤
+// TILE_MAX_DIMS.
+static inline void attention_tiled(float *out, const float *q, const void *k, const void *v, int kv_type, int T, int P,
+                                   int n_heads, int n_kv_heads, int head_dim, float scale, int window, size_t lo,
+                                   size_t hi) {
+    int L = P + T, hd = head_dim, qd = n_heads * hd, kvd = n_kv_heads * hd, group = n_heads / n_kv_heads;
+    size_t eb = kv_bytes(kv_type);
+    float qt[TILE_MAX_DIMS * TILE_QUERIES] __attribute__((aligned(64)));
+    float kt[TILE_KEYS * TILE_MAX_DIMS] __attribute__((aligned(64)));
+    float vt[TILE_KEYS * TILE_MAX_DIMS] __attribute__((aligned(64)));
+    float s[TILE_KEYS * TILE_QUERIES] __attribute__((aligned(64)));
+    float o[TILE_QUERIES * TILE_MAX_DIMS] __attribute__((aligned(64)));
+    float m[TILE_QUERIES], l[TILE_QUERIES];
+    for (size_t pair = lo; pair < hi; pair++) {
+        int b = (int)(pair / n_heads), h = (int)(pair % n_heads);
+        const char *kb = (const char *)k + ((size_t)b * L * kvd + (size_t)(h / group) * hd) * eb;
+        const char *vb = (const char *)v + ((size_t)b * L * kvd + (size_t)(h / group) * hd) * eb;
+        const float *qb = q + (size_t)b * T * qd + (size_t)h * hd;
+        float *ob = out + (size_t)b * T * qd + (size_t)h * hd;
+        for (int t0 = 0; t0 < T; t0 += TILE_QUERIES) {
+            // queries [t0, t0 + n), as columns [0, ld) of qt (those past n zero), see keys [first, end)
+            int n = T - t0 < TILE_QUERIES ? T - t0 : TILE_QUERIES, ld = (n + VEC - 1) / VEC * VEC;
+            int first = window && P + t0 + 1 - window > 0 ? P + t0 + 1 - window : 0, end = P + t0 + n;
+            for (int i = 0; i < ld; i += VEC)
+                transpose_keys(qt + i, ld, qb + (size_t)(t0 + i) * qd, WEIGHTS_F32, qd, n - i, hd);
+            for (int i = 0; i < ld; i++) m[i] = -INFINITY, l[i] = 0.0f;
+            memset(o, 0, (size_t)n * hd * sizeof(float));
+            for (int j0 = first; j0 < end; j0 += TILE_KEYS) {
+                int nb = end - j0 < TILE_KEYS ? end - j0 : TILE_KEYS;
+                kv_tile_f32(kt, kb, kv_type, kvd, j0, j0 + nb, hd);
+                kv_tile_f32(vt, vb, kv_type, kvd, j0, j0 + nb, hd);
+                causal_product(s, ld, kt, hd, 0, qt, WEIGHTS_F32, ld, nb, ld, hd, CAUSAL_NONE, 0, scale, 0);
+                // key j0 + j is seen by the queries i with j0 + j ≤ P + t0 + i (< window later)
+                for (int j = 0; j < nb; j++) {
+                    int from = j0 + j - P - t0, to = window ? from + window : ld;
+                    for (int i = 0; i < from && i < ld; i++) s[j * ld + i] = -INFINITY;
+                    for (int i = to > 0 ? to : 0; i < ld; i++) s[j * ld + i] = -INFINITY;
+                }
+                online_softmax_block(o, m, l, s, vt, nb, n, ld, hd);
+            }
+            for (int i = 0; i < n; i++)
+                for (int d = 0; d < hd; d++) ob[(size_t)(t0 + i) * qd + d] = o[i * hd + d] / l[i];
         }
     }
 }

@@ -410,9 +410,17 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             int first = local && pos0 - c->sliding_window + 1 > 0 ? pos0 - c->sliding_window + 1 : 0;
             size_t from = (size_t)(first % lc.rows) * kvd * kv_bytes(s->kv_type);
             AttentionKeep part;
-            attention_pairs_masked(s->attn_out, s->att, s->q, (char *)lc.k + from, (char *)lc.v + from, s->kv_type, T,
-                                   pos0 - first, c->n_heads, c->n_kv_heads, hd, scale, local ? c->sliding_window : 0,
-                                   layer_keep(s->keep, l, pos0, first, &part), h0, h1);
+            const AttentionKeep *kept = layer_keep(s->keep, l, pos0, first, &part);
+            const char *lk = (char *)lc.k + from, *lv = (char *)lc.v + from;
+            int band = local ? c->sliding_window : 0;
+            // many rows in tiles; a few rows, and a pass that keeps probabilities (every layer, so
+            // that a selection's layers see what they see in the whole), in score blocks
+            if (!s->keep && attention_tiles_fit(T, hd))
+                attention_tiled(s->attn_out, s->q, lk, lv, s->kv_type, T, pos0 - first, c->n_heads, c->n_kv_heads, hd,
+                                scale, band, h0, h1);
+            else
+                attention_pairs_masked(s->attn_out, s->att, s->q, lk, lv, s->kv_type, T, pos0 - first, c->n_heads,
+                                       c->n_kv_heads, hd, scale, band, kept, h0, h1);
             barrier_wait(&s->barrier, nt);
             add_sublayer(c, s, s->attn_out, L->wo, L->qwo, L->bo, L->attn_out_norm_w, L->attn_norm_w, L->attn_norm_b, T,
                          qd, id, nt, r0, r1);

@@ -224,6 +224,77 @@ static void test_attention(void **state) {
     }
 }
 
+// want [B, T, n_heads * hd] of the attention of q after P past rows of k and v (elements as
+// float32), each row t seeing keys P + t + 1 - window ≤ j ≤ P + t (every key up to its own
+// without a window), in double precision from the definition.
+static void naive_attention(double *want, const float *q, const float *k, const float *v, int B, int T, int P,
+                            int n_heads, int n_kv, int hd, int window) {
+    int L = P + T, qd = n_heads * hd, kvd = n_kv * hd;
+    double *s = malloc(sizeof(double) * L);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < n_heads; h++)
+            for (int t = 0; t < T; t++) {
+                int kvh = h / (n_heads / n_kv), j0 = window && P + t + 1 - window > 0 ? P + t + 1 - window : 0;
+                double max = -INFINITY, sum = 0;
+                for (int j = j0; j <= P + t; j++) {
+                    double d = 0;
+                    for (int i = 0; i < hd; i++)
+                        d += (double)q[((size_t)b * T + t) * qd + h * hd + i] *
+                             k[((size_t)b * L + j) * kvd + kvh * hd + i];
+                    s[j] = d / sqrt(hd);
+                    max = fmax(max, s[j]);
+                }
+                for (int j = j0; j <= P + t; j++) sum += exp(s[j] - max);
+                double *w = want + ((size_t)b * T + t) * qd + h * hd;
+                for (int i = 0; i < hd; i++) w[i] = 0;
+                for (int j = j0; j <= P + t; j++)
+                    for (int i = 0; i < hd; i++)
+                        w[i] += exp(s[j] - max) / sum * v[((size_t)b * L + j) * kvd + kvh * hd + i];
+            }
+    free(s);
+}
+
+// attention_tiled against the naive attention: causal and in a window (shorter and longer than
+// the prompt, and than the past rows), GQA, after P past rows, with T, P and the window not
+// multiples of the tiles, head_dim of the models' sizes (64, 128, 256) and others (80, 60: the
+// products' scalar columns; 6); keys and values in float32 and in float16 (the attention of
+// their rounded values), the (sequence, head) pairs split in two parts as two threads split them.
+static void test_attention_tiled(void **state) {
+    (void)state;
+    // B, T, P, heads, key/value heads, head_dim, window
+    int shapes[][7] = {{1, 100, 0, 4, 2, 64, 0},  {2, 77, 45, 2, 1, 128, 0},    {1, 130, 70, 3, 3, 80, 0},
+                       {1, 90, 30, 2, 2, 60, 37}, {1, 200, 100, 2, 1, 256, 50}, {1, 16, 300, 4, 1, 96, 0},
+                       {1, 65, 0, 2, 2, 6, 0},    {1, 70, 200, 2, 1, 64, 64},   {2, 150, 9, 2, 1, 64, 1000}};
+    size_t n_shapes = sizeof shapes / sizeof shapes[0];
+    for (size_t n = 0; n < 2 * n_shapes; n++) {
+        int half = n >= n_shapes, *shape = shapes[n % n_shapes];
+        int B = shape[0], T = shape[1], P = shape[2], n_heads = shape[3], n_kv = shape[4], hd = shape[5];
+        int window = shape[6], L = P + T, qd = n_heads * hd, kvd = n_kv * hd;
+        size_t kv_n = (size_t)B * L * kvd, pairs = (size_t)B * n_heads;
+        float *q = rand_vec((size_t)B * T * qd, 1.0f), *k = rand_vec(kv_n, 1.0f), *v = rand_vec(kv_n, 1.0f);
+        float *out = malloc(sizeof(float) * B * T * qd);
+        uint16_t *kh = malloc(sizeof(uint16_t) * kv_n), *vh = malloc(sizeof(uint16_t) * kv_n);
+        floats_to_f16(kh, k, kv_n);
+        floats_to_f16(vh, v, kv_n);
+        for (size_t i = 0; half && i < kv_n; i++) k[i] = f16_to_float(kh[i]), v[i] = f16_to_float(vh[i]);
+        double *want = malloc(sizeof(double) * B * T * qd);
+        naive_attention(want, q, k, v, B, T, P, n_heads, n_kv, hd, window);
+        int type = half ? WEIGHTS_F16 : WEIGHTS_F32;
+        const void *kk = half ? (const void *)kh : k, *vv = half ? (const void *)vh : v;
+        float scale = 1.0f / sqrtf((float)hd);
+        attention_tiled(out, q, kk, vv, type, T, P, n_heads, n_kv, hd, scale, window, 0, pairs / 2);
+        attention_tiled(out, q, kk, vv, type, T, P, n_heads, n_kv, hd, scale, window, pairs / 2, pairs);
+        assert_close(out, want, (size_t)B * T * qd, 1e-5);
+        free(q);
+        free(k);
+        free(v);
+        free(out);
+        free(kh);
+        free(vh);
+        free(want);
+    }
+}
+
 // float_to_f16 against the machine's conversion (vcvtps2ph, when it has F16C) and by its
 // definition: every float16 comes back as itself, and a float between two of them rounds to
 // the nearer, ties to the one with an even last bit; past 65504 by half a step, an infinity.
@@ -785,6 +856,47 @@ static void test_batched_equals_one_token(void **state) {
     }
 }
 
+// Logits deep in a long context (positions 2,048 .. 2,099) from prompts in chunks of 512 rows,
+// which take the tiles (attention_tiled), and of 8, which take the score blocks
+// (attention_pairs_masked): within 1e-4 relative, with every layer global and with a local
+// layer of a 300-position window, with float32 and float16 caches.
+static void test_deep_logits_tiled(void **state) {
+    (void)state;
+    enum { N = 2100, FROM = 2048 };
+    for (int variant = 0; variant < 4; variant++) {
+        Config c = knobs(0);
+        c.dim = 128, c.hidden_dim = 96, c.n_heads = 2, c.n_kv_heads = 1, c.head_dim = c.rope_dims = 64;
+        c.seq_len = N + 12;
+        if (variant % 2) c.sliding_window = 300, c.global_every = 2, c.rope_local_theta = 500.0f;
+        int kv_type = variant < 2 ? WEIGHTS_F32 : WEIGHTS_F16;
+        TestModel m = random_model(c);
+        int V = m.c.vocab_size, *tokens = malloc(sizeof(int) * N);
+        for (int t = 0; t < N; t++) tokens[t] = (t * 7 + t / 13) % V;
+        float *logits[2];
+        for (int tiled = 0; tiled < 2; tiled++) {
+            int batch = tiled ? 512 : 8;
+            assert_true(attention_tiles_fit(batch, c.head_dim) == tiled && attention_tiles_fit(N - FROM, c.head_dim));
+            RunState s;
+            assert_int_equal(state_init(&s, &m.c, batch, kv_type), 0);
+            logits[tiled] = malloc(sizeof(float) * (N - FROM) * V);
+            for (int t = 0; t < N; t += batch) {
+                int T = N - t < batch ? N - t : batch;
+                forward(&m.c, &m.w, &s, tokens + t, T, t, t >= FROM ? logits[tiled] + (size_t)(t - FROM) * V : NULL, 0);
+            }
+            state_free(&s);
+        }
+        double *want = malloc(sizeof(double) * (N - FROM) * V);
+        for (int i = 0; i < (N - FROM) * V; i++) want[i] = logits[0][i];
+        assert_close(logits[1], want, (size_t)(N - FROM) * V, 1e-4);
+        free(want);
+        free(logits[0]);
+        free(logits[1]);
+        free(tokens);
+        free(m.block);
+        weights_free(&m.w);
+    }
+}
+
 // The float32 model of m's dequantised (widened) weights, dequantize_weights's: its config in
 // *c32 and weights in *w32; the block it returns is the caller's to free.
 static float *float32_twin(const TestModel *m, Config *c32, Weights *w32) {
@@ -1074,9 +1186,11 @@ int main(void) {
         cmocka_unit_test(test_matmul_q8),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_tiled),
         cmocka_unit_test(test_float_to_f16),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_batched_equals_one_token),
+        cmocka_unit_test(test_deep_logits_tiled),
         cmocka_unit_test(test_widen),
         cmocka_unit_test(test_matmul_half),
         cmocka_unit_test(test_quantize_input),
