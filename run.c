@@ -653,33 +653,41 @@ static void tell_model(const Config *c, const Options *o, const RunState *s, con
 // The rows a prompt runs at once: the state's batch.
 static int prompt_batch(const Config *c) { return c->seq_len < PROMPT_BATCH ? c->seq_len : PROMPT_BATCH; }
 
-// The model's config from its header alone, no weights read; -1 when the header is not a good one
-// (model_open then says why).
-static int peek_config(const char *path, Config *c) {
+// The model's config from its header alone, no weights read, and its file's size; -1 when the
+// header is not a good one or does not describe the file's size (model_open then says why).
+static int peek_config(const char *path, Config *c, size_t *size) {
     FileHeader h;
     char err[256];
+    struct stat st;
+    if (stat(path, &st) || !S_ISREG(st.st_mode)) return -1; // opening a FIFO would wait for a writer
     int fd = open(path, O_RDONLY);
     if (fd < 0) return -1;
     ssize_t got = pread(fd, &h, sizeof h, 0);
     close(fd);
-    if (got != (ssize_t)sizeof h || memcmp(h.magic, MODEL_MAGIC, 4) || h.version > MODEL_VERSION) return -1;
-    return config_from_header(&h, c, err, sizeof err);
+    if (got != (ssize_t)sizeof h || memcmp(h.magic, MODEL_MAGIC, 4) || h.version > MODEL_VERSION ||
+        config_from_header(&h, c, err, sizeof err))
+        return -1;
+    *size = (size_t)st.st_size;
+    return h.weights_offset > *size || h.weights_bytes != *size - h.weights_offset ||
+                   (c->weight_type != WEIGHTS_PER_MATRIX && carve_weights(c, NULL, NULL) != h.weights_bytes)
+               ? -1
+               : 0;
 }
 
 // Refuses, before the weights are read, a context whose run state (the KV cache above all) and
 // weights together do not fit in the memory available (MemAvailable: what others leave).
 static void check_fits(const Options *o) {
     Config c;
-    struct stat st;
-    if (peek_config(o->model_path, &c) || stat(o->model_path, &st)) return;
+    size_t file;
+    if (peek_config(o->model_path, &c, &file)) return;
     c.seq_len = run_context(o, o->model_path, c.seq_len);
     RunState s;
     double state = (double)state_carve(&s, &c, prompt_batch(&c), o->kv_cache, NULL), have = available_memory();
-    if (have >= 0 && state + (double)st.st_size > have)
+    if (have >= 0 && state + (double)file > have)
         die("-c %d: %s needs %.0f MiB at this context (KV cache %.0f MiB in %s, other buffers %.0f, weights %.0f), "
             "more than the %.0f MiB available; a shorter context (-c N) or --kv-cache f16 or q8_0 needs less",
-            c.seq_len, o->model_path, (state + (double)st.st_size) / 1048576.0, s.cache_bytes / 1048576.0,
-            kv_cache_name(o->kv_cache), (state - (double)s.cache_bytes) / 1048576.0, st.st_size / 1048576.0,
+            c.seq_len, o->model_path, (state + (double)file) / 1048576.0, s.cache_bytes / 1048576.0,
+            kv_cache_name(o->kv_cache), (state - (double)s.cache_bytes) / 1048576.0, file / 1048576.0,
             have / 1048576.0);
 }
 

@@ -180,12 +180,12 @@ def stats(screen):
 
 @case(needs=[build])
 def banner_and_quiet():
-    """On a terminal a banner names the model, the format, the context and the seed, and how to get
-    help and quit; -q shows none, nor the timings after a reply."""
+    """On a terminal a banner names the model, the format, the context (SmolLM2's 8192 held to the default
+    4096) and the seed, and how to get help and quit; -q shows none, nor the timings after a reply."""
     s = Session("-t", "0", "-n", "4", "--no-history")
     try:
         shown = s.until(PROMPT)
-        assert re.search(rb"attn.c chat: .*smol.bin, chatml format, context 8192, seed 7\r\n"
+        assert re.search(rb"attn.c chat: .*smol.bin, chatml format, context 4096, seed 7\r\n"
                          rb"/help for commands, Ctrl-D to quit\r\n", shown), shown
         s.turn(b"Hi")
         assert s.end() == 0
