@@ -840,7 +840,8 @@ static Config knobs(int variant) {
 
 // The whole prompt in one batch, in chunks of 3, and one token at a time: the same logits.
 // The wide variants are big enough for forward's parallel region (run_all.sh gives two
-// threads), and their batch is also checked against one thread's and three threads'. The
+// threads), and their batch is also checked against one thread's and three threads', and
+// their one-token steps on three threads (attention_token splitting each head's keys). The
 // last three are Q8_0 models: two wide ones with group sizes for the vector path (32 and 128)
 // and a narrow one for the scalar path (4).
 static void test_batched_equals_one_token(void **state) {
@@ -885,6 +886,15 @@ static void test_batched_equals_one_token(void **state) {
         double *want = malloc(sizeof(double) * T * V);
         for (int i = 0; i < T * V; i++) want[i] = all[i];
         assert_close(one, want, (size_t)T * V, 1e-4);
+        if (variant >= 4 && variant != 10) { // one-token steps on three threads: each head's keys split in three
+            int threads = omp_get_max_threads();
+            omp_set_num_threads(3);
+            assert_int_equal(state_init(&s, &m.c, 1, WEIGHTS_F32), 0);
+            for (int t = 0; t < T; t++) forward(&m.c, &m.w, &s, tokens + t, 1, t, one + t * V, 0);
+            state_free(&s);
+            omp_set_num_threads(threads);
+            assert_close(one, want, (size_t)T * V, 1e-4);
+        }
         assert_int_equal(state_init(&s, &m.c, 3, WEIGHTS_F32), 0);
         for (int t = 0; t < T; t += 3) {
             int n = T - t < 3 ? T - t : 3;
