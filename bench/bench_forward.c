@@ -3,7 +3,9 @@
 // is the one the model picked), each repeated R times; medians and bests go to stdout.
 //   bench_forward MODEL [-j threads] [-p 256] [-n 64] [-r 5] [--pos0 0] [--compute bf16]
 // The steps follow the prompt; --pos0 0 starts them at position 0 instead, since a step
-// reads the KV cache up to its position besides the weights. --compute bf16 runs the prompt
+// reads the KV cache up to its position besides the weights, and --pos0 D beyond the prompt at
+// depth D, the cache's rows past the prompt filled with a constant instead of computed (a step's
+// time does not depend on what the keys are; an 8k prompt would take minutes). --compute bf16 runs the prompt
 // as ./run --compute bf16 does, and first prints how far its logits at every prompt position
 // are from float32's, relative to the largest float32 logit. --kv-cache f16 or q8_0 keeps the
 // keys and values in float16 or Q8_0 blocks, as ./run --kv-cache does.
@@ -30,7 +32,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     const Config *c = &m.config;
-    if (P < 1 || P > c->seq_len || (pos0 != 0 && pos0 != P) || pos0 + N > c->seq_len || N < 1) {
+    if (P < 1 || P > c->seq_len || (pos0 != 0 && pos0 < P) || pos0 + N > c->seq_len || N < 1) {
         fprintf(stderr, "bench_forward: -p %d / --pos0 %d -n %d do not fit the context of %d\n", P, pos0, N,
                 c->seq_len);
         return 1;
@@ -99,6 +101,10 @@ int main(int argc, char **argv) {
         bf16_err = worst / largest;
         free(f32);
         free(bf16);
+    }
+    if (pos0 > P) { // every page of the cache written, as a prompt would have
+        memset(s.key_cache, 1, s.cache_bytes / 2);
+        memset(s.value_cache, 1, s.cache_bytes / 2);
     }
     // Warm-up: maps every page of the file and starts the thread pool.
     forward(c, &m.weights, &s, tokens, P, 0, logits, P - 1);
