@@ -169,9 +169,23 @@ static void forward_or_die(const Model *m, RunState *s, const int *tokens, int n
     if (bad >= 0) die_not_finite(bad);
 }
 
-// How a message names the context: the model's, or the shorter one -c asked for.
+// A run's context unless -c says otherwise: the model's, up to this many positions, as llama.cpp's
+// default -c 4096. Its KV cache is allocated for the context, and a model's 128k would take gigabytes.
+#define DEFAULT_CONTEXT 4096
+static int model_context; // the model's own context, which -c or the default may shorten
+
+// The context a run keeps: -c's (at most the model's), else the model's up to DEFAULT_CONTEXT.
+static int run_context(const Options *o, const char *path, int model_seq_len) {
+    if (o->context > model_seq_len)
+        die("-c %d: %s's context is %d positions; -c can only shorten it", o->context, path, model_seq_len);
+    return o->context ? o->context : model_seq_len < DEFAULT_CONTEXT ? model_seq_len : DEFAULT_CONTEXT;
+}
+
+// How a message names the context: the model's, the shorter one -c asked for, or the default's.
 static const char *context_phrase(const Options *o, int seq_len, char *buf, size_t size) {
     if (o->context) snprintf(buf, size, "the context of %d set with -c", seq_len);
+    else if (seq_len < model_context)
+        snprintf(buf, size, "the default context of %d (-c N: up to the model's %d)", seq_len, model_context);
     else snprintf(buf, size, "the model's context of %d", seq_len);
     return buf;
 }
@@ -617,21 +631,64 @@ _Noreturn static void verify_state(const char *path) {
 
 // The model line on stderr (-q: none), with the sampling settings a flag or the model file chose
 // unless a chat's banner, which follows, gives them.
-static void tell_model(const Config *c, const Options *o, const Sampler *sp, double load_ms, int with_banner) {
-    char weights[256];
+static void tell_model(const Config *c, const Options *o, const RunState *s, const Sampler *sp, double load_ms,
+                       int with_banner) {
+    char weights[256], of_model[48] = "";
     weights_banner(c, weights, sizeof weights);
+    if (c->seq_len < model_context) snprintf(of_model, sizeof of_model, " of the model's %d", model_context);
     int threads = max_threads();
     if (!o->quiet)
         fprintf(stderr,
-                "%s: %d layer%s, dim %d, vocab %d, context %d, weights %s; loaded in %.0f ms; %d thread%s, %s "
-                "kernels%s%s\n",
-                o->model_path, c->n_layers, plural(c->n_layers), c->dim, c->vocab_size, c->seq_len, weights, load_ms,
-                threads, plural(threads), kernel_level(),
+                "%s: %d layer%s, dim %d, vocab %d, context %d%s, weights %s; loaded in %.0f ms; %d thread%s, %s "
+                "kernels%s; KV cache %.1f MiB %s\n",
+                o->model_path, c->n_layers, plural(c->n_layers), c->dim, c->vocab_size, c->seq_len, of_model, weights,
+                load_ms, threads, plural(threads), kernel_level(),
                 o->compute & COMPUTE_BF16 && BF16_FAST ? "; prompt products in bfloat16" : "",
-                o->kv_cache == WEIGHTS_F16 ? "; KV cache in float16" : "");
+                s->cache_bytes / 1048576.0, kv_cache_name(o->kv_cache));
     char sampling[256];
     if (!o->quiet && !with_banner && *sampling_summary(sp, sampling, sizeof sampling))
         fprintf(stderr, "sampling: %s\n", sampling);
+}
+
+// The rows a prompt runs at once: the state's batch.
+static int prompt_batch(const Config *c) { return c->seq_len < PROMPT_BATCH ? c->seq_len : PROMPT_BATCH; }
+
+// The model's config from its header alone, no weights read, and its file's size; -1 when the
+// header is not a good one or does not describe the file's size (model_open then says why).
+static int peek_config(const char *path, Config *c, size_t *size) {
+    FileHeader h;
+    char err[256];
+    struct stat st;
+    if (stat(path, &st) || !S_ISREG(st.st_mode)) return -1; // opening a FIFO would wait for a writer
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return -1;
+    ssize_t got = pread(fd, &h, sizeof h, 0);
+    close(fd);
+    if (got != (ssize_t)sizeof h || memcmp(h.magic, MODEL_MAGIC, 4) || h.version > MODEL_VERSION ||
+        config_from_header(&h, c, err, sizeof err))
+        return -1;
+    *size = (size_t)st.st_size;
+    return h.weights_offset > *size || h.weights_bytes != *size - h.weights_offset ||
+                   (c->weight_type != WEIGHTS_PER_MATRIX && carve_weights(c, NULL, NULL) != h.weights_bytes)
+               ? -1
+               : 0;
+}
+
+// Refuses, before the weights are read, a context whose run state (the KV cache above all) and
+// weights together do not fit in the memory available (MemAvailable: what others leave).
+static void check_fits(const Options *o) {
+    Config c;
+    size_t file;
+    if (peek_config(o->model_path, &c, &file)) return;
+    c.seq_len = run_context(o, o->model_path, c.seq_len);
+    RunState s;
+    double state = (double)state_carve(&s, &c, prompt_batch(&c), o->kv_cache, NULL), have = available_memory();
+    if (have >= 0 && state + (double)file > have)
+        die("-c %d: %s needs %.0f MiB at this context (KV cache %.0f MiB in %s, other buffers %.0f, weights %.0f), "
+            "more than the %.0f MiB available; a shorter context (-c N) or --kv-cache f16 or q8_0 needs less",
+            c.seq_len, o->model_path, (state + (double)file) / 1048576.0, s.cache_bytes / 1048576.0,
+            kv_cache_name(o->kv_cache), (state - (double)s.cache_bytes) / 1048576.0, file / 1048576.0,
+            have / 1048576.0);
 }
 
 // --verify: the layout checks, then the checksum over the whole file; one line, and the exit code.
@@ -663,22 +720,25 @@ int main(int argc, char **argv) {
     if (out_file && check_output(out_file, err, sizeof err)) die("%s", err);
     choose_threads(o.threads);
     double t0 = now_s();
+    check_fits(&o);
     Model m;
     if (model_open(&m, o.model_path, err, sizeof err)) die("%s", err);
     model_path = o.model_path;
     guard_mapping(m.map, m.map_bytes, prog, o.model_path, "the model file changed while in use");
-    if (o.context > m.config.seq_len)
-        die("-c %d: %s's context is %d positions; -c can only shorten it", o.context, o.model_path, m.config.seq_len);
-    if (o.context) m.config.seq_len = o.context;
+    model_context = m.config.seq_len;
+    m.config.seq_len = run_context(&o, o.model_path, model_context);
     const Config *c = &m.config;
+    if (o.kv_cache == BLOCK_Q8_0 && c->head_dim % 32)
+        die("--kv-cache q8_0: %s's head_dim is %d, not a multiple of 32 (a Q8_0 block holds 32 values of one head); "
+            "f16 or f32 fits it",
+            o.model_path, c->head_dim);
     Tokenizer tok;
     load_tokenizer(&tok, &m, o.model_path, o.tokenizer_path);
     RunState s;
-    int batch = c->seq_len < PROMPT_BATCH ? c->seq_len : PROMPT_BATCH;
-    char context[64];
-    if (state_init(&s, c, batch, o.kv_cache))
-        die("%s: out of memory for the run state: it needs %.0f MiB at %s; a shorter one (-c N), or --kv-cache f16, "
-            "needs less",
+    char context[96];
+    if (state_init(&s, c, prompt_batch(c), o.kv_cache))
+        die("%s: out of memory for the run state: it needs %.0f MiB at %s; a shorter one (-c N), or --kv-cache f16 or "
+            "q8_0, needs less",
             o.model_path, s.bytes / 1048576.0, context_phrase(&o, c->seq_len, context, sizeof context));
     if (o.compute == COMPUTE_BF16 && state_compute_bf16(&s, c, 1)) die("out of memory");
     if (o.compute & COMPUTE_BF16 && !BF16_FAST) fprintf(stderr, "%s: note: --compute bf16 %s\n", prog, BF16_NO_SPEED);
@@ -714,7 +774,7 @@ int main(int argc, char **argv) {
 
     // a chat on a terminal may last hours: its model line comes first, with its banner
     int model_first = !strcmp(o.mode, "chat") && isatty(STDIN_FILENO);
-    if (model_first) tell_model(c, &o, &sampler, load_ms, 1);
+    if (model_first) tell_model(c, &o, &s, &sampler, load_ms, 1);
     if (!strcmp(o.mode, "ppl")) perplexity(&m, &tok, &s, &o);
     else if (!strcmp(o.mode, "chat")) chat(&m, &tok, &ct, &s, &sampler, seed, &o, msgs, n_msgs);
     else {
@@ -724,7 +784,7 @@ int main(int argc, char **argv) {
         else generate(&m, &tok, templated ? &ct : NULL, &s, &sampler, &o, tokens, n);
     }
 
-    if (!model_first) tell_model(c, &o, &sampler, load_ms, 0);
+    if (!model_first) tell_model(c, &o, &s, &sampler, load_ms, 0);
     free(prompt_file);
     chat_messages_free(msgs, n_msgs);
     if (templated) chat_template_free(&ct);

@@ -3,10 +3,12 @@
 // is the one the model picked), each repeated R times; medians and bests go to stdout.
 //   bench_forward MODEL [-j threads] [-p 256] [-n 64] [-r 5] [--pos0 0] [--compute bf16]
 // The steps follow the prompt; --pos0 0 starts them at position 0 instead, since a step
-// reads the KV cache up to its position besides the weights. --compute bf16 runs the prompt
+// reads the KV cache up to its position besides the weights, and --pos0 D beyond the prompt at
+// depth D, the cache's rows past the prompt filled with a constant instead of computed (a step's
+// time does not depend on what the keys are; an 8k prompt would take minutes). --compute bf16 runs the prompt
 // as ./run --compute bf16 does, and first prints how far its logits at every prompt position
-// are from float32's, relative to the largest float32 logit. --kv-cache f16 keeps the keys and
-// values in float16, as ./run --kv-cache f16.
+// are from float32's, relative to the largest float32 logit. --kv-cache f16 or q8_0 keeps the
+// keys and values in float16 or Q8_0 blocks, as ./run --kv-cache does.
 #include <sys/resource.h>
 #include "model.h"
 #include "bench.h"
@@ -14,7 +16,7 @@
 int main(int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-') {
         fprintf(stderr, "usage: bench_forward MODEL [-j threads] [-p prompt] [-n steps] [-r reps] [--pos0 P] "
-                        "[--compute f32|bf16] [--kv-cache f32|f16]\n");
+                        "[--compute f32|bf16] [--kv-cache f32|f16|q8_0]\n");
         return 1;
     }
     prefer_short_spins(argv); // as ./run does
@@ -30,18 +32,19 @@ int main(int argc, char **argv) {
         return 1;
     }
     const Config *c = &m.config;
-    if (P < 1 || P > c->seq_len || (pos0 != 0 && pos0 != P) || pos0 + N > c->seq_len || N < 1) {
+    if (P < 1 || P > c->seq_len || (pos0 != 0 && pos0 < P) || pos0 + N > c->seq_len || N < 1) {
         fprintf(stderr, "bench_forward: -p %d / --pos0 %d -n %d do not fit the context of %d\n", P, pos0, N,
                 c->seq_len);
         return 1;
     }
     const char *kv = bench_arg(argc, argv, "--kv-cache", "f32");
-    if (strcmp(kv, "f32") && strcmp(kv, "f16")) {
-        fprintf(stderr, "bench_forward: --kv-cache %s: expected f32 or f16\n", kv);
+    int kv_type = !strcmp(kv, "f32") ? WEIGHTS_F32 : !strcmp(kv, "f16") ? WEIGHTS_F16 : BLOCK_Q8_0;
+    if (kv_type == BLOCK_Q8_0 && (strcmp(kv, "q8_0") || c->head_dim % 32)) {
+        fprintf(stderr, "bench_forward: --kv-cache %s: expected f32, f16 or (head_dim a multiple of 32) q8_0\n", kv);
         return 1;
     }
     RunState s;
-    if (state_init(&s, c, P, strcmp(kv, "f16") ? WEIGHTS_F32 : WEIGHTS_F16)) {
+    if (state_init(&s, c, P, kv_type)) {
         fprintf(stderr, "bench_forward: out of memory\n");
         return 1;
     }
@@ -99,6 +102,10 @@ int main(int argc, char **argv) {
         free(f32);
         free(bf16);
     }
+    if (pos0 > P) { // every page of the cache written, as a prompt would have
+        memset(s.key_cache, 1, s.cache_bytes / 2);
+        memset(s.value_cache, 1, s.cache_bytes / 2);
+    }
     // Warm-up: maps every page of the file and starts the thread pool.
     forward(c, &m.weights, &s, tokens, P, 0, logits, P - 1);
     double tp[64], tg[64];
@@ -118,7 +125,7 @@ int main(int argc, char **argv) {
         }
         tg[r] = now_s() - t0;
     }
-    double step_kv = 2.0 * c->n_layers * kvd * kv_bytes(s.kv_type) * (pos0 + (N + 1) / 2.0); // mean over the steps
+    double step_kv = 2.0 * c->n_layers * kv_span(s.kv_type, kvd) * (pos0 + (N + 1) / 2.0); // mean over the steps
     double tp_best = tp[0], tg_best = tg[0];
     for (int r = 1; r < R; r++) {
         tp_best = tp[r] < tp_best ? tp[r] : tp_best;
@@ -136,7 +143,7 @@ int main(int argc, char **argv) {
     printf("matmul_params %zu\n", matmul_params);
     printf("file_bytes %zu\n", m.map_bytes);
     printf("kv_cache %s\n", kv);
-    printf("kv_cache_bytes %zu\n", 2 * (size_t)c->n_layers * c->seq_len * kvd * kv_bytes(s.kv_type));
+    printf("kv_cache_bytes %zu\n", s.cache_bytes);
     printf("step_weight_bytes %zu\n", step_bytes);
     printf("step_kv_bytes %.0f\n", step_kv);
     printf("prompt_tokens %d\n", P);

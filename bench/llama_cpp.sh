@@ -9,17 +9,24 @@
 # runs the two programs SAMPLES times, alternating which goes first, and takes the median of
 # each figure:
 #   llama.cpp  llama-bench -t THREADS -p PP -n TG -r 1: its pp and tg tokens/s
-#   ours       ./run MODEL.bin -j THREADS --kv-cache f16 (llama.cpp's cache type) -t 0: a prompt
+#   ours       ./run MODEL.bin -j THREADS --kv-cache KV (f16, llama.cpp's default) -t 0: a prompt
 #              of exactly PP tokens, then TG tokens generated from an empty cache, as
 #              llama-bench's tg test runs
-# and prints the round's ratios (ours ÷ llama.cpp), each program's generation as a fraction of
+# With DEPTH set, the long-context pair instead (issue 41's "8k prompt, generation at depth 8k"):
+#   llama.cpp  llama-bench -p DEPTH -n 0 -pg DEPTH,TG -fa FA: the prompt's tokens/s, and TG ÷ (the
+#              pg test's time − the prompt's), the generation after DEPTH tokens; the better of
+#              -fa 0 and 1 for each figure (both in the raw jsonl)
+#   ours       ./run -c DEPTH+TG+1 -f (a DEPTH-token prompt) -n TG+1: its prompt and generation
+# and the KV cache type KV on both sides (llama.cpp's -ctk/-ctv; q8_0 values need its -fa 1).
+# It prints the round's ratios (ours ÷ llama.cpp), each program's generation as a fraction of
 # the round's read bound (bandwidth ÷ the bytes a token reads: every tensor but the token
-# embedding, of which a token reads one row, unless it is also the classifier), and the share
+# embedding, of which a token reads one row, unless it is also the classifier; at DEPTH also the
+# keys and values up to the generation's mean position, in KV's bytes), and the share
 # of the cores other processes took. The last line holds the medians over the rounds.
 # MODEL.bin is tools/convert.py's default conversion of the GGUF (every tensor in its own type),
 # written to bench/tmp/ unless BIN names one. Raw outputs go to OUT (bench/tmp/llama_cpp/NAME-DATE).
 #   environment: ARCH (native; x86-64-v3 builds ./run for AVX2), BIN, OUT, SAMPLES (1), THREADS (2), PP (256),
-#   TG (128), PYTHON (/usr/bin/python3),
+#   TG (128), DEPTH (0: off; e.g. 8000), KV (f16; or q8_0), FA (0,1; 1 with KV q8_0), PYTHON (/usr/bin/python3),
 #   MEMBW (bench/bin/membw, built here: a program that prints "membw_best_GBps X" for --huge 0|1)
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -27,6 +34,10 @@ die() { echo "bench/llama_cpp.sh: $*" >&2; exit 1; }
 [ $# -ge 2 ] || { sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 LLAMA_BENCH=$1 GGUF=$2 ROUNDS=${3:-5}
 SAMPLES=${SAMPLES:-1} THREADS=${THREADS:-2} PP=${PP:-256} TG=${TG:-128} PYTHON=${PYTHON:-/usr/bin/python3}
+DEPTH=${DEPTH:-0} KV=${KV:-f16}
+FA=${FA:-$([ "$KV" = f16 ] && echo 0,1 || echo 1)}
+CTX=() # ours at depth: a context for the prompt and what follows it (the default is 4096)
+if [ "$DEPTH" -gt 0 ]; then PP=$DEPTH CTX=(-c $((DEPTH + TG + 1))); fi
 [ -x "$LLAMA_BENCH" ] || die "$LLAMA_BENCH: not an executable"
 [ -f "$GGUF" ] || die "$GGUF: no such file"
 name=$(basename "$GGUF" .gguf)
@@ -44,11 +55,17 @@ BIN=${BIN:-bench/tmp/$name.bin}
 if [ ! -s "$BIN" ] || [ "$BIN" -ot "$GGUF" ]; then
     "$PYTHON" tools/convert.py "$GGUF" "$BIN" --force > "$OUT/convert.txt" 2>&1 || die "convert.py failed: $(tail -1 "$OUT/convert.txt")"
 fi
+# The bytes a generated token reads: the weights, and at depth the KV cache's keys and values up to
+# the mean position of the generation (every layer's K projection gives its key width).
 READ=$(PYTHONPATH=tools "$PYTHON" -c '
 import sys
 from attn.gguf_file import GGUFFile
 t = GGUFFile(sys.argv[1]).tensors
-print(sum(x.nbytes for n, x in t.items() if n != "token_embd.weight" or "output.weight" not in t))' "$GGUF") ||
+weights = sum(x.nbytes for n, x in t.items() if n != "token_embd.weight" or "output.weight" not in t)
+kvd = sum(x.dims[1] for n, x in t.items() if n.endswith("attn_k.weight"))
+depth, tg = int(sys.argv[2]), int(sys.argv[3])
+per_value = {"f16": 2, "q8_0": 34 / 32}.get(sys.argv[4], 4)
+print(int(weights + (2 * kvd * (depth + (tg + 1) / 2) * per_value if depth else 0)))' "$GGUF" "$DEPTH" "$TG" "$KV") ||
     die "$GGUF: cannot read its tensors"
 
 timing() { sed -n "s/.*$1: \([0-9]*\) tokens* in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1 \2/p" "$2"; } # -> "tokens tok/s"
@@ -57,7 +74,7 @@ timing() { sed -n "s/.*$1: \([0-9]*\) tokens* in [0-9.]* s (\([0-9.]*\) tok\/s).
 PROMPT=$OUT/prompt.txt words=$((PP - 1)) n=0
 for _ in 1 2 3 4; do
     yes the | head -n $words | paste -sd' ' | tr -d '\n' > "$PROMPT"
-    ./run "$BIN" -j "$THREADS" -t 0 -n 1 -f "$PROMPT" > /dev/null 2> "$OUT/calibrate.txt" || die "./run failed: $(tail -1 "$OUT/calibrate.txt")"
+    ./run "$BIN" -j "$THREADS" "${CTX[@]}" -t 0 -n 1 -f "$PROMPT" > /dev/null 2> "$OUT/calibrate.txt" || die "./run failed: $(tail -1 "$OUT/calibrate.txt")"
     read -r n _ < <(timing prompt "$OUT/calibrate.txt")
     [ "$n" = "$PP" ] && break
     words=$((words + PP - n))
@@ -69,18 +86,34 @@ bandwidth() { # GB/s, the better of 4 KiB and 2 MiB pages
         awk '$1 == "membw_best_GBps" && $2 > b { b = $2 } END { print b }'
 }
 llama() { # sample -> "pp tg"
-    "$LLAMA_BENCH" -m "$GGUF" -t "$THREADS" -p "$PP" -n "$TG" -r 1 -o jsonl > "$OUT/llama_$1.jsonl" 2> "$OUT/llama_$1.err" ||
-        die "llama-bench failed: $(tail -1 "$OUT/llama_$1.err")"
+    local tests=(-p "$PP" -n "$TG")
+    [ "$DEPTH" -gt 0 ] && tests=(-p "$PP" -n 0 -pg "$PP,$TG" -fa "$FA")
+    "$LLAMA_BENCH" -m "$GGUF" -t "$THREADS" "${tests[@]}" -ctk "$KV" -ctv "$KV" -r 1 -o jsonl > "$OUT/llama_$1.jsonl" \
+        2> "$OUT/llama_$1.err" || die "llama-bench failed: $(tail -1 "$OUT/llama_$1.err")"
     "$PYTHON" -c '
 import json, sys
-f = {(r["n_prompt"], r["n_gen"]): r["avg_ts"] for r in map(json.loads, filter(str.strip, open(sys.argv[1])))}
-print(f[(int(sys.argv[2]), 0)], f[(0, int(sys.argv[3]))])' "$OUT/llama_$1.jsonl" "$PP" "$TG" || die "$OUT/llama_$1.jsonl: no pp $PP and tg $TG"
+pp, tg = int(sys.argv[2]), int(sys.argv[3])
+rows = list(map(json.loads, filter(str.strip, open(sys.argv[1]))))
+if int(sys.argv[4]) == 0:
+    f = {(r["n_prompt"], r["n_gen"]): r["avg_ts"] for r in rows}
+    print(f[(pp, 0)], f[(0, tg)])
+else:  # per -fa: the prompt alone, and the generation as the time the pg test takes past the prompt
+    ns = {(r["n_prompt"], r["n_gen"], r["flash_attn"]): r["avg_ns"] for r in rows}
+    fas = {fa for _, _, fa in ns}
+    print(max(pp / ns[(pp, 0, fa)] * 1e9 for fa in fas), max(tg / (ns[(pp, tg, fa)] - ns[(pp, 0, fa)]) * 1e9 for fa in fas))
+' "$OUT/llama_$1.jsonl" "$PP" "$TG" "$DEPTH" || die "$OUT/llama_$1.jsonl: no pp $PP and tg $TG"
 }
 ours() { # sample -> "pp tg"; of the TG + 1 tokens generated, the first comes from the prompt's logits
     # and the other TG from forward passes: tg is TG ÷ the time of all of them
     local p=$OUT/ours_$1_prompt.txt g=$OUT/ours_$1_gen.txt
-    ./run "$BIN" -j "$THREADS" --kv-cache f16 -t 0 -n 1 -f "$PROMPT" > /dev/null 2> "$p" || die "./run failed: $(tail -1 "$p")"
-    ./run "$BIN" -j "$THREADS" --kv-cache f16 -t 0 -n $((TG + 1)) > /dev/null 2> "$g" || die "./run failed: $(tail -1 "$g")"
+    if [ "$DEPTH" -gt 0 ]; then # one run: the prompt, then the generation after it
+        ./run "$BIN" -j "$THREADS" "${CTX[@]}" --kv-cache "$KV" -t 0 -n $((TG + 1)) -f "$PROMPT" > /dev/null 2> "$p" ||
+            die "./run failed: $(tail -1 "$p")"
+        cp "$p" "$g"
+    else
+        ./run "$BIN" -j "$THREADS" --kv-cache "$KV" -t 0 -n 1 -f "$PROMPT" > /dev/null 2> "$p" || die "./run failed: $(tail -1 "$p")"
+        ./run "$BIN" -j "$THREADS" --kv-cache "$KV" -t 0 -n $((TG + 1)) > /dev/null 2> "$g" || die "./run failed: $(tail -1 "$g")"
+    fi
     read -r pn prate < <(timing prompt "$p")
     read -r gn grate < <(timing generated "$g")
     [ "$pn" = "$PP" ] || die "./run's prompt was $pn tokens, not $PP ($p)"
@@ -98,7 +131,9 @@ show() {
 
 echo "bench/llama_cpp.sh: $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores, $THREADS threads, $SAMPLES sample(s) a round; ./run built for $(mkvar ARCH_FLAGS) ($(./run "$BIN" -n 1 2>&1 >/dev/null | sed -n 's/.*thread[s]*, \(.*\) kernels.*/\1/p') kernels; ARCH=x86-64-v3 for AVX2)"
 echo "  $GGUF: $(stat -c %s "$GGUF") bytes, $READ read a token; $BIN: $(stat -c %s "$BIN") bytes"
-echo "  prompt $PP tokens, generation $TG tokens from an empty cache; raw outputs in $OUT"
+if [ "$DEPTH" -gt 0 ]; then
+    echo "  prompt $PP tokens, then generation of $TG tokens at depth $PP; KV cache $KV, llama.cpp -fa $FA (the better); raw outputs in $OUT"
+else echo "  prompt $PP tokens, generation $TG tokens from an empty cache; KV cache $KV; raw outputs in $OUT"; fi
 printf '%-5s %7s | %9s %8s | %9s %8s | %8s %8s | %9s %9s | %s\n' round GB/s llama_pp llama_tg ours_pp ours_tg \
     pp_ratio tg_ratio llama/bnd ours/bnd others%
 for r in $(seq "$ROUNDS"); do

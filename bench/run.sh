@@ -17,7 +17,7 @@ J=${BENCH_THREADS:-2}
 TMP=bench/tmp
 BIN=bench/bin
 mkdir -p "$TMP" "$BIN"
-if [ "${BENCH_QUICK:-0}" = 1 ]; then ROUNDS=1 STORED_ROUNDS=1 STEPS=8 MB_REPS=3; else ROUNDS=3 STORED_ROUNDS=6 STEPS=48 MB_REPS=5; fi
+if [ "${BENCH_QUICK:-0}" = 1 ]; then ROUNDS=1 STORED_ROUNDS=1 STEPS=8 MB_REPS=3 LONG=1000; else ROUNDS=3 STORED_ROUNDS=6 STEPS=48 MB_REPS=5 LONG=8000; fi
 T_START=$(date +%s)
 
 die() { echo "bench: $*" >&2; exit 1; }
@@ -94,6 +94,12 @@ for mix in q4_0 q4_k_m; do
         $PYTHON tools/convert.py $LLAMA $out --quantize $mix --force 2> /dev/null || die "cannot store $LLAMA in $mix"
     fi
 done
+# the Q8_0 110M with a context of 8,192: the long-context line (issue 41)
+LLAMA_8K=$TMP/llama110m_q8_8k.bin
+if [ ! -s $LLAMA_8K ] || [ $LLAMA -nt $LLAMA_8K ]; then
+    $PYTHON tools/convert.py $LLAMA $LLAMA_8K --weights q8_0 --seq-len 8192 --force 2> /dev/null ||
+        die "cannot store $LLAMA in Q8_0 with a context of 8192"
+fi
 if [ ! -s $GPT2 ]; then
     rm -rf $TMP/gpt2_hf
     $PYTHON tools/make_random.py $TMP/gpt2_hf --preset gpt2_124m --hf-gpt2 --seed 1 || die "cannot make $TMP/gpt2_hf"
@@ -195,6 +201,21 @@ for round in $(seq $STORED_ROUNDS); do
     done
 done
 phase_end stored
+
+# ---- long context (issue 41): a prompt of LONG tokens, then 128 generated after it ----
+phase_start "long context: a $LONG-token prompt and 128 tokens after it, llama Q8_0, float16 and Q8_0 caches, $ROUNDS rounds"
+yes the | head -n $((LONG - 1)) | paste -sd' ' > $TMP/prompt_long.txt # "the" is one token, after BOS
+for round in $(seq $ROUNDS); do
+    kvs="f16 q8_0"
+    [ $((round % 2)) = 0 ] && kvs="q8_0 f16"
+    for kv in $kvs; do
+        ./run $LLAMA_8K -j $J -c 8192 -t 0 -n 128 -f $TMP/prompt_long.txt --kv-cache $kv > /dev/null 2> $TMP/long_run.txt ||
+            die "./run $LLAMA_8K failed: $(tail -1 $TMP/long_run.txt)"
+        sed -n 's/^prompt: \([0-9]*\) tokens in [0-9.]* s (\([0-9.]*\) tok\/s); generated: \([0-9]*\) tokens in [0-9.]* s (\([0-9.]*\) tok\/s).*/prompt_tokens \1\nprompt_tok_s \2\ngen_tokens \3\ngen_tok_s \4/p' \
+            $TMP/long_run.txt >> $TMP/long_$kv.txt
+    done
+done
+phase_end long
 
 # ---- training (issue 4) ----
 phase_start "training: ./train vs PyTorch"
@@ -307,6 +328,17 @@ fk=$TMP/fwd_stored_q4_0kv.txt fq=$TMP/fwd_stored_q4_0.txt
 printf "  Q4_0 with --kv-cache f16 (keys and values in float16, llama.cpp's default): generation %s tok/s; the float32\n" \
     "$(med $fk gen_tok_s)"
 printf "    cache's -> %sx (%s)\n" "$(ratio_median $fk $fq gen_tok_s)" "$(round_ratios $fk $fq gen_tok_s | tr '\n' ' ' | sed 's/ $//')"
+echo
+wb=$(max $TMP/fwd_stored_q8.txt step_weight_bytes)
+echo "Long context: Llama 110M Q8_0, -c 8192, a $(med $TMP/long_f16.txt prompt_tokens)-token prompt, then 128 tokens generated after it, $J threads, medians of $ROUNDS rounds   [${LOADNOTE[long]}]"
+for kv in "f16:2" "q8_0:1.0625"; do # bytes a cached value takes
+    f=$TMP/long_${kv%%:*}.txt
+    # a token reads the weights and every layer's keys and values (12 layers x 768) up to its position
+    read_bytes=$(calc %.0f "$wb + 2 * 12 * 768 * ${kv#*:} * ($(med $f prompt_tokens) + 64.5)")
+    printf "  --kv-cache %-5s prompt %s tok/s; generation %s tok/s x %.1f MB/token (weights and cache) -> %s of the memory bound\n" \
+        "${kv%%:*}" "$(med $f prompt_tok_s)" "$(med $f gen_tok_s)" "$(calc %.1f "$read_bytes / 1e6")" \
+        "$(calc %.3f "$(med $f gen_tok_s) * $read_bytes / 1e9 / $BW")"
+done
 cb=$TMP/fwd_stored_cbf16.txt bg=$TMP/bf16_gemm.txt
 echo
 echo "bfloat16 products (model/bf16_gemm.h, $(vals $bg bf16_path) path): inputs rounded to bfloat16, float32 sums"

@@ -33,6 +33,18 @@ _Noreturn static void die(const char *fmt, ...) {
     exit(1);
 }
 
+// MemAvailable of /proc/meminfo in bytes (what can be allocated without swapping others out;
+// MemTotal would admit runs that the programs already running leave no room for), or -1.
+static double available_memory(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
+    if (f) fclose(f);
+    return kib < 0 ? -1 : kib * 1024;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

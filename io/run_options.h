@@ -28,7 +28,7 @@ typedef struct {
     int thinking;       // --think 1, --no-think 0, else -1 (the template's default)
     int compute;        // --compute: COMPUTE_F32 and/or COMPUTE_BF16 (both only for -m ppl)
     int chunks;         // -m ppl --chunks: 0 without, -1 all, else at most that many (llama-perplexity's scoring)
-    int kv_cache;       // --kv-cache: the KV cache's elements, WEIGHTS_F32 or WEIGHTS_F16
+    int kv_cache;       // --kv-cache: the KV cache's elements, WEIGHTS_F32, WEIGHTS_F16 or BLOCK_Q8_0
     int sampling_given; // SAMPLING_* bits of the flags given (-t -p -k --min-p -r): they beat the model's
     // -m attention's --layers A-B and --heads A-B, inclusive; {-1, -1} when not given: all of them
     int layers[2], heads[2];
@@ -56,7 +56,8 @@ static void usage(FILE *f) {
         "  -m MODE      generate | ppl | logits | attention | chat (default generate)\n"
         "  -f FILE      -m ppl: the text to score; otherwise the prompt, read from FILE as it is;\n"
         "               - reads standard input\n"
-        "  -c N         context length: at most N positions instead of the model's full context\n"
+        "  -c N         context length in positions, up to the model's (default: the model's, at most 4096);\n"
+        "               the KV cache is allocated for it\n"
         "  -o FILE      where -m logits writes the prompt's logits (int32 T, int32 vocab, int32 tokens[T],\n"
         "               float32 logits[T][vocab]), and -m attention the attention weights at every prompt\n"
         "               position (int32 T, int32 layers, int32 heads, int32 tokens[T],\n"
@@ -84,7 +85,8 @@ static void usage(FILE *f) {
         "               rounded to bfloat16, float32 sums, about twice the speed on AVX512_BF16 (generation\n"
         "               stays exact); -m ppl takes bf16,f32 to score both and print the difference\n"
         "  --kv-cache T the KV cache's numbers: f32 (default, exact) or f16 (llama.cpp's default): half the\n"
-        "               memory and half the bytes each token's attention reads; keys and values rounded\n"
+        "               memory and half the bytes each token's attention reads; keys and values rounded;\n"
+        "               or q8_0 (llama.cpp's -ctk q8_0 -ctv q8_0): about a quarter of f32's\n"
         "  --chunks N   -m ppl as llama-perplexity scores: chunks of the context (-c) each from a fresh\n"
         "               cache, its first token BOS when the tokenizer adds one, the second half of each\n"
         "               scored; N chunks at most, or all (default: every token once, windows overlapping by one)\n"
@@ -162,13 +164,17 @@ static int parse_compute(const char *flag, const char *s) {
     die("%s %s: expected f32, bf16 or (-m ppl) bf16,f32", flag, v);
 }
 
-// --kv-cache: f32 or f16.
+// --kv-cache: f32, f16 or q8_0.
 static int parse_kv_cache(const char *flag, const char *s) {
     const char *v = value(flag, s);
     if (!strcmp(v, "f32")) return WEIGHTS_F32;
     if (!strcmp(v, "f16")) return WEIGHTS_F16;
-    die("%s %s: expected f32 or f16", flag, v);
+    if (!strcmp(v, "q8_0")) return BLOCK_Q8_0;
+    die("%s %s: expected f32, f16 or q8_0", flag, v);
 }
+
+// A --kv-cache type's name as the flag spells it.
+static const char *kv_cache_name(int type) { return type == BLOCK_Q8_0 ? "q8_0" : type == WEIGHTS_F16 ? "f16" : "f32"; }
 
 // --layers or --heads: "A-B" or "A", whole numbers from 0 with A <= B, into r[0] and r[1]
 // (whether they exist in the model is run.c's to say).

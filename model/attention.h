@@ -40,12 +40,16 @@ typedef float vregu __attribute__((vector_size(VREG * 4), aligned(4), may_alias)
 
 enum { CAUSAL_NONE, CAUSAL_BELOW, CAUSAL_ABOVE };
 
-// Keys and values come as float32 or, from a float16 KV cache (./run --kv-cache f16), as
-// float16: type is WEIGHTS_F32 or WEIGHTS_F16, and they are widened as they are loaded, so
-// that the arithmetic is float32's either way.
-static inline size_t kv_bytes(int type) { return row_bytes(type, 1); }
+// Keys and values come as float32 or, from a KV cache of ./run --kv-cache f16 or q8_0, as
+// float16 or llama.cpp's Q8_0 blocks: type is WEIGHTS_F32, WEIGHTS_F16 or BLOCK_Q8_0, and they
+// are widened as they are loaded (widen1, widen8, widen16), so that the arithmetic is float32's
+// either way. A Q8_0 block holds 32 values of one row: head_dim is a multiple of 32 there, so
+// that every head, and every run of 16 or 8 values the loads take, lies in whole blocks.
+// The bytes of n such values (n a multiple of 32 for Q8_0): every offset into the cache.
+static inline size_t kv_span(int type, size_t n) { return row_bytes(type, n); }
 
-// Elements i .. i + 15 of such a row as float32, into *v (not returned: a 64-byte vector
+// Elements i .. i + 15 of such a row as float32 (for Q8_0, p at a block's start and i a
+// multiple of 16), into *v (not returned: a 64-byte vector
 // returned by value has another ABI with AVX-512 than without).
 static inline __attribute__((always_inline)) void widen_vec16(vec16 *v, const void *p, size_t i, int type) {
     if (type == WEIGHTS_F32) *v = *(const vec16u *)((const float *)p + i);
@@ -75,12 +79,13 @@ static inline __attribute__((always_inline)) void widen_vreg(vreg *v, const void
 #endif
 }
 
-// C[i, :16 NV] = alpha Σ_{k0 ≤ k < k1} A[i ai + k ak] B[k ldb, :16 NV] for R rows i, added to
-// C with accumulate; B's elements of b_type. R, NV and b_type are constants where it is called,
-// so acc lives in registers.
+// C[i, :16 NV] = alpha Σ_{k0 ≤ k < k1} A[i ai + k ak] B[k ldb + col, :16 NV] for R rows i,
+// added to C with accumulate; B's elements of b_type. R, NV and b_type are constants where it
+// is called, so acc lives in registers.
 static inline __attribute__((always_inline)) void product_tile(float *C, size_t ldc, const float *A, size_t ai,
-                                                               size_t ak, const void *B, int b_type, size_t ldb, int k0,
-                                                               int k1, int R, int NV, float alpha, int accumulate) {
+                                                               size_t ak, const void *B, int b_type, size_t ldb,
+                                                               size_t col, int k0, int k1, int R, int NV, float alpha,
+                                                               int accumulate) {
     vreg acc[4][4 * PARTS];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
@@ -89,7 +94,7 @@ static inline __attribute__((always_inline)) void product_tile(float *C, size_t 
     for (int k = k0; k < k1; k++) {
         vreg b[4 * PARTS];
 #pragma GCC unroll 16
-        for (int v = 0; v < NV * PARTS; v++) widen_vreg(&b[v], B, k * ldb + v * VREG, b_type);
+        for (int v = 0; v < NV * PARTS; v++) widen_vreg(&b[v], B, k * ldb + col + v * VREG, b_type);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             vreg a = (vreg){0} + A[r * ai + k * ak];
@@ -109,8 +114,8 @@ static inline __attribute__((always_inline)) void product_tile(float *C, size_t 
 
 // C[i, :N] = alpha Σ_k A(i, k) B[k ldb, :N] (added to C with accumulate) for rows i < M, k < K
 // cut by the mask: CAUSAL_BELOW takes k ≤ P + i, CAUSAL_ABOVE k ≥ i − P. A(i, k) is
-// A[i lda + k], or A[k lda + i] with a_trans; B's elements are of b_type (WEIGHTS_F32 or
-// WEIGHTS_F16). A tile of rows takes the union of its rows' ranges, so A must be 0 outside
+// A[i lda + k], or A[k lda + i] with a_trans; B's elements are of b_type (WEIGHTS_F32,
+// WEIGHTS_F16 or BLOCK_Q8_0). A tile of rows takes the union of its rows' ranges, so A must be 0 outside
 // each row's own.
 // The k range [k0, k1) that rows i .. i + R − 1 take together under mask (causal_product).
 static inline void causal_range(int mask, int P, int K, int i, int R, int *k0, int *k1) {
@@ -133,12 +138,14 @@ static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int
                 causal_range(mask, P, K, i, R, &k0, &k1);
                 float *Ct = C + i * ldc + c;
                 const float *At = a_trans ? A + i : A + i * lda;
-                const void *Bt = (const char *)B + c * kv_bytes(b_type);
                 // A's strides and B's type as constants in each inlined tile
 #define TILE_OF(R, NV, type)                                                                                           \
-    (a_trans ? product_tile(Ct, ldc, At, 1, lda, Bt, type, ldb, k0, k1, R, NV, alpha, accumulate)                      \
-             : product_tile(Ct, ldc, At, lda, 1, Bt, type, ldb, k0, k1, R, NV, alpha, accumulate))
-#define TILE(R, NV) (b_type == WEIGHTS_F16 ? TILE_OF(R, NV, WEIGHTS_F16) : TILE_OF(R, NV, WEIGHTS_F32))
+    (a_trans ? product_tile(Ct, ldc, At, 1, lda, B, type, ldb, c, k0, k1, R, NV, alpha, accumulate)                    \
+             : product_tile(Ct, ldc, At, lda, 1, B, type, ldb, c, k0, k1, R, NV, alpha, accumulate))
+#define TILE(R, NV)                                                                                                    \
+    (b_type == WEIGHTS_F16  ? TILE_OF(R, NV, WEIGHTS_F16)                                                              \
+     : b_type == BLOCK_Q8_0 ? TILE_OF(R, NV, BLOCK_Q8_0)                                                               \
+                            : TILE_OF(R, NV, WEIGHTS_F32))
                 if (R == 4) nv == 4 ? TILE(4, 4) : nv == 2 ? TILE(4, 2) : TILE(4, 1);
                 else nv == 4 ? TILE(1, 4) : nv == 2 ? TILE(1, 2) : TILE(1, 1);
 #undef TILE
@@ -208,14 +215,14 @@ static inline int causal_width(int n, int L) {
 #define KT_DIMS 128
 static void causal_scores(float *S, const float *q, size_t lq, const void *k, int k_type, size_t lk, int T, int P,
                           int hd, float alpha) {
-    size_t L = (size_t)P + T, eb = kv_bytes(k_type);
+    size_t L = (size_t)P + T, kb = kv_span(k_type, hd), lkb = kv_span(k_type, lk);
     const char *kc = k;
     if (T < 3) {
         for (int t = 0; t < T; t++)
             for (int j = 0, m = causal_width(P + t + 1, (int)L); j < m; j++) {
                 // keys lie a row of the cache apart, too far for the hardware to guess
-                for (size_t x = 0; x < hd * eb && j + 6 < m; x += 64) __builtin_prefetch(kc + (j + 6) * lk * eb + x);
-                S[t * L + j] = alpha * dot_w(kc + j * lk * eb, k_type, q + t * lq, hd);
+                for (size_t x = 0; x < kb && j + 6 < m; x += 64) __builtin_prefetch(kc + (j + 6) * lkb + x);
+                S[t * L + j] = alpha * dot_w(kc + j * lkb, k_type, q + t * lq, hd);
             }
         return;
     }
@@ -225,7 +232,8 @@ static void causal_scores(float *S, const float *q, size_t lq, const void *k, in
         for (int d0 = 0; d0 < hd; d0 += KT_DIMS) {
             int dn = hd - d0 < KT_DIMS ? hd - d0 : KT_DIMS;
             for (int h = 0; h < VEC_KEYS; h += VEC)
-                transpose_keys(kt + h, VEC_KEYS, kc + ((h < nb ? j0 + h : 0) * lk + d0) * eb, k_type, lk, nb - h, dn);
+                transpose_keys(kt + h, VEC_KEYS, kc + kv_span(k_type, (h < nb ? j0 + h : 0) * lk + d0), k_type, lk,
+                               nb - h, dn);
             causal_product(S + t0 * L + j0, L, q + t0 * lq + d0, lq, 0, kt, WEIGHTS_F32, VEC_KEYS, T - t0, nb, dn,
                            CAUSAL_NONE, 0, alpha, d0 > 0);
         }
@@ -267,7 +275,7 @@ static inline float *attention_kept(const AttentionKeep *keep, int h) {
 
 // Masked scaled dot-product attention for B sequences of T new rows each, after P rows
 // already in k/v. q, out: [B, T, n_heads * head_dim]; k, v: [B, P + T, n_kv_heads * head_dim],
-// of kv_type (WEIGHTS_F32, or WEIGHTS_F16 from a float16 cache).
+// of kv_type (WEIGHTS_F32, or WEIGHTS_F16 or BLOCK_Q8_0 from such a cache).
 // Scores are scaled by scale; with window > 0 row t attends only to its last window keys,
 // P + t + 1 - window ≤ j ≤ P + t (a local layer's band, Hugging Face's sliding window), and
 // without one to every key up to its own. att receives the probabilities [B, n_heads, T, P + T]
@@ -282,11 +290,10 @@ static inline void attention_pairs_masked(float *out, float *att, const float *q
                                           float scale, int window, const AttentionKeep *keep, size_t lo, size_t hi) {
     int L = P + T, qd = n_heads * head_dim, kvd = n_kv_heads * head_dim, group = n_heads / n_kv_heads;
     int rows = window ? BAND_ROWS : T;
-    size_t eb = kv_bytes(kv_type);
     for (size_t i = lo; i < hi; i++) {
         int b = (int)(i / n_heads), h = (int)(i % n_heads);
-        const char *kb = (const char *)k + ((size_t)b * L * kvd + (size_t)(h / group) * head_dim) * eb;
-        const char *vb = (const char *)v + ((size_t)b * L * kvd + (size_t)(h / group) * head_dim) * eb;
+        size_t head = kv_span(kv_type, (size_t)b * L * kvd + (size_t)(h / group) * head_dim);
+        const char *kb = (const char *)k + head, *vb = (const char *)v + head;
         const float *qb = q + (size_t)b * T * qd + (size_t)h * head_dim;
         float *a = att + i * T * L, *o = out + (size_t)b * T * qd + (size_t)h * head_dim;
         float *kept = keep ? attention_kept(keep, h) : NULL;
@@ -294,15 +301,16 @@ static inline void attention_pairs_masked(float *out, float *att, const float *q
         for (int t0 = 0; t0 < T;) {
             int n = T - t0 < rows ? T - t0 : rows;
             int k0 = window && P + t0 + 1 - window > 0 ? P + t0 + 1 - window : 0, p = P + t0 - k0, l = p + n;
-            causal_scores(a, qb + (size_t)t0 * qd, qd, kb + (size_t)k0 * kvd * eb, kv_type, kvd, n, p, head_dim, scale);
+            causal_scores(a, qb + (size_t)t0 * qd, qd, kb + kv_span(kv_type, (size_t)k0 * kvd), kv_type, kvd, n, p,
+                          head_dim, scale);
             for (int t = 0; t < n; t++) {
                 int first = window && p + t + 1 - window > 0 ? p + t + 1 - window : 0;
                 causal_softmax_row(a + (size_t)t * l, first, p + t + 1, l);
             }
             for (int t = 0; t < n && kept; t++) // row t sees keys k0 .. k0 + p + t
                 memcpy(kept + (size_t)(t0 + t) * keep->positions + k0, a + (size_t)t * l, (p + t + 1) * sizeof(float));
-            causal_product(o + (size_t)t0 * qd, qd, a, l, 0, vb + (size_t)k0 * kvd * eb, kv_type, kvd, n, head_dim, l,
-                           CAUSAL_BELOW, p, 1.0f, 0);
+            causal_product(o + (size_t)t0 * qd, qd, a, l, 0, vb + kv_span(kv_type, (size_t)k0 * kvd), kv_type, kvd, n,
+                           head_dim, l, CAUSAL_BELOW, p, 1.0f, 0);
             a += (size_t)n * l; // the blocks' scores [n, l] lie one after another
             t0 += n;
         }
@@ -327,12 +335,12 @@ static inline int attention_tiles_fit(int T, int head_dim) { return T >= TILED_M
 // Rows [k0, k1) of a key or value cache (rows ld elements apart, elements of type, whose first
 // hd are the head's) as float32 into tile [k1 - k0, hd]: where a cache type's widening lives.
 static inline void kv_tile_f32(float *tile, const void *cache, int type, size_t ld, int k0, int k1, int hd) {
-    size_t eb = kv_bytes(type);
+    size_t row_span = kv_span(type, ld), span = kv_span(type, (size_t)hd);
     for (int j = k0; j < k1; j++) {
-        const char *row = (const char *)cache + (size_t)j * ld * eb;
+        const char *row = (const char *)cache + (size_t)j * row_span;
         float *dst = tile + (size_t)(j - k0) * hd;
         // the next block's row: rows lie a cache row apart, too far for the hardware to guess
-        for (size_t x = 0; x < hd * eb; x += 64) __builtin_prefetch(row + (size_t)(k1 - k0) * ld * eb + x);
+        for (size_t x = 0; x < span; x += 64) __builtin_prefetch(row + (size_t)(k1 - k0) * row_span + x);
         if (type == WEIGHTS_F32) {
             memcpy(dst, row, (size_t)hd * sizeof(float));
             continue;
@@ -340,10 +348,10 @@ static inline void kv_tile_f32(float *tile, const void *cache, int type, size_t 
         int d = 0;
         for (; d + VREG <= hd; d += VREG) {
             vreg x;
-            widen_vreg(&x, row, d, WEIGHTS_F16);
+            widen_vreg(&x, row, d, type);
             *(vregu *)(dst + d) = x;
         }
-        for (; d < hd; d++) dst[d] = widen1(row, d, WEIGHTS_F16);
+        for (; d < hd; d++) dst[d] = widen1(row, d, type);
     }
 }
 
@@ -386,7 +394,6 @@ static inline void attention_tiled(float *out, const float *q, const void *k, co
                                    int n_heads, int n_kv_heads, int head_dim, float scale, int window, size_t lo,
                                    size_t hi) {
     int L = P + T, hd = head_dim, qd = n_heads * hd, kvd = n_kv_heads * hd, group = n_heads / n_kv_heads;
-    size_t eb = kv_bytes(kv_type);
     float qt[TILE_MAX_DIMS * TILE_QUERIES] __attribute__((aligned(64)));
     float kt[TILE_KEYS * TILE_MAX_DIMS] __attribute__((aligned(64)));
     float vt[TILE_KEYS * TILE_MAX_DIMS] __attribute__((aligned(64)));
@@ -395,8 +402,8 @@ static inline void attention_tiled(float *out, const float *q, const void *k, co
     float m[TILE_QUERIES], l[TILE_QUERIES];
     for (size_t pair = lo; pair < hi; pair++) {
         int b = (int)(pair / n_heads), h = (int)(pair % n_heads);
-        const char *kb = (const char *)k + ((size_t)b * L * kvd + (size_t)(h / group) * hd) * eb;
-        const char *vb = (const char *)v + ((size_t)b * L * kvd + (size_t)(h / group) * hd) * eb;
+        size_t head = kv_span(kv_type, (size_t)b * L * kvd + (size_t)(h / group) * hd);
+        const char *kb = (const char *)k + head, *vb = (const char *)v + head;
         const float *qb = q + (size_t)b * T * qd + (size_t)h * hd;
         float *ob = out + (size_t)b * T * qd + (size_t)h * hd;
         for (int t0 = 0; t0 < T; t0 += TILE_QUERIES) {
@@ -424,6 +431,102 @@ static inline void attention_tiled(float *out, const float *q, const void *k, co
                 for (int d = 0; d < hd; d++) ob[(size_t)(t0 + i) * qd + d] = o[i * hd + d] / l[i];
         }
     }
+}
+
+// ----------------------------------------------------------------------------
+// One-token attention: a generation step's one query row against the whole cache, bound by
+// reading the cache. Its work goes in units of a key/value head and a range of its keys. A
+// unit reads its keys and values once for all the query heads of the group, a block at a time
+// (each head takes the block from L1), and leaves for each query head a partial softmax: its
+// largest score m, the sum l of exp(score - m) and o = Σ exp(score - m) v. Partials of one
+// head's key ranges merge exactly: each is weighted by exp(m - M), M the largest m.
+#define TOKEN_BLOCK_BYTES 16384           // a block of keys (or values) read at once: a third of L1
+#define TOKEN_PART(hd) ((size_t)(hd) + 2) // a partial's floats: m, l, o [hd]
+
+// Query heads [0, group) of q (hd apart) against keys and values [0, n) (k, v at the key/value
+// head's first column, rows ld elements apart, of type), with the scores in sc (a row of n for
+// each head, ld_sc apart), into the partials at part (ld_part apart). type is a constant where
+// it is inlined, so that dot_w's loads are the type's own.
+__attribute__((always_inline)) static inline void token_keys(float *part, size_t ld_part, float *sc, size_t ld_sc,
+                                                             const float *q, int group, const char *k, const char *v,
+                                                             int type, size_t ld, int hd, int n, float scale) {
+    size_t row = kv_span(type, ld), span = kv_span(type, (size_t)hd);
+    int block = span < TOKEN_BLOCK_BYTES / 16 ? (int)(TOKEN_BLOCK_BYTES / span) : 16;
+    for (int j0 = 0; j0 < n; j0 += block) {
+        int j1 = n - j0 < block ? n : j0 + block;
+        // the next block's keys: rows of the cache lie too far apart for the hardware to guess
+        for (int j = j0 + block; j < j1 + block && j < n; j++)
+            for (size_t x = 0; x < span; x += 64) __builtin_prefetch(k + j * row + x);
+        for (int h = 0; h < group; h++)
+            for (int j = j0; j < j1; j++) sc[h * ld_sc + j] = scale * dot_w(k + j * row, type, q + h * hd, hd);
+    }
+    for (int h = 0; h < group; h++) {
+        float *p = part + h * ld_part;
+        p[0] = n ? max_of(sc + h * ld_sc, n) : -INFINITY;
+        p[1] = exp_shifted(sc + h * ld_sc, n, p[0]);
+        if (!n) memset(p + 2, 0, (size_t)hd * sizeof(float));
+    }
+    for (int j0 = 0; j0 < n; j0 += block) {
+        int j1 = n - j0 < block ? n : j0 + block;
+        for (int j = j0 + block; j < j1 + block && j < n; j++)
+            for (size_t x = 0; x < span; x += 64) __builtin_prefetch(v + j * row + x);
+        causal_product(part + 2, ld_part, sc + j0, ld_sc, 0, v + kv_span(type, (size_t)j0 * ld), type, ld, group, hd,
+                       j1 - j0, CAUSAL_NONE, 0, 1.0f, j0 > 0);
+    }
+}
+
+// A query head's output out [hd] from its partials over chunks key ranges (TOKEN_PART apart):
+// Σ exp(m - M) o / Σ exp(m - M) l.
+static inline void token_merge(float *out, const float *part, int chunks, int hd) {
+    float top = -INFINITY, l = 0.0f;
+    for (int c = 0; c < chunks; c++) top = part[c * TOKEN_PART(hd)] > top ? part[c * TOKEN_PART(hd)] : top;
+    for (int d = 0; d < hd; d++) out[d] = 0.0f;
+    for (int c = 0; c < chunks; c++) {
+        const float *p = part + c * TOKEN_PART(hd);
+        float w = exp_vec(p[0] - top); // 0 for an empty range's m of -inf
+        l += w * p[1];
+        for (int d = 0; d < hd; d++) out[d] += w * p[2 + d];
+    }
+    for (int d = 0; d < hd; d++) out[d] /= l;
+}
+
+static inline int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
+
+// Key ranges per key/value head so that the units split evenly across nt threads: 1 when
+// each thread has whole heads (then it merges its own), more with fewer heads than threads.
+static inline int token_chunks(int n_kv_heads, int nt) { return nt / gcd(n_kv_heads, nt); }
+
+// Thread id of nt's share of one query row's attention, q [n_heads * head_dim] against keys and
+// values [0, n) (k, v: rows of n_kv_heads * head_dim of kv_type), scaled by scale, into out
+// [n_heads * head_dim]; every key is seen (a band's first key is the first of k). scores: a row
+// of ld_scores ≥ n floats for each query head; parts: n_heads × token_chunks(n_kv_heads, nt)
+// partials (TOKEN_PART floats each). All nt threads call it together: with the keys split, they
+// meet at barrier before merging, and every thread needs all queries there.
+static inline void attention_token(float *out, float *scores, size_t ld_scores, float *parts, const float *q,
+                                   const void *k, const void *v, int kv_type, int n, int n_heads, int n_kv_heads,
+                                   int head_dim, float scale, int id, int nt, Barrier *barrier) {
+    int group = n_heads / n_kv_heads, hd = head_dim, chunks = token_chunks(n_kv_heads, nt);
+    size_t kvd = (size_t)n_kv_heads * hd, ld_part = chunks * TOKEN_PART(hd), u0, u1, j0, j1, h0, h1;
+    share((size_t)n_kv_heads * chunks, id, nt, &u0, &u1);
+    for (size_t u = u0; u < u1; u++) {
+        int g = (int)(u / chunks), c = (int)(u % chunks), h = g * group;
+        share((size_t)n, c, chunks, &j0, &j1);
+        size_t at = kv_span(kv_type, j0 * kvd + (size_t)g * hd);
+        float *part = parts + ((size_t)h * chunks + c) * TOKEN_PART(hd), *sc = scores + h * ld_scores + j0;
+        const char *kg = (const char *)k + at, *vg = (const char *)v + at;
+#define TOKEN_KEYS(type)                                                                                               \
+    token_keys(part, ld_part, sc, ld_scores, q + (size_t)h * hd, group, kg, vg, type, kvd, hd, (int)(j1 - j0), scale)
+        if (kv_type == WEIGHTS_F16) TOKEN_KEYS(WEIGHTS_F16);
+        else if (kv_type == BLOCK_Q8_0) TOKEN_KEYS(BLOCK_Q8_0);
+        else TOKEN_KEYS(WEIGHTS_F32);
+#undef TOKEN_KEYS
+        for (int i = h; i < h + group && chunks == 1; i++)
+            token_merge(out + (size_t)i * hd, parts + (size_t)i * TOKEN_PART(hd), 1, hd);
+    }
+    if (chunks == 1) return;
+    barrier_wait(barrier, nt);
+    share((size_t)n_heads, id, nt, &h0, &h1);
+    for (size_t i = h0; i < h1; i++) token_merge(out + i * hd, parts + i * ld_part, chunks, hd);
 }
 
 // Causal attention scaled by 1 / sqrt(head_dim), as ./train's models have it.

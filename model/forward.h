@@ -28,14 +28,15 @@ typedef struct {
     float *xb;              // (max_batch, dim) a sub-layer's output projection
     float *hb, *hb2;        // (max_batch, hidden_dim) the feed-forward's w1 and w3 outputs
     float *att;             // (max_batch, n_heads, seq_len) attention probabilities
+    float *token_parts;     // (n_heads, threads, head_dim + 2) a one-token step's partial softmaxes
     float *rope_cos;        // (seq_len, rope_dims / 2) the global layers' RoPE, scaled
     float *rope_sin;        // (seq_len, rope_dims / 2)
     float *rope_local_cos;  // (seq_len, rope_dims / 2) the local layers' (sliding_window only)
     float *rope_local_sin;  // (seq_len, rope_dims / 2)
-    int kv_type;            // the cache's elements: WEIGHTS_F32, or WEIGHTS_F16 (./run --kv-cache f16)
+    int kv_type;            // the cache's elements: WEIGHTS_F32, WEIGHTS_F16 or BLOCK_Q8_0 (./run --kv-cache)
     void *key_cache;        // (the layers' cache rows, kv_dim) of kv_type, layer after layer (layer_cache)
     void *value_cache;      // (the same)
-    float *kv_new;          // (2, max_batch, kv_dim) a float16 cache's new keys, then values, before rounding
+    float *kv_new;          // (2, max_batch, kv_dim) a float16 or Q8_0 cache's new keys, then values, before rounding
     float *wbuf;            // (threads, wbuf_floats) a quantised or 16-bit model's widened rows
     size_t wbuf_floats;
     uint8_t *xq; // (threads, max_batch + 2, xq_row_bytes) inputs quantised for block-type matrices
@@ -47,8 +48,9 @@ typedef struct {
     uint32_t *bf16_x, *bf16_strip;
     float *bf16_rows;
     size_t bf16_x_words, bf16_strip_words, bf16_rows_floats;
-    float *mem;   // the one allocation the buffers above are carved from
-    size_t bytes; // its size
+    float *mem;         // the one allocation the buffers above are carved from
+    size_t bytes;       // its size
+    size_t cache_bytes; // the KV cache's part of it, keys and values
     Barrier barrier;
     const AttentionKeep *keep; // NULL (state_init's), or where forward copies attention probabilities
 } RunState;
@@ -79,7 +81,7 @@ static inline LayerCache layer_cache(const Config *c, const RunState *s, int l) 
     int global_before = c->sliding_window ? l / c->global_every : l, local = layer_is_local(c, l);
     size_t kvd = (size_t)c->n_kv_heads * c->head_dim;
     size_t row = (size_t)global_before * c->seq_len + (size_t)(l - global_before) * local_cache_rows(c, s->ring);
-    size_t at = row * kvd * kv_bytes(s->kv_type);
+    size_t at = kv_span(s->kv_type, row * kvd);
     LayerCache lc = {(char *)s->key_cache + at, (char *)s->value_cache + at, c->seq_len, 0};
     if (local && s->ring) lc.rows = s->ring, lc.mirrored = 1;
     return lc;
@@ -87,36 +89,41 @@ static inline LayerCache layer_cache(const Config *c, const RunState *s, int l) 
 
 // The ring's second copy of rows [r, r + T), columns [c0, c1), just written; elements of kv_type.
 static inline void mirror_rows(void *cache, int kv_type, int rows, int r, int T, size_t kvd, size_t c0, size_t c1) {
-    size_t eb = kv_bytes(kv_type);
     char *p = cache;
     for (int i = r; i < r + T; i++)
-        memcpy(p + ((i < rows ? i + rows : i - rows) * kvd + c0) * eb, p + (i * kvd + c0) * eb, (c1 - c0) * eb);
+        memcpy(p + kv_span(kv_type, (i < rows ? i + rows : i - rows) * kvd + c0), p + kv_span(kv_type, i * kvd + c0),
+               kv_span(kv_type, c1 - c0));
 }
 
-// Rows [r, r + T) of a float16 cache, columns [c0, c1), rounded from the new keys or values
-// src [T, kvd].
-static inline void store_f16_rows(void *cache, int r, const float *src, int T, size_t kvd, size_t c0, size_t c1) {
-    for (int t = 0; t < T; t++)
-        floats_to_f16((uint16_t *)cache + (r + t) * kvd + c0, src + (size_t)t * kvd + c0, c1 - c0);
+// Rows [r, r + T) of a float16 or Q8_0 cache (kv_type), columns [c0, c1), rounded or quantised
+// from the new keys or values src [T, kvd].
+static inline void store_kv_rows(void *cache, int kv_type, int r, const float *src, int T, size_t kvd, size_t c0,
+                                 size_t c1) {
+    for (int t = 0; t < T; t++) {
+        void *to = (char *)cache + kv_span(kv_type, (r + t) * kvd + c0);
+        const float *from = src + (size_t)t * kvd + c0;
+        if (kv_type == BLOCK_Q8_0) quantize_q8_0_blocks(to, from, c1 - c0);
+        else floats_to_f16(to, from, c1 - c0);
+    }
 }
 
 // Where a layer's new keys and values [T, kv_dim] are computed: a float32 cache takes them in
-// place, at rows [row, row + T); a float16 one from kv_new, once normalised and rotated
+// place, at rows [row, row + T); a float16 or Q8_0 one from kv_new, once normalised and rotated
 // (keep_new_kv).
 static inline void new_kv_rows(const RunState *s, const LayerCache *lc, int row, size_t kvd, float **k, float **v) {
-    int half = s->kv_type == WEIGHTS_F16;
-    *k = half ? s->kv_new : (float *)lc->k + (size_t)row * kvd;
-    *v = half ? s->kv_new + (size_t)s->max_batch * kvd : (float *)lc->v + (size_t)row * kvd;
+    int narrow = s->kv_type != WEIGHTS_F32;
+    *k = narrow ? s->kv_new : (float *)lc->k + (size_t)row * kvd;
+    *v = narrow ? s->kv_new + (size_t)s->max_batch * kvd : (float *)lc->v + (size_t)row * kvd;
 }
 
-// Columns [c0, c1) of the new rows [row, row + T) made whole in the cache: rounded in from knew
-// and vnew (new_kv_rows) in a float16 one, and copied to the ring's second rows in a mirrored
-// layer.
+// Columns [c0, c1) of the new rows [row, row + T) made whole in the cache: rounded or quantised
+// in from knew and vnew (new_kv_rows) in a float16 or Q8_0 one, and copied to the ring's second
+// rows in a mirrored layer.
 static inline void keep_new_kv(const RunState *s, const LayerCache *lc, int row, const float *knew, const float *vnew,
                                int T, size_t kvd, size_t c0, size_t c1) {
-    if (s->kv_type == WEIGHTS_F16) {
-        store_f16_rows(lc->k, row, knew, T, kvd, c0, c1);
-        store_f16_rows(lc->v, row, vnew, T, kvd, c0, c1);
+    if (s->kv_type != WEIGHTS_F32) {
+        store_kv_rows(lc->k, s->kv_type, row, knew, T, kvd, c0, c1);
+        store_kv_rows(lc->v, s->kv_type, row, vnew, T, kvd, c0, c1);
     }
     if (lc->mirrored) {
         mirror_rows(lc->k, s->kv_type, lc->rows, row, T, kvd, c0, c1);
@@ -124,10 +131,10 @@ static inline void keep_new_kv(const RunState *s, const LayerCache *lc, int row,
     }
 }
 
-// Allocates the state for up to max_batch rows at once and a KV cache of kv_type (WEIGHTS_F32 or
-// WEIGHTS_F16), every buffer carved from one block (wbuf only for a Q8_0, bfloat16 or float16
-// model). Returns 0, or -1 when out of memory, with s->bytes saying how much it needed.
-static inline int state_init(RunState *s, const Config *c, int max_batch, int kv_type) {
+// The state's buffers for up to max_batch rows at once and a KV cache of kv_type (WEIGHTS_F32,
+// WEIGHTS_F16, or BLOCK_Q8_0 when head_dim is a multiple of 32), carved from mem (wbuf only for a
+// Q8_0, bfloat16 or float16 model); with mem NULL only counted. Returns the bytes they take.
+static inline size_t state_carve(RunState *s, const Config *c, int max_batch, int kv_type, float *mem) {
     memset(s, 0, sizeof *s);
     s->max_batch = max_batch;
     s->kv_type = kv_type;
@@ -138,7 +145,8 @@ static inline int state_init(RunState *s, const Config *c, int max_batch, int kv
     size_t half = c->rope_dims / 2, local_half = c->sliding_window ? half : 0;
     size_t global = c->sliding_window ? c->n_layers / c->global_every : c->n_layers;
     size_t cache = kvd * (global * c->seq_len + (c->n_layers - global) * local_cache_rows(c, s->ring));
-    size_t cache_floats = (cache * kv_bytes(kv_type) + sizeof(float) - 1) / sizeof(float);
+    size_t cache_floats = (kv_span(kv_type, cache) + sizeof(float) - 1) / sizeof(float);
+    s->cache_bytes = 2 * kv_span(kv_type, cache);
     float *key_cache, *value_cache;
     size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
     widest = qd > widest ? qd : widest;
@@ -157,35 +165,43 @@ static inline int state_init(RunState *s, const Config *c, int max_batch, int kv
         {&s->hb, B * c->hidden_dim},
         {&s->hb2, B * c->hidden_dim},
         {&s->att, B * c->n_heads * (size_t)c->seq_len},
+        {&s->token_parts, c->n_heads * s->threads * TOKEN_PART(c->head_dim)},
         {&s->rope_cos, c->seq_len * half},
         {&s->rope_sin, c->seq_len * half},
         {&s->rope_local_cos, c->seq_len * local_half},
         {&s->rope_local_sin, c->seq_len * local_half},
         {&key_cache, cache_floats},
         {&value_cache, cache_floats},
-        {&s->kv_new, kv_type == WEIGHTS_F16 ? 2 * B * kvd : 0},
+        {&s->kv_new, kv_type != WEIGHTS_F32 ? 2 * B * kvd : 0},
         {&s->wbuf, s->threads * s->wbuf_floats},
         {&xq_floats, s->threads * (B + 2) * s->xq_row_bytes / sizeof(float)},
     };
     size_t n = sizeof t / sizeof t[0], total = 0;
     for (size_t i = 0; i < n; i++) total += state_align(t[i].floats);
-    s->bytes = total * sizeof(float);
+    s->bytes = total <= SIZE_MAX / sizeof(float) ? total * sizeof(float) : SIZE_MAX;
+    s->mem = mem;
+    for (size_t i = 0; i < n && mem; i++) {
+        *t[i].buf = t[i].floats ? mem : NULL;
+        mem += state_align(t[i].floats);
+    }
+    s->xq = mem ? (uint8_t *)xq_floats : NULL;
+    s->key_cache = mem ? key_cache : NULL, s->value_cache = mem ? value_cache : NULL;
+    return s->bytes;
+}
+
+// Allocates the state (state_carve) in one block. Returns 0, or -1 when out of memory, with
+// s->bytes saying how much it needed.
+static inline int state_init(RunState *s, const Config *c, int max_batch, int kv_type) {
+    size_t bytes = state_carve(s, c, max_batch, kv_type, NULL);
     // An anonymous mapping starts on a page and is zeroed as it is first touched, like calloc,
     // whose large blocks start 16 bytes into a page: every 64-byte vector of every buffer then
     // straddled two lines (the 110M Q4_0 generated 7-26 % slower; docs/KERNELS.md).
-    void *mem = total <= SIZE_MAX / sizeof(float)
-                    ? mmap(NULL, s->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-                    : MAP_FAILED;
+    void *mem =
+        bytes < SIZE_MAX ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
     if (mem == MAP_FAILED) return -1;
-    s->mem = mem;
-    float *next = s->mem;
-    for (size_t i = 0; i < n; i++) {
-        *t[i].buf = t[i].floats ? next : NULL;
-        next += state_align(t[i].floats);
-    }
-    s->xq = (uint8_t *)xq_floats;
-    s->key_cache = key_cache, s->value_cache = value_cache;
+    state_carve(s, c, max_batch, kv_type, mem);
     if (c->pos_kind == POS_ROPE) {
+        size_t half = c->rope_dims / 2;
         double freq[ROPE_MAX_PAIRS];
         rope_frequencies(freq, c, 0);
         rope_table_of(s->rope_cos, s->rope_sin, c->seq_len, (int)half, freq);
@@ -408,19 +424,23 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             if (!own_kv) barrier_wait(&s->barrier, nt);
             // a local layer's queries see positions from first on, in one piece of its cache
             int first = local && pos0 - c->sliding_window + 1 > 0 ? pos0 - c->sliding_window + 1 : 0;
-            size_t from = (size_t)(first % lc.rows) * kvd * kv_bytes(s->kv_type);
+            size_t from = kv_span(s->kv_type, (size_t)(first % lc.rows) * kvd);
+            const char *kl = (const char *)lc.k + from, *vl = (const char *)lc.v + from;
             AttentionKeep part;
-            const AttentionKeep *kept = layer_keep(s->keep, l, pos0, first, &part);
-            const char *lk = (char *)lc.k + from, *lv = (char *)lc.v + from;
             int band = local ? c->sliding_window : 0;
-            // many rows in tiles; a few rows, and a pass that keeps probabilities (every layer, so
-            // that a selection's layers see what they see in the whole), in score blocks
-            if (!s->keep && attention_tiles_fit(T, hd))
-                attention_tiled(s->attn_out, s->q, lk, lv, s->kv_type, T, pos0 - first, c->n_heads, c->n_kv_heads, hd,
+            // a generation step: the cache read once, by every thread (attention_token); many rows in
+            // tiles; a few rows, and a pass that keeps probabilities (every layer, so that a
+            // selection's layers see what they see in the whole), in score blocks
+            if (T == 1 && !s->keep)
+                attention_token(s->attn_out, s->att, (size_t)c->seq_len, s->token_parts, s->q, kl, vl, s->kv_type,
+                                pos0 - first + 1, c->n_heads, c->n_kv_heads, hd, scale, id, nt, &s->barrier);
+            else if (!s->keep && attention_tiles_fit(T, hd))
+                attention_tiled(s->attn_out, s->q, kl, vl, s->kv_type, T, pos0 - first, c->n_heads, c->n_kv_heads, hd,
                                 scale, band, h0, h1);
             else
-                attention_pairs_masked(s->attn_out, s->att, s->q, lk, lv, s->kv_type, T, pos0 - first, c->n_heads,
-                                       c->n_kv_heads, hd, scale, band, kept, h0, h1);
+                attention_pairs_masked(s->attn_out, s->att, s->q, kl, vl, s->kv_type, T, pos0 - first, c->n_heads,
+                                       c->n_kv_heads, hd, scale, band, layer_keep(s->keep, l, pos0, first, &part), h0,
+                                       h1);
             barrier_wait(&s->barrier, nt);
             add_sublayer(c, s, s->attn_out, L->wo, L->qwo, L->bo, L->attn_out_norm_w, L->attn_norm_w, L->attn_norm_b, T,
                          qd, id, nt, r0, r1);

@@ -41,17 +41,28 @@ static inline float exp_vec(float x) {
     return in < -87.0f ? 0.0f : p * scale.f;
 }
 
-// Vectorised (exp_vec, SIMD reductions), since attention runs it on every score row.
-static inline void softmax(float *x, int n) {
+// The largest of x [n], n > 0.
+static inline float max_of(const float *x, int n) {
     float max = x[0];
 #pragma omp simd reduction(max : max)
     for (int i = 1; i < n; i++) max = x[i] > max ? x[i] : max;
+    return max;
+}
+
+// x[i] = exp(x[i] - max) for i < n; returns their sum: a softmax before its division.
+static inline float exp_shifted(float *x, int n, float max) {
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int i = 0; i < n; i++) {
         x[i] = exp_vec(x[i] - max);
         sum += x[i];
     }
+    return sum;
+}
+
+// Vectorised (exp_vec, SIMD reductions), since attention runs it on every score row.
+static inline void softmax(float *x, int n) {
+    float sum = exp_shifted(x, n, max_of(x, n));
     for (int i = 0; i < n; i++) x[i] /= sum;
 }
 

@@ -9,6 +9,7 @@
 #ifndef ATTN_MODEL_QUANT_H
 #define ATTN_MODEL_QUANT_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -83,6 +84,23 @@ static inline void floats_to_f16(uint16_t *h, const float *x, size_t n) {
                          _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 #endif
     for (; i < n; i++) h[i] = float_to_f16(x[i]);
+}
+
+// x [n] (n a multiple of 32) into n / 32 Q8_0 blocks at b, as llama.cpp's quantize_row_q8_0_ref
+// makes them (its -ctk q8_0 cache): a block's scale d = max |x| / 127 stored as float16, and
+// each value round(x / d) (halves away from zero) with the float32 d.
+static inline void quantize_q8_0_blocks(uint8_t *b, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i += 32, b += 34) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fabsf(x[i + j]) > amax ? fabsf(x[i + j]) : amax;
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint16_t h = float_to_f16(d);
+        b[0] = (uint8_t)h, b[1] = (uint8_t)(h >> 8);
+        for (int j = 0; j < 32; j++) { // a NaN (of a NaN or infinite input) must not reach the conversion
+            float q = roundf(x[i + j] * id);
+            b[2 + j] = (uint8_t)(int8_t)(q == q ? q : 0.0f);
+        }
+    }
 }
 
 // The float16 at b, which need not be aligned (F16C's conversion where the machine has it: the

@@ -14,30 +14,45 @@
 #include "file.h"
 #include "quant.h"
 
-// Element i of a row of float32, bfloat16 or float16 (type: WEIGHTS_*) as float32.
+// Element i of a row of float32, bfloat16, float16 (type: WEIGHTS_*) or of a run of Q8_0 blocks
+// (BLOCK_Q8_0: the KV cache's --kv-cache q8_0, w at a block's start) as float32.
 static inline float widen1(const void *w, size_t i, int type) {
+    if (type == BLOCK_Q8_0) {
+        const uint8_t *b = (const uint8_t *)w + i / 32 * 34;
+        return (float)(int8_t)b[2 + i % 32] * f16_at(b);
+    }
     if (type == WEIGHTS_BF16) return bf16_to_float(((const uint16_t *)w)[i]);
     if (type == WEIGHTS_F16) return f16_to_float(((const uint16_t *)w)[i]);
     return ((const float *)w)[i];
 }
 
 // Elements i .. i+15 (AVX-512) or i .. i+7 (AVX2) widened in registers: bfloat16 shifted into
-// float32's upper half, float16 converted by vcvtph2ps, float32 loaded as it is.
+// float32's upper half, float16 converted by vcvtph2ps, float32 loaded as it is, Q8_0's int8
+// values times their block's scale (i a multiple of 16, or 8: the elements lie in one block).
 #if defined(__AVX512F__)
-static inline __m512 widen16(const void *w, size_t i, int type) {
-    if (type == WEIGHTS_F32) return _mm512_loadu_ps((const float *)w + i);
-    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i));
-    if (type == WEIGHTS_F16) return _mm512_cvtph_ps(h);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
 // 16 int8 values from q as float32: Q8_0's weights before their group's scale.
 static inline __m512 int8x16_to_float(const int8_t *q) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)q)));
 }
+
+static inline __m512 widen16(const void *w, size_t i, int type) {
+    if (type == WEIGHTS_F32) return _mm512_loadu_ps((const float *)w + i);
+    if (type == BLOCK_Q8_0) {
+        const uint8_t *b = (const uint8_t *)w + i / 32 * 34;
+        return _mm512_mul_ps(int8x16_to_float((const int8_t *)b + 2 + i % 32), _mm512_set1_ps(f16_at(b)));
+    }
+    __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)w + i));
+    if (type == WEIGHTS_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
 #elif defined(__AVX2__) && defined(__FMA__)
 static inline __m256 widen8(const void *w, size_t i, int type) {
     if (type == WEIGHTS_F32) return _mm256_loadu_ps((const float *)w + i);
+    if (type == BLOCK_Q8_0) {
+        const uint8_t *b = (const uint8_t *)w + i / 32 * 34;
+        __m128i q = _mm_loadl_epi64((const __m128i *)(b + 2 + i % 32));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(f16_at(b)));
+    }
     __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
     if (type == WEIGHTS_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 #if defined(__F16C__)

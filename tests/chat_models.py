@@ -10,12 +10,13 @@ from attn import safetensors  # noqa: E402
 from attn import families  # noqa: E402
 
 
-def build_smol(d, out, width=64, sampling=None):
-    """The Hugging Face directory d, converted to the model file out; its layer width wide (16 per head);
-    sampling: generation_config.json's sampling settings to add to the published ones."""
+def build_smol(d, out, width=64, sampling=None, head_dim=16):
+    """The Hugging Face directory d, converted to the model file out; its layer width wide (head_dim per
+    head, half as many key/value heads); sampling: generation_config.json's sampling settings to add to
+    the published ones."""
     conf = families.family_config("smollm2_135m", 1)
-    conf.update(hidden_size=width, intermediate_size=2 * width, num_attention_heads=width // 16,
-                num_key_value_heads=width // 32)
+    conf.update(hidden_size=width, intermediate_size=2 * width, num_attention_heads=width // head_dim,
+                num_key_value_heads=max(1, width // head_dim // 2))
     os.makedirs(d)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(conf, f)

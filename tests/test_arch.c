@@ -280,16 +280,17 @@ static void naive_attention(double *out, double *probs, const float *q, const fl
     free(s);
 }
 
-// The KV cache's element types (./run --kv-cache f32 and f16).
-static const int kv_types[] = {WEIGHTS_F32, WEIGHTS_F16};
+// The KV cache's element types (./run --kv-cache f32, f16 and q8_0).
+static const int kv_types[] = {WEIGHTS_F32, WEIGHTS_F16, BLOCK_Q8_0};
+#define KV_TYPES 3
 
 // A local layer (0) and a global one (1) fed a sequence's keys and values as forward feeds
 // them: each chunk's rows written at their ring rows and mirrored, then attended to from the
 // first position the chunk's rows see. Chunks take sizes from splits in turn (cut to max_batch).
 // The probabilities of heads 1 .. H - 1 are kept as ./run -m attention keeps them (layer_keep):
 // each row where its position says, exactly 0 where masked, whatever chunk and ring row it came from.
-// A cache of float16 (kv_type) holds the keys and values rounded, and the attention must be the
-// naive one of those rounded values.
+// A cache of float16 or Q8_0 (kv_type) holds the keys and values rounded or quantised, and the
+// attention must be the naive one of the values it holds.
 static void check_ring(int N, int seq_len, int window, int max_batch, const int *splits, int n_splits, int H, int KV,
                        int hd, int want_ring, int kv_type) {
     Config c = knob_config();
@@ -305,7 +306,13 @@ static void check_ring(int N, int seq_len, int window, int max_batch, const int 
     if (kv_type == WEIGHTS_F16)
         for (size_t i = 0; i < (size_t)N * kvd; i++)
             k[i] = f16_to_float(float_to_f16(k[i])), v[i] = f16_to_float(float_to_f16(v[i]));
-    size_t eb = kv_bytes(kv_type);
+    uint8_t *blocks = malloc(kv_span(BLOCK_Q8_0, (size_t)N * kvd));
+    for (int i = 0; i < 2 && kv_type == BLOCK_Q8_0; i++) {
+        float *x = i ? v : k;
+        quantize_q8_0_blocks(blocks, x, (size_t)N * kvd);
+        dequantize_blocks(BLOCK_Q8_0, blocks, (size_t)N * kvd / 32, x);
+    }
+    free(blocks);
     float *out = malloc(sizeof(float) * N * qd), *kept = calloc((size_t)2 * (H - 1) * N * N, sizeof(float));
     double *want = malloc(sizeof(double) * N * qd), *probs = malloc(sizeof(double) * H * N * N);
     AttentionKeep keep = {.p = kept, .layer0 = 0, .layers = 2, .head0 = 1, .heads = H - 1, .positions = N};
@@ -327,7 +334,7 @@ static void check_ring(int N, int seq_len, int window, int max_batch, const int 
             keep_new_kv(&s, &lc, row, knew, vnew, T, kvd, 0, hd);
             keep_new_kv(&s, &lc, row, knew, vnew, T, kvd, hd, kvd);
             int first = local && pos0 - window + 1 > 0 ? pos0 - window + 1 : 0;
-            size_t from = (size_t)(first % lc.rows) * kvd * eb;
+            size_t from = kv_span(kv_type, (size_t)(first % lc.rows) * kvd);
             AttentionKeep part;
             attention_pairs_masked(out + (size_t)pos0 * qd, s.att, q + (size_t)pos0 * qd, (char *)lc.k + from,
                                    (char *)lc.v + from, kv_type, T, pos0 - first, H, KV, hd, c.attn_scale,
@@ -367,28 +374,36 @@ static void test_ring_attention(void **state) {
         check_ring(20, 20, 7, 5, mixed, 7, 4, 2, 20, 0, kv);
         check_ring(30, 30, 50, 8, mixed, 7, 4, 2, 16, 0, kv); // a window longer than the context
     }
+    // Q8_0's blocks of 32 lie within a head
+    check_ring(60, 64, 7, 5, mixed, 7, 4, 2, 32, 1, BLOCK_Q8_0);
+    check_ring(300, 300, 40, 70, tall, 6, 2, 1, 64, 1, BLOCK_Q8_0);
+    check_ring(30, 30, 50, 8, mixed, 7, 4, 2, 32, 0, BLOCK_Q8_0);
 }
 
 // A local layer's cache is its ring, twice over: the whole cache is the global layers' context
-// and the local layers' rings, and the last layer's ends where the keys end; in float32 and in float16.
+// and the local layers' rings, and the last layer's ends where the keys end; in float32, float16
+// and Q8_0 (34 bytes for 32 values), whose size the state reports (cache_bytes).
 static void test_cache_carve(void **state) {
     (void)state;
     Config c = knob_config(); // layers 0, 1 and 3 local, 2 global
-    c.n_kv_heads = 2, c.seq_len = 100;
+    c.n_kv_heads = 2, c.seq_len = 100, c.head_dim = c.rope_dims = 32;
     size_t kvd = (size_t)c.n_kv_heads * c.head_dim;
     for (int max_batch = 1; max_batch <= 64; max_batch *= 4)
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < KV_TYPES; i++) {
             RunState s;
-            assert_int_equal(state_init(&s, &c, max_batch, kv_types[i]), 0);
+            int type = kv_types[i];
+            assert_int_equal(state_init(&s, &c, max_batch, type), 0);
             int ring = c.sliding_window - 1 + max_batch, rows = 2 * ring < c.seq_len ? 2 * ring : c.seq_len;
             assert_int_equal(s.ring, 2 * ring < c.seq_len ? ring : 0);
-            size_t eb = kv_bytes(kv_types[i]), want = kvd * ((size_t)c.seq_len + 3 * (size_t)rows) * eb; // bytes
+            size_t values = kvd * ((size_t)c.seq_len + 3 * (size_t)rows);
+            size_t want = type == BLOCK_Q8_0 ? values / 32 * 34 : values * (type == WEIGHTS_F32 ? 4 : 2); // bytes
             const char *keys = s.key_cache;
             assert_true((size_t)((const char *)s.value_cache - keys) ==
                         state_align((want + sizeof(float) - 1) / sizeof(float)) * sizeof(float));
+            assert_true(s.cache_bytes == 2 * want);
             LayerCache last = layer_cache(&c, &s, 3);
-            assert_true((const char *)last.k + (size_t)rows * kvd * eb == keys + want);
-            assert_true((const char *)layer_cache(&c, &s, 2).k == keys + 2 * (size_t)rows * kvd * eb);
+            assert_true((const char *)last.k + kv_span(type, (size_t)rows * kvd) == keys + want);
+            assert_true((const char *)layer_cache(&c, &s, 2).k == keys + 2 * kv_span(type, (size_t)rows * kvd));
             state_free(&s);
         }
 }
@@ -400,7 +415,8 @@ static void test_state_aligned(void **state) {
     Config c = knob_config();
     c.weight_type = WEIGHTS_PER_MATRIX; // the one-token products' ordered inputs (xq) too
     c.seq_len = 1 << 18;                // a block beyond malloc's largest threshold (32 MiB), which it maps on its own
-    for (int i = 0; i < 2; i++) {
+    c.head_dim = c.rope_dims = 32;      // Q8_0's blocks within a head
+    for (int i = 0; i < KV_TYPES; i++) {
         RunState s;
         assert_int_equal(state_init(&s, &c, 3, kv_types[i]), 0);
         const void *bufs[] = {s.x, s.xn, s.q, s.attn_out, s.xb, s.hb, s.hb2, s.att, s.key_cache, s.value_cache};
@@ -409,7 +425,7 @@ static void test_state_aligned(void **state) {
                 fail_msg("buffer %zu of the state is %zu bytes past a line", b, (size_t)((uintptr_t)bufs[b] % 64));
         for (int id = 0; id < s.threads; id++) assert_int_equal((uintptr_t)thread_xq(&s, id) % 64, 0);
         assert_non_null(thread_xq(&s, 0));
-        if (kv_types[i] == WEIGHTS_F16) assert_int_equal((uintptr_t)s.kv_new % 64, 0);
+        if (kv_types[i] != WEIGHTS_F32) assert_int_equal((uintptr_t)s.kv_new % 64, 0);
         state_free(&s);
     }
 }

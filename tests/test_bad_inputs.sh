@@ -292,8 +292,15 @@ row run "-c above the model's context" "-c 4096: $model's context is 512 positio
   --set head_dim=4096 --set rope_dims=2 --set hidden_dim=2 $tmp/huge_context.bin >/dev/null 2>&1
 # (AddressSanitizer reserves terabytes of address space for itself, so ulimit -v cannot apply there.)
 [ -z "${ATTN_ASAN_SUITE:-}" ] && row run "a context whose KV cache does not fit in memory (ulimit -v 4 GB)" \
-  "$tmp/huge_context.bin: out of memory for the run state: it needs 66576 MiB at the model's context of 1048576; a shorter one (-c N), or --kv-cache f16, needs less" \
-  bash -c 'ulimit -v 4000000 && exec "$@"' limited ./run $tmp/huge_context.bin -n 2
+  "$tmp/huge_context.bin: out of memory for the run state: it needs 4169 MiB at the context of 65536 set with -c; a shorter one (-c N), or --kv-cache f16 or q8_0, needs less" \
+  bash -c 'ulimit -v 4000000 && exec "$@"' limited ./run $tmp/huge_context.bin -c 65536 -n 2
+# 16 heads of 4096 on 2 layers: a KV cache of 1 TiB at the whole context, refused before the
+# weights are read; the default context (4096) is 4 GiB less than that.
+"$PYTHON" tools/make_random.py --set seq_len=1048576 --set n_layers=2 --set dim=2 --set n_heads=16 --set n_kv_heads=16 \
+  --set head_dim=4096 --set rope_dims=2 --set hidden_dim=2 $tmp/huge_kv.bin >/dev/null 2>&1
+row run "-c a context whose KV cache exceeds the memory available" \
+  "-c 1048576: $tmp/huge_kv.bin needs&&(KV cache 1048576 MiB in f32&&MiB available; a shorter context (-c N) or --kv-cache f16 or q8_0 needs less" \
+  ./run $tmp/huge_kv.bin -c 1048576 -n 2
 "$PYTHON" - $model $tmp/nan_weights.bin <<'PY'
 import struct, sys
 d = bytearray(open(sys.argv[1], "rb").read())
@@ -322,7 +329,9 @@ row run "--layers 2-1 (backwards)" "--layers 2-1: expected A-B, numbers from 0 w
 row run "--heads without -m attention (it would be ignored)" "--heads selects what -m attention writes" ./run $model -i hi --heads 0
 row run "--compute fp8 (not an arithmetic it has)" "--compute fp8: expected f32, bf16 or (-m ppl) bf16,f32" ./run $model -i hi --compute fp8
 row run "--compute bf16,f32 outside -m ppl" "--compute bf16,f32: only -m ppl runs both, to compare them; -m generate takes f32 or bf16" ./run $model -i hi --compute bf16,f32
-row run "--kv-cache q8_0 (not a cache type it has)" "--kv-cache q8_0: expected f32 or f16" ./run $model -i hi --kv-cache q8_0
+row run "--kv-cache q4_0 (not a cache type it has)" "--kv-cache q4_0: expected f32, f16 or q8_0" ./run $model -i hi --kv-cache q4_0
+row run "--kv-cache q8_0 with head_dim 8 (a Q8_0 block is 32 values of one head)" \
+  "--kv-cache q8_0: $model's head_dim is 8, not a multiple of 32" ./run $model -i hi --kv-cache q8_0
 "$PYTHON" tools/make_random.py --set seq_len=4096 --set n_layers=4 --set dim=32 --set n_heads=8 --set n_kv_heads=8 \
   --set head_dim=4 --set rope_dims=4 --set hidden_dim=32 $tmp/wide.bin >/dev/null 2>&1
 head -c 6000 $SHARED/data/tinyshakespeare.txt >$tmp/long_prompt.txt

@@ -44,8 +44,8 @@ def build():
     chat_models.build_smol(tmp("smol"), MODEL)
 
 
-def run(*args, stdin="", ok=True):
-    r = subprocess.run([RUN, MODEL, "-j", "1"] + list(args), input=stdin, capture_output=True, text=True,
+def run(*args, stdin="", ok=True, model=MODEL):
+    r = subprocess.run([RUN, model, "-j", "1"] + list(args), input=stdin, capture_output=True, text=True,
                        timeout=120)
     if ok:
         assert r.returncode == 0, "run %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr)
@@ -155,6 +155,34 @@ def greedy_chat_equals_generate():
         g = run("-m", "generate", "--chat", conv_file("g%d.json" % i, messages), *GREEDY)
         assert g.stdout == got[i], "turn %d: chat %r, generate %r" % (i + 1, got[i], g.stdout)
         messages.append({"role": "assistant", "content": got[i]})
+
+
+Q8 = tmp("smol_q8.bin")
+
+
+@case
+def build_q8():
+    """The same cut with heads of 32 values, which Q8_0's blocks of 32 (--kv-cache q8_0) need."""
+    chat_models.build_smol(tmp("smol_q8"), Q8, head_dim=32)
+
+
+@case(needs=[build_q8])
+def q8_0_cache_reuse():
+    """--kv-cache q8_0 on 1 and 2 threads: -m chat's greedy replies, each turn reusing the quantised cache
+    the turns before left (at least the previous turn's prompt), equal -m generate's on --chat files of
+    the same conversation, run from an empty cache."""
+    for threads in ("1", "2"):
+        q8 = ("--kv-cache", "q8_0", "-j", threads) + GREEDY
+        r = run("-m", "chat", *q8, stdin="".join(t + "\n" for t in TURNS), model=Q8)
+        got, stats = replies(r.stdout, 3), turn_stats(r.stderr)
+        assert "KV cache" in r.stderr and " q8_0" in r.stderr, r.stderr
+        messages = []
+        for i, text in enumerate(TURNS):
+            messages.append({"role": "user", "content": text})
+            g = run("-m", "generate", "--chat", conv_file("q8_%d.json" % i, messages), *q8, model=Q8)
+            assert g.stdout == got[i], "turn %d: chat %r, generate %r" % (i + 1, got[i], g.stdout)
+            messages.append({"role": "assistant", "content": got[i]})
+        assert all(b[1] >= a[0] + a[1] for a, b in zip(stats, stats[1:])), stats
 
 
 @case(needs=[build])

@@ -180,12 +180,12 @@ def stats(screen):
 
 @case(needs=[build])
 def banner_and_quiet():
-    """On a terminal a banner names the model, the format, the context and the seed, and how to get
-    help and quit; -q shows none, nor the timings after a reply."""
+    """On a terminal a banner names the model, the format, the context (SmolLM2's 8192 held to the default
+    4096) and the seed, and how to get help and quit; -q shows none, nor the timings after a reply."""
     s = Session("-t", "0", "-n", "4", "--no-history")
     try:
         shown = s.until(PROMPT)
-        assert re.search(rb"attn.c chat: .*smol.bin, chatml format, context 8192, seed 7\r\n"
+        assert re.search(rb"attn.c chat: .*smol.bin, chatml format, context 4096, seed 7\r\n"
                          rb"/help for commands, Ctrl-D to quit\r\n", shown), shown
         s.turn(b"Hi")
         assert s.end() == 0
@@ -353,7 +353,7 @@ def commands():
         assert b"temperature 5000: expected a number in [0, 100]" in s.type(b"/set temperature 5000\r")
         assert b"NAME is temperature" in s.type(b"/set nonsense 1\r")
         shown = s.type(b"/show\r")
-        for want in (b"model: " + MODEL.encode(), b"chat format: chatml", b"context: 8192 tokens, 0 used, 8192 left",
+        for want in (b"model: " + MODEL.encode(), b"chat format: chatml", b"context: 4096 tokens, 0 used, 4096 left",
                      b"temperature 1", b"max_tokens 3", b"seed 7"):
             assert want in shown, (want, shown)
         assert re.search(rb"reply: 3 tok,", s.turn(b"Hello"))
@@ -364,7 +364,7 @@ def commands():
         s.turn(b"//etc")
         c3, msgs = s.save("c3.json")
         assert msgs[3] == ("user", "/etc") and len(msgs) == 5, msgs
-        used = lambda: int(re.search(rb"context: 8192 tokens, (\d+) used", s.type(b"/show\r")).group(1))
+        used = lambda: int(re.search(rb"context: 4096 tokens, (\d+) used", s.type(b"/show\r")).group(1))
         before = used()
         assert b"[the last exchange is undone]" in s.type(b"/undo\r")
         assert s.save("c4.json")[1] == again
@@ -579,7 +579,7 @@ def ctrl_c_mid_prompt():
     writes it byte for byte the same, the message back on the line and the cache as before; Enter sends
     it again, and its prompt picks up where the Ctrl-C stopped it."""
     words = ("alpha beta gamma delta river stone cloud light " * 875).strip()
-    s = session("-t", "0", "-n", "4", "--no-history", model=WIDE)
+    s = session("-t", "0", "-n", "4", "--no-history", "-c", "8192", model=WIDE)  # above the default 4096
     try:
         before_stats = stats(s.turn(b"hi"))
         before, _ = s.save("before_prompt.json")

@@ -608,6 +608,135 @@ static QMat random_blocks(int type, size_t rows, int n_in) {
     return (QMat){.blocks = b, .type = type};
 }
 
+// A KV cache's rows, n values (a multiple of 32 for Q8_0) of type float16 (rounded) or Q8_0
+// (quantize_q8_0_blocks); x becomes the values it holds, as float32.
+static void *cache_rows(float *x, size_t n, int type) {
+    void *row = malloc(kv_span(type, n));
+    if (type == WEIGHTS_F16) floats_to_f16(row, x, n);
+    else quantize_q8_0_blocks(row, x, n);
+    for (size_t i = 0; i < n; i += type == BLOCK_Q8_0 ? 32 : 1)
+        if (type == BLOCK_Q8_0) naive_dequantize_block(BLOCK_Q8_0, (const uint8_t *)row + i / 32 * 34, x + i);
+        else x[i] = naive_f16(((const uint16_t *)row)[i]);
+    return row;
+}
+
+// A Q8_0 cache block as llama.cpp's quantize_row_q8_0_ref makes it: the scale max |x| / 127,
+// stored as float16; each value x / scale rounded to the nearest integer, halves away from zero.
+static void naive_q8_0_block(const float *x, uint8_t *b) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    float d = amax / 127, id = d ? 1 / d : 0;
+    uint16_t h = float_to_f16(d); // test_float_to_f16 holds it to its definition
+    b[0] = h & 0xFF, b[1] = h >> 8;
+    for (int j = 0; j < 32; j++) {
+        float v = x[j] * id, r = v >= 0 ? floorf(v + 0.5f) : -floorf(-v + 0.5f);
+        b[2 + j] = (uint8_t)(int8_t)r;
+    }
+}
+
+// --kv-cache q8_0's rows: quantised as llama.cpp quantises them, byte for byte (zeros, halves
+// and a block's largest value among them), and read back by every load the attention uses
+// (widen1, widen_vreg, widen_vec16, dot_w) as the blocks' q × d.
+static void test_kv_q8_0(void **state) {
+    (void)state;
+    size_t n = 32 * 40;
+    float *x = rand_vec(n, 3.0f), *back = malloc(n * sizeof(float)), *q = rand_vec(64, 1.0f);
+    for (int j = 0; j < 32; j++) x[j] = 0.0f;                        // a block of zeros: scale 0
+    for (int j = 0; j < 32; j++) x[32 + j] = (float)(j - 16) * 0.5f; // halves: 8 / 127 steps land on them
+    x[64] = -7.0f, x[65] = 7.0f;                                     // a block's largest either sign
+    uint8_t *row = malloc(kv_span(BLOCK_Q8_0, n)), want[34];
+    quantize_q8_0_blocks(row, x, n);
+    assert_int_equal(kv_span(BLOCK_Q8_0, n), n / 32 * 34);
+    for (size_t b = 0; b < n / 32; b++) {
+        naive_q8_0_block(x + b * 32, want);
+        assert_memory_equal(row + b * 34, want, 34);
+        float d = naive_f16_at(want), amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
+        naive_dequantize_block(BLOCK_Q8_0, want, back + b * 32);
+        for (int j = 0; j < 32; j++) // half a step off, the step's float16 rounding aside
+            assert_true(fabsf(back[b * 32 + j] - x[b * 32 + j]) <= 0.5f * d + amax * 1e-3f);
+    }
+    assert_int_equal((int8_t)row[2 * 34 + 2], -127);
+    assert_int_equal((int8_t)row[2 * 34 + 3], 127);
+    for (size_t i = 0; i < n; i++) assert_true(widen1(row, i, BLOCK_Q8_0) == back[i]);
+    for (size_t i = 0; i < n; i += VEC) {
+        vec16 v;
+        widen_vec16(&v, row, i, BLOCK_Q8_0);
+        for (int j = 0; j < VEC; j++) assert_true(v[j] == back[i + j]);
+    }
+    for (size_t i = 0; i < n; i += VREG) {
+        vreg v;
+        widen_vreg(&v, row, i, BLOCK_Q8_0);
+        for (int j = 0; j < VREG; j++) assert_true(v[j] == back[i + j]);
+    }
+    for (size_t i = 0; i + 64 <= n; i += 64) {
+        double want_dot = 0;
+        for (int j = 0; j < 64; j++) want_dot += (double)back[i + j] * q[j];
+        double got = dot_w(row + i / 32 * 34, BLOCK_Q8_0, q, 64);
+        assert_true(fabs(got - want_dot) <= 1e-5 * (1 + fabs(want_dot)));
+    }
+    free(x);
+    free(back);
+    free(q);
+    free(row);
+}
+
+// One-token attention (attention_token) over float32, float16 and Q8_0 caches against the naive
+// attention of the values each cache holds, on 1, 2 and 3 threads: with fewer key/value heads
+// than threads the keys are split, and the partial softmaxes' merge must give the unsplit
+// result to float32's rounding. Ranges shorter than the threads (a chunk with no keys) too.
+static void test_attention_token(void **state) {
+    (void)state;
+    // n_heads, n_kv_heads, head_dim, keys
+    int shapes[][4] = {{4, 1, 64, 300},   {6, 3, 32, 1000}, {8, 2, 64, 37}, {2, 2, 96, 2},
+                       {12, 12, 64, 129}, {3, 1, 32, 1},    {4, 4, 20, 50}};
+    int types[] = {WEIGHTS_F32, WEIGHTS_F16, BLOCK_Q8_0};
+    for (size_t n_shape = 0; n_shape < sizeof shapes / sizeof shapes[0]; n_shape++)
+        for (int ti = 0; ti < 3; ti++) {
+            int H = shapes[n_shape][0], KV = shapes[n_shape][1], hd = shapes[n_shape][2], n = shapes[n_shape][3];
+            int type = types[ti], qd = H * hd, kvd = KV * hd;
+            if (type == BLOCK_Q8_0 && hd % 32) continue;
+            float scale = 1.0f / sqrtf((float)hd), *q = rand_vec(qd, 1.0f);
+            float *k = rand_vec((size_t)n * kvd, 2.0f), *v = rand_vec((size_t)n * kvd, 1.0f);
+            void *kc = type == WEIGHTS_F32 ? k : NULL, *vc = type == WEIGHTS_F32 ? v : NULL;
+            if (type != WEIGHTS_F32) {
+                kc = cache_rows(k, (size_t)n * kvd, type);
+                vc = cache_rows(v, (size_t)n * kvd, type);
+            }
+            double *want = calloc(qd, sizeof(double)), *sc = malloc(sizeof(double) * n);
+            for (int h = 0; h < H; h++) {
+                int g = h / (H / KV);
+                double max = -INFINITY, sum = 0;
+                for (int j = 0; j < n; j++) {
+                    double d = 0;
+                    for (int i = 0; i < hd; i++) d += (double)q[h * hd + i] * k[(size_t)j * kvd + g * hd + i];
+                    sc[j] = d * scale, max = fmax(max, sc[j]);
+                }
+                for (int j = 0; j < n; j++) sum += exp(sc[j] - max);
+                for (int j = 0; j < n; j++)
+                    for (int i = 0; i < hd; i++)
+                        want[h * hd + i] += exp(sc[j] - max) / sum * v[(size_t)j * kvd + g * hd + i];
+            }
+            float *out[3], *scores = malloc(sizeof(float) * H * n), *parts = malloc(sizeof(float) * H * 3 * (hd + 2));
+            for (int nt = 1; nt <= 3; nt++) {
+                out[nt - 1] = malloc(sizeof(float) * qd);
+                Barrier barrier = {0};
+#pragma omp parallel num_threads(nt)
+                attention_token(out[nt - 1], scores, (size_t)n, parts, q, kc, vc, type, n, H, KV, hd, scale,
+                                thread_num(), team_size(), &barrier);
+                assert_close(out[nt - 1], want, qd, 1e-5);
+            }
+            for (int nt = 2; nt <= 3; nt++) { // the merge against one thread's single pass
+                double one[4096];
+                for (int i = 0; i < qd; i++) one[i] = out[0][i];
+                assert_close(out[nt - 1], one, qd, 1e-6);
+            }
+            for (int i = 0; i < 3; i++) free(out[i]);
+            if (type != WEIGHTS_F32) free(kc), free(vc);
+            free(q), free(k), free(v), free(want), free(sc), free(scores), free(parts);
+        }
+}
+
 // quantize_input against a plain reading of its definition: per 32 values a scale amax /
 // 32767, each value x / scale rounded to nearest (ties to even), in the machine's layout (a
 // 16-bit integer, or its two bytes apart); the tail past n zero. On the vector path the rows
@@ -791,7 +920,8 @@ static Config knobs(int variant) {
 
 // The whole prompt in one batch, in chunks of 3, and one token at a time: the same logits.
 // The wide variants are big enough for forward's parallel region (run_all.sh gives two
-// threads), and their batch is also checked against one thread's and three threads'. The
+// threads), and their batch is also checked against one thread's and three threads', and
+// their one-token steps on three threads (attention_token splitting each head's keys). The
 // last three are Q8_0 models: two wide ones with group sizes for the vector path (32 and 128)
 // and a narrow one for the scalar path (4).
 static void test_batched_equals_one_token(void **state) {
@@ -836,6 +966,15 @@ static void test_batched_equals_one_token(void **state) {
         double *want = malloc(sizeof(double) * T * V);
         for (int i = 0; i < T * V; i++) want[i] = all[i];
         assert_close(one, want, (size_t)T * V, 1e-4);
+        if (variant >= 4 && variant != 10) { // one-token steps on three threads: each head's keys split in three
+            int threads = omp_get_max_threads();
+            omp_set_num_threads(3);
+            assert_int_equal(state_init(&s, &m.c, 1, WEIGHTS_F32), 0);
+            for (int t = 0; t < T; t++) forward(&m.c, &m.w, &s, tokens + t, 1, t, one + t * V, 0);
+            state_free(&s);
+            omp_set_num_threads(threads);
+            assert_close(one, want, (size_t)T * V, 1e-4);
+        }
         assert_int_equal(state_init(&s, &m.c, 3, WEIGHTS_F32), 0);
         for (int t = 0; t < T; t += 3) {
             int n = T - t < 3 ? T - t : 3;
@@ -1187,6 +1326,8 @@ int main(void) {
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_tiled),
+        cmocka_unit_test(test_kv_q8_0),
+        cmocka_unit_test(test_attention_token),
         cmocka_unit_test(test_float_to_f16),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_batched_equals_one_token),

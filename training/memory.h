@@ -73,18 +73,6 @@ static RunMemory run_memory(const Config *c, const Opts *o, int ranks, size_t co
     return m;
 }
 
-// MemAvailable of /proc/meminfo in bytes (what can be allocated without swapping others out;
-// MemTotal would admit runs that the programs already running leave no room for), or -1.
-static double available_memory(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    double kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
-    if (f) fclose(f);
-    return kib < 0 ? -1 : kib * 1024;
-}
-
 #define GIB(x) ((x) / (1 << 30))
 #define MIB(x) ((x) / (1 << 20))
 
