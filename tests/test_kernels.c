@@ -257,40 +257,43 @@ static void naive_attention(double *want, const float *q, const float *k, const 
 // attention_tiled against the naive attention: causal and in a window (shorter and longer than
 // the prompt, and than the past rows), GQA, after P past rows, with T, P and the window not
 // multiples of the tiles, head_dim of the models' sizes (64, 128, 256) and others (80, 60: the
-// products' scalar columns; 6); keys and values in float32 and in float16 (the attention of
-// their rounded values), the (sequence, head) pairs split in two parts as two threads split them.
+// products' scalar columns; 6); keys and values in float32, in float16 and in Q8_0 blocks
+// (--kv-cache q8_0, head_dim a multiple of 32: the attention of their rounded values), the
+// (sequence, head) pairs split in two parts as two threads split them.
 static void test_attention_tiled(void **state) {
     (void)state;
     // B, T, P, heads, key/value heads, head_dim, window
     int shapes[][7] = {{1, 100, 0, 4, 2, 64, 0},  {2, 77, 45, 2, 1, 128, 0},    {1, 130, 70, 3, 3, 80, 0},
                        {1, 90, 30, 2, 2, 60, 37}, {1, 200, 100, 2, 1, 256, 50}, {1, 16, 300, 4, 1, 96, 0},
                        {1, 65, 0, 2, 2, 6, 0},    {1, 70, 200, 2, 1, 64, 64},   {2, 150, 9, 2, 1, 64, 1000}};
+    const int types[] = {WEIGHTS_F32, WEIGHTS_F16, BLOCK_Q8_0};
     size_t n_shapes = sizeof shapes / sizeof shapes[0];
-    for (size_t n = 0; n < 2 * n_shapes; n++) {
-        int half = n >= n_shapes, *shape = shapes[n % n_shapes];
+    for (size_t n = 0; n < 3 * n_shapes; n++) {
+        int type = types[n / n_shapes], *shape = shapes[n % n_shapes];
         int B = shape[0], T = shape[1], P = shape[2], n_heads = shape[3], n_kv = shape[4], hd = shape[5];
         int window = shape[6], L = P + T, qd = n_heads * hd, kvd = n_kv * hd;
+        if (type == BLOCK_Q8_0 && hd % 32) continue;
         size_t kv_n = (size_t)B * L * kvd, pairs = (size_t)B * n_heads;
         float *q = rand_vec((size_t)B * T * qd, 1.0f), *k = rand_vec(kv_n, 1.0f), *v = rand_vec(kv_n, 1.0f);
         float *out = malloc(sizeof(float) * B * T * qd);
-        uint16_t *kh = malloc(sizeof(uint16_t) * kv_n), *vh = malloc(sizeof(uint16_t) * kv_n);
-        floats_to_f16(kh, k, kv_n);
-        floats_to_f16(vh, v, kv_n);
-        for (size_t i = 0; half && i < kv_n; i++) k[i] = f16_to_float(kh[i]), v[i] = f16_to_float(vh[i]);
+        // the cache's keys and values in its type, and k and v made the values they stand for
+        uint8_t *kc = malloc(row_bytes(type, kv_n)), *vc = malloc(row_bytes(type, kv_n));
+        if (type == WEIGHTS_F32) memcpy(kc, k, kv_n * sizeof(float)), memcpy(vc, v, kv_n * sizeof(float));
+        else if (type == WEIGHTS_F16) floats_to_f16((uint16_t *)kc, k, kv_n), floats_to_f16((uint16_t *)vc, v, kv_n);
+        else quantize_q8_0_blocks(kc, k, kv_n), quantize_q8_0_blocks(vc, v, kv_n);
+        for (size_t i = 0; i < kv_n; i++) k[i] = widen1(kc, i, type), v[i] = widen1(vc, i, type);
         double *want = malloc(sizeof(double) * B * T * qd);
         naive_attention(want, q, k, v, B, T, P, n_heads, n_kv, hd, window);
-        int type = half ? WEIGHTS_F16 : WEIGHTS_F32;
-        const void *kk = half ? (const void *)kh : k, *vv = half ? (const void *)vh : v;
         float scale = 1.0f / sqrtf((float)hd);
-        attention_tiled(out, q, kk, vv, type, T, P, n_heads, n_kv, hd, scale, window, 0, pairs / 2);
-        attention_tiled(out, q, kk, vv, type, T, P, n_heads, n_kv, hd, scale, window, pairs / 2, pairs);
+        attention_tiled(out, q, kc, vc, type, T, P, n_heads, n_kv, hd, scale, window, 0, pairs / 2);
+        attention_tiled(out, q, kc, vc, type, T, P, n_heads, n_kv, hd, scale, window, pairs / 2, pairs);
         assert_close(out, want, (size_t)B * T * qd, 1e-5);
         free(q);
         free(k);
         free(v);
         free(out);
-        free(kh);
-        free(vh);
+        free(kc);
+        free(vc);
         free(want);
     }
 }
