@@ -75,7 +75,8 @@ static void speculator_open_draft(Speculator *sp, const char *path, const Model 
     if (state_init(&sp->draft_state, dc, batch, kv_type)) die("--draft %s: out of memory for its run state", path);
 }
 
-// lookup and draft_max from the options; draft_path NULL without --draft.
+// A speculator of --lookup N (0 for a draft model, opened next) and --draft-max K, whose forward
+// passes run through forward.
 static void speculator_init(Speculator *sp, const Model *m, int lookup, int draft_max, SpecForward forward) {
     size_t v = (size_t)m->config.vocab_size;
     *sp = (Speculator){.lookup = lookup, .draft_max = draft_max, .forward = forward};
