@@ -98,9 +98,10 @@ static void speculator_free(Speculator *sp) {
     free(sp->dlogits);
 }
 
-// Up to k tokens after tokens [n] into draft: those that followed the earlier occurrence of the
-// last lookup tokens whose match runs furthest back (the latest among equals). Returns how many.
-static int lookup_draft(const Speculator *sp, const int *tokens, int n, int k, int *draft) {
+// Up to k tokens after tokens [n], written there: those that followed the earlier occurrence of
+// the last lookup tokens whose match runs furthest back (the latest among equals). A match that
+// reaches the end goes on with its own drafts, as a repeating pattern does. Returns how many.
+static int lookup_draft(const Speculator *sp, int *tokens, int n, int k) {
     int g = sp->lookup, best = -1, best_len = 0;
     if (n <= g) return 0;
     const int *tail = tokens + n - g;
@@ -110,9 +111,9 @@ static int lookup_draft(const Speculator *sp, const int *tokens, int n, int k, i
         while (len < LOOKUP_MAX_MATCH && at - len - 1 >= 0 && tokens[at - len - 1] == tokens[n - len - 1]) len++;
         if (len > best_len) best = at, best_len = len;
     }
-    int got = 0;
-    for (; best >= 0 && got < k && best + got < n; got++) draft[got] = tokens[best + got];
-    return got;
+    if (best < 0) return 0;
+    for (int i = 0; i < k; i++) tokens[n + i] = tokens[best + i]; // best + i may be a draft just written
+    return k;
 }
 
 static void rows_stay(void *ctx, int row, const float *logits) { // forward wrote every row in place
@@ -173,7 +174,7 @@ static int speculate(Speculator *sp, const Model *m, RunState *s, Sampler *smp, 
     if (k > room - 1) k = room - 1;
     if (k > c->seq_len - n) k = c->seq_len - n;
     if (k > s->max_batch - 1) k = s->max_batch - 1;
-    if (k > 0 && sp->lookup) k = lookup_draft(sp, tokens, n, k, tokens + n);
+    if (k > 0 && sp->lookup) k = lookup_draft(sp, tokens, n, k);
     else if (k > 0) model_draft(sp, smp, tokens, n, k);
     sp->forward(m, s, tokens + n - 1, k + 1, n - 1, sp->rows, rows_stay, NULL);
     int kept = 0, next = -1;

@@ -130,6 +130,14 @@ def greedy_block_types():
         same_greedy(q40, prompt, ["--lookup", "1"], n=100)
 
 
+@case
+def greedy_lookup_repeating():
+    # the model repeats ` after ab``: a match that reaches the end of the text goes on with its own
+    # drafts, so a round drafts --draft-max tokens, not one, and nearly all 40 are accepted
+    d, a = same_greedy(vocab99(1), "ab``", ["--lookup", "1"], n=40)
+    assert a >= 30, "drafted %d, accepted %d: a repeating text should be drafted 8 tokens a round" % (d, a)
+
+
 def first_tokens(model, prompt, args):
     """{text of the first tokens: count} over SEEDS seeds, spread over the generator's states: the
     first draws of xorshift64* from seeds 1, 2, 3... lie on a lattice, and a speculative run's
