@@ -176,7 +176,11 @@ static int speculate(Speculator *sp, const Model *m, RunState *s, Sampler *smp, 
     if (k > s->max_batch - 1) k = s->max_batch - 1;
     if (k > 0 && sp->lookup) k = lookup_draft(sp, tokens, n, k);
     else if (k > 0) model_draft(sp, smp, tokens, n, k);
+    // a verification is generation, whose products --compute bf16 leaves in float32
+    int bf16 = s->compute_bf16;
+    s->compute_bf16 = 0;
     sp->forward(m, s, tokens + n - 1, k + 1, n - 1, sp->rows, rows_stay, NULL);
+    s->compute_bf16 = bf16;
     int kept = 0, next = -1;
     while (kept < k && (next = judge_draft(sp, smp, sp->rows + kept * v, sp->lookup ? NULL : sp->q + kept * v, tokens,
                                            n + kept, tokens[n + kept])) < 0)

@@ -138,6 +138,14 @@ def greedy_lookup_repeating():
     assert a >= 30, "drafted %d, accepted %d: a repeating text should be drafted 8 tokens a round" % (d, a)
 
 
+@case
+def greedy_cache_and_compute_flags():
+    # --compute bf16 rounds a prompt's products, not generation's: a verification is generation
+    for prompt in ["Once upon a time", "The dog"]:
+        same_greedy(stories(), prompt, ["--compute", "bf16", "--lookup", "1"])
+        same_greedy(stories(), prompt, ["--kv-cache", "f16", "--draft", stories_q80()])
+
+
 def first_tokens(model, prompt, args):
     """{text of the first tokens: count} over SEEDS seeds, spread over the generator's states: the
     first draws of xorshift64* from seeds 1, 2, 3... lie on a lattice, and a speculative run's
