@@ -26,7 +26,8 @@ ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS)
 LDLIBS = $(BLAS_LIBS) -lz -lm
 
 # What each program is built from: model.h and the headers of model/ and io/, the tokenizer's
-# C files, run's chat formats and conversation (chat/), and train's own headers in training/.
+# C files, run's chat formats and conversation (chat/) and speculative decoding (generate/), and
+# train's own headers in training/.
 MODEL_DEPS = model.h $(wildcard model/*.h) $(wildcard io/*.h)
 TOKENIZER_SRC = tokenizer.c $(wildcard tokenizer/*.c)
 TOKENIZER_DEPS = $(TOKENIZER_SRC) tokenizer.h $(wildcard tokenizer/*.h)
@@ -35,8 +36,9 @@ CHAT_DEPS = $(CHAT_SRC) $(wildcard chat/*.h)
 # ./run's line editor on a terminal (libedit); the tests' programs link the chat without it.
 CONSOLE_SRC = chat/console.c
 CONSOLE_LIBS = -ledit
+GENERATE_DEPS = $(wildcard generate/*.h)
 TRAIN_DEPS = $(wildcard training/*.h)
-C_SOURCES = $(wildcard *.c *.h model/*.h io/*.h tokenizer/*.c tokenizer/*.h chat/*.c chat/*.h training/*.h tests/*.c tests/*.h tests/fuzz/*.c tests/fuzz/*.h bench/*.c bench/*.h)
+C_SOURCES = $(wildcard *.c *.h model/*.h io/*.h tokenizer/*.c tokenizer/*.h chat/*.c chat/*.h generate/*.h training/*.h tests/*.c tests/*.h tests/fuzz/*.c tests/fuzz/*.h bench/*.c bench/*.h)
 
 # OpenBLAS built on OpenMP shares one thread pool with our own parallel loops; the default
 # pthread build keeps a second pool whose spinning threads fight ours for the two cores.
@@ -95,7 +97,7 @@ endif
 
 all: run train
 
-run: run.c $(MODEL_DEPS) $(TOKENIZER_DEPS) $(CHAT_DEPS) $(CONSOLE_SRC) .arch | $(INSTALL_BUILD)
+run: run.c $(MODEL_DEPS) $(TOKENIZER_DEPS) $(CHAT_DEPS) $(GENERATE_DEPS) $(CONSOLE_SRC) .arch | $(INSTALL_BUILD)
 	$(CC) $(ALL_CFLAGS) -o $@ run.c $(TOKENIZER_SRC) $(CHAT_SRC) $(CONSOLE_SRC) $(LDLIBS) $(CONSOLE_LIBS)
 
 train: train.c $(MODEL_DEPS) $(TRAIN_DEPS) $(TOKENIZER_DEPS) .train-variant .arch | $(INSTALL_BUILD)

@@ -17,6 +17,7 @@ static const char *prog = "run";
 #include "io/run_options.h"
 #include "io/attention_dump.h"
 #include "io/map_guard.h"
+#include "generate/speculative.h"
 
 // Rows a prompt runs through the model at once: enough for sgemm to run at speed.
 #define PROMPT_BATCH 256
@@ -269,10 +270,21 @@ static int *prompt_ids(const Tokenizer *tok, const Config *c, const ChatTemplate
     return tokens;
 }
 
+// Appends next to the text (its bytes to stdout) unless it ends it: 0 then, else 1.
+static int emit(const Tokenizer *tok, const ChatTemplate *ct, TokSanitizer *san, int *tokens, int *n, int next) {
+    if (ct ? chat_is_end_of_turn(ct, tok, next) : tokenizer_is_stop(tok, next)) return 0;
+    size_t len;
+    const char *piece = tokenizer_decode(tok, tokens[*n - 1], next, &len);
+    print_piece(san, piece, len, 0);
+    tokens[(*n)++] = next;
+    return 1;
+}
+
 // Writes the continuation of tokens (n_prompt of them, malloc'd: generate owns them), after the
 // prompt's text when the prompt was text; a conversation's reply ends at the end of the turn.
+// With sp (--lookup, --draft) it speculates while the context has room, then goes on plainly.
 static void generate(const Model *m, const Tokenizer *tok, const ChatTemplate *ct, RunState *s, Sampler *sampler,
-                     const Options *o, int *tokens, int n_prompt) {
+                     const Options *o, Speculator *sp, int *tokens, int n_prompt) {
     const Config *c = &m->config;
     int *window = malloc(sizeof(int) * c->seq_len);
     float *logits = malloc(sizeof(float) * c->vocab_size);
@@ -287,24 +299,26 @@ static void generate(const Model *m, const Tokenizer *tok, const ChatTemplate *c
     if (!ct) print_piece(&san, o->prompt, strlen(o->prompt), 0);
 
     double t0 = now_s();
-    forward_or_die(m, s, tokens, n_prompt, 0, logits, NULL, NULL);
+    // speculation keeps the last token out of the cache: each round verifies it with the drafts
+    forward_or_die(m, s, tokens, sp ? n_prompt - 1 : n_prompt, 0, logits, NULL, NULL);
     tell_seed(o->temperature);
     double t1 = now_s();
-    int n = n_prompt, pos = n_prompt, shifts = 0; // tokens so far; of them in the KV cache
-    while (n < n_prompt + n_new) {
-        int next = sample(sampler, logits, tokens, n);
-        if (ct ? chat_is_end_of_turn(ct, tok, next) : tokenizer_is_stop(tok, next)) break;
-        size_t len;
-        const char *piece = tokenizer_decode(tok, tokens[n - 1], next, &len);
-        print_piece(&san, piece, len, 0);
-        tokens[n++] = next;
-        if (n == n_prompt + n_new) break;
-        if (pos < c->seq_len) {
-            forward_or_die(m, s, &next, 1, pos++, logits, NULL, NULL);
-        } else {
+    int n = n_prompt, limit = n_prompt + n_new, ended = 0, shifts = 0;
+    while (sp && !ended && n < limit && n <= c->seq_len) {
+        int from = n, got = speculate(sp, m, s, sampler, tokens, n, limit - n);
+        for (int i = 0; i < got && !ended; i++) ended = !emit(tok, ct, &san, tokens, &n, tokens[from + i]);
+    }
+    // pos: where tokens[n - 1] goes in the cache; ready: logits already follow it (the prompt's)
+    int pos = sp ? n - 1 : n_prompt, ready = !sp;
+    while (!ended && n < limit) {
+        if (!ready && pos < c->seq_len) {
+            forward_or_die(m, s, &tokens[n - 1], 1, pos++, logits, NULL, NULL);
+        } else if (!ready) {
             pos = shift_window(m, s, tokens, n, window, logits);
             shifts++;
         }
+        ready = 0;
+        ended = !emit(tok, ct, &san, tokens, &n, sample(sampler, logits, tokens, n));
     }
     print_piece(&san, "", 0, 1);
     // on a terminal the text ends its line, so that the shell's prompt starts a new one
@@ -316,6 +330,9 @@ static void generate(const Model *m, const Tokenizer *tok, const ChatTemplate *c
         fprintf(stderr, "%sprompt: %d token%s in %.3f s (%.1f tok/s); generated: %d token%s in %.3f s (%.1f tok/s)",
                 terminal ? "" : "\n", n_prompt, plural(n_prompt), t1 - t0, n_prompt / (t1 - t0), generated,
                 plural(generated), t2 - t1, generated > 0 ? generated / (t2 - t1) : 0.0);
+    if (sp && !o->quiet)
+        fprintf(stderr, "; drafted %ld, accepted %ld (%.1f%%)", sp->drafted, sp->accepted,
+                sp->drafted ? 100.0 * sp->accepted / sp->drafted : 0.0);
     if (shifts && !o->quiet) fprintf(stderr, "; the full context moved on by half %d time%s", shifts, plural(shifts));
     if (!o->quiet) fprintf(stderr, "\n");
     free(tokens);
@@ -741,6 +758,9 @@ int main(int argc, char **argv) {
             "q8_0, needs less",
             o.model_path, s.bytes / 1048576.0, context_phrase(&o, c->seq_len, context, sizeof context));
     if (o.compute == COMPUTE_BF16 && state_compute_bf16(&s, c, 1)) die("out of memory");
+    Speculator spec, *sp = o.lookup || o.draft_path ? &spec : NULL;
+    if (sp) speculator_init(sp, &m, o.lookup, o.draft_max, forward_or_die);
+    if (o.draft_path) speculator_open_draft(sp, o.draft_path, &m, &tok, model_context, prompt_batch(c), o.kv_cache);
     if (o.compute & COMPUTE_BF16 && !BF16_FAST) fprintf(stderr, "%s: note: --compute bf16 %s\n", prog, BF16_NO_SPEED);
     Sampler sampler;
     uint64_t seed = o.seed ? o.seed : clock_seed();
@@ -781,7 +801,7 @@ int main(int argc, char **argv) {
         int n, *tokens = prompt_ids(&tok, c, templated ? &ct : NULL, msgs, n_msgs, &o, &n);
         if (!strcmp(o.mode, "logits")) dump_logits(&m, &s, &o, tokens, n);
         else if (!strcmp(o.mode, "attention")) dump_attention(&m, &tok, &s, &o, tokens, n);
-        else generate(&m, &tok, templated ? &ct : NULL, &s, &sampler, &o, tokens, n);
+        else generate(&m, &tok, templated ? &ct : NULL, &s, &sampler, &o, sp, tokens, n);
     }
 
     if (!model_first) tell_model(c, &o, &s, &sampler, load_ms, 0);
@@ -789,6 +809,7 @@ int main(int argc, char **argv) {
     chat_messages_free(msgs, n_msgs);
     if (templated) chat_template_free(&ct);
     sampler_free(&sampler);
+    if (sp) speculator_free(sp);
     state_free(&s);
     tokenizer_free(&tok);
     model_close(&m);

@@ -11,6 +11,11 @@
 
 // New tokens when -n is not given, as llama2.c's default length.
 #define DEFAULT_NEW_TOKENS 256
+// Speculative decoding's drafts a round: by default 8 (llama.cpp drafts 16 with a model, 5 in
+// its older releases), since a rejection early in a long draft wastes the rows after it; at
+// most one batch less the token verified with them (run.c's PROMPT_BATCH is 256).
+#define DEFAULT_DRAFT_MAX 8
+#define MAX_DRAFT 255
 
 // --compute: the arithmetic of the many-token products (a prompt, perplexity's windows).
 #define COMPUTE_F32 1
@@ -21,15 +26,18 @@ typedef struct {
     const char *chat_path, *system, *template_name; // --chat, -y, --chat-template
     float temperature, topp, minp, repeat_penalty;
     int topk, steps, threads, repeat_window, context;
-    int special;        // --special: the text's spelling of a special token becomes that token
-    int verify;         // --verify: check the file's checksum and exit
-    int quiet;          // -q: no banner, timings or summary on stderr
-    int no_history;     // --no-history: -m chat keeps no history file
-    int thinking;       // --think 1, --no-think 0, else -1 (the template's default)
-    int compute;        // --compute: COMPUTE_F32 and/or COMPUTE_BF16 (both only for -m ppl)
-    int chunks;         // -m ppl --chunks: 0 without, -1 all, else at most that many (llama-perplexity's scoring)
-    int kv_cache;       // --kv-cache: the KV cache's elements, WEIGHTS_F32, WEIGHTS_F16 or BLOCK_Q8_0
-    int sampling_given; // SAMPLING_* bits of the flags given (-t -p -k --min-p -r): they beat the model's
+    int special;            // --special: the text's spelling of a special token becomes that token
+    int verify;             // --verify: check the file's checksum and exit
+    int quiet;              // -q: no banner, timings or summary on stderr
+    int no_history;         // --no-history: -m chat keeps no history file
+    int thinking;           // --think 1, --no-think 0, else -1 (the template's default)
+    int compute;            // --compute: COMPUTE_F32 and/or COMPUTE_BF16 (both only for -m ppl)
+    int chunks;             // -m ppl --chunks: 0 without, -1 all, else at most that many (llama-perplexity's scoring)
+    int kv_cache;           // --kv-cache: the KV cache's elements, WEIGHTS_F32, WEIGHTS_F16 or BLOCK_Q8_0
+    int lookup;             // --lookup N: drafts from the context's earlier match of its last N tokens, or 0
+    int draft_max;          // --draft-max K: tokens drafted a round at most
+    const char *draft_path; // --draft MODEL: drafts from this smaller model with the same tokenizer
+    int sampling_given;     // SAMPLING_* bits of the flags given (-t -p -k --min-p -r): they beat the model's
     // -m attention's --layers A-B and --heads A-B, inclusive; {-1, -1} when not given: all of them
     int layers[2], heads[2];
     uint64_t seed;
@@ -87,6 +95,12 @@ static void usage(FILE *f) {
         "  --kv-cache T the KV cache's numbers: f32 (default, exact) or f16 (llama.cpp's default): half the\n"
         "               memory and half the bytes each token's attention reads; keys and values rounded;\n"
         "               or q8_0 (llama.cpp's -ctk q8_0 -ctv q8_0): about a quarter of f32's\n"
+        "  --lookup N   speculative decoding from the text itself (prompt lookup): the tokens that followed\n"
+        "               the earlier match of the last N tokens are drafted and checked in one batched pass;\n"
+        "               the same text at -t 0, the same distribution with sampling; pays where the reply\n"
+        "               repeats the prompt\n"
+        "  --draft FILE speculative decoding with a small draft model of the same tokenizer and context\n"
+        "  --draft-max K  tokens drafted a round at most (default %d, at most %d)\n"
         "  --chunks N   -m ppl as llama-perplexity scores: chunks of the context (-c) each from a fresh\n"
         "               cache, its first token BOS when the tokenizer adds one, the second half of each\n"
         "               scored; N chunks at most, or all (default: every token once, windows overlapping by one)\n"
@@ -102,7 +116,7 @@ static void usage(FILE *f) {
         "/bye ends the conversation, /help lists the commands (docs/CHAT.md). When standard input is not a\n"
         "terminal each line is a turn (empty and blank lines skipped) and each reply is written followed by\n"
         "an empty line.\n",
-        chat_families(families, sizeof families));
+        chat_families(families, sizeof families), DEFAULT_DRAFT_MAX, MAX_DRAFT);
 }
 
 // The value after a flag, or a one-line error when the flag came last.
@@ -239,9 +253,10 @@ static Options parse_options(int argc, char **argv) {
                  .thinking = -1,
                  .compute = COMPUTE_F32,
                  .kv_cache = WEIGHTS_F32,
+                 .draft_max = DEFAULT_DRAFT_MAX,
                  .layers = {-1, -1},
                  .heads = {-1, -1}}; // steps -1: the default, see generate
-    int prompt_given = 0;
+    int prompt_given = 0, draft_max_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -290,6 +305,9 @@ static Options parse_options(int argc, char **argv) {
         else if (!strcmp(a, "--heads")) parse_range(a, v, o.heads);
         else if (!strcmp(a, "--compute")) o.compute = parse_compute(a, v);
         else if (!strcmp(a, "--kv-cache")) o.kv_cache = parse_kv_cache(a, v);
+        else if (!strcmp(a, "--lookup")) o.lookup = parse_int(a, v, 1, 1 << 10);
+        else if (!strcmp(a, "--draft-max")) o.draft_max = parse_int(a, v, 1, MAX_DRAFT), draft_max_given = 1;
+        else if (!strcmp(a, "--draft")) o.draft_path = value(a, v);
         else die("unknown option %s (see --help)", a);
         const char *sampling[] = {"-n", "-t", "-p", "-k", "--min-p", "-r", "--repeat-window", "-s"};
         for (size_t k = 0; k < sizeof sampling / sizeof *sampling && !o.sampling_flag; k++)
@@ -321,6 +339,10 @@ static Options parse_options(int argc, char **argv) {
         die("--compute bf16,f32: only -m ppl runs both, to compare them; -m %s takes f32 or bf16", o.mode);
     if ((ppl || logits || attention) && o.sampling_flag)
         die("%s shapes generation; -m %s does not generate and would ignore it", o.sampling_flag, o.mode);
+    if (o.lookup && o.draft_path) die("--lookup and --draft: the drafts come from one of them, not both");
+    if (draft_max_given && !o.lookup && !o.draft_path) die("--draft-max bounds the drafts of --lookup or --draft");
+    if ((o.lookup || o.draft_path) && strcmp(o.mode, "generate"))
+        die("%s: only -m generate speculates; -m %s does not", o.lookup ? "--lookup" : "--draft", o.mode);
     return o;
 }
 

@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include "layers.h"
 
 typedef struct {
@@ -71,24 +72,26 @@ static inline int compare_prob_desc(const void *a, const void *b) {
     return x->prob > y->prob ? -1 : x->prob < y->prob ? 1 : 0;
 }
 
-// Nucleus sampling over the most likely tokens, after top-k and min-p have narrowed them
-// (the nucleus is then taken of what they kept, renormalised). Without those two it is
-// llama2.c's rule: tokens below (1 - topp) / (n - 1) cannot be in the nucleus and are dropped
-// before the sort, and the cumulative mass is compared with topp itself.
-static inline int sample_filtered(const Sampler *s, const float *probs, float coin) {
+// The nucleus the filters keep of probs, most likely first, in s->probindex: top-k and min-p
+// narrow the tokens, then the nucleus is taken of what they kept, renormalised. Without those
+// two it is llama2.c's rule: tokens below (1 - topp) / (n - 1) cannot be in the nucleus and are
+// dropped before the sort, and the cumulative mass is compared with topp itself. Returns how
+// many tokens it holds, their mass in *mass; 0 when none passed (a flat distribution under a
+// tiny topp: the argmax is then drawn).
+static inline int sample_nucleus(const Sampler *s, const float *probs, float *mass) {
     int n = s->vocab_size, kept = 0, narrowed = s->topk > 0 || s->minp > 0.0f;
     float topp = s->topp > 0.0f && s->topp < 1.0f ? s->topp : 1.0f;
     float floor = narrowed ? s->minp * probs[sample_argmax(probs, n)] : (1.0f - topp) / (n - 1);
     for (int i = 0; i < n; i++)
         if (probs[i] >= floor) s->probindex[kept++] = (ProbIndex){probs[i], i};
-    if (kept == 0) return sample_argmax(probs, n); // a flat distribution under a tiny topp
+    if (kept == 0) return 0;
     qsort(s->probindex, kept, sizeof(ProbIndex), compare_prob_desc);
     if (s->topk > 0 && s->topk < kept) kept = s->topk;
     float limit = topp;
     if (narrowed) {
-        float mass = 0.0f;
-        for (int i = 0; i < kept; i++) mass += s->probindex[i].prob;
-        limit = topp * mass;
+        float all = 0.0f;
+        for (int i = 0; i < kept; i++) all += s->probindex[i].prob;
+        limit = topp * all;
     }
     float cum = 0.0f;
     int last = kept - 1;
@@ -99,12 +102,21 @@ static inline int sample_filtered(const Sampler *s, const float *probs, float co
             break;
         }
     }
+    *mass = cum;
+    return last + 1;
+}
+
+// Nucleus sampling (sample_nucleus) with the draw coin.
+static inline int sample_filtered(const Sampler *s, const float *probs, float coin) {
+    float cum;
+    int held = sample_nucleus(s, probs, &cum);
+    if (held == 0) return sample_argmax(probs, s->vocab_size);
     float r = coin * cum, cdf = 0.0f;
-    for (int i = 0; i <= last; i++) {
+    for (int i = 0; i < held; i++) {
         cdf += s->probindex[i].prob;
         if (r < cdf) return s->probindex[i].index;
     }
-    return s->probindex[last].index;
+    return s->probindex[held - 1].index;
 }
 
 // The CTRL repetition penalty on tokens seen in the last repeat_window positions.
@@ -127,6 +139,25 @@ static inline int sample_coin(const Sampler *s, float *logits, const int *histor
     softmax(logits, s->vocab_size);
     int filtered = (s->topp > 0.0f && s->topp < 1.0f) || s->topk > 0 || s->minp > 0.0f;
     return filtered ? sample_filtered(s, logits, coin) : sample_mult(logits, s->vocab_size, coin);
+}
+
+// The distribution sample_coin draws from at a temperature above 0, into probs (vocab_size):
+// speculative decoding's p and q. logits are overwritten.
+static inline void sample_distribution(const Sampler *s, float *logits, const int *history, int n_history,
+                                       float *probs) {
+    int n = s->vocab_size;
+    if (s->repeat_penalty != 1.0f) apply_repeat_penalty(s, logits, history, n_history);
+    for (int i = 0; i < n; i++) logits[i] /= s->temperature;
+    softmax(logits, n);
+    if (!((s->topp > 0.0f && s->topp < 1.0f) || s->topk > 0 || s->minp > 0.0f)) {
+        memcpy(probs, logits, sizeof(float) * n);
+        return;
+    }
+    float mass;
+    int held = sample_nucleus(s, logits, &mass);
+    memset(probs, 0, sizeof(float) * n);
+    if (held == 0) probs[sample_argmax(logits, n)] = 1.0f;
+    for (int i = 0; i < held; i++) probs[s->probindex[i].index] = s->probindex[i].prob / mass;
 }
 
 // The same, with the coin from the sampler's own generator (drawn only when it is used).

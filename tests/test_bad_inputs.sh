@@ -938,6 +938,20 @@ row run "--no-think on a model whose chat format is not Qwen3's" "--no-think: on
 row run "--think without -m chat or --chat" "--think: thinking is part of a chat format: -m chat or --chat" \
   ./run $model --think
 row run "--no-history outside -m chat" "--no-history: only -m chat keeps a history" ./run $model -i hi --no-history
+# ---- speculative decoding (issue 45): --lookup, --draft and its draft model
+row run "--lookup 0" "--lookup 0: expected a whole number in [1, 1024]" ./run $model -i hi --lookup 0
+row run "--draft-max 0" "--draft-max 0: expected a whole number in [1, 255]" ./run $model -i hi --lookup 2 --draft-max 0
+row run "--draft-max without --lookup or --draft" "--draft-max bounds the drafts of --lookup or --draft" \
+  ./run $model -i hi --draft-max 4
+row run "--lookup in -m chat" "--lookup: only -m generate speculates" ./run $model -m chat --lookup 2
+row run "--draft: a file that is no model" "--draft $tmp/random.bin: &&not an attn.c model file" \
+  ./run $model -i hi --draft $tmp/random.bin
+"$PYTHON" tools/make_random.py --preset llama_gqa --set vocab_size=300 --set seq_len=512 $tmp/vocab300.bin >/dev/null
+row run "--draft: a model of another vocabulary" "not the target's tokenizer: 300 tokens where the target has 512" \
+  ./run $model -i hi --draft $tmp/vocab300.bin
+"$PYTHON" tools/convert.py $SHARED/models/llama2xs_model.bin $tmp/context256.bin --tokenizer $SHARED/models/tok512.bin 2>/dev/null
+row run "--draft: a model of another context length" "its context is 256 positions, the target's 512" \
+  ./run $model -i hi --draft $tmp/context256.bin
 # ---- chat templates (issue 19): convert.py's chat section, and the loader's checks of it
 mkdir -p $tmp/hf_tpl && cp $tmp/hf/* $tmp/hf_tpl/
 printf '%s' '{"chat_template": "{{ bos_token }}{% for message in messages %}{{ '"'"'[INST] '"'"' + message['"'"'content'"'"'] + '"'"' [/INST]'"'"' }}{% endfor %}"}' \

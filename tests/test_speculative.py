@@ -1,0 +1,222 @@
+"""./run's speculative decoding (--lookup N, --draft MODEL; generate/speculative.h) against plain runs.
+
+Greedy: 256 tokens and more of identical text with and without --lookup and --draft, on several
+targets and prompts: stories260K (float32) with its own Q8_0 file and a random model of its tokenizer
+as drafts, llama2xs (a context of 256, so generation runs past it), a random model with sliding-window
+layers whose context is longer than their ring (a rejected draft's rows land in the ring), and a
+GGUF file of Q4_0 blocks (a verification's products take the many-row kernels, a plain step the
+one-row ones).
+
+Sampling: over many seeds, the first tokens a speculative run draws are distributed as a plain run's:
+a chi-square test of homogeneity of the two samples at significance 0.001 per comparison, with a
+draft that agrees (the target itself), one that is badly wrong (a random model of another seed), and
+lookup drafts, under top-k, top-p and a repetition penalty.
+
+Run from the repository root after `make run`: /usr/bin/python3 tests/test_speculative.py [-k SUBSTRING]
+"""
+import math
+import random
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+from pycase import ROOT
+import pycase
+
+TMP = tempfile.mkdtemp(prefix="attn-test-speculative-")
+SHARED = os.path.join(ROOT, "..", "shared", "models")
+RUN = os.path.join(ROOT, "run")
+PY = sys.executable
+SIGNIFICANCE = 0.001
+FIRST = 3  # tokens drawn a run
+SEEDS = int(os.environ.get("SPEC_SEEDS", "1000"))
+STORY = ("Once upon a time, there was a little girl named Lily. She loved to play outside. "
+         "One day, Lily saw a big red ball in the park. Once upon a time, there was a little")
+
+case = pycase.Cases()
+
+
+def path(name):
+    return os.path.join(TMP, name)
+
+
+def make(name, *args):
+    """A model file in TMP from tools/convert.py (a ../shared file) or tools/make_random.py."""
+    out = path(name)
+    if not os.path.exists(out):
+        tool = "convert.py" if args[0].startswith(SHARED) else "make_random.py"
+        subprocess.run([PY, os.path.join(ROOT, "tools", tool), *args, out], check=True, capture_output=True)
+    return out
+
+
+def tok512():
+    return os.path.join(SHARED, "tok512.bin")
+
+
+def stories():
+    return make("stories260K.bin", os.path.join(SHARED, "stories260K.bin"), "--tokenizer", tok512())
+
+
+def stories_q80():
+    return make("stories260K_q80.bin", os.path.join(SHARED, "stories260K_q80.bin"), "--tokenizer", tok512())
+
+
+def random_draft(seq_len):
+    """A one-layer random model of tok512's tokenizer: a draft that is mostly wrong."""
+    return make("draft%d.bin" % seq_len, "--preset", "llama_gqa", "--set", "seq_len=%d" % seq_len, "--set", "n_layers=1",
+                "--set", "dim=32", "--set", "hidden_dim=64", "--seed", "7", "--tokenizer", tok512())
+
+
+def run(model, prompt, *args):
+    """./run's text and its timing line."""
+    r = subprocess.run([RUN, model, "-i", prompt, *args], capture_output=True, timeout=300)
+    assert r.returncode == 0, "run %s: exit %d: %s" % (" ".join(args), r.returncode, r.stderr.decode()[-300:])
+    return r.stdout, r.stderr.decode()
+
+
+def same_greedy(model, prompt, spec, n=256, least_accepted=0):
+    plain, _ = run(model, prompt, "-t", "0", "-n", str(n))
+    fast, timing = run(model, prompt, "-t", "0", "-n", str(n), *spec)
+    m = re.search(r"drafted (\d+), accepted (\d+) \(", timing)
+    assert m, "no drafted/accepted counts in %r" % timing
+    drafted, accepted = int(m.group(1)), int(m.group(2))
+    assert fast == plain, "%s: the text differs from a plain run's at byte %d" % (
+        " ".join(spec), next(i for i in range(min(len(fast), len(plain)) + 1) if fast[:i + 1] != plain[:i + 1]))
+    assert len(plain) > len(prompt) + n // 4, "too little text to compare: %r" % plain
+    assert drafted > 0 and accepted >= least_accepted, "%s: drafted %d, accepted %d" % (" ".join(spec), drafted,
+                                                                                       accepted)
+    return drafted, accepted
+
+
+@case
+def greedy_stories_lookup():
+    for prompt in ["Once upon a time", STORY]:
+        for spec in (["--lookup", "1"], ["--lookup", "2"], ["--lookup", "3", "--draft-max", "16"]):
+            same_greedy(stories(), prompt, spec)
+
+
+@case
+def greedy_stories_drafts():
+    # the target as its own draft keeps every draft; its Q8_0 file nearly every one
+    d, a = same_greedy(stories(), "Once upon a time", ["--draft", stories()])
+    assert a == d, "the target drafting for itself: %d of %d kept" % (a, d)
+    for prompt in ["Once upon a time", STORY, "Tom had a dog"]:
+        same_greedy(stories(), prompt, ["--draft", stories_q80()], least_accepted=1)
+        same_greedy(stories(), prompt, ["--draft", random_draft(512), "--draft-max", "4"])
+
+
+@case
+def greedy_past_the_context():
+    xs = make("llama2xs.bin", os.path.join(SHARED, "llama2xs_model.bin"), "--tokenizer", tok512())
+    same_greedy(xs, STORY, ["--lookup", "2"], n=400)
+    same_greedy(xs, "Once upon a time", ["--draft", random_draft(256), "--draft-max", "3"], n=400)
+
+
+@case
+def greedy_sliding_window_ring():
+    # context 512 > the ring of 5 - 1 + 256 positions: drafts rejected past the ring's rows
+    sw = make("sliding.bin", "--preset", "sliding_window", "--set", "seq_len=512", "--set", "vocab_size=512",
+              "--tokenizer", tok512())
+    for spec in (["--lookup", "1", "--draft-max", "64"], ["--draft", random_draft(512)]):
+        same_greedy(sw, STORY, spec, n=480)
+
+
+@case
+def greedy_block_types():
+    q40 = make("q4_0.bin", os.path.join(SHARED, "gguf", "rand256-Q4_0.gguf"))
+    for prompt in [STORY[:60], "Lily and Lily and Lily"]:
+        same_greedy(q40, prompt, ["--lookup", "1"], n=100)
+
+
+@case
+def greedy_lookup_repeating():
+    # the model repeats ` after ab``: a match that reaches the end of the text goes on with its own
+    # drafts, so a round drafts --draft-max tokens, not one, and nearly all 40 are accepted
+    d, a = same_greedy(vocab99(1), "ab``", ["--lookup", "1"], n=40)
+    assert a >= 30, "drafted %d, accepted %d: a repeating text should be drafted 8 tokens a round" % (d, a)
+
+
+@case
+def greedy_cache_and_compute_flags():
+    # --compute bf16 rounds a prompt's products, not generation's: a verification is generation
+    for prompt in ["Once upon a time", "The dog"]:
+        same_greedy(stories(), prompt, ["--compute", "bf16", "--lookup", "1"])
+        same_greedy(stories(), prompt, ["--kv-cache", "f16", "--draft", stories_q80()])
+
+
+def first_tokens(model, prompt, args):
+    """{text of the first tokens: count} over SEEDS seeds, spread over the generator's states: the
+    first draws of xorshift64* from seeds 1, 2, 3... lie on a lattice, and a speculative run's
+    draws follow one another, so that neighbouring seeds would bias their joint outcome."""
+    counts, seeds = {}, random.Random(45)
+    for _ in range(SEEDS):
+        seed = seeds.getrandbits(63) + 1
+        out, _ = run(model, prompt, "-n", str(FIRST), "-s", str(seed), "-q", *args)
+        counts[out] = counts.get(out, 0) + 1
+    return counts
+
+
+def chi_square_p(a, b):
+    """The p-value of a chi-square test that samples a and b ({outcome: count}) come from one
+    distribution, outcomes expected fewer than 5 times pooled; Wilson-Hilferty's approximation."""
+    na, nb = sum(a.values()), sum(b.values())
+    keys, rare = [], [0, 0]
+    for k in set(a) | set(b):
+        x, y = a.get(k, 0), b.get(k, 0)
+        if (x + y) * min(na, nb) / (na + nb) < 5:
+            rare[0] += x
+            rare[1] += y
+        else:
+            keys.append((x, y))
+    if sum(rare):
+        keys.append(tuple(rare))
+    stat = 0.0
+    for x, y in keys:
+        ex, ey = (x + y) * na / (na + nb), (x + y) * nb / (na + nb)
+        stat += (x - ex) ** 2 / ex + (y - ey) ** 2 / ey
+    dof = len(keys) - 1
+    if dof < 1:
+        return 1.0
+    z = ((stat / dof) ** (1 / 3) - (1 - 2 / (9 * dof))) / math.sqrt(2 / (9 * dof))
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def same_distribution(model, prompt, sampling, spec):
+    plain = first_tokens(model, prompt, sampling)
+    fast = first_tokens(model, prompt, sampling + spec)
+    p = chi_square_p(plain, fast)
+    assert len(plain) > 3, "too few outcomes to compare: %r" % plain
+    assert p > SIGNIFICANCE, "%s %s: the first tokens' distribution differs from a plain run's (p = %.2g)" % (
+        " ".join(sampling), " ".join(spec), p)
+
+
+@case
+def sampling_agreeing_draft():
+    same_distribution(stories(), "Lily", ["-t", "1.3", "-k", "8"], ["--draft", stories()])
+
+
+def vocab99(seed):
+    return make("vocab99_%d.bin" % seed, "--preset", "llama_gqa", "--set", "vocab_size=99", "--set", "seq_len=64",
+                "--seed", str(seed))
+
+
+@case
+def sampling_wrong_draft():
+    # two random models of one synthetic tokenizer: their distributions overlap, and differ by a
+    # total variation of about 0.65 at the first token, so that the draw after a rejection matters
+    same_distribution(vocab99(1), "ab", ["-t", "1", "-p", "1"], ["--draft", vocab99(2)])
+    same_distribution(vocab99(1), "ab", ["-t", "0.8", "-k", "5", "-r", "1.2"], ["--draft", vocab99(2)])
+
+
+@case
+def sampling_lookup():
+    # lookup drafts ` after ab``, which the target draws about half the time: a point mass there
+    same_distribution(vocab99(1), "ab``", ["-t", "1", "-p", "1"], ["--lookup", "1"])
+    same_distribution(stories(), "Lily saw Lily and Lily saw", ["-t", "1.5", "-p", "0.8", "-r", "1.3", "-k", "6"],
+                      ["--lookup", "1"])
+
+
+if __name__ == "__main__":
+    sys.exit(case.main(TMP))
