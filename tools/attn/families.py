@@ -6,6 +6,7 @@ import os
 import numpy as np
 
 from attn import outfile
+from attn import archs
 from attn.fake_hf import find_gpt2_vocab
 from attn.safetensors import write_safetensors
 from attn.random_models import HERE, SHARED
@@ -40,14 +41,13 @@ def family_config(name, layers=2):
 
 
 def family_shapes(conf):
-    """[(Hugging Face tensor name, shape)] of a llama / qwen2 / qwen3 / gemma3_text config."""
-    mt, d, L = conf["model_type"], conf["hidden_size"], conf["num_hidden_layers"]
+    """[(Hugging Face tensor name, shape)] of a decoder family's config, its biases, norms and
+    q/k norms as the family's modeling_*.py builds them."""
+    fam, d, L = archs.FAMILIES[conf["model_type"]], conf["hidden_size"], conf["num_hidden_layers"]
     H, V, hidden = conf["num_attention_heads"], conf["vocab_size"], conf["intermediate_size"]
     KV = conf.get("num_key_value_heads", H)
     hd = conf.get("head_dim") or d // H
-    qkv_bias = mt == "qwen2" or conf.get("attention_bias", False)
-    o_bias = mt != "qwen2" and conf.get("attention_bias", False)
-    mlp_bias = mt == "llama" and conf.get("mlp_bias", False)
+    qkv_bias, o_bias, mlp_bias = fam.ref_biases(conf)
     out = [("model.embed_tokens.weight", (V, d)), ("model.norm.weight", (d,))]
     for i in range(L):
         p = "model.layers.%d." % i
@@ -61,12 +61,12 @@ def family_shapes(conf):
             if mlp_bias:
                 out.append((p + "mlp.%s.bias" % n, shape[:1]))
         norms = ["input_layernorm", "post_attention_layernorm"]
-        if mt == "gemma3_text":
+        if fam.ref_gemma:
             norms += ["pre_feedforward_layernorm", "post_feedforward_layernorm"]
         out += [(p + n + ".weight", (d,)) for n in norms]
-        if mt in ("qwen3", "gemma3_text"):
+        if fam.ref_qk_norm:
             out += [(p + "self_attn.q_norm.weight", (hd,)), (p + "self_attn.k_norm.weight", (hd,))]
-    tied = conf.get("tie_word_embeddings", mt == "gemma3_text")
+    tied = conf.get("tie_word_embeddings", fam.ref_defaults["tie_word_embeddings"])
     if not tied:
         out.append(("lm_head.weight", (V, d)))
     return out
@@ -82,8 +82,9 @@ def family_weights(conf, seed=0):
     current token's embedding would make that token the next one, every time. Uniform rather than
     normal draws, a few times faster for the 10^8 weights of a 262k vocabulary."""
     rng = np.random.default_rng(seed)
-    d, gemma = conf["hidden_size"], conf["model_type"] == "gemma3_text"
-    tied = conf.get("tie_word_embeddings", gemma)
+    fam, d = archs.FAMILIES[conf["model_type"]], conf["hidden_size"]
+    gemma = fam.ref_gemma
+    tied = conf.get("tie_word_embeddings", fam.ref_defaults["tie_word_embeddings"])
     embed_rms = LOGIT_STD / np.sqrt(d) if tied else 0.05
     gain = max(1.0, 100 * embed_rms * (np.sqrt(d) if gemma else 1))  # Gemma scales the embedding by sqrt(d)
     out = {}

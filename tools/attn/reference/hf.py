@@ -10,6 +10,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from attn.archs import FAMILIES
 from attn.reference.model import inv_frequencies, window_mask
 
 
@@ -99,20 +100,6 @@ def read_json(path, required=True):
         raise Bad(path, "unreadable JSON: %s" % e)
 
 
-# What transformers assumes when config.json leaves a field out, per model_type.
-HF_DEFAULTS = {
-    "llama": dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu"),
-    "qwen2": dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu"),
-    "mistral": dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu",
-                    num_key_value_heads=8),
-    "qwen3": dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu",
-                  head_dim=128),
-    "gemma3_text": dict(rms_norm_eps=1e-6, rope_theta=1e6, rope_local_base_freq=10000.0, tie_word_embeddings=True,
-                        hidden_activation="gelu_pytorch_tanh", head_dim=256, query_pre_attn_scalar=256,
-                        sliding_window=4096, sliding_window_pattern=6),
-    "gpt2": dict(layer_norm_epsilon=1e-5, activation_function="gelu_new", tie_word_embeddings=True, n_inner=None,
-                 scale_attn_weights=True, scale_attn_by_inverse_layer_idx=False, n_positions=1024),
-}
 ACTIVATIONS = {"silu": F.silu, "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
                "gelu_new": lambda x: F.gelu(x, approximate="tanh"), "gelu": F.gelu, "relu": F.relu}
 # buffers some checkpoints carry that hold nothing a forward pass reads
@@ -127,17 +114,18 @@ class HFModel:
         cpath = os.path.join(d, "config.json")
         conf = read_json(cpath)
         self.model_type = mt = conf.get("model_type")
-        if mt not in HF_DEFAULTS:
-            raise Bad(cpath, "model_type %r (this reads %s)" % (mt, ", ".join(HF_DEFAULTS)))
-        self.conf = dict(HF_DEFAULTS[mt], **{k: v for k, v in conf.items() if v is not None})
-        # MistralConfig's sliding_window: 4096 when absent, none when null
-        self.mistral_window = conf.get("sliding_window", 4096) if mt == "mistral" else None
+        if mt not in FAMILIES:
+            raise Bad(cpath, "model_type %r (this reads %s)" % (mt, ", ".join(FAMILIES)))
+        # what transformers assumes when config.json leaves a field out, and the family's quirks
+        self.family = fam = FAMILIES[mt]
+        self.conf = dict(fam.ref_defaults, **{k: v for k, v in conf.items() if v is not None})
+        self.window = fam.ref_window(conf)
         self.cpath = cpath
         with warnings.catch_warnings():  # float32 tensors on the read-only file mapping
             warnings.simplefilter("ignore", UserWarning)
             tensors = {k: torch.from_numpy(v) for k, v in read_hf_weights(d).items()}
         try:
-            (self.configure_gpt2 if mt == "gpt2" else self.configure_decoder)(tensors)
+            (self.configure_gpt2 if fam.kind == "gpt2" else self.configure_decoder)(tensors)
         except (KeyError, TypeError, ZeroDivisionError) as e:  # a field of the wrong kind
             raise Bad(cpath, "malformed: %s: %s" % (type(e).__name__, e))
         gen = read_json(os.path.join(d, "generation_config.json"), required=False)
@@ -168,7 +156,7 @@ class HFModel:
         modeling_rope_utils reads it; "type" is the older spelling of "rope_type"."""
         c = self.conf
         rs = c.get("rope_parameters") or c.get("rope_scaling") or {}
-        if self.model_type == "gemma3_text" and "full_attention" in rs:
+        if self.family.ref_gemma and "full_attention" in rs:
             rs = rs["full_attention"] or {}
         theta = float(rs.get("rope_theta", c["rope_theta"]))
         kind = rs.get("rope_type", rs.get("type", "default"))
@@ -186,13 +174,13 @@ class HFModel:
 
     def configure_decoder(self, t):
         """llama, mistral, qwen2, qwen3, gemma3_text: the model.layers.N.* tensors and the config's knobs."""
-        c, mt = self.conf, self.model_type
+        c, fam = self.conf, self.family
         d, hidden, L = self.need("hidden_size"), self.need("intermediate_size"), self.need("num_hidden_layers")
         H = self.need("num_attention_heads")
         KV = c.get("num_key_value_heads", H)
         hd = c.get("head_dim") or d // H
         V = self.need("vocab_size")
-        gemma = mt == "gemma3_text"
+        gemma = fam.ref_gemma
         act = c["hidden_activation"] if gemma else c["hidden_act"]
         if act not in ACTIVATIONS:
             raise Bad(self.cpath, "activation %r (this reads %s)" % (act, ", ".join(ACTIVATIONS)))
@@ -203,7 +191,7 @@ class HFModel:
         r = int(hd * c.get("partial_rotary_factor", 1.0))
         self.eps, self.act, self.plus_one, self.gemma = c["rms_norm_eps"], ACTIVATIONS[act], gemma, gemma
         self.H, self.KV, self.hd, self.rope_dims, self.V = H, KV, hd, r, V
-        self.qk_norm = mt in ("qwen3", "gemma3_text")
+        self.qk_norm = fam.ref_qk_norm
         self.embed_scale = float(np.float32(d ** 0.5)) if gemma else 1.0  # a float32 tensor in transformers
         self.scaling = c["query_pre_attn_scalar"] ** -0.5 if gemma else hd ** -0.5
         theta, scaling = self.rope_config()
@@ -218,10 +206,8 @@ class HFModel:
             self.windows = [c["sliding_window"] if k == "sliding_attention" else 0 for k in types]
             self.layer_inv = [local_inv if w else global_inv for w in self.windows]
         else:  # Mistral's mask: every layer's last sliding_window positions, RoPE scaled as configured
-            self.windows, self.layer_inv = [self.mistral_window or 0] * L, [global_inv] * L
-        qkv_bias = True if mt == "qwen2" else False if mt == "mistral" else c.get("attention_bias", False)
-        o_bias = False if mt in ("qwen2", "mistral") else c.get("attention_bias", False)
-        mlp_bias = c.get("mlp_bias", False) if mt == "llama" else False
+            self.windows, self.layer_inv = [self.window or 0] * L, [global_inv] * L
+        qkv_bias, o_bias, mlp_bias = fam.ref_biases(c)
         self.embed = self.take(t, "model.embed_tokens.weight", (V, d))
         self.final_norm = self.take(t, "model.norm.weight", (d,))
         tied = c["tie_word_embeddings"]
@@ -326,7 +312,7 @@ class HFModel:
             raise ValueError("%d positions exceed the model's %d" % (start + T, self.max_positions))
         pos = torch.arange(start, start + T)
         ids = torch.tensor(list(tokens), dtype=torch.long)
-        if self.model_type == "gpt2":
+        if self.family.kind == "gpt2":
             return self.gpt2_hidden(ids, pos, cache)
         x = self.cast(self.embed[ids]) * self.embed_scale
         H, KV, hd = self.H, self.KV, self.hd
