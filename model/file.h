@@ -42,6 +42,14 @@ static inline size_t row_bytes(int type, size_t cols) {
     return cols / matrix_types[type].block * matrix_types[type].block_bytes;
 }
 
+// Rows [r0, ...) of matrix m, whose rows hold n_in values: one expert's part of a layer's w1, w3 or w2.
+static inline QMat qmat_rows_from(QMat m, size_t r0, int n_in) {
+    if (m.q) m.q += r0 * n_in, m.s += r0 * (n_in / m.gs);
+    if (m.half) m.half += r0 * n_in;
+    if (m.blocks) m.blocks += r0 * row_bytes(m.type, n_in);
+    return m;
+}
+
 // One layer's tensors; q = n_heads * head_dim, kv = n_kv_heads * head_dim, b* and *_b are
 // biases, NULL where the config has none. In a Q8_0 file the matrices are in the QMat fields
 // and their float pointers stay NULL.
@@ -54,9 +62,10 @@ typedef struct {
     float *wo, *bo;                   // (dim, q), (dim)
     float *attn_out_norm_w;           // (dim): ARCH_OUT_NORMS only
     float *ffn_norm_w, *ffn_norm_b;   // (dim)
-    float *w1, *b1;                   // (hidden_dim, dim), (hidden_dim)
-    float *w3, *b3;                   // (hidden_dim, dim), (hidden_dim): SwiGLU's and GeGLU's gate only
-    float *w2, *b2;                   // (dim, hidden_dim), (dim)
+    float *router;                    // (n_experts, dim): experts only
+    float *w1, *b1;                   // (hidden_dim, dim), (hidden_dim); experts: (n_experts * hidden_dim, dim)
+    float *w3, *b3;                   // (hidden_dim, dim), (hidden_dim): SwiGLU's and GeGLU's gate only; as w1
+    float *w2, *b2;                   // (dim, hidden_dim), (dim); experts: (n_experts * dim, hidden_dim)
     float *ffn_out_norm_w;            // (dim): ARCH_OUT_NORMS only
     QMat qwq, qwk, qwv, qwo, qw1, qw3, qw2;
 } LayerWeights;
@@ -136,11 +145,12 @@ static inline size_t carve_weights(const Config *c, float *base, Weights *w) {
         TENSOR(L->attn_out_norm_w, out_norms, c->dim, 1);
         TENSOR(L->ffn_norm_w, 1, c->dim, 1);
         TENSOR(L->ffn_norm_b, ln, c->dim, 1);
-        MATRIX(L->w1, L->qw1, 1, c->hidden_dim, c->dim);
+        TENSOR(L->router, c->n_experts, c->n_experts, c->dim);
+        MATRIX(L->w1, L->qw1, 1, ffn_rows(c), c->dim);
         TENSOR(L->b1, c->bias_flags & BIAS_FFN, c->hidden_dim, 1);
-        MATRIX(L->w3, L->qw3, swiglu, c->hidden_dim, c->dim);
+        MATRIX(L->w3, L->qw3, swiglu, ffn_rows(c), c->dim);
         TENSOR(L->b3, swiglu && (c->bias_flags & BIAS_FFN), c->hidden_dim, 1);
-        MATRIX(L->w2, L->qw2, 1, c->dim, c->hidden_dim);
+        MATRIX(L->w2, L->qw2, 1, ffn_rows(c) / c->hidden_dim * c->dim, c->hidden_dim);
         TENSOR(L->b2, c->bias_flags & BIAS_FFN, c->dim, 1);
         TENSOR(L->ffn_out_norm_w, out_norms, c->dim, 1);
     }

@@ -31,6 +31,28 @@ FAMILIES = {
 }
 
 
+# Qwen3-30B-A3B's config.json as published (huggingface.co/Qwen/Qwen3-30B-A3B; not in ../shared),
+# for the mixture-of-experts cases, which cut it down (moe_config)
+QWEN3_30B_A3B = {
+    "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "bos_token_id": 151643, "decoder_sparse_step": 1, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+    "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 6144, "max_position_embeddings": 40960,
+    "max_window_layers": 48, "mlp_only_layers": [], "model_type": "qwen3_moe", "moe_intermediate_size": 768,
+    "norm_topk_prob": True, "num_attention_heads": 32, "num_experts": 128, "num_experts_per_tok": 8,
+    "num_hidden_layers": 48, "num_key_value_heads": 4, "output_router_logits": False, "rms_norm_eps": 1e-06,
+    "rope_scaling": None, "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001, "sliding_window": None,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": True,
+    "use_sliding_window": False, "vocab_size": 151936}
+
+
+def moe_config(published, layers=2, experts=8, top_k=2, hidden_size=256, heads=4, kv_heads=2, width=128, **more):
+    """A published mixture-of-experts config cut down: fewer layers, experts and heads, narrower
+    (head_dim and the vocabulary as published); more: keys to change besides."""
+    return dict(published, num_hidden_layers=layers, num_experts=experts, num_experts_per_tok=top_k,
+                hidden_size=hidden_size, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                moe_intermediate_size=width, **more)
+
+
 def family_config(name, layers=2):
     """The published config.json with num_hidden_layers cut (Gemma's layer_types with it)."""
     conf = json.load(open(os.path.join(HF_CONFIGS, FAMILIES[name][0], "config.json")))
@@ -56,7 +78,13 @@ def family_shapes(conf):
             out.append((p + "self_attn.%s.weight" % n, shape))
             if bias:
                 out.append((p + "self_attn.%s.bias" % n, shape[:1]))
-        for n, shape in (("gate_proj", (hidden, d)), ("up_proj", (hidden, d)), ("down_proj", (d, hidden))):
+        if fam.ref_moe:  # every layer's experts (the cut-down configs have no dense layers)
+            E, w = conf["num_experts"], conf["moe_intermediate_size"]
+            out.append((p + "mlp.gate.weight", (E, d)))
+            out += [(p + "mlp.experts.%d.%s.weight" % (e, n), shape) for e in range(E)
+                    for n, shape in (("gate_proj", (w, d)), ("up_proj", (w, d)), ("down_proj", (d, w)))]
+        for n, shape in () if fam.ref_moe else (("gate_proj", (hidden, d)), ("up_proj", (hidden, d)),
+                                                 ("down_proj", (d, hidden))):
             out.append((p + "mlp.%s.weight" % n, shape))
             if mlp_bias:
                 out.append((p + "mlp.%s.bias" % n, shape[:1]))
@@ -193,12 +221,12 @@ def write_family_tokenizer(d, name):
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.bin", "tokenizer_config.json", "generation_config.json")
 
 
-def write_family(d, name, dtype="F32", weights=None, seed=0, layers=2, like=None):
-    """A Hugging Face directory of family name: its published config with `layers` layers, random
-    weights (or the float32 weights given, rounded to BF16 when dtype is BF16), its tokenizer files
-    (copied from directory `like` if given). Returns the float32 weights, for the same model in
-    another dtype."""
-    conf = family_config(name, layers)
+def write_family(d, name, dtype="F32", weights=None, seed=0, layers=2, like=None, conf=None):
+    """A Hugging Face directory of family name: its published config with `layers` layers (or the
+    config conf), random weights (or the float32 weights given, rounded to BF16 when dtype is
+    BF16), its tokenizer files (copied from directory `like` if given). Returns the float32
+    weights, for the same model in another dtype."""
+    conf = dict(conf or family_config(name, layers))
     conf["torch_dtype"] = {"F32": "float32", "BF16": "bfloat16"}[dtype]
     weights = weights if weights is not None else family_weights(conf, seed)
     os.makedirs(d, exist_ok=True)

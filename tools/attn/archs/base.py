@@ -103,6 +103,7 @@ class Family:
     qk_norm = False
     act_key, activations = "hidden_act", ("silu", "swish")
     extra_layer_names = {}  # Hugging Face tensors of a layer beyond HF_DECODER_LAYER, ours -> (theirs, dims)
+    ffn_key = "intermediate_size"  # the key giving the feed-forward's width (an expert's, with experts)
     hf_layer = "model.layers.%s."
     gguf_names, gguf_top, gguf_keys = GGUF_DECODER_NAMES, GGUF_DECODER_TOP, GGUF_DECODER_KEYS
     gguf_rope_permuted = False  # llama.cpp's converter permuted q/k rows into interleaved pairs
@@ -112,6 +113,7 @@ class Family:
     # the reference's quirks, stated from Hugging Face's modeling_*.py on their own
     ref_defaults = dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu")
     ref_qk_norm = False
+    ref_moe = False  # a mixture of experts in place of the MLP (Qwen3MoeSparseMoeBlock)
     ref_gemma = False  # Gemma 3's sandwich norms, 1 + w, scaled embedding, query_pre_attn_scalar, layer_types
 
     def layer_names(self, bias):
@@ -121,6 +123,11 @@ class Family:
             if bias & flag:
                 names.update(more)
         return names
+
+    def take_experts(self, path, tn, prefix, n_experts):
+        """ours -> Weight of a layer's experts (prefix: its Hugging Face names' start), stacked; {}
+        for a family without them."""
+        return {}
 
     def bias_flags(self, c):
         """The bias_flags a config.json's keys bring."""

@@ -1,6 +1,9 @@
-"""Qwen2 (Qwen2.5) and Qwen3."""
+"""Qwen2 (Qwen2.5), Qwen3 and Qwen3-MoE."""
+import json
+
 from attn.errors import Bad
-from attn.archs.base import B_ATTN, Family, register
+from attn.archs.base import B_ATTN, Family, number, register, setting
+from attn.tensors import stack
 from attn import modelfile as mf
 
 
@@ -33,3 +36,53 @@ class Qwen3(Qwen):
     qk_norm = ref_qk_norm = True
     ref_defaults = dict(Family.ref_defaults, head_dim=128)
 
+
+@register
+class Qwen3Moe(Qwen3):
+    """Qwen3 with every layer's feed-forward a mixture of experts (Qwen3MoeSparseMoeBlock): a
+    router (mlp.gate) whose softmax picks num_experts_per_tok of num_experts experts, their
+    probabilities renormalised when norm_topk_prob; each expert a SwiGLU of moe_intermediate_size."""
+    model_type, hf_class, gguf_arch = "qwen3_moe", "Qwen3MoeForCausalLM", None
+    defaults = dict(num_key_value_heads=4, head_dim=None, max_position_embeddings=32768, num_experts=128,
+                    num_experts_per_tok=8, moe_intermediate_size=768, norm_topk_prob=False, decoder_sparse_step=1)
+    ffn_key = "moe_intermediate_size"
+    ref_defaults = dict(Family.ref_defaults, num_key_value_heads=4, num_experts=128, num_experts_per_tok=8,
+                        moe_intermediate_size=768, norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[],
+                        intermediate_size=6144)
+    ref_moe = True
+
+    def configure(self, cpath, c, cfg, terms, local_theta):
+        super().configure(cpath, c, cfg, terms, local_theta)
+        k = terms.key
+        E, K, width = (number(cpath, k(key), setting(c, self, key), integer=True) for key in (
+            "num_experts", "num_experts_per_tok", "moe_intermediate_size"))
+        if K > E:
+            raise Bad(cpath, "%s %d exceeds %s %d" % (k("num_experts_per_tok"), K, k("num_experts"), E))
+        if E > mf.MAX_EXPERTS:
+            raise Bad(cpath, "%s %d exceeds this build's limit %d" % (k("num_experts"), E, mf.MAX_EXPERTS))
+        # layer l has experts when (l + 1) % decoder_sparse_step == 0 and it is not in mlp_only_layers;
+        # a layer without them (a dense MLP of intermediate_size) is not supported
+        step = number(cpath, k("decoder_sparse_step"), setting(c, self, "decoder_sparse_step"), integer=True)
+        if step != 1:
+            raise Bad(cpath, "%s %d is not supported by this build (layers without experts; only 1, every layer "
+                      "with them)" % (k("decoder_sparse_step"), step))
+        if c.get("mlp_only_layers"):
+            raise Bad(cpath, "mlp_only_layers %s is not supported by this build (layers without experts)"
+                      % json.dumps(c["mlp_only_layers"]))
+        norm = setting(c, self, "norm_topk_prob")
+        if not isinstance(norm, bool):
+            raise Bad(cpath, "%s is %s, not true or false" % (k("norm_topk_prob"), json.dumps(norm)))
+        cfg.update(hidden_dim=width, n_experts=E, n_experts_used=K, moe_flags=mf.MOE_NORM_TOPK if norm else 0)
+        return None
+
+    def layer_names(self, bias):
+        names = super().layer_names(bias)
+        for ours in ("w1", "w3", "w2"):
+            del names[ours]
+        return dict(names, router=("mlp.gate.weight", "Ed"))
+
+    def take_experts(self, path, tn, prefix, n_experts):
+        return {ours: stack(path, [tn.take(prefix + "mlp.experts.%d.%s.weight" % (e, theirs), dims)
+                                   for e in range(n_experts)])
+                for ours, theirs, dims in (("w1", "gate_proj", "hd"), ("w3", "up_proj", "hd"),
+                                           ("w2", "down_proj", "dh"))}

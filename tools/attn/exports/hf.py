@@ -93,6 +93,8 @@ def family(c):
     def no(why):
         raise NoEquivalent(why)
     hd = c["head_dim"]
+    if c["n_experts"]:
+        no("a mixture of experts (n_experts %d), which --export-hf does not write" % c["n_experts"])
     if c["post_norm"]:
         no("post-norm blocks (post_norm 1)")
     if c["pos_kind"] == mf.POS_SINUSOID:

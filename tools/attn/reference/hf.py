@@ -175,11 +175,17 @@ class HFModel:
     def configure_decoder(self, t):
         """llama, mistral, qwen2, qwen3, gemma3_text: the model.layers.N.* tensors and the config's knobs."""
         c, fam = self.conf, self.family
-        d, hidden, L = self.need("hidden_size"), self.need("intermediate_size"), self.need("num_hidden_layers")
+        d, L = self.need("hidden_size"), self.need("num_hidden_layers")
         H = self.need("num_attention_heads")
         KV = c.get("num_key_value_heads", H)
         hd = c.get("head_dim") or d // H
         V = self.need("vocab_size")
+        # Qwen3MoeDecoderLayer's MLP is the dense one of intermediate_size in mlp_only_layers and off
+        # the decoder_sparse_step, a Qwen3MoeSparseMoeBlock elsewhere
+        moe_layers = [fam.ref_moe and c["num_experts"] > 0 and i not in c["mlp_only_layers"]
+                      and (i + 1) % c["decoder_sparse_step"] == 0 for i in range(L)]
+        self.has_experts = lambda i: moe_layers[i]
+        hidden = self.need("intermediate_size") if not all(moe_layers) else None
         gemma = fam.ref_gemma
         act = c["hidden_activation"] if gemma else c["hidden_act"]
         if act not in ACTIVATIONS:
@@ -215,8 +221,8 @@ class HFModel:
         if tied:
             t.pop("lm_head.weight", None)  # transformers ties it to the embedding whatever it holds
         shapes = {"self_attn.q_proj": (H * hd, d), "self_attn.k_proj": (KV * hd, d), "self_attn.v_proj": (KV * hd, d),
-                  "self_attn.o_proj": (d, H * hd), "mlp.gate_proj": (hidden, d), "mlp.up_proj": (hidden, d),
-                  "mlp.down_proj": (d, hidden)}
+                  "self_attn.o_proj": (d, H * hd)}
+        mlp = {"mlp.gate_proj": (hidden, d), "mlp.up_proj": (hidden, d), "mlp.down_proj": (d, hidden)}
         biased = {"self_attn.q_proj": qkv_bias, "self_attn.k_proj": qkv_bias, "self_attn.v_proj": qkv_bias,
                   "self_attn.o_proj": o_bias, "mlp.gate_proj": mlp_bias, "mlp.up_proj": mlp_bias,
                   "mlp.down_proj": mlp_bias}
@@ -226,7 +232,10 @@ class HFModel:
         self.layers = []
         for i in range(L):
             p, W = "model.layers.%d." % i, {}
-            for n, shape in shapes.items():
+            moe = self.has_experts(i)
+            if moe:
+                W["experts"] = self.take_experts(t, p, d)
+            for n, shape in dict(shapes, **({} if moe else mlp)).items():
                 W[n + ".weight"] = self.take(t, p + n + ".weight", shape)
                 if biased[n]:
                     W[n + ".bias"] = self.take(t, p + n + ".bias", shape[:1])
@@ -238,6 +247,42 @@ class HFModel:
             self.layers.append(W)
         self.leftovers(t)
         self.max_positions = c.get("max_position_embeddings", 1 << 30)
+
+    def take_experts(self, t, p, d):
+        """A layer's router (mlp.gate) and experts (mlp.experts.E.*) as Qwen3MoeSparseMoeBlock holds them."""
+        c = self.conf
+        E, width = self.need("num_experts"), self.need("moe_intermediate_size")
+        self.top_k, self.norm_topk = self.need("num_experts_per_tok"), c["norm_topk_prob"]
+        experts = [{n + ".weight": self.take(t, p + "mlp.experts.%d.%s.weight" % (e, n), shape)
+                    for n, shape in (("gate_proj", (width, d)), ("up_proj", (width, d)), ("down_proj", (d, width)))}
+                   for e in range(E)]
+        return self.take(t, p + "mlp.gate.weight", (E, d)), experts
+
+    def moe(self, h, router, experts):
+        """Qwen3MoeSparseMoeBlock: the router's softmax in float32, the top_k experts of each row
+        (of equal probabilities the lower expert, as a stable sort orders them: torch.topk on a CPU
+        breaks such a tie either way), renormalised with norm_topk_prob, then in the model's dtype;
+        each expert's SwiGLU over its rows, weighted and summed in expert order."""
+        probs = F.softmax(F.linear(h, self.cast(router)), dim=-1, dtype=torch.float)
+        chosen = torch.sort(probs, dim=-1, descending=True, stable=True).indices[:, :self.top_k]
+        weights = probs.gather(-1, chosen)
+        if self.norm_topk:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        weights = weights.to(h.dtype)
+        out = torch.zeros_like(h)
+        for e, W in enumerate(experts):
+            rows, slot = (chosen == e).nonzero(as_tuple=True)
+            if len(rows):
+                x = h[rows]
+                y = self.linear(self.act(self.linear(x, W, "gate_proj")) * self.linear(x, W, "up_proj"), W, "down_proj")
+                out.index_add_(0, rows, y * weights[rows, slot, None])
+        return out
+
+    def mlp(self, h, W):
+        if "experts" in W:
+            return self.moe(h, *W["experts"])
+        return self.linear(self.act(self.linear(h, W, "mlp.gate_proj")) * self.linear(h, W, "mlp.up_proj"), W,
+                           "mlp.down_proj")
 
     def configure_gpt2(self, t):
         c = self.conf
@@ -335,8 +380,7 @@ class HFModel:
             else:  # Llama, Qwen: post_attention_layernorm is the MLP's input norm
                 x = x + a
                 h = self.rms_norm(x, W["post_attention_layernorm"])
-            f = self.linear(self.act(self.linear(h, W, "mlp.gate_proj")) * self.linear(h, W, "mlp.up_proj"),
-                            W, "mlp.down_proj")
+            f = self.mlp(h, W)
             x = x + (self.rms_norm(f, W["post_feedforward_layernorm"]) if self.gemma else f)
         return self.rms_norm(x, self.final_norm)
 

@@ -218,7 +218,9 @@ def read_hf_decoder(d, cpath, c, sd=None, terms=HF_TERMS, biases=None):
                   % (k("partial_rotary_factor"), rope_dims, hd, hd))
     cfg["rope_dims"] = rope_dims
     cfg["bias_flags"] = bias = fam.bias_flags(c) if biases is None else biases
-    dims = {"d": (dim, "%s %d" % (k("hidden_size"), dim)), "h": (hidden, "%s %d" % (k("intermediate_size"), hidden)),
+    hidden, E = cfg["hidden_dim"], cfg.get("n_experts", 0)
+    dims = {"d": (dim, "%s %d" % (k("hidden_size"), dim)), "h": (hidden, "%s %d" % (k(fam.ffn_key), hidden)),
+            "E": (E, "%s %d" % (k("num_experts"), E)),
             "q": (H * hd, "%s %d x %s %d" % (k("num_attention_heads"), H, k("head_dim"), hd)),
             "k": (KV * hd, "%s %d x %s %d" % (k("num_key_value_heads"), KV, k("head_dim"), hd)),
             "V": (V, "%s %d" % (k("vocab_size"), V)), "e": (hd, "%s %d" % (k("head_dim"), hd))}
@@ -236,6 +238,7 @@ def read_hf_decoder(d, cpath, c, sd=None, terms=HF_TERMS, biases=None):
         for ours, (theirs, shape) in names.items():
             w = tn.take(p + theirs, shape)
             t[q + ours] = w.view(lambda a, r=rows[ours]: a[r]) if ours in rows else w
+        t.update((q + ours, w) for ours, w in fam.take_experts(d, tn, p, E).items())
     tied = classifier(tn, "lm_head.weight", t, bool(setting(c, fam, "tie_word_embeddings")))
     cfg["tied_classifier"] = int(tied)
     # the keys that bring biases, for a message on unused ones (a GGUF's are the ones it holds)
