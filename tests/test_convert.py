@@ -851,6 +851,13 @@ def moe_refusals():
         json.dump(dict(conf, **edit), open(os.path.join(d, "config.json"), "w"))
         safetensors.write_safetensors(os.path.join(d, "model.safetensors"), w)
         conv_refused([d, tmp("o.bin")], needle)
+    mixtral = families.moe_config(families.MIXTRAL_8X7B, hidden_size=64, heads=2, kv_heads=1, width=32,
+                                  vocab_size=300, top_k=9)
+    d = tmp("moe_refused_mixtral")
+    os.makedirs(d, exist_ok=True)
+    json.dump(mixtral, open(os.path.join(d, "config.json"), "w"))
+    safetensors.write_safetensors(os.path.join(d, "model.safetensors"), families.family_weights(mixtral, seed=5))
+    conv_refused([d, tmp("o.bin")], "num_experts_per_tok 9 exceeds num_local_experts 8")
     random_models.make_model(tmp("moe.bin"), random_models.PRESETS["moe"], seed=3)
     conv_refused(["--export-hf", tmp("moe.bin"), tmp("moe_hf")],
                  "no Hugging Face equivalent: a mixture of experts (n_experts 8), which --export-hf does not write")

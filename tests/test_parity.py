@@ -620,17 +620,18 @@ for name, (conf_dir, tok_dir, _) in families.FAMILIES.items():
 
 # ---- mixtures of experts: Qwen3-30B-A3B's published config.json cut down ----
 
-def moe_dir(name, seed, tie=False, **more):
-    """families.QWEN3_30B_A3B cut to 2 layers of 8 experts (families.moe_config; more: its changes),
-    random weights and Qwen3's tokenizer files; with tie, experts 0 and 1 share their router row in
-    every layer, so that their probabilities are equal for every token."""
+def moe_dir(name, seed, tie=False, published=families.QWEN3_30B_A3B, tokenizer="qwen3_0_6b", **more):
+    """A published config (Qwen3-30B-A3B's unless given) cut to 2 layers of 8 experts
+    (families.moe_config; more: its changes), random weights and the tokenizer files of family
+    tokenizer (Qwen3's); with tie, experts 0 and 1 share their router row in every layer, so that
+    their probabilities are equal for every token."""
     d = os.path.join(TMP, name)
-    conf = families.moe_config(families.QWEN3_30B_A3B, **more)
+    conf = families.moe_config(published, **more)
     w = families.family_weights(conf, seed)
     for l in range(conf["num_hidden_layers"] if tie else 0):
         r = w["model.layers.%d.mlp.gate.weight" % l]
         r[1] = r[0]
-    families.write_family(d, "qwen3_0_6b", weights=w, conf=conf)
+    families.write_family(d, tokenizer, weights=w, conf=conf)
     return d
 
 
@@ -670,6 +671,13 @@ hf_case("hf_qwen3_moe_unnormed", "the same with norm_topk_prob false, top 3 of 8
         functools.partial(moe_dir, "hf_qwen3_moe_unnormed", 65, top_k=3, layers=3, norm_topk_prob=False), HF_PROMPT,
         lambda: shutil.rmtree(os.path.join(TMP, "hf_qwen3_moe_unnormed"), ignore_errors=True))
 add_case("hf_qwen3_moe_tie", "the same, top 1 of 8, experts 0 and 1 tied in the router", hf_moe_tie)
+MIXTRAL = dict(published=families.MIXTRAL_8X7B, tokenizer="tinyllama_1_1b")  # Llama 2's vocabulary, as Mixtral's size
+hf_case("hf_mixtral", "Mixtral-8x7B's config.json: 2 layers, top 2 of 8 experts (always renormalised), dim 256",
+        functools.partial(moe_dir, "hf_mixtral", 71, **MIXTRAL), PROMPT,
+        lambda: shutil.rmtree(os.path.join(TMP, "hf_mixtral"), ignore_errors=True))
+hf_case("hf_mixtral_window", "the same with sliding_window 6 on every layer (Mistral's), top 3 of 8",
+        functools.partial(moe_dir, "hf_mixtral_window", 73, top_k=3, sliding_window=6, **MIXTRAL), PROMPT,
+        lambda: shutil.rmtree(os.path.join(TMP, "hf_mixtral_window"), ignore_errors=True))
 
 
 # ---- reference.py's two modes against each other ----

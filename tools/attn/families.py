@@ -45,12 +45,24 @@ QWEN3_30B_A3B = {
     "use_sliding_window": False, "vocab_size": 151936}
 
 
+# Mixtral-8x7B-v0.1's config.json as published (huggingface.co/mistralai/Mixtral-8x7B-v0.1)
+MIXTRAL_8X7B = {
+    "architectures": ["MixtralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2,
+    "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+    "max_position_embeddings": 32768, "model_type": "mixtral", "num_attention_heads": 32, "num_experts_per_tok": 2,
+    "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 8, "output_router_logits": False,
+    "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "router_aux_loss_coef": 0.02, "sliding_window": None,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.36.0.dev0",
+    "use_cache": True, "vocab_size": 32000}
+
+
 def moe_config(published, layers=2, experts=8, top_k=2, hidden_size=256, heads=4, kv_heads=2, width=128, **more):
     """A published mixture-of-experts config cut down: fewer layers, experts and heads, narrower
     (head_dim and the vocabulary as published); more: keys to change besides."""
-    return dict(published, num_hidden_layers=layers, num_experts=experts, num_experts_per_tok=top_k,
-                hidden_size=hidden_size, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                moe_intermediate_size=width, **more)
+    x = archs.FAMILIES[published["model_type"]].ref_experts
+    return dict(published, num_hidden_layers=layers, num_experts_per_tok=top_k, hidden_size=hidden_size,
+                num_attention_heads=heads, num_key_value_heads=kv_heads, **{x["count"]: experts, x["width"]: width},
+                **more)
 
 
 def family_config(name, layers=2):
@@ -78,12 +90,13 @@ def family_shapes(conf):
             out.append((p + "self_attn.%s.weight" % n, shape))
             if bias:
                 out.append((p + "self_attn.%s.bias" % n, shape[:1]))
-        if fam.ref_moe:  # every layer's experts (the cut-down configs have no dense layers)
-            E, w = conf["num_experts"], conf["moe_intermediate_size"]
-            out.append((p + "mlp.gate.weight", (E, d)))
-            out += [(p + "mlp.experts.%d.%s.weight" % (e, n), shape) for e in range(E)
-                    for n, shape in (("gate_proj", (w, d)), ("up_proj", (w, d)), ("down_proj", (d, w)))]
-        for n, shape in () if fam.ref_moe else (("gate_proj", (hidden, d)), ("up_proj", (hidden, d)),
+        x = fam.ref_experts
+        if x:  # every layer's experts (the cut-down configs have no dense layers)
+            E, w = conf[x["count"]], conf[x["width"]]
+            out.append((p + x["router"], (E, d)))
+            out += [(p + x["expert"] % e + x[n] + ".weight", shape) for e in range(E)
+                    for n, shape in (("gate", (w, d)), ("up", (w, d)), ("down", (d, w)))]
+        for n, shape in () if x else (("gate_proj", (hidden, d)), ("up_proj", (hidden, d)),
                                                  ("down_proj", (d, hidden))):
             out.append((p + "mlp.%s.weight" % n, shape))
             if mlp_bias:

@@ -9,6 +9,7 @@ import json
 import math
 
 from attn.errors import Bad
+from attn.tensors import stack
 from attn import modelfile as mf
 
 FAMILIES = {}  # model_type -> the family's instance, in the order registered
@@ -113,7 +114,10 @@ class Family:
     # the reference's quirks, stated from Hugging Face's modeling_*.py on their own
     ref_defaults = dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu")
     ref_qk_norm = False
-    ref_moe = False  # a mixture of experts in place of the MLP (Qwen3MoeSparseMoeBlock)
+    # a mixture of experts in place of the MLP: its tensors' names and its config keys, as its
+    # modeling_*.py holds them (router, expert: a layer's names; gate, up, down: an expert's
+    # matrices; count, top_k, width: the keys; norm: the key of renormalising, None: always)
+    ref_experts = None
     ref_gemma = False  # Gemma 3's sandwich norms, 1 + w, scaled embedding, query_pre_attn_scalar, layer_types
 
     def layer_names(self, bias):
@@ -154,6 +158,43 @@ class Family:
         """(q/k/v biases, o bias, MLP biases) as the family's modeling_*.py builds its layers."""
         return c.get("attention_bias", False), c.get("attention_bias", False), False
 
+    def ref_expert_layers(self, c, L):
+        """Which of the L layers have experts instead of the dense MLP."""
+        return [bool(self.ref_experts)] * L
+
     def ref_window(self, conf):
         """The window every layer attends within (Mistral's), or None."""
         return None
+
+
+class Experts(Family):
+    """What a family whose every layer's feed-forward is a mixture of experts adds (mixed in before
+    its dense family): the experts' keys read, the router and the experts' tensors taken, stacked
+    expert after expert, as format version 8 holds them."""
+
+    def configure(self, cpath, c, cfg, terms, local_theta):
+        context = super().configure(cpath, c, cfg, terms, local_theta)
+        k, x = terms.key, self.ref_experts
+        E, K, width = (number(cpath, k(x[key]), setting(c, self, x[key]), integer=True)
+                       for key in ("count", "top_k", "width"))
+        if K > E:
+            raise Bad(cpath, "%s %d exceeds %s %d" % (k(x["top_k"]), K, k(x["count"]), E))
+        if E > mf.MAX_EXPERTS:
+            raise Bad(cpath, "%s %d exceeds this build's limit %d" % (k(x["count"]), E, mf.MAX_EXPERTS))
+        norm = setting(c, self, x["norm"]) if x["norm"] else True
+        if not isinstance(norm, bool):
+            raise Bad(cpath, "%s is %s, not true or false" % (k(x["norm"]), json.dumps(norm)))
+        cfg.update(hidden_dim=width, n_experts=E, n_experts_used=K, moe_flags=mf.MOE_NORM_TOPK if norm else 0)
+        return context
+
+    def layer_names(self, bias):
+        names = super().layer_names(bias)
+        for ours in ("w1", "w3", "w2"):
+            del names[ours]
+        return dict(names, router=(self.ref_experts["router"], "Ed"))
+
+    def take_experts(self, path, tn, prefix, n_experts):
+        x = self.ref_experts
+        return {ours: stack(path, [tn.take(prefix + x["expert"] % e + x[theirs] + ".weight", dims)
+                                   for e in range(n_experts)])
+                for ours, theirs, dims in (("w1", "gate", "hd"), ("w3", "up", "hd"), ("w2", "down", "dh"))}

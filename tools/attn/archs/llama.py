@@ -1,6 +1,6 @@
-"""Llama (Llama 2, 3.x, SmolLM2, TinyLlama) and Mistral."""
+"""Llama (Llama 2, 3.x, SmolLM2, TinyLlama), Mistral and Mixtral."""
 from attn.errors import Bad
-from attn.archs.base import B_ATTN, Family, number, register, setting
+from attn.archs.base import B_ATTN, Experts, Family, number, register, setting
 from attn import modelfile as mf
 
 
@@ -53,3 +53,21 @@ def mistral_context(cpath, window):
                       "the window)" % (window, seq_len, window))
         return cfg
     return fit
+
+
+@register
+class Mixtral(Experts, Mistral):
+    """Mistral with every layer's feed-forward a mixture of experts (MixtralSparseMoeBlock): a router
+    (block_sparse_moe.gate) whose softmax picks num_experts_per_tok of num_local_experts experts,
+    their probabilities always renormalised; each expert w2(silu(w1 x) * w3 x) of intermediate_size.
+    llama.cpp converts it as llama with expert_count, which sources/gguf.py does not read yet."""
+    model_type, hf_class = "mixtral", "MixtralForCausalLM"
+    defaults = dict(Mistral.defaults, num_local_experts=8, num_experts_per_tok=2, rope_theta=1e6, rms_norm_eps=1e-5,
+                    sliding_window=None)
+    ref_defaults = dict(Mistral.ref_defaults, rms_norm_eps=1e-5, rope_theta=1e6)
+    ref_experts = dict(router="block_sparse_moe.gate.weight", expert="block_sparse_moe.experts.%d.", gate="w1",
+                       up="w3", down="w2", count="num_local_experts", top_k="num_experts_per_tok",
+                       width="intermediate_size", norm=None)
+
+    def ref_window(self, conf):
+        return conf.get("sliding_window")  # MixtralConfig's: none when absent

@@ -2,8 +2,7 @@
 import json
 
 from attn.errors import Bad
-from attn.archs.base import B_ATTN, Family, number, register, setting
-from attn.tensors import stack
+from attn.archs.base import B_ATTN, Experts, Family, number, register, setting
 from attn import modelfile as mf
 
 
@@ -38,7 +37,7 @@ class Qwen3(Qwen):
 
 
 @register
-class Qwen3Moe(Qwen3):
+class Qwen3Moe(Experts, Qwen3):
     """Qwen3 with every layer's feed-forward a mixture of experts (Qwen3MoeSparseMoeBlock): a
     router (mlp.gate) whose softmax picks num_experts_per_tok of num_experts experts, their
     probabilities renormalised when norm_topk_prob; each expert a SwiGLU of moe_intermediate_size."""
@@ -49,19 +48,14 @@ class Qwen3Moe(Qwen3):
     ref_defaults = dict(Family.ref_defaults, num_key_value_heads=4, num_experts=128, num_experts_per_tok=8,
                         moe_intermediate_size=768, norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[],
                         intermediate_size=6144)
-    ref_moe = True
+    ref_experts = dict(router="mlp.gate.weight", expert="mlp.experts.%d.", gate="gate_proj", up="up_proj",
+                       down="down_proj", count="num_experts", top_k="num_experts_per_tok",
+                       width="moe_intermediate_size", norm="norm_topk_prob")
 
     def configure(self, cpath, c, cfg, terms, local_theta):
-        super().configure(cpath, c, cfg, terms, local_theta)
-        k = terms.key
-        E, K, width = (number(cpath, k(key), setting(c, self, key), integer=True) for key in (
-            "num_experts", "num_experts_per_tok", "moe_intermediate_size"))
-        if K > E:
-            raise Bad(cpath, "%s %d exceeds %s %d" % (k("num_experts_per_tok"), K, k("num_experts"), E))
-        if E > mf.MAX_EXPERTS:
-            raise Bad(cpath, "%s %d exceeds this build's limit %d" % (k("num_experts"), E, mf.MAX_EXPERTS))
         # layer l has experts when (l + 1) % decoder_sparse_step == 0 and it is not in mlp_only_layers;
         # a layer without them (a dense MLP of intermediate_size) is not supported
+        k = terms.key
         step = number(cpath, k("decoder_sparse_step"), setting(c, self, "decoder_sparse_step"), integer=True)
         if step != 1:
             raise Bad(cpath, "%s %d is not supported by this build (layers without experts; only 1, every layer "
@@ -69,20 +63,9 @@ class Qwen3Moe(Qwen3):
         if c.get("mlp_only_layers"):
             raise Bad(cpath, "mlp_only_layers %s is not supported by this build (layers without experts)"
                       % json.dumps(c["mlp_only_layers"]))
-        norm = setting(c, self, "norm_topk_prob")
-        if not isinstance(norm, bool):
-            raise Bad(cpath, "%s is %s, not true or false" % (k("norm_topk_prob"), json.dumps(norm)))
-        cfg.update(hidden_dim=width, n_experts=E, n_experts_used=K, moe_flags=mf.MOE_NORM_TOPK if norm else 0)
-        return None
+        return super().configure(cpath, c, cfg, terms, local_theta)
 
-    def layer_names(self, bias):
-        names = super().layer_names(bias)
-        for ours in ("w1", "w3", "w2"):
-            del names[ours]
-        return dict(names, router=("mlp.gate.weight", "Ed"))
-
-    def take_experts(self, path, tn, prefix, n_experts):
-        return {ours: stack(path, [tn.take(prefix + "mlp.experts.%d.%s.weight" % (e, theirs), dims)
-                                   for e in range(n_experts)])
-                for ours, theirs, dims in (("w1", "gate_proj", "hd"), ("w3", "up_proj", "hd"),
-                                           ("w2", "down_proj", "dh"))}
+    def ref_expert_layers(self, c, L):
+        # Qwen3MoeDecoderLayer: the dense MLP of intermediate_size in mlp_only_layers and off the step
+        return [c["num_experts"] > 0 and i not in c["mlp_only_layers"] and (i + 1) % c["decoder_sparse_step"] == 0
+                for i in range(L)]

@@ -180,10 +180,7 @@ class HFModel:
         KV = c.get("num_key_value_heads", H)
         hd = c.get("head_dim") or d // H
         V = self.need("vocab_size")
-        # Qwen3MoeDecoderLayer's MLP is the dense one of intermediate_size in mlp_only_layers and off
-        # the decoder_sparse_step, a Qwen3MoeSparseMoeBlock elsewhere
-        moe_layers = [fam.ref_moe and c["num_experts"] > 0 and i not in c["mlp_only_layers"]
-                      and (i + 1) % c["decoder_sparse_step"] == 0 for i in range(L)]
+        moe_layers = fam.ref_expert_layers(c, L)  # the others have the dense MLP of intermediate_size
         self.has_experts = lambda i: moe_layers[i]
         hidden = self.need("intermediate_size") if not all(moe_layers) else None
         gemma = fam.ref_gemma
@@ -249,20 +246,24 @@ class HFModel:
         self.max_positions = c.get("max_position_embeddings", 1 << 30)
 
     def take_experts(self, t, p, d):
-        """A layer's router (mlp.gate) and experts (mlp.experts.E.*) as Qwen3MoeSparseMoeBlock holds them."""
-        c = self.conf
-        E, width = self.need("num_experts"), self.need("moe_intermediate_size")
-        self.top_k, self.norm_topk = self.need("num_experts_per_tok"), c["norm_topk_prob"]
-        experts = [{n + ".weight": self.take(t, p + "mlp.experts.%d.%s.weight" % (e, n), shape)
-                    for n, shape in (("gate_proj", (width, d)), ("up_proj", (width, d)), ("down_proj", (d, width)))}
+        """A layer's router and experts as Qwen3MoeSparseMoeBlock (mlp.gate, mlp.experts.E.gate_proj
+        ...) or MixtralSparseMoeBlock (block_sparse_moe.gate, block_sparse_moe.experts.E.w1 ...)
+        holds them: the family's ref_experts names them, and the keys of their count, width,
+        top_k and renormalising (Mixtral always renormalises)."""
+        c, x = self.conf, self.family.ref_experts
+        E, width = self.need(x["count"]), self.need(x["width"])
+        self.top_k, self.norm_topk = self.need(x["top_k"]), c[x["norm"]] if x["norm"] else True
+        experts = [{n + ".weight": self.take(t, p + x["expert"] % e + x[n] + ".weight", shape)
+                    for n, shape in (("gate", (width, d)), ("up", (width, d)), ("down", (d, width)))}
                    for e in range(E)]
-        return self.take(t, p + "mlp.gate.weight", (E, d)), experts
+        return self.take(t, p + x["router"], (E, d)), experts
 
     def moe(self, h, router, experts):
-        """Qwen3MoeSparseMoeBlock: the router's softmax in float32, the top_k experts of each row
-        (of equal probabilities the lower expert, as a stable sort orders them: torch.topk on a CPU
-        breaks such a tie either way), renormalised with norm_topk_prob, then in the model's dtype;
-        each expert's SwiGLU over its rows, weighted and summed in expert order."""
+        """Qwen3MoeSparseMoeBlock and MixtralSparseMoeBlock: the router's softmax in float32, the
+        top_k experts of each row (of equal probabilities the lower expert, as a stable sort orders
+        them: torch.topk on a CPU breaks such a tie either way), renormalised (Qwen3-MoE: with
+        norm_topk_prob), then in the model's dtype; each expert's SwiGLU over its rows, weighted
+        and summed in expert order."""
         probs = F.softmax(F.linear(h, self.cast(router)), dim=-1, dtype=torch.float)
         chosen = torch.sort(probs, dim=-1, descending=True, stable=True).indices[:, :self.top_k]
         weights = probs.gather(-1, chosen)
@@ -274,7 +275,7 @@ class HFModel:
             rows, slot = (chosen == e).nonzero(as_tuple=True)
             if len(rows):
                 x = h[rows]
-                y = self.linear(self.act(self.linear(x, W, "gate_proj")) * self.linear(x, W, "up_proj"), W, "down_proj")
+                y = self.linear(self.act(self.linear(x, W, "gate")) * self.linear(x, W, "up"), W, "down")
                 out.index_add_(0, rows, y * weights[rows, slot, None])
         return out
 
