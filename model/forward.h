@@ -36,6 +36,9 @@ typedef struct {
     int *expert_id, *groups;
     size_t group_ints;
     float *expert_in, *expert_out;
+    // the shared expert (shared_dim > 0): each row's sigmoid gate (max_batch), its w1 and w3
+    // outputs (max_batch, shared_dim) and its output (max_batch, dim)
+    float *shared_g, *shared_h1, *shared_h3, *shared_out;
     float *att;            // (max_batch, n_heads, seq_len) attention probabilities
     float *rope_cos;       // (seq_len, rope_dims / 2) the global layers' RoPE, scaled
     float *rope_sin;       // (seq_len, rope_dims / 2)
@@ -151,6 +154,7 @@ static inline int state_init(RunState *s, const Config *c, int max_batch, int kv
     float *key_cache, *value_cache;
     size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
     widest = qd > widest ? qd : widest;
+    widest = (size_t)c->shared_dim > widest ? (size_t)c->shared_dim : widest;
     size_t E = c->n_experts, pairs = B * (E ? c->n_experts_used : 1);
     s->group_ints = E ? state_align(E + 1 + 2 * pairs) : 0;
     float *expert_id, *groups;
@@ -174,6 +178,10 @@ static inline int state_init(RunState *s, const Config *c, int max_batch, int kv
         {&groups, s->threads * s->group_ints},
         {&s->expert_in, E ? pairs * c->dim : 0},
         {&s->expert_out, E ? pairs * c->dim : 0},
+        {&s->shared_g, c->shared_dim ? B : 0},
+        {&s->shared_h1, B * c->shared_dim},
+        {&s->shared_h3, B * c->shared_dim},
+        {&s->shared_out, c->shared_dim ? B * c->dim : 0},
         {&s->att, B * c->n_heads * (size_t)c->seq_len},
         {&s->rope_cos, c->seq_len * half},
         {&s->rope_sin, c->seq_len * half},
@@ -285,7 +293,8 @@ static inline uint8_t *thread_xq(const RunState *s, int id) {
 static inline size_t layer_macs(const Config *c) {
     size_t d = c->dim, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
     size_t ffn = (ffn_is_gated(c->ffn_kind) ? 3 : 2) * d * c->hidden_dim;
-    return d * (qd + 2 * kvd) + qd * d + (c->n_experts ? c->n_experts_used * ffn + c->n_experts * d : ffn);
+    size_t shared = (ffn_is_gated(c->ffn_kind) ? 3 : 2) * d * c->shared_dim + (c->shared_dim ? d : 0);
+    return d * (qd + 2 * kvd) + qd * d + (c->n_experts ? c->n_experts_used * ffn + c->n_experts * d + shared : ffn);
 }
 
 // This thread's copy of the sub-layer's input: the norm of every row of x in a pre-norm model
@@ -407,15 +416,19 @@ static inline Linear expert_linear(const float *w, QMat qw, int e, int n_out, in
 // The experts' sub-layer for T rows of in (this thread's normalised copy of x), added into x.
 // Each chosen expert's weights are read once for all the rows that chose it: its rows gathered,
 // the existing products run over them, the outputs scattered back weighted. Threads split the
-// rows for routing and gathering, and each product by output features.
+// rows for routing and gathering, and each product by output features. With a shared expert
+// (Qwen2-MoE's) every row also passes it, its output scaled by sigmoid(shared_gate · row) and
+// added after the routed experts' sum.
 static inline void experts_sublayer(const Config *c, const LayerWeights *L, RunState *s, const float *in, int T, int id,
                                     int nt, size_t r0, size_t r1) {
     int d = c->dim, hid = c->hidden_dim, E = c->n_experts, K = c->n_experts_used;
     float *wbuf = thread_wbuf(s, id);
     uint8_t *xq = thread_xq(s, id);
     size_t lo, hi;
-    for (size_t t = r0; t < r1; t++)
+    for (size_t t = r0; t < r1; t++) {
         route_row(c, L->router, in + t * d, s->router_p + t * E, s->expert_id + t * K, s->expert_w + t * K);
+        if (c->shared_dim) s->shared_g[t] = 1.0f / (1.0f + expf(-dot(L->shared_gate, in + t * d, d)));
+    }
     barrier_wait(&s->barrier, nt);
     int *first, *row_of, *place_of;
     expert_groups(c, s, id, T, &first, &row_of, &place_of);
@@ -438,6 +451,20 @@ static inline void experts_sublayer(const Config *c, const LayerWeights *L, RunS
             activation_forward(c->ffn_kind, h1 + (size_t)t * hid + lo, h1 + (size_t)t * hid + lo,
                                h3 + (size_t)t * hid + lo, hi - lo);
     }
+    if (c->shared_dim) {
+        size_t S = c->shared_dim;
+        share(S, id, nt, &lo, &hi);
+        Linear up[] = {
+            {.out = s->shared_h1, .w = L->shared_w1, .n_out = (int)S, .qw = L->qshared_w1, .wbuf = wbuf, .xq = xq},
+            {.out = s->shared_h3, .w = L->shared_w3, .n_out = (int)S, .qw = L->qshared_w3, .wbuf = wbuf, .xq = xq}};
+        up[1].same_input = L->qshared_w3.type == L->qshared_w1.type;
+        product_input(s, id, in, T, d);
+        product_part(s, id, &up[0], in, T, d, lo, hi);
+        if (ffn_is_gated(c->ffn_kind)) product_part(s, id, &up[1], in, T, d, lo, hi);
+        for (int t = 0; t < T && hi > lo; t++)
+            activation_forward(c->ffn_kind, s->shared_h1 + t * S + lo, s->shared_h1 + t * S + lo,
+                               s->shared_h3 + t * S + lo, hi - lo);
+    }
     barrier_wait(&s->barrier, nt);
     share((size_t)d, id, nt, &lo, &hi);
     for (int e = 0; e < E; e++) {
@@ -448,6 +475,12 @@ static inline void experts_sublayer(const Config *c, const LayerWeights *L, RunS
         product_input(s, id, he, n, hid);
         product_part(s, id, &down, he, n, hid, lo, hi);
     }
+    if (c->shared_dim) {
+        Linear down = {
+            .out = s->shared_out, .w = L->shared_w2, .n_out = d, .qw = L->qshared_w2, .wbuf = wbuf, .xq = xq};
+        product_input(s, id, s->shared_h1, T, c->shared_dim);
+        product_part(s, id, &down, s->shared_h1, T, c->shared_dim, lo, hi);
+    }
     // each row's weighted sum over its experts in increasing order, then the residual add; every
     // thread its own features, so that no meeting is needed before
     for (int t = 0; t < T; t++)
@@ -455,6 +488,7 @@ static inline void experts_sublayer(const Config *c, const LayerWeights *L, RunS
             float sum = 0.0f;
             for (int k = 0; k < K; k++)
                 sum += s->expert_w[t * K + k] * s->expert_out[(size_t)place_of[t * K + k] * d + i];
+            if (c->shared_dim) sum += s->shared_g[t] * s->shared_out[(size_t)t * d + i];
             s->x[(size_t)t * d + i] += sum;
         }
     barrier_wait(&s->barrier, nt);

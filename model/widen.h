@@ -120,6 +120,9 @@ static inline void dequantize_weights(const Config *c, const Weights *from, cons
         widen_matrix(&at, &L->qw1, rows, d);
         widen_matrix(&at, &L->qw3, rows, d);
         widen_matrix(&at, &L->qw2, experts * d, h);
+        widen_matrix(&at, &L->qshared_w1, c->shared_dim, d);
+        widen_matrix(&at, &L->qshared_w3, c->shared_dim, d);
+        widen_matrix(&at, &L->qshared_w2, d, c->shared_dim);
     }
     if (!c->tied_classifier) widen_matrix(&at, &from->qclassifier, c->vocab_size, c->dim);
     memcpy(at.to, at.from, (size_t)((const char *)from_block + carve_weights(c, NULL, NULL) - at.from));

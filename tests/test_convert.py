@@ -1084,7 +1084,7 @@ def modelfile_refuses_bad_files():
     refused(patched(good, 44, "<I", 7), "pos_kind")
     refused(patched(good, 60, "<f", float("nan")), "norm_eps")
     refused(patched(good, 84, "<I", 3), "rope_dims")
-    refused(patched(good, 252, "<I", 1), "reserved")
+    refused(patched(good, 252, "<I", 1), "shared_dim = 1 is out of range for n_experts 0")
     refused(patched(good, 244, "<I", 1), "n_experts_used = 1 is out of range 0..0")
     refused(patched(patched(good, 4, "<I", 7), 240, "<I", 2), "reserved header bytes 240..255 of a version 7 file")
     refused(patched(good, 216, "<I", 64), "sampling_flags = 0x40 has unknown bits")
@@ -1193,7 +1193,7 @@ def q8_0_refusals():
     refused(patched(good, 4, "<I", 1), "reserved header bytes 136..255 of a version 1 file")
     refused(patched(v2, 144, "<I", 1), "reserved header bytes 144..255 of a version 2 file")
     refused(patched(v2, 255, "<B", 1), "reserved header bytes 144..255")
-    refused(patched(good, 255, "<B", 1), "reserved header bytes 252..255")
+    refused(patched(good, 255, "<B", 1), "shared_dim = 16777216 is out of range for n_experts 0")
     refused(good[:-4], "header implies")
     refused(good[:len(good) // 2], "header implies")
     woff = struct.unpack_from("<Q", good, 120)[0]

@@ -93,6 +93,7 @@ COMBOS = [
     ("gemma_like", "every Gemma 3 knob at once, llama3 scaling on the global layer, window 6", "gemma_like"),
     ("moe", "experts: the router's top 2 of 8 renormalised, qk-norm, untied", "moe"),
     ("moe_unnormed", "experts: top 3 of 6, weights the softmax's (moe_flags 0), 3 layers", "moe_unnormed"),
+    ("moe_shared", "experts and a shared expert of 80 under its sigmoid gate (Qwen2-MoE), QKV biases", "moe_shared"),
 ]
 
 # (name, what it exercises, the float32 case it quantises, convert.py flags beyond --weights q8_0)
@@ -105,6 +106,8 @@ Q8_COMBOS = [
      ["--group-size", "10"]),
     ("llama2xs_q8", "Q8_0 llama2xs (real checkpoint)", "llama2xs", []),
     ("moe_q8", "Q8_0 moe: each expert's rows in the stacked matrices, groups of 16", "moe", ["--group-size", "16"]),
+    ("moe_shared_q8", "Q8_0 moe_shared: the shared expert's matrices too, groups of 16", "moe_shared",
+     ["--group-size", "16"]),
 ]
 
 # (name, what it exercises, the float32 case it stores in 16 bits, convert.py's --weights)
@@ -650,10 +653,10 @@ def hf_moe_tie():
     hf = ref_hf.HFModel(d, torch.float32)
     routed, ties = hf.moe, []
 
-    def watched(h, router, experts):
+    def watched(h, router, *experts):
         p = torch.nn.functional.softmax(torch.nn.functional.linear(h, router), dim=-1, dtype=torch.float)
         ties.append(int(((p[:, 0] == p[:, 1]) & (p[:, 0] == p.max(-1).values)).sum()))
-        return routed(h, router, experts)
+        return routed(h, router, *experts)
     hf.moe = watched
     hf.all_logits(toks)
     if not sum(ties):
@@ -671,6 +674,11 @@ hf_case("hf_qwen3_moe_unnormed", "the same with norm_topk_prob false, top 3 of 8
         functools.partial(moe_dir, "hf_qwen3_moe_unnormed", 65, top_k=3, layers=3, norm_topk_prob=False), HF_PROMPT,
         lambda: shutil.rmtree(os.path.join(TMP, "hf_qwen3_moe_unnormed"), ignore_errors=True))
 add_case("hf_qwen3_moe_tie", "the same, top 1 of 8, experts 0 and 1 tied in the router", hf_moe_tie)
+hf_case("hf_qwen2_moe", "Qwen1.5-MoE-A2.7B's config.json (qwen2_moe): 2 layers, top 4 of 8 experts, a shared "
+        "expert of 192 with its sigmoid gate, q/k/v biases, dim 256", functools.partial(
+            moe_dir, "hf_qwen2_moe", 75, published=families.QWEN1_5_MOE_A2_7B, top_k=4,
+            shared_expert_intermediate_size=192), HF_PROMPT,
+        lambda: shutil.rmtree(os.path.join(TMP, "hf_qwen2_moe"), ignore_errors=True))
 MIXTRAL = dict(published=families.MIXTRAL_8X7B, tokenizer="tinyllama_1_1b")  # Llama 2's vocabulary, as Mixtral's size
 hf_case("hf_mixtral", "Mixtral-8x7B's config.json: 2 layers, top 2 of 8 experts (always renormalised), dim 256",
         functools.partial(moe_dir, "hf_mixtral", 71, **MIXTRAL), PROMPT,

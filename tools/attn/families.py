@@ -45,6 +45,19 @@ QWEN3_30B_A3B = {
     "use_sliding_window": False, "vocab_size": 151936}
 
 
+# Qwen1.5-MoE-A2.7B's config.json as published (huggingface.co/Qwen/Qwen1.5-MoE-A2.7B), model_type qwen2_moe
+QWEN1_5_MOE_A2_7B = {
+    "architectures": ["Qwen2MoeForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+    "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+    "intermediate_size": 5632, "max_position_embeddings": 8192, "max_window_layers": 21, "model_type": "qwen2_moe",
+    "num_attention_heads": 16, "num_hidden_layers": 24, "num_key_value_heads": 16, "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "transformers_version": "4.36.0.dev0", "use_cache": True, "use_sliding_window": False, "vocab_size": 151936,
+    "decoder_sparse_step": 1, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+    "num_experts_per_tok": 4, "num_experts": 60, "norm_topk_prob": False, "output_router_logits": False,
+    "router_aux_loss_coef": 0.001}
+
+
 # Mixtral-8x7B-v0.1's config.json as published (huggingface.co/mistralai/Mixtral-8x7B-v0.1)
 MIXTRAL_8X7B = {
     "architectures": ["MixtralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2,
@@ -96,6 +109,11 @@ def family_shapes(conf):
             out.append((p + x["router"], (E, d)))
             out += [(p + x["expert"] % e + x[n] + ".weight", shape) for e in range(E)
                     for n, shape in (("gate", (w, d)), ("up", (w, d)), ("down", (d, w)))]
+            if x.get("shared"):
+                S = conf[x["shared_width"]]
+                out += [(p + x["shared"] + x[n] + ".weight", shape)
+                        for n, shape in (("gate", (S, d)), ("up", (S, d)), ("down", (d, S)))]
+                out.append((p + x["shared_gate"], (1, d)))
         for n, shape in () if x else (("gate_proj", (hidden, d)), ("up_proj", (hidden, d)),
                                                  ("down_proj", (d, hidden))):
             out.append((p + "mlp.%s.weight" % n, shape))

@@ -70,11 +70,12 @@ HEADER_FIELDS = [
     ("n_matrix_types", "I"), ("types_offset", "Q"),
     ("sampling_flags", "I"), ("temperature", "f"), ("top_p", "f"), ("top_k", "I"), ("min_p", "f"),
     ("repeat_penalty", "f"), ("n_experts", "I"), ("n_experts_used", "I"), ("moe_flags", "I"),
+    ("shared_dim", "I"),
 ]
 HEADER_STRUCT = struct.Struct("<" + "".join(code for _, code in HEADER_FIELDS))
-assert HEADER_STRUCT.size == 252
+assert HEADER_STRUCT.size == 256
 # where each version's fields end: the bytes from there to 256 are reserved and zero
-HEADER_END = {1: 136, 2: 144, 3: 184, 4: 200, 5: 204, 6: 216, 7: 240, 8: 252}
+HEADER_END = {1: 136, 2: 144, 3: 184, 4: 200, 5: 204, 6: 216, 7: 240, 8: 256}
 # Version 7's sampling defaults: (field, its bit in sampling_flags, low, high), the ranges of ./run's flags.
 SAMPLING = (("temperature", 1, 0, 100), ("top_p", 2, 0, 1), ("top_k", 4, 0, 1 << 24), ("min_p", 8, 0, 1),
             ("repeat_penalty", 16, 0.01, 100))
@@ -88,7 +89,7 @@ CONFIG_FIELDS = ["dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "head
                  "rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
                  "rope_original_ctx", "arch_flags", "attn_scale", "sliding_window", "global_every",
                  "rope_local_theta", "sampling_flags", "temperature", "top_p", "top_k", "min_p", "repeat_penalty",
-                 "n_experts", "n_experts_used", "moe_flags"]
+                 "n_experts", "n_experts_used", "moe_flags", "shared_dim"]
 FLOAT_FIELDS = ("rope_theta", "norm_eps", "embed_scale", "rope_factor", "rope_low_freq_factor",
                 "rope_high_freq_factor", "attn_scale", "rope_local_theta", "temperature", "top_p", "min_p",
                 "repeat_penalty")
@@ -102,7 +103,8 @@ CONFIG_DEFAULTS = dict(pos_kind=POS_ROPE, rope_theta=10000.0, ffn_kind=FFN_SWIGL
                        norm_kind=NORM_RMS, norm_eps=1e-5, post_norm=0, final_norm=1,
                        bias_flags=0, tied_classifier=1, embed_scale=1.0, weight_type=storage.WEIGHTS_F32,
                        group_size=0, **{k: 0 for k in V3_FIELDS}, sampling_flags=0,
-                       **{k: 0 for k, _, _, _ in SAMPLING}, n_experts=0, n_experts_used=0, moe_flags=0)
+                       **{k: 0 for k, _, _, _ in SAMPLING}, n_experts=0, n_experts_used=0, moe_flags=0,
+                       shared_dim=0)
 
 ENUM_LIMITS = dict(pos_kind=2, ffn_kind=4, norm_kind=1, post_norm=1, final_norm=1,
                    bias_flags=7, tied_classifier=1, tok_kind=1, tok_flags=TOKF_ALL, weight_type=4,
@@ -175,8 +177,7 @@ def check_config(c):
     elif not 1 <= gs <= MAX_GROUP_SIZE:
         raise ValueError("group_size = %d is outside [1, %d]" % (gs, MAX_GROUP_SIZE))
     elif any(w % gs for w in quantized_widths(c)):
-        raise ValueError("group_size %d does not divide every quantised row: dim %d, n_heads x head_dim %d, "
-                         "hidden_dim %d" % ((gs,) + quantized_widths(c)))
+        raise ValueError("group_size %d does not divide every quantised row: %s" % (gs, quantized_widths_said(c)))
 
 
 def check_v3_fields(c):
@@ -207,8 +208,9 @@ def check_experts(c):
         raise ValueError("n_experts = %d is out of range 0..%d" % (E, MAX_EXPERTS))
     if not (1 if E else 0) <= c["n_experts_used"] <= E:
         raise ValueError("n_experts_used = %d is out of range %d..%d" % (c["n_experts_used"], 1 if E else 0, E))
-    if not 0 <= c["moe_flags"] <= (MOE_NORM_TOPK if E else 0):
-        raise ValueError("moe_flags = %d is out of range for n_experts %d" % (c["moe_flags"], E))
+    for k, most in (("moe_flags", MOE_NORM_TOPK), ("shared_dim", 262144)):
+        if not 0 <= c[k] <= (most if E else 0):
+            raise ValueError("%s = %d is out of range for n_experts %d" % (k, c[k], E))
     if E and (c["bias_flags"] & BIAS_FFN or c["post_norm"] or c["arch_flags"] & ARCH_OUT_NORMS):
         raise ValueError("n_experts %d with feed-forward biases, post_norm or ARCH_OUT_NORMS, which no family with "
                          "experts has" % E)
@@ -242,7 +244,13 @@ def check_matrix_types(c):
 
 def quantized_widths(c):
     """The row lengths of the quantised matrices, which a group size must divide."""
-    return c["dim"], c["n_heads"] * c["head_dim"], c["hidden_dim"]
+    return (c["dim"], c["n_heads"] * c["head_dim"], c["hidden_dim"]) + ((c["shared_dim"],) if c["shared_dim"] else ())
+
+
+def quantized_widths_said(c):
+    """quantized_widths for a message: "dim 64, n_heads x head_dim 64, hidden_dim 172"."""
+    return ", ".join("%s %d" % kv for kv in zip(("dim", "n_heads x head_dim", "hidden_dim", "shared_dim"),
+                                                 quantized_widths(c)))
 
 
 def with_weight_type(cfg, quantize=None, group_size=None):
@@ -312,12 +320,17 @@ def tensor_specs(c):
         if c["ffn_kind"] in (FFN_SWIGLU, FFN_GEGLU_TANH):
             ffn.append(("3", (experts * h, d), h))
         ffn.append(("2", (experts * d, h), d))
+        S = c["shared_dim"]  # the shared expert: its gate, then its matrices after the experts'
+        if S:
+            L.append(("shared_gate", (d,)))
         for k, shape, n in ffn:
             L.append(("w" + k, shape))
             if b & BIAS_FFN:
                 L.append(("b" + k, (n,)))
         if c["arch_flags"] & ARCH_OUT_NORMS:
             L.append(("ffn_out_norm_w", (d,)))
+        if S:
+            L += [("shared_w1", (S, d))] + ([("shared_w3", (S, d))] if len(ffn) == 3 else []) + [("shared_w2", (d, S))]
         specs += [(p + n, s) for n, s in L]
     if c["final_norm"]:
         specs.append(("final_norm_w", (d,)))

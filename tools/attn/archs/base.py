@@ -185,6 +185,8 @@ class Experts(Family):
         if not isinstance(norm, bool):
             raise Bad(cpath, "%s is %s, not true or false" % (k(x["norm"]), json.dumps(norm)))
         cfg.update(hidden_dim=width, n_experts=E, n_experts_used=K, moe_flags=mf.MOE_NORM_TOPK if norm else 0)
+        if x.get("shared"):
+            cfg["shared_dim"] = number(cpath, k(x["shared_width"]), setting(c, self, x["shared_width"]), integer=True)
         return context
 
     def layer_names(self, bias):
@@ -194,7 +196,12 @@ class Experts(Family):
         return dict(names, router=(self.ref_experts["router"], "Ed"))
 
     def take_experts(self, path, tn, prefix, n_experts):
-        x = self.ref_experts
-        return {ours: stack(path, [tn.take(prefix + x["expert"] % e + x[theirs] + ".weight", dims)
-                                   for e in range(n_experts)])
-                for ours, theirs, dims in (("w1", "gate", "hd"), ("w3", "up", "hd"), ("w2", "down", "dh"))}
+        x, matrices = self.ref_experts, (("w1", "gate", "hd"), ("w3", "up", "hd"), ("w2", "down", "dh"))
+        out = {ours: stack(path, [tn.take(prefix + x["expert"] % e + x[theirs] + ".weight", dims)
+                                  for e in range(n_experts)])
+               for ours, theirs, dims in matrices}
+        if x.get("shared"):  # the shared expert's matrices (S: its width) and its gate, a Linear to one output
+            out.update(("shared_" + ours, tn.take(prefix + x["shared"] + x[theirs] + ".weight", dims.replace("h", "S")))
+                       for ours, theirs, dims in matrices)
+            out["shared_gate"] = tn.take(prefix + x["shared_gate"], "od").view(lambda a: a.reshape(-1))
+        return out

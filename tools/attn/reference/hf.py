@@ -256,14 +256,20 @@ class HFModel:
         experts = [{n + ".weight": self.take(t, p + x["expert"] % e + x[n] + ".weight", shape)
                     for n, shape in (("gate", (width, d)), ("up", (width, d)), ("down", (d, width)))}
                    for e in range(E)]
-        return self.take(t, p + x["router"], (E, d)), experts
+        shared = None
+        if x.get("shared"):  # Qwen2-MoE's shared expert and its gate, Linear(hidden_size, 1)
+            S = self.need(x["shared_width"])
+            shared = ({n + ".weight": self.take(t, p + x["shared"] + x[n] + ".weight", shape)
+                       for n, shape in (("gate", (S, d)), ("up", (S, d)), ("down", (d, S)))},
+                      self.take(t, p + x["shared_gate"], (1, d)))
+        return self.take(t, p + x["router"], (E, d)), experts, shared
 
-    def moe(self, h, router, experts):
+    def moe(self, h, router, experts, shared=None):
         """Qwen3MoeSparseMoeBlock and MixtralSparseMoeBlock: the router's softmax in float32, the
         top_k experts of each row (of equal probabilities the lower expert, as a stable sort orders
         them: torch.topk on a CPU breaks such a tie either way), renormalised (Qwen3-MoE: with
         norm_topk_prob), then in the model's dtype; each expert's SwiGLU over its rows, weighted
-        and summed in expert order."""
+        and summed in expert order; Qwen2-MoE's shared expert added, gated."""
         probs = F.softmax(F.linear(h, self.cast(router)), dim=-1, dtype=torch.float)
         chosen = torch.sort(probs, dim=-1, descending=True, stable=True).indices[:, :self.top_k]
         weights = probs.gather(-1, chosen)
@@ -277,6 +283,10 @@ class HFModel:
                 x = h[rows]
                 y = self.linear(self.act(self.linear(x, W, "gate")) * self.linear(x, W, "up"), W, "down")
                 out.index_add_(0, rows, y * weights[rows, slot, None])
+        if shared:  # Qwen2MoeSparseMoeBlock: sigmoid(shared_expert_gate(h)) * shared_expert(h), added
+            W, gate = shared
+            y = self.linear(self.act(self.linear(h, W, "gate")) * self.linear(h, W, "up"), W, "down")
+            out = out + torch.sigmoid(F.linear(h, self.cast(gate))) * y
         return out
 
     def mlp(self, h, W):

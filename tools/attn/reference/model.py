@@ -135,7 +135,8 @@ class Transformer(nn.Module):
     def experts(self, L, x):
         """FORMAT.md's experts: the router's softmax in float32, each row's n_experts_used most
         probable experts (the lower of equal ones first), their probabilities divided by their sum
-        with moe_flags 1, and the sum of the chosen experts' feed-forwards times those weights."""
+        with moe_flags 1, and the sum of the chosen experts' feed-forwards times those weights;
+        plus, with shared_dim, the shared expert's times sigmoid(shared_gate · x)."""
         c = self.cfg
         E, K, h, d = c["n_experts"], c["n_experts_used"], c["hidden_dim"], c["dim"]
         p = F.linear(x, L.router).float().softmax(-1)
@@ -151,6 +152,9 @@ class Transformer(nn.Module):
                 y = self.expert(L.w1[e * h:(e + 1) * h], L.w3[e * h:(e + 1) * h] if hasattr(L, "w3") else None,
                                 L.w2[e * d:(e + 1) * d], x)
                 out = out + y * (w * rows).sum(-1, keepdim=True)
+        if c["shared_dim"]:  # the shared expert, every row through it, scaled by its sigmoid gate
+            g = torch.sigmoid(F.linear(x, L.shared_gate[None, :]))
+            out = out + g * self.expert(L.shared_w1, getattr(L, "shared_w3", None), L.shared_w2, x)
         return out
 
     def expert(self, w1, w3, w2, x, L=None):

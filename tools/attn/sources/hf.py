@@ -220,7 +220,9 @@ def read_hf_decoder(d, cpath, c, sd=None, terms=HF_TERMS, biases=None):
     cfg["bias_flags"] = bias = fam.bias_flags(c) if biases is None else biases
     hidden, E = cfg["hidden_dim"], cfg.get("n_experts", 0)
     dims = {"d": (dim, "%s %d" % (k("hidden_size"), dim)), "h": (hidden, "%s %d" % (k(fam.ffn_key), hidden)),
-            "E": (E, "%s %d" % (k("num_experts"), E)),
+            "E": (E, "%s %d" % (k(fam.ref_experts["count"] if fam.ref_experts else "num_experts"), E)),
+            "S": (cfg.get("shared_dim", 0), "the shared expert's width %d" % cfg.get("shared_dim", 0)),
+            "o": (1, "a gate of one output"),
             "q": (H * hd, "%s %d x %s %d" % (k("num_attention_heads"), H, k("head_dim"), hd)),
             "k": (KV * hd, "%s %d x %s %d" % (k("num_key_value_heads"), KV, k("head_dim"), hd)),
             "V": (V, "%s %d" % (k("vocab_size"), V)), "e": (hd, "%s %d" % (k("head_dim"), hd))}
