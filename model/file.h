@@ -42,6 +42,14 @@ static inline size_t row_bytes(int type, size_t cols) {
     return cols / matrix_types[type].block * matrix_types[type].block_bytes;
 }
 
+// Rows [r0, ...) of matrix m, whose rows hold n_in values: one expert's part of a layer's w1, w3 or w2.
+static inline QMat qmat_rows_from(QMat m, size_t r0, int n_in) {
+    if (m.q) m.q += r0 * n_in, m.s += r0 * (n_in / m.gs);
+    if (m.half) m.half += r0 * n_in;
+    if (m.blocks) m.blocks += r0 * row_bytes(m.type, n_in);
+    return m;
+}
+
 // One layer's tensors; q = n_heads * head_dim, kv = n_kv_heads * head_dim, b* and *_b are
 // biases, NULL where the config has none. In a Q8_0 file the matrices are in the QMat fields
 // and their float pointers stay NULL.
@@ -54,11 +62,15 @@ typedef struct {
     float *wo, *bo;                   // (dim, q), (dim)
     float *attn_out_norm_w;           // (dim): ARCH_OUT_NORMS only
     float *ffn_norm_w, *ffn_norm_b;   // (dim)
-    float *w1, *b1;                   // (hidden_dim, dim), (hidden_dim)
-    float *w3, *b3;                   // (hidden_dim, dim), (hidden_dim): SwiGLU's and GeGLU's gate only
-    float *w2, *b2;                   // (dim, hidden_dim), (dim)
+    float *router;                    // (n_experts, dim): experts only
+    float *shared_gate;               // (dim): the shared expert's gate, shared_dim only
+    float *w1, *b1;                   // (hidden_dim, dim), (hidden_dim); experts: (n_experts * hidden_dim, dim)
+    float *w3, *b3;                   // (hidden_dim, dim), (hidden_dim): SwiGLU's and GeGLU's gate only; as w1
+    float *w2, *b2;                   // (dim, hidden_dim), (dim); experts: (n_experts * dim, hidden_dim)
     float *ffn_out_norm_w;            // (dim): ARCH_OUT_NORMS only
-    QMat qwq, qwk, qwv, qwo, qw1, qw3, qw2;
+    float *shared_w1, *shared_w3;     // (shared_dim, dim): the shared expert, shared_dim only (w3 with a gate)
+    float *shared_w2;                 // (dim, shared_dim)
+    QMat qwq, qwk, qwv, qwo, qw1, qw3, qw2, qshared_w1, qshared_w3, qshared_w2;
 } LayerWeights;
 
 typedef struct {
@@ -136,13 +148,18 @@ static inline size_t carve_weights(const Config *c, float *base, Weights *w) {
         TENSOR(L->attn_out_norm_w, out_norms, c->dim, 1);
         TENSOR(L->ffn_norm_w, 1, c->dim, 1);
         TENSOR(L->ffn_norm_b, ln, c->dim, 1);
-        MATRIX(L->w1, L->qw1, 1, c->hidden_dim, c->dim);
+        TENSOR(L->router, c->n_experts, c->n_experts, c->dim);
+        TENSOR(L->shared_gate, c->shared_dim, c->dim, 1);
+        MATRIX(L->w1, L->qw1, 1, ffn_rows(c), c->dim);
         TENSOR(L->b1, c->bias_flags & BIAS_FFN, c->hidden_dim, 1);
-        MATRIX(L->w3, L->qw3, swiglu, c->hidden_dim, c->dim);
+        MATRIX(L->w3, L->qw3, swiglu, ffn_rows(c), c->dim);
         TENSOR(L->b3, swiglu && (c->bias_flags & BIAS_FFN), c->hidden_dim, 1);
-        MATRIX(L->w2, L->qw2, 1, c->dim, c->hidden_dim);
+        MATRIX(L->w2, L->qw2, 1, ffn_rows(c) / c->hidden_dim * c->dim, c->hidden_dim);
         TENSOR(L->b2, c->bias_flags & BIAS_FFN, c->dim, 1);
         TENSOR(L->ffn_out_norm_w, out_norms, c->dim, 1);
+        MATRIX(L->shared_w1, L->qshared_w1, c->shared_dim, c->shared_dim, c->dim);
+        MATRIX(L->shared_w3, L->qshared_w3, c->shared_dim && swiglu, c->shared_dim, c->dim);
+        MATRIX(L->shared_w2, L->qshared_w2, c->shared_dim, c->dim, c->shared_dim);
     }
     TENSOR(W->final_norm_w, c->final_norm, c->dim, 1);
     TENSOR(W->final_norm_b, c->final_norm && ln, c->dim, 1);
@@ -185,25 +202,31 @@ typedef struct {
 } Model;
 
 // The matrices a type table lists, in FORMAT.md's order: tok_embedding, each layer's wq, wk,
-// wv, wo, w1, w3 (with a gate), w2, then the classifier unless tied.
-static inline int matrix_count(const Config *c) {
+// wv, wo, w1, w3 (with a gate), w2 and with a shared expert its shared_w1, shared_w3 (with a
+// gate), shared_w2, then the classifier unless tied.
+static inline int matrix_layer_count(const Config *c) {
     int gated = ffn_is_gated(c->ffn_kind);
-    return 1 + c->n_layers * (6 + gated) + !c->tied_classifier;
+    return 6 + gated + (c->shared_dim ? 2 + gated : 0);
+}
+static inline int matrix_count(const Config *c) {
+    return 1 + c->n_layers * matrix_layer_count(c) + !c->tied_classifier;
 }
 
 // Matrix k of that list: its name into name, and its row length (columns) returned.
 static inline int matrix_slot(const Config *c, int k, char *name, size_t n) {
-    int gated = ffn_is_gated(c->ffn_kind), per_layer = 6 + gated;
+    int gated = ffn_is_gated(c->ffn_kind), per_layer = matrix_layer_count(c);
     if (k == 0 || k > c->n_layers * per_layer) {
         snprintf(name, n, "%s", k ? "classifier" : "tok_embedding");
         return c->dim;
     }
-    static const char *const gated_names[] = {"wq", "wk", "wv", "wo", "w1", "w3", "w2"};
-    static const char *const plain_names[] = {"wq", "wk", "wv", "wo", "w1", "w2"};
+    static const char *const gated_names[] = {"wq", "wk", "wv",        "wo",        "w1",
+                                              "w3", "w2", "shared_w1", "shared_w3", "shared_w2"};
+    static const char *const plain_names[] = {"wq", "wk", "wv", "wo", "w1", "w2", "shared_w1", "shared_w2"};
     int l = (k - 1) / per_layer, j = (k - 1) % per_layer;
     const char *which = gated ? gated_names[j] : plain_names[j];
     snprintf(name, n, "layers.%d.%s", l, which);
     if (!strcmp(which, "wo")) return c->n_heads * c->head_dim;
+    if (!strcmp(which, "shared_w2")) return c->shared_dim;
     return strcmp(which, "w2") ? c->dim : c->hidden_dim;
 }
 
@@ -270,12 +293,6 @@ static inline int model_check_layout(const void *data, size_t size, Config *c, c
         snprintf(err, n, "header_size is %u, expected %d", h.header_size, MODEL_HEADER_SIZE);
         return -1;
     }
-    for (size_t i = 0; i < sizeof h.reserved; i++)
-        if (h.reserved[i]) {
-            snprintf(err, n, "reserved header byte %zu is not zero (a newer format?)",
-                     offsetof(FileHeader, reserved) + i);
-            return -1;
-        }
     if (h.version < 5 && h.checksum) {
         snprintf(err, n, "header bytes 200..203 (the checksum) are not zero in a version %u file", h.version);
         return -1;

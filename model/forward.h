@@ -26,18 +26,30 @@ typedef struct {
     float *q;               // (max_batch, q_dim) queries
     float *attn_out;        // (max_batch, q_dim) attention's output, before wo
     float *xb;              // (max_batch, dim) a sub-layer's output projection
-    float *hb, *hb2;        // (max_batch, hidden_dim) the feed-forward's w1 and w3 outputs
-    float *att;             // (max_batch, n_heads, seq_len) attention probabilities
-    float *token_parts;     // (n_heads, threads, head_dim + 2) a one-token step's partial softmaxes
-    float *rope_cos;        // (seq_len, rope_dims / 2) the global layers' RoPE, scaled
-    float *rope_sin;        // (seq_len, rope_dims / 2)
-    float *rope_local_cos;  // (seq_len, rope_dims / 2) the local layers' (sliding_window only)
-    float *rope_local_sin;  // (seq_len, rope_dims / 2)
-    int kv_type;            // the cache's elements: WEIGHTS_F32, WEIGHTS_F16 or BLOCK_Q8_0 (./run --kv-cache)
-    void *key_cache;        // (the layers' cache rows, kv_dim) of kv_type, layer after layer (layer_cache)
-    void *value_cache;      // (the same)
-    float *kv_new;          // (2, max_batch, kv_dim) a float16 or Q8_0 cache's new keys, then values, before rounding
-    float *wbuf;            // (threads, wbuf_floats) a quantised or 16-bit model's widened rows
+    float *hb, *hb2;        // (max_batch, hidden_dim) the feed-forward's w1 and w3 outputs; experts: (max_batch *
+                            // n_experts_used, hidden_dim), a row per token and chosen expert
+    // experts (n_experts > 0): each row's router probabilities (max_batch, n_experts), its chosen
+    // experts (max_batch, n_experts_used) in increasing order and their weights; the chosen pairs
+    // grouped by expert, each thread's own copy of the grouping (expert_groups); the pairs'
+    // inputs gathered in that order and their outputs (max_batch * n_experts_used, dim)
+    float *router_p, *expert_w;
+    int *expert_id, *groups;
+    size_t group_ints;
+    float *expert_in, *expert_out;
+    // the shared expert (shared_dim > 0): each row's sigmoid gate (max_batch), its w1 and w3
+    // outputs (max_batch, shared_dim) and its output (max_batch, dim)
+    float *shared_g, *shared_h1, *shared_h3, *shared_out;
+    float *att;            // (max_batch, n_heads, seq_len) attention probabilities
+    float *token_parts;    // (n_heads, threads, head_dim + 2) a one-token step's partial softmaxes
+    float *rope_cos;       // (seq_len, rope_dims / 2) the global layers' RoPE, scaled
+    float *rope_sin;       // (seq_len, rope_dims / 2)
+    float *rope_local_cos; // (seq_len, rope_dims / 2) the local layers' (sliding_window only)
+    float *rope_local_sin; // (seq_len, rope_dims / 2)
+    int kv_type;           // the cache's elements: WEIGHTS_F32, WEIGHTS_F16 or BLOCK_Q8_0 (./run --kv-cache)
+    void *key_cache;       // (the layers' cache rows, kv_dim) of kv_type, layer after layer (layer_cache)
+    void *value_cache;     // (the same)
+    float *kv_new;         // (2, max_batch, kv_dim) a float16 or Q8_0 cache's new keys, then values, before rounding
+    float *wbuf;           // (threads, wbuf_floats) a quantised or 16-bit model's widened rows
     size_t wbuf_floats;
     uint8_t *xq; // (threads, max_batch + 2, xq_row_bytes) inputs quantised for block-type matrices
     size_t xq_row_bytes;
@@ -150,6 +162,10 @@ static inline size_t state_carve(RunState *s, const Config *c, int max_batch, in
     float *key_cache, *value_cache;
     size_t widest = c->dim > c->hidden_dim ? c->dim : c->hidden_dim;
     widest = qd > widest ? qd : widest;
+    widest = (size_t)c->shared_dim > widest ? (size_t)c->shared_dim : widest;
+    size_t E = c->n_experts, pairs = B * (E ? c->n_experts_used : 1);
+    s->group_ints = E ? state_align(E + 1 + 2 * pairs) : 0;
+    float *expert_id, *groups;
     s->wbuf_floats = c->weight_type != WEIGHTS_F32 ? qchunk_floats((int)widest) : 0;
     s->xq_row_bytes = c->weight_type == WEIGHTS_PER_MATRIX ? quantized_row_bytes((int)widest) : 0;
     float *xq_floats;
@@ -162,8 +178,18 @@ static inline size_t state_carve(RunState *s, const Config *c, int max_batch, in
         {&s->q, B * qd},
         {&s->attn_out, B * qd},
         {&s->xb, B * c->dim},
-        {&s->hb, B * c->hidden_dim},
-        {&s->hb2, B * c->hidden_dim},
+        {&s->hb, pairs * c->hidden_dim},
+        {&s->hb2, pairs * c->hidden_dim},
+        {&s->router_p, B * E},
+        {&s->expert_w, E ? pairs : 0},
+        {&expert_id, E ? pairs : 0},
+        {&groups, s->threads * s->group_ints},
+        {&s->expert_in, E ? pairs * c->dim : 0},
+        {&s->expert_out, E ? pairs * c->dim : 0},
+        {&s->shared_g, c->shared_dim ? B : 0},
+        {&s->shared_h1, B * c->shared_dim},
+        {&s->shared_h3, B * c->shared_dim},
+        {&s->shared_out, c->shared_dim ? B * c->dim : 0},
         {&s->att, B * c->n_heads * (size_t)c->seq_len},
         {&s->token_parts, c->n_heads * s->threads * TOKEN_PART(c->head_dim)},
         {&s->rope_cos, c->seq_len * half},
@@ -186,6 +212,7 @@ static inline size_t state_carve(RunState *s, const Config *c, int max_batch, in
     }
     s->xq = mem ? (uint8_t *)xq_floats : NULL;
     s->key_cache = mem ? key_cache : NULL, s->value_cache = mem ? value_cache : NULL;
+    s->expert_id = mem ? (int *)expert_id : NULL, s->groups = mem ? (int *)groups : NULL;
     return s->bytes;
 }
 
@@ -280,10 +307,12 @@ static inline uint8_t *thread_xq(const RunState *s, int id) {
     return s->xq ? s->xq + (size_t)id * (s->max_batch + 2) * s->xq_row_bytes : NULL;
 }
 
-// Multiply-adds of one layer's products for one token.
+// Multiply-adds of one layer's products for one token (its chosen experts' and the router's).
 static inline size_t layer_macs(const Config *c) {
     size_t d = c->dim, qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
-    return d * (qd + 2 * kvd) + qd * d + (ffn_is_gated(c->ffn_kind) ? 3 : 2) * d * c->hidden_dim;
+    size_t ffn = (ffn_is_gated(c->ffn_kind) ? 3 : 2) * d * c->hidden_dim;
+    size_t shared = (ffn_is_gated(c->ffn_kind) ? 3 : 2) * d * c->shared_dim + (c->shared_dim ? d : 0);
+    return d * (qd + 2 * kvd) + qd * d + (c->n_experts ? c->n_experts_used * ffn + c->n_experts * d + shared : ffn);
 }
 
 // This thread's copy of the sub-layer's input: the norm of every row of x in a pre-norm model
@@ -336,6 +365,151 @@ static inline const AttentionKeep *layer_keep(const AttentionKeep *keep, int l, 
     size_t n = (size_t)keep->positions;
     part->p += ((size_t)(l - keep->layer0) * keep->heads * n + (size_t)pos0) * n + (size_t)first;
     return part;
+}
+
+// ----------------------------------------------------------------------------
+// A mixture of experts in place of the feed-forward (Qwen3-MoE's, as Hugging Face's
+// Qwen3MoeSparseMoeBlock computes it): the router's logits and their softmax in float32, each
+// row's n_experts_used most probable experts, their probabilities divided by their sum with
+// MOE_NORM_TOPK, and the row's output the sum of the chosen experts' outputs times those weights,
+// in increasing expert order, added to the residual.
+
+// Row x's experts into id[K] (increasing) and weight[K]; p [n_experts] is scratch. Among equal
+// probabilities the lower expert comes first, as a stable sort would have it (torch.topk on a CPU
+// breaks such a tie either way: tools/reference.py takes the lower too).
+static inline void route_row(const Config *c, const float *router, const float *x, float *p, int *id, float *weight) {
+    int E = c->n_experts, K = c->n_experts_used;
+    for (int e = 0; e < E; e++) p[e] = dot(router + (size_t)e * c->dim, x, c->dim);
+    softmax(p, E);
+    float sum = 0.0f;
+    for (int k = 0; k < K; k++) {
+        int best = -1;
+        for (int e = 0; e < E; e++)
+            if (p[e] != -1.0f && (best < 0 || p[e] > p[best])) best = e;
+        id[k] = best, weight[k] = p[best], sum += p[best];
+        p[best] = -1.0f; // taken
+    }
+    for (int k = 0; k < K && (c->moe_flags & MOE_NORM_TOPK); k++) weight[k] /= sum;
+    for (int k = 1; k < K; k++) // increasing expert order: insertion sort of K pairs
+        for (int j = k; j > 0 && id[j - 1] > id[j]; j--) {
+            int i = id[j];
+            float w = weight[j];
+            id[j] = id[j - 1], weight[j] = weight[j - 1], id[j - 1] = i, weight[j - 1] = w;
+        }
+}
+
+// The T rows' chosen (row, expert) pairs grouped by expert, into this thread's groups: first[e]
+// .. first[e + 1] - 1 are expert e's places, row_of[place] the row there, and place_of[pair]
+// (pair = row * K + k) where each pair went. Every thread builds the same grouping itself, which
+// costs less than a meeting to share it.
+static inline void expert_groups(const Config *c, const RunState *s, int id, int T, int **first, int **row_of,
+                                 int **place_of) {
+    int E = c->n_experts, K = c->n_experts_used, pairs = T * K;
+    int *g = s->groups + (size_t)id * s->group_ints;
+    *first = g, *row_of = g + E + 1, *place_of = g + E + 1 + (size_t)s->max_batch * K;
+    memset(g, 0, (E + 1) * sizeof(int));
+    for (int i = 0; i < pairs; i++) g[s->expert_id[i] + 1]++;
+    for (int e = 0; e < E; e++) g[e + 1] += g[e];
+    for (int i = 0; i < pairs; i++) { // g[e] runs through expert e's places, ending at expert e + 1's first
+        int e = s->expert_id[i], at = g[e]++;
+        (*row_of)[at] = i / K, (*place_of)[i] = at;
+    }
+    for (int e = E; e > 0; e--) g[e] = g[e - 1]; // back to each expert's first place
+    g[0] = 0;
+}
+
+// A linear layer over one expert's rows of a layer's stacked matrix (w1 and w3: hidden_dim rows
+// an expert, w2: dim), out [n, n_out] for n input rows.
+static inline Linear expert_linear(const float *w, QMat qw, int e, int n_out, int n_in, float *out, float *wbuf,
+                                   uint8_t *xq) {
+    size_t r0 = (size_t)e * n_out;
+    return (Linear){.out = out,
+                    .w = w ? w + r0 * n_in : NULL,
+                    .n_out = n_out,
+                    .qw = qmat_rows_from(qw, r0, n_in),
+                    .wbuf = wbuf,
+                    .xq = xq};
+}
+
+// The experts' sub-layer for T rows of in (this thread's normalised copy of x), added into x.
+// Each chosen expert's weights are read once for all the rows that chose it: its rows gathered,
+// the existing products run over them, the outputs scattered back weighted. Threads split the
+// rows for routing and gathering, and each product by output features. With a shared expert
+// (Qwen2-MoE's) every row also passes it, its output scaled by sigmoid(shared_gate · row) and
+// added after the routed experts' sum.
+static inline void experts_sublayer(const Config *c, const LayerWeights *L, RunState *s, const float *in, int T, int id,
+                                    int nt, size_t r0, size_t r1) {
+    int d = c->dim, hid = c->hidden_dim, E = c->n_experts, K = c->n_experts_used;
+    float *wbuf = thread_wbuf(s, id);
+    uint8_t *xq = thread_xq(s, id);
+    size_t lo, hi;
+    for (size_t t = r0; t < r1; t++) {
+        route_row(c, L->router, in + t * d, s->router_p + t * E, s->expert_id + t * K, s->expert_w + t * K);
+        if (c->shared_dim) s->shared_g[t] = 1.0f / (1.0f + expf(-dot(L->shared_gate, in + t * d, d)));
+    }
+    barrier_wait(&s->barrier, nt);
+    int *first, *row_of, *place_of;
+    expert_groups(c, s, id, T, &first, &row_of, &place_of);
+    share((size_t)T * K, id, nt, &lo, &hi);
+    for (size_t i = lo; i < hi; i++) memcpy(s->expert_in + i * d, in + (size_t)row_of[i] * d, d * sizeof(float));
+    barrier_wait(&s->barrier, nt);
+    share((size_t)hid, id, nt, &lo, &hi);
+    for (int e = 0; e < E; e++) {
+        int n = first[e + 1] - first[e];
+        if (!n) continue;
+        const float *xe = s->expert_in + (size_t)first[e] * d;
+        float *h1 = s->hb + (size_t)first[e] * hid, *h3 = s->hb2 + (size_t)first[e] * hid;
+        Linear up[] = {expert_linear(L->w1, L->qw1, e, hid, d, h1, wbuf, xq),
+                       expert_linear(L->w3, L->qw3, e, hid, d, h3, wbuf, xq)};
+        up[1].same_input = L->qw3.type == L->qw1.type;
+        product_input(s, id, xe, n, d);
+        product_part(s, id, &up[0], xe, n, d, lo, hi);
+        if (ffn_is_gated(c->ffn_kind)) product_part(s, id, &up[1], xe, n, d, lo, hi);
+        for (int t = 0; t < n && hi > lo; t++)
+            activation_forward(c->ffn_kind, h1 + (size_t)t * hid + lo, h1 + (size_t)t * hid + lo,
+                               h3 + (size_t)t * hid + lo, hi - lo);
+    }
+    if (c->shared_dim) {
+        size_t S = c->shared_dim;
+        share(S, id, nt, &lo, &hi);
+        Linear up[] = {
+            {.out = s->shared_h1, .w = L->shared_w1, .n_out = (int)S, .qw = L->qshared_w1, .wbuf = wbuf, .xq = xq},
+            {.out = s->shared_h3, .w = L->shared_w3, .n_out = (int)S, .qw = L->qshared_w3, .wbuf = wbuf, .xq = xq}};
+        up[1].same_input = L->qshared_w3.type == L->qshared_w1.type;
+        product_input(s, id, in, T, d);
+        product_part(s, id, &up[0], in, T, d, lo, hi);
+        if (ffn_is_gated(c->ffn_kind)) product_part(s, id, &up[1], in, T, d, lo, hi);
+        for (int t = 0; t < T && hi > lo; t++)
+            activation_forward(c->ffn_kind, s->shared_h1 + t * S + lo, s->shared_h1 + t * S + lo,
+                               s->shared_h3 + t * S + lo, hi - lo);
+    }
+    barrier_wait(&s->barrier, nt);
+    share((size_t)d, id, nt, &lo, &hi);
+    for (int e = 0; e < E; e++) {
+        int n = first[e + 1] - first[e];
+        if (!n) continue;
+        const float *he = s->hb + (size_t)first[e] * hid;
+        Linear down = expert_linear(L->w2, L->qw2, e, d, hid, s->expert_out + (size_t)first[e] * d, wbuf, xq);
+        product_input(s, id, he, n, hid);
+        product_part(s, id, &down, he, n, hid, lo, hi);
+    }
+    if (c->shared_dim) {
+        Linear down = {
+            .out = s->shared_out, .w = L->shared_w2, .n_out = d, .qw = L->qshared_w2, .wbuf = wbuf, .xq = xq};
+        product_input(s, id, s->shared_h1, T, c->shared_dim);
+        product_part(s, id, &down, s->shared_h1, T, c->shared_dim, lo, hi);
+    }
+    // each row's weighted sum over its experts in increasing order, then the residual add; every
+    // thread its own features, so that no meeting is needed before
+    for (int t = 0; t < T; t++)
+        for (size_t i = lo; i < hi; i++) {
+            float sum = 0.0f;
+            for (int k = 0; k < K; k++)
+                sum += s->expert_w[t * K + k] * s->expert_out[(size_t)place_of[t * K + k] * d + i];
+            if (c->shared_dim) sum += s->shared_g[t] * s->shared_out[(size_t)t * d + i];
+            s->x[(size_t)t * d + i] += sum;
+        }
+    barrier_wait(&s->barrier, nt);
 }
 
 // Logits [n, vocab_size] of n rows of the residual stream x: thread id's share of the
@@ -449,6 +623,10 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             // feed-forward: w1 and w3 split alike, so that each thread's activations need only
             // its own outputs
             in = sublayer_input(c, x, xn, L->ffn_norm_w, L->ffn_norm_b, T);
+            if (c->n_experts) {
+                experts_sublayer(c, L, s, in, T, id, nt, r0, r1);
+                continue;
+            }
             Linear up[] = {{.out = s->hb, .w = L->w1, .b = L->b1, .n_out = hid, .qw = L->qw1, .wbuf = wbuf, .xq = xq},
                            {.out = s->hb2, .w = L->w3, .b = L->b3, .n_out = hid, .qw = L->qw3, .wbuf = wbuf, .xq = xq}};
             up[1].same_input = L->qw3.type == L->qw1.type;

@@ -17,9 +17,9 @@
 #define MODEL_MAGIC "ATTN"
 // 1: float32 only; 2 adds weight_type and group_size; 3 the knobs of today's families; 4 a chat
 // section; 5 the checksum and the chat template's text; 6 a type per matrix (llama.cpp's block
-// types among them); 7 the model's sampling defaults (generation_config.json's). Every file
-// written is version 7.
-#define MODEL_VERSION 7
+// types among them); 7 the model's sampling defaults (generation_config.json's); 8 a mixture of
+// experts in place of each layer's feed-forward. Every file written is version 8.
+#define MODEL_VERSION 8
 #define MODEL_HEADER_SIZE 256
 #define MODEL_ALIGN 64
 
@@ -123,8 +123,14 @@ typedef struct {
     float temperature, top_p;
     uint32_t top_k;
     float min_p, repeat_penalty;
-    uint8_t reserved[MODEL_HEADER_SIZE - 240];
+    // version 8: a mixture of experts (Qwen3-MoE's, Mixtral's): each layer's feed-forward is
+    // n_experts experts of hidden_dim, of which a float32 router picks n_experts_used a token,
+    // and (Qwen2-MoE's) a shared expert of shared_dim every token passes, its output scaled by a
+    // sigmoid gate; all 0: none
+    uint32_t n_experts, n_experts_used, moe_flags, shared_dim;
 } FileHeader;
+// moe_flags: the chosen experts' weights divided by their sum (norm_topk_prob)
+enum { MOE_NORM_TOPK = 1, MOE_ALL = 1 };
 enum {
     SAMPLING_TEMPERATURE = 1,
     SAMPLING_TOP_P = 2,
@@ -139,6 +145,7 @@ _Static_assert(offsetof(FileHeader, chat_offset) == 184, "header layout follows 
 _Static_assert(offsetof(FileHeader, checksum) == 200, "header layout follows docs/FORMAT.md");
 _Static_assert(offsetof(FileHeader, types_offset) == 208, "header layout follows docs/FORMAT.md");
 _Static_assert(offsetof(FileHeader, sampling_flags) == 216, "header layout follows docs/FORMAT.md");
+_Static_assert(offsetof(FileHeader, n_experts) == 240, "header layout follows docs/FORMAT.md");
 
 // The config is the header's numbers as ints, checked against the limits below first.
 typedef struct {
@@ -155,7 +162,11 @@ typedef struct {
     int sampling_flags; // version 7: which of the sampling defaults below the file gives
     float temperature, top_p, min_p, repeat_penalty;
     int top_k;
+    int n_experts, n_experts_used, moe_flags, shared_dim; // version 8: 0 without experts
 } Config;
+
+// The rows of a layer's w1 and w3 (and, times dim, w2): every expert's hidden_dim, one after another.
+static inline size_t ffn_rows(const Config *c) { return (size_t)c->hidden_dim * (c->n_experts ? c->n_experts : 1); }
 
 // Layer l attends to its last sliding_window positions only (a local layer).
 static inline int layer_is_local(const Config *c, int l) {
@@ -272,7 +283,7 @@ static inline int check_v3_fields(const FileHeader *h, char *err, size_t n) {
 static inline int check_sampling(const FileHeader *h, char *err, size_t n) {
     const uint8_t *b = (const uint8_t *)h;
     if (h->version < 7)
-        for (size_t i = offsetof(FileHeader, sampling_flags); i < offsetof(FileHeader, reserved); i++)
+        for (size_t i = offsetof(FileHeader, sampling_flags); i < offsetof(FileHeader, n_experts); i++)
             if (b[i]) {
                 snprintf(err, n, "reserved header byte %zu is not zero in a version %u file", i, h->version);
                 return -1;
@@ -298,6 +309,27 @@ static inline int check_sampling(const FileHeader *h, char *err, size_t n) {
                      set ? "out of its range" : "but sampling_flags does not give it");
             return -1;
         }
+    }
+    return 0;
+}
+
+// Version 8's experts: none before it; a router choosing from 1 to n_experts of them, in a
+// pre-norm layer without feed-forward biases or an output norm.
+static inline int check_experts(const FileHeader *h, char *err, size_t n) {
+    if (h->version < 8 && (h->n_experts || h->n_experts_used || h->moe_flags || h->shared_dim)) {
+        snprintf(err, n, "header bytes 240..255 (the experts) are not zero in a version %u file", h->version);
+        return -1;
+    }
+    if (check_range("n_experts", h->n_experts, 0, 1024, err, n)) return -1;
+    if (check_range("n_experts_used", h->n_experts_used, h->n_experts ? 1 : 0, h->n_experts, err, n)) return -1;
+    if (check_range("moe_flags", h->moe_flags, 0, h->n_experts ? MOE_ALL : 0, err, n)) return -1;
+    if (check_range("shared_dim", h->shared_dim, 0, h->n_experts ? 262144 : 0, err, n)) return -1;
+    if (h->n_experts && ((h->bias_flags & BIAS_FFN) || h->post_norm || (h->arch_flags & ARCH_OUT_NORMS))) {
+        snprintf(err, n,
+                 "n_experts %u with feed-forward biases, post_norm or ARCH_OUT_NORMS, which no family with "
+                 "experts has",
+                 h->n_experts);
+        return -1;
     }
     return 0;
 }
@@ -342,11 +374,12 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
         return -1;
     }
     if (check_sampling(h, err, n)) return -1;
+    if (check_experts(h, err, n)) return -1;
     int q8 = h->weight_type == WEIGHTS_Q8_0;
     if (check_range("group_size", h->group_size, q8, q8 ? 65536 : 0, err, n)) return -1;
     // a group never crosses a row, so it divides the width of every quantised matrix's rows
-    uint32_t widths[] = {h->dim, h->n_heads * h->head_dim, h->hidden_dim};
-    for (int i = 0; i < 3 && h->group_size; i++)
+    uint32_t widths[] = {h->dim, h->n_heads * h->head_dim, h->hidden_dim, h->shared_dim ? h->shared_dim : h->dim};
+    for (int i = 0; i < 4 && h->group_size; i++)
         if (widths[i] % h->group_size) {
             snprintf(err, n, "group_size %u does not divide the rows of width %u", h->group_size, widths[i]);
             return -1;
@@ -368,6 +401,8 @@ static inline int config_from_header(const FileHeader *h, Config *c, char *err, 
         .rope_local_theta = h->rope_local_theta,
         .sampling_flags = (int)h->sampling_flags, .temperature = h->temperature, .top_p = h->top_p,
         .top_k = (int)h->top_k, .min_p = h->min_p, .repeat_penalty = h->repeat_penalty,
+        .n_experts = (int)h->n_experts, .n_experts_used = (int)h->n_experts_used, .moe_flags = (int)h->moe_flags,
+        .shared_dim = (int)h->shared_dim,
     };
     // clang-format on
     return 0;
@@ -393,6 +428,10 @@ static inline FileHeader header_from_config(const Config *c) {
                     .top_k = (uint32_t)c->top_k,
                     .min_p = c->min_p,
                     .repeat_penalty = c->repeat_penalty,
+                    .n_experts = (uint32_t)c->n_experts,
+                    .n_experts_used = (uint32_t)c->n_experts_used,
+                    .moe_flags = (uint32_t)c->moe_flags,
+                    .shared_dim = (uint32_t)c->shared_dim,
                     .header_size = MODEL_HEADER_SIZE, // readable by older builds
                     .weight_type = c->weight_type,
                     .group_size = c->group_size,

@@ -123,7 +123,7 @@ static inline void widen_matrix(WidenCursor *at, const QMat *m, size_t rows, int
 
 static inline void dequantize_weights(const Config *c, const Weights *from, const void *from_block, float *to) {
     size_t d = c->dim, q = (size_t)c->n_heads * c->head_dim, kv = (size_t)c->n_kv_heads * c->head_dim;
-    size_t h = c->hidden_dim;
+    size_t h = c->hidden_dim, rows = ffn_rows(c), experts = rows / h;
     WidenCursor at = {from_block, (char *)to};
     widen_matrix(&at, &from->qtok_embedding, c->vocab_size, c->dim);
     for (int l = 0; l < c->n_layers; l++) {
@@ -132,9 +132,12 @@ static inline void dequantize_weights(const Config *c, const Weights *from, cons
         widen_matrix(&at, &L->qwk, kv, d);
         widen_matrix(&at, &L->qwv, kv, d);
         widen_matrix(&at, &L->qwo, d, q);
-        widen_matrix(&at, &L->qw1, h, d);
-        widen_matrix(&at, &L->qw3, h, d);
-        widen_matrix(&at, &L->qw2, d, h);
+        widen_matrix(&at, &L->qw1, rows, d);
+        widen_matrix(&at, &L->qw3, rows, d);
+        widen_matrix(&at, &L->qw2, experts * d, h);
+        widen_matrix(&at, &L->qshared_w1, c->shared_dim, d);
+        widen_matrix(&at, &L->qshared_w3, c->shared_dim, d);
+        widen_matrix(&at, &L->qshared_w2, d, c->shared_dim);
     }
     if (!c->tied_classifier) widen_matrix(&at, &from->qclassifier, c->vocab_size, c->dim);
     memcpy(at.to, at.from, (size_t)((const char *)from_block + carve_weights(c, NULL, NULL) - at.from));

@@ -25,6 +25,7 @@ import convert  # noqa: E402
 from attn import safetensors  # noqa: E402
 import make_random as mr  # noqa: E402
 from attn import fake_hf  # noqa: E402
+from attn import families  # noqa: E402
 from attn import random_models  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
 from attn import storage  # noqa: E402
@@ -831,6 +832,39 @@ def hf_refusals_by_name():
 
 
 @case
+def moe_refusals():
+    """What Qwen3-MoE's code would act on and this build cannot compute (layers without experts),
+    refused by name; --export-hf refuses a model file with experts by name too."""
+    conf = families.moe_config(families.QWEN3_30B_A3B, hidden_size=64, heads=2, kv_heads=1, width=32,
+                               vocab_size=300)
+    w = families.family_weights(conf, seed=5)
+    cases = [(dict(mlp_only_layers=[1]), "config.json: mlp_only_layers [1] is not supported by this build"),
+             (dict(decoder_sparse_step=2), "decoder_sparse_step 2 is not supported by this build (layers without "
+              "experts"),
+             (dict(num_experts_per_tok=9), "num_experts_per_tok 9 exceeds num_experts 8"),
+             (dict(norm_topk_prob="yes"), 'norm_topk_prob is "yes", not true or false'),
+             (dict(num_experts=4), "model.layers.0.mlp.gate.weight has shape (8, 64), expected (4, 64) from "
+              "num_experts 4")]
+    for i, (edit, needle) in enumerate(cases):
+        d = tmp("moe_refused%d" % i)
+        os.makedirs(d, exist_ok=True)
+        json.dump(dict(conf, **edit), open(os.path.join(d, "config.json"), "w"))
+        safetensors.write_safetensors(os.path.join(d, "model.safetensors"), w)
+        conv_refused([d, tmp("o.bin")], needle)
+    mixtral = families.moe_config(families.MIXTRAL_8X7B, hidden_size=64, heads=2, kv_heads=1, width=32,
+                                  vocab_size=300, top_k=9)
+    d = tmp("moe_refused_mixtral")
+    os.makedirs(d, exist_ok=True)
+    json.dump(mixtral, open(os.path.join(d, "config.json"), "w"))
+    safetensors.write_safetensors(os.path.join(d, "model.safetensors"), families.family_weights(mixtral, seed=5))
+    conv_refused([d, tmp("o.bin")], "num_experts_per_tok 9 exceeds num_local_experts 8")
+    random_models.make_model(tmp("moe.bin"), random_models.PRESETS["moe"], seed=3)
+    conv_refused(["--export-hf", tmp("moe.bin"), tmp("moe_hf")],
+                 "no Hugging Face equivalent: a mixture of experts (n_experts 8), which --export-hf does not write")
+    assert not os.path.exists(tmp("o.bin")) and not os.path.exists(tmp("moe_hf"))
+
+
+@case
 def hf_weight_refusals():
     """A BF16 tensor whose bytes disagree with its shape, named with its file; a tokenizer with
     more pieces than config.json's vocab_size; two weight types asked at once; a bfloat16 value
@@ -1050,7 +1084,9 @@ def modelfile_refuses_bad_files():
     refused(patched(good, 44, "<I", 7), "pos_kind")
     refused(patched(good, 60, "<f", float("nan")), "norm_eps")
     refused(patched(good, 84, "<I", 3), "rope_dims")
-    refused(patched(good, 240, "<I", 1), "reserved")
+    refused(patched(good, 252, "<I", 1), "shared_dim = 1 is out of range for n_experts 0")
+    refused(patched(good, 244, "<I", 1), "n_experts_used = 1 is out of range 0..0")
+    refused(patched(patched(good, 4, "<I", 7), 240, "<I", 2), "reserved header bytes 240..255 of a version 7 file")
     refused(patched(good, 216, "<I", 64), "sampling_flags = 0x40 has unknown bits")
     refused(patched(good, 220, "<f", 0.5), "sampling default temperature = 0.5 is out of [0, 100] or not flagged")
     refused(patched(good, 204, "<I", 1), "a type table (n_matrix_types 1) without weight_type 4")
@@ -1157,7 +1193,7 @@ def q8_0_refusals():
     refused(patched(good, 4, "<I", 1), "reserved header bytes 136..255 of a version 1 file")
     refused(patched(v2, 144, "<I", 1), "reserved header bytes 144..255 of a version 2 file")
     refused(patched(v2, 255, "<B", 1), "reserved header bytes 144..255")
-    refused(patched(good, 255, "<B", 1), "reserved header bytes 240..255")
+    refused(patched(good, 255, "<B", 1), "shared_dim = 16777216 is out of range for n_experts 0")
     refused(good[:-4], "header implies")
     refused(good[:len(good) // 2], "header implies")
     woff = struct.unpack_from("<Q", good, 120)[0]

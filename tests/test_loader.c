@@ -217,7 +217,10 @@ static void test_bad_fields(void **state) {
         {112, 0xffffff00u, "tok_bytes"},
         {120, 70, "weights_offset"},
         {128, 64, "weights_bytes"},
-        {240, 1, "reserved header byte 240"},
+        {252, 1, "shared_dim is 1, outside [0, 0]"},
+        {244, 1, "n_experts_used is 1, outside [0, 0]"},
+        {248, 1, "moe_flags is 1, outside [0, 0]"},
+        {240, 1025, "n_experts is 1025, outside [0, 1024]"},
         {216, 64, "sampling_flags 0x40 has bits this build does not know"},
         {220, 0x3f000000, "the sampling default temperature is 0.5, but sampling_flags does not give it"},
         {204, 1, "a type table (n_matrix_types 1, types_offset 0) without weight_type 4"},
@@ -233,6 +236,8 @@ static void test_bad_fields(void **state) {
         {216, 1, "reserved header byte 216 is not zero in a version 1 file"},
     };
     refuse_patched_as_version(good, good_size, 1, v1_cases, sizeof v1_cases / sizeof v1_cases[0]);
+    Patch v7_cases[] = {{240, 2, "header bytes 240..255 (the experts) are not zero in a version 7 file"}};
+    refuse_patched_as_version(good, good_size, 7, v7_cases, sizeof v7_cases / sizeof v7_cases[0]);
     Patch q8_cases[] = {
         {140, 0, "group_size is 0"},
         {140, 65537, "group_size is 65537"},

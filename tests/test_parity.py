@@ -91,6 +91,9 @@ COMBOS = [
     ("attn_scale", "scores scaled by 0.3 instead of 1/sqrt(head_dim)", "attn_scale"),
     ("sliding_window", "window 5 < the prompt on layers 0, 1 (base 1e4), layer 2 global (base 1e6)", "sliding_window"),
     ("gemma_like", "every Gemma 3 knob at once, llama3 scaling on the global layer, window 6", "gemma_like"),
+    ("moe", "experts: the router's top 2 of 8 renormalised, qk-norm, untied", "moe"),
+    ("moe_unnormed", "experts: top 3 of 6, weights the softmax's (moe_flags 0), 3 layers", "moe_unnormed"),
+    ("moe_shared", "experts and a shared expert of 80 under its sigmoid gate (Qwen2-MoE), QKV biases", "moe_shared"),
 ]
 
 # (name, what it exercises, the float32 case it quantises, convert.py flags beyond --weights q8_0)
@@ -102,6 +105,9 @@ Q8_COMBOS = [
     ("mixed_q8", "Q8_0 mixed: post-norm, O/FFN biases, untied, a group size that is no power of two", "mixed",
      ["--group-size", "10"]),
     ("llama2xs_q8", "Q8_0 llama2xs (real checkpoint)", "llama2xs", []),
+    ("moe_q8", "Q8_0 moe: each expert's rows in the stacked matrices, groups of 16", "moe", ["--group-size", "16"]),
+    ("moe_shared_q8", "Q8_0 moe_shared: the shared expert's matrices too, groups of 16", "moe_shared",
+     ["--group-size", "16"]),
 ]
 
 # (name, what it exercises, the float32 case it stores in 16 bits, convert.py's --weights)
@@ -111,6 +117,7 @@ HALF_COMBOS = [
     ("all_bias_swiglu_bf16", "bfloat16 all_bias_swiglu: biases stay float32, separate classifier", "all_bias_swiglu",
      "bf16"),
     ("gemma_like_bf16", "bfloat16 gemma_like: every knob", "gemma_like", "bf16"),
+    ("moe_bf16", "bfloat16 moe: the experts in 16 bits, the router float32", "moe", "bf16"),
 ]
 
 # (name, what it exercises, preset, model_type, safetensors dtype): small Hugging Face directories of
@@ -612,6 +619,73 @@ for name, (conf_dir, tok_dir, _) in families.FAMILIES.items():
         hf_case("%s_%s" % (name, dt.lower()), "%s, 2 layers, %s safetensors%s" % (conf_dir, dt, note),
                 lambda name=name, dt=dt: family_dirs(name)[dt], HF_PROMPT,
                 functools.partial(family_done, name) if dt == "BF16" else None)
+
+
+# ---- mixtures of experts: Qwen3-30B-A3B's published config.json cut down ----
+
+def moe_dir(name, seed, tie=False, published=families.QWEN3_30B_A3B, tokenizer="qwen3_0_6b", **more):
+    """A published config (Qwen3-30B-A3B's unless given) cut to 2 layers of 8 experts
+    (families.moe_config; more: its changes), random weights and the tokenizer files of family
+    tokenizer (Qwen3's); with tie, experts 0 and 1 share their router row in every layer, so that
+    their probabilities are equal for every token."""
+    d = os.path.join(TMP, name)
+    conf = families.moe_config(published, **more)
+    w = families.family_weights(conf, seed)
+    for l in range(conf["num_hidden_layers"] if tie else 0):
+        r = w["model.layers.%d.mlp.gate.weight" % l]
+        r[1] = r[0]
+    families.write_family(d, tokenizer, weights=w, conf=conf)
+    return d
+
+
+def hf_moe_tie():
+    """One expert a token, experts 0 and 1 tied in every router: where they are the most probable
+    the choice is the lower one, in ./run as in reference.py (whose moe() is watched here to see
+    that such ties happen), and expert 1's different weights would show in the logits otherwise."""
+    name = "hf_qwen3_moe_tie"
+    with spending("build"):
+        d = moe_dir(name, 67, tie=True, top_k=1)
+    out = os.path.join(TMP, name + ".bin")
+    with contextlib.redirect_stderr(io.StringIO()), spending("convert"):
+        converted(d, out)
+    res, fails = check_hf(out, d, HF_PROMPT)
+    toks, _ = c_logits(out, HF_PROMPT)
+    hf = ref_hf.HFModel(d, torch.float32)
+    routed, ties = hf.moe, []
+
+    def watched(h, router, *experts):
+        p = torch.nn.functional.softmax(torch.nn.functional.linear(h, router), dim=-1, dtype=torch.float)
+        ties.append(int(((p[:, 0] == p[:, 1]) & (p[:, 0] == p.max(-1).values)).sum()))
+        return routed(h, router, *experts)
+    hf.moe = watched
+    hf.all_logits(toks)
+    if not sum(ties):
+        fails.append("no token's most probable expert was a tie of experts 0 and 1")
+    res["note"] = "; %d of %d routings a tie at the top" % (sum(ties), len(toks) * len(ties))
+    shutil.rmtree(d, ignore_errors=True)
+    os.unlink(out)
+    return res, fails
+
+
+hf_case("hf_qwen3_moe", "Qwen3-30B-A3B's config.json: 2 layers, top 2 of 8 experts (norm_topk_prob), dim 256",
+        functools.partial(moe_dir, "hf_qwen3_moe", 61), HF_PROMPT,
+        lambda: shutil.rmtree(os.path.join(TMP, "hf_qwen3_moe"), ignore_errors=True))
+hf_case("hf_qwen3_moe_unnormed", "the same with norm_topk_prob false, top 3 of 8, 3 layers",
+        functools.partial(moe_dir, "hf_qwen3_moe_unnormed", 65, top_k=3, layers=3, norm_topk_prob=False), HF_PROMPT,
+        lambda: shutil.rmtree(os.path.join(TMP, "hf_qwen3_moe_unnormed"), ignore_errors=True))
+add_case("hf_qwen3_moe_tie", "the same, top 1 of 8, experts 0 and 1 tied in the router", hf_moe_tie)
+hf_case("hf_qwen2_moe", "Qwen1.5-MoE-A2.7B's config.json (qwen2_moe): 2 layers, top 4 of 8 experts, a shared "
+        "expert of 192 with its sigmoid gate, q/k/v biases, dim 256", functools.partial(
+            moe_dir, "hf_qwen2_moe", 75, published=families.QWEN1_5_MOE_A2_7B, top_k=4,
+            shared_expert_intermediate_size=192), HF_PROMPT,
+        lambda: shutil.rmtree(os.path.join(TMP, "hf_qwen2_moe"), ignore_errors=True))
+MIXTRAL = dict(published=families.MIXTRAL_8X7B, tokenizer="tinyllama_1_1b")  # Llama 2's vocabulary, as Mixtral's size
+hf_case("hf_mixtral", "Mixtral-8x7B's config.json: 2 layers, top 2 of 8 experts (always renormalised), dim 256",
+        functools.partial(moe_dir, "hf_mixtral", 71, **MIXTRAL), PROMPT,
+        lambda: shutil.rmtree(os.path.join(TMP, "hf_mixtral"), ignore_errors=True))
+hf_case("hf_mixtral_window", "the same with sliding_window 6 on every layer (Mistral's), top 3 of 8",
+        functools.partial(moe_dir, "hf_mixtral_window", 73, top_k=3, sliding_window=6, **MIXTRAL), PROMPT,
+        lambda: shutil.rmtree(os.path.join(TMP, "hf_mixtral_window"), ignore_errors=True))
 
 
 # ---- reference.py's two modes against each other ----

@@ -85,7 +85,7 @@ def refuses(name, knobs, needle):
     def case():
         cfg, tok, tensors = base_model()
         c = mf.complete_config(dict(cfg, **knobs))
-        t = {n: tensors.get(n, np.ones(s, np.float32)) for n, s in mf.tensor_specs(c)}
+        t = {n: tensors[n] if np.shape(tensors.get(n)) == s else np.ones(s, np.float32) for n, s in mf.tensor_specs(c)}
         if knobs.get("weight_type") == storage.WEIGHTS_Q8_0:
             t = {n: v / np.float32(np.abs(v).max()) for n, v in t.items()}
         src = os.path.join(TMP, "%s.bin" % name)
@@ -107,6 +107,7 @@ refuses("attn_scale", dict(attn_scale=0.125), "attn_scale (Gemma 3's query_pre_a
 refuses("sliding_window", dict(sliding_window=8, global_every=2, rope_local_theta=10000.0),
         "sliding_window (Gemma 3's local layers) " + NOT_TRAINABLE)
 refuses("geglu", dict(ffn_kind=4), "ffn_kind GeGLU (Gemma) " + NOT_TRAINABLE)
+refuses("experts", dict(n_experts=4, n_experts_used=2), "n_experts (a mixture of experts: Qwen3-MoE) " + NOT_TRAINABLE)
 refuses("q8_0", dict(weight_type=storage.WEIGHTS_Q8_0, group_size=16), "its weights are quantised (Q8_0)")
 
 if __name__ == "__main__":

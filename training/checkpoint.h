@@ -94,6 +94,7 @@ static const char *untrainable_knob(const Config *c) {
         int has;
         const char *name;
     } knobs[] = {
+        {c->n_experts != 0, "n_experts (a mixture of experts: Qwen3-MoE)"},
         {c->rope_scaling == ROPE_SCALING_LINEAR, "rope_scaling linear"},
         {c->rope_scaling == ROPE_SCALING_LLAMA3, "rope_scaling llama3 (Llama 3.x)"},
         {c->arch_flags & ARCH_QK_NORM, "arch_flags QK_NORM (Qwen3/Gemma 3)"},

@@ -15,8 +15,10 @@ Files and formats
   safe_pickle      pickles read without running code: only tensors, dicts, numbers and dtypes
   storage          how a model file stores each tensor: the weight types, padding, Q8_0,
                    bfloat16 and float16, GGML types per matrix          <- gguf_file, quantize
-  modelfile        the attn.c model file (docs/FORMAT.md): header, config, tokenizer section,
-                   the tensors laid out                       <- outfile, progress, storage
+  tokenizer_pack   the model file's tokenizer blob packed and parsed
+  modelfile        the attn.c model file (docs/FORMAT.md): header, config (version 8's
+                   experts among it), tokenizer section, the tensors laid out
+                                              <- outfile, progress, storage, tokenizer_pack
   generation       generation_config.json's sampling defaults as the header's version 7 fields,
                    and back                                                      <- modelfile
   chat_template    the chat section: a template's family recognised, its ids, its text
@@ -26,11 +28,14 @@ Files and formats
                                                     <- modelfile, tokenizer_blob, gguf_file
   gguf_file        the GGUF reader (llama.cpp's format), dequantising its weight types
   gguf_write       a GGUF writer, for the tests                          <- gguf_file, storage
-  tensors          what a source hands convert.py: Source, Stored, Weight, Tensors
+  tensors          what a source hands convert.py: Source, Stored, Weight, Tensors, stack
                                                              <- errors, modelfile, storage
   weights          the weight type to store (--weights, --group-size); Q8_0 kept as it is
                                                             <- tensors, modelfile, storage
   safetensors      .safetensors read and written       <- errors, tensors, outfile, storage
+  archs            the model families, one class per Hugging Face model_type: config keys,
+                   tensor names (Hugging Face, GGUF), the reference's quirks
+                                          <- errors, modelfile, tensors, sources.gpt2
 Sources (convert.py SRC), one module per format
   sources.attn     an attn.c model file, and --export-torch's output
                                                        <- tensors, weights, chat_template
@@ -41,9 +46,9 @@ Sources (convert.py SRC), one module per format
                    pytorch_model.bin, nanoGPT's meta.pkl
                                          <- safe_pickle, sources.attn, .llama2c, .nanogpt
   sources.hf       Hugging Face directories, config.json family by family
-                                               <- sources.gpt2, safetensors, torchfile
+                                        <- archs, sources.gpt2, safetensors, torchfile
   sources.gguf     GGUF files, their tensors mapped onto sources.hf's readers
-                                          <- gguf_file, sources.hf, tokenizer_gguf, weights
+                                   <- archs, gguf_file, sources.hf, tokenizer_gguf, weights
   sources.tokenizer  the files --tokenizer names  <- tokenizer_blob, tokenizer_gguf, torchfile
 Exports (convert.py --export-*)
   exports.torch    --export-torch: a PyTorch state dict, the chat section's fields
@@ -52,7 +57,8 @@ Exports (convert.py --export-*)
                                               <- safetensors, tokenizer_blob, chat_template
 The PyTorch reference (reference.py), independent of convert.py's readers
   reference.model  the Transformer of a model file, RoPE frequencies     <- modelfile
-  reference.hf     a Hugging Face directory run as transformers runs it  <- reference.model
+  reference.hf     a Hugging Face directory run as transformers runs it, each family's
+                   quirks its archs class's ref_* attributes         <- archs, reference.model
 Test models (make_random.py)
   random_models    presets, random weights, synthetic vocabularies       <- modelfile, tokenizer_blob
   fake_hf          fake Hugging Face directories                 <- random_models, safetensors

@@ -11,6 +11,7 @@ from attn import modelfile as mf
 from attn import storage
 from attn import outfile
 from attn import tokenizer_blob
+from attn.archs import FAMILIES
 from attn.safetensors import write_safetensors
 from attn.random_models import HERE, default_vocab, random_tensors, synthetic_pieces, write_llama2c_tokenizer
 
@@ -178,8 +179,7 @@ def hf_decoder_config(c, model_type):
     b, flags = c["bias_flags"], c["arch_flags"]
     assert c["pos_kind"] == mf.POS_ROPE and c["norm_kind"] == mf.NORM_RMS and c["post_norm"] == 0
     assert c["final_norm"] == 1 and c["rope_dims"] % 2 == 0
-    arch = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-            "qwen3": "Qwen3ForCausalLM", "gemma3_text": "Gemma3ForCausalLM"}[model_type]
+    arch = FAMILIES[model_type].hf_class
     conf = {"architectures": [arch], "model_type": model_type, "hidden_size": c["dim"],
             "intermediate_size": c["hidden_dim"], "num_hidden_layers": c["n_layers"],
             "num_attention_heads": c["n_heads"], "num_key_value_heads": c["n_kv_heads"], "head_dim": c["head_dim"],

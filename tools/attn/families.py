@@ -6,6 +6,7 @@ import os
 import numpy as np
 
 from attn import outfile
+from attn import archs
 from attn.fake_hf import find_gpt2_vocab
 from attn.safetensors import write_safetensors
 from attn.random_models import HERE, SHARED
@@ -30,6 +31,53 @@ FAMILIES = {
 }
 
 
+# Qwen3-30B-A3B's config.json as published (huggingface.co/Qwen/Qwen3-30B-A3B; not in ../shared),
+# for the mixture-of-experts cases, which cut it down (moe_config)
+QWEN3_30B_A3B = {
+    "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+    "bos_token_id": 151643, "decoder_sparse_step": 1, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+    "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 6144, "max_position_embeddings": 40960,
+    "max_window_layers": 48, "mlp_only_layers": [], "model_type": "qwen3_moe", "moe_intermediate_size": 768,
+    "norm_topk_prob": True, "num_attention_heads": 32, "num_experts": 128, "num_experts_per_tok": 8,
+    "num_hidden_layers": 48, "num_key_value_heads": 4, "output_router_logits": False, "rms_norm_eps": 1e-06,
+    "rope_scaling": None, "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001, "sliding_window": None,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": True,
+    "use_sliding_window": False, "vocab_size": 151936}
+
+
+# Qwen1.5-MoE-A2.7B's config.json as published (huggingface.co/Qwen/Qwen1.5-MoE-A2.7B), model_type qwen2_moe
+QWEN1_5_MOE_A2_7B = {
+    "architectures": ["Qwen2MoeForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+    "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+    "intermediate_size": 5632, "max_position_embeddings": 8192, "max_window_layers": 21, "model_type": "qwen2_moe",
+    "num_attention_heads": 16, "num_hidden_layers": 24, "num_key_value_heads": 16, "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "transformers_version": "4.36.0.dev0", "use_cache": True, "use_sliding_window": False, "vocab_size": 151936,
+    "decoder_sparse_step": 1, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+    "num_experts_per_tok": 4, "num_experts": 60, "norm_topk_prob": False, "output_router_logits": False,
+    "router_aux_loss_coef": 0.001}
+
+
+# Mixtral-8x7B-v0.1's config.json as published (huggingface.co/mistralai/Mixtral-8x7B-v0.1)
+MIXTRAL_8X7B = {
+    "architectures": ["MixtralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2,
+    "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+    "max_position_embeddings": 32768, "model_type": "mixtral", "num_attention_heads": 32, "num_experts_per_tok": 2,
+    "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 8, "output_router_logits": False,
+    "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "router_aux_loss_coef": 0.02, "sliding_window": None,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.36.0.dev0",
+    "use_cache": True, "vocab_size": 32000}
+
+
+def moe_config(published, layers=2, experts=8, top_k=2, hidden_size=256, heads=4, kv_heads=2, width=128, **more):
+    """A published mixture-of-experts config cut down: fewer layers, experts and heads, narrower
+    (head_dim and the vocabulary as published); more: keys to change besides."""
+    x = archs.FAMILIES[published["model_type"]].ref_experts
+    return dict(published, num_hidden_layers=layers, num_experts_per_tok=top_k, hidden_size=hidden_size,
+                num_attention_heads=heads, num_key_value_heads=kv_heads, **{x["count"]: experts, x["width"]: width},
+                **more)
+
+
 def family_config(name, layers=2):
     """The published config.json with num_hidden_layers cut (Gemma's layer_types with it)."""
     conf = json.load(open(os.path.join(HF_CONFIGS, FAMILIES[name][0], "config.json")))
@@ -40,14 +88,13 @@ def family_config(name, layers=2):
 
 
 def family_shapes(conf):
-    """[(Hugging Face tensor name, shape)] of a llama / qwen2 / qwen3 / gemma3_text config."""
-    mt, d, L = conf["model_type"], conf["hidden_size"], conf["num_hidden_layers"]
+    """[(Hugging Face tensor name, shape)] of a decoder family's config, its biases, norms and
+    q/k norms as the family's modeling_*.py builds them."""
+    fam, d, L = archs.FAMILIES[conf["model_type"]], conf["hidden_size"], conf["num_hidden_layers"]
     H, V, hidden = conf["num_attention_heads"], conf["vocab_size"], conf["intermediate_size"]
     KV = conf.get("num_key_value_heads", H)
     hd = conf.get("head_dim") or d // H
-    qkv_bias = mt == "qwen2" or conf.get("attention_bias", False)
-    o_bias = mt != "qwen2" and conf.get("attention_bias", False)
-    mlp_bias = mt == "llama" and conf.get("mlp_bias", False)
+    qkv_bias, o_bias, mlp_bias = fam.ref_biases(conf)
     out = [("model.embed_tokens.weight", (V, d)), ("model.norm.weight", (d,))]
     for i in range(L):
         p = "model.layers.%d." % i
@@ -56,17 +103,29 @@ def family_shapes(conf):
             out.append((p + "self_attn.%s.weight" % n, shape))
             if bias:
                 out.append((p + "self_attn.%s.bias" % n, shape[:1]))
-        for n, shape in (("gate_proj", (hidden, d)), ("up_proj", (hidden, d)), ("down_proj", (d, hidden))):
+        x = fam.ref_experts
+        if x:  # every layer's experts (the cut-down configs have no dense layers)
+            E, w = conf[x["count"]], conf[x["width"]]
+            out.append((p + x["router"], (E, d)))
+            out += [(p + x["expert"] % e + x[n] + ".weight", shape) for e in range(E)
+                    for n, shape in (("gate", (w, d)), ("up", (w, d)), ("down", (d, w)))]
+            if x.get("shared"):
+                S = conf[x["shared_width"]]
+                out += [(p + x["shared"] + x[n] + ".weight", shape)
+                        for n, shape in (("gate", (S, d)), ("up", (S, d)), ("down", (d, S)))]
+                out.append((p + x["shared_gate"], (1, d)))
+        for n, shape in () if x else (("gate_proj", (hidden, d)), ("up_proj", (hidden, d)),
+                                                 ("down_proj", (d, hidden))):
             out.append((p + "mlp.%s.weight" % n, shape))
             if mlp_bias:
                 out.append((p + "mlp.%s.bias" % n, shape[:1]))
         norms = ["input_layernorm", "post_attention_layernorm"]
-        if mt == "gemma3_text":
+        if fam.ref_gemma:
             norms += ["pre_feedforward_layernorm", "post_feedforward_layernorm"]
         out += [(p + n + ".weight", (d,)) for n in norms]
-        if mt in ("qwen3", "gemma3_text"):
+        if fam.ref_qk_norm:
             out += [(p + "self_attn.q_norm.weight", (hd,)), (p + "self_attn.k_norm.weight", (hd,))]
-    tied = conf.get("tie_word_embeddings", mt == "gemma3_text")
+    tied = conf.get("tie_word_embeddings", fam.ref_defaults["tie_word_embeddings"])
     if not tied:
         out.append(("lm_head.weight", (V, d)))
     return out
@@ -82,8 +141,9 @@ def family_weights(conf, seed=0):
     current token's embedding would make that token the next one, every time. Uniform rather than
     normal draws, a few times faster for the 10^8 weights of a 262k vocabulary."""
     rng = np.random.default_rng(seed)
-    d, gemma = conf["hidden_size"], conf["model_type"] == "gemma3_text"
-    tied = conf.get("tie_word_embeddings", gemma)
+    fam, d = archs.FAMILIES[conf["model_type"]], conf["hidden_size"]
+    gemma = fam.ref_gemma
+    tied = conf.get("tie_word_embeddings", fam.ref_defaults["tie_word_embeddings"])
     embed_rms = LOGIT_STD / np.sqrt(d) if tied else 0.05
     gain = max(1.0, 100 * embed_rms * (np.sqrt(d) if gemma else 1))  # Gemma scales the embedding by sqrt(d)
     out = {}
@@ -192,12 +252,12 @@ def write_family_tokenizer(d, name):
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.bin", "tokenizer_config.json", "generation_config.json")
 
 
-def write_family(d, name, dtype="F32", weights=None, seed=0, layers=2, like=None):
-    """A Hugging Face directory of family name: its published config with `layers` layers, random
-    weights (or the float32 weights given, rounded to BF16 when dtype is BF16), its tokenizer files
-    (copied from directory `like` if given). Returns the float32 weights, for the same model in
-    another dtype."""
-    conf = family_config(name, layers)
+def write_family(d, name, dtype="F32", weights=None, seed=0, layers=2, like=None, conf=None):
+    """A Hugging Face directory of family name: its published config with `layers` layers (or the
+    config conf), random weights (or the float32 weights given, rounded to BF16 when dtype is
+    BF16), its tokenizer files (copied from directory `like` if given). Returns the float32
+    weights, for the same model in another dtype."""
+    conf = dict(conf or family_config(name, layers))
     conf["torch_dtype"] = {"F32": "float32", "BF16": "bfloat16"}[dtype]
     weights = weights if weights is not None else family_weights(conf, seed)
     os.makedirs(d, exist_ok=True)

@@ -24,9 +24,11 @@ import zlib
 import numpy as np
 
 from attn import gguf_file, outfile, progress, storage
+# the tokenizer blob's format, which every reader of a model file reaches through this module
+from attn.tokenizer_pack import pack_tokenizer, parse_tokenizer, resize_tokenizer  # noqa: F401
 
 MAGIC = b"ATTN"
-VERSION = 7  # the newest this reads, and the one every file is written in
+VERSION = 8  # the newest this reads, and the one every file is written in
 HEADER_SIZE = 256
 
 POS_ROPE, POS_LEARNED, POS_SINUSOID = 0, 1, 2
@@ -46,6 +48,8 @@ WEIGHT_NAMES = {"f32": storage.WEIGHTS_F32, "q8_0": storage.WEIGHTS_Q8_0, "bf16"
 QUANTIZE = {"q8_0": storage.WEIGHTS_Q8_0}  # the tools' --quantize names
 ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3 = 0, 1, 2
 ARCH_QK_NORM, ARCH_NORM_PLUS_ONE, ARCH_OUT_NORMS = 1, 2, 4
+MOE_NORM_TOPK = 1  # moe_flags (version 8): the chosen experts' weights divided by their sum
+MAX_EXPERTS = 1024
 MAX_GROUP_SIZE, DEFAULT_GROUP_SIZE = 65536, 64
 
 # (name, struct code) in header order; the offsets follow from packing them back to back.
@@ -65,12 +69,13 @@ HEADER_FIELDS = [
     ("chat_offset", "Q"), ("chat_bytes", "Q"), ("checksum", "I"),
     ("n_matrix_types", "I"), ("types_offset", "Q"),
     ("sampling_flags", "I"), ("temperature", "f"), ("top_p", "f"), ("top_k", "I"), ("min_p", "f"),
-    ("repeat_penalty", "f"),
+    ("repeat_penalty", "f"), ("n_experts", "I"), ("n_experts_used", "I"), ("moe_flags", "I"),
+    ("shared_dim", "I"),
 ]
 HEADER_STRUCT = struct.Struct("<" + "".join(code for _, code in HEADER_FIELDS))
-assert HEADER_STRUCT.size == 240
+assert HEADER_STRUCT.size == 256
 # where each version's fields end: the bytes from there to 256 are reserved and zero
-HEADER_END = {1: 136, 2: 144, 3: 184, 4: 200, 5: 204, 6: 216, 7: 240}
+HEADER_END = {1: 136, 2: 144, 3: 184, 4: 200, 5: 204, 6: 216, 7: 240, 8: 256}
 # Version 7's sampling defaults: (field, its bit in sampling_flags, low, high), the ranges of ./run's flags.
 SAMPLING = (("temperature", 1, 0, 100), ("top_p", 2, 0, 1), ("top_k", 4, 0, 1 << 24), ("min_p", 8, 0, 1),
             ("repeat_penalty", 16, 0.01, 100))
@@ -83,7 +88,8 @@ CONFIG_FIELDS = ["dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "head
                  "embed_scale", "rope_dims", "weight_type", "group_size",
                  "rope_scaling", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
                  "rope_original_ctx", "arch_flags", "attn_scale", "sliding_window", "global_every",
-                 "rope_local_theta", "sampling_flags", "temperature", "top_p", "top_k", "min_p", "repeat_penalty"]
+                 "rope_local_theta", "sampling_flags", "temperature", "top_p", "top_k", "min_p", "repeat_penalty",
+                 "n_experts", "n_experts_used", "moe_flags", "shared_dim"]
 FLOAT_FIELDS = ("rope_theta", "norm_eps", "embed_scale", "rope_factor", "rope_low_freq_factor",
                 "rope_high_freq_factor", "attn_scale", "rope_local_theta", "temperature", "top_p", "min_p",
                 "repeat_penalty")
@@ -97,7 +103,8 @@ CONFIG_DEFAULTS = dict(pos_kind=POS_ROPE, rope_theta=10000.0, ffn_kind=FFN_SWIGL
                        norm_kind=NORM_RMS, norm_eps=1e-5, post_norm=0, final_norm=1,
                        bias_flags=0, tied_classifier=1, embed_scale=1.0, weight_type=storage.WEIGHTS_F32,
                        group_size=0, **{k: 0 for k in V3_FIELDS}, sampling_flags=0,
-                       **{k: 0 for k, _, _, _ in SAMPLING})
+                       **{k: 0 for k, _, _, _ in SAMPLING}, n_experts=0, n_experts_used=0, moe_flags=0,
+                       shared_dim=0)
 
 ENUM_LIMITS = dict(pos_kind=2, ffn_kind=4, norm_kind=1, post_norm=1, final_norm=1,
                    bias_flags=7, tied_classifier=1, tok_kind=1, tok_flags=TOKF_ALL, weight_type=4,
@@ -159,6 +166,7 @@ def check_config(c):
     if c["pos_kind"] == POS_ROPE and c["rope_dims"] < 2:
         raise ValueError("rope_dims = %d: RoPE needs at least 2" % c["rope_dims"])
     check_v3_fields(c)
+    check_experts(c)
     check_matrix_types(c)
     gs = c["group_size"]
     if c["weight_type"] != storage.WEIGHTS_Q8_0:
@@ -169,8 +177,7 @@ def check_config(c):
     elif not 1 <= gs <= MAX_GROUP_SIZE:
         raise ValueError("group_size = %d is outside [1, %d]" % (gs, MAX_GROUP_SIZE))
     elif any(w % gs for w in quantized_widths(c)):
-        raise ValueError("group_size %d does not divide every quantised row: dim %d, n_heads x head_dim %d, "
-                         "hidden_dim %d" % ((gs,) + quantized_widths(c)))
+        raise ValueError("group_size %d does not divide every quantised row: %s" % (gs, quantized_widths_said(c)))
 
 
 def check_v3_fields(c):
@@ -192,6 +199,21 @@ def check_v3_fields(c):
         raise ValueError("arch_flags %d need RMSNorm (norm_kind 0)" % c["arch_flags"])
     if c["ffn_kind"] == FFN_GEGLU_TANH and c["bias_flags"] & BIAS_FFN:
         raise ValueError("ffn_kind GeGLU has no feed-forward biases")
+
+
+def check_experts(c):
+    """Version 8's experts, as model/header.h's check_experts checks them."""
+    E = c["n_experts"]
+    if not 0 <= E <= MAX_EXPERTS:
+        raise ValueError("n_experts = %d is out of range 0..%d" % (E, MAX_EXPERTS))
+    if not (1 if E else 0) <= c["n_experts_used"] <= E:
+        raise ValueError("n_experts_used = %d is out of range %d..%d" % (c["n_experts_used"], 1 if E else 0, E))
+    for k, most in (("moe_flags", MOE_NORM_TOPK), ("shared_dim", 262144)):
+        if not 0 <= c[k] <= (most if E else 0):
+            raise ValueError("%s = %d is out of range for n_experts %d" % (k, c[k], E))
+    if E and (c["bias_flags"] & BIAS_FFN or c["post_norm"] or c["arch_flags"] & ARCH_OUT_NORMS):
+        raise ValueError("n_experts %d with feed-forward biases, post_norm or ARCH_OUT_NORMS, which no family with "
+                         "experts has" % E)
 
 
 def matrix_specs(c):
@@ -222,7 +244,13 @@ def check_matrix_types(c):
 
 def quantized_widths(c):
     """The row lengths of the quantised matrices, which a group size must divide."""
-    return c["dim"], c["n_heads"] * c["head_dim"], c["hidden_dim"]
+    return (c["dim"], c["n_heads"] * c["head_dim"], c["hidden_dim"]) + ((c["shared_dim"],) if c["shared_dim"] else ())
+
+
+def quantized_widths_said(c):
+    """quantized_widths for a message: "dim 64, n_heads x head_dim 64, hidden_dim 172"."""
+    return ", ".join("%s %d" % kv for kv in zip(("dim", "n_heads x head_dim", "hidden_dim", "shared_dim"),
+                                                 quantized_widths(c)))
 
 
 def with_weight_type(cfg, quantize=None, group_size=None):
@@ -284,16 +312,25 @@ def tensor_specs(c):
         L.append(("ffn_norm_w", (d,)))
         if ln:
             L.append(("ffn_norm_b", (d,)))
-        ffn = [("1", (h, d), h)]
+        E = c["n_experts"]
+        if E:  # the router, then each of w1, w3 and w2 every expert's one after another
+            L.append(("router", (E, d)))
+        experts = max(E, 1)
+        ffn = [("1", (experts * h, d), h)]
         if c["ffn_kind"] in (FFN_SWIGLU, FFN_GEGLU_TANH):
-            ffn.append(("3", (h, d), h))
-        ffn.append(("2", (d, h), d))
+            ffn.append(("3", (experts * h, d), h))
+        ffn.append(("2", (experts * d, h), d))
+        S = c["shared_dim"]  # the shared expert: its gate, then its matrices after the experts'
+        if S:
+            L.append(("shared_gate", (d,)))
         for k, shape, n in ffn:
             L.append(("w" + k, shape))
             if b & BIAS_FFN:
                 L.append(("b" + k, (n,)))
         if c["arch_flags"] & ARCH_OUT_NORMS:
             L.append(("ffn_out_norm_w", (d,)))
+        if S:
+            L += [("shared_w1", (S, d))] + ([("shared_w3", (S, d))] if len(ffn) == 3 else []) + [("shared_w2", (d, S))]
         specs += [(p + n, s) for n, s in L]
     if c["final_norm"]:
         specs.append(("final_norm_w", (d,)))
@@ -302,68 +339,6 @@ def tensor_specs(c):
     if not c["tied_classifier"]:
         specs.append(("classifier", (V, d)))
     return specs
-
-
-# ---- tokenizer blob ----
-
-def pack_tokenizer(pieces, scores, merges=(), added=()):
-    """The blob of FORMAT.md from byte-string pieces, float scores, (left, right) merges in rank
-    order and the added-token table's (id, attributes) pairs."""
-    out = [struct.pack("<IIII", len(pieces), len(merges), max((len(p) for p in pieces), default=0), len(added))]
-    for p, s in zip(pieces, scores):
-        out.append(struct.pack("<fI", s, len(p)))
-        out.append(bytes(p))
-    if len(merges):
-        out.append(np.asarray(merges, dtype="<u4").reshape(-1, 2).tobytes())
-    if len(added):
-        out.append(np.asarray(added, dtype="<u4").reshape(-1, 2).tobytes())
-    return b"".join(out)
-
-
-def parse_tokenizer(blob, with_added=False):
-    """(pieces, scores, merges) from a blob, and its added-token table as a list of (id,
-    attributes) after them if with_added; ValueError if it is malformed."""
-    if len(blob) < 16:
-        raise ValueError("tokenizer blob is %d bytes, shorter than its 16-byte header" % len(blob))
-    n, m, maxlen, n_added = struct.unpack_from("<IIII", blob, 0)
-    pieces, scores, off, longest = [], [], 16, 0
-    for i in range(n):
-        if off + 8 > len(blob):
-            raise ValueError("tokenizer blob truncated in piece %d" % i)
-        s, ln = struct.unpack_from("<fI", blob, off)
-        off += 8
-        if ln > len(blob) - off:
-            raise ValueError("tokenizer piece %d length %d runs past the blob" % (i, ln))
-        pieces.append(bytes(blob[off:off + ln]))
-        scores.append(s)
-        off += ln
-        longest = max(longest, ln)
-    if longest != maxlen:
-        raise ValueError("tokenizer max_piece_len is %d but the longest piece has %d bytes" % (maxlen, longest))
-    if len(blob) - off != 8 * (m + n_added):
-        raise ValueError("tokenizer blob has %d bytes after the pieces, %d merges and %d added tokens need %d"
-                         % (len(blob) - off, m, n_added, 8 * (m + n_added)))
-    merges = np.frombuffer(blob, dtype="<u4", count=2 * m, offset=off).reshape(m, 2)
-    if m and merges.max() >= n:
-        raise ValueError("tokenizer merge refers to token %d of %d" % (merges.max(), n))
-    table = np.frombuffer(blob, dtype="<u4", count=2 * n_added, offset=off + 8 * m).reshape(n_added, 2)
-    added = [(int(i), int(a)) for i, a in table]
-    ids = [i for i, _ in added]
-    if any(i >= n for i in ids) or len(set(ids)) != len(ids):
-        raise ValueError("tokenizer added-token ids are not distinct ids of the %d pieces" % n)
-    return (pieces, scores, merges, added) if with_added else (pieces, scores, merges)
-
-
-def resize_tokenizer(blob, vocab_size):
-    """Pad a blob's pieces up to vocab_size with unused, unreachable empty pieces.
-
-    Checkpoints often round the vocabulary up (nanoGPT: 50257 -> 50304); the format wants
-    exactly one piece per row of the embedding."""
-    pieces, scores, merges, added = parse_tokenizer(blob, with_added=True)
-    if len(pieces) > vocab_size:
-        raise ValueError("tokenizer has %d pieces, more than the model's vocab_size %d" % (len(pieces), vocab_size))
-    extra = vocab_size - len(pieces)
-    return pack_tokenizer(pieces + [b""] * extra, scores + [-1e30] * extra, merges, added)
 
 
 # ---- whole files ----

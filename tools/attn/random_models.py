@@ -72,6 +72,14 @@ PRESETS = {
                        rope_scaling=mf.ROPE_SCALING_LLAMA3, rope_factor=8.0, rope_low_freq_factor=1.0,
                        rope_high_freq_factor=4.0, rope_original_ctx=64),
     # benchmark shapes
+    # version 8's experts (Qwen3-MoE's block): top 2 of 8 renormalised; top 3 of 6 as the softmax gives them
+    "moe": dict(_llama, dim=64, hidden_dim=48, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=300, seq_len=128,
+                arch_flags=mf.ARCH_QK_NORM, tied_classifier=0, n_experts=8, n_experts_used=2,
+                moe_flags=mf.MOE_NORM_TOPK),
+    "moe_unnormed": dict(_llama, dim=64, hidden_dim=32, n_layers=3, n_heads=4, vocab_size=300, seq_len=128,
+                         n_experts=6, n_experts_used=3),
+    "moe_shared": dict(_llama, dim=64, hidden_dim=32, n_layers=2, n_heads=4, vocab_size=300, seq_len=128,
+                       bias_flags=mf.BIAS_QKV, tied_classifier=0, n_experts=8, n_experts_used=4, shared_dim=80),
     "llama_110m": dict(_llama, dim=768, hidden_dim=2048, n_layers=12, n_heads=12, vocab_size=32000,
                        seq_len=1024),
     "gpt2_124m": dict(_gpt2, dim=768, hidden_dim=3072, n_layers=12, n_heads=12, vocab_size=50257,

@@ -15,7 +15,8 @@ WEIGHTS_F32, WEIGHTS_Q8_0, WEIGHTS_BF16, WEIGHTS_F16, WEIGHTS_PER_MATRIX = 0, 1,
 FLOAT_MATRIX_TYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}
 # The tensors a Q8_0 file stores as int8 values and scales, and a bfloat16 or float16 file in
 # 16 bits (by the last part of their names).
-QUANTIZED_MATRICES = {"tok_embedding", "wq", "wk", "wv", "wo", "w1", "w3", "w2", "classifier"}
+QUANTIZED_MATRICES = {"tok_embedding", "wq", "wk", "wv", "wo", "w1", "w3", "w2", "shared_w1", "shared_w3", "shared_w2",
+                      "classifier"}
 
 
 def padded(nbytes):

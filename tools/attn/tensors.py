@@ -95,6 +95,32 @@ class Weight:
         return self.st.quantised
 
 
+class Stack:
+    """Tensors of one type one after another along their rows (a layer's experts), read only when
+    asked: np.asarray gives them whole, indexing picks from that."""
+
+    def __init__(self, parts):
+        self.parts = parts
+        self.shape = (sum(p.shape[0] for p in parts),) + tuple(parts[0].shape[1:])
+
+    def __array__(self, dtype=None, copy=None):
+        a = np.concatenate([np.asarray(p) for p in self.parts])
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __getitem__(self, idx):
+        return np.asarray(self)[idx]
+
+
+def stack(path, weights):
+    """Weights of one stored type (each taken from checkpoint path) as one Weight, their rows one
+    after another, named as the first one's checkpoint names it."""
+    kinds = {w.stored for w in weights}
+    if len(kinds) > 1:
+        raise Bad(path, "tensors %s and the rest of its stack are stored in different types (%s)"
+                  % (weights[0].name, ", ".join(sorted(kinds))))
+    return Weight(Stored(Stack([w.st.raw for w in weights]), weights[0].stored), weights[0].name)
+
+
 def check_finite(path, name, st):
     """Bad naming tensor name if st (Stored) holds NaN or Inf, and where the first one is."""
     bad = st.nonfinite()

@@ -150,13 +150,12 @@ def storage_config(cfg, weights, group_size, prog):
             raise Bad(flag, "outside [1, %d]" % mf.MAX_GROUP_SIZE)
         widths = mf.quantized_widths(mf.complete_config(cfg))
         if any(w % group_size for w in widths):
-            raise Bad(flag, "does not divide every quantised row of the model: dim %d, n_heads x head_dim %d, "
-                      "hidden_dim %d" % widths)
+            raise Bad(flag, "does not divide every quantised row of the model: %s"
+                      % mf.quantized_widths_said(mf.complete_config(cfg)))
     c = mf.with_weight_type(cfg, weights, group_size)
     if weights == "q8_0" and group_size is None and c["group_size"] != mf.DEFAULT_GROUP_SIZE:
-        print("%s: note: group size %d, the largest power of two up to %d dividing dim %d, n_heads x head_dim %d "
-              "and hidden_dim %d" % ((prog, c["group_size"], mf.DEFAULT_GROUP_SIZE) + mf.quantized_widths(c)),
-              file=sys.stderr)
+        print("%s: note: group size %d, the largest power of two up to %d dividing %s"
+              % (prog, c["group_size"], mf.DEFAULT_GROUP_SIZE, mf.quantized_widths_said(c)), file=sys.stderr)
     return c
 
 

@@ -44,6 +44,7 @@ from attn import modelfile as mf
 from attn import storage
 from attn import outfile
 from attn import safetensors
+from attn.archs import FAMILIES
 from attn.errors import Bad, listing
 from attn.tokenizer_blob import bytes_to_unicode, SP_SPACE as SPACE, SPLIT_REGEXES, TOKA_SPECIAL, TOKA_STOP
 
@@ -71,8 +72,6 @@ PRE_TOKENIZERS = {
 GPT2_ACTIVATIONS = {mf.FFN_GELU_TANH: "gelu_new", mf.FFN_GELU_ERF: "gelu", mf.FFN_RELU: "relu"}
 FFN_NAMES = {mf.FFN_SWIGLU: "SwiGLU", mf.FFN_GELU_TANH: "GELU (tanh)", mf.FFN_GELU_ERF: "GELU (erf)",
              mf.FFN_RELU: "ReLU", mf.FFN_GEGLU_TANH: "GeGLU"}
-ARCHITECTURES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                 "qwen3": "Qwen3ForCausalLM", "gemma3_text": "Gemma3ForCausalLM"}
 TORCH_DTYPES = {storage.WEIGHTS_F32: "float32", storage.WEIGHTS_Q8_0: "float32", storage.WEIGHTS_BF16: "bfloat16",
                 storage.WEIGHTS_F16: "float16", storage.WEIGHTS_PER_MATRIX: "float32"}
 
@@ -94,6 +93,8 @@ def family(c):
     def no(why):
         raise NoEquivalent(why)
     hd = c["head_dim"]
+    if c["n_experts"]:
+        no("a mixture of experts (n_experts %d), which --export-hf does not write" % c["n_experts"])
     if c["post_norm"]:
         no("post-norm blocks (post_norm 1)")
     if c["pos_kind"] == mf.POS_SINUSOID:
@@ -177,7 +178,7 @@ def query_pre_attn_scalar(c):
 
 def hf_config(c, mt, bos, eos_ids):
     """config.json for model_type mt."""
-    common = dict(architectures=[ARCHITECTURES[mt]], model_type=mt, vocab_size=c["vocab_size"],
+    common = dict(architectures=[FAMILIES[mt].hf_class], model_type=mt, vocab_size=c["vocab_size"],
                   bos_token_id=bos if bos >= 0 else None,
                   eos_token_id=eos_ids[0] if len(eos_ids) == 1 else (eos_ids or None),
                   tie_word_embeddings=bool(c["tied_classifier"]), torch_dtype=TORCH_DTYPES[c["weight_type"]],

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from attn.archs import FAMILIES
 from attn.reference.model import inv_frequencies, window_mask
 
 
@@ -99,20 +100,6 @@ def read_json(path, required=True):
         raise Bad(path, "unreadable JSON: %s" % e)
 
 
-# What transformers assumes when config.json leaves a field out, per model_type.
-HF_DEFAULTS = {
-    "llama": dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu"),
-    "qwen2": dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu"),
-    "mistral": dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu",
-                    num_key_value_heads=8),
-    "qwen3": dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu",
-                  head_dim=128),
-    "gemma3_text": dict(rms_norm_eps=1e-6, rope_theta=1e6, rope_local_base_freq=10000.0, tie_word_embeddings=True,
-                        hidden_activation="gelu_pytorch_tanh", head_dim=256, query_pre_attn_scalar=256,
-                        sliding_window=4096, sliding_window_pattern=6),
-    "gpt2": dict(layer_norm_epsilon=1e-5, activation_function="gelu_new", tie_word_embeddings=True, n_inner=None,
-                 scale_attn_weights=True, scale_attn_by_inverse_layer_idx=False, n_positions=1024),
-}
 ACTIVATIONS = {"silu": F.silu, "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
                "gelu_new": lambda x: F.gelu(x, approximate="tanh"), "gelu": F.gelu, "relu": F.relu}
 # buffers some checkpoints carry that hold nothing a forward pass reads
@@ -127,17 +114,18 @@ class HFModel:
         cpath = os.path.join(d, "config.json")
         conf = read_json(cpath)
         self.model_type = mt = conf.get("model_type")
-        if mt not in HF_DEFAULTS:
-            raise Bad(cpath, "model_type %r (this reads %s)" % (mt, ", ".join(HF_DEFAULTS)))
-        self.conf = dict(HF_DEFAULTS[mt], **{k: v for k, v in conf.items() if v is not None})
-        # MistralConfig's sliding_window: 4096 when absent, none when null
-        self.mistral_window = conf.get("sliding_window", 4096) if mt == "mistral" else None
+        if mt not in FAMILIES:
+            raise Bad(cpath, "model_type %r (this reads %s)" % (mt, ", ".join(FAMILIES)))
+        # what transformers assumes when config.json leaves a field out, and the family's quirks
+        self.family = fam = FAMILIES[mt]
+        self.conf = dict(fam.ref_defaults, **{k: v for k, v in conf.items() if v is not None})
+        self.window = fam.ref_window(conf)
         self.cpath = cpath
         with warnings.catch_warnings():  # float32 tensors on the read-only file mapping
             warnings.simplefilter("ignore", UserWarning)
             tensors = {k: torch.from_numpy(v) for k, v in read_hf_weights(d).items()}
         try:
-            (self.configure_gpt2 if mt == "gpt2" else self.configure_decoder)(tensors)
+            (self.configure_gpt2 if fam.kind == "gpt2" else self.configure_decoder)(tensors)
         except (KeyError, TypeError, ZeroDivisionError) as e:  # a field of the wrong kind
             raise Bad(cpath, "malformed: %s: %s" % (type(e).__name__, e))
         gen = read_json(os.path.join(d, "generation_config.json"), required=False)
@@ -168,7 +156,7 @@ class HFModel:
         modeling_rope_utils reads it; "type" is the older spelling of "rope_type"."""
         c = self.conf
         rs = c.get("rope_parameters") or c.get("rope_scaling") or {}
-        if self.model_type == "gemma3_text" and "full_attention" in rs:
+        if self.family.ref_gemma and "full_attention" in rs:
             rs = rs["full_attention"] or {}
         theta = float(rs.get("rope_theta", c["rope_theta"]))
         kind = rs.get("rope_type", rs.get("type", "default"))
@@ -186,13 +174,16 @@ class HFModel:
 
     def configure_decoder(self, t):
         """llama, mistral, qwen2, qwen3, gemma3_text: the model.layers.N.* tensors and the config's knobs."""
-        c, mt = self.conf, self.model_type
-        d, hidden, L = self.need("hidden_size"), self.need("intermediate_size"), self.need("num_hidden_layers")
+        c, fam = self.conf, self.family
+        d, L = self.need("hidden_size"), self.need("num_hidden_layers")
         H = self.need("num_attention_heads")
         KV = c.get("num_key_value_heads", H)
         hd = c.get("head_dim") or d // H
         V = self.need("vocab_size")
-        gemma = mt == "gemma3_text"
+        moe_layers = fam.ref_expert_layers(c, L)  # the others have the dense MLP of intermediate_size
+        self.has_experts = lambda i: moe_layers[i]
+        hidden = self.need("intermediate_size") if not all(moe_layers) else None
+        gemma = fam.ref_gemma
         act = c["hidden_activation"] if gemma else c["hidden_act"]
         if act not in ACTIVATIONS:
             raise Bad(self.cpath, "activation %r (this reads %s)" % (act, ", ".join(ACTIVATIONS)))
@@ -203,7 +194,7 @@ class HFModel:
         r = int(hd * c.get("partial_rotary_factor", 1.0))
         self.eps, self.act, self.plus_one, self.gemma = c["rms_norm_eps"], ACTIVATIONS[act], gemma, gemma
         self.H, self.KV, self.hd, self.rope_dims, self.V = H, KV, hd, r, V
-        self.qk_norm = mt in ("qwen3", "gemma3_text")
+        self.qk_norm = fam.ref_qk_norm
         self.embed_scale = float(np.float32(d ** 0.5)) if gemma else 1.0  # a float32 tensor in transformers
         self.scaling = c["query_pre_attn_scalar"] ** -0.5 if gemma else hd ** -0.5
         theta, scaling = self.rope_config()
@@ -218,10 +209,8 @@ class HFModel:
             self.windows = [c["sliding_window"] if k == "sliding_attention" else 0 for k in types]
             self.layer_inv = [local_inv if w else global_inv for w in self.windows]
         else:  # Mistral's mask: every layer's last sliding_window positions, RoPE scaled as configured
-            self.windows, self.layer_inv = [self.mistral_window or 0] * L, [global_inv] * L
-        qkv_bias = True if mt == "qwen2" else False if mt == "mistral" else c.get("attention_bias", False)
-        o_bias = False if mt in ("qwen2", "mistral") else c.get("attention_bias", False)
-        mlp_bias = c.get("mlp_bias", False) if mt == "llama" else False
+            self.windows, self.layer_inv = [self.window or 0] * L, [global_inv] * L
+        qkv_bias, o_bias, mlp_bias = fam.ref_biases(c)
         self.embed = self.take(t, "model.embed_tokens.weight", (V, d))
         self.final_norm = self.take(t, "model.norm.weight", (d,))
         tied = c["tie_word_embeddings"]
@@ -229,8 +218,8 @@ class HFModel:
         if tied:
             t.pop("lm_head.weight", None)  # transformers ties it to the embedding whatever it holds
         shapes = {"self_attn.q_proj": (H * hd, d), "self_attn.k_proj": (KV * hd, d), "self_attn.v_proj": (KV * hd, d),
-                  "self_attn.o_proj": (d, H * hd), "mlp.gate_proj": (hidden, d), "mlp.up_proj": (hidden, d),
-                  "mlp.down_proj": (d, hidden)}
+                  "self_attn.o_proj": (d, H * hd)}
+        mlp = {"mlp.gate_proj": (hidden, d), "mlp.up_proj": (hidden, d), "mlp.down_proj": (d, hidden)}
         biased = {"self_attn.q_proj": qkv_bias, "self_attn.k_proj": qkv_bias, "self_attn.v_proj": qkv_bias,
                   "self_attn.o_proj": o_bias, "mlp.gate_proj": mlp_bias, "mlp.up_proj": mlp_bias,
                   "mlp.down_proj": mlp_bias}
@@ -240,7 +229,10 @@ class HFModel:
         self.layers = []
         for i in range(L):
             p, W = "model.layers.%d." % i, {}
-            for n, shape in shapes.items():
+            moe = self.has_experts(i)
+            if moe:
+                W["experts"] = self.take_experts(t, p, d)
+            for n, shape in dict(shapes, **({} if moe else mlp)).items():
                 W[n + ".weight"] = self.take(t, p + n + ".weight", shape)
                 if biased[n]:
                     W[n + ".bias"] = self.take(t, p + n + ".bias", shape[:1])
@@ -252,6 +244,56 @@ class HFModel:
             self.layers.append(W)
         self.leftovers(t)
         self.max_positions = c.get("max_position_embeddings", 1 << 30)
+
+    def take_experts(self, t, p, d):
+        """A layer's router and experts as Qwen3MoeSparseMoeBlock (mlp.gate, mlp.experts.E.gate_proj
+        ...) or MixtralSparseMoeBlock (block_sparse_moe.gate, block_sparse_moe.experts.E.w1 ...)
+        holds them: the family's ref_experts names them, and the keys of their count, width,
+        top_k and renormalising (Mixtral always renormalises)."""
+        c, x = self.conf, self.family.ref_experts
+        E, width = self.need(x["count"]), self.need(x["width"])
+        self.top_k, self.norm_topk = self.need(x["top_k"]), c[x["norm"]] if x["norm"] else True
+        experts = [{n + ".weight": self.take(t, p + x["expert"] % e + x[n] + ".weight", shape)
+                    for n, shape in (("gate", (width, d)), ("up", (width, d)), ("down", (d, width)))}
+                   for e in range(E)]
+        shared = None
+        if x.get("shared"):  # Qwen2-MoE's shared expert and its gate, Linear(hidden_size, 1)
+            S = self.need(x["shared_width"])
+            shared = ({n + ".weight": self.take(t, p + x["shared"] + x[n] + ".weight", shape)
+                       for n, shape in (("gate", (S, d)), ("up", (S, d)), ("down", (d, S)))},
+                      self.take(t, p + x["shared_gate"], (1, d)))
+        return self.take(t, p + x["router"], (E, d)), experts, shared
+
+    def moe(self, h, router, experts, shared=None):
+        """Qwen3MoeSparseMoeBlock and MixtralSparseMoeBlock: the router's softmax in float32, the
+        top_k experts of each row (of equal probabilities the lower expert, as a stable sort orders
+        them: torch.topk on a CPU breaks such a tie either way), renormalised (Qwen3-MoE: with
+        norm_topk_prob), then in the model's dtype; each expert's SwiGLU over its rows, weighted
+        and summed in expert order; Qwen2-MoE's shared expert added, gated."""
+        probs = F.softmax(F.linear(h, self.cast(router)), dim=-1, dtype=torch.float)
+        chosen = torch.sort(probs, dim=-1, descending=True, stable=True).indices[:, :self.top_k]
+        weights = probs.gather(-1, chosen)
+        if self.norm_topk:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        weights = weights.to(h.dtype)
+        out = torch.zeros_like(h)
+        for e, W in enumerate(experts):
+            rows, slot = (chosen == e).nonzero(as_tuple=True)
+            if len(rows):
+                x = h[rows]
+                y = self.linear(self.act(self.linear(x, W, "gate")) * self.linear(x, W, "up"), W, "down")
+                out.index_add_(0, rows, y * weights[rows, slot, None])
+        if shared:  # Qwen2MoeSparseMoeBlock: sigmoid(shared_expert_gate(h)) * shared_expert(h), added
+            W, gate = shared
+            y = self.linear(self.act(self.linear(h, W, "gate")) * self.linear(h, W, "up"), W, "down")
+            out = out + torch.sigmoid(F.linear(h, self.cast(gate))) * y
+        return out
+
+    def mlp(self, h, W):
+        if "experts" in W:
+            return self.moe(h, *W["experts"])
+        return self.linear(self.act(self.linear(h, W, "mlp.gate_proj")) * self.linear(h, W, "mlp.up_proj"), W,
+                           "mlp.down_proj")
 
     def configure_gpt2(self, t):
         c = self.conf
@@ -326,7 +368,7 @@ class HFModel:
             raise ValueError("%d positions exceed the model's %d" % (start + T, self.max_positions))
         pos = torch.arange(start, start + T)
         ids = torch.tensor(list(tokens), dtype=torch.long)
-        if self.model_type == "gpt2":
+        if self.family.kind == "gpt2":
             return self.gpt2_hidden(ids, pos, cache)
         x = self.cast(self.embed[ids]) * self.embed_scale
         H, KV, hd = self.H, self.KV, self.hd
@@ -349,8 +391,7 @@ class HFModel:
             else:  # Llama, Qwen: post_attention_layernorm is the MLP's input norm
                 x = x + a
                 h = self.rms_norm(x, W["post_attention_layernorm"])
-            f = self.linear(self.act(self.linear(h, W, "mlp.gate_proj")) * self.linear(h, W, "mlp.up_proj"),
-                            W, "mlp.down_proj")
+            f = self.mlp(h, W)
             x = x + (self.rms_norm(f, W["post_feedforward_layernorm"]) if self.gemma else f)
         return self.rms_norm(x, self.final_norm)
 

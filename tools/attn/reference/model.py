@@ -128,19 +128,50 @@ class Transformer(nn.Module):
         return F.linear(y, L.wo, getattr(L, "bo", None))
 
     def ffn(self, L, x):
+        if self.cfg["n_experts"]:
+            return self.experts(L, x)
+        return self.expert(L.w1, getattr(L, "w3", None), L.w2, x, L)
+
+    def experts(self, L, x):
+        """FORMAT.md's experts: the router's softmax in float32, each row's n_experts_used most
+        probable experts (the lower of equal ones first), their probabilities divided by their sum
+        with moe_flags 1, and the sum of the chosen experts' feed-forwards times those weights;
+        plus, with shared_dim, the shared expert's times sigmoid(shared_gate · x)."""
+        c = self.cfg
+        E, K, h, d = c["n_experts"], c["n_experts_used"], c["hidden_dim"], c["dim"]
+        p = F.linear(x, L.router).float().softmax(-1)
+        chosen = torch.sort(p, dim=-1, descending=True, stable=True).indices[..., :K]
+        w = p.gather(-1, chosen)
+        if c["moe_flags"] & mf.MOE_NORM_TOPK:
+            w = w / w.sum(-1, keepdim=True)
+        w = w.to(x.dtype)
+        out = torch.zeros_like(x)
+        for e in range(E):
+            rows = (chosen == e)
+            if rows.any():
+                y = self.expert(L.w1[e * h:(e + 1) * h], L.w3[e * h:(e + 1) * h] if hasattr(L, "w3") else None,
+                                L.w2[e * d:(e + 1) * d], x)
+                out = out + y * (w * rows).sum(-1, keepdim=True)
+        if c["shared_dim"]:  # the shared expert, every row through it, scaled by its sigmoid gate
+            g = torch.sigmoid(F.linear(x, L.shared_gate[None, :]))
+            out = out + g * self.expert(L.shared_w1, getattr(L, "shared_w3", None), L.shared_w2, x)
+        return out
+
+    def expert(self, w1, w3, w2, x, L=None):
+        """A feed-forward of these matrices (with L's biases, if it has them)."""
         kind = self.cfg["ffn_kind"]
-        h = F.linear(x, L.w1, getattr(L, "b1", None))
+        h = F.linear(x, w1, getattr(L, "b1", None))
         if kind == mf.FFN_SWIGLU:
-            h = F.silu(h) * F.linear(x, L.w3, getattr(L, "b3", None))
+            h = F.silu(h) * F.linear(x, w3, getattr(L, "b3", None))
         elif kind == mf.FFN_GEGLU_TANH:
-            h = F.gelu(h, approximate="tanh") * F.linear(x, L.w3, getattr(L, "b3", None))
+            h = F.gelu(h, approximate="tanh") * F.linear(x, w3, getattr(L, "b3", None))
         elif kind == mf.FFN_GELU_TANH:
             h = F.gelu(h, approximate="tanh")
         elif kind == mf.FFN_GELU_ERF:
             h = F.gelu(h)
         else:
             h = F.relu(h)
-        return F.linear(h, L.w2, getattr(L, "b2", None))
+        return F.linear(h, w2, getattr(L, "b2", None))
 
     def sinusoid(self, T, dtype):
         d = self.cfg["dim"]

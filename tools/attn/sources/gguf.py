@@ -28,7 +28,8 @@ import sys
 import numpy as np
 
 from attn.errors import Bad, Terms
-from attn.sources.hf import HF_DECODERS, read_hf_decoder, read_hf_gpt2, rope_rows
+from attn.archs import gguf_families
+from attn.sources.hf import READERS, rope_rows
 from attn.tensors import Stored, Weight
 from attn.weights import weight_choice
 from attn import gguf_file as gguf
@@ -39,22 +40,6 @@ FLOATS = ("F32", "F16", "BF16")
 EXACT_Q8 = {"Q8_0": 32, "Q4_0": 32, "Q6_K": 16}  # types q8_blocks maps exactly, and their group
 DEQUANTISED = ("Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "IQ4_NL", "IQ4_XS")
 
-# general.architecture -> Hugging Face model_type
-ARCHS = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3": "gemma3_text", "gpt2": "gpt2"}
-
-# llama.cpp's tensor names in a block (blk.N.) -> Hugging Face's (model.layers.N.)
-DECODER_NAMES = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
-                 "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj",
-                 "attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm",
-                 "ffn_norm": "post_attention_layernorm", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-                 "ffn_down": "mlp.down_proj"}
-GEMMA3_NAMES = dict(DECODER_NAMES, ffn_norm="pre_feedforward_layernorm", post_attention_norm="post_attention_layernorm",
-                    post_ffw_norm="post_feedforward_layernorm")
-DECODER_TOP = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
-# GPT-2: nanoGPT's names, which read_hf_gpt2 reads once "transformer." is gone
-GPT2_NAMES = {"attn_norm": "ln_1", "attn_qkv": "attn.c_attn", "attn_output": "attn.c_proj", "ffn_norm": "ln_2",
-              "ffn_up": "mlp.c_fc", "ffn_down": "mlp.c_proj"}
-GPT2_TOP = {"token_embd": "wte", "position_embd": "wpe", "output_norm": "ln_f", "output": "lm_head"}
 # the biases of a llama block by the bias_flags bit that stores them; llama.cpp loads each one
 # that is there, and a missing one adds nothing, as a zero does
 LLAMA_BIASES = {mf.BIAS_QKV: ("attn_q", "attn_k", "attn_v"), mf.BIAS_O: ("attn_output",),
@@ -204,8 +189,8 @@ def linear_factor_key(g):
     return next((k for k in ("rope.scaling.factor", "rope.scale_linear") if g.has(k)), None)
 
 
-def hf_config(f, arch, mt):
-    """The config.json llama.cpp's converter read the metadata from, family by family."""
+def hf_config(f, arch, fam):
+    """The config.json llama.cpp's converter read the metadata from, as family fam reads it."""
     g, T = Meta(f, arch), f.tensors
     if "token_embd.weight" not in T:
         raise Bad(f.path, "no tensor token_embd.weight (a vocabulary-only GGUF is a tokenizer: pass it as "
@@ -217,17 +202,15 @@ def hf_config(f, arch, mt):
     if f.metadata.get(arch + ".expert_count"):
         raise Bad(f.path, "%s.expert_count %s: mixture-of-experts models are not supported by this build"
                      % (arch, f.metadata[arch + ".expert_count"]))
-    if mt == "gpt2":
-        return dict(model_type="gpt2", n_embd=g.get("embedding_length"), n_layer=g.get("block_count"),
-                    n_head=g.get("attention.head_count"), vocab_size=V, n_positions=g.get("context_length"),
-                    n_inner=g.get("feed_forward_length"), activation_function="gelu_new",
-                    layer_norm_epsilon=g.get("attention.layer_norm_epsilon", kind=float), tie_word_embeddings=tied)
+    own = fam.gguf_own_config(g, V, tied)
+    if own is not None:
+        return own
     dim, H = g.get("embedding_length"), g.get("attention.head_count")
     hd = g.get("attention.key_length", max(dim // H, 1))  # a wrong one is refused by the shapes
     if g.get("attention.value_length", hd) != hd:
         raise Bad(f.path, "%s.attention.value_length %d differs from key_length %d, which this build does not "
                      "support" % (arch, g.get("attention.value_length"), hd))
-    c = dict(model_type=mt, hidden_size=dim, intermediate_size=g.get("feed_forward_length"),
+    c = dict(model_type=fam.model_type, hidden_size=dim, intermediate_size=g.get("feed_forward_length"),
              num_hidden_layers=g.get("block_count"), num_attention_heads=H,
              num_key_value_heads=g.get("attention.head_count_kv", H), head_dim=hd, vocab_size=V,
              max_position_embeddings=g.get("context_length"),
@@ -252,44 +235,21 @@ def hf_config(f, arch, mt):
         raise Bad(f.path, "%s.rope.scaling.attn_factor %g is not supported by this build (it scales RoPE's cosines "
                   "and sines)" % (arch, attn_factor))
     if "rope_freqs.weight" in T:
-        if mt != "llama" or "rope_scaling" in c:
+        if not fam.gguf_rope_freqs or "rope_scaling" in c:
             raise Bad(f.path, "rope_freqs.weight is read only as Llama 3's RoPE scaling of a llama model")
         c["rope_scaling"] = llama3_rope(f.path, g, f.dequantize(T["rope_freqs.weight"]), n_rot, c["rope_theta"])
-    if mt == "gemma3_text":
-        # llama.cpp's Gemma 3: attention scaled by 1/sqrt(head_dim) (1/sqrt(dim / heads) for the
-        # 62-layer 27B), a global layer every 6 and a local RoPE base of 10000 unless the file says
-        scalar = dim // H if c["num_hidden_layers"] == 62 else hd
-        c.update(query_pre_attn_scalar=scalar, sliding_window=g.get("attention.sliding_window"),
-                 rope_local_base_freq=g.get("rope.freq_base_swa", 10000.0, float))
-        flags = f.metadata.get(arch + ".attention.sliding_window_pattern")
-        if isinstance(flags, np.ndarray) and flags.dtype == bool:  # a flag per layer: true for sliding
-            c["layer_types"] = ["sliding_attention" if x else "full_attention" for x in flags]
-        else:
-            c["sliding_window_pattern"] = g.get("attention.sliding_window_pattern", 6)
-        for k in ("final_logit_softcapping", "attn_logit_softcapping"):
-            if g.has(k):
-                c[k] = g.get(k, kind=float)
+    fam.gguf_config(f, g, c)
     return c
 
 
-def gguf_terms(f, arch, mt):
+def gguf_terms(f, arch, fam):
     """How read_hf_decoder's and read_hf_gpt2's messages name what they read from this file: by
     the metadata keys (or the tensors) hf_config took each Hugging Face key from, and by the
     tensor names hf_tensors renamed."""
     a = arch + "."
-    if mt == "gpt2":
-        keys = dict(n_embd="embedding_length", n_layer="block_count", n_head="attention.head_count",
-                    n_positions="context_length", n_inner="feed_forward_length")
-    else:
-        keys = dict(hidden_size="embedding_length", intermediate_size="feed_forward_length",
-                    num_hidden_layers="block_count", num_attention_heads="attention.head_count",
-                    num_key_value_heads="attention.head_count_kv", max_position_embeddings="context_length",
-                    rms_norm_eps="attention.layer_norm_rms_epsilon", rope_theta="rope.freq_base",
-                    rope_local_base_freq="rope.freq_base_swa", partial_rotary_factor="rope.dimension_count",
-                    sliding_window="attention.sliding_window", sliding_window_pattern="attention.sliding_window_pattern",
-                    layer_types="attention.sliding_window_pattern", final_logit_softcapping="final_logit_softcapping",
-                    attn_logit_softcapping="attn_logit_softcapping")
-        keys["head_dim"] = "attention.key_length" if a + "attention.key_length" in f.metadata else None
+    keys = dict(fam.gguf_keys)
+    if a + keys.get("head_dim", "") not in f.metadata:
+        keys.pop("head_dim", None)
     keys = {k: a + v for k, v in keys.items() if v}
     keys.setdefault("head_dim", "%sembedding_length / %sattention.head_count" % (a, a))
     keys["vocab_size"] = "token_embd.weight's rows"
@@ -298,9 +258,7 @@ def gguf_terms(f, arch, mt):
             "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"))
     else:
         keys["rope_scaling factor"] = a + (linear_factor_key(Meta(f, arch)) or "rope.scaling.factor")
-    block, top = (GPT2_NAMES, GPT2_TOP) if mt == "gpt2" else (
-        GEMMA3_NAMES if mt == "gemma3_text" else DECODER_NAMES, DECODER_TOP)
-    block, top = {v: k for k, v in block.items()}, {v: k for k, v in top.items()}
+    block, top = {v: k for k, v in fam.gguf_names.items()}, {v: k for k, v in fam.gguf_top.items()}
     layer = re.compile(r"(?:model\.layers|h)\.(\d+)\.(.+)\.(weight|bias)$")
 
     def tensor(name):  # hf_tensors' renaming undone
@@ -312,7 +270,7 @@ def gguf_terms(f, arch, mt):
     return Terms(keys, tensor, where="")
 
 
-def llama_biases(f, c):
+def llama_biases(f, fam, c):
     """(bias_flags, zero biases to add under Hugging Face's names) of a llama file: a group of
     biases is stored when any block holds any of it, and each one missing from a stored group is
     zero, which adds what llama.cpp adds without it: nothing."""
@@ -329,21 +287,18 @@ def llama_biases(f, c):
         for i in blocks if flags & flag else ():
             for n in names:
                 if "blk.%d.%s.bias" % (i, n) not in f.tensors:
-                    zeros["model.layers.%d.%s.bias" % (i, DECODER_NAMES[n])] = np.zeros(size[n], np.float32)
+                    zeros["model.layers.%d.%s.bias" % (i, fam.gguf_names[n])] = np.zeros(size[n], np.float32)
     return flags, zeros
 
 
 # ---- tensors ----
 
-def hf_tensors(f, mt, c):
+def hf_tensors(f, fam, c):
     """The tensors under Hugging Face's names (nanoGPT's for GPT-2), as Stored, in Hugging Face's
     RoPE layout; rope_freqs is consumed by the config."""
-    gpt2 = mt == "gpt2"
-    block, top = (GPT2_NAMES, GPT2_TOP) if gpt2 else (GEMMA3_NAMES if mt == "gemma3_text" else DECODER_NAMES,
-                                                      DECODER_TOP)
-    layer = "h.%s." if gpt2 else "model.layers.%s."
+    block, top, layer = fam.gguf_names, fam.gguf_top, fam.hf_layer
     unrope = {}
-    if mt == "llama":  # llama.cpp permuted HF's q/k rows into interleaved pairs: the inverse of rope_rows
+    if fam.gguf_rope_permuted:  # llama.cpp permuted HF's q/k rows into interleaved pairs: the inverse of rope_rows
         hd = c["head_dim"]
         rd = int(hd * c.get("partial_rotary_factor", 1.0))
         rd -= rd % 2
@@ -416,20 +371,21 @@ def read_gguf(path):
     """convert.py's Source for a GGUF model file."""
     f = open_gguf(path)
     arch = f.metadata.get("general.architecture")
-    if arch not in ARCHS:
-        raise Bad(path, "general.architecture %r is not supported (supported: %s)" % (arch, ", ".join(ARCHS)))
-    mt = ARCHS[arch]
-    c = hf_config(f, arch, mt)
-    sd = hf_tensors(f, mt, c)
-    terms = gguf_terms(f, arch, mt)
-    if mt == "gpt2":
-        src = read_hf_gpt2(path, path, c, sd, terms)
+    archs = gguf_families()
+    if arch not in archs:
+        raise Bad(path, "general.architecture %r is not supported (supported: %s)" % (arch, ", ".join(archs)))
+    fam = archs[arch]
+    c = hf_config(f, arch, fam)
+    sd = hf_tensors(f, fam, c)
+    terms = gguf_terms(f, arch, fam)
+    if fam.kind == "gpt2":
+        src = READERS[fam.kind](path, path, c, sd, terms)
     else:
-        biases, zeros = llama_biases(f, c) if mt == "llama" else (HF_DECODERS[mt].get("always", 0), {})
-        src = read_hf_decoder(path, path, c, dict(sd, **zeros), terms, biases)
+        biases, zeros = llama_biases(f, fam, c) if fam.gguf_optional_biases else (fam.always_bias, {})
+        src = READERS[fam.kind](path, path, c, dict(sd, **zeros), terms, biases)
     cfg = src.cfg
-    if mt == "gemma3_text":  # llama.cpp stored Gemma's norms as 1 + w: a model computing x * w reads them
-        cfg["arch_flags"] &= ~mf.ARCH_NORM_PLUS_ONE
+    if fam.gguf_cleared_flags:
+        cfg["arch_flags"] &= ~fam.gguf_cleared_flags
     tok = None
     if "tokenizer.ggml.model" in f.metadata:  # else --tokenizer must give one
         from attn import tokenizer_gguf

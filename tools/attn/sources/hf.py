@@ -1,15 +1,16 @@
 """Hugging Face directories: config.json read family by family as transformers reads it, and
 the weights in any of the four layouts (model.safetensors, its index, pytorch_model.bin, its index)."""
 import json
-import math
 import os
 
 import numpy as np
 
 from attn import modelfile as mf
+from attn.archs import FAMILIES, REFUSED
+from attn.archs.base import MISSING, conf, number, setting
 from attn.errors import HF_TERMS, Bad, listing
 from attn.safetensors import read_safetensors_stored
-from attn.sources.gpt2 import GELU_TANH_NAMES, GPT2_ACTIVATIONS, GPT2_BUFFERS, gpt2_cfg, gpt2_dims, gpt2_tensors
+from attn.sources.gpt2 import GPT2_ACTIVATIONS, GPT2_BUFFERS, gpt2_cfg, gpt2_dims, gpt2_tensors
 from attn.tensors import Source, Tensors, classifier, strip_prefix
 from attn.torchfile import read_torch_state_dict
 
@@ -40,61 +41,11 @@ def read_hf_weights(d):
     if os.path.exists(pt):
         return read_torch_state_dict(pt)
     raise Bad(d, "no model.safetensors, model.safetensors.index.json or pytorch_model.bin")
-B_ATTN = mf.BIAS_QKV | mf.BIAS_O
-
-# The Hugging Face decoder families read here: the causal-LM class config.json's architectures
-# names, the biases that attention_bias and mlp_bias bring (always: biases the family has
-# whatever the config says), and the defaults each family's configuration_*.py gives the keys a
-# config.json may leave out (None: derived, as num_key_value_heads = num_attention_heads).
-HF_DECODERS = {
-    "llama": dict(cls="LlamaForCausalLM", attention_bias=B_ATTN, mlp_bias=mf.BIAS_FFN,
-                  num_key_value_heads=None, head_dim=None, max_position_embeddings=2048),
-    "mistral": dict(cls="MistralForCausalLM", num_key_value_heads=8, head_dim=None,
-                    max_position_embeddings=4096 * 32, sliding_window=4096),
-    "qwen2": dict(cls="Qwen2ForCausalLM", always=mf.BIAS_QKV, num_key_value_heads=32, head_dim=None,
-                  max_position_embeddings=32768),
-    "qwen3": dict(cls="Qwen3ForCausalLM", attention_bias=B_ATTN, qk_norm=True, num_key_value_heads=32,
-                  head_dim=128, max_position_embeddings=32768),
-    "gemma3_text": dict(cls="Gemma3ForCausalLM", attention_bias=B_ATTN, qk_norm=True, num_key_value_heads=4,
-                        head_dim=256, max_position_embeddings=131072, rope_theta=1e6, tie_word_embeddings=True,
-                        sliding_window=4096, rope_local_base_freq=10000.0, query_pre_attn_scalar=256,
-                        hidden_activation="gelu_pytorch_tanh"),
-}
-HF_DEFAULTS = dict(rope_theta=10000.0, rms_norm_eps=1e-6, tie_word_embeddings=False, hidden_act="silu")
-
 # What each RoPE scaling the format holds reads from a config's rope_scaling (or transformers
 # 5's rope_parameters), as modeling_rope_utils.py does
 ROPE_SCALINGS = {"linear": (mf.ROPE_SCALING_LINEAR, ("factor",)),
                  "llama3": (mf.ROPE_SCALING_LLAMA3, ("factor", "low_freq_factor", "high_freq_factor",
                                                      "original_max_position_embeddings"))}
-
-
-def conf(path, c, key, default=None, required=True):
-    if key in c and c[key] is not None:
-        return c[key]
-    if required and default is None:
-        raise Bad(path, "config.json lacks %s" % key if key not in c else "%s is null" % key)
-    return default
-
-
-def setting(c, fam, key):
-    """What config.json says for key, or, when it leaves the key out, the family's default (null
-    stays None: Hugging Face's None)."""
-    return c[key] if key in c else fam.get(key, HF_DEFAULTS.get(key))
-
-
-MISSING = object()  # a key the config leaves out, where a value is needed
-
-
-def number(cpath, key, v, integer=False):
-    """v, a config value, as an int or float; Bad naming key if it is missing (MISSING) or not a
-    positive one."""
-    if v is MISSING:
-        raise Bad(cpath, "%s is missing" % key)
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-    if not ok or (integer and v != int(v)):
-        raise Bad(cpath, "%s is %s, not a positive %s" % (key, json.dumps(v), "whole number" if integer else "number"))
-    return int(v) if integer else float(v)
 
 
 def read_hf_dir(d):
@@ -116,14 +67,11 @@ def read_hf_dir(d):
         raise Bad(cpath, "quantization_config%s: quantised Hugging Face weights are not supported by this build; "
                   "convert the unquantised checkpoint (or a GGUF)" % (" (quant_method %s)" % json.dumps(method)
                                                                      if method else ""))
-    if mt == "gpt2":
-        return read_hf_gpt2(d, cpath, c)
-    if mt in HF_DECODERS:
-        return read_hf_decoder(d, cpath, c)
-    if mt == "gemma3":
-        raise Bad(cpath, "model_type 'gemma3' (Gemma 3 4B and up, with their vision tower) is not supported by "
-                  "this build; the text-only gemma3_text (Gemma 3 270M and 1B) is")
-    raise Bad(cpath, "unknown architecture model_type=%r (supported: gpt2, %s)" % (mt, ", ".join(HF_DECODERS)))
+    if mt in FAMILIES:
+        return READERS[FAMILIES[mt].kind](d, cpath, c)
+    if mt in REFUSED:
+        raise Bad(cpath, REFUSED[mt])
+    raise Bad(cpath, "unknown architecture model_type=%r (supported: %s)" % (mt, ", ".join(FAMILIES)))
 
 
 def read_hf_gpt2(d, cpath, c, sd=None, terms=HF_TERMS):
@@ -201,7 +149,7 @@ def hf_rope(cpath, c, fam, terms=HF_TERMS):
     rope_parameters (for Gemma 3, one object per kind of layer). The local base is None for a
     family without local layers."""
     rp, rs = c.get("rope_parameters"), c.get("rope_scaling")
-    local = "rope_local_base_freq" in fam
+    local = "rope_local_base_freq" in fam.defaults
     base = setting(c, fam, "rope_theta")
     local_base = setting(c, fam, "rope_local_base_freq") if local else None
     if rp is None:
@@ -226,55 +174,6 @@ def hf_rope(cpath, c, fam, terms=HF_TERMS):
             None if local_base is None else number(cpath, terms.key("rope_local_base_freq"), local_base))
 
 
-def gemma_layer_pattern(cpath, c, L, terms=HF_TERMS):
-    """P such that layer l is global when (l + 1) % P == 0 and local otherwise, from Gemma 3's
-    layer_types, or when it has none from sliding_window_pattern (6 if absent), as
-    Gemma3TextConfig does; 0 when every layer is global. A layer_types list that is no such
-    pattern, and a pattern key that contradicts what Hugging Face uses, are refused."""
-    def kinds(p):
-        return ["full_attention" if p and (i + 1) % p == 0 else "sliding_attention" for i in range(L)]
-    keys = {k: number(cpath, terms.key(k), c[k], integer=True) for k in ("sliding_window_pattern",
-                                                                          "_sliding_window_pattern")
-            if c.get(k) is not None}
-    types = c.get("layer_types")
-    if types is None:
-        p = keys.get("sliding_window_pattern", 6)
-        if kinds(keys.get("_sliding_window_pattern", p)) != kinds(p):
-            raise Bad(cpath, "_sliding_window_pattern %d, but without layer_types Hugging Face uses "
-                      "sliding_window_pattern %d" % (keys["_sliding_window_pattern"], p))
-        types = kinds(p)
-    else:
-        if not isinstance(types, list) or len(types) != L or not set(types) <= {"full_attention", "sliding_attention"}:
-            raise Bad(cpath, "%s must list full_attention or sliding_attention for each of the %d layers"
-                      % (terms.key("layer_types"), L))
-        first = types.index("full_attention") + 1 if "full_attention" in types else None
-        p = first or min(keys.values(), default=L + 1)
-        if types != kinds(p):
-            raise Bad(cpath, "%s %s is not a global layer every P layers, the only pattern this build "
-                      "supports" % (terms.key("layer_types"), listing(types, 8)))
-        for k, v in keys.items():
-            if kinds(v) != types:
-                raise Bad(cpath, "layer_types and %s %d describe different layers" % (k, v))
-    return 0 if "sliding_attention" not in types else p
-
-
-# Hugging Face's names of a decoder layer's tensors (model.layers.N.), ours and their shapes in
-# Tensors' dims; the norms after the attention and the feed-forward in a Gemma 3 layer; the
-# q/k norms; then the biases by the bias_flags bit that brings them
-HF_DECODER_LAYER = dict(attn_norm_w=("input_layernorm.weight", "d"), wq=("self_attn.q_proj.weight", "qd"),
-                        wk=("self_attn.k_proj.weight", "kd"), wv=("self_attn.v_proj.weight", "kd"),
-                        wo=("self_attn.o_proj.weight", "dq"), ffn_norm_w=("post_attention_layernorm.weight", "d"),
-                        w1=("mlp.gate_proj.weight", "hd"), w3=("mlp.up_proj.weight", "hd"),
-                        w2=("mlp.down_proj.weight", "dh"))
-HF_GEMMA3_NORMS = dict(attn_out_norm_w=("post_attention_layernorm.weight", "d"),
-                       ffn_norm_w=("pre_feedforward_layernorm.weight", "d"),
-                       ffn_out_norm_w=("post_feedforward_layernorm.weight", "d"))
-HF_QK_NORMS = dict(q_norm_w=("self_attn.q_norm.weight", "e"), k_norm_w=("self_attn.k_norm.weight", "e"))
-HF_DECODER_BIASES = {mf.BIAS_QKV: dict(bq=("self_attn.q_proj.bias", "q"), bk=("self_attn.k_proj.bias", "k"),
-                                       bv=("self_attn.v_proj.bias", "k")),
-                     mf.BIAS_O: dict(bo=("self_attn.o_proj.bias", "d")),
-                     mf.BIAS_FFN: dict(b1=("mlp.gate_proj.bias", "h"), b3=("mlp.up_proj.bias", "h"),
-                                       b2=("mlp.down_proj.bias", "d"))}
 HF_TOKENIZER_HINT = "the model's tokenizer.json, or vocab.json with merges.txt beside it"
 
 
@@ -286,11 +185,11 @@ def read_hf_decoder(d, cpath, c, sd=None, terms=HF_TERMS, biases=None):
     config.json's attention_bias and mlp_bias say (a GGUF's: the biases the file holds)."""
     k = terms.key
     mt = c["model_type"]
-    fam, gemma = HF_DECODERS[mt], mt == "gemma3_text"
+    fam = FAMILIES[mt]
     archs = c.get("architectures")
-    if archs is not None and archs != [fam["cls"]]:
+    if archs is not None and archs != [fam.hf_class]:
         raise Bad(cpath, "architectures %s is not supported by this build (model_type %s: %s)"
-                  % (json.dumps(archs), mt, fam["cls"]))
+                  % (json.dumps(archs), mt, fam.hf_class))
     for key in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
         conf(cpath, c, key)
     dim, hidden, L, H, V = (number(cpath, k(key), c[key], integer=True) for key in (
@@ -302,69 +201,35 @@ def read_hf_decoder(d, cpath, c, sd=None, terms=HF_TERMS, biases=None):
     eps = number(cpath, k("rms_norm_eps"), setting(c, fam, "rms_norm_eps"))
     if H % KV:
         raise Bad(cpath, "%s %d does not divide %s %d" % (k("num_key_value_heads"), KV, k("num_attention_heads"), H))
-    act_key = "hidden_activation" if gemma else "hidden_act"
-    act = setting(c, fam, act_key)
-    acts = GELU_TANH_NAMES if gemma else ("silu", "swish")
-    if act not in acts:
+    act = setting(c, fam, fam.act_key)
+    if act not in fam.activations:
         raise Bad(cpath, "%s %s is not supported by this build (model_type %s: %s)"
-                  % (act_key, json.dumps(act), mt, " or ".join(acts)))
+                  % (fam.act_key, json.dumps(act), mt, " or ".join(fam.activations)))
     theta, scaling, local_theta = hf_rope(cpath, c, fam, terms)
     cfg = dict(scaling, dim=dim, hidden_dim=hidden, n_layers=L, n_heads=H, n_kv_heads=KV, head_dim=hd,
                vocab_size=V, seq_len=S, rope_theta=theta, norm_eps=eps)
-    if mt in ("qwen2", "qwen3"):
-        types = c.get("layer_types") or []
-        if c.get("use_sliding_window") or "sliding_attention" in types:
-            raise Bad(cpath, "%s is not supported by this build (sliding-window attention on model_type %s)"
-                      % ("use_sliding_window true" if c.get("use_sliding_window") else "layer_types with "
-                         "sliding_attention", mt))
-    desc, context = "Hugging Face %s directory" % mt, None
-    if mt == "mistral":
-        window = setting(c, fam, "sliding_window")
-        if window is not None:
-            # every layer is local: global_every past the last layer
-            window = number(cpath, "sliding_window", window, integer=True)
-            cfg.update(sliding_window=window, global_every=L + 1, rope_local_theta=theta)
-            context = mistral_context(cpath, window)
-    if gemma:
-        for key in ("final_logit_softcapping", "attn_logit_softcapping"):
-            if c.get(key) is not None:
-                raise Bad(cpath, "%s %s is not supported by this build" % (k(key), json.dumps(c[key])))
-        if c.get("use_bidirectional_attention"):
-            raise Bad(cpath, "use_bidirectional_attention true is not supported by this build (causal attention only)")
-        every = gemma_layer_pattern(cpath, c, L, terms)
-        if every:
-            window = setting(c, fam, "sliding_window")
-            if window is None:
-                raise Bad(cpath, "sliding_window is null, but some layers are sliding_attention")
-            cfg.update(sliding_window=number(cpath, k("sliding_window"), window, integer=True), global_every=every,
-                       rope_local_theta=local_theta)
-        scalar = number(cpath, k("query_pre_attn_scalar"), setting(c, fam, "query_pre_attn_scalar"))
-        # Gemma3TextScaledWordEmbedding multiplies by hidden_size ** 0.5 held in float32, as the file does
-        cfg.update(ffn_kind=mf.FFN_GEGLU_TANH, embed_scale=dim ** 0.5, attn_scale=scalar ** -0.5,
-                   arch_flags=mf.ARCH_NORM_PLUS_ONE | mf.ARCH_OUT_NORMS)
-    if fam.get("qk_norm"):
+    desc = "Hugging Face %s directory" % mt
+    context = fam.configure(cpath, c, cfg, terms, local_theta)
+    if fam.qk_norm:
         cfg["arch_flags"] = cfg.get("arch_flags", 0) | mf.ARCH_QK_NORM
     rope_dims = int(hd * number(cpath, k("partial_rotary_factor"), c.get("partial_rotary_factor", 1.0)))
     if rope_dims % 2 or not 2 <= rope_dims <= hd:  # RoPE turns pairs
         raise Bad(cpath, "%s gives RoPE %d of a head's %d dimensions; it needs an even number from 2 to %d"
                   % (k("partial_rotary_factor"), rope_dims, hd, hd))
     cfg["rope_dims"] = rope_dims
-    bias = fam.get("always", 0)
-    for key in ("attention_bias", "mlp_bias"):
-        if c.get(key):
-            bias |= fam.get(key, 0)
-    cfg["bias_flags"] = bias = bias if biases is None else biases
-    dims = {"d": (dim, "%s %d" % (k("hidden_size"), dim)), "h": (hidden, "%s %d" % (k("intermediate_size"), hidden)),
+    cfg["bias_flags"] = bias = fam.bias_flags(c) if biases is None else biases
+    hidden, E = cfg["hidden_dim"], cfg.get("n_experts", 0)
+    dims = {"d": (dim, "%s %d" % (k("hidden_size"), dim)), "h": (hidden, "%s %d" % (k(fam.ffn_key), hidden)),
+            "E": (E, "%s %d" % (k(fam.ref_experts["count"] if fam.ref_experts else "num_experts"), E)),
+            "S": (cfg.get("shared_dim", 0), "the shared expert's width %d" % cfg.get("shared_dim", 0)),
+            "o": (1, "a gate of one output"),
             "q": (H * hd, "%s %d x %s %d" % (k("num_attention_heads"), H, k("head_dim"), hd)),
             "k": (KV * hd, "%s %d x %s %d" % (k("num_key_value_heads"), KV, k("head_dim"), hd)),
             "V": (V, "%s %d" % (k("vocab_size"), V)), "e": (hd, "%s %d" % (k("head_dim"), hd))}
     sd = read_hf_weights(d) if sd is None else sd
     tn = Tensors(d, sd, dims, ("model.layers.%d.", L, "%s %d%s" % (k("num_hidden_layers"), L, terms.where)),
                  skip=("rotary_emb.inv_freq",), show=terms.tensor)
-    names = dict(HF_DECODER_LAYER, **(HF_GEMMA3_NORMS if gemma else {}), **(HF_QK_NORMS if fam.get("qk_norm") else {}))
-    for flag, more in HF_DECODER_BIASES.items():
-        if bias & flag:
-            names.update(more)
+    names = fam.layer_names(bias)
     # HF's q and k rows, and the q/k norms over a head, are in HF's RoPE layout
     rows = {"wq": rope_rows(H, hd, rope_dims), "bq": rope_rows(H, hd, rope_dims), "wk": rope_rows(KV, hd, rope_dims),
             "bk": rope_rows(KV, hd, rope_dims), "q_norm_w": rope_rows(1, hd, rope_dims),
@@ -375,6 +240,7 @@ def read_hf_decoder(d, cpath, c, sd=None, terms=HF_TERMS, biases=None):
         for ours, (theirs, shape) in names.items():
             w = tn.take(p + theirs, shape)
             t[q + ours] = w.view(lambda a, r=rows[ours]: a[r]) if ours in rows else w
+        t.update((q + ours, w) for ours, w in fam.take_experts(d, tn, p, E).items())
     tied = classifier(tn, "lm_head.weight", t, bool(setting(c, fam, "tie_word_embeddings")))
     cfg["tied_classifier"] = int(tied)
     # the keys that bring biases, for a message on unused ones (a GGUF's are the ones it holds)
@@ -383,17 +249,4 @@ def read_hf_decoder(d, cpath, c, sd=None, terms=HF_TERMS, biases=None):
     return Source(cfg, t, desc, skipped=tn.finish(said), tok_hint=HF_TOKENIZER_HINT, context=context)
 
 
-def mistral_context(cpath, window):
-    """Source.context for a Mistral, every layer of which attends to its last `window` positions:
-    at a context no longer than the window, the window changes nothing and is not stored (the
-    layers are then global, their RoPE scaled as rope_scaling says); at a longer one every layer
-    is local, and a local layer's RoPE is never scaled, so rope_scaling is refused."""
-    def fit(cfg, seq_len):
-        if window >= seq_len:
-            return dict(cfg, sliding_window=0, global_every=0, rope_local_theta=0.0)
-        if cfg.get("rope_scaling"):
-            raise Bad(cpath, "rope_scaling with sliding_window %d below the context %d: every layer is then local, "
-                      "and this build scales only global layers' RoPE (--seq-len %d or less converts it without "
-                      "the window)" % (window, seq_len, window))
-        return cfg
-    return fit
+READERS = dict(decoder=read_hf_decoder, gpt2=read_hf_gpt2)  # by Family.kind
