@@ -454,11 +454,12 @@ __attribute__((always_inline)) static inline void token_keys(float *part, size_t
     int block = span < TOKEN_BLOCK_BYTES / 16 ? (int)(TOKEN_BLOCK_BYTES / span) : 16;
     for (int j0 = 0; j0 < n; j0 += block) {
         int j1 = n - j0 < block ? n : j0 + block;
-        // the next block's keys: rows of the cache lie too far apart for the hardware to guess
-        for (int j = j0 + block; j < j1 + block && j < n; j++)
-            for (size_t x = 0; x < span; x += 64) __builtin_prefetch(k + j * row + x);
         for (int h = 0; h < group; h++)
-            for (int j = j0; j < j1; j++) sc[h * ld_sc + j] = scale * dot_w(k + j * row, type, q + h * hd, hd);
+            for (int j = j0; j < j1; j++) {
+                // keys lie a row of the cache apart, too far for the hardware to guess
+                for (size_t x = 0; x < span && !h && j + 6 < n; x += 64) __builtin_prefetch(k + (j + 6) * row + x);
+                sc[h * ld_sc + j] = scale * dot_w(k + j * row, type, q + h * hd, hd);
+            }
     }
     for (int h = 0; h < group; h++) {
         float *p = part + h * ld_part;
@@ -468,8 +469,6 @@ __attribute__((always_inline)) static inline void token_keys(float *part, size_t
     }
     for (int j0 = 0; j0 < n; j0 += block) {
         int j1 = n - j0 < block ? n : j0 + block;
-        for (int j = j0 + block; j < j1 + block && j < n; j++)
-            for (size_t x = 0; x < span; x += 64) __builtin_prefetch(v + j * row + x);
         causal_product(part + 2, ld_part, sc + j0, ld_sc, 0, v + kv_span(type, (size_t)j0 * ld), type, ld, group, hd,
                        j1 - j0, CAUSAL_NONE, 0, 1.0f, j0 > 0);
     }
