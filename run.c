@@ -17,83 +17,15 @@ static const char *prog = "run";
 #include "io/run_options.h"
 #include "io/attention_dump.h"
 #include "io/map_guard.h"
+#include "io/sampling_settings.h"
+#include "generate/forward_run.h"
+#include "generate/score.h"
 #include "generate/speculative.h"
 
 // Rows a prompt runs through the model at once: enough for sgemm to run at speed.
 #define PROMPT_BATCH 256
 // Bytes of a decoded piece sanitized at a time (a piece may be a long added token).
 #define PRINT_CHUNK 256
-
-static uint64_t seed_from_clock; // -s 0's seed until it is told
-
-// The sampling settings that have defaults in a model file (format version 7), in SAMPLING_* bit
-// order, and where each value in use came from: a flag, the model file, /set, or ./run's default.
-static const char *const sampling_names[] = {"temperature", "top_p", "top_k", "min_p", "repeat_penalty"};
-static int sampling_given, sampling_from_model, sampling_from_set, model_has_sampling;
-
-// The model file's sampling defaults where no flag was given.
-static void use_model_sampling(const Config *c, Sampler *sp) {
-    int use = c->sampling_flags & ~sampling_given;
-    if (use & SAMPLING_TEMPERATURE) sp->temperature = c->temperature;
-    if (use & SAMPLING_TOP_P) sp->topp = c->top_p;
-    if (use & SAMPLING_TOP_K) sp->topk = c->top_k;
-    if (use & SAMPLING_MIN_P) sp->minp = c->min_p;
-    if (use & SAMPLING_REPEAT_PENALTY) sp->repeat_penalty = c->repeat_penalty;
-    sampling_from_model = use;
-    model_has_sampling = c->sampling_flags != 0;
-}
-
-static const char *sampling_source(int bit) {
-    return sampling_from_set & bit     ? "/set"
-           : sampling_given & bit      ? "flag"
-           : sampling_from_model & bit ? "model"
-                                       : "default";
-}
-
-static void sampling_value(const Sampler *sp, int i, char *buf, size_t size) {
-    if (i == 2) snprintf(buf, size, "%d", sp->topk);
-    else
-        snprintf(buf, size, "%g",
-                 i == 0   ? sp->temperature
-                 : i == 1 ? sp->topp
-                 : i == 3 ? sp->minp
-                          : sp->repeat_penalty);
-}
-
-// "temperature 0.6 (model), top_k 20 (model)": the settings not at ./run's defaults because a
-// flag or the model file says so; empty for a model file without defaults, whose flags need no
-// telling apart.
-static const char *sampling_summary(const Sampler *sp, char *buf, size_t size) {
-    size_t at = 0;
-    buf[0] = 0;
-    for (int i = 0; i < 5 && model_has_sampling; i++) {
-        int bit = 1 << i;
-        if (!((sampling_given | sampling_from_model) & bit) || at >= size) continue;
-        char value[32];
-        sampling_value(sp, i, value, sizeof value);
-        at += (size_t)snprintf(buf + at, size - at, "%s%s %s (%s)", at ? ", " : "", sampling_names[i], value,
-                               sampling_source(bit));
-    }
-    return buf;
-}
-
-// A good reply can be had again only with its seed: when it came from the clock, it goes to
-// stderr once, before the first token drawn at random (a terminal's chat banner shows it instead).
-static void tell_seed(float temperature) {
-    if (seed_from_clock && temperature > 0)
-        fprintf(stderr, "seed %llu, from the clock (-s %llu samples the same again)\n",
-                (unsigned long long)seed_from_clock, (unsigned long long)seed_from_clock);
-    if (temperature > 0) seed_from_clock = 0;
-}
-
-// -s 0: a seed from the clock in nanoseconds and the process id, so that two runs started in
-// the same second differ; never 0, which xorshift would keep at 0.
-static uint64_t clock_seed(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t s = ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) ^ (uint64_t)getpid() << 40;
-    return s ? s : 1;
-}
 
 // ----------------------------------------------------------------------------
 // Load: the model (mapped), its tokenizer, and the state for running it.
@@ -117,57 +49,6 @@ static void load_tokenizer(Tokenizer *tok, const Model *m, const char *model_pat
         die("%s: tokenizer: %s", model_path, err);
     if (tok->n_pieces != c->vocab_size)
         die("%s: the tokenizer has %d pieces but vocab_size is %d", model_path, tok->n_pieces, c->vocab_size);
-}
-
-// ----------------------------------------------------------------------------
-// Forward over a run of tokens, in batches of the state's size. Logits for every row go to
-// each_row (perplexity, logit dumps); otherwise only the last row's land in logits.
-
-typedef void (*RowLogits)(void *ctx, int row, const float *logits);
-
-// Inf and NaN are the floats whose exponent bits are all ones; an OR of integers vectorises,
-// where a float sum carried one addition after another (26 µs a token over 32000 logits).
-static int all_finite(const float *x, int n) {
-    uint32_t bad = 0;
-    for (int i = 0; i < n; i++) {
-        uint32_t bits;
-        memcpy(&bits, x + i, sizeof bits);
-        bad |= (bits & 0x7f800000u) == 0x7f800000u;
-    }
-    return !bad;
-}
-
-// Returns -1, or the position whose logits are not finite (the weights hold NaN or Inf, or
-// overflow), where it stopped: no garbage is sampled, scored or written past it.
-static int forward_tokens(const Model *m, RunState *s, const int *tokens, int n, int pos0, float *logits,
-                          RowLogits each_row, void *ctx) {
-    const Config *c = &m->config;
-    for (int done = 0; done < n;) {
-        int T = n - done < s->max_batch ? n - done : s->max_batch;
-        int last_chunk = done + T == n;
-        int from = each_row ? 0 : last_chunk ? T - 1 : T;
-        forward(c, &m->weights, s, tokens + done, T, pos0 + done, logits, from);
-        for (int t = from; t < T; t++) {
-            const float *row = logits + (size_t)(t - from) * c->vocab_size;
-            if (!all_finite(row, c->vocab_size)) return pos0 + done + t;
-            if (each_row) each_row(ctx, done + t, row);
-        }
-        done += T;
-    }
-    return -1;
-}
-
-static const char *model_path; // the errors of a forward pass name the file
-
-static void die_not_finite(int pos) {
-    die("%s: the logits at position %d are not finite: the weights hold NaN or Inf, or overflow", model_path, pos);
-}
-
-// forward_tokens for the callers that stop at a non-finite logit.
-static void forward_or_die(const Model *m, RunState *s, const int *tokens, int n, int pos0, float *logits,
-                           RowLogits each_row, void *ctx) {
-    int bad = forward_tokens(m, s, tokens, n, pos0, logits, each_row, ctx);
-    if (bad >= 0) die_not_finite(bad);
 }
 
 // A run's context unless -c says otherwise: the model's, up to this many positions, as llama.cpp's
@@ -340,77 +221,6 @@ static void generate(const Model *m, const Tokenizer *tok, const ChatTemplate *c
     free(logits);
 }
 
-// Perplexity over windows of the context's length that overlap by one token, so every token
-// but the first is predicted exactly once, each window from a fresh cache.
-typedef struct {
-    const int *window;
-    int len, vocab, first; // first: the first row scored (--chunks: half the context)
-    double nll;
-    long scored;
-} PplAcc;
-
-static void ppl_row(void *ctx, int row, const float *logits) {
-    PplAcc *a = ctx;
-    if (row + 1 >= a->len || row < a->first) return;
-    double max = logits[0], sum = 0.0;
-    for (int i = 1; i < a->vocab; i++) max = logits[i] > max ? logits[i] : max;
-    for (int i = 0; i < a->vocab; i++) sum += exp(logits[i] - max);
-    a->nll += max + log(sum) - logits[a->window[row + 1]];
-    a->scored++;
-}
-
-// The perplexity of tokens [n], window after window, its products in bfloat16 or float32.
-static double score_text(const Model *m, RunState *s, const int *tokens, int n, float *logits, int bf16, int quiet) {
-    const Config *c = &m->config;
-    if (state_compute_bf16(s, c, bf16)) die("out of memory");
-    PplAcc acc = {.vocab = c->vocab_size};
-    int windows = (n - 2) / (c->seq_len - 1) + 1;
-    Progress progress = progress_start();
-    for (int w = 0, start = 0; start < n - 1; w++, start += c->seq_len - 1) {
-        acc.window = tokens + start;
-        acc.len = n - start < c->seq_len ? n - start : c->seq_len;
-        forward_or_die(m, s, acc.window, acc.len, 0, logits, ppl_row, &acc);
-        progress_show(&progress, s->compute_bf16 ? "scoring (bf16)" : "scoring", w + 1, windows, "windows",
-                      start + acc.len, "tok");
-    }
-    double secs = progress_end(&progress);
-    if (!quiet)
-        fprintf(stderr, "scored %ld token%s in %.2f s (%.1f tok/s)%s\n", acc.scored, plural(acc.scored), secs, n / secs,
-                s->compute_bf16 ? ", products in bfloat16" : "");
-    return exp(acc.nll / acc.scored);
-}
-
-// --chunks: llama-perplexity's perplexity. The tokens are cut into chunks of the context (what
-// is left over after the last whole chunk is not scored), each evaluated from a fresh cache with
-// its first token replaced by BOS when the tokenizer adds one, and only the second half of each
-// is scored, every token with at least half a context before it: the numbers llama-perplexity
-// prints for the same tokens and context ("Final estimate").
-static double score_chunks(const Model *m, RunState *s, const int *tokens, int n, float *logits, int bf16,
-                           const Options *o, int bos, int *chunks) {
-    const Config *c = &m->config;
-    int ctx = c->seq_len;
-    *chunks = n / ctx;
-    if (o->chunks > 0 && o->chunks < *chunks) *chunks = o->chunks;
-    if (*chunks < 1) die("%s: %d tokens, fewer than a chunk of the context (%d)", input_name(o->text_path), n, ctx);
-    if (state_compute_bf16(s, c, bf16)) die("out of memory");
-    int *chunk = malloc(sizeof(int) * (size_t)ctx);
-    if (!chunk) die("out of memory");
-    PplAcc acc = {.window = chunk, .len = ctx, .vocab = c->vocab_size, .first = ctx / 2};
-    Progress progress = progress_start();
-    for (int k = 0; k < *chunks; k++) {
-        memcpy(chunk, tokens + (size_t)k * ctx, sizeof(int) * (size_t)ctx);
-        if (bos >= 0) chunk[0] = bos;
-        forward_or_die(m, s, chunk, ctx, 0, logits, ppl_row, &acc);
-        progress_show(&progress, bf16 ? "scoring (bf16)" : "scoring", k + 1, *chunks, "chunks", (k + 1) * ctx, "tok");
-    }
-    double secs = progress_end(&progress);
-    free(chunk);
-    if (!o->quiet)
-        fprintf(stderr, "scored %ld token%s, the second half of %d chunk%s of %d, in %.2f s%s\n", acc.scored,
-                plural(acc.scored), *chunks, plural(*chunks), ctx, secs, bf16 ? ", products in bfloat16" : "");
-    return exp(acc.nll / acc.scored);
-}
-
 static void perplexity(const Model *m, const Tokenizer *tok, RunState *s, const Options *o) {
     const Config *c = &m->config;
     if (c->seq_len < 2) die("%s: a context of %d token cannot predict anything", o->model_path, c->seq_len);
@@ -445,48 +255,6 @@ static void perplexity(const Model *m, const Tokenizer *tok, RunState *s, const 
         printf("perplexity bf16: %.9g\nbf16 - f32: %+.6g (%+.4f%%)\n", bf16, bf16 - f32, 100.0 * (bf16 - f32) / f32);
     free(tokens);
     free(logits);
-}
-
-// Logits at every prompt position, through the batched path: the parity tests' view. The file
-// is written whole or not at all: a failure leaves whatever was at -o as it was.
-typedef struct {
-    const Model *m;
-    RunState *s;
-    const int *tokens;
-    int n, bad; // bad: the first non-finite position, or -1
-    float *logits;
-    Sink *sink;
-} LogitsFile;
-
-static void logits_row(void *ctx, int row, const float *logits) {
-    (void)row;
-    LogitsFile *f = ctx;
-    sink_write(f->sink, logits, sizeof(float) * f->m->config.vocab_size);
-}
-
-static void write_logits(Sink *sink, const void *ctx) {
-    LogitsFile *f = (LogitsFile *)ctx;
-    int32_t head[2] = {f->n, f->m->config.vocab_size};
-    f->sink = sink;
-    sink_write(sink, head, sizeof head);
-    sink_write(sink, f->tokens, sizeof(int) * f->n);
-    f->bad = forward_tokens(f->m, f->s, f->tokens, f->n, 0, f->logits, logits_row, f);
-    if (f->bad >= 0) sink->err = -1; // abandoned: write_atomic removes the temporary file
-}
-
-// tokens: n prompt ids, malloc'd; dump_logits owns them.
-static void dump_logits(const Model *m, RunState *s, const Options *o, int *tokens, int n) {
-    const Config *c = &m->config;
-    float *logits = malloc(sizeof(float) * (size_t)s->max_batch * c->vocab_size);
-    if (!logits) die("out of memory");
-    LogitsFile f = {.m = m, .s = s, .tokens = tokens, .n = n, .bad = -1, .logits = logits};
-    char err[512] = "";
-    int rc = write_output(o->out_path, write_logits, &f, err, sizeof err);
-    // freed before any exit, so that these leave nothing for LeakSanitizer (make test-asan)
-    free(tokens);
-    free(logits);
-    if (f.bad >= 0) die_not_finite(f.bad);
-    if (rc) die("%s", err);
 }
 
 // ----------------------------------------------------------------------------
