@@ -347,7 +347,7 @@ static inline void kv_tile_f32(float *tile, const void *cache, int type, size_t 
         }
         int d = 0;
         for (; d + VREG <= hd; d += VREG) {
-            vreg x;
+            vreg x = {0}; // for GCC at -march=x86-64, which cannot see the portable widening set every lane
             widen_vreg(&x, row, d, type);
             *(vregu *)(dst + d) = x;
         }

@@ -132,8 +132,10 @@ row run "dim 65536 x vocab 65536 (past 2^32 elements)" "but the config needs" ./
 patched $tmp/overflow.bin "<I" 12 65536 "<I" 16 262144 "<I" 20 1024 "<I" 24 1024 "<I" 28 1024 "<I" 32 4096 \
   "<I" 36 16777216 "<I" 40 1048576 "<I" 84 4096
 row run "every dimension at its limit (a product near 2^52)" "weights_bytes is" ./run $tmp/overflow.bin
-patched $tmp/newer.bin "<I" 4 8
-row run "a model file of format version 8" "format version 8 is newer than this build reads (7)" ./run $tmp/newer.bin
+version=$(sed -n 's/^#define MODEL_VERSION \([0-9]*\).*/\1/p' model/header.h) # this build's, so the row follows it
+patched $tmp/newer.bin "<I" 4 $((version + 1))
+row run "a model file of the format version after this build's" \
+  "format version $((version + 1)) is newer than this build reads ($version)" ./run $tmp/newer.bin
 patched $tmp/wtype.bin "<I" 4 3 "<I" 136 7
 row run "a version 3 header with weight_type 7" "weight_type is 7, outside [0, 4]" ./run $tmp/wtype.bin
 # Version 6, a type per matrix: llama.cpp's stories260K-Q4_K_M kept as it is, its type table
@@ -394,6 +396,14 @@ mknod $tmp/chardev c 1 3 2>/dev/null && row train "-o a character device (mknod 
 mkdir -p $tmp/outdir
 row train "-o a directory" "$tmp/outdir: is a directory, not a regular file" ./train -d $tmp/corpus.txt -o $tmp/outdir "${small[@]}"
 row train "--init a missing model" "$tmp/nope.bin: cannot open" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/nope.bin
+row train "--tokenizer-from a missing model" "--tokenizer-from $tmp/nope.bin: cannot open" \
+  ./train -d $tmp/corpus.txt -o $tmp/m.bin --tokenizer-from $tmp/nope.bin
+row train "--tokenizer-from with --init" "--tokenizer-from and --init exclude each other: --init keeps its model's tokenizer" \
+  ./train -d $tmp/corpus.txt -o $tmp/m.bin --tokenizer-from $model --init $model
+row train "--tokenizer-from with --vocab-size" "--tokenizer-from and --vocab-size exclude each other" \
+  ./train -d $tmp/corpus.txt -o $tmp/m.bin --tokenizer-from $model --vocab-size 300
+row train "--tokenizer-from with --resume" "--tokenizer-from and --resume exclude each other" \
+  ./train -d $tmp/corpus.txt -o $tmp/m.bin --tokenizer-from $model --resume
 row train "--init a truncated model" "$tmp/cut1000.bin: truncated" ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/cut1000.bin
 "$PYTHON" tools/convert.py $model $tmp/q8.bin --weights q8_0 --group-size 4 2>/dev/null
 row train "--init a Q8_0 model" "$tmp/q8.bin: its weights are quantised (Q8_0); training needs float32, bfloat16 or float16 weights" \

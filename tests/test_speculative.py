@@ -146,6 +146,21 @@ def greedy_cache_and_compute_flags():
         same_greedy(stories(), prompt, ["--kv-cache", "f16", "--draft", stories_q80()])
 
 
+@case
+def greedy_draft_trained_on_the_targets_tokenizer():
+    # how a user makes a draft for their own model: ./train --tokenizer-from TARGET, at the target's
+    # context; --draft then finds the same pieces, special tokens and context
+    draft = path("trained_draft.bin")
+    r = subprocess.run([os.path.join(ROOT, "train"), "-d", os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt"),
+                        "-o", draft, "--tokenizer-from", stories(), "--arch", "llama", "--n-layer", "1", "--n-head",
+                        "2", "--n-embd", "32", "--block-size", "512", "--batch-size", "1", "--max-iters", "3",
+                        "--eval-interval", "100", "--eval-iters", "1", "--no-final-eval", "--force"],
+                       capture_output=True, timeout=300)
+    assert r.returncode == 0, "train --tokenizer-from: %s" % r.stderr.decode()[-300:]
+    for prompt in ["Once upon a time", STORY]:
+        same_greedy(stories(), prompt, ["--draft", draft, "--draft-max", "4"])
+
+
 def first_tokens(model, prompt, args):
     """{text of the first tokens: count} over SEEDS seeds, spread over the generator's states: the
     first draws of xorshift64* from seeds 1, 2, 3... lie on a lattice, and a speculative run's

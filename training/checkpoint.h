@@ -151,6 +151,23 @@ static void read_model(ModelData *md, const char *path, int its_params, const ch
     model_close(&m);
 }
 
+// --tokenizer-from: the tokenizer of the model file at path into md (its pieces and chat
+// section) and tok (its vocabulary's size, kind and flags, BOS and EOS), for a new model of the
+// options' shape. Its weights, whatever their type, are not read.
+static void read_tokenizer(ModelData *md, const char *path, Config *tok) {
+    Model m;
+    char err[512];
+    if (model_open(&m, path, err, sizeof err)) die("--tokenizer-from %s", err);
+    md->tok_bytes = m.tok_bytes;
+    md->tok_blob = xcalloc(md->tok_bytes, 1, "the tokenizer");
+    memcpy(md->tok_blob, m.tok_blob, md->tok_bytes);
+    md->chat_bytes = m.chat_bytes && m.version < 5 ? m.chat_bytes + 4 : m.chat_bytes; // as read_model's
+    md->chat = m.chat_bytes ? xcalloc(md->chat_bytes, 1, "the chat section") : NULL;
+    if (m.chat_bytes) memcpy(md->chat, m.chat_section, m.chat_bytes);
+    *tok = m.config;
+    model_close(&m);
+}
+
 // A resume state's header, checked to be one of this build's, into sh (the file is read whole
 // later, once the memory it needs has been checked).
 static void read_state_header(const char *path, StateHeader *sh) {
@@ -377,6 +394,15 @@ static void build_model(const Args *args, Opts *o, const char *corpus, size_t co
         if (o->block_size > md->c.seq_len)
             die("--block-size %d exceeds %s's context length %d", o->block_size, args->init, md->c.seq_len);
         check_memory(&md->c, o, args->ranks, args->rank == 0, corpus_len, 0, 0, vocabulary_merges(md->tok_blob));
+    } else if (args->tokenizer_from) {
+        Config tok;
+        read_tokenizer(md, args->tokenizer_from, &tok);
+        md->c = config_from_opts(o, tok.vocab_size);
+        md->c.tok_kind = tok.tok_kind, md->c.tok_flags = tok.tok_flags;
+        md->c.bos_id = tok.bos_id, md->c.eos_id = tok.eos_id;
+        check_memory(&md->c, o, args->ranks, args->rank == 0, corpus_len, 0, 0, vocabulary_merges(md->tok_blob));
+        md->param_bytes = carve_weights(&md->c, NULL, NULL);
+        md->params = xcalloc(md->param_bytes, 1, "parameters");
     } else {
         if (o->vocab_size) { // before the learning, which holds the most, with the vocabulary it may reach
             Config most = config_from_opts(o, o->vocab_size);

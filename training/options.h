@@ -53,6 +53,9 @@ static void usage(FILE *f, const Flag *flags, int n) {
                "                         operands, as PyTorch's autocast; weights, optimiser and the rest\n"
                "                         stay float32\n"
                "  --init MODEL           start from an existing model file (its config and tokenizer)\n"
+               "  --tokenizer-from MODEL a new model on MODEL's tokenizer (pieces, special tokens, chat\n"
+               "                         template) instead of a vocabulary learned from the corpus: a draft\n"
+               "                         model for ./run --draft, or a new corpus in the same vocabulary\n"
                "  --resume               continue from MODEL and MODEL.state exactly where they stopped; of\n"
                "                         the options below only --max-iters, --eval-interval and --eval-iters\n"
                "                         may differ from the saved run's\n"
@@ -105,7 +108,7 @@ enum { PROGRESS_AUTO, PROGRESS_PLAIN, PROGRESS_TTY };
 
 typedef struct {
     Opts o;
-    const char *data, *out, *init, *dump, *config, *sample_prompt;
+    const char *data, *out, *init, *tokenizer_from, *dump, *config, *sample_prompt;
     int resume, force, keep_best, no_final_eval, threads, arch_given, precision_given, progress;
     char *config_text; // the --config file, which the options' text values point into
     int rank, ranks;   // this process's place among the MPI ranks training together (training/dist.h)
@@ -167,10 +170,11 @@ static void check_saved_opts(Opts *o, const char *path) {
 }
 
 // The flags that take a text value (-d, -o, -j are spelled --data, --out, --threads).
-static const char *const text_flags[] = {"data",          "out",    "init", "arch",     "threads", "progress",
-                                         "sample-prompt", "config", "dump", "precision"}; // dump: a test hook
+static const char *const text_flags[] = {
+    "data",          "out",    "init", "arch",      "threads",       "progress",
+    "sample-prompt", "config", "dump", "precision", "tokenizer-from"}; // dump: a test hook
 // Of those, the ones naming a file: an empty one is refused.
-static const char *const path_flags[] = {"data", "out", "init", "config", "dump"};
+static const char *const path_flags[] = {"data", "out", "init", "config", "dump", "tokenizer-from"};
 // --progress's values, in PROGRESS_* order.
 static const char *const progress_names[] = {"auto", "plain", "tty"};
 
@@ -200,8 +204,9 @@ static int text_flag(const char *name) { return name_index(text_flags, N_TEXT_FL
 // Sets the flag called name (without its dashes) to val: a numeric one, or a text one.
 static void set_flag(Args *a, Flag flags[N_FLAGS], const char *name, const char *val) {
     const char *arch = NULL, *threads = NULL, *progress = NULL, *config = NULL, *precision = NULL;
-    const char **texts[N_TEXT_FLAGS] = {&a->data,          &a->out, &a->init, &arch,     &threads, &progress,
-                                        &a->sample_prompt, &config, &a->dump, &precision}; // text_flags' order
+    const char **texts[N_TEXT_FLAGS] = {
+        &a->data,          &a->out, &a->init, &arch,      &threads,          &progress,
+        &a->sample_prompt, &config, &a->dump, &precision, &a->tokenizer_from}; // text_flags' order
     int k = numeric_flag(flags, name), t = text_flag(name);
     if (name_index(path_flags, sizeof path_flags / sizeof *path_flags, name) >= 0 && !*val)
         die("%s--%s: the path is empty", option_source, name);
@@ -416,6 +421,15 @@ static void parse_args(Args *a, int argc, char **argv, int rank, int ranks) {
     if (a->resume && a->init) die("--resume and --init exclude each other");
     if (a->resume && a->force) die("--resume and --force exclude each other: --force starts over");
     if (a->init && o->vocab_size) die("--vocab-size cannot be used with --init, which keeps its model's tokenizer");
+    if (a->tokenizer_from && a->init)
+        die("--tokenizer-from and --init exclude each other: --init keeps its model's tokenizer");
+    if (a->tokenizer_from && a->resume)
+        die("--tokenizer-from and --resume exclude each other: a resumed run keeps its own tokenizer");
+    if (a->tokenizer_from && o->vocab_size)
+        die("--tokenizer-from and --vocab-size exclude each other: --vocab-size learns a vocabulary from the corpus");
+    if (a->tokenizer_from && !strcmp(a->tokenizer_from, "-"))
+        die("--tokenizer-from -: the model to take the tokenizer from is a file, mapped, not read from standard "
+            "input");
     if (o->vocab_size && o->vocab_size < 256)
         die("--vocab-size %d: a BPE vocabulary needs 256 to %d pieces (one for each byte, then merges); 0 learns "
             "characters",
