@@ -32,8 +32,8 @@ export MEMBW=$tmp/membw
 PP=16 TG=8 SAMPLES=3 BIN=$tmp/rand256.bin OUT=$tmp/out bench/llama_cpp.sh "$fake" $gguf 2 > "$tmp/stdout.txt" 2> "$tmp/stderr.txt"
 rc=$?
 [ $rc = 0 ] && ok "ran (exit 0)" || bad "exit $rc: $(tail -3 "$tmp/stderr.txt")"
-grep -q -- "-m $gguf -t 2 -p 16 -n 8 -r 1 -o jsonl" "$tmp/llama_calls.txt" && [ "$(wc -l < "$tmp/llama_calls.txt")" = 6 ] &&
-    ok "llama-bench called 6 times with the model, threads, pp and tg" || bad "llama-bench calls: $(head -2 "$tmp/llama_calls.txt")"
+grep -q -- "-m $gguf -t 2 -p 16 -n 8 -ctk f16 -ctv f16 -r 1 -o jsonl" "$tmp/llama_calls.txt" && [ "$(wc -l < "$tmp/llama_calls.txt")" = 6 ] &&
+    ok "llama-bench called 6 times with the model, threads, pp and tg, and ./run's cache type" || bad "llama-bench calls: $(head -2 "$tmp/llama_calls.txt")"
 
 # Every figure recomputed from the raw outputs.
 "$PYTHON" - "$tmp" << 'EOF' && ok "the printed figures follow from the raw outputs" || bad "the printed figures"
