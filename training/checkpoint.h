@@ -112,6 +112,18 @@ static const char *untrainable_knob(const Config *c) {
 // Config and tokenizer of a model file to train on, and with its_params its weights, into md.
 // A bfloat16 or float16 file's matrices are widened to float32, exactly; a Q8_0 file's were
 // rounded for ./run, and are refused. need: what the file is for.
+// The tokenizer blob and chat section of an open model file into md, for a model written back
+// as version 5 or later, where a chat section ends in the template's length: an older section
+// gains a zero one (an empty template), the bytes xcalloc leaves after it.
+static void copy_tokenizer(ModelData *md, const Model *m) {
+    md->tok_bytes = m->tok_bytes;
+    md->tok_blob = xcalloc(md->tok_bytes, 1, "the tokenizer");
+    memcpy(md->tok_blob, m->tok_blob, md->tok_bytes);
+    md->chat_bytes = m->chat_bytes && m->version < 5 ? m->chat_bytes + 4 : m->chat_bytes;
+    md->chat = m->chat_bytes ? xcalloc(md->chat_bytes, 1, "the chat section") : NULL;
+    if (m->chat_bytes) memcpy(md->chat, m->chat_section, m->chat_bytes);
+}
+
 static void read_model(ModelData *md, const char *path, int its_params, const char *need) {
     Model m;
     char err[512];
@@ -135,14 +147,7 @@ static void read_model(ModelData *md, const char *path, int its_params, const ch
     md->c = m.config;
     md->c.weight_type = WEIGHTS_F32;
     md->c.type_table = NULL;
-    md->tok_bytes = m.tok_bytes;
-    md->tok_blob = xcalloc(md->tok_bytes, 1, "the tokenizer");
-    memcpy(md->tok_blob, m.tok_blob, md->tok_bytes);
-    // written back as version 5, where a chat section ends in the template's length: an older
-    // section gains a zero one (an empty template), the bytes xcalloc leaves after it
-    md->chat_bytes = m.chat_bytes && m.version < 5 ? m.chat_bytes + 4 : m.chat_bytes;
-    md->chat = m.chat_bytes ? xcalloc(md->chat_bytes, 1, "the chat section") : NULL;
-    if (m.chat_bytes) memcpy(md->chat, m.chat_section, m.chat_bytes);
+    copy_tokenizer(md, &m);
     md->param_bytes = carve_weights(&md->c, NULL, NULL);
     md->params = xcalloc(md->param_bytes, 1, "parameters");
     const char *block = (const char *)m.map + ((const FileHeader *)m.map)->weights_offset;
@@ -158,12 +163,7 @@ static void read_tokenizer(ModelData *md, const char *path, Config *tok) {
     Model m;
     char err[512];
     if (model_open(&m, path, err, sizeof err)) die("--tokenizer-from %s", err);
-    md->tok_bytes = m.tok_bytes;
-    md->tok_blob = xcalloc(md->tok_bytes, 1, "the tokenizer");
-    memcpy(md->tok_blob, m.tok_blob, md->tok_bytes);
-    md->chat_bytes = m.chat_bytes && m.version < 5 ? m.chat_bytes + 4 : m.chat_bytes; // as read_model's
-    md->chat = m.chat_bytes ? xcalloc(md->chat_bytes, 1, "the chat section") : NULL;
-    if (m.chat_bytes) memcpy(md->chat, m.chat_section, m.chat_bytes);
+    copy_tokenizer(md, &m);
     *tok = m.config;
     model_close(&m);
 }
