@@ -333,18 +333,49 @@ __attribute__((always_inline)) static inline __m256i sums32(int type, const uint
     return sum_pair_lanes(pairs);
 }
 
+// Q6_K's 16 groups' Σ s q in pairs (pairs[j]: groups 2 j and 2 j + 1 added pairwise) with its
+// 6-bit values unbiased (0..63), built in 16-bit lanes: the bytes of low nibbles and of high
+// bits are widened once for the four groups that share them, where building signed bytes
+// first widened each group's bytes apart (x86-64-v3 on Zen 4, one token, CPU time: 0.056 -> 0.053 ns a weight; VBROADCASTI128 and VPSHUFB in place of VPMOVZXBW: 0.055).
+static inline void q6_k_pairs(const uint8_t *blk, const int16_t *q, __m256i pairs[8]) {
+    const __m256i low = _mm256_set1_epi16(15), high = _mm256_set1_epi16(0x30);
+    for (int h = 0; h < 2; h++) {
+        __m256i p[8];                          // groups 8 h + 2 k + half, in order k, half
+        for (int half = 0; half < 2; half++) { // values 128 h + 32 k + 16 half .. + 15
+            const uint8_t *ql = blk + 64 * h + 16 * half, *qh = blk + 128 + 32 * h + 16 * half;
+            __m256i l0 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)ql));
+            __m256i l1 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(ql + 32)));
+            __m256i hb = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)qh));
+            __m256i v[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, low), _mm256_and_si256(_mm256_slli_epi16(hb, 4), high)),
+                _mm256_or_si256(_mm256_and_si256(l1, low), _mm256_and_si256(_mm256_slli_epi16(hb, 2), high)),
+                _mm256_or_si256(_mm256_srli_epi16(l0, 4), _mm256_and_si256(hb, high)),
+                _mm256_or_si256(_mm256_srli_epi16(l1, 4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), high))};
+            for (int k = 0; k < 4; k++)
+                p[2 * k + half] = _mm256_madd_epi16(v[k], load16(q + 128 * h + 32 * k + 16 * half));
+        }
+        for (int k = 0; k < 4; k++) pairs[4 * h + k] = _mm256_hadd_epi32(p[2 * k], p[2 * k + 1]);
+    }
+}
+
 // The 16 groups' Σ s q of a chunk of a type with a scale per 16 values, groups 0..7 in out[0]'s
-// lanes and 8..15 in out[1]'s, and their scales (and offsets) into a and b.
+// lanes and 8..15 in out[1]'s, and their scales (and offsets) into a and b. Q6_K's values come
+// unbiased, its bias of 32 an offset b = -32 a.
 __attribute__((always_inline)) static inline void sums16(int type, const uint8_t *blk, const int16_t *q, __m256i out[2],
                                                          float *a, float *b) {
     __m256i pairs[8];
-    for (int j = 0; j < 8; j++) { // values 32 j .. 32 j + 31: groups 2 j and 2 j + 1
-        __m256i lo, hi;
-        widened_products(block_kernels[type].values32(blk, j), q + 32 * j, &lo, &hi);
-        pairs[j] = _mm256_hadd_epi32(lo, hi);
-    }
+    if (type == BLOCK_Q6_K) q6_k_pairs(blk, q, pairs);
+    else
+        for (int j = 0; j < 8; j++) { // values 32 j .. 32 j + 31: groups 2 j and 2 j + 1
+            __m256i lo, hi;
+            widened_products(block_kernels[type].values32(blk, j), q + 32 * j, &lo, &hi);
+            pairs[j] = _mm256_hadd_epi32(lo, hi);
+        }
     out[0] = sum_pair_lanes(pairs), out[1] = sum_pair_lanes(pairs + 4);
     block_kernels[type].scales(blk, a, b);
+    if (type == BLOCK_Q6_K)
+        for (int h = 0; h < 2; h++)
+            _mm256_store_ps(b + 8 * h, _mm256_mul_ps(_mm256_load_ps(a + 8 * h), _mm256_set1_ps(-32.0f)));
 }
 #endif
 
@@ -403,7 +434,7 @@ __attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, c
             __m256 sums = _mm256_cvtepi32_ps(group_sums[h]);
             __m256 scale = _mm256_mul_ps(_mm256_load_ps(u.a + 8 * h), _mm256_loadu_ps(x.dx + g + 8 * h));
             acc[h] = _mm256_fmadd_ps(sums, scale, acc[h]);
-            if (type_has_min(type))
+            if (type_has_min(type) || (type == BLOCK_Q6_K && m == UNPACKED_VALUES))
                 acc[h] = _mm256_fmadd_ps(_mm256_load_ps(u.b + 8 * h), _mm256_loadu_ps(x.sx + g + 8 * h), acc[h]);
         }
 #else
