@@ -279,18 +279,35 @@ static inline void widened_products(__m256i v, const int16_t *q, __m256i *lo, __
     *hi = _mm256_madd_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1)), load16(q + 16));
 }
 
-// Whether sums32's offsets b32 are not all zero: the types with a minimum, and Q4_0, whose
-// nibbles go in unsigned with -8 d as their offset.
-static inline int has_offset32(int type) { return type_has_min(type) || type == BLOCK_Q4_0; }
+// Whether sums32's offsets b32 are not all zero: the types with a minimum, and Q4_0 and Q5_0,
+// whose values go in unsigned with -8 d and -16 d as their offsets.
+static inline int has_offset32(int type) { return type_has_min(type) || type == BLOCK_Q4_0 || type == BLOCK_Q5_0; }
+
+// The fifth bits of a Q5_0 or Q5_1 block's values 16 h .. 16 h + 15 (qh: its 32 bits), as 16 in
+// each 16-bit lane where the bit is set: the bits' half broadcast, then each lane's own bit tested.
+static inline __m256i q5_fifth_bits16(uint32_t qh, int h) {
+    const __m256i bit =
+        _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, (short)32768);
+    __m256i spread = _mm256_and_si256(_mm256_set1_epi16((short)(qh >> 16 * h)), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi16(spread, bit), _mm256_set1_epi16(16));
+}
 
 // Σ s q of block b's 32 values (sub-block b for Q4_K) against q's, 8 lanes of pair sums.
 __attribute__((always_inline)) static inline __m256i block32_products(int type, const uint8_t *blk, const int16_t *q,
                                                                       int b) {
     int bytes = matrix_types[type].block_bytes;
     __m256i lo, hi;
-    if (type == BLOCK_Q4_0) { // zero-extended: the low nibbles are values 0..15, the high ones 16..31
-        __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + bytes * b + 2)));
+    if (type == BLOCK_Q4_0 || type == BLOCK_Q4_1 || type == BLOCK_Q5_0 || type == BLOCK_Q5_1) {
+        // zero-extended: the low nibbles are values 0..15, the high ones 16..31 (the last 16
+        // bytes of the block), and Q5's fifth bits added as 16
+        const uint8_t *at = blk + bytes * b;
+        __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(at + bytes - 16)));
         lo = _mm256_and_si256(w, _mm256_set1_epi16(15)), hi = _mm256_srli_epi16(w, 4);
+        if (type == BLOCK_Q5_0 || type == BLOCK_Q5_1) {
+            uint32_t qh;
+            memcpy(&qh, at + bytes - 20, 4);
+            lo = _mm256_or_si256(lo, q5_fifth_bits16(qh, 0)), hi = _mm256_or_si256(hi, q5_fifth_bits16(qh, 1));
+        }
     } else if (type == BLOCK_Q8_0) { // sign-extended
         lo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + bytes * b + 2)));
         hi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + bytes * b + 18)));
@@ -327,7 +344,8 @@ __attribute__((always_inline)) static inline __m256i sums32(int type, const uint
                              _mm256_set1_ps(f16_at(blk)));
     } else {
         *a32 = f16x8(blk, bytes);
-        if (type == BLOCK_Q4_0) *b32 = _mm256_mul_ps(*a32, _mm256_set1_ps(-8.0f));
+        if (type == BLOCK_Q4_0 || type == BLOCK_Q5_0)
+            *b32 = _mm256_mul_ps(*a32, _mm256_set1_ps(type == BLOCK_Q4_0 ? -8.0f : -16.0f));
         else if (type_has_min(type)) *b32 = f16x8(blk + 2, bytes);
     }
     return sum_pair_lanes(pairs);
