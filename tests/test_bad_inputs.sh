@@ -953,7 +953,7 @@ row run "--lookup 0" "--lookup 0: expected a whole number in [1, 1024]" ./run $m
 row run "--draft-max 0" "--draft-max 0: expected a whole number in [1, 255]" ./run $model -i hi --lookup 2 --draft-max 0
 row run "--draft-max without --lookup or --draft" "--draft-max bounds the drafts of --lookup or --draft" \
   ./run $model -i hi --draft-max 4
-row run "--lookup in -m chat" "--lookup: only -m generate speculates" ./run $model -m chat --lookup 2
+row run "--lookup in -m ppl" "--lookup: only -m generate and -m chat speculate" ./run $model -m ppl -f $tmp/chat_block.txt --lookup 2
 row run "--draft: a file that is no model" "--draft $tmp/random.bin: &&not an attn.c model file" \
   ./run $model -i hi --draft $tmp/random.bin
 "$PYTHON" tools/make_random.py --preset llama_gqa --set vocab_size=300 --set seq_len=512 $tmp/vocab300.bin >/dev/null
