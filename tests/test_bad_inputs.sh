@@ -969,7 +969,7 @@ printf '%s' '{"chat_template": "{{ bos_token }}{% for message in messages %}{{ '
 # a template of no known family is kept as text, with family 0: -m chat then asks for --chat-template
 "${convert[@]}" $tmp/hf_tpl $tmp/tpl0.bin 2>/dev/null
 row run "-m chat on a model whose chat template is of no known family" \
-  "$tmp/tpl0.bin: the model's chat template is of no family this build formats; name its format with --chat-template NAME (chatml, qwen3, llama3, llama2, gemma, zephyr)" \
+  "$tmp/tpl0.bin: the model's chat template is of no family this build formats; name its format with --chat-template NAME (chatml, qwen3, llama3, llama2, gemma, zephyr, mistral)" \
   ./run $tmp/tpl0.bin -m chat
 row convert.py "--chat-template nosuch" "argument --chat-template: invalid choice: 'nosuch'" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --chat-template nosuch
