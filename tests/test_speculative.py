@@ -280,6 +280,12 @@ def chat_greedy_same_replies():
                  ["--draft", random_draft(512), "--draft-max", "4"]):
         same_chat(stories(), spec, "-n", "60", "-c", "200")
     same_chat(stories(), ["--draft", stories()], "-n", "60", "-c", "200", self_draft=True)
+    # -n 0: each reply runs until the context is full, a round's drafts cut short by its end
+    plain, _, err = chat(stories(), "Once upon a time\nLily\n", "-t", "0", "-n", "0", "-c", "120")
+    assert err.count("; context full]") == 2, err
+    for spec in (["--lookup", "1"], ["--draft", stories_q80()]):
+        fast, lines, _ = chat(stories(), "Once upon a time\nLily\n", "-t", "0", "-n", "0", "-c", "120", *spec)
+        assert fast == plain and len(lines) == 2 and all(d for _, d, _, _ in lines), (spec, lines)
 
 
 @case
