@@ -264,7 +264,8 @@ typedef struct {
     const Model *m;
     RunState *s;
     Sampler *sampler;
-    float *logits; // (vocab_size) the last position's
+    Speculator *sp; // --lookup, --draft: the reply's steps speculate; NULL: one token a step
+    float *logits;  // (vocab_size) the last position's
     TokSanitizer san;
     int *max_new;  // the conversation's -n, which /set max_tokens changes
     uint64_t seed; // the sampler's seed, as /set seed last made it
@@ -272,7 +273,28 @@ typedef struct {
 
 static void chat_forward(void *ctx, const int *ids, int n, int pos0) {
     ChatModel *cm = ctx;
+    // the conversation rewinds the cache to pos0 (a turn edited, undone or dropped): the draft's
+    // cache keeps only what comes before, and catches up with the rest when it drafts next
+    if (cm->sp && cm->sp->draft_pos > pos0) cm->sp->draft_pos = pos0;
     forward_or_die(cm->m, cm->s, ids, n, pos0, cm->logits, NULL, NULL);
+}
+
+// A reply's next tokens: one round of generate/speculative.h's speculate, as -m generate's, or
+// one token.
+static int chat_step(void *ctx, int *ids, int n, int room) {
+    ChatModel *cm = ctx;
+    if (cm->sp) return speculate(cm->sp, cm->m, cm->s, cm->sampler, ids, n, room);
+    forward_or_die(cm->m, cm->s, ids + n - 1, 1, n - 1, cm->logits, NULL, NULL);
+    ids[n] = sample(cm->sampler, cm->logits, ids, n);
+    return 1;
+}
+
+static int chat_drafts(void *ctx, long *drafted, long *accepted) {
+    const ChatModel *cm = ctx;
+    if (!cm->sp) return -1;
+    *drafted = cm->sp->drafted;
+    *accepted = cm->sp->accepted;
+    return 0;
 }
 
 static int chat_sample(void *ctx, const int *history, int n) {
@@ -344,19 +366,22 @@ static void load_template(ChatTemplate *ct, const Model *m, const Tokenizer *tok
 }
 
 // On a terminal the turns come from the line editor (chat/console.h), else from stdin's lines.
-static void chat(const Model *m, const Tokenizer *tok, ChatTemplate *ct, RunState *s, Sampler *sampler, uint64_t seed,
-                 const Options *o, const ChatMessage *msgs, int n_msgs) {
+static void chat(const Model *m, const Tokenizer *tok, ChatTemplate *ct, RunState *s, Sampler *sampler, Speculator *sp,
+                 uint64_t seed, const Options *o, const ChatMessage *msgs, int n_msgs) {
     const Config *c = &m->config;
     Conversation cv;
     ChatModel cm = {.m = m,
                     .s = s,
                     .sampler = sampler,
+                    .sp = sp,
                     .logits = malloc(sizeof(float) * c->vocab_size),
                     .max_new = &cv.max_new,
                     .seed = seed};
     if (!cm.logits || conversation_init(&cv, ct, tok, c->seq_len)) die("out of memory");
-    // A local layer's ring (model/forward.h) still holds what positions up to max_batch back need.
-    cv.rewind_limit = s->ring ? s->max_batch : c->seq_len;
+    // A local layer's ring (model/forward.h) still holds what positions up to max_batch back need;
+    // a speculative round may have written up to draft_max positions past the cached ones.
+    int ring = s->ring || (sp && sp->draft.map && sp->draft_state.ring);
+    cv.rewind_limit = ring ? s->max_batch - (sp ? sp->draft_max : 0) : c->seq_len;
     cv.batch = s->max_batch;
     cv.max_new = o->steps < 0 ? DEFAULT_NEW_TOKENS : o->steps;
     cv.interactive = isatty(STDIN_FILENO);
@@ -364,7 +389,7 @@ static void chat(const Model *m, const Tokenizer *tok, ChatTemplate *ct, RunStat
     cv.model_name = o->model_path;
     for (int i = 0; i < n_msgs; i++)
         if (conversation_add(&cv, msgs[i].role, msgs[i].text, msgs[i].len)) die("out of memory");
-    ChatRunner runner = {&cm, chat_forward, chat_sample, chat_print, chat_set, chat_get};
+    ChatRunner runner = {&cm, chat_forward, chat_sample, chat_step, chat_drafts, chat_print, chat_set, chat_get};
     char err[512], history[4096];
     ChatLines lines = {0};
     ChatInput in = {&lines, chat_lines_read, NULL};
@@ -564,7 +589,7 @@ int main(int argc, char **argv) {
     int model_first = !strcmp(o.mode, "chat") && isatty(STDIN_FILENO);
     if (model_first) tell_model(c, &o, &s, &sampler, load_ms, 1);
     if (!strcmp(o.mode, "ppl")) perplexity(&m, &tok, &s, &o);
-    else if (!strcmp(o.mode, "chat")) chat(&m, &tok, &ct, &s, &sampler, seed, &o, msgs, n_msgs);
+    else if (!strcmp(o.mode, "chat")) chat(&m, &tok, &ct, &s, &sampler, sp, seed, &o, msgs, n_msgs);
     else {
         int n, *tokens = prompt_ids(&tok, c, templated ? &ct : NULL, msgs, n_msgs, &o, &n);
         if (!strcmp(o.mode, "logits")) dump_logits(&m, &s, &o, tokens, n);

@@ -25,8 +25,21 @@
 //   the assistant named "model"; text empty.
 // ZEPHYR (TinyLlama): <s>, </s>: <|user|> / <|system|> / <|assistant|> as text, each turn ended
 //   by </s>, BOS first as the tokenizer adds it; text empty.
+// MISTRAL (Mixtral-8x7B-Instruct, Mistral-7B-Instruct v0.1/v0.2): <s>, </s>: " [INST] " and
+//   " [/INST]" as text, the system prompt before the first user message, each reply ended by </s>;
+//   text empty.
 // CHAT_NONE (version 5): no family; the section keeps the template's source only.
-enum { CHAT_NONE, CHAT_CHATML, CHAT_QWEN3, CHAT_LLAMA3, CHAT_LLAMA2, CHAT_GEMMA, CHAT_ZEPHYR, CHAT_KINDS };
+enum {
+    CHAT_NONE,
+    CHAT_CHATML,
+    CHAT_QWEN3,
+    CHAT_LLAMA3,
+    CHAT_LLAMA2,
+    CHAT_GEMMA,
+    CHAT_ZEPHYR,
+    CHAT_MISTRAL,
+    CHAT_KINDS
+};
 enum { CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT };
 #define CHAT_MAX_IDS 16
 #define CHAT_MAX_SYSTEM (1 << 20) // bytes of a section's text
@@ -59,7 +72,7 @@ int chat_template_init(ChatTemplate *ct, const void *section, size_t bytes, int 
 // family needs by their spelling among the tokenizer's special tokens; -1 naming what is missing.
 int chat_template_by_name(ChatTemplate *ct, const char *name, const Tokenizer *tok, char *err, size_t errlen);
 void chat_template_free(ChatTemplate *ct);
-// "chatml", "qwen3", "llama3", "llama2", "gemma", "zephyr"; NULL for another number.
+// "chatml", "qwen3", "llama3", "llama2", "gemma", "zephyr", "mistral"; NULL for another number.
 const char *chat_family_name(int family);
 // Every family's name, "chatml, qwen3, ...", into buf; returns buf.
 const char *chat_families(char *buf, size_t size);

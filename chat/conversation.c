@@ -40,7 +40,7 @@ static double seconds(void) {
 
 int conversation_init(Conversation *cv, ChatTemplate *ct, const Tokenizer *tok, int seq_len) {
     *cv = (Conversation){.ct = ct, .tok = tok, .seq_len = seq_len, .rewind_limit = seq_len, .batch = seq_len};
-    cv->cached = malloc(sizeof(int) * (size_t)seq_len);
+    cv->cached = malloc(sizeof(int) * ((size_t)seq_len + 1)); // + the reply's token drawn last
     return cv->cached ? 0 : -1;
 }
 
@@ -126,7 +126,7 @@ int conversation_render(Conversation *cv, int max_tokens, int *dropped, char *er
 static int reusable_prefix(const Conversation *cv, int n) {
     int k = 0;
     while (k < n - 1 && k < cv->n_cached && cv->render[k] == cv->cached[k]) k++;
-    return cv->n_cached - k > cv->rewind_limit ? 0 : k;
+    return cv->n_written - k > cv->rewind_limit ? 0 : k;
 }
 
 // Appends s[0..n) to the text in *buf (*len bytes of *cap), which stays NUL-terminated; 0, or -1
@@ -146,33 +146,41 @@ static int append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
 }
 
 // Samples, prints and runs the reply's tokens until end-of-turn, -n, a full context or Ctrl-C;
-// the reply's text is kept in cv->reply. Returns the tokens written, or -1 when out of memory.
+// the reply's text is kept in cv->reply. The first token comes from the prompt's logits, the
+// rest from the runner's steps, several at a time when it speculates; tokens drawn after the one
+// that ends the reply are dropped. Returns the tokens written, or -1 when out of memory.
 static int write_reply(Conversation *cv, const ChatRunner *r, const char **why_stopped) {
-    int written = 0;
+    // ids[n..end) are drawn and not yet written; once one is drawn the cache holds ids[0..end - 1)
+    int written = 0, *ids = cv->cached, n = cv->n_cached, end = n;
     cv->n_reply = 0;
     *why_stopped = NULL;
     for (;;) {
+        if (end > cv->n_cached && end - 1 == cv->seq_len) {
+            *why_stopped = "context full";
+            break;
+        }
         if (interrupted) {
             *why_stopped = "Ctrl-C";
             break;
         }
-        int next = r->sample(r->ctx, cv->cached, cv->n_cached);
-        if (chat_is_end_of_turn(cv->ct, cv->tok, next)) break; // the tokenizer's own stops included
-        size_t len;
-        const char *piece = tokenizer_decode(cv->tok, cv->cached[cv->n_cached - 1], next, &len);
-        r->print(r->ctx, piece, len, 0);
-        if (append(&cv->reply, &cv->n_reply, &cv->cap_reply, piece, len)) return -1;
-        if (++written == cv->max_new) {
-            *why_stopped = "-n reached";
-            break;
+        if (end == cv->n_cached) ids[end++] = r->sample(r->ctx, ids, n);
+        else end += r->step(r->ctx, ids, end, cv->max_new > 0 ? cv->max_new - written : cv->seq_len + 1 - end);
+        for (; n < end; n++) {
+            if (chat_is_end_of_turn(cv->ct, cv->tok, ids[n])) goto done; // the tokenizer's own stops included
+            size_t len;
+            const char *piece = tokenizer_decode(cv->tok, ids[n - 1], ids[n], &len);
+            r->print(r->ctx, piece, len, 0);
+            if (append(&cv->reply, &cv->n_reply, &cv->cap_reply, piece, len)) return -1;
+            if (++written == cv->max_new) {
+                *why_stopped = "-n reached";
+                n++;
+                goto done;
+            }
         }
-        if (cv->n_cached == cv->seq_len) {
-            *why_stopped = "context full";
-            break;
-        }
-        r->forward(r->ctx, &next, 1, cv->n_cached);
-        cv->cached[cv->n_cached++] = next;
     }
+done:
+    if (end > cv->n_cached) cv->n_cached = n < end - 1 ? n : end - 1;
+    if (cv->n_cached > cv->n_written) cv->n_written = cv->n_cached;
     r->print(r->ctx, "", 0, 1);
     return written;
 }
@@ -229,6 +237,7 @@ static int run_prompt(Conversation *cv, const ChatRunner *r, int keep, int n, do
     if (cv->screen) erase_progress(cv->screen, width);
     memcpy(cv->cached, cv->render, sizeof(int) * (size_t)done);
     cv->n_cached = done;
+    cv->n_written = keep == 0 || done > cv->n_written ? done : cv->n_written;
     return done;
 }
 
@@ -265,6 +274,8 @@ static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errle
         fprintf(stderr, "[the context is full: the oldest %d message%s dropped]\n", dropped, dropped == 1 ? "" : "s");
     }
     const char *why_stopped;
+    long drafted0, accepted0, drafted, accepted;
+    int speculating = r->drafts(r->ctx, &drafted0, &accepted0) == 0;
     int written = ran < n ? 0 : write_reply(cv, r, &why_stopped);
     if (cv->interactive) sigprocmask(SIG_SETMASK, &between_turns, NULL), sigaction(SIGINT, &reading, NULL);
     if (ran < n) return ANSWER_STOPPED;
@@ -272,9 +283,14 @@ static int answer(Conversation *cv, const ChatRunner *r, char *err, size_t errle
         return chat_fail(err, errlen, "out of memory");
     double t2 = seconds();
     r->print(r->ctx, "\n\n", 2, 1);
+    char drafts[96] = ""; // this reply's share of the speculation, as -m generate's closing line gives it
+    if (speculating && !r->drafts(r->ctx, &drafted, &accepted))
+        snprintf(drafts, sizeof drafts, "; drafted %ld, accepted %ld (%.1f%%)", drafted - drafted0,
+                 accepted - accepted0,
+                 drafted > drafted0 ? 100.0 * (accepted - accepted0) / (drafted - drafted0) : 0.0);
     if (!cv->quiet)
-        fprintf(stderr, "[prompt: %d tok in %.2f s, %d reused; reply: %d tok, %.1f tok/s%s%s]\n", n - keep, t1 - t0,
-                keep, written, written > 0 ? written / (t2 - t1) : 0.0, why_stopped ? "; " : "",
+        fprintf(stderr, "[prompt: %d tok in %.2f s, %d reused; reply: %d tok, %.1f tok/s%s%s%s]\n", n - keep, t1 - t0,
+                keep, written, written > 0 ? written / (t2 - t1) : 0.0, drafts, why_stopped ? "; " : "",
                 why_stopped ? why_stopped : "");
     return ANSWERED;
 }

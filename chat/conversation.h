@@ -21,6 +21,12 @@ typedef struct {
     void (*forward)(void *ctx, const int *ids, int n, int pos0);
     // The next token drawn from the kept logits; history holds the n ids before it.
     int (*sample)(void *ctx, const int *history, int n);
+    // Runs ids[n - 1], drawn but not yet in the cache, and draws what follows into ids[n..): at
+    // least 1 and at most room tokens (a speculative round keeps several), the cache then holding
+    // all but the last of them; returns how many. ids has room for seq_len + 1.
+    int (*step)(void *ctx, int *ids, int n, int room);
+    // The tokens speculative decoding drafted and accepted so far: 0, or -1 when it is off.
+    int (*drafts)(void *ctx, long *drafted, long *accepted);
     // Writes reply bytes to stdout, safe for a terminal; flush ends a reply.
     void (*print)(void *ctx, const char *piece, size_t len, int flush);
     // /set NAME VALUE for a name of chat_setting_names, checked as its flag is; 0, or -1 with err.
@@ -47,7 +53,7 @@ typedef struct {
     ChatTemplate *ct; // its no_thinking follows /think and /no_think
     const Tokenizer *tok;
     int seq_len;            // positions in the KV cache
-    int rewind_limit;       // how far back the cache can be rewound (ring caches), or seq_len
+    int rewind_limit;       // how far back from n_written the cache can be rewound (ring caches), or seq_len
     int max_new;            // tokens a reply may have; 0: until end-of-turn or the context is full
     int batch;              // prompt rows run at once: Ctrl-C is seen, and the progress drawn, between batches
     FILE *screen;           // the terminal the prompt is drawn on, for a long prompt's progress; NULL: none
@@ -56,9 +62,10 @@ typedef struct {
     const char *model_name; // the model file, for the banner and /show
     ChatMessage *msgs;      // (n_msgs) the history; each text malloc'd, NUL-terminated
     int n_msgs, cap_msgs;
-    int *cached; // (seq_len) the ids whose keys and values are in the cache, at positions 0..n_cached-1
+    int *cached; // (seq_len + 1) the ids whose keys and values are in the cache, at positions 0..n_cached-1
     int n_cached;
-    int *render; // (cap_render) the conversation as chat_render writes it
+    int n_written; // the furthest positions written since the cache last ran from 0: /undo leaves rows past n_cached
+    int *render;   // (cap_render) the conversation as chat_render writes it
     size_t cap_render;
     char *reply; // (cap_reply) the reply being written, as decoded bytes
     size_t n_reply, cap_reply;

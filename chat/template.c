@@ -21,7 +21,7 @@ typedef struct {
 
 enum { ID_START, ID_END };                                  // CHATML, QWEN3: <|im_start|>, <|im_end|>
 enum { ID_L3_BOS, ID_L3_HEADER, ID_L3_HEADER_END, ID_EOT }; // LLAMA3
-enum { ID_BOS, ID_EOS };                                    // LLAMA2, ZEPHYR
+enum { ID_BOS, ID_EOS };                                    // LLAMA2, ZEPHYR, MISTRAL
 enum { ID_G_BOS, ID_TURN, ID_TURN_END };                    // GEMMA
 
 static const Family families[CHAT_KINDS] = {
@@ -34,6 +34,7 @@ static const Family families[CHAT_KINDS] = {
     [CHAT_LLAMA2] = {"llama2", 2, {NULL, NULL}, ID_EOS},
     [CHAT_GEMMA] = {"gemma", 3, {"<bos>", "<start_of_turn>", "<end_of_turn>"}, ID_TURN_END},
     [CHAT_ZEPHYR] = {"zephyr", 2, {NULL, NULL}, ID_EOS},
+    [CHAT_MISTRAL] = {"mistral", 2, {NULL, NULL}, ID_EOS},
 };
 
 int chat_fail(char *err, size_t errlen, const char *fmt, ...) {
@@ -468,6 +469,33 @@ static void render_zephyr(Render *r, const ChatTemplate *ct, const ChatMessage *
     }
 }
 
+// Mixtral-8x7B-Instruct's template (as its tokenizer_config.json has it since 2024): no strip, a
+// space before each [INST] and each reply, and the system prompt inside the first [INST].
+static void render_mistral(Render *r, const ChatTemplate *ct, const ChatMessage *m, int n) {
+    int first = n && m[0].role == CHAT_SYSTEM;
+    if (alternates(r, ct, m, n, first)) return;
+    put_id(r, ct->ids[ID_BOS]);
+    for (int i = first; i < n; i++) {
+        if (m[i].role == CHAT_USER) {
+            put_str(r, " [INST] ");
+            if (i == first && first) {
+                put_text(r, m[0].text, m[0].len);
+                put_str(r, "\n\n");
+            }
+            put_text(r, m[i].text, m[i].len);
+            put_str(r, " [/INST]");
+        } else if (m[i].role == CHAT_ASSISTANT) {
+            put_str(r, " ");
+            put_text(r, m[i].text, m[i].len);
+            put_id(r, ct->ids[ID_EOS]);
+        } else {
+            r->failed = chat_fail(r->err, r->errlen,
+                                  "the mistral chat format has a system prompt only first (message %d is one)", i + 1);
+            return;
+        }
+    }
+}
+
 int chat_render(const ChatTemplate *ct, const Tokenizer *tok, const ChatMessage *msgs, int n_msgs,
                 int add_generation_prompt, int *out, int max_out, char *err, size_t errlen) {
     if (ct->family <= CHAT_NONE || ct->family >= CHAT_KINDS)
@@ -483,6 +511,7 @@ int chat_render(const ChatTemplate *ct, const Tokenizer *tok, const ChatMessage 
     case CHAT_LLAMA2: render_llama2(&r, ct, msgs, n_msgs); break;
     case CHAT_GEMMA: render_gemma(&r, ct, msgs, n_msgs); break;
     case CHAT_ZEPHYR: render_zephyr(&r, ct, msgs, n_msgs); break;
+    case CHAT_MISTRAL: render_mistral(&r, ct, msgs, n_msgs); break;
     }
     if (add_generation_prompt) {
         switch (ct->family) {
@@ -505,7 +534,7 @@ int chat_render(const ChatTemplate *ct, const Tokenizer *tok, const ChatMessage 
         case CHAT_ZEPHYR:
             if (n_msgs) put_str(&r, "<|assistant|>\n"); // the template writes it after the last message
             break;
-        } // Llama 2's reply follows [/INST] directly
+        } // Llama 2's and Mistral's replies follow [/INST] directly
     }
     flush_run(&r);
     free(r.run);

@@ -341,8 +341,8 @@ static Options parse_options(int argc, char **argv) {
         die("%s shapes generation; -m %s does not generate and would ignore it", o.sampling_flag, o.mode);
     if (o.lookup && o.draft_path) die("--lookup and --draft: the drafts come from one of them, not both");
     if (draft_max_given && !o.lookup && !o.draft_path) die("--draft-max bounds the drafts of --lookup or --draft");
-    if ((o.lookup || o.draft_path) && strcmp(o.mode, "generate"))
-        die("%s: only -m generate speculates; -m %s does not", o.lookup ? "--lookup" : "--draft", o.mode);
+    if ((o.lookup || o.draft_path) && strcmp(o.mode, "generate") && strcmp(o.mode, "chat"))
+        die("%s: only -m generate and -m chat speculate; -m %s does not", o.lookup ? "--lookup" : "--draft", o.mode);
     return o;
 }
 

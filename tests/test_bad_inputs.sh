@@ -953,7 +953,7 @@ row run "--lookup 0" "--lookup 0: expected a whole number in [1, 1024]" ./run $m
 row run "--draft-max 0" "--draft-max 0: expected a whole number in [1, 255]" ./run $model -i hi --lookup 2 --draft-max 0
 row run "--draft-max without --lookup or --draft" "--draft-max bounds the drafts of --lookup or --draft" \
   ./run $model -i hi --draft-max 4
-row run "--lookup in -m chat" "--lookup: only -m generate speculates" ./run $model -m chat --lookup 2
+row run "--lookup in -m ppl" "--lookup: only -m generate and -m chat speculate" ./run $model -m ppl -f $tmp/chat_block.txt --lookup 2
 row run "--draft: a file that is no model" "--draft $tmp/random.bin: &&not an attn.c model file" \
   ./run $model -i hi --draft $tmp/random.bin
 "$PYTHON" tools/make_random.py --preset llama_gqa --set vocab_size=300 --set seq_len=512 $tmp/vocab300.bin >/dev/null
@@ -969,7 +969,7 @@ printf '%s' '{"chat_template": "{{ bos_token }}{% for message in messages %}{{ '
 # a template of no known family is kept as text, with family 0: -m chat then asks for --chat-template
 "${convert[@]}" $tmp/hf_tpl $tmp/tpl0.bin 2>/dev/null
 row run "-m chat on a model whose chat template is of no known family" \
-  "$tmp/tpl0.bin: the model's chat template is of no family this build formats; name its format with --chat-template NAME (chatml, qwen3, llama3, llama2, gemma, zephyr)" \
+  "$tmp/tpl0.bin: the model's chat template is of no family this build formats; name its format with --chat-template NAME (chatml, qwen3, llama3, llama2, gemma, zephyr, mistral)" \
   ./run $tmp/tpl0.bin -m chat
 row convert.py "--chat-template nosuch" "argument --chat-template: invalid choice: 'nosuch'" \
   "${convert[@]}" $SHARED/models/stories260K.bin $tmp/o.bin --tokenizer $SHARED/models/tok512.bin --chat-template nosuch

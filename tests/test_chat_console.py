@@ -672,6 +672,31 @@ def resize_at_the_prompt():
 
 
 @case(needs=[build])
+def speculating_on_a_terminal():
+    """--lookup and --draft on a terminal: each reply's timing line gives its drafted and accepted
+    counts and rate; the model as its own draft keeps every draft, turn after turn, and the
+    replies are a plain session's."""
+    replies = {}
+    for spec in ([], ["--lookup", "1"], ["--draft", MODEL]):
+        s = session("-t", "0", "-n", "24", "--no-history", *spec)
+        try:
+            shown = [s.turn(b"Hello there!"), s.turn(b"And then?")]
+            counts = [re.findall(rb"; drafted (\d+), accepted (\d+) \((\d+\.\d)%\)", t) for t in shown]
+            replies[tuple(spec)] = [re.sub(rb"\[prompt: [^\]]*\]", b"", t) for t in shown]
+            assert s.end() == 0
+        finally:
+            s.kill()
+        if not spec:
+            assert counts == [[], []], counts
+            continue
+        assert all(len(c) == 1 for c in counts), shown
+        for d, a, rate in (c[0] for c in counts):
+            assert int(d) > 0 and abs(float(rate) - 100.0 * int(a) / int(d)) < 0.051, counts
+            assert spec[0] != "--draft" or a == d, "the model drafting for itself: %s of %s kept" % (a, d)
+        assert replies[tuple(spec)] == replies[()], (spec, replies[tuple(spec)], replies[()])
+
+
+@case(needs=[build])
 def generate_ends_its_line():
     """-m generate on a terminal ends its text with a newline (the shell's prompt on a line of its
     own); piped, stdout is exactly the text, with none added."""

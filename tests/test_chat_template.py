@@ -58,20 +58,37 @@ LLAMA2_CHAT = (
     "{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}"
     "{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}"
     "{% endfor %}")
-# mistralai/Mixtral-8x7B-Instruct-v0.1's: [INST] without <<SYS>>, a format of its own
-MIXTRAL = (
+# mistralai/Mixtral-8x7B-Instruct-v0.1's first template: [INST] without <<SYS>> or a system
+# prompt, no space before [INST] or the reply; of no family
+MIXTRAL_FIRST = (
     "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
     "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
     "{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}"
     "{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}"
     "{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}")
+# mistralai/Mixtral-8x7B-Instruct-v0.1's tokenizer_config.json chat_template as published since 2024
+# (Mistral-7B-Instruct-v0.1's and v0.2's too): a space before each [INST] and each reply, the
+# system prompt inside the first [INST]; the mistral family
+MIXTRAL = (
+    "{%- if messages[0]['role'] == 'system' %}\n    {%- set system_message = messages[0]['content'] %}\n"
+    "    {%- set loop_messages = messages[1:] %}\n{%- else %}\n    {%- set loop_messages = messages %}\n"
+    "{%- endif %}\n\n{{- bos_token }}\n{%- for message in loop_messages %}\n"
+    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}\n"
+    "        {{- raise_exception('After the optional system message, conversation roles must alternate "
+    "user/assistant/user/assistant/...') }}\n    {%- endif %}\n    {%- if message['role'] == 'user' %}\n"
+    "        {%- if loop.first and system_message is defined %}\n"
+    "            {{- ' [INST] ' + system_message + '\\n\\n' + message['content'] + ' [/INST]' }}\n"
+    "        {%- else %}\n            {{- ' [INST] ' + message['content'] + ' [/INST]' }}\n        {%- endif %}\n"
+    "    {%- elif message['role'] == 'assistant' %}\n        {{- ' ' + message['content'] + eos_token}}\n"
+    "    {%- else %}\n        {{- raise_exception('Only user and assistant roles are supported, with the "
+    "exception of an initial optional system message!') }}\n    {%- endif %}\n{%- endfor %}")
 # Phi-3's: <|user|> and <|assistant|> as Zephyr's, but turns end in <|end|>
 PHI3 = ("{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + message['content'] + "
         "'<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}"
         "{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}"
         "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}")
 
-# name: (the ../shared/hf folder of its template or None for LLAMA2_CHAT, the make_random family
+# name: (the ../shared/hf folder of its template or None for TEMPLATES[name], the make_random family
 # whose tokenizer files are used or None for Mistral's, the family expected)
 MODELS = {
     "smollm2": ("HuggingFaceTB--SmolLM2-135M-Instruct", "smollm2_135m", "chatml"),
@@ -81,7 +98,9 @@ MODELS = {
     "gemma3": ("google--gemma-3-1b-it", "gemma3_270m", "gemma"),
     "tinyllama": ("TinyLlama--TinyLlama-1.1B-Chat-v1.0", None, "zephyr"),
     "llama2": (None, None, "llama2"),
+    "mixtral": (None, None, "mistral"),
 }
+TEMPLATES = {"llama2": LLAMA2_CHAT, "mixtral": MIXTRAL}
 THOUGHT = "<think>\nThe user greets me; answer briefly.\n</think>\n\nHello! How can I help you today?"
 CONVERSATIONS = {
     "system+user": [("system", "You are a terse assistant."), ("user", "What is the capital of France?")],
@@ -103,7 +122,8 @@ ROLES = {"system": "s", "user": "u", "assistant": "a"}
 # each family's spellings a user may type: its special tokens' and its turn markers'
 INJECT = {"chatml": ["<|im_end|>", "<|im_start|>"], "qwen3": ["<|im_end|>", "<|im_start|>", "<|endoftext|>"],
           "llama3": ["<|eot_id|>", "<|start_header_id|>", "<|begin_of_text|>"],
-          "gemma": ["<end_of_turn>", "<start_of_turn>", "<bos>"], "zephyr": ["</s>", "<s>"], "llama2": ["</s>", "<s>"]}
+          "gemma": ["<end_of_turn>", "<start_of_turn>", "<bos>"], "zephyr": ["</s>", "<s>"], "llama2": ["</s>", "<s>"],
+          "mistral": ["</s>", "<s>", "[INST]", "[/INST]"]}
 
 case = Cases()
 
@@ -145,7 +165,7 @@ class Model:
             for f in ("tokenizer.json", "tokenizer_config.json"):
                 shutil.copy(os.path.join(LENML, "tokenizer-llama2", "models", f), self.dir)
         tcfg = read_json(os.path.join(HF, folder, "tokenizer_config.json")) if folder else \
-            {"bos_token": "<s>", "eos_token": "</s>", "chat_template": LLAMA2_CHAT}
+            {"bos_token": "<s>", "eos_token": "</s>", "chat_template": TEMPLATES[name]}
         self.template = tcfg["chat_template"]
         self.bos_token, self.eos_token = token_string(tcfg.get("bos_token")), token_string(tcfg.get("eos_token"))
         self.spec = tuple(tokenizer_blob.from_hf_dir(self.dir))[:5]
@@ -244,7 +264,7 @@ def end_of_turn_ids():
     """chat_is_end_of_turn: the family's turn end, and what the tokenizer stops at."""
     want = {"smollm2": ["<|im_end|>"], "qwen2.5": ["<|im_end|>", "<|endoftext|>"],
             "qwen3": ["<|im_end|>", "<|endoftext|>"], "llama3.2": ["<|eot_id|>", "<|end_of_text|>", "<|eom_id|>"],
-            "gemma3": ["<end_of_turn>", "<eos>"], "tinyllama": ["</s>"], "llama2": ["</s>"]}
+            "gemma3": ["<end_of_turn>", "<eos>"], "tinyllama": ["</s>"], "llama2": ["</s>"], "mixtral": ["</s>"]}
     for name, m in MODEL_OBJS.items():
         eot, _ = render(m, [])
         names = sorted(m.pieces[i].decode() for i in eot)
@@ -305,16 +325,59 @@ def refusals():
     assert r.returncode == 1 and "chat template nosuch is unknown" in r.stderr, r.stderr
 
 
+def oracle_results(cases, name):
+    """chat_render.mjs's {text, ids} of each case."""
+    req = os.path.join(TMP, name + ".json")
+    with open(req, "w", encoding="utf-8") as f:
+        json.dump({"cases": cases}, f, ensure_ascii=False)
+    r = subprocess.run(["node", ORACLE, MODULES, req], capture_output=True, env=ENV)
+    assert r.returncode == 0, r.stderr.decode()[-800:]
+    return json.loads(r.stdout)["results"]
+
+
+def chat_ids(model, messages, *flags):
+    """The ids ./run -m logits --chat scores for the messages: the model file's chat format."""
+    conv_file, out = os.path.join(TMP, "chat_ids_conv.json"), os.path.join(TMP, "chat_ids_logits.bin")
+    with open(conv_file, "w", encoding="utf-8") as f:
+        json.dump(messages, f, ensure_ascii=False)
+    r = subprocess.run([RUN, model, "-m", "logits", "-o", out, "--chat", conv_file, "-q"] + list(flags),
+                       capture_output=True, text=True, env=ENV)
+    assert r.returncode == 0, r.stderr
+    data = open(out, "rb").read()
+    n = struct.unpack_from("<i", data)[0]
+    return list(struct.unpack_from("<%di" % n, data, 8))
+
+
+def moe_family_dir(d, published, tokenizer, template=None):
+    """A published mixture-of-experts config.json cut to 1 layer of 4 experts of width 32, random
+    weights, and family tokenizer's tokenizer files, or (None) Mistral's with chat template."""
+    from attn import safetensors
+    conf = families.moe_config(published, layers=1, experts=4, hidden_size=64, heads=4, kv_heads=2, width=32)
+    weights = families.family_weights(conf, seed=9)
+    shutil.rmtree(d, ignore_errors=True)
+    if tokenizer:
+        families.write_family(d, tokenizer, weights=weights, conf=conf)
+        return
+    os.makedirs(d)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(conf, f)
+    safetensors.write_safetensors(os.path.join(d, "model.safetensors"), weights)
+    shutil.copy(os.path.join(LENML, "tokenizer-llama2", "models", "tokenizer.json"), d)
+    tcfg = read_json(os.path.join(LENML, "tokenizer-llama2", "models", "tokenizer_config.json"))
+    tcfg["chat_template"] = template
+    with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(tcfg, f, ensure_ascii=False)
+
+
 @case(needs=[oracle_parity])
 def qwen3_thinking_switch():
-    """./run's --no-think and --think on a Qwen3 model file (one small random layer, Qwen3's real
-    tokenizer and template, through convert.py): the ids -m logits --chat scores equal Qwen3's
-    template rendered with enable_thinking false and true (true as when it is not given)."""
-    d, model = os.path.join(TMP, "qwen3_model"), os.path.join(TMP, "qwen3_thinking.bin")
-    small_family_dir(d, "qwen3_0_6b")
-    if os.path.exists(model):
-        os.remove(model)
-    assert "chat template qwen3" in convert(d, model)
+    """./run's --no-think and --think on Qwen3 model files (one small random layer, Qwen3's real
+    tokenizer and template, through convert.py), dense and Qwen3-30B-A3B's mixture of experts: the
+    ids -m logits --chat scores equal Qwen3's template rendered with enable_thinking false and true
+    (true as when it is not given), and -m chat answers with either."""
+    dense, moe = os.path.join(TMP, "qwen3_model"), os.path.join(TMP, "qwen3_moe_model")
+    small_family_dir(dense, "qwen3_0_6b")
+    moe_family_dir(moe, families.QWEN3_30B_A3B, "qwen3_0_6b")
     subprocess.run(["make", "-s", "-C", ROOT, "run"], check=True)
     m = MODEL_OBJS["qwen3"]
     convs = [CONVERSATIONS[k] for k in ("no system", "system+user", "a reply that thought", "no system, two turns")]
@@ -323,25 +386,41 @@ def qwen3_thinking_switch():
         for thinking, flag in ((False, ["--no-think"]), (True, ["--think"]), (True, [])):
             cases.append(dict(m.oracle_case(conv), enable_thinking=thinking))
             flags.append(flag)
-    req = os.path.join(TMP, "thinking.json")
-    with open(req, "w", encoding="utf-8") as f:
-        json.dump({"cases": cases}, f, ensure_ascii=False)
-    r = subprocess.run(["node", ORACLE, MODULES, req], capture_output=True, env=ENV)
-    assert r.returncode == 0, r.stderr.decode()[-800:]
-    results = json.loads(r.stdout)["results"]
+    results = oracle_results(cases, "thinking")
     assert "<think>\n\n</think>\n\n" in results[0]["text"] and "</think>" not in results[1]["text"]
-    for case_, flag, res in zip(cases, flags, results):
-        conv_file, out = os.path.join(TMP, "thinking_conv.json"), os.path.join(TMP, "thinking_logits.bin")
-        with open(conv_file, "w", encoding="utf-8") as f:
-            json.dump(case_["messages"], f, ensure_ascii=False)
-        r = subprocess.run([RUN, model, "-m", "logits", "-o", out, "--chat", conv_file, "-q"]
-                           + flag, capture_output=True, text=True, env=ENV)
-        assert r.returncode == 0, r.stderr
-        data = open(out, "rb").read()
-        n = struct.unpack_from("<i", data)[0]
-        got = list(struct.unpack_from("<%di" % n, data, 8))
-        assert got == res["ids"], "%s %s:\n  template text %r\n  want %s\n  got  %s" % (
-            flag, case_["messages"], res["text"], pieces_of(m, res["ids"]), pieces_of(m, got))
+    for d in (dense, moe):
+        model = d + ".bin"
+        if os.path.exists(model):
+            os.remove(model)
+        assert "chat template qwen3" in convert(d, model)
+        for case_, flag, res in zip(cases, flags, results):
+            got = chat_ids(model, case_["messages"], *flag)
+            assert got == res["ids"], "%s %s %s:\n  template text %r\n  want %s\n  got  %s" % (
+                os.path.basename(model), flag, case_["messages"], res["text"], pieces_of(m, res["ids"]),
+                pieces_of(m, got))
+        for flag in ("--think", "--no-think"):
+            chats(model, flag)
+
+
+@case(needs=[oracle_parity])
+def mixtral_chats_in_its_format():
+    """Mixtral-8x7B's config.json cut to one layer of 4 experts, with Mistral's tokenizer and
+    Mixtral-8x7B-Instruct's chat template, through convert.py: the section is the mistral family
+    ([INST] ... [/INST]), -m logits --chat scores the ids the template renders, for every
+    conversation the template accepts, and -m chat answers piped turns."""
+    d, model = os.path.join(TMP, "mixtral_model"), os.path.join(TMP, "mixtral_model.bin")
+    moe_family_dir(d, families.MIXTRAL_8X7B, None, MIXTRAL)
+    if os.path.exists(model):
+        os.remove(model)
+    assert "chat template mistral" in convert(d, model)
+    m = MODEL_OBJS["mixtral"]
+    convs = [c for k, c in CONVERSATIONS.items() if k != "ending in a reply that thought"]
+    for conv, res in zip(convs, oracle_results([m.oracle_case(c) for c in convs], "mixtral")):
+        assert "error" not in res, res
+        got = chat_ids(model, [{"role": r, "content": c} for r, c in conv])
+        assert got == res["ids"], "%s:\n  template text %r\n  want %s\n  got  %s" % (
+            conv, res["text"], pieces_of(m, res["ids"]), pieces_of(m, got))
+    chats(model)
 
 
 @case
@@ -377,7 +456,7 @@ def recognition():
     """Each template's family by its markers (text reformatted too), the texts taken from it, and
     other formats refused by name."""
     for name, (folder, _, family) in MODELS.items():
-        t = read_json(os.path.join(HF, folder, "tokenizer_config.json"))["chat_template"] if folder else LLAMA2_CHAT
+        t = read_json(os.path.join(HF, folder, "tokenizer_config.json"))["chat_template"] if folder else TEMPLATES[name]
         assert ct.recognise(t)[0] == family, name
         assert ct.recognise(t.replace("{{ ", "{{").replace(" }}", "}}").replace("%}", " %}"))[0] == family, name
     smol = read_json(os.path.join(HF, MODELS["smollm2"][0], "tokenizer_config.json"))["chat_template"]
@@ -389,7 +468,7 @@ def recognition():
     # Llama 3.1's template has no strftime_now: its fallback date is the date
     fixed = llama.replace('strftime_now("%d %b %Y")', '"26 Jul 2024"').replace("strftime_now is defined", "false")
     assert ct.recognise(fixed)[1] == "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
-    for t in (MIXTRAL, PHI3, "{{ messages }}", ""):
+    for t in (MIXTRAL_FIRST, PHI3, "{{ messages }}", ""):
         try:
             ct.recognise(t)
             raise AssertionError("recognised %r" % t[:40])
@@ -397,7 +476,7 @@ def recognition():
             assert "chat template not recognised (" in str(e) and "pass --chat-template NAME" in str(e), str(e)
     # a template no family matches is kept as text, with family 0 (none); version 4's sections,
     # which end at their text, still parse
-    for t in (MIXTRAL, PHI3):
+    for t in (MIXTRAL_FIRST, PHI3):
         assert ct.parse_section(ct.chat_section(t, None), 0) == (None, [], "", t)
     v4 = struct.pack("<II2iI", 4, 2, 1, 2, 3) + b"sys"
     assert ct.parse_section(v4, 3, version=4) == ("llama2", [1, 2], "sys", "")
@@ -593,7 +672,7 @@ def unknown_template_kept_as_text():
         err = convert(tree, out)
         notes = [ln for ln in err.splitlines() if "note" in ln]
         assert len(notes) == 1 and "is of no family this build formats: kept as text" in notes[0] and \
-            "./run -m chat needs --chat-template NAME (chatml, qwen3, llama3, llama2, gemma, zephyr)" in notes[0], err
+            "./run -m chat needs --chat-template NAME (chatml, qwen3, llama3, llama2, gemma, zephyr, mistral)" in notes[0], err
         assert "; chat template" not in err, err
         assert ct.parse_section(mf.read_chat_section(out), 49152) == (None, [], "", PHI3)
         refused([RUN, out, "-m", "chat"], "name its format with --chat-template NAME")

@@ -233,5 +233,95 @@ def sampling_lookup():
                       ["--lookup", "1"])
 
 
+# piped -m chat turns: a reply undone, one sampled again, and (at -c 200, -n 60) the oldest turns
+# dropped when the context fills, so that the cache is rewound every way the conversation does it
+CHAT_TURNS = "Once upon a time\nLily saw a ball\n/undo\nThe dog ran\n/regen\nTom had a cat\nThe end\n"
+REPLY_LINE = re.compile(r"^\[prompt: \d+ tok .*; reply: (\d+) tok, [\d.]+ tok/s(; drafted (\d+), accepted (\d+) "
+                        r"\(([\d.]+)%\))?.*\]$", re.M)
+
+
+def chat(model, turns, *args):
+    """Piped ./run -m chat in Llama 2's format (tok512 has its <s> and </s>): its replies, and
+    (reply tokens, drafted, accepted, the rate shown) of each timing line."""
+    r = subprocess.run([RUN, model, "-m", "chat", "--chat-template", "llama2", *args], input=turns.encode(),
+                       capture_output=True, timeout=300)
+    assert r.returncode == 0, "run -m chat %s: exit %d: %s" % (" ".join(args), r.returncode,
+                                                              r.stderr.decode()[-300:])
+    err = r.stderr.decode()
+    lines = [(int(m.group(1)), m.group(2) and int(m.group(3)), m.group(2) and int(m.group(4)),
+              m.group(2) and float(m.group(5))) for m in REPLY_LINE.finditer(err)]
+    return r.stdout, lines, err
+
+
+def same_chat(model, spec, *args, self_draft=False):
+    plain, plain_lines, err = chat(model, CHAT_TURNS, "-t", "0", *args)
+    fast, lines, _ = chat(model, CHAT_TURNS, "-t", "0", *args, *spec)
+    assert "the context is full: the oldest" in err and "[the last exchange is undone]" in err, err
+    # /regen at -t 0 writes the same reply again, unless the rewind it makes read stale rows
+    replies = plain.split(b"\n\n")
+    assert replies[2] == replies[3], "/regen at -t 0 wrote another reply: %r, then %r" % (replies[2], replies[3])
+    assert fast == plain, "-m chat %s: the replies differ from a plain chat's at byte %d" % (
+        " ".join(spec), next(i for i in range(min(len(fast), len(plain)) + 1) if fast[:i + 1] != plain[:i + 1]))
+    assert len(lines) == len(plain_lines) == 6, "a timing line per reply: %r" % lines
+    for (tokens, drafted, accepted, rate), plain_line in zip(lines, plain_lines):
+        assert plain_line[1] is None, "a plain chat's timing line tells of drafts: %r" % (plain_line,)
+        assert drafted is not None, "no drafted/accepted counts after a reply: %r" % lines
+        assert tokens == plain_line[0] and 0 < drafted and accepted <= drafted, lines
+        assert abs(rate - 100.0 * accepted / drafted) < 0.051, lines
+        # the target drafting for itself keeps every draft only if the draft's cache followed the
+        # conversation's through each rewind (a stale row drafts another token)
+        assert not self_draft or accepted == drafted, "%s: %d of %d kept: %r" % (" ".join(spec), accepted, drafted,
+                                                                                  lines)
+
+
+@case
+def chat_greedy_same_replies():
+    for spec in (["--lookup", "2"], ["--lookup", "1", "--draft-max", "16"], ["--draft", stories_q80()],
+                 ["--draft", random_draft(512), "--draft-max", "4"]):
+        same_chat(stories(), spec, "-n", "60", "-c", "200")
+    same_chat(stories(), ["--draft", stories()], "-n", "60", "-c", "200", self_draft=True)
+    # -n 0: each reply runs until the context is full, a round's drafts cut short by its end
+    plain, _, err = chat(stories(), "Once upon a time\nLily\n", "-t", "0", "-n", "0", "-c", "120")
+    assert err.count("; context full]") == 2, err
+    for spec in (["--lookup", "1"], ["--draft", stories_q80()]):
+        fast, lines, _ = chat(stories(), "Once upon a time\nLily\n", "-t", "0", "-n", "0", "-c", "120", *spec)
+        assert fast == plain and len(lines) == 2 and all(d for _, d, _, _ in lines), (spec, lines)
+
+
+@case
+def chat_greedy_sliding_window_ring():
+    # a context of 1024 keeps a ring of 5 - 1 + 256 positions; replies of 250 tokens rewind by
+    # about as much: after /undo from past the cached positions, and with a round's drafts
+    # written past them
+    sw = make("sliding1024.bin", "--preset", "sliding_window", "--set", "seq_len=1024", "--set", "vocab_size=512",
+              "--tokenizer", tok512())
+    for spec in (["--lookup", "1", "--draft-max", "64"], ["--draft", random_draft(1024)]):
+        same_chat(sw, spec, "-n", "250", "-c", "1024")
+
+
+def chat_second_replies(model, sampling):
+    """{the second reply: count} over SEEDS seeds of a chat whose first reply is greedy (-t 0, 40
+    tokens, drafted too) and whose second is sampled (/set), FIRST tokens long."""
+    turns = "Once upon a time\n/set temperature %s\n/set max_tokens %d\nLily saw a ball\n" % (sampling[0], FIRST)
+    counts, seeds = {}, random.Random(44)
+    for _ in range(SEEDS):
+        out, _, _ = chat(model, turns, "-t", "0", "-n", "40", "-q", "-s", str(seeds.getrandbits(63) + 1), *sampling[1:])
+        first, second = out.decode("utf-8", "replace").split("\n\n")[:2]
+        counts[second] = counts.get(second, 0) + 1
+    return counts
+
+
+@case
+def chat_sampling_same_distribution():
+    for sampling, spec in ((["1.3", "-k", "8"], ["--draft", random_draft(512)]),
+                           (["1.5", "-k", "6", "-r", "1.3"], ["--lookup", "1"])):
+        plain = chat_second_replies(stories(), sampling)
+        fast = chat_second_replies(stories(), sampling + spec)
+        p = chi_square_p(plain, fast)
+        assert len(plain) > 3, "too few outcomes to compare: %r" % plain
+        assert p > SIGNIFICANCE, "-m chat -t %s %s: the second reply's distribution differs from a plain chat's " \
+                                 "(p = %.2g)" % (" ".join(sampling), " ".join(spec), p)
+
+
 if __name__ == "__main__":
     sys.exit(case.main(TMP))

@@ -13,6 +13,9 @@ and stored as the family chat/template.c formats, the special token ids it write
   llama2  Meta's [INST] and <<SYS>>
   gemma   <start_of_turn> / <end_of_turn>, the system folded into the first user turn
   zephyr  <|user|> / <|assistant|> / <|system|> text, each turn ended by eos_token (TinyLlama)
+  mistral " [INST] " / " [/INST]" text, the system prompt inside the first, each reply ended by
+          eos_token (Mixtral-8x7B-Instruct's template since 2024; its first, without a system
+          prompt or the spaces, is of no family)
 
 The section (format version 5) also keeps the template's own text, so that an export can write
 it back. chat_section(template, tok, name=None) returns the section's bytes; a template no family
@@ -30,7 +33,7 @@ from attn import modelfile as mf
 
 # chat/chat.h's CHAT_* numbers, and the ids each family's section holds (None: the tokenizer's
 # bos_id, then eos_id, which llama2.c's tokenizer.bin spells "\n<s>\n" and "\n</s>\n")
-FAMILIES = ["chatml", "qwen3", "llama3", "llama2", "gemma", "zephyr"]
+FAMILIES = ["chatml", "qwen3", "llama3", "llama2", "gemma", "zephyr", "mistral"]
 FAMILY_IDS = {
     "chatml": ["<|im_start|>", "<|im_end|>"],
     "qwen3": ["<|im_start|>", "<|im_end|>"],
@@ -38,6 +41,7 @@ FAMILY_IDS = {
     "llama2": [None, None],
     "gemma": ["<bos>", "<start_of_turn>", "<end_of_turn>"],
     "zephyr": [None, None],
+    "mistral": [None, None],
 }
 # What `./run --chat-template llama3` uses too: Llama 3.2's preamble with today's date.
 LLAMA3_PREAMBLE = "Cutting Knowledge Date: December 2023\nToday Date: {date}\n\n"
@@ -102,6 +106,9 @@ def recognise(template):
         return "llama3", _llama3_preamble(template)
     if has("[INST]", "[/INST]", "<<SYS>>", "<</SYS>>", "bos_token", "eos_token"):
         return "llama2", ""
+    if has("[INST]", "[/INST]", "bos_token", "eos_token") and "<<SYS>>" not in template and \
+            {" [INST] ", " [/INST]", "\n\n"} <= set(_literals(template)) and "[AVAILABLE_TOOLS]" not in template:
+        return "mistral", ""
     if has("<start_of_turn>", "<end_of_turn>", "model") and "bos_token" in template:
         return "gemma", ""
     if has("<|user|>", "<|assistant|>", "<|system|>", "eos_token") and "<|end|>" not in template:
