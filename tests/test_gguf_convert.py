@@ -835,8 +835,9 @@ def moe_gguf_blocks_kept_as_they_are():
     """A Qwen3-MoE GGUF whose matrices, merged experts included, are Q8_0, Q4_0 or Q4_K (quantised
     by tools/attn/quantize.py as llama-quantize does) converts keeping each matrix in its type,
     the experts' blocks byte for byte, one expert after another; ./run's logits are within
-    LOGITS_TOLERANCE of --weights f32's at every position, and its greedy text the same. A
-    Qwen2-MoE one's shared expert keeps its blocks too."""
+    LOGITS_TOLERANCE of --weights f32's at every position, and its greedy text the same;
+    --weights q8_0 maps Q8_0 and Q4_0 experts exactly. A Qwen2-MoE one's shared expert keeps
+    its blocks too."""
     build("run")
     prompt = "Once upon a time, there was a little girl"
     for name, ty, more in [("qwen3moe", ty, more) for ty, more in MOE_BLOCK_TYPES] + [
@@ -857,7 +858,12 @@ def moe_gguf_blocks_kept_as_they_are():
                 assert cfg["matrix_types"][k] == ty, (k, cfg["matrix_types"][k])
                 want = expert_blocks(src, "blk.%d.%s.weight" % (i, theirs))
                 assert np.array_equal(np.asarray(raw[k]).view(np.uint8).reshape(want.shape), want), (name, ty, k)
-        converted(src, "moe_%s_%s_f32.bin" % (name, ty), "--weights", "f32")
+        (_, _, exact), _ = converted(src, "moe_%s_%s_f32.bin" % (name, ty), "--weights", "f32")
+        if ty in gguf_model.EXACT_Q8:  # --weights q8_0 maps these experts' blocks exactly too
+            (_, _, t), note = converted(src, "moe_%s_%s_q8.bin" % (name, ty), "--weights", "q8_0")
+            assert "%s mapped exactly" % ty in note, note
+            for k in (k for k in t if k.split(".")[-1] in ("w1", "w3", "w2")):
+                assert np.array_equal(t[k], exact[k]), (name, ty, k)
         _, a = c_logits(tmp("moe_%s_%s.bin" % (name, ty)), prompt)
         _, b = c_logits(tmp("moe_%s_%s_f32.bin" % (name, ty)), prompt)
         rel = float(np.abs(a - b).max() / np.abs(b).max())
