@@ -890,6 +890,28 @@ row convert.py "a GGUF file with an odd rope.dimension_count" \
   "${convert[@]}" $tmp/rot.gguf $tmp/o.bin
 row convert.py "a GGUF file with rope.scaling.attn_factor 0.9" \
   "$tmp/attnf.gguf: llama.rope.scaling.attn_factor 0.9 is not supported by this build" "${convert[@]}" $tmp/attnf.gguf $tmp/o.bin
+# a Qwen3-MoE GGUF whose merged expert tensor holds 3 of its 4 experts, and one with an absurd expert_count
+"$PYTHON" - "$tmp" <<'PY'
+import sys
+import numpy as np
+sys.path.insert(0, "tools")
+from attn import gguf_write
+d = sys.argv[1]
+for name, count, experts in (("moe_cut.gguf", 4, 3), ("moe_count.gguf", 4294967295, 4)):
+    a = "qwen3moe."
+    meta = {"general.architecture": "qwen3moe", a + "context_length": 64, a + "embedding_length": 64,
+            a + "feed_forward_length": 128, a + "block_count": 1, a + "attention.head_count": 2,
+            a + "attention.layer_norm_rms_epsilon": 1e-6, a + "expert_count": (count, 4), a + "expert_used_count": 2,
+            a + "expert_feed_forward_length": 32}
+    gguf_write.write_gguf("%s/%s" % (d, name), meta, {"token_embd.weight": ("F32", np.zeros((16, 64), np.float32)),
+                          "blk.0.ffn_up_exps.weight": ("F32", np.zeros((experts, 32, 64), np.float32))})
+PY
+row convert.py "a GGUF mixture of experts whose merged expert tensor holds 3 of its 4 experts" \
+  "$tmp/moe_cut.gguf: tensor blk.0.ffn_up_exps.weight has shape (3, 32, 64), expected 4 experts of [rows, cols] from qwen3moe.expert_count 4" \
+  "${convert[@]}" $tmp/moe_cut.gguf $tmp/o.bin
+row convert.py "a GGUF mixture of experts with expert_count 4294967295" \
+  "$tmp/moe_count.gguf: metadata qwen3moe.expert_count 4294967295 exceeds this build's limit 1024" \
+  "${convert[@]}" $tmp/moe_count.gguf $tmp/o.bin
 row convert.py "a GGUF file of an architecture this build lacks" \
   "$tmp/arch.gguf: general.architecture 'mamba' is not supported" "${convert[@]}" $tmp/arch.gguf $tmp/o.bin
 row convert.py "a GGUF file with an unknown tokenizer.ggml.pre" \

@@ -29,6 +29,7 @@ from attn.sources import gguf as gguf_model  # noqa: E402
 from attn import gguf_write  # noqa: E402
 from attn import chat_template  # noqa: E402
 from attn import fake_hf  # noqa: E402
+from attn import families  # noqa: E402
 from attn import random_models  # noqa: E402
 from attn.exports import hf as export_hf  # noqa: E402
 from attn import modelfile as mf  # noqa: E402
@@ -699,6 +700,220 @@ def chat_template_and_tokenizer_from_elsewhere():
             "--chat-template NAME" in notes[0], err
         assert chat_template.parse_section(mf.read_chat_section(tmp(args[1])), c["vocab_size"]) == \
             (None, [], "", template), args
+
+
+# ---- mixtures of experts, written as llama.cpp's converter writes their Hugging Face directories ----
+
+# name -> (published config.json, general.architecture, changes to the cut-down config)
+MOE_FAMILIES = {"qwen3moe": (families.QWEN3_30B_A3B, "qwen3moe", {}),
+                "qwen2moe": (families.QWEN1_5_MOE_A2_7B, "qwen2moe", dict(shared_expert_intermediate_size=48)),
+                "mixtral": (families.MIXTRAL_8X7B, "llama", {})}
+# Hugging Face's names in a layer (model.layers.N.) -> llama.cpp's (blk.N.), as gguf-py's tensor_mapping.py has them
+MOE_GGUF_NAMES = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+                  "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
+                  "self_attn.k_norm": "attn_k_norm", "post_attention_layernorm": "ffn_norm",
+                  "mlp.gate": "ffn_gate_inp", "block_sparse_moe.gate": "ffn_gate_inp",
+                  "mlp.shared_expert_gate": "ffn_gate_inp_shexp", "mlp.shared_expert.gate_proj": "ffn_gate_shexp",
+                  "mlp.shared_expert.up_proj": "ffn_up_shexp", "mlp.shared_expert.down_proj": "ffn_down_shexp"}
+# an expert's matrix (mlp.experts.E.gate_proj, block_sparse_moe.experts.E.w1) -> the merged tensor holding it
+MOE_MERGED = {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps",
+              "w1": "ffn_gate_exps", "w3": "ffn_up_exps", "w2": "ffn_down_exps"}
+
+
+def moe_hf_dir(name, seed, **more):
+    """(directory, config.json, weights) of family name's published config cut to 2 layers of 4
+    experts (top 2) of 32, dim 64, a vocabulary of 512 (a llama2.c tokenizer.bin); more: further
+    changes."""
+    published, _, changes = MOE_FAMILIES[name]
+    conf = families.moe_config(published, **{**dict(experts=4, hidden_size=64, heads=2, kv_heads=1, width=32,
+                                                    vocab_size=512, max_position_embeddings=256), **changes, **more})
+    w = families.family_weights(conf, seed)
+    d = tmp("moe_hf_" + name)
+    os.makedirs(d, exist_ok=True)
+    open(os.path.join(d, "config.json"), "w").write(json.dumps(conf))
+    fake_hf.write_hf_weights(d, w)
+    random_models.write_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), random_models.default_vocab(512)[0])
+    return d, conf, w
+
+
+def llamacpp_permute(w, n_heads):
+    """convert_hf_to_gguf.py's LlamaModel.permute: Hugging Face's half-split RoPE rows interleaved."""
+    return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def moe_gguf(path, name, conf, w, wtype="F32", shexp_1d=False):
+    """The Hugging Face model (conf, w) as llama.cpp's converter writes it: each layer's experts
+    merged into one [experts, rows, cols] tensor per matrix, Mixtral as llama with expert_count
+    (q/k rows permuted), the keys its set_gguf_parameters writes; matrices in wtype, norms,
+    routers and the shared expert's gate float32 (shexp_1d: that gate [d], as llama.cpp's loader
+    declares it, rather than the converter's [1, d])."""
+    _, arch, _ = MOE_FAMILIES[name]
+    d, H, KV = conf["hidden_size"], conf["num_attention_heads"], conf["num_key_value_heads"]
+    a = arch + "."
+    meta = {"general.architecture": arch, a + "context_length": conf["max_position_embeddings"],
+            a + "embedding_length": d, a + "feed_forward_length": conf["intermediate_size"],
+            a + "block_count": conf["num_hidden_layers"], a + "attention.head_count": H,
+            a + "attention.head_count_kv": KV, a + "rope.freq_base": float(conf["rope_theta"]),
+            a + "attention.layer_norm_rms_epsilon": float(conf["rms_norm_eps"]),
+            a + "expert_count": conf.get("num_experts", conf.get("num_local_experts")),
+            a + "expert_used_count": conf["num_experts_per_tok"], **spm_tokenizer(512)}
+    if "head_dim" in conf:
+        meta[a + "attention.key_length"] = meta[a + "attention.value_length"] = conf["head_dim"]
+    if "moe_intermediate_size" in conf:
+        meta[a + "expert_feed_forward_length"] = conf["moe_intermediate_size"]
+    if "shared_expert_intermediate_size" in conf:
+        meta[a + "expert_shared_feed_forward_length"] = conf["shared_expert_intermediate_size"]
+    out, experts = {}, {}
+    top = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+           "lm_head.weight": "output.weight"}
+    for k, v in w.items():
+        if k in top:
+            out[top[k]] = v
+            continue
+        _, _, i, rest = k.split(".", 3)
+        stem, kind = rest.rsplit(".", 1)
+        parts = stem.split(".")
+        if "experts" in parts:
+            experts.setdefault((i, MOE_MERGED[parts[-1]]), {})[int(parts[-2])] = v
+            continue
+        if arch == "llama" and stem in ("self_attn.q_proj", "self_attn.k_proj"):
+            v = llamacpp_permute(v, H if stem == "self_attn.q_proj" else KV)
+        if stem == "mlp.shared_expert_gate" and shexp_1d:
+            v = v.reshape(-1)
+        out["blk.%s.%s.%s" % (i, MOE_GGUF_NAMES[stem], kind)] = v
+    for (i, merged), by_expert in experts.items():
+        out["blk.%s.%s.weight" % (i, merged)] = np.stack([by_expert[e] for e in sorted(by_expert)])
+    kept_f32 = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight", "token_embd.weight", "output.weight")
+    gguf_write.write_gguf(path, meta, {k: (wtype if v.ndim >= 2 and not k.endswith(kept_f32) else "F32", v)
+                                       for k, v in out.items()})
+
+
+def expert_blocks(path, name):
+    """A tensor's bytes as our matrix holds them, uint8 [rows, row bytes]: a merged expert tensor's
+    as the stacked matrix, experts x rows of them."""
+    with gguf.GGUFFile(path) as f:
+        t = f.tensors[name]
+        return np.array(f.raw(t)).reshape(int(np.prod(t.shape[:-1])), -1)
+
+
+@case
+def moe_gguf_f32_converts_as_its_hf_directory():
+    """Each family's GGUF (Qwen3-MoE, Qwen2-MoE with its shared expert, Mixtral as llama with
+    expert_count), written in float32 from a Hugging Face directory as llama.cpp's converter
+    writes it, converts to the model file that directory converts to: every config field and
+    every tensor equal (the merged experts stacked as the directory's experts are, the router
+    and the shared expert's gate as they are); ./run's logits the same; the shared expert's
+    gate read alike as [1, d] or [d]."""
+    build("run")
+    prompt = "Once upon a time"
+    for n, name in enumerate(MOE_FAMILIES):
+        d, conf, w = moe_hf_dir(name, 90 + n)
+        for shexp_1d in (False, True) if name == "qwen2moe" else (False,):
+            moe_gguf(tmp("moe_%s.gguf" % name), name, conf, w, shexp_1d=shexp_1d)
+            # the GGUF's vocabulary for both, so that ./run reads the same tokens
+            (want, _, t0), _ = converted(d, "moe_hf_%s.bin" % name, "--tokenizer", tmp("moe_%s.gguf" % name),
+                                         "--force")
+            (got, _, t), _ = converted(tmp("moe_%s.gguf" % name), "moe_gguf_%s.bin" % name, "--force")
+            assert got["n_experts"] == 4 and got["n_experts_used"] == 2, got
+            for k in mf.CONFIG_FIELDS:
+                assert got[k] == want[k], "%s: %s %s, from Hugging Face %s" % (name, k, got[k], want[k])
+            assert set(t) == set(t0), (name, set(t) ^ set(t0))
+            for k in t0:
+                assert np.array_equal(t[k], t0[k]), (name, k)
+            _, a = c_logits(tmp("moe_gguf_%s.bin" % name), prompt)
+            _, b = c_logits(tmp("moe_hf_%s.bin" % name), prompt)
+            assert np.array_equal(a, b), name
+        shutil.rmtree(d)
+
+
+# block types our quantiser writes whose blocks rows of the cut-down shapes divide, and the dims that need
+MOE_BLOCK_TYPES = [("Q8_0", {}), ("Q4_0", {}), ("Q4_K", dict(hidden_size=256, width=256))]
+
+
+@case
+def moe_gguf_blocks_kept_as_they_are():
+    """A Qwen3-MoE GGUF whose matrices, merged experts included, are Q8_0, Q4_0 or Q4_K (quantised
+    by tools/attn/quantize.py as llama-quantize does) converts keeping each matrix in its type,
+    the experts' blocks byte for byte, one expert after another; ./run's logits are within
+    LOGITS_TOLERANCE of --weights f32's at every position, and its greedy text the same;
+    --weights q8_0 maps Q8_0 and Q4_0 experts exactly. A Qwen2-MoE one's shared expert keeps
+    its blocks too."""
+    build("run")
+    prompt = "Once upon a time, there was a little girl"
+    for name, ty, more in [("qwen3moe", ty, more) for ty, more in MOE_BLOCK_TYPES] + [
+            ("qwen2moe", "Q8_0", dict(shared_expert_intermediate_size=64))]:
+        d, conf, w = moe_hf_dir(name, 95, **more)
+        shutil.rmtree(d)
+        src = tmp("moe_%s_%s.gguf" % (name, ty))
+        moe_gguf(src, name, conf, w, ty, shexp_1d=True)
+        (cfg, _, _), note = converted(src, "moe_%s_%s.bin" % (name, ty))
+        assert "kept bit for bit" in note, note
+        raw = mf.read_model(tmp("moe_%s_%s.bin" % (name, ty)), dequantize=False)[2]
+        for i in range(conf["num_hidden_layers"]):
+            held = [("w1", "ffn_gate_exps"), ("w3", "ffn_up_exps"), ("w2", "ffn_down_exps")]
+            held += [("shared_w1", "ffn_gate_shexp"), ("shared_w3", "ffn_up_shexp"),
+                     ("shared_w2", "ffn_down_shexp")] if name == "qwen2moe" else []
+            for ours, theirs in held:
+                k = "layers.%d.%s" % (i, ours)
+                assert cfg["matrix_types"][k] == ty, (k, cfg["matrix_types"][k])
+                want = expert_blocks(src, "blk.%d.%s.weight" % (i, theirs))
+                assert np.array_equal(np.asarray(raw[k]).view(np.uint8).reshape(want.shape), want), (name, ty, k)
+        (_, _, exact), _ = converted(src, "moe_%s_%s_f32.bin" % (name, ty), "--weights", "f32")
+        if ty in gguf_model.EXACT_Q8:  # --weights q8_0 maps these experts' blocks exactly too
+            (_, _, t), note = converted(src, "moe_%s_%s_q8.bin" % (name, ty), "--weights", "q8_0")
+            assert "%s mapped exactly" % ty in note, note
+            for k in (k for k in t if k.split(".")[-1] in ("w1", "w3", "w2")):
+                assert np.array_equal(t[k], exact[k]), (name, ty, k)
+        _, a = c_logits(tmp("moe_%s_%s.bin" % (name, ty)), prompt)
+        _, b = c_logits(tmp("moe_%s_%s_f32.bin" % (name, ty)), prompt)
+        rel = float(np.abs(a - b).max() / np.abs(b).max())
+        assert rel < LOGITS_TOLERANCE, (name, ty, rel)
+        args = ["-i", "Once upon a time", "-t", "0", "-n", "40"]
+        assert run_text(tmp("moe_%s_%s.bin" % (name, ty)), *args) == \
+            run_text(tmp("moe_%s_%s_f32.bin" % (name, ty)), *args), (name, ty)
+        print("%s %s: logits within %.1e of --weights f32's" % (name, ty, rel))
+
+
+@case
+def moe_gguf_refusals_name_keys_and_tensors():
+    """What a MoE GGUF holds that this build would compute otherwise is refused in one line naming
+    the key or tensor: llama.cpp's keys of other mixtures (sigmoid gating, scaled weights,
+    renormalising where the family's loader does not), a merged tensor of the wrong number of
+    experts or shape, experts in a family without them, an expert count past the format's limit."""
+    d, conf, w = moe_hf_dir("qwen3moe", 97)
+    shutil.rmtree(d)
+    moe_gguf(tmp("moe_ok.gguf"), "qwen3moe", conf, w)
+    meta, tensors = gguf_parts(tmp("moe_ok.gguf"))
+    exps = tensors["blk.1.ffn_up_exps.weight"][1]
+    cases = [
+        (dict(meta={"qwen3moe.expert_gating_func": 2}), "metadata qwen3moe.expert_gating_func 2 is not supported"),
+        (dict(meta={"qwen3moe.expert_weights_scale": 2.5}), "metadata qwen3moe.expert_weights_scale 2.5"),
+        (dict(meta={"qwen3moe.expert_weights_norm": False}), "metadata qwen3moe.expert_weights_norm False"),
+        (dict(meta={"qwen3moe.expert_shared_count": 2}), "metadata qwen3moe.expert_shared_count 2"),
+        (dict(tensors={"blk.1.ffn_up_exps.weight": exps[:3]}),
+         "tensor blk.1.ffn_up_exps.weight has shape (3, 32, 64), expected 4 experts of [rows, cols] from "
+         "qwen3moe.expert_count 4"),
+        (dict(tensors={"blk.1.ffn_up_exps.weight": exps.reshape(4 * 32, 64)}),
+         "tensor blk.1.ffn_up_exps.weight has shape (128, 64), expected 4 experts"),
+        (dict(tensors={"blk.1.ffn_up_exps.weight": exps[:, :16]}),
+         "blk.1.ffn_up_exps.weight's expert 0 has shape (16, 64), expected (32, 64) from "
+         "qwen3moe.expert_feed_forward_length 32, qwen3moe.embedding_length 64"),
+        (dict(meta={"qwen3moe.expert_count": 100000}), "metadata qwen3moe.expert_count 100000 exceeds this build's "
+         "limit 1024"),
+        (dict(meta={"qwen3moe.expert_used_count": 5}), "qwen3moe.expert_used_count 5 exceeds qwen3moe.expert_count 4"),
+        (dict(drop=["qwen3moe.expert_count"]), "metadata lacks qwen3moe.expert_count"),
+        (dict(meta={"general.architecture": "qwen3", **{"qwen3" + k[8:]: v[0] for k, v in meta.items()
+                                                        if k.startswith("qwen3moe.")}}),
+         "qwen3.expert_count 4: mixture-of-experts models of general.architecture qwen3 are not supported"),
+        (dict(meta={"general.architecture": "olmoe"}), "general.architecture 'olmoe' is not supported"),
+    ]
+    for i, (change, msg) in enumerate(cases):
+        m = {k: v for k, v in meta.items() if k not in change.get("drop", ())}
+        m.update((k, (v, None)) for k, v in change.get("meta", {}).items())
+        t = dict(tensors, **{k: ("F32", v) for k, v in change.get("tensors", {}).items()})
+        gguf_write.write_gguf(tmp("moe_bad%d.gguf" % i), m, t)
+        rc, err = conv([tmp("moe_bad%d.gguf" % i), tmp("o.bin")])
+        assert rc == 1 and len(err.strip().split("\n")) == 1 and msg in err, "case %d: exit %d %r" % (i, rc, err)
 
 
 # ---- refusals ----

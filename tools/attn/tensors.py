@@ -110,15 +110,34 @@ class Stack:
     def __getitem__(self, idx):
         return np.asarray(self)[idx]
 
+    def joined(self, forms):
+        """The parts' forms (each one's blocks or Q8_0 pair, None where a part has none) joined
+        along the rows, or None unless every part has one."""
+        if any(f is None for f in forms):
+            return None
+        if isinstance(forms[0], tuple):
+            return tuple(np.concatenate(c) for c in zip(*forms))
+        return np.concatenate(forms)
+
+    def blocks(self, type_name):
+        """The parts' block bytes one after another, if each is stored in type_name (a GGUF's
+        experts: kept as the file holds them)."""
+        return self.joined([p.blocks(type_name) if hasattr(p, "blocks") else None for p in self.parts])
+
+    def q8_0(self, group):
+        return self.joined([p.q8_0(group) if hasattr(p, "q8_0") else None for p in self.parts])
+
 
 def stack(path, weights):
     """Weights of one stored type (each taken from checkpoint path) as one Weight, their rows one
-    after another, named as the first one's checkpoint names it."""
+    after another, named as the first one's checkpoint names it; stored as the parts are (a
+    quantised GGUF's experts keep their blocks)."""
     kinds = {w.stored for w in weights}
     if len(kinds) > 1:
         raise Bad(path, "tensors %s and the rest of its stack are stored in different types (%s)"
                   % (weights[0].name, ", ".join(sorted(kinds))))
-    return Weight(Stored(Stack([w.st.raw for w in weights]), weights[0].stored), weights[0].name)
+    st = weights[0].st
+    return Weight(type(st)(Stack([w.st.raw for w in weights]), st.dtype), weights[0].name)
 
 
 def check_finite(path, name, st):

@@ -90,13 +90,18 @@ GGUF_DECODER_KEYS = dict(hidden_size="embedding_length", intermediate_size="feed
                          sliding_window_pattern="attention.sliding_window_pattern",
                          layer_types="attention.sliding_window_pattern",
                          final_logit_softcapping="final_logit_softcapping",
-                         attn_logit_softcapping="attn_logit_softcapping", head_dim="attention.key_length")
+                         attn_logit_softcapping="attn_logit_softcapping", head_dim="attention.key_length",
+                         num_experts="expert_count", num_local_experts="expert_count",
+                         num_experts_per_tok="expert_used_count", moe_intermediate_size="expert_feed_forward_length",
+                         shared_expert_intermediate_size="expert_shared_feed_forward_length")
 
 
 class Family:
     """A Llama-shaped decoder (RMSNorm, RoPE, SwiGLU); a family overrides what differs."""
     model_type = hf_class = None
     gguf_arch = None  # general.architecture llama.cpp writes it under, if its own
+    gguf_moe_arch = None  # the architecture llama.cpp writes it under with expert_count, if another family's
+    gguf_norm_topk = None  # whether llama.cpp's loader renormalises the chosen experts' weights (norm_topk_prob)
     kind = "decoder"  # which reader of sources/hf.py reads it: "decoder" or "gpt2"
     defaults = {}  # its configuration_*.py's values for keys a config.json leaves out (None: derived)
     biases = {}  # config key -> the bias_flags it brings when true

@@ -60,8 +60,9 @@ class Mixtral(Experts, Mistral):
     """Mistral with every layer's feed-forward a mixture of experts (MixtralSparseMoeBlock): a router
     (block_sparse_moe.gate) whose softmax picks num_experts_per_tok of num_local_experts experts,
     their probabilities always renormalised; each expert w2(silu(w1 x) * w3 x) of intermediate_size.
-    llama.cpp converts it as llama with expert_count, which sources/gguf.py does not read yet."""
-    model_type, hf_class = "mixtral", "MixtralForCausalLM"
+    llama.cpp converts it as llama with expert_count, its q/k rows permuted as Llama's."""
+    model_type, hf_class, gguf_moe_arch = "mixtral", "MixtralForCausalLM", "llama"
+    gguf_rope_permuted = True
     defaults = dict(Mistral.defaults, num_local_experts=8, num_experts_per_tok=2, rope_theta=1e6, rms_norm_eps=1e-5,
                     sliding_window=None)
     ref_defaults = dict(Mistral.ref_defaults, rms_norm_eps=1e-5, rope_theta=1e6)

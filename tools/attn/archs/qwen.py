@@ -62,7 +62,8 @@ class Qwen2Moe(QwenExperts, Qwen2):
     """Qwen2 (its q, k, v biases) with every layer's feed-forward a mixture of experts
     (Qwen2MoeSparseMoeBlock): Qwen3-MoE's router and experts, plus a shared expert every token
     passes, of shared_expert_intermediate_size, scaled by sigmoid(shared_expert_gate(x))."""
-    model_type, hf_class, gguf_arch = "qwen2_moe", "Qwen2MoeForCausalLM", None
+    model_type, hf_class, gguf_arch = "qwen2_moe", "Qwen2MoeForCausalLM", "qwen2moe"
+    gguf_norm_topk = False  # llama.cpp's qwen2moe never renormalises (its converter drops norm_topk_prob)
     defaults = dict(num_key_value_heads=16, head_dim=None, max_position_embeddings=32768, num_experts=60,
                     num_experts_per_tok=4, moe_intermediate_size=1408, shared_expert_intermediate_size=5632,
                     norm_topk_prob=False, decoder_sparse_step=1)
@@ -81,7 +82,8 @@ class Qwen3Moe(QwenExperts, Qwen3):
     """Qwen3 with every layer's feed-forward a mixture of experts (Qwen3MoeSparseMoeBlock): a
     router (mlp.gate) whose softmax picks num_experts_per_tok of num_experts experts, their
     probabilities renormalised when norm_topk_prob; each expert a SwiGLU of moe_intermediate_size."""
-    model_type, hf_class, gguf_arch = "qwen3_moe", "Qwen3MoeForCausalLM", None
+    model_type, hf_class, gguf_arch = "qwen3_moe", "Qwen3MoeForCausalLM", "qwen3moe"
+    gguf_norm_topk = True  # llama.cpp's qwen3moe always renormalises (its converter drops norm_topk_prob)
     defaults = dict(num_key_value_heads=4, head_dim=None, max_position_embeddings=32768, num_experts=128,
                     num_experts_per_tok=8, moe_intermediate_size=768, norm_topk_prob=False, decoder_sparse_step=1)
     ffn_key = "moe_intermediate_size"

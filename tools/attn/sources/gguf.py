@@ -1,8 +1,10 @@
 """GGUF files (llama.cpp, Ollama, LM Studio) as convert.py sources: config, tokenizer and weights.
 
 read_gguf(path) gives convert.py a Source. The metadata of general.architecture llama, qwen2,
-qwen3, gemma3 or gpt2 becomes the Hugging Face config.json that family's converter in
-llama.cpp read it from, and the tensors get their Hugging Face names and layout, so that
+qwen3, qwen2moe, qwen3moe, gemma3 or gpt2 (llama with expert_count: Mixtral) becomes the Hugging
+Face config.json that family's converter in llama.cpp read it from, and the tensors get their
+Hugging Face names and layout (a merged expert tensor, ffn_*_exps, each expert's matrix as a
+tensor of its own bytes, which the family's reader stacks again, blocks as they are), so that
 convert.py's own readers (read_hf_decoder, read_hf_gpt2) build the model file with every check
 they make for a Hugging Face directory. What llama.cpp's converter changed is undone: Llama's
 q/k rows it permuted into the interleaved RoPE order, GPT-2's Conv1D matrices it transposed.
@@ -28,7 +30,7 @@ import sys
 import numpy as np
 
 from attn.errors import Bad, Terms
-from attn.archs import gguf_families
+from attn.archs import FAMILIES, gguf_families
 from attn.sources.hf import READERS, rope_rows
 from attn.tensors import Stored, Weight
 from attn.weights import weight_choice
@@ -126,7 +128,9 @@ def stored(f, t, rows=None):
 # before anything is sized by them
 LIMITS = {"embedding_length": 65536, "feed_forward_length": 262144, "block_count": 1024, "attention.head_count": 1024,
           "attention.head_count_kv": 1024, "attention.key_length": 4096, "attention.value_length": 4096,
-          "rope.dimension_count": 4096, "attention.sliding_window_pattern": 1024}
+          "rope.dimension_count": 4096, "attention.sliding_window_pattern": 1024, "expert_count": mf.MAX_EXPERTS,
+          "expert_used_count": mf.MAX_EXPERTS, "expert_feed_forward_length": 262144,
+          "expert_shared_feed_forward_length": 262144}
 
 
 class Meta:
@@ -199,9 +203,9 @@ def hf_config(f, arch, fam):
     tied = "output.weight" not in T or (
         T["output.weight"].type == T["token_embd.weight"].type
         and np.array_equal(f.raw(T["output.weight"]), f.raw(T["token_embd.weight"])))
-    if f.metadata.get(arch + ".expert_count"):
-        raise Bad(f.path, "%s.expert_count %s: mixture-of-experts models are not supported by this build"
-                     % (arch, f.metadata[arch + ".expert_count"]))
+    if f.metadata.get(arch + ".expert_count") and not fam.ref_experts:
+        raise Bad(f.path, "%s.expert_count %s: mixture-of-experts models of general.architecture %s are not "
+                  "supported by this build" % (arch, f.metadata[arch + ".expert_count"], arch))
     own = fam.gguf_own_config(g, V, tied)
     if own is not None:
         return own
@@ -238,8 +242,67 @@ def hf_config(f, arch, fam):
         if not fam.gguf_rope_freqs or "rope_scaling" in c:
             raise Bad(f.path, "rope_freqs.weight is read only as Llama 3's RoPE scaling of a llama model")
         c["rope_scaling"] = llama3_rope(f.path, g, f.dequantize(T["rope_freqs.weight"]), n_rot, c["rope_theta"])
+    if fam.ref_experts:
+        experts_config(f, g, fam, c)
     fam.gguf_config(f, g, c)
     return c
+
+
+# llama.cpp's keys of a mixture of experts that experts_config reads
+EXPERT_KEYS = ("expert_count", "expert_used_count", "expert_feed_forward_length", "expert_shared_feed_forward_length")
+
+
+def experts_config(f, g, fam, c):
+    """Adds to c the keys of fam's experts (fam.ref_experts names them) as llama.cpp's loader reads
+    the metadata: an expert's width from expert_feed_forward_length, else feed_forward_length
+    divided by expert_used_count (Mixtral's, written as llama: feed_forward_length itself); the
+    shared expert's from expert_shared_feed_forward_length, else feed_forward_length; the chosen
+    experts' weights renormalised as the family's loader always does or never does. Another
+    key of llama.cpp's mixtures of experts is refused by name unless it holds the value that
+    computes what this reading does."""
+    x, K = fam.ref_experts, g.get("expert_used_count")
+    c[x["count"]], c[x["top_k"]] = g.get("expert_count"), K
+    if x["width"] != "intermediate_size":
+        c[x["width"]] = g.get("expert_feed_forward_length", max(c["intermediate_size"] // K, 1))
+    if x.get("shared"):
+        c[x["shared_width"]] = g.get("expert_shared_feed_forward_length", c["intermediate_size"])
+    if x["norm"]:
+        c[x["norm"]] = fam.gguf_norm_topk
+    # the values of llama.cpp's other keys that change nothing here: no scaling, a softmax, the
+    # family's own renormalising, its number of shared experts
+    neutral = dict(expert_weights_scale=(0.0, 1.0), expert_gating_func=(1,),
+                   expert_weights_norm=(fam.gguf_norm_topk if x["norm"] else True,),
+                   expert_shared_count=(1 if x.get("shared") else 0,), leading_dense_block_count=(0,))
+    for key in sorted(f.metadata):
+        name = key[len(g.arch) + 1:]
+        if key.startswith(g.arch + ".") and name not in EXPERT_KEYS and (
+                "expert" in name or "moe" in name or name in neutral) and f.metadata[key] not in neutral.get(name, ()):
+            raise Bad(f.path, "metadata %s %r is not supported by this build (a mixture of experts computed "
+                      "otherwise than %s's)" % (key, f.metadata[key], fam.hf_class))
+
+
+def gguf_expert_names(fam):
+    """(llama.cpp's names of a block's router and shared expert -> Hugging Face's, its names of the
+    merged experts -> Hugging Face's name of one expert's matrix, %d for the expert) of family
+    fam, whose ref_experts names them; ({}, {}) for a family without experts."""
+    x = fam.ref_experts
+    if not x:
+        return {}, {}
+    names = {"ffn_gate_inp": x["router"][:-len(".weight")]}
+    if x.get("shared"):
+        names["ffn_gate_inp_shexp"] = x["shared_gate"][:-len(".weight")]
+        names.update(("ffn_%s_shexp" % m, x["shared"] + x[m]) for m in ("gate", "up", "down"))
+    return names, {"ffn_%s_exps" % m: x["expert"] + x[m] for m in ("gate", "up", "down")}
+
+
+def split_experts(f, t, E, count_key):
+    """A merged expert tensor (llama.cpp's ffn_*_exps, [experts, rows, cols]) as its E experts'
+    matrices, each a tensor of its own bytes in the file: their blocks are kept as they are."""
+    if len(t.shape) != 3 or t.shape[0] != E:
+        raise Bad(f.path, "tensor %s has shape %s, expected %d experts of [rows, cols] from %s %d"
+                  % (t.name, t.shape, E, count_key, E))
+    size = t.nbytes // E
+    return [gguf.Tensor(t.name, t.type, t.dims[:2], t.offset + e * size, size) for e in range(E)]
 
 
 def gguf_terms(f, arch, fam):
@@ -258,13 +321,19 @@ def gguf_terms(f, arch, fam):
             "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"))
     else:
         keys["rope_scaling factor"] = a + (linear_factor_key(Meta(f, arch)) or "rope.scaling.factor")
-    block, top = {v: k for k, v in fam.gguf_names.items()}, {v: k for k, v in fam.gguf_top.items()}
+    names, merged = gguf_expert_names(fam)
+    block, top = {v: k for k, v in dict(fam.gguf_names, **names).items()}, {v: k for k, v in fam.gguf_top.items()}
+    experts = [(re.compile(re.escape(v).replace("%d", r"(\d+)") + "$"), k) for k, v in merged.items()]
     layer = re.compile(r"(?:model\.layers|h)\.(\d+)\.(.+)\.(weight|bias)$")
 
     def tensor(name):  # hf_tensors' renaming undone
         m = layer.match(name)
         if m and m.group(2) in block:
             return "blk.%s.%s.%s" % (m.group(1), block[m.group(2)], m.group(3))
+        for pattern, ours in experts:
+            e = m and pattern.match(m.group(2))
+            if e:
+                return "blk.%s.%s.%s's expert %s" % (m.group(1), ours, m.group(3), e.group(1))
         head, _, tail = name.rpartition(".")
         return top[head] + "." + tail if head in top else name
     return Terms(keys, tensor, where="")
@@ -296,7 +365,8 @@ def llama_biases(f, fam, c):
 def hf_tensors(f, fam, c):
     """The tensors under Hugging Face's names (nanoGPT's for GPT-2), as Stored, in Hugging Face's
     RoPE layout; rope_freqs is consumed by the config."""
-    block, top, layer = fam.gguf_names, fam.gguf_top, fam.hf_layer
+    names, merged = gguf_expert_names(fam)
+    block, top, layer = dict(fam.gguf_names, **names), fam.gguf_top, fam.hf_layer
     unrope = {}
     if fam.gguf_rope_permuted:  # llama.cpp permuted HF's q/k rows into interleaved pairs: the inverse of rope_rows
         hd = c["head_dim"]
@@ -310,6 +380,14 @@ def hf_tensors(f, fam, c):
             continue
         parts = name.split(".")
         rows = unrope.get(parts[2]) if parts[0] == "blk" and len(parts) == 4 else None
+        if parts[0] == "blk" and len(parts) == 4 and parts[2] in merged:
+            x = fam.ref_experts
+            for e, one in enumerate(split_experts(f, t, c[x["count"]], "%s.expert_count" % f.metadata[
+                    "general.architecture"])):
+                sd[layer % parts[1] + merged[parts[2]] % e + "." + parts[3]] = stored(f, one)
+            continue
+        if parts[2:3] == ["ffn_gate_inp_shexp"] and len(t.shape) == 1:  # llama.cpp's loader takes [d] as [1, d]
+            t = gguf.Tensor(t.name, t.type, t.dims + (1,), t.offset, t.nbytes)
         st = stored(f, t, rows if rows is not None and t.shape[0] == len(rows) else None)  # else refused by shape
         if parts[0] == "blk" and len(parts) == 4 and parts[2] in block:
             sd[layer % parts[1] + block[parts[2]] + "." + parts[3]] = st
@@ -327,7 +405,7 @@ def weight_chooser(f):
     why, group size). A file of float matrices only is convert.py's usual choice; one holding
     any quantised matrix is Q8_0 unless --weights says otherwise, by default with the largest
     group that every exactly mapped type's group and every row length divide."""
-    kinds = sorted({t.type_name for t in f.tensors.values() if len(t.shape) == 2 and t.name != "position_embd.weight"},
+    kinds = sorted({t.type_name for t in f.tensors.values() if len(t.shape) >= 2 and t.name != "position_embd.weight"},
                    key=lambda k: (k not in FLOATS, k))
     quant = [k for k in kinds if k not in FLOATS]
 
@@ -374,7 +452,9 @@ def read_gguf(path):
     archs = gguf_families()
     if arch not in archs:
         raise Bad(path, "general.architecture %r is not supported (supported: %s)" % (arch, ", ".join(archs)))
-    fam = archs[arch]
+    # a family llama.cpp writes under another's architecture, told apart by its experts (Mixtral's llama)
+    moe = {fam.gguf_moe_arch: fam for fam in FAMILIES.values() if fam.gguf_moe_arch}
+    fam = moe[arch] if arch in moe and f.metadata.get(arch + ".expert_count") else archs[arch]
     c = hf_config(f, arch, fam)
     sd = hf_tensors(f, fam, c)
     terms = gguf_terms(f, arch, fam)
