@@ -27,6 +27,7 @@
 # written to bench/tmp/ unless BIN names one. Raw outputs go to OUT (bench/tmp/llama_cpp/NAME-DATE).
 #   environment: ARCH (native; x86-64-v3 builds ./run for AVX2), BIN, OUT, SAMPLES (1), THREADS (2), PP (256),
 #   TG (128), DEPTH (0: off; e.g. 8000), KV (f16; or q8_0), FA (0,1; 1 with KV q8_0), PYTHON (/usr/bin/python3),
+#   WORD (the: the prompt's word, repeated),
 #   MEMBW (bench/bin/membw, built here: a program that prints "membw_best_GBps X" for --huge 0|1)
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -70,14 +71,18 @@ print(int(weights + (2 * kvd * (depth + (tg + 1) / 2) * per_value if depth else 
 
 timing() { sed -n "s/.*$1: \([0-9]*\) tokens* in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1 \2/p" "$2"; } # -> "tokens tok/s"
 
-# A prompt of exactly PP tokens: "the" repeated, the count corrected by what ./run reports.
+# A prompt of exactly PP tokens: WORD repeated, the count corrected by what ./run reports.
 PROMPT=$OUT/prompt.txt words=$((PP - 1)) n=0
 for _ in 1 2 3 4; do
-    yes the | head -n $words | paste -sd' ' | tr -d '\n' > "$PROMPT"
+    yes "${WORD:-the}" | head -n $words | paste -sd' ' | tr -d '\n' > "$PROMPT"
     ./run "$BIN" -j "$THREADS" "${CTX[@]}" -t 0 -n 1 -f "$PROMPT" > /dev/null 2> "$OUT/calibrate.txt" || die "./run failed: $(tail -1 "$OUT/calibrate.txt")"
     read -r n _ < <(timing prompt "$OUT/calibrate.txt")
     [ "$n" = "$PP" ] && break
-    words=$((words + PP - n))
+    # scaled by the tokens a word takes (a vocabulary may split it), never below one word:
+    # head -n with a negative count would copy yes's endless output
+    [ "${n:-0}" -gt 1 ] || die "./run reported no prompt tokens ($OUT/calibrate.txt)"
+    words=$((words * (PP - 1) / (n - 1)))
+    [ "$words" -ge 1 ] || die "cannot make a prompt of $PP tokens: one word already makes $n"
 done
 [ "$n" = "$PP" ] || die "cannot make a prompt of $PP tokens (last: $n)"
 

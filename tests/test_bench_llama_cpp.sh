@@ -20,7 +20,8 @@ fake=$tmp/llama-bench
 cat > "$fake" << EOF
 #!/usr/bin/env bash
 echo "\$*" >> $tmp/llama_calls.txt
-echo '{"n_prompt": 16, "n_gen": 0, "avg_ts": 100.0}'
+pp=\$(echo "\$*" | sed 's/.* -p \([0-9]*\) .*/\1/')
+echo "{\"n_prompt\": \$pp, \"n_gen\": 0, \"avg_ts\": 100.0}"
 echo '{"n_prompt": 0, "n_gen": 8, "avg_ts": 40.0}'
 EOF
 chmod +x "$fake"
@@ -84,6 +85,16 @@ for r in 1 2; do
     done
 done
 [ $turns = 6 ] && ok "the programs take turns going first" || bad "turns: $turns of 6 samples in the expected order"
+
+# A word of several tokens (6 in this vocabulary): the prompt is scaled to PP tokens, where the
+# count once went below zero and head copied yes's endless output to the disk (files capped
+# here at 1 MiB).
+(ulimit -f 1024 && WORD=zqxjv PP=19 TG=8 SAMPLES=1 BIN=$tmp/rand256.bin OUT=$tmp/out_word bench/llama_cpp.sh "$fake" $gguf 1 \
+    > /dev/null 2> "$tmp/err_word.txt")
+rc=$?
+n=$(sed -n 's/.*prompt: \([0-9]*\) tokens.*/\1/p' "$tmp/out_word/calibrate.txt" 2> /dev/null)
+[ $rc = 0 ] && [ "$n" = 19 ] && ok "a word of several tokens makes a prompt of PP tokens" ||
+    bad "a word of several tokens: exit $rc, prompt $n tokens: $(tail -1 "$tmp/err_word.txt")"
 
 # A llama-bench that fails, or is not there: one line, exit 1.
 printf '#!/usr/bin/env bash\necho "error: failed to load model" >&2\nexit 1\n' > "$tmp/broken"
