@@ -8,8 +8,9 @@
 
 // Training's attention takes the tiles (model/attention.h's attention_forward_tiled and
 // attention_backward_tiled), which keep a logsumexp per row instead of the rows' probabilities,
-// from this block size on, where they measured faster (docs/TRAINING.md); not with attention
-// dropout, whose backward needs the dropped probabilities themselves.
+// from this block size on, where they measured as fast and the probabilities' memory starts to
+// count (docs/TRAINING.md); not with attention dropout, whose backward needs the dropped
+// probabilities themselves.
 #define TRAIN_TILED_MIN_T 256
 
 static int attention_tiled_for(const Config *c, int T, int dropout) {

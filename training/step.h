@@ -184,7 +184,8 @@ static void forward_seqs(const Config *c, const Weights *w, Acts *a, int b0, int
 
 // After forward_seqs on the same sequences with the same drop: their gradients added into g.
 // ds is this thread's [T, T] scratch ([threads, T, T] outside a parallel region, see
-// attention_backward; NULL with tiled attention, which needs none); the other backward buffers are used on these sequences' rows only.
+// attention_backward; NULL with tiled attention, which needs none); the other backward
+// buffers are used on these sequences' rows only.
 static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a, int b0, int b1, float *ds,
                           const Dropout *drop, int bf16) {
     int T = a->T, lo = b0 * T, hi = b1 * T, n = hi - lo, H = c->n_heads, KV = c->n_kv_heads;
