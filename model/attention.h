@@ -359,8 +359,9 @@ static inline void kv_tile_f32(float *tile, const void *cache, int type, size_t 
 // s [nb, ld] (key-major, the queries' columns ld apart) and its values vt [nb, hd]: s becomes
 // the block's probabilities, scaled to the new max, and o is rescaled to it before they are
 // added. A column masked in every block so far keeps m = -inf, and its exponentials are 0.
+// Query i sees no key past off + i (causal_product's CAUSAL_BELOW), which the product skips.
 static inline void online_softmax_block(float *o, float *m, float *l, float *s, const float *vt, int nb, int n, int ld,
-                                        int hd) {
+                                        int hd, int off) {
     float top[TILE_QUERIES], shift[TILE_QUERIES], rescale[TILE_QUERIES], sum[TILE_QUERIES];
     for (int i = 0; i < ld; i++) top[i] = m[i], sum[i] = 0.0f;
     for (int j = 0; j < nb; j++)
@@ -383,16 +384,17 @@ static inline void online_softmax_block(float *o, float *m, float *l, float *s, 
         if (rescale[i] != 1.0f)
             for (int d = 0; d < hd; d++) o[i * hd + d] *= rescale[i];
     }
-    causal_product(o, hd, s, ld, 1, vt, WEIGHTS_F32, hd, n, hd, nb, CAUSAL_NONE, 0, 1.0f, 1);
+    causal_product(o, hd, s, ld, 1, vt, WEIGHTS_F32, hd, n, hd, nb, CAUSAL_BELOW, off, 1.0f, 1);
 }
 
 // attention_pairs_masked's attention (the same arguments, without probabilities to keep) in
 // tiles, for the (sequence, head) pairs [lo, hi): per block of queries, the keys they see in
 // blocks, skipping those every row masks and masking the others' entries. head_dim ≤
-// TILE_MAX_DIMS.
-static inline void attention_tiled(float *out, const float *q, const void *k, const void *v, int kv_type, int T, int P,
-                                   int n_heads, int n_kv_heads, int head_dim, float scale, int window, size_t lo,
-                                   size_t hi) {
+// TILE_MAX_DIMS. lse, when not NULL, receives each row's logsumexp of its scaled scores
+// [B, n_heads, T]: all training's backward needs to compute the probabilities again.
+static inline void attention_tiled(float *out, float *lse, const float *q, const void *k, const void *v, int kv_type,
+                                   int T, int P, int n_heads, int n_kv_heads, int head_dim, float scale, int window,
+                                   size_t lo, size_t hi) {
     int L = P + T, hd = head_dim, qd = n_heads * hd, kvd = n_kv_heads * hd, group = n_heads / n_kv_heads;
     float qt[TILE_MAX_DIMS * TILE_QUERIES] __attribute__((aligned(64)));
     float kt[TILE_KEYS * TILE_MAX_DIMS] __attribute__((aligned(64)));
@@ -418,17 +420,24 @@ static inline void attention_tiled(float *out, const float *q, const void *k, co
                 int nb = end - j0 < TILE_KEYS ? end - j0 : TILE_KEYS;
                 kv_tile_f32(kt, kb, kv_type, kvd, j0, j0 + nb, hd);
                 kv_tile_f32(vt, vb, kv_type, kvd, j0, j0 + nb, hd);
-                causal_product(s, ld, kt, hd, 0, qt, WEIGHTS_F32, ld, nb, ld, hd, CAUSAL_NONE, 0, scale, 0);
-                // key j0 + j is seen by the queries i with j0 + j ≤ P + t0 + i (< window later)
+                // key j0 + j is seen by the queries i with j ≤ off + i (< window later): a chunk of
+                // 16 keys' scores start at the first column of 16 that any of them sees
+                int off = P + t0 - j0;
+                for (int c = 0; c < nb; c += VEC) {
+                    int r = nb - c < VEC ? nb - c : VEC, i0 = c - off > 0 ? (c - off) / VEC * VEC : 0;
+                    causal_product(s + c * ld + i0, ld, kt + c * hd, hd, 0, qt + i0, WEIGHTS_F32, ld, r, ld - i0, hd,
+                                   CAUSAL_NONE, 0, scale, 0);
+                }
                 for (int j = 0; j < nb; j++) {
-                    int from = j0 + j - P - t0, to = window ? from + window : ld;
+                    int from = j - off, to = window ? from + window : ld;
                     for (int i = 0; i < from && i < ld; i++) s[j * ld + i] = -INFINITY;
                     for (int i = to > 0 ? to : 0; i < ld; i++) s[j * ld + i] = -INFINITY;
                 }
-                online_softmax_block(o, m, l, s, vt, nb, n, ld, hd);
+                online_softmax_block(o, m, l, s, vt, nb, n, ld, hd, off);
             }
             for (int i = 0; i < n; i++)
                 for (int d = 0; d < hd; d++) ob[(size_t)(t0 + i) * qd + d] = o[i * hd + d] / l[i];
+            for (int i = 0; i < n && lse; i++) lse[pair * T + t0 + i] = m[i] + logf(l[i]);
         }
     }
 }
@@ -584,6 +593,103 @@ static inline void attention_backward(float *dq, float *dk, float *dv, float *sc
             // dQ = dS K;  dK += dSᵀ Q
             causal_product(dq + qo, qd, ds, T, 0, k + kvo, WEIGHTS_F32, kvd, T, hd, T, CAUSAL_BELOW, 0, 1.0f, 0);
             causal_product(dk + kvo, kvd, ds, T, 1, q + qo, WEIGHTS_F32, qd, T, hd, T, CAUSAL_ABOVE, 0, 1.0f, add);
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Training's attention in tiles (flash attention): the forward keeps each row's logsumexp
+// [B, n_heads, T] instead of its probabilities [B, n_heads, T, T], and the backward computes
+// them again a tile at a time (FlashAttention-2's backward), so that nothing T × T is held.
+
+// attention_forward (P = 0, causal, scaled by 1 / sqrt(head_dim)) through attention_tiled,
+// which ./run's prompts take: out, and the rows' logsumexp in lse. attention_tiles_fit(T,
+// head_dim) must hold.
+static inline void attention_forward_tiled(float *out, float *lse, const float *q, const float *k, const float *v,
+                                           int B, int T, int n_heads, int n_kv_heads, int head_dim) {
+    size_t pairs = (size_t)B * n_heads;
+#pragma omp parallel if (pairs * T * T * head_dim >= PARALLEL_MIN_WORK)
+    {
+        size_t lo, hi;
+        share(pairs, thread_num(), team_size(), &lo, &hi);
+        attention_tiled(out, lse, q, k, v, WEIGHTS_F32, T, 0, n_heads, n_kv_heads, head_dim,
+                        1.0f / sqrtf((float)head_dim), 0, lo, hi);
+    }
+}
+
+#define TILE_BACK_KEYS 64 // keys per block of the backward: the diagonal block is the query block
+
+// attention_forward_tiled's backward: dq, dk, dv from dout, the forward's out and lse. Per
+// block of TILE_QUERIES queries and block of keys they see: P = exp(S − lse) from the scores
+// S again, dP = dO Vᵀ, and the softmax's dS = P ∘ (dP − D) · scale with D = rowsum(dO ∘ O)
+// (= rowsum(P ∘ dP)); then dV += Pᵀ dO, dK += dSᵀ Q, dQ += dS K. The tiles are key-major
+// ([keys, queries]) as attention_tiled's, so that the keys, values and queries are read in
+// place. Parallel over (sequence, key/value head) as attention_backward, whose dK and dV the
+// group's query heads add into; inside a parallel region the calling thread does them all.
+static inline void attention_backward_tiled(float *dq, float *dk, float *dv, const float *dout, const float *out,
+                                            const float *lse, const float *q, const float *k, const float *v, int B,
+                                            int T, int n_heads, int n_kv_heads, int head_dim) {
+    int H = n_heads, KV = n_kv_heads, hd = head_dim, qd = H * hd, kvd = KV * hd, group = H / KV;
+    float scale = 1.0f / sqrtf((float)hd);
+#pragma omp parallel for schedule(static)
+    for (int pair = 0; pair < B * KV; pair++) {
+        float qt[TILE_MAX_DIMS * TILE_QUERIES] __attribute__((aligned(64)));
+        float dot[TILE_MAX_DIMS * TILE_QUERIES] __attribute__((aligned(64)));
+        float p[TILE_BACK_KEYS * TILE_QUERIES] __attribute__((aligned(64)));
+        float ds[TILE_BACK_KEYS * TILE_QUERIES] __attribute__((aligned(64)));
+        float row_lse[TILE_QUERIES], delta[TILE_QUERIES];
+        int b = pair / KV, kh = pair % KV;
+        size_t kvo = (size_t)b * T * kvd + (size_t)kh * hd;
+        const float *kb = k + kvo, *vb = v + kvo;
+        for (int t = 0; t < T; t++) {
+            memset(dk + kvo + (size_t)t * kvd, 0, (size_t)hd * sizeof(float));
+            memset(dv + kvo + (size_t)t * kvd, 0, (size_t)hd * sizeof(float));
+        }
+        for (int h = kh * group; h < (kh + 1) * group; h++) {
+            size_t qo = (size_t)b * T * qd + (size_t)h * hd;
+            const float *qb = q + qo, *dob = dout + qo, *ob = out + qo, *lb = lse + ((size_t)b * H + h) * T;
+            for (int t0 = 0; t0 < T; t0 += TILE_QUERIES) {
+                // queries [t0, t0 + n) as columns [0, ld) of qt and dot (those past n zero) see keys [0, t0 + n)
+                int n = T - t0 < TILE_QUERIES ? T - t0 : TILE_QUERIES, ld = (n + VEC - 1) / VEC * VEC;
+                for (int i = 0; i < ld; i += VEC) {
+                    transpose_keys(qt + i, ld, qb + (size_t)(t0 + i) * qd, WEIGHTS_F32, qd, n - i, hd);
+                    transpose_keys(dot + i, ld, dob + (size_t)(t0 + i) * qd, WEIGHTS_F32, qd, n - i, hd);
+                }
+                for (int i = 0; i < ld; i++) {
+                    const float *dorow = dob + (size_t)(t0 + i) * qd, *orow = ob + (size_t)(t0 + i) * qd;
+                    delta[i] = row_lse[i] = 0.0f;
+                    for (int d = 0; d < hd && i < n; d++) delta[i] += dorow[d] * orow[d];
+                    if (i < n) row_lse[i] = lb[t0 + i];
+                }
+                for (int j0 = 0; j0 < t0 + n; j0 += TILE_BACK_KEYS) {
+                    // key j0 + j is seen by the queries i ≥ j − off (and < n: the padding); the
+                    // products skip what every row of a tile masks, as causal_product does
+                    int nb = t0 + n - j0 < TILE_BACK_KEYS ? t0 + n - j0 : TILE_BACK_KEYS, off = t0 - j0;
+                    const float *kj = kb + (size_t)j0 * kvd, *vj = vb + (size_t)j0 * kvd;
+                    for (int c = 0; c < nb; c += VEC) {
+                        // Sᵀ = K Qᵀ · scale and dPᵀ = V dOᵀ for keys [c, c + r), from the first
+                        // column of 16 any of them sees
+                        int r = nb - c < VEC ? nb - c : VEC, i0 = c - off > 0 ? (c - off) / VEC * VEC : 0;
+                        causal_product(p + c * ld + i0, ld, kj + (size_t)c * kvd, kvd, 0, qt + i0, WEIGHTS_F32, ld, r,
+                                       ld - i0, hd, CAUSAL_NONE, 0, scale, 0);
+                        causal_product(ds + c * ld + i0, ld, vj + (size_t)c * kvd, kvd, 0, dot + i0, WEIGHTS_F32, ld, r,
+                                       ld - i0, hd, CAUSAL_NONE, 0, 1.0f, 0);
+                        for (int j = c; j < c + r; j++)
+#pragma omp simd
+                            for (int i = i0; i < ld; i++) {
+                                float pi = i >= j - off && i < n ? exp_vec(p[j * ld + i] - row_lse[i]) : 0.0f;
+                                p[j * ld + i] = pi;
+                                ds[j * ld + i] = pi * (ds[j * ld + i] - delta[i]) * scale;
+                            }
+                    }
+                    causal_product(dv + kvo + (size_t)j0 * kvd, kvd, p, ld, 0, dob + (size_t)t0 * qd, WEIGHTS_F32, qd,
+                                   nb, hd, n, CAUSAL_ABOVE, off, 1.0f, 1);
+                    causal_product(dk + kvo + (size_t)j0 * kvd, kvd, ds, ld, 0, qb + (size_t)t0 * qd, WEIGHTS_F32, qd,
+                                   nb, hd, n, CAUSAL_ABOVE, off, 1.0f, 1);
+                    causal_product(dq + qo + (size_t)t0 * qd, qd, ds, ld, 1, kj, WEIGHTS_F32, kvd, n, hd, nb,
+                                   CAUSAL_BELOW, off, 1.0f, j0 > 0);
+                }
+            }
         }
     }
 }

@@ -611,8 +611,8 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
                 attention_token(s->attn_out, s->att, (size_t)c->seq_len, s->token_parts, s->q, kl, vl, s->kv_type,
                                 pos0 - first + 1, c->n_heads, c->n_kv_heads, hd, scale, id, nt, &s->barrier);
             else if (!s->keep && attention_tiles_fit(T, hd))
-                attention_tiled(s->attn_out, s->q, kl, vl, s->kv_type, T, pos0 - first, c->n_heads, c->n_kv_heads, hd,
-                                scale, band, h0, h1);
+                attention_tiled(s->attn_out, NULL, s->q, kl, vl, s->kv_type, T, pos0 - first, c->n_heads, c->n_kv_heads,
+                                hd, scale, band, h0, h1);
             else
                 attention_pairs_masked(s->attn_out, s->att, s->q, kl, vl, s->kv_type, T, pos0 - first, c->n_heads,
                                        c->n_kv_heads, hd, scale, band, layer_keep(s->keep, l, pos0, first, &part), h0,

@@ -285,8 +285,8 @@ static void test_attention_tiled(void **state) {
         double *want = malloc(sizeof(double) * B * T * qd);
         naive_attention(want, q, k, v, B, T, P, n_heads, n_kv, hd, window);
         float scale = 1.0f / sqrtf((float)hd);
-        attention_tiled(out, q, kc, vc, type, T, P, n_heads, n_kv, hd, scale, window, 0, pairs / 2);
-        attention_tiled(out, q, kc, vc, type, T, P, n_heads, n_kv, hd, scale, window, pairs / 2, pairs);
+        attention_tiled(out, NULL, q, kc, vc, type, T, P, n_heads, n_kv, hd, scale, window, 0, pairs / 2);
+        attention_tiled(out, NULL, q, kc, vc, type, T, P, n_heads, n_kv, hd, scale, window, pairs / 2, pairs);
         assert_close(out, want, (size_t)B * T * qd, 1e-5);
         free(q);
         free(k);
@@ -301,6 +301,76 @@ static void test_attention_tiled(void **state) {
 // float_to_f16 against the machine's conversion (vcvtps2ph, when it has F16C) and by its
 // definition: every float16 comes back as itself, and a float between two of them rounds to
 // the nearer, ties to the one with an even last bit; past 65504 by half a step, an infinity.
+// got against want within tol as assert_close, want in float32 (as doubles).
+#define assert_close_f(g, w, n, t) assert_close_f_at(g, w, n, t, __LINE__)
+static void assert_close_f_at(const float *got, const float *want, size_t n, double tol, int line) {
+    double *wd = malloc(n * sizeof(double));
+    for (size_t i = 0; i < n; i++) wd[i] = want[i];
+    assert_close_at(got, wd, n, tol, line);
+    free(wd);
+}
+
+// Training's tiled attention against attention_forward and attention_backward, which keep the
+// probabilities: the outputs, each row's logsumexp against the double-precision one, and dQ,
+// dK, dV; with T not a multiple of the tiles (the last query block and the diagonal key block
+// cut short), GQA and MQA, head_dim of the products' vector and scalar columns (64, 128, 256,
+// 20, 6), two sequences, and called both outside a parallel region and inside one, as
+// training's threads call it on their own sequences.
+static void test_attention_backward_tiled(void **state) {
+    (void)state;
+    // B, T, heads, key/value heads, head_dim
+    int shapes[][5] = {{1, 300, 4, 2, 64}, {2, 64, 2, 2, 20}, {1, 130, 3, 1, 128},
+                       {1, 16, 2, 1, 256}, {2, 200, 2, 2, 6}, {1, 257, 2, 1, 32}};
+    for (size_t n = 0; n < 2 * sizeof shapes / sizeof shapes[0]; n++) {
+        int *shape = shapes[n / 2], in_parallel = n % 2;
+        int B = shape[0], T = shape[1], H = shape[2], KV = shape[3], hd = shape[4], qd = H * hd, kvd = KV * hd;
+        size_t nq = (size_t)B * T * qd, nkv = (size_t)B * T * kvd, rows = (size_t)B * H * T;
+        float *q = rand_vec(nq, 1.0f), *k = rand_vec(nkv, 1.0f), *v = rand_vec(nkv, 1.0f), *dout = rand_vec(nq, 1.0f);
+        float *att = malloc(sizeof(float) * rows * T), *scratch = malloc(sizeof(float) * omp_get_max_threads() * T * T);
+        float *out = malloc(sizeof(float) * nq), *dq = malloc(sizeof(float) * nq), *dk = malloc(sizeof(float) * nkv),
+              *dv = malloc(sizeof(float) * nkv);
+        float *out_t = malloc(sizeof(float) * nq), *lse = malloc(sizeof(float) * rows),
+              *dq_t = malloc(sizeof(float) * nq), *dk_t = rand_vec(nkv, 1.0f), *dv_t = rand_vec(nkv, 1.0f);
+        for (size_t i = 0; i < nq; i++) dq_t[i] = NAN; // the backward sets, not adds to, its outputs
+        attention_forward(out, att, q, k, v, B, T, 0, H, KV, hd);
+        attention_backward(dq, dk, dv, scratch, dout, att, att, q, k, v, B, T, H, KV, hd);
+        if (in_parallel) {
+#pragma omp parallel num_threads(2)
+            if (omp_get_thread_num() == 0) {
+                attention_forward_tiled(out_t, lse, q, k, v, B, T, H, KV, hd);
+                attention_backward_tiled(dq_t, dk_t, dv_t, dout, out_t, lse, q, k, v, B, T, H, KV, hd);
+            }
+        } else {
+            attention_forward_tiled(out_t, lse, q, k, v, B, T, H, KV, hd);
+            attention_backward_tiled(dq_t, dk_t, dv_t, dout, out_t, lse, q, k, v, B, T, H, KV, hd);
+        }
+        double *want_lse = malloc(sizeof(double) * rows);
+        for (size_t r = 0; r < rows; r++) {
+            int b = (int)(r / ((size_t)H * T)), h = (int)(r / T % H), t = (int)(r % T), g = h / (H / KV);
+            double *s = malloc(sizeof(double) * (t + 1)), max = -INFINITY, sum = 0;
+            for (int j = 0; j <= t; j++) {
+                s[j] = 0;
+                for (int d = 0; d < hd; d++)
+                    s[j] +=
+                        (double)q[((size_t)b * T + t) * qd + h * hd + d] * k[((size_t)b * T + j) * kvd + g * hd + d];
+                s[j] /= sqrt(hd);
+                max = fmax(max, s[j]);
+            }
+            for (int j = 0; j <= t; j++) sum += exp(s[j] - max);
+            want_lse[r] = max + log(sum);
+            free(s);
+        }
+        assert_close(lse, want_lse, rows, 1e-5);
+        assert_close_f(out_t, out, nq, 1e-5);
+        assert_close_f(dq_t, dq, nq, 1e-4);
+        assert_close_f(dk_t, dk, nkv, 1e-4);
+        assert_close_f(dv_t, dv, nkv, 1e-4);
+        float *bufs[] = {q, k, v, dout, att, scratch, out, dq, dk, dv, out_t, lse, dq_t, dk_t, dv_t};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+        free(want_lse);
+    }
+}
+
 static void test_float_to_f16(void **state) {
     (void)state;
     for (uint32_t h = 0; h < 65536; h++) {
@@ -1329,6 +1399,7 @@ int main(void) {
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_tiled),
+        cmocka_unit_test(test_attention_backward_tiled),
         cmocka_unit_test(test_kv_q8_0),
         cmocka_unit_test(test_attention_token),
         cmocka_unit_test(test_float_to_f16),

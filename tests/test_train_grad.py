@@ -461,6 +461,15 @@ PLAN += [  # --precision bf16
     ("gpt_adam_bf16", "gpt", None, check_adamw, {"precision": "bf16"}, 3000, 0.3),
     ("llama_adam_bf16", "llama", None, check_adamw, {"precision": "bf16", "dropout": 0.2}, 3000, 0.3)]
 
+PLAN += [  # block sizes from TRAIN_TILED_MIN_T (training/acts.h) on: the tiled attention's forward and backward,
+    # with the last query block cut short (300), grouped queries, head_dim past 16, and B = 1's shared products
+    ("gpt_t256", "gpt", lambda c: c.update(seq_len=256), check_gradients, {}, 3000, 0.3),
+    ("llama_t300", "llama", lambda c: c.update(n_heads=4, n_kv_heads=2, head_dim=20, rope_dims=20, seq_len=300),
+     check_gradients, {}, 4000, 0.3),
+    ("rand_t256", "random", lambda c: c.update(seq_len=256), check_gradients, {}, 3000, 0.3),
+    ("llama_b1_t256", "llama", lambda c: (b1_sized(c, "llama"), c.update(seq_len=256)), check_gradients, {"B": 1},
+     3000, 0.3 * math.sqrt(16 / 256))]
+
 
 @functools.lru_cache(None)
 def corpus(n):

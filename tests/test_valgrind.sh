@@ -65,5 +65,8 @@ memcheck train 0 $tmp/train -d $tmp/corpus.txt -o $tmp/m.bin --n-layer 1 --n-emb
   --block-size 16 --max-iters 3 --eval-interval 2 --eval-iters 1
 memcheck train_bpe_llama 0 $tmp/train -d $tmp/corpus.txt -o $tmp/m2.bin --arch llama --vocab-size 300 --n-layer 1 \
   --n-embd 16 --n-head 2 --batch-size 2 --block-size 16 --max-iters 2 --eval-interval 2 --eval-iters 1
+# block size 300: the tiled attention's forward and backward (training/acts.h's TRAIN_TILED_MIN_T), GQA, heads of 20
+memcheck train_tiled 0 $tmp/train -d $tmp/corpus.txt -o $tmp/m3.bin --arch llama --n-kv-head 1 --n-layer 1 \
+  --n-embd 40 --n-head 2 --batch-size 2 --block-size 300 --max-iters 2 --eval-interval 2 --eval-iters 1
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]

@@ -6,17 +6,30 @@
 
 #include "params.h"
 
+// Training's attention takes the tiles (model/attention.h's attention_forward_tiled and
+// attention_backward_tiled), which keep a logsumexp per row instead of the rows' probabilities,
+// from this block size on, where they measured as fast and the probabilities' memory starts to
+// count (docs/TRAINING.md); not with attention dropout, whose backward needs the dropped
+// probabilities themselves.
+#define TRAIN_TILED_MIN_T 256
+
+static int attention_tiled_for(const Config *c, int T, int dropout) {
+    return T >= TRAIN_TILED_MIN_T && !dropout && attention_tiles_fit(T, c->head_dim);
+}
+
 // Everything the backward pass needs, for up to B sequences of T tokens, N = B * T rows;
 // q_dim = n_heads * head_dim, kv_dim = n_kv_heads * head_dim, L = n_layers. A LayerActs view
 // resolves the aliases of the pre-norm block (its mid-block sum is res1, its output is the
 // next layer's input). Tensors a configuration lacks stay NULL.
 typedef struct {
     int B, T;
+    int tiled;     // attention_tiled_for: lse is kept, att, attd and att_scratch are not
     float *resid;  // (L + 1, N, dim) each layer's input, and the last one's output
     float *ln1;    // (L, N, dim) pre-norm: the attention's normalised input
     float *q;      // (L, N, q_dim) queries, after RoPE
     float *k, *v;  // (L, N, kv_dim) keys (after RoPE) and values
     float *att;    // (L, B, n_heads, T, T) attention probabilities
+    float *lse;    // (L, B, n_heads, T) tiled: each attention row's logsumexp of its scores
     float *attd;   // (L, B, n_heads, T, T) att after dropout, if on
     float *atty;   // (L, N, q_dim) attention's output, before wo
     float *res1;   // (L, N, dim) input + attention sub-layer
@@ -48,7 +61,7 @@ static size_t carve_acts(const Config *c, int B, int T, int dropout, Acts *a, fl
     size_t N = (size_t)B * T, L = c->n_layers, d = c->dim, hid = c->hidden_dim, V = c->vocab_size;
     size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
     size_t off = 0, half = c->pos_kind == POS_ROPE ? c->rope_dims / 2 : 0;
-    int pre = !c->post_norm, swiglu = c->ffn_kind == FFN_SWIGLU;
+    int pre = !c->post_norm, swiglu = c->ffn_kind == FFN_SWIGLU, tiled = attention_tiled_for(c, T, dropout);
 #define ACT(field, count)                                                                                              \
     do {                                                                                                               \
         (field) = base && (count) != 0 ? base + off : NULL;                                                            \
@@ -59,7 +72,8 @@ static size_t carve_acts(const Config *c, int B, int T, int dropout, Acts *a, fl
     ACT(a->q, L * N * qd);
     ACT(a->k, L * N * kvd);
     ACT(a->v, L * N * kvd);
-    ACT(a->att, L * B * c->n_heads * (size_t)T * T);
+    ACT(a->att, tiled ? 0 : L * B * c->n_heads * (size_t)T * T);
+    ACT(a->lse, tiled ? L * B * c->n_heads * (size_t)T : 0);
     ACT(a->attd, dropout ? L * B * c->n_heads * (size_t)T * T : 0);
     ACT(a->atty, L * N * qd);
     ACT(a->res1, L * N * d);
@@ -81,13 +95,14 @@ static size_t carve_acts(const Config *c, int B, int T, int dropout, Acts *a, fl
     ACT(a->dk, N * kvd);
     ACT(a->dv, N * kvd);
     ACT(a->datty, N * qd);
-    ACT(a->att_scratch, (size_t)max_threads() * T * T);
+    ACT(a->att_scratch, tiled ? 0 : (size_t)max_threads() * T * T);
     ACT(a->rope_cos, (size_t)T * half);
     ACT(a->rope_sin, (size_t)T * half);
     ACT(a->rope_nsin, (size_t)T * half);
 #undef ACT
     a->B = B;
     a->T = T;
+    a->tiled = tiled;
     return off;
 }
 
@@ -113,21 +128,24 @@ static void acts_free(Acts *a) {
 }
 
 typedef struct {
-    float *in, *ain, *q, *k, *v, *att, *attd, *atty, *res1, *mid, *fin, *h1, *h3, *hact, *res2, *out;
+    float *in, *ain, *q, *k, *v, *att, *attd, *lse, *atty, *res1, *mid, *fin, *h1, *h3, *hact, *res2, *out;
 } LayerActs;
 
 static LayerActs layer_acts(const Config *c, const Acts *a, int l) {
     size_t N = (size_t)a->B * a->T, d = c->dim, hid = c->hidden_dim;
     size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    size_t att = (size_t)a->B * c->n_heads * a->T * a->T; // a layer's probabilities
+    float *attd = a->attd ? a->attd : a->att;
     LayerActs r = {
         .in = a->resid + l * N * d,
         .out = a->resid + (l + 1) * N * d,
         .q = a->q + l * N * qd,
         .k = a->k + l * N * kvd,
         .v = a->v + l * N * kvd,
-        .att = a->att + l * (size_t)a->B * c->n_heads * a->T * a->T,
+        .att = a->att ? a->att + l * att : NULL,
+        .attd = attd ? attd + l * att : NULL,
+        .lse = a->lse ? a->lse + l * (size_t)a->B * c->n_heads * a->T : NULL,
         .atty = a->atty + l * N * qd,
-        .attd = (a->attd ? a->attd : a->att) + l * (size_t)a->B * c->n_heads * a->T * a->T,
         .res1 = a->res1 + l * N * d,
         .h1 = a->h1 + l * N * hid,
         .h3 = a->h3 ? a->h3 + l * N * hid : NULL,

@@ -169,8 +169,13 @@ static void forward_seqs(const Config *c, const Weights *w, Acts *a, int b0, int
     for (int l = 0; l < c->n_layers; l++) {
         LayerActs la = layer_acts(c, a, l);
         layer_head_rows(c, w, a, l, lo, hi, bf16);
-        attention_forward(la.atty + lo * qd, la.att + (size_t)b0 * c->n_heads * T * T, la.q + lo * qd, la.k + lo * kvd,
-                          la.v + lo * kvd, b1 - b0, T, 0, c->n_heads, c->n_kv_heads, c->head_dim);
+        if (a->tiled)
+            attention_forward_tiled(la.atty + lo * qd, la.lse + (size_t)b0 * c->n_heads * T, la.q + lo * qd,
+                                    la.k + lo * kvd, la.v + lo * kvd, b1 - b0, T, c->n_heads, c->n_kv_heads,
+                                    c->head_dim);
+        else
+            attention_forward(la.atty + lo * qd, la.att + (size_t)b0 * c->n_heads * T * T, la.q + lo * qd,
+                              la.k + lo * kvd, la.v + lo * kvd, b1 - b0, T, 0, c->n_heads, c->n_kv_heads, c->head_dim);
         if (drop) attention_dropout(c, drop, &la, l, b0, b1, T);
         layer_tail_rows(c, w, a, l, lo, hi, drop, bf16);
     }
@@ -179,7 +184,8 @@ static void forward_seqs(const Config *c, const Weights *w, Acts *a, int b0, int
 
 // After forward_seqs on the same sequences with the same drop: their gradients added into g.
 // ds is this thread's [T, T] scratch ([threads, T, T] outside a parallel region, see
-// attention_backward); the other backward buffers are used on these sequences' rows only.
+// attention_backward; NULL with tiled attention, which needs none); the other backward
+// buffers are used on these sequences' rows only.
 static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a, int b0, int b1, float *ds,
                           const Dropout *drop, int bf16) {
     int T = a->T, lo = b0 * T, hi = b1 * T, n = hi - lo, H = c->n_heads, KV = c->n_kv_heads;
@@ -232,8 +238,12 @@ static void backward_seqs(const Config *c, const Weights *w, Weights *g, Acts *a
             dproj = g2;
         }
         matmul_backward(datty, 0, G->wo, G->bo, dproj, ROWS(la.atty, qd), L->wo, n, qd, d, gemm);
-        attention_backward(dq, dk, dv, ds, datty, la.att + (size_t)b0 * H * T * T, la.attd + (size_t)b0 * H * T * T,
-                           ROWS(la.q, qd), ROWS(la.k, kvd), ROWS(la.v, kvd), b1 - b0, T, H, KV, c->head_dim);
+        if (a->tiled)
+            attention_backward_tiled(dq, dk, dv, datty, ROWS(la.atty, qd), la.lse + (size_t)b0 * H * T, ROWS(la.q, qd),
+                                     ROWS(la.k, kvd), ROWS(la.v, kvd), b1 - b0, T, H, KV, c->head_dim);
+        else
+            attention_backward(dq, dk, dv, ds, datty, la.att + (size_t)b0 * H * T * T, la.attd + (size_t)b0 * H * T * T,
+                               ROWS(la.q, qd), ROWS(la.k, kvd), ROWS(la.v, kvd), b1 - b0, T, H, KV, c->head_dim);
         if (c->pos_kind == POS_ROPE) {
             rope_rows(c, a->dq, H, 1, a, lo, hi);
             rope_rows(c, a->dk, KV, 1, a, lo, hi);
@@ -267,7 +277,8 @@ static double model_step(const Config *c, const Weights *w, Weights *grads, Acts
             int b0, b1, t = thread_num();
             my_rows(even, &b0, &b1);
             forward_seqs(c, w, a, b0, b1, dscale, drop, bf16);
-            if (grads) backward_seqs(c, w, &grads[t], a, b0, b1, a->att_scratch + (size_t)t * a->T * a->T, drop, bf16);
+            float *ds = a->att_scratch ? a->att_scratch + (size_t)t * a->T * a->T : NULL; // NULL when tiled
+            if (grads) backward_seqs(c, w, &grads[t], a, b0, b1, ds, drop, bf16);
         }
     }
     if (even < B) {
