@@ -39,6 +39,7 @@ typedef struct {
     // the shared expert (shared_dim > 0): each row's sigmoid gate (max_batch), its w1 and w3
     // outputs (max_batch, shared_dim) and its output (max_batch, dim)
     float *shared_g, *shared_h1, *shared_h3, *shared_out;
+    float *head_ss;        // (max_batch, n_heads + n_kv_heads) each head's sum of squares (ARCH_QK_NORM_WHOLE)
     float *att;            // (max_batch, n_heads, seq_len) attention probabilities
     float *token_parts;    // (n_heads, threads, head_dim + 2) a one-token step's partial softmaxes
     float *rope_cos;       // (seq_len, rope_dims / 2) the global layers' RoPE, scaled
@@ -190,6 +191,7 @@ static inline size_t state_carve(RunState *s, const Config *c, int max_batch, in
         {&s->shared_h1, B * c->shared_dim},
         {&s->shared_h3, B * c->shared_dim},
         {&s->shared_out, c->shared_dim ? B * c->dim : 0},
+        {&s->head_ss, c->arch_flags & ARCH_QK_NORM_WHOLE ? B * (c->n_heads + c->n_kv_heads) : 0},
         {&s->att, B * c->n_heads * (size_t)c->seq_len},
         {&s->token_parts, c->n_heads * s->threads * TOKEN_PART(c->head_dim)},
         {&s->rope_cos, c->seq_len * half},
@@ -389,6 +391,33 @@ static inline void logits_part(const Config *c, const Weights *w, const RunState
     product_part(s, id, &cls, x, n, c->dim, lo, hi);
 }
 
+// ARCH_QK_NORM_WHOLE's RMSNorms of each row of q over all its q_dim features and of k over all
+// kv_dim (OLMoE's), while thread id holds only heads [h0, h1) of q and [g0, g1) of k: it sums the
+// squares of its own heads into head_ss, and after a meeting adds every head's sum in head order
+// (the same sums for any number of threads) and scales its own heads.
+static inline void whole_qk_norm(const Config *c, RunState *s, const LayerWeights *L, float *k, int T, int nt,
+                                 size_t h0, size_t h1, size_t g0, size_t g1) {
+    int hd = c->head_dim, H = c->n_heads, n = H + c->n_kv_heads;
+    size_t qd = (size_t)H * hd, kvd = (size_t)c->n_kv_heads * hd;
+    float one = c->arch_flags & ARCH_NORM_PLUS_ONE ? 1.0f : 0.0f;
+    for (int t = 0; t < T; t++) {
+        float *ss = s->head_ss + (size_t)t * n;
+        for (size_t h = h0; h < h1; h++) ss[h] = dot(s->q + t * qd + h * hd, s->q + t * qd + h * hd, hd);
+        for (size_t g = g0; g < g1; g++) ss[H + g] = dot(k + t * kvd + g * hd, k + t * kvd + g * hd, hd);
+    }
+    barrier_wait(&s->barrier, nt);
+    for (int t = 0; t < T; t++) {
+        const float *ss = s->head_ss + (size_t)t * n;
+        float sq = 0.0f, sk = 0.0f;
+        for (int h = 0; h < H; h++) sq += ss[h];
+        for (int g = H; g < n; g++) sk += ss[g];
+        float rq = 1.0f / sqrtf(sq / qd + c->norm_eps), rk = 1.0f / sqrtf(sk / kvd + c->norm_eps);
+        float *qt = s->q + t * qd, *kt = k + t * kvd;
+        for (size_t i = h0 * hd; i < h1 * hd; i++) qt[i] = qt[i] * rq * (L->q_norm_w[i] + one);
+        for (size_t i = g0 * hd; i < g1 * hd; i++) kt[i] = kt[i] * rk * (L->k_norm_w[i] + one);
+    }
+}
+
 // The threads a forward pass runs on: as many as there are, at most the state's copies of xn.
 static inline int forward_team(const RunState *s) { return max_threads() < s->threads ? max_threads() : s->threads; }
 
@@ -443,7 +472,8 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             product_part(s, id, &q, in, T, d, h0 * hd, h1 * hd);
             product_part(s, id, &k, in, T, d, g0 * hd, g1 * hd);
             product_part(s, id, &v, in, T, d, g0 * hd, g1 * hd);
-            if (c->arch_flags & ARCH_QK_NORM) {
+            if (c->arch_flags & ARCH_QK_NORM_WHOLE) whole_qk_norm(c, s, L, knew, T, nt, h0, h1, g0, g1);
+            else if (c->arch_flags & ARCH_QK_NORM) {
                 head_norm_forward(c, s->q + h0 * hd, qd, T, (int)(h1 - h0), L->q_norm_w);
                 head_norm_forward(c, knew + g0 * hd, kvd, T, (int)(g1 - g0), L->k_norm_w);
             }
