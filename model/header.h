@@ -18,7 +18,8 @@
 // 1: float32 only; 2 adds weight_type and group_size; 3 the knobs of today's families; 4 a chat
 // section; 5 the checksum and the chat template's text; 6 a type per matrix (llama.cpp's block
 // types among them); 7 the model's sampling defaults (generation_config.json's); 8 a mixture of
-// experts in place of each layer's feed-forward. Every file written is version 8.
+// experts in place of each layer's feed-forward, and arch_flags' QK_NORM_WHOLE (OLMoE's). Every
+// file written is version 8.
 #define MODEL_VERSION 8
 #define MODEL_HEADER_SIZE 256
 #define MODEL_ALIGN 64
