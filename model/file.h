@@ -58,7 +58,7 @@ typedef struct {
     float *wq, *bq;                   // (q, dim), (q)
     float *wk, *bk;                   // (kv, dim), (kv)
     float *wv, *bv;                   // (kv, dim), (kv)
-    float *q_norm_w, *k_norm_w;       // (head_dim): ARCH_QK_NORM only
+    float *q_norm_w, *k_norm_w;       // (head_dim): ARCH_QK_NORM only; (q_dim), (kv_dim): QK_NORM_WHOLE
     float *wo, *bo;                   // (dim, q), (dim)
     float *attn_out_norm_w;           // (dim): ARCH_OUT_NORMS only
     float *ffn_norm_w, *ffn_norm_b;   // (dim)
@@ -90,6 +90,7 @@ static inline size_t carve_weights(const Config *c, float *base, Weights *w) {
     int q = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
     int ln = c->norm_kind == NORM_LAYER, swiglu = ffn_is_gated(c->ffn_kind);
     int qk_norm = c->arch_flags & ARCH_QK_NORM, out_norms = c->arch_flags & ARCH_OUT_NORMS;
+    int whole = c->arch_flags & ARCH_QK_NORM_WHOLE;
     Weights scratch;
     LayerWeights scratch_layer;
     Weights *W = w ? w : &scratch;
@@ -141,8 +142,8 @@ static inline size_t carve_weights(const Config *c, float *base, Weights *w) {
         TENSOR(L->bk, c->bias_flags & BIAS_QKV, kv, 1);
         MATRIX(L->wv, L->qwv, 1, kv, c->dim);
         TENSOR(L->bv, c->bias_flags & BIAS_QKV, kv, 1);
-        TENSOR(L->q_norm_w, qk_norm, c->head_dim, 1);
-        TENSOR(L->k_norm_w, qk_norm, c->head_dim, 1);
+        TENSOR(L->q_norm_w, qk_norm, whole ? q : c->head_dim, 1);
+        TENSOR(L->k_norm_w, qk_norm, whole ? kv : c->head_dim, 1);
         MATRIX(L->wo, L->qwo, 1, c->dim, q);
         TENSOR(L->bo, c->bias_flags & BIAS_ATTN_OUT, c->dim, 1);
         TENSOR(L->attn_out_norm_w, out_norms, c->dim, 1);

@@ -18,7 +18,8 @@
 // 1: float32 only; 2 adds weight_type and group_size; 3 the knobs of today's families; 4 a chat
 // section; 5 the checksum and the chat template's text; 6 a type per matrix (llama.cpp's block
 // types among them); 7 the model's sampling defaults (generation_config.json's); 8 a mixture of
-// experts in place of each layer's feed-forward. Every file written is version 8.
+// experts in place of each layer's feed-forward, and arch_flags' QK_NORM_WHOLE (OLMoE's). Every
+// file written is version 8.
 #define MODEL_VERSION 8
 #define MODEL_HEADER_SIZE 256
 #define MODEL_ALIGN 64
@@ -80,8 +81,9 @@ static inline int matrix_type_of_ggml(int id) {
 enum { ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3, ROPE_SCALING_KINDS };
 // arch_flags (version 3): QK_NORM, an RMSNorm over each head of q and k before RoPE (Qwen3,
 // Gemma 3); NORM_PLUS_ONE, RMSNorm weights used as (1 + w) (Gemma); OUT_NORMS, a norm on the
-// attention's and the feed-forward's outputs before each residual add (Gemma 3's four norms).
-enum { ARCH_QK_NORM = 1, ARCH_NORM_PLUS_ONE = 2, ARCH_OUT_NORMS = 4, ARCH_ALL = 7 };
+// attention's and the feed-forward's outputs before each residual add (Gemma 3's four norms);
+// (version 8) QK_NORM_WHOLE, with QK_NORM: its norms span the whole q and k projections (OLMoE).
+enum { ARCH_QK_NORM = 1, ARCH_NORM_PLUS_ONE = 2, ARCH_OUT_NORMS = 4, ARCH_QK_NORM_WHOLE = 8, ARCH_ALL = 15 };
 // tok_kind and tok_flags take tokenizer.h's TOK_* and TOKF_* values.
 #define TOKF_ALL (TOKF_DUMMY_PREFIX | TOKF_ADD_BOS | TOKF_BOS_STOPS | TOKF_NFC | TOKF_IGNORE_MERGES | TOKF_PRE_MASK)
 
@@ -265,6 +267,11 @@ static inline int check_v3_fields(const FileHeader *h, char *err, size_t n) {
     }
     if (h->sliding_window && !(isfinite(h->rope_local_theta) && h->rope_local_theta > 0)) {
         snprintf(err, n, "rope_local_theta %g is not a positive number", h->rope_local_theta);
+        return -1;
+    }
+    if ((h->arch_flags & ARCH_QK_NORM_WHOLE) && (h->version < 8 || !(h->arch_flags & ARCH_QK_NORM))) {
+        snprintf(err, n, "arch_flags 0x%x: QK_NORM_WHOLE (8) came with version 8 and goes with QK_NORM (1)",
+                 h->arch_flags);
         return -1;
     }
     if ((h->arch_flags & (ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_OUT_NORMS)) && h->norm_kind != NORM_RMS) {

@@ -411,6 +411,9 @@ row train "--init a Q8_0 model" "$tmp/q8.bin: its weights are quantised (Q8_0); 
 row train "--init a model of llama.cpp's block types" \
   "$tmp/typed.bin: its weights are quantised (tensor tok_embedding is Q5_0); training needs float32" \
   ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/typed.bin
+"$PYTHON" tools/make_random.py $tmp/moe.bin --preset moe_whole_qk >/dev/null 2>&1
+row train "--init a model with experts (OLMoE's block)" "$tmp/moe.bin: n_experts (a mixture of experts: Qwen3-MoE) is not trainable in this build" \
+  ./train -d $tmp/corpus.txt -o $tmp/m.bin --init $tmp/moe.bin
 ./train -d $tmp/corpus.txt -o $tmp/done.bin "${small[@]}" >/dev/null 2>&1
 row train "-o an existing model without --resume or --force" "$tmp/done.bin exists: 2 steps of training; use --resume to continue, or --force to start over" \
   ./train -d $tmp/corpus.txt -o $tmp/done.bin "${small[@]}"
@@ -631,6 +634,9 @@ cp -r $tmp/export $tmp/downloaded && rm $tmp/downloaded/attn_export.json
 row convert.py "--export-hf over a downloaded checkpoint (an export's files, no attn_export.json), with --force" \
   "$tmp/downloaded: exists and is not a folder that --export-hf wrote (it has no attn_export.json)" \
   "${convert[@]}" $model --export-hf $tmp/downloaded --force
+row convert.py "--export-hf a model with experts" \
+  "$tmp/moe.bin: no Hugging Face equivalent: a mixture of experts (n_experts 8), which --export-hf does not write" \
+  "${convert[@]}" --export-hf $tmp/moe.bin $tmp/moe_hf
 row convert.py "- as the checkpoint" "-: a checkpoint is not read from standard input; give its path" \
   "${convert[@]}" - $tmp/o.bin
 row convert.py "--tokenizer -" "-: a tokenizer is not read from standard input; give its path" \

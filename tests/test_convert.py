@@ -833,31 +833,29 @@ def hf_refusals_by_name():
 
 @case
 def moe_refusals():
-    """What Qwen3-MoE's code would act on and this build cannot compute (layers without experts),
-    refused by name; --export-hf refuses a model file with experts by name too."""
-    conf = families.moe_config(families.QWEN3_30B_A3B, hidden_size=64, heads=2, kv_heads=1, width=32,
-                               vocab_size=300)
-    w = families.family_weights(conf, seed=5)
-    cases = [(dict(mlp_only_layers=[1]), "config.json: mlp_only_layers [1] is not supported by this build"),
-             (dict(decoder_sparse_step=2), "decoder_sparse_step 2 is not supported by this build (layers without "
-              "experts"),
-             (dict(num_experts_per_tok=9), "num_experts_per_tok 9 exceeds num_experts 8"),
-             (dict(norm_topk_prob="yes"), 'norm_topk_prob is "yes", not true or false'),
-             (dict(num_experts=4), "model.layers.0.mlp.gate.weight has shape (8, 64), expected (4, 64) from "
-              "num_experts 4")]
-    for i, (edit, needle) in enumerate(cases):
+    """What Qwen3-MoE's and OLMoE's code would act on and this build cannot compute (layers without
+    experts; OLMoE's clip_qkv, and a head_dim its attention would not read), refused by name;
+    --export-hf refuses a model file with experts by name too."""
+    small = dict(hidden_size=64, heads=2, kv_heads=1, width=32, vocab_size=300)
+    qwen3_moe, mixtral, olmoe = (families.moe_config(published, **small) for published in (
+        families.QWEN3_30B_A3B, families.MIXTRAL_8X7B, families.OLMOE_1B_7B_0924))
+    cases = [(qwen3_moe, dict(mlp_only_layers=[1]), "config.json: mlp_only_layers [1] is not supported by this build"),
+             (qwen3_moe, dict(decoder_sparse_step=2), "decoder_sparse_step 2 is not supported by this build (layers "
+              "without experts"),
+             (qwen3_moe, dict(num_experts_per_tok=9), "num_experts_per_tok 9 exceeds num_experts 8"),
+             (qwen3_moe, dict(norm_topk_prob="yes"), 'norm_topk_prob is "yes", not true or false'),
+             (qwen3_moe, dict(num_experts=4), "model.layers.0.mlp.gate.weight has shape (8, 64), expected (4, 64) "
+              "from num_experts 4"),
+             (mixtral, dict(num_experts_per_tok=9), "num_experts_per_tok 9 exceeds num_local_experts 8"),
+             (olmoe, dict(clip_qkv=8.0), "config.json: clip_qkv 8.0 is not supported by this build"),
+             (olmoe, dict(head_dim=16), "config.json: head_dim 16 with num_attention_heads 2 is not supported by "
+              "this build (model_type olmoe's head_dim is hidden_size / num_attention_heads")]
+    for i, (conf, edit, needle) in enumerate(cases):
         d = tmp("moe_refused%d" % i)
         os.makedirs(d, exist_ok=True)
         json.dump(dict(conf, **edit), open(os.path.join(d, "config.json"), "w"))
-        safetensors.write_safetensors(os.path.join(d, "model.safetensors"), w)
+        safetensors.write_safetensors(os.path.join(d, "model.safetensors"), families.family_weights(conf, seed=5))
         conv_refused([d, tmp("o.bin")], needle)
-    mixtral = families.moe_config(families.MIXTRAL_8X7B, hidden_size=64, heads=2, kv_heads=1, width=32,
-                                  vocab_size=300, top_k=9)
-    d = tmp("moe_refused_mixtral")
-    os.makedirs(d, exist_ok=True)
-    json.dump(mixtral, open(os.path.join(d, "config.json"), "w"))
-    safetensors.write_safetensors(os.path.join(d, "model.safetensors"), families.family_weights(mixtral, seed=5))
-    conv_refused([d, tmp("o.bin")], "num_experts_per_tok 9 exceeds num_local_experts 8")
     random_models.make_model(tmp("moe.bin"), random_models.PRESETS["moe"], seed=3)
     conv_refused(["--export-hf", tmp("moe.bin"), tmp("moe_hf")],
                  "no Hugging Face equivalent: a mixture of experts (n_experts 8), which --export-hf does not write")

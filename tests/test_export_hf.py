@@ -390,6 +390,8 @@ REFUSED = [
     ("norm_plus_one_alone", P["norm_plus_one"], "arch_flags 2"),
     ("out_norms_alone", P["out_norms"], "arch_flags 4"),
     ("geglu_alone", P["geglu"], "arch_flags 0"),
+    ("whole_qk_norm_dense", dict(P["qk_norm"], arch_flags=mf.ARCH_QK_NORM | mf.ARCH_QK_NORM_WHOLE),
+     "q and k norms over the whole projection (arch_flags 9: OLMoE's) without experts"),
     ("gemma_norms_swiglu", dict(P["gemma_like"], ffn_kind=mf.FFN_SWIGLU), "SwiGLU"),
     ("gemma_embed_scale", dict(P["gemma_like"], embed_scale=1.0), "embed_scale"),
 ]

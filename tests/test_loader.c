@@ -224,6 +224,8 @@ static void test_bad_fields(void **state) {
         {216, 64, "sampling_flags 0x40 has bits this build does not know"},
         {220, 0x3f000000, "the sampling default temperature is 0.5, but sampling_flags does not give it"},
         {204, 1, "a type table (n_matrix_types 1, types_offset 0) without weight_type 4"},
+        {164, 16, "arch_flags is 16, outside [0, 15]"},
+        {164, 8, "arch_flags 0x8: QK_NORM_WHOLE (8) came with version 8 and goes with QK_NORM (1)"},
         // plausible-looking dimensions, but the file does not have their bytes
         {16, 65536, "weights_bytes"},
         {20, 1000, "weights_bytes"},
@@ -236,7 +238,8 @@ static void test_bad_fields(void **state) {
         {216, 1, "reserved header byte 216 is not zero in a version 1 file"},
     };
     refuse_patched_as_version(good, good_size, 1, v1_cases, sizeof v1_cases / sizeof v1_cases[0]);
-    Patch v7_cases[] = {{240, 2, "header bytes 240..255 (the experts) are not zero in a version 7 file"}};
+    Patch v7_cases[] = {{240, 2, "header bytes 240..255 (the experts) are not zero in a version 7 file"},
+                        {164, 9, "arch_flags 0x9: QK_NORM_WHOLE (8) came with version 8"}};
     refuse_patched_as_version(good, good_size, 7, v7_cases, sizeof v7_cases / sizeof v7_cases[0]);
     Patch q8_cases[] = {
         {140, 0, "group_size is 0"},

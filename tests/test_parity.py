@@ -94,6 +94,8 @@ COMBOS = [
     ("moe", "experts: the router's top 2 of 8 renormalised, qk-norm, untied", "moe"),
     ("moe_unnormed", "experts: top 3 of 6, weights the softmax's (moe_flags 0), 3 layers", "moe_unnormed"),
     ("moe_shared", "experts and a shared expert of 80 under its sigmoid gate (Qwen2-MoE), QKV biases", "moe_shared"),
+    ("moe_whole_qk", "experts, top 2 of 8 unnormalised, q and k each normalised over the whole projection (OLMoE)",
+     "moe_whole_qk"),
 ]
 
 # (name, what it exercises, the float32 case it quantises, convert.py flags beyond --weights q8_0)
@@ -107,6 +109,8 @@ Q8_COMBOS = [
     ("llama2xs_q8", "Q8_0 llama2xs (real checkpoint)", "llama2xs", []),
     ("moe_q8", "Q8_0 moe: each expert's rows in the stacked matrices, groups of 16", "moe", ["--group-size", "16"]),
     ("moe_shared_q8", "Q8_0 moe_shared: the shared expert's matrices too, groups of 16", "moe_shared",
+     ["--group-size", "16"]),
+    ("moe_whole_qk_q8", "Q8_0 moe_whole_qk: the q/k norms stay float32, groups of 16", "moe_whole_qk",
      ["--group-size", "16"]),
 ]
 
@@ -686,6 +690,16 @@ hf_case("hf_mixtral", "Mixtral-8x7B's config.json: 2 layers, top 2 of 8 experts 
 hf_case("hf_mixtral_window", "the same with sliding_window 6 on every layer (Mistral's), top 3 of 8",
         functools.partial(moe_dir, "hf_mixtral_window", 73, top_k=3, sliding_window=6, **MIXTRAL), PROMPT,
         lambda: shutil.rmtree(os.path.join(TMP, "hf_mixtral_window"), ignore_errors=True))
+# OLMoE's vocabulary is 50304 ids; SmolLM2's GPT-2 byte-level BPE of 49152 fits in it
+OLMOE = dict(published=families.OLMOE_1B_7B_0924, tokenizer="smollm2_135m")
+hf_case("hf_olmoe", "OLMoE-1B-7B-0924's config.json: 2 layers, top 2 of 8 experts (norm_topk_prob false, as "
+        "published), q/k norms over the whole projections, 4 heads / 2 kv heads, dim 256",
+        functools.partial(moe_dir, "hf_olmoe", 77, **OLMOE), HF_PROMPT,
+        lambda: shutil.rmtree(os.path.join(TMP, "hf_olmoe"), ignore_errors=True))
+hf_case("hf_olmoe_normed", "the same with norm_topk_prob true, top 3 of 8, 3 layers, 4 kv heads (OLMoE's own MHA)",
+        functools.partial(moe_dir, "hf_olmoe_normed", 79, top_k=3, layers=3, kv_heads=4, norm_topk_prob=True,
+                          **OLMOE), HF_PROMPT,
+        lambda: shutil.rmtree(os.path.join(TMP, "hf_olmoe_normed"), ignore_errors=True))
 
 
 # ---- reference.py's two modes against each other ----

@@ -69,6 +69,17 @@ MIXTRAL_8X7B = {
     "use_cache": True, "vocab_size": 32000}
 
 
+# OLMoE-1B-7B-0924's config.json as published (huggingface.co/allenai/OLMoE-1B-7B-0924)
+OLMOE_1B_7B_0924 = {
+    "architectures": ["OlmoeForCausalLM"], "attention_bias": False, "attention_dropout": 0.0, "clip_qkv": None,
+    "eos_token_id": 50279, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+    "intermediate_size": 1024, "max_position_embeddings": 4096, "model_type": "olmoe", "norm_topk_prob": False,
+    "num_attention_heads": 16, "num_experts": 64, "num_experts_per_tok": 8, "num_hidden_layers": 16,
+    "num_key_value_heads": 16, "output_router_logits": False, "pad_token_id": 1, "rms_norm_eps": 1e-05,
+    "rope_scaling": None, "rope_theta": 10000.0, "router_aux_loss_coef": 0.01, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "use_cache": True, "vocab_size": 50304}
+
+
 def moe_config(published, layers=2, experts=8, top_k=2, hidden_size=256, heads=4, kv_heads=2, width=128, **more):
     """A published mixture-of-experts config cut down: fewer layers, experts and heads, narrower
     (head_dim and the vocabulary as published); more: keys to change besides."""
@@ -123,8 +134,10 @@ def family_shapes(conf):
         if fam.ref_gemma:
             norms += ["pre_feedforward_layernorm", "post_feedforward_layernorm"]
         out += [(p + n + ".weight", (d,)) for n in norms]
-        if fam.ref_qk_norm:
-            out += [(p + "self_attn.q_norm.weight", (hd,)), (p + "self_attn.k_norm.weight", (hd,))]
+        if fam.ref_qk_norm:  # OLMoE's span the whole projection
+            whole = fam.ref_qk_norm_whole
+            out += [(p + "self_attn.q_norm.weight", (H * hd if whole else hd,)),
+                    (p + "self_attn.k_norm.weight", (KV * hd if whole else hd,))]
     tied = conf.get("tie_word_embeddings", fam.ref_defaults["tie_word_embeddings"])
     if not tied:
         out.append(("lm_head.weight", (V, d)))

@@ -48,6 +48,7 @@ WEIGHT_NAMES = {"f32": storage.WEIGHTS_F32, "q8_0": storage.WEIGHTS_Q8_0, "bf16"
 QUANTIZE = {"q8_0": storage.WEIGHTS_Q8_0}  # the tools' --quantize names
 ROPE_SCALING_NONE, ROPE_SCALING_LINEAR, ROPE_SCALING_LLAMA3 = 0, 1, 2
 ARCH_QK_NORM, ARCH_NORM_PLUS_ONE, ARCH_OUT_NORMS = 1, 2, 4
+ARCH_QK_NORM_WHOLE = 8  # with QK_NORM (version 8): the norms span the whole q and k projections (OLMoE's)
 MOE_NORM_TOPK = 1  # moe_flags (version 8): the chosen experts' weights divided by their sum
 MAX_EXPERTS = 1024
 MAX_GROUP_SIZE, DEFAULT_GROUP_SIZE = 65536, 64
@@ -108,7 +109,7 @@ CONFIG_DEFAULTS = dict(pos_kind=POS_ROPE, rope_theta=10000.0, ffn_kind=FFN_SWIGL
 
 ENUM_LIMITS = dict(pos_kind=2, ffn_kind=4, norm_kind=1, post_norm=1, final_norm=1,
                    bias_flags=7, tied_classifier=1, tok_kind=1, tok_flags=TOKF_ALL, weight_type=4,
-                   rope_scaling=2, arch_flags=7, rope_original_ctx=1 << 24, sliding_window=1 << 24,
+                   rope_scaling=2, arch_flags=15, rope_original_ctx=1 << 24, sliding_window=1 << 24,
                    global_every=1025)  # n_layers' limit + 1: a model whose every layer is local
 
 
@@ -197,6 +198,8 @@ def check_v3_fields(c):
         raise ValueError("rope_local_theta = %r must be finite and > 0" % c["rope_local_theta"])
     if c["arch_flags"] and c["norm_kind"] != NORM_RMS:
         raise ValueError("arch_flags %d need RMSNorm (norm_kind 0)" % c["arch_flags"])
+    if c["arch_flags"] & ARCH_QK_NORM_WHOLE and not c["arch_flags"] & ARCH_QK_NORM:
+        raise ValueError("arch_flags %d: QK_NORM_WHOLE (8) goes with QK_NORM (1)" % c["arch_flags"])
     if c["ffn_kind"] == FFN_GEGLU_TANH and c["bias_flags"] & BIAS_FFN:
         raise ValueError("ffn_kind GeGLU has no feed-forward biases")
 
@@ -303,7 +306,8 @@ def tensor_specs(c):
             if b & BIAS_QKV:
                 L.append(("b" + w, (n,)))
         if c["arch_flags"] & ARCH_QK_NORM:
-            L += [("q_norm_w", (c["head_dim"],)), ("k_norm_w", (c["head_dim"],))]
+            whole = c["arch_flags"] & ARCH_QK_NORM_WHOLE
+            L += [("q_norm_w", (q if whole else c["head_dim"],)), ("k_norm_w", (kv if whole else c["head_dim"],))]
         L.append(("wo", (d, q)))
         if b & BIAS_O:
             L.append(("bo", (d,)))

@@ -78,6 +78,10 @@ PRESETS = {
                 moe_flags=mf.MOE_NORM_TOPK),
     "moe_unnormed": dict(_llama, dim=64, hidden_dim=32, n_layers=3, n_heads=4, vocab_size=300, seq_len=128,
                          n_experts=6, n_experts_used=3),
+    # OLMoE's block: q and k normalised over the whole projection, top 2 of 8 as the softmax gives them
+    "moe_whole_qk": dict(_llama, dim=64, hidden_dim=32, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=300,
+                         seq_len=128, arch_flags=mf.ARCH_QK_NORM | mf.ARCH_QK_NORM_WHOLE, tied_classifier=0,
+                         n_experts=8, n_experts_used=2),
     "moe_shared": dict(_llama, dim=64, hidden_dim=32, n_layers=2, n_heads=4, vocab_size=300, seq_len=128,
                        bias_flags=mf.BIAS_QKV, tied_classifier=0, n_experts=8, n_experts_used=4, shared_dim=80),
     "llama_110m": dict(_llama, dim=768, hidden_dim=2048, n_layers=12, n_heads=12, vocab_size=32000,

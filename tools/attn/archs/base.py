@@ -68,6 +68,7 @@ HF_DECODER_LAYER = dict(attn_norm_w=("input_layernorm.weight", "d"), wq=("self_a
                         w1=("mlp.gate_proj.weight", "hd"), w3=("mlp.up_proj.weight", "hd"),
                         w2=("mlp.down_proj.weight", "dh"))
 HF_QK_NORMS = dict(q_norm_w=("self_attn.q_norm.weight", "e"), k_norm_w=("self_attn.k_norm.weight", "e"))
+HF_QK_NORMS_WHOLE = dict(q_norm_w=("self_attn.q_norm.weight", "q"), k_norm_w=("self_attn.k_norm.weight", "k"))
 HF_DECODER_BIASES = {mf.BIAS_QKV: dict(bq=("self_attn.q_proj.bias", "q"), bk=("self_attn.k_proj.bias", "k"),
                                        bv=("self_attn.v_proj.bias", "k")),
                      mf.BIAS_O: dict(bo=("self_attn.o_proj.bias", "d")),
@@ -107,6 +108,7 @@ class Family:
     biases = {}  # config key -> the bias_flags it brings when true
     always_bias = 0  # biases the family has whatever the config says
     qk_norm = False
+    qk_norm_whole = False  # its q/k norms span the whole projection (OLMoE's), not each head
     act_key, activations = "hidden_act", ("silu", "swish")
     extra_layer_names = {}  # Hugging Face tensors of a layer beyond HF_DECODER_LAYER, ours -> (theirs, dims)
     ffn_key = "intermediate_size"  # the key giving the feed-forward's width (an expert's, with experts)
@@ -118,7 +120,7 @@ class Family:
     gguf_cleared_flags = 0  # arch_flags a GGUF's values already hold
     # the reference's quirks, stated from Hugging Face's modeling_*.py on their own
     ref_defaults = dict(rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False, hidden_act="silu")
-    ref_qk_norm = False
+    ref_qk_norm = ref_qk_norm_whole = False
     # a mixture of experts in place of the MLP: its tensors' names and its config keys, as its
     # modeling_*.py holds them (router, expert: a layer's names; gate, up, down: an expert's
     # matrices; count, top_k, width: the keys; norm: the key of renormalising, None: always)
@@ -127,7 +129,8 @@ class Family:
 
     def layer_names(self, bias):
         """ours -> (Hugging Face's name under model.layers.N., dims) of a layer with bias_flags bias."""
-        names = dict(HF_DECODER_LAYER, **self.extra_layer_names, **(HF_QK_NORMS if self.qk_norm else {}))
+        qk_norms = (HF_QK_NORMS_WHOLE if self.qk_norm_whole else HF_QK_NORMS) if self.qk_norm else {}
+        names = dict(HF_DECODER_LAYER, **self.extra_layer_names, **qk_norms)
         for flag, more in HF_DECODER_BIASES.items():
             if bias & flag:
                 names.update(more)

@@ -139,6 +139,8 @@ def family(c):
         return "gemma3_text"
     if c["ffn_kind"] != mf.FFN_SWIGLU:
         no("a %s feed-forward with RoPE (Llama-family models use SwiGLU)" % FFN_NAMES[c["ffn_kind"]])
+    if c["arch_flags"] & mf.ARCH_QK_NORM_WHOLE:
+        no("q and k norms over the whole projection (arch_flags %d: OLMoE's) without experts" % c["arch_flags"])
     if c["arch_flags"] & mf.ARCH_QK_NORM:
         if c["bias_flags"] not in (0, mf.BIAS_QKV | mf.BIAS_O):
             no("bias_flags %d with QK norm (Qwen3's attention_bias covers q, k, v and o, and it has no "

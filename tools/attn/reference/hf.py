@@ -188,13 +188,13 @@ class HFModel:
         if act not in ACTIVATIONS:
             raise Bad(self.cpath, "activation %r (this reads %s)" % (act, ", ".join(ACTIVATIONS)))
         for k in ("use_sliding_window", "use_bidirectional_attention", "attn_logit_softcapping",
-                  "final_logit_softcapping"):
+                  "final_logit_softcapping", "clip_qkv"):
             if c.get(k):
                 raise Bad(self.cpath, "%s = %r: not modelled here" % (k, c[k]))
         r = int(hd * c.get("partial_rotary_factor", 1.0))
         self.eps, self.act, self.plus_one, self.gemma = c["rms_norm_eps"], ACTIVATIONS[act], gemma, gemma
         self.H, self.KV, self.hd, self.rope_dims, self.V = H, KV, hd, r, V
-        self.qk_norm = fam.ref_qk_norm
+        self.qk_norm, self.qk_norm_whole = fam.ref_qk_norm, fam.ref_qk_norm_whole
         self.embed_scale = float(np.float32(d ** 0.5)) if gemma else 1.0  # a float32 tensor in transformers
         self.scaling = c["query_pre_attn_scalar"] ** -0.5 if gemma else hd ** -0.5
         theta, scaling = self.rope_config()
@@ -238,9 +238,9 @@ class HFModel:
                     W[n + ".bias"] = self.take(t, p + n + ".bias", shape[:1])
             for n in norms:
                 W[n] = self.take(t, p + n + ".weight", (d,))
-            if self.qk_norm:
-                W["q_norm"] = self.take(t, p + "self_attn.q_norm.weight", (hd,))
-                W["k_norm"] = self.take(t, p + "self_attn.k_norm.weight", (hd,))
+            if self.qk_norm:  # OlmoeAttention's norms span the whole projection, Qwen3's and Gemma 3's a head
+                W["q_norm"] = self.take(t, p + "self_attn.q_norm.weight", (H * hd if self.qk_norm_whole else hd,))
+                W["k_norm"] = self.take(t, p + "self_attn.k_norm.weight", (KV * hd if self.qk_norm_whole else hd,))
             self.layers.append(W)
         self.leftovers(t)
         self.max_positions = c.get("max_position_embeddings", 1 << 30)
@@ -265,11 +265,11 @@ class HFModel:
         return self.take(t, p + x["router"], (E, d)), experts, shared
 
     def moe(self, h, router, experts, shared=None):
-        """Qwen3MoeSparseMoeBlock and MixtralSparseMoeBlock: the router's softmax in float32, the
-        top_k experts of each row (of equal probabilities the lower expert, as a stable sort orders
-        them: torch.topk on a CPU breaks such a tie either way), renormalised (Qwen3-MoE: with
-        norm_topk_prob), then in the model's dtype; each expert's SwiGLU over its rows, weighted
-        and summed in expert order; Qwen2-MoE's shared expert added, gated."""
+        """Qwen3MoeSparseMoeBlock, MixtralSparseMoeBlock and OlmoeSparseMoeBlock: the router's softmax
+        in float32, the top_k experts of each row (of equal probabilities the lower expert, as a
+        stable sort orders them: torch.topk on a CPU breaks such a tie either way), renormalised
+        (Qwen3-MoE and OLMoE: with norm_topk_prob), then in the model's dtype; each expert's SwiGLU
+        over its rows, weighted and summed in expert order; Qwen2-MoE's shared expert added, gated."""
         probs = F.softmax(F.linear(h, self.cast(router)), dim=-1, dtype=torch.float)
         chosen = torch.sort(probs, dim=-1, descending=True, stable=True).indices[:, :self.top_k]
         weights = probs.gather(-1, chosen)
@@ -374,10 +374,12 @@ class HFModel:
         H, KV, hd = self.H, self.KV, self.hd
         for l, W in enumerate(self.layers):
             h = self.rms_norm(x, W["input_layernorm"])
-            q = self.linear(h, W, "self_attn.q_proj").view(T, H, hd)
-            k = self.linear(h, W, "self_attn.k_proj").view(T, KV, hd)
+            q, k = self.linear(h, W, "self_attn.q_proj"), self.linear(h, W, "self_attn.k_proj")
             v = self.linear(h, W, "self_attn.v_proj").view(T, KV, hd)
-            if self.qk_norm:
+            if self.qk_norm_whole:  # OlmoeAttention: q_norm(q_proj(h)) before the view into heads
+                q, k = self.rms_norm(q, W["q_norm"]), self.rms_norm(k, W["k_norm"])
+            q, k = q.view(T, H, hd), k.view(T, KV, hd)
+            if self.qk_norm and not self.qk_norm_whole:
                 q, k = self.rms_norm(q, W["q_norm"]), self.rms_norm(k, W["k_norm"])
             q, k = self.rope(q, l, pos), self.rope(k, l, pos)
             if len(cache) <= l:

@@ -108,10 +108,13 @@ class Transformer(nn.Module):
         c = self.cfg
         B, T, _ = x.shape
         H, KV, hd = c["n_heads"], c["n_kv_heads"], c["head_dim"]
-        q = F.linear(x, L.wq, getattr(L, "bq", None)).view(B, T, H, hd)
-        k = F.linear(x, L.wk, getattr(L, "bk", None)).view(B, T, KV, hd)
+        q = F.linear(x, L.wq, getattr(L, "bq", None))
+        k = F.linear(x, L.wk, getattr(L, "bk", None))
         v = F.linear(x, L.wv, getattr(L, "bv", None)).view(B, T, KV, hd)
-        if c["arch_flags"] & mf.ARCH_QK_NORM:
+        if c["arch_flags"] & mf.ARCH_QK_NORM_WHOLE:  # over the whole projection, before it is cut into heads
+            q, k = self.norm(q, L.q_norm_w, None), self.norm(k, L.k_norm_w, None)
+        q, k = q.view(B, T, H, hd), k.view(B, T, KV, hd)
+        if c["arch_flags"] & mf.ARCH_QK_NORM and not c["arch_flags"] & mf.ARCH_QK_NORM_WHOLE:
             q, k = self.norm(q, L.q_norm_w, None), self.norm(k, L.k_norm_w, None)
         if c["pos_kind"] == mf.POS_ROPE:
             q, k = self.rope(q, layer), self.rope(k, layer)

@@ -211,7 +211,8 @@ def read_hf_decoder(d, cpath, c, sd=None, terms=HF_TERMS, biases=None):
     desc = "Hugging Face %s directory" % mt
     context = fam.configure(cpath, c, cfg, terms, local_theta)
     if fam.qk_norm:
-        cfg["arch_flags"] = cfg.get("arch_flags", 0) | mf.ARCH_QK_NORM
+        cfg["arch_flags"] = cfg.get("arch_flags", 0) | mf.ARCH_QK_NORM | (mf.ARCH_QK_NORM_WHOLE if fam.qk_norm_whole
+                                                                          else 0)
     rope_dims = int(hd * number(cpath, k("partial_rotary_factor"), c.get("partial_rotary_factor", 1.0)))
     if rope_dims % 2 or not 2 <= rope_dims <= hd:  # RoPE turns pairs
         raise Bad(cpath, "%s gives RoPE %d of a head's %d dimensions; it needs an even number from 2 to %d"
@@ -230,10 +231,11 @@ def read_hf_decoder(d, cpath, c, sd=None, terms=HF_TERMS, biases=None):
     tn = Tensors(d, sd, dims, ("model.layers.%d.", L, "%s %d%s" % (k("num_hidden_layers"), L, terms.where)),
                  skip=("rotary_emb.inv_freq",), show=terms.tensor)
     names = fam.layer_names(bias)
-    # HF's q and k rows, and the q/k norms over a head, are in HF's RoPE layout
+    # HF's q and k rows, and the q/k norms over a head (or over every head: OLMoE's), are in HF's RoPE layout
+    qn, kn = (H, KV) if fam.qk_norm_whole else (1, 1)
     rows = {"wq": rope_rows(H, hd, rope_dims), "bq": rope_rows(H, hd, rope_dims), "wk": rope_rows(KV, hd, rope_dims),
-            "bk": rope_rows(KV, hd, rope_dims), "q_norm_w": rope_rows(1, hd, rope_dims),
-            "k_norm_w": rope_rows(1, hd, rope_dims)}
+            "bk": rope_rows(KV, hd, rope_dims), "q_norm_w": rope_rows(qn, hd, rope_dims),
+            "k_norm_w": rope_rows(kn, hd, rope_dims)}
     t = {"tok_embedding": tn.take("model.embed_tokens.weight", "Vd"), "final_norm_w": tn.take("model.norm.weight", "d")}
     for i in range(L):
         p, q = "model.layers.%d." % i, "layers.%d." % i
