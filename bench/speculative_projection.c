@@ -60,7 +60,8 @@ static double median(double *v, int n) {
 int main(int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-')
         die("usage: speculative_projection MODEL --accept RATE [-j threads] [-p 64] [-n 128] [-r 5] [--draft-max 8]");
-    prefer_short_spins(argv); // as ./run does
+    prefer_short_spins(argv);         // as ./run does
+    setvbuf(stdout, NULL, _IOLBF, 0); // each round as it ends, in a log too
     choose_threads(atoi(arg(argc, argv, "-j", "0")));
     int P = atoi(arg(argc, argv, "-p", "64")), N = atoi(arg(argc, argv, "-n", "128"));
     int R = atoi(arg(argc, argv, "-r", "5")), K = atoi(arg(argc, argv, "--draft-max", "8"));
