@@ -12,6 +12,9 @@ a chi-square test of homogeneity of the two samples at significance 0.001 per co
 draft that agrees (the target itself), one that is badly wrong (a random model of another seed), and
 lookup drafts, under top-k, top-p and a repetition penalty.
 
+bench/speculative_projection.c: its stand-in drafter keeps every draft at --accept 1, about half at
+0.5, and the text is the plain run's.
+
 Run from the repository root after `make run`: /usr/bin/python3 tests/test_speculative.py [-k SUBSTRING]
 """
 import math
