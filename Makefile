@@ -60,7 +60,7 @@ TESTS_ISA = tests/bin/test_kernels_isa_x86-64-v3 tests/bin/test_kernels_isa_avxv
 endif
 ISA_FLAGS_avxvnni = -march=x86-64-v3 -mavxvnni
 
-.PHONY: all deps deps-build demo test check bench clean format format-check FORCE
+.PHONY: all deps deps-build demo test check bench bench-speculative clean format format-check FORCE
 
 # A goal that builds ./run or ./train first finds the build's packages that are not installed
 # (dpkg-query, fast; apt is not touched when none is missing), before anything compiles: a
@@ -177,6 +177,11 @@ check: all $(TESTS_C) $(TESTS_ISA) tests/bin/tok_cli tests/bin/chat_cli tests/bi
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@PYTHON=$(PYTHON) bash bench/run.sh
+
+# Issue 45's draft/target pair trained on Debian's licence texts and timed (about an hour; not
+# part of make bench). PROJECT=MODEL adds the projection onto a large model (bench/speculative.sh).
+bench-speculative: all
+	@bash bench/speculative.sh
 
 # The house style (.clang-format): make format rewrites the C sources, make format-check
 # (run by CI) lists any file that differs from it.

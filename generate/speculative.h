@@ -34,6 +34,10 @@ typedef struct {
     float *dlogits; // (vocab_size) the draft's last logits
     long drafted, accepted;
     SpecForward forward;
+    // a stand-in drafter that writes up to k tokens after tokens [n] and returns how many, as
+    // lookup does (bench/speculative_projection.c's: drafts agreeing at a chosen rate); NULL in ./run
+    int (*propose)(void *ctx, int *tokens, int n, int k);
+    void *propose_ctx;
 } Speculator;
 
 // The first difference in what the ids mean between the target's tokenizer a and the draft's b
@@ -174,7 +178,8 @@ static int speculate(Speculator *sp, const Model *m, RunState *s, Sampler *smp, 
     if (k > room - 1) k = room - 1;
     if (k > c->seq_len - n) k = c->seq_len - n;
     if (k > s->max_batch - 1) k = s->max_batch - 1;
-    if (k > 0 && sp->lookup) k = lookup_draft(sp, tokens, n, k);
+    if (k > 0 && sp->propose) k = sp->propose(sp->propose_ctx, tokens, n, k);
+    else if (k > 0 && sp->lookup) k = lookup_draft(sp, tokens, n, k);
     else if (k > 0) model_draft(sp, smp, tokens, n, k);
     // a verification is generation, whose products --compute bf16 leaves in float32
     int bf16 = s->compute_bf16;
@@ -182,8 +187,8 @@ static int speculate(Speculator *sp, const Model *m, RunState *s, Sampler *smp, 
     sp->forward(m, s, tokens + n - 1, k + 1, n - 1, sp->rows, rows_stay, NULL);
     s->compute_bf16 = bf16;
     int kept = 0, next = -1;
-    while (kept < k && (next = judge_draft(sp, smp, sp->rows + kept * v, sp->lookup ? NULL : sp->q + kept * v, tokens,
-                                           n + kept, tokens[n + kept])) < 0)
+    while (kept < k && (next = judge_draft(sp, smp, sp->rows + kept * v, sp->draft.map ? sp->q + kept * v : NULL,
+                                           tokens, n + kept, tokens[n + kept])) < 0)
         kept++;
     if (next < 0) next = sample(smp, sp->rows + k * v, tokens, n + k);
     tokens[n + kept] = next;

@@ -12,6 +12,9 @@ a chi-square test of homogeneity of the two samples at significance 0.001 per co
 draft that agrees (the target itself), one that is badly wrong (a random model of another seed), and
 lookup drafts, under top-k, top-p and a repetition penalty.
 
+bench/speculative_projection.c: its stand-in drafter keeps every draft at --accept 1, about half at
+0.5, and the text is the plain run's.
+
 Run from the repository root after `make run`: /usr/bin/python3 tests/test_speculative.py [-k SUBSTRING]
 """
 import math
@@ -321,6 +324,28 @@ def chat_sampling_same_distribution():
         assert len(plain) > 3, "too few outcomes to compare: %r" % plain
         assert p > SIGNIFICANCE, "-m chat -t %s %s: the second reply's distribution differs from a plain chat's " \
                                  "(p = %.2g)" % (" ".join(sampling), " ".join(spec), p)
+
+
+def make_var(name):
+    r = subprocess.run(["make", "-s", "--no-print-directory", "print-" + name], cwd=ROOT, capture_output=True,
+                       text=True, check=True)
+    return r.stdout.split()
+
+
+@case
+def projection_stand_in_draft():
+    # bench/speculative_projection.c's stand-in drafter (Speculator.propose) through speculate(): at
+    # --accept 1 every draft is kept, at 0.5 about half; the program exits 1 if a text differs from
+    # the plain run's
+    exe = path("speculative_projection")
+    subprocess.run([*make_var("CC"), *make_var("ALL_CFLAGS"), "-I.", "-o", exe, "bench/speculative_projection.c",
+                    *make_var("LDLIBS")], cwd=ROOT, check=True, capture_output=True)
+    for rate, lo, hi in ((1, 1.0, 1.0), (0.5, 0.25, 0.75)):
+        r = subprocess.run([exe, stories(), "--accept", str(rate), "-j", "1", "-p", "8", "-n", "160", "-r", "2"],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        accepted = float(re.search(r"^accepted_median (\S+)$", r.stdout, re.M).group(1))
+        assert lo <= accepted <= hi, "--accept %s: accepted %s" % (rate, accepted)
 
 
 if __name__ == "__main__":
