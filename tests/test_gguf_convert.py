@@ -707,7 +707,8 @@ def chat_template_and_tokenizer_from_elsewhere():
 # name -> (published config.json, general.architecture, changes to the cut-down config)
 MOE_FAMILIES = {"qwen3moe": (families.QWEN3_30B_A3B, "qwen3moe", {}),
                 "qwen2moe": (families.QWEN1_5_MOE_A2_7B, "qwen2moe", dict(shared_expert_intermediate_size=48)),
-                "mixtral": (families.MIXTRAL_8X7B, "llama", {})}
+                "mixtral": (families.MIXTRAL_8X7B, "llama", {}),
+                "olmoe": (families.OLMOE_1B_7B_0924, "olmoe", {})}
 # Hugging Face's names in a layer (model.layers.N.) -> llama.cpp's (blk.N.), as gguf-py's tensor_mapping.py has them
 MOE_GGUF_NAMES = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
                   "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
@@ -905,7 +906,7 @@ def moe_gguf_refusals_name_keys_and_tensors():
         (dict(meta={"general.architecture": "qwen3", **{"qwen3" + k[8:]: v[0] for k, v in meta.items()
                                                         if k.startswith("qwen3moe.")}}),
          "qwen3.expert_count 4: mixture-of-experts models of general.architecture qwen3 are not supported"),
-        (dict(meta={"general.architecture": "olmoe"}), "general.architecture 'olmoe' is not supported"),
+        (dict(meta={"general.architecture": "dbrx"}), "general.architecture 'dbrx' is not supported"),
     ]
     for i, (change, msg) in enumerate(cases):
         m = {k: v for k, v in meta.items() if k not in change.get("drop", ())}

@@ -13,7 +13,8 @@ class Olmoe(Experts, Family):
     expert), and q_norm and k_norm RMSNorms over the whole q and k projections (hidden_size and
     num_key_value_heads x head_dim wide), not over each head as Qwen3's; head_dim is always
     hidden_size / num_attention_heads. clip_qkv, which clamps q, k and v, is refused."""
-    model_type, hf_class = "olmoe", "OlmoeForCausalLM"
+    model_type, hf_class, gguf_arch = "olmoe", "OlmoeForCausalLM", "olmoe"
+    gguf_norm_topk = False  # llama.cpp's olmoe never renormalises the chosen experts' weights
     defaults = dict(num_key_value_heads=None, head_dim=None, max_position_embeddings=4096, rms_norm_eps=1e-5,
                     num_experts=64, num_experts_per_tok=8, norm_topk_prob=False)
     biases = dict(attention_bias=B_ATTN)
