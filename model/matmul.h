@@ -88,6 +88,55 @@ __attribute__((always_inline)) static inline float dot_w(const void *restrict w,
 
 static inline float dot(const float *restrict a, const float *restrict b, int n) { return dot_w(a, WEIGHTS_F32, b, n); }
 
+// dot_w of one row with each of nt inputs (x, ld_x apart) into sums, the row's values widened
+// once for all of them: a few tokens' product reads the row once, as one token's does, where
+// sgemm took 3-4 one-token steps for 5 (the verification pass of speculative decoding). Each
+// input's sums run in dot_w's order, so a token's result is bit for bit its one-token step's.
+#define FEW_TOKENS 8
+__attribute__((always_inline)) static inline void
+dot_w_tokens(const void *restrict w, int type, const float *restrict x, size_t ld_x, int n, float *sums, const int nt) {
+    int i = 0;
+#if defined(__AVX512F__)
+    __m512 acc[FEW_TOKENS][2];
+    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+    for (; i + 32 <= n; i += 32) {
+        __m512 w0 = widen16(w, i, type), w1 = widen16(w, i + 16, type);
+        for (int t = 0; t < nt; t++) {
+            acc[t][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + t * ld_x + i), acc[t][0]);
+            acc[t][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + t * ld_x + i + 16), acc[t][1]);
+        }
+    }
+    for (int t = 0; t < nt; t++) sums[t] = _mm512_reduce_add_ps(_mm512_add_ps(acc[t][0], acc[t][1]));
+#elif defined(__AVX2__) && defined(__FMA__)
+    __m256 acc[FEW_TOKENS][2];
+    for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+        __m256 w0 = widen8(w, i, type), w1 = widen8(w, i + 8, type);
+        for (int t = 0; t < nt; t++) {
+            acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * ld_x + i), acc[t][0]);
+            acc[t][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + t * ld_x + i + 8), acc[t][1]);
+        }
+    }
+    for (int t = 0; t < nt; t++) sums[t] = hsum8(_mm256_add_ps(acc[t][0], acc[t][1]));
+#else
+    for (int t = 0; t < nt; t++) sums[t] = 0.0f;
+#endif
+    for (int t = 0; t < nt; t++) sums[t] = dot_tail(w, type, x + t * ld_x, i, n, sums[t]);
+}
+
+// Rows [lo, hi) of a float32 or float16 matrix times T <= FEW_TOKENS inputs (+ b) into out
+// [T, n_out], a row at a time; inlined with type and T constants.
+__attribute__((always_inline)) static inline void dot_rows_tokens(float *out, size_t n_out, const void *w, int type,
+                                                                  const float *b, const float *x, int n_in, size_t lo,
+                                                                  size_t hi, const int nt) {
+    size_t rb = row_bytes(type, (size_t)n_in);
+    for (size_t r = lo; r < hi; r++) {
+        float sums[FEW_TOKENS];
+        dot_w_tokens((const char *)w + r * rb, type, x, (size_t)n_in, n_in, sums, nt);
+        for (int t = 0; t < nt; t++) out[t * n_out + r] = sums[t] + (b ? b[r] : 0.0f);
+    }
+}
+
 // out[r] = row r of the matrix · x (+ b[r]) for r in [lo, hi); inlined with type a constant
 // (always_inline), so that each type's rows run their own dot_w loop.
 __attribute__((always_inline)) static inline void dot_rows(float *out, const void *w, int type, const float *b,
@@ -418,6 +467,22 @@ static inline void matmul_part(const Linear *l, const float *x, int T, int n_in,
     if (lo >= hi) return;
     if (is_block_type(qw->type)) {
         matmul_blocks(l, T, n_in, lo, hi);
+    } else if (T > 1 && T <= FEW_TOKENS && (w || qw->type == WEIGHTS_F16)) {
+        switch (T) { // each count of tokens its own loop, its accumulators in registers
+#define FEW(nt)                                                                                                        \
+    case nt:                                                                                                           \
+        if (w) dot_rows_tokens(out, n_out, w, WEIGHTS_F32, b, x, n_in, lo, hi, nt);                                    \
+        else dot_rows_tokens(out, n_out, qw->half, WEIGHTS_F16, b, x, n_in, lo, hi, nt);                               \
+        break
+            FEW(2);
+            FEW(3);
+            FEW(4);
+            FEW(5);
+            FEW(6);
+            FEW(7);
+            FEW(8);
+#undef FEW
+        }
     } else if (T == 1) {
         if (w) dot_rows(out, w, WEIGHTS_F32, b, x, n_in, lo, hi);
         else if (qw->type == WEIGHTS_BF16) bf16_rows(out, qw->half, b, x, l->wbuf, n_in, lo, hi);

@@ -88,6 +88,18 @@ static void fused_linear(float *want, const float *x, const float *w, const floa
 }
 #endif
 
+// out [T, n_out], a product over T <= FEW_TOKENS rows of l's matrix, against each row's
+// one-token product: bit for bit (dot_w_tokens sums as dot_w does).
+static void assert_as_one_token_steps(const float *out, Linear l, const float *x, int T, int n_in, int n_out) {
+    float *one = malloc(sizeof(float) * n_out);
+    l.out = one;
+    for (int t = 0; t < T; t++) {
+        matmul_part(&l, x + (size_t)t * n_in, 1, n_in, 0, n_out);
+        assert_memory_equal(out + (size_t)t * n_out, one, sizeof(float) * n_out);
+    }
+    free(one);
+}
+
 // out, of a product of a matrix not in float32 over T > 1 rows, against fused_linear on its
 // widened weights w: bit for bit where matmul_panels ran.
 static void assert_fused(const float *out, const float *x, const float *w, const float *b, int T, int n_in, int n_out) {
@@ -560,6 +572,7 @@ static void test_matmul_half(void **state) {
             matmul_part(&l32, x, T, n_in, 0, n_out);
             assert_close(out, want, (size_t)T * n_out, 1e-4);
             if (T == 1) assert_memory_equal(out, out32, sizeof(float) * n_out);
+            else if (T <= FEW_TOKENS && type == WEIGHTS_F16) assert_as_one_token_steps(out, l, x, T, n_in, n_out);
             else assert_fused(out, x, w, b, T, n_in, n_out);
             free((void *)m.half);
             free(x);
@@ -1383,6 +1396,32 @@ static void test_forward_bf16(void **state) {
     }
 }
 
+// A few tokens' float32 product (the verification pass of speculative decoding) reads each
+// row once for all of them: each token's outputs bit for bit its one-token step's, and close
+// to the naive sums. Last in the list, so that the other tests' random inputs stay as they were.
+static void test_matmul_few_tokens(void **state) {
+    (void)state;
+    int sizes[][3] = {{2, 768, 9}, {3, 37, 5}, {5, 100, 7}, {8, 1 << 12, 3}};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        int T = sizes[k][0], n_in = sizes[k][1], n_out = sizes[k][2];
+        float *x = rand_vec((size_t)T * n_in, 1.0f), *w = rand_vec((size_t)n_out * n_in, 1.0f);
+        float *b = rand_vec(n_out, 1.0f), *out = malloc(sizeof(float) * T * n_out);
+        double *want = malloc(sizeof(double) * T * n_out);
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            Linear l = {.out = out, .w = w, .b = with_bias ? b : NULL, .n_out = n_out};
+            naive_linear(want, x, w, l.b, T, n_in, n_out);
+            matmul_part(&l, x, T, n_in, 0, n_out);
+            assert_close(out, want, (size_t)T * n_out, 1e-4);
+            assert_as_one_token_steps(out, l, x, T, n_in, n_out);
+        }
+        free(x);
+        free(w);
+        free(b);
+        free(out);
+        free(want);
+    }
+}
+
 int main(void) {
 #if defined(__AVXVNNI__) && !defined(__AVX512F__)
     // the AVX-VNNI level's build is a compile check on a CPU without it, and its test elsewhere
@@ -1416,6 +1455,7 @@ int main(void) {
         cmocka_unit_test(test_sgemm_bf16),
         cmocka_unit_test(test_sgemm_bf16_edges),
         cmocka_unit_test(test_forward_bf16),
+        cmocka_unit_test(test_matmul_few_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
