@@ -34,7 +34,9 @@ RUN = os.path.join(ROOT, "run")
 PY = sys.executable
 SIGNIFICANCE = 0.001
 FIRST = 3  # tokens drawn a run
-SEEDS = int(os.environ.get("SPEC_SEEDS", "1000"))
+# seeds a distribution is drawn over; under make test-asan (ATTN_ASAN_SUITE) fewer, as each run
+# there is several times slower and its point is the C code's memory, not the test's power
+SEEDS = int(os.environ.get("SPEC_SEEDS", "200" if os.environ.get("ATTN_ASAN_SUITE") else "1000"))
 STORY = ("Once upon a time, there was a little girl named Lily. She loved to play outside. "
          "One day, Lily saw a big red ball in the park. Once upon a time, there was a little")
 
