@@ -406,6 +406,17 @@ static inline void block_input(const Linear *l, const float *x, int T, int n_in)
     for (int t = 0; t < T; t++) quantize_input(l->xq + t * ld, x + (size_t)t * n_in, n_in);
 }
 
+// The tokens up to which a product with a block type is a one-token product for each token,
+// not panels: a token's share of a panel's repacking costs more below, as measured (CPU time,
+// Zen 4, a token's ns a weight: at x86-64-v3 panels 0.185 for 2 tokens, 0.056 for 8, 0.035 for
+// 16, against 0.031-0.035 one token at a time; with VNNI 0.112, 0.050, 0.036 for 2, 5 and 8
+// against 0.046, 0.046, 0.045, its one-token rows not in their own order).
+#if defined(QUANT_VNNI)
+#define FEW_BLOCK_TOKENS 6
+#else
+#define FEW_BLOCK_TOKENS 12
+#endif
+
 // Output features [lo, hi) of the product with a matrix of a block type, from x in l->xq:
 // panels for many tokens where the machine has vector integer products, else a dot product
 // per row and token (with VNNI, 16 rows' lanes summed at once). Inlined with type a constant.
@@ -419,25 +430,32 @@ __attribute__((always_inline)) static inline void block_product(int type, const 
     }
 #endif
 #if defined(QUANT_VNNI) || defined(QUANT_AVX2)
-    if (T > 1) {
+    // Panels repack their rows for every call, which only many tokens repay: up to
+    // FEW_BLOCK_TOKENS (a short chat turn, speculative decoding's verification) the one-token
+    // products run for each token instead (docs/KERNELS.md).
+    if (T > FEW_BLOCK_TOKENS) {
         matmul_quantized_panels_of(type, l->out, l->n_out, l->b, l->xq, T, n_in, l->qw.blocks, (uint8_t *)l->wbuf, lo,
                                    hi);
         return;
     }
 #endif
-#if defined(QUANT_VNNI)
-    for (size_t r0 = lo; r0 < hi; r0 += 16) {
-        __m512 acc[16];
-        int rows = hi - r0 < 16 ? (int)(hi - r0) : 16;
-        for (int j = 0; j < 16; j++)
-            acc[j] = j < rows ? dot_quantized(type, l->qw.blocks + (r0 + j) * rb, quantized_row(l->xq, n_in), n_in)
-                              : _mm512_setzero_ps();
-        store_rows16(l->out, l->b, r0, rows, acc);
-    }
-#else
+    // a token's products a row (16 rows with VNNI) at a time, the rows read from memory once
+    // for all the tokens
     size_t ld = quantized_row_bytes(n_in);
-    for (int t = 0; t < T; t++)
-        for (size_t r = lo; r < hi; r++)
+#if defined(QUANT_VNNI)
+    for (size_t r0 = lo; r0 < hi; r0 += 16)
+        for (int t = 0; t < T; t++) {
+            __m512 acc[16];
+            int rows = hi - r0 < 16 ? (int)(hi - r0) : 16;
+            for (int j = 0; j < 16; j++)
+                acc[j] = j < rows ? dot_quantized(type, l->qw.blocks + (r0 + j) * rb,
+                                                  quantized_row(l->xq + t * ld, n_in), n_in)
+                                  : _mm512_setzero_ps();
+            store_rows16(l->out + (size_t)t * l->n_out, l->b, r0, rows, acc);
+        }
+#else
+    for (size_t r = lo; r < hi; r++)
+        for (int t = 0; t < T; t++)
             l->out[(size_t)t * l->n_out + r] =
                 dot_quantized(type, l->qw.blocks + r * rb, quantized_row(l->xq + t * ld, n_in), n_in) +
                 (l->b ? l->b[r] : 0.0f);
