@@ -15,6 +15,7 @@ static const char *prog = "speculative_projection";
 #include "io/cli.h"
 #include "generate/forward_run.h"
 #include "generate/speculative.h"
+#include "bench/bench.h"
 
 typedef struct {
     const int *greedy; // the plain run's tokens, prompt included
@@ -41,31 +42,15 @@ static double acceptance_of(double a, int k) {
     return kept / k;
 }
 
-static const char *arg(int argc, char **argv, const char *flag, const char *fallback) {
-    for (int i = 2; i + 1 < argc; i += 2)
-        if (!strcmp(argv[i], flag)) return argv[i + 1];
-    return fallback;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int main(int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-')
         die("usage: speculative_projection MODEL --accept RATE [-j threads] [-p 64] [-n 128] [-r 5] [--draft-max 8]");
     prefer_short_spins(argv);         // as ./run does
     setvbuf(stdout, NULL, _IOLBF, 0); // each round as it ends, in a log too
-    choose_threads(atoi(arg(argc, argv, "-j", "0")));
-    int P = atoi(arg(argc, argv, "-p", "64")), N = atoi(arg(argc, argv, "-n", "128"));
-    int R = atoi(arg(argc, argv, "-r", "5")), K = atoi(arg(argc, argv, "--draft-max", "8"));
-    double accept = atof(arg(argc, argv, "--accept", "-1"));
+    choose_threads(atoi(bench_arg(argc, argv, "-j", "0")));
+    int P = atoi(bench_arg(argc, argv, "-p", "64")), N = atoi(bench_arg(argc, argv, "-n", "128"));
+    int R = atoi(bench_arg(argc, argv, "-r", "5")), K = atoi(bench_arg(argc, argv, "--draft-max", "8"));
+    double accept = atof(bench_arg(argc, argv, "--accept", "-1"));
     if (accept <= 0 || accept > 1) die("--accept: a rate in (0, 1] is needed");
     if (R < 1 || R > 64 || K < 1 || K > 255) die("-r must be 1 to 64, --draft-max 1 to 255");
     Model m;

@@ -1,8 +1,8 @@
 // io/cli.h: what the two front doors, run.c and train.c, share with the person at the
-// terminal: one-line fatal errors, a clock, reading a whole input file and checking that
-// text is text. The including file defines `static const char *prog` (its name, which starts
-// every error line) before it includes this. The model and the tokenizer never include it:
-// they return errors, and only a front door decides to exit.
+// terminal: one-line fatal errors, the clock (io/clock.h), reading a whole input file and
+// checking that text is text. The including file defines `static const char *prog` (its
+// name, which starts every error line) before it includes this. The model and the tokenizer
+// never include it: they return errors, and only a front door decides to exit.
 #ifndef ATTN_IO_CLI_H
 #define ATTN_IO_CLI_H
 
@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cblas.h>
+#include "clock.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -43,12 +44,6 @@ static double available_memory(void) {
         if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1) break;
     if (f) fclose(f);
     return kib < 0 ? -1 : kib * 1024;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 // A stream (standard input, a pipe, a FIFO, a terminal) read to its end, NUL-terminated: the text

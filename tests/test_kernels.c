@@ -111,10 +111,10 @@ static void assert_fused(const float *out, const float *x, const float *w, const
 #endif
 }
 
-static void test_matmul(void **state) {
-    (void)state;
-    int sizes[][3] = {{1, 37, 13}, {1, 768, 64}, {7, 33, 17}, {64, 100, 3}};
-    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+// matmul_part over each of sizes' (T, n_in, n_out) against the naive sums, with and without a
+// bias; with one_token_steps also each token's outputs against its one-token product, bit for bit.
+static void check_matmul(const int (*sizes)[3], size_t count, int one_token_steps) {
+    for (size_t k = 0; k < count; k++) {
         int T = sizes[k][0], n_in = sizes[k][1], n_out = sizes[k][2];
         float *x = rand_vec((size_t)T * n_in, 1.0f), *w = rand_vec((size_t)n_out * n_in, 1.0f);
         float *b = rand_vec(n_out, 1.0f), *out = malloc(sizeof(float) * T * n_out);
@@ -123,6 +123,10 @@ static void test_matmul(void **state) {
             naive_linear(want, x, w, with_bias ? b : NULL, T, n_in, n_out);
             matmul_forward(out, x, w, with_bias ? b : NULL, T, n_in, n_out);
             assert_close(out, want, (size_t)T * n_out, 1e-4);
+            if (one_token_steps) {
+                Linear l = {.w = w, .b = with_bias ? b : NULL, .n_out = n_out};
+                assert_as_one_token_steps(out, l, x, T, n_in, n_out);
+            }
         }
         free(x);
         free(w);
@@ -130,6 +134,12 @@ static void test_matmul(void **state) {
         free(out);
         free(want);
     }
+}
+
+static void test_matmul(void **state) {
+    (void)state;
+    int sizes[][3] = {{1, 37, 13}, {1, 768, 64}, {7, 33, 17}, {64, 100, 3}};
+    check_matmul(sizes, sizeof sizes / sizeof sizes[0], 0);
 }
 
 static void test_rope(void **state) {
@@ -1402,24 +1412,7 @@ static void test_forward_bf16(void **state) {
 static void test_matmul_few_tokens(void **state) {
     (void)state;
     int sizes[][3] = {{2, 768, 9}, {3, 37, 5}, {5, 100, 7}, {8, 1 << 12, 3}};
-    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-        int T = sizes[k][0], n_in = sizes[k][1], n_out = sizes[k][2];
-        float *x = rand_vec((size_t)T * n_in, 1.0f), *w = rand_vec((size_t)n_out * n_in, 1.0f);
-        float *b = rand_vec(n_out, 1.0f), *out = malloc(sizeof(float) * T * n_out);
-        double *want = malloc(sizeof(double) * T * n_out);
-        for (int with_bias = 0; with_bias < 2; with_bias++) {
-            Linear l = {.out = out, .w = w, .b = with_bias ? b : NULL, .n_out = n_out};
-            naive_linear(want, x, w, l.b, T, n_in, n_out);
-            matmul_part(&l, x, T, n_in, 0, n_out);
-            assert_close(out, want, (size_t)T * n_out, 1e-4);
-            assert_as_one_token_steps(out, l, x, T, n_in, n_out);
-        }
-        free(x);
-        free(w);
-        free(b);
-        free(out);
-        free(want);
-    }
+    check_matmul(sizes, sizeof sizes / sizeof sizes[0], 1);
 }
 
 int main(void) {
