@@ -444,42 +444,59 @@ static inline void attention_tiled(float *out, float *lse, const float *q, const
 
 // ----------------------------------------------------------------------------
 // One-token attention: a generation step's one query row against the whole cache, bound by
-// reading the cache. Its work goes in units of a key/value head and a range of its keys. A
-// unit reads its keys and values once for all the query heads of the group, a block at a time
-// (each head takes the block from L1), and leaves for each query head a partial softmax: its
-// largest score m, the sum l of exp(score - m) and o = Σ exp(score - m) v. Partials of one
-// head's key ranges merge exactly: each is weighted by exp(m - M), M the largest m.
-#define TOKEN_BLOCK_BYTES 16384           // a block of keys (or values) read at once: a third of L1
+// reading the cache. Each thread takes a range of the keys for every head; it reads each key
+// and value once for all the query heads of its group, a block of keys at a time, and leaves
+// for each query head a partial softmax: its largest score m, the sum l of exp(score - m) and
+// o = Σ exp(score - m) v. Partials of one head's key ranges merge exactly: each is weighted by
+// exp(m - M), M the largest m.
+#define TOKEN_BLOCK_BYTES 16384           // a head's keys (or values) of a block: a third of L1
 #define TOKEN_PART(hd) ((size_t)(hd) + 2) // a partial's floats: m, l, o [hd]
 
-// Query heads [0, group) of q (hd apart) against keys and values [0, n) (k, v at the key/value
-// head's first column, rows ld elements apart, of type), with the scores in sc (a row of n for
-// each head, ld_sc apart), into the partials at part (ld_part apart). type is a constant where
-// it is inlined, so that dot_w's loads are the type's own.
+// Key/value heads [0, heads) (k, v at the first one's first column, hd apart; rows ld elements
+// apart, of type) and their query heads, group each, of q (hd apart) against keys and values
+// [0, n), with the scores in sc (a row of n for each query head, ld_sc apart), into the
+// partials at part (ld_part apart). A block of keys is scored for all the heads and its values
+// added at once, with an online softmax (a head's partial rescaled when its largest score
+// grows), and the next block's keys and values are asked for while this one is scored: the
+// thread's heads lie side by side in a cache row, so it streams runs of heads × hd values,
+// where a head at a time read short runs a row apart and the values after all the keys. type
+// is a constant where it is inlined, so that dot_w's loads are the type's own.
 __attribute__((always_inline)) static inline void token_keys(float *part, size_t ld_part, float *sc, size_t ld_sc,
-                                                             const float *q, int group, const char *k, const char *v,
-                                                             int type, size_t ld, int hd, int n, float scale) {
+                                                             const float *q, int heads, int group, const char *k,
+                                                             const char *v, int type, size_t ld, int hd, int n,
+                                                             float scale) {
     size_t row = kv_span(type, ld), span = kv_span(type, (size_t)hd);
     int block = span < TOKEN_BLOCK_BYTES / 16 ? (int)(TOKEN_BLOCK_BYTES / span) : 16;
-    for (int j0 = 0; j0 < n; j0 += block) {
-        int j1 = n - j0 < block ? n : j0 + block;
-        for (int h = 0; h < group; h++)
-            for (int j = j0; j < j1; j++) {
-                // keys lie a row of the cache apart, too far for the hardware to guess
-                for (size_t x = 0; x < span && !h && j + 6 < n; x += 64) __builtin_prefetch(k + (j + 6) * row + x);
-                sc[h * ld_sc + j] = scale * dot_w(k + j * row, type, q + h * hd, hd);
-            }
-    }
-    for (int h = 0; h < group; h++) {
+    for (int h = 0; h < heads * group; h++) {
         float *p = part + h * ld_part;
-        p[0] = n ? max_of(sc + h * ld_sc, n) : -INFINITY;
-        p[1] = exp_shifted(sc + h * ld_sc, n, p[0]);
-        if (!n) memset(p + 2, 0, (size_t)hd * sizeof(float));
+        p[0] = -INFINITY, p[1] = 0.0f;
+        memset(p + 2, 0, (size_t)hd * sizeof(float));
     }
     for (int j0 = 0; j0 < n; j0 += block) {
         int j1 = n - j0 < block ? n : j0 + block;
-        causal_product(part + 2, ld_part, sc + j0, ld_sc, 0, v + kv_span(type, (size_t)j0 * ld), type, ld, group, hd,
-                       j1 - j0, CAUSAL_NONE, 0, 1.0f, j0 > 0);
+        for (int g = 0; g < heads; g++)
+            for (int h = g * group; h < (g + 1) * group; h++)
+                for (int j = j0; j < j1; j++) {
+                    // the next block's rows into L2 (prefetcht1: into L1 a step was 25 % slower)
+                    for (size_t x = 0; x < span && h == g * group && j + block < n; x += 64) {
+                        __builtin_prefetch(k + (j + block) * row + g * span + x, 0, 2);
+                        __builtin_prefetch(v + (j + block) * row + g * span + x, 0, 2);
+                    }
+                    sc[h * ld_sc + j] = scale * dot_w(k + j * row + g * span, type, q + h * hd, hd);
+                }
+        for (int h = 0; h < heads * group; h++) {
+            float *p = part + h * ld_part, top = max_of(sc + h * ld_sc + j0, j1 - j0);
+            if (top > p[0]) { // exp(-inf) is 0 for the first block
+                float rescale = exp_vec(p[0] - top);
+                p[1] *= rescale;
+                for (int d = 0; d < hd; d++) p[2 + d] *= rescale;
+                p[0] = top;
+            }
+            p[1] += exp_shifted(sc + h * ld_sc + j0, j1 - j0, p[0]);
+        }
+        for (int g = 0; g < heads; g++)
+            causal_product(part + g * group * ld_part + 2, ld_part, sc + g * group * ld_sc + j0, ld_sc, 0,
+                           v + j0 * row + g * span, type, ld, group, hd, j1 - j0, CAUSAL_NONE, 0, 1.0f, 1);
     }
 }
 
@@ -498,43 +515,30 @@ static inline void token_merge(float *out, const float *part, int chunks, int hd
     for (int d = 0; d < hd; d++) out[d] /= l;
 }
 
-static inline int gcd(int a, int b) { return b ? gcd(b, a % b) : a; }
-
-// Key ranges per key/value head so that the units split evenly across nt threads: 1 when
-// each thread has whole heads (then it merges its own), more with fewer heads than threads.
-static inline int token_chunks(int n_kv_heads, int nt) { return nt / gcd(n_kv_heads, nt); }
-
 // Thread id of nt's share of one query row's attention, q [n_heads * head_dim] against keys and
 // values [0, n) (k, v: rows of n_kv_heads * head_dim of kv_type), scaled by scale, into out
 // [n_heads * head_dim]; every key is seen (a band's first key is the first of k). scores: a row
-// of ld_scores ≥ n floats for each query head; parts: n_heads × token_chunks(n_kv_heads, nt)
-// partials (TOKEN_PART floats each). All nt threads call it together: with the keys split, they
-// meet at barrier before merging, and every thread needs all queries there.
+// of ld_scores ≥ n floats for each query head; parts: n_heads × nt partials (TOKEN_PART floats
+// each). Each thread takes a range of the keys for every head, so that it streams whole cache
+// rows (a thread's heads at a time read half rows: 26 against 53 tok/s, docs/KERNELS.md); all
+// nt threads call it together and meet at barrier before merging the ranges.
 static inline void attention_token(float *out, float *scores, size_t ld_scores, float *parts, const float *q,
                                    const void *k, const void *v, int kv_type, int n, int n_heads, int n_kv_heads,
                                    int head_dim, float scale, int id, int nt, Barrier *barrier) {
-    int group = n_heads / n_kv_heads, hd = head_dim, chunks = token_chunks(n_kv_heads, nt);
-    size_t kvd = (size_t)n_kv_heads * hd, ld_part = chunks * TOKEN_PART(hd), u0, u1, j0, j1, h0, h1;
-    share((size_t)n_kv_heads * chunks, id, nt, &u0, &u1);
-    for (size_t u = u0; u < u1; u++) {
-        int g = (int)(u / chunks), c = (int)(u % chunks), h = g * group;
-        share((size_t)n, c, chunks, &j0, &j1);
-        size_t at = kv_span(kv_type, j0 * kvd + (size_t)g * hd);
-        float *part = parts + ((size_t)h * chunks + c) * TOKEN_PART(hd), *sc = scores + h * ld_scores + j0;
-        const char *kg = (const char *)k + at, *vg = (const char *)v + at;
+    int group = n_heads / n_kv_heads, hd = head_dim;
+    size_t kvd = (size_t)n_kv_heads * hd, ld_part = nt * TOKEN_PART(hd), j0, j1, h0, h1;
+    share((size_t)n, id, nt, &j0, &j1);
+    float *part = parts + id * TOKEN_PART(hd), *sc = scores + j0;
+    const char *kr = (const char *)k + kv_span(kv_type, j0 * kvd), *vr = (const char *)v + kv_span(kv_type, j0 * kvd);
 #define TOKEN_KEYS(type)                                                                                               \
-    token_keys(part, ld_part, sc, ld_scores, q + (size_t)h * hd, group, kg, vg, type, kvd, hd, (int)(j1 - j0), scale)
-        if (kv_type == WEIGHTS_F16) TOKEN_KEYS(WEIGHTS_F16);
-        else if (kv_type == BLOCK_Q8_0) TOKEN_KEYS(BLOCK_Q8_0);
-        else TOKEN_KEYS(WEIGHTS_F32);
+    token_keys(part, ld_part, sc, ld_scores, q, n_kv_heads, group, kr, vr, type, kvd, hd, (int)(j1 - j0), scale)
+    if (kv_type == WEIGHTS_F16) TOKEN_KEYS(WEIGHTS_F16);
+    else if (kv_type == BLOCK_Q8_0) TOKEN_KEYS(BLOCK_Q8_0);
+    else TOKEN_KEYS(WEIGHTS_F32);
 #undef TOKEN_KEYS
-        for (int i = h; i < h + group && chunks == 1; i++)
-            token_merge(out + (size_t)i * hd, parts + (size_t)i * TOKEN_PART(hd), 1, hd);
-    }
-    if (chunks == 1) return;
-    barrier_wait(barrier, nt);
+    if (nt > 1) barrier_wait(barrier, nt);
     share((size_t)n_heads, id, nt, &h0, &h1);
-    for (size_t i = h0; i < h1; i++) token_merge(out + i * hd, parts + i * ld_part, chunks, hd);
+    for (size_t i = h0; i < h1; i++) token_merge(out + i * hd, parts + i * ld_part, nt, hd);
 }
 
 // Causal attention scaled by 1 / sqrt(head_dim), as ./train's models have it.

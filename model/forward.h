@@ -447,9 +447,10 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
         share((size_t)T, id, nt, &r0, &r1);
         share((size_t)c->n_heads, id, nt, &h0, &h1);
         share((size_t)c->n_kv_heads, id, nt, &g0, &g1);
-        // with whole groups of query heads per thread, its queries need only its own keys
-        // and values; otherwise every thread's must be there before attention
-        int own_kv = c->n_kv_heads % nt == 0;
+        // with whole groups of query heads per thread, a pass's queries need only its own keys
+        // and values; otherwise, and in a one-token step (every thread takes a range of every
+        // head's keys), every thread's must be there before attention
+        int own_kv = c->n_kv_heads % nt == 0 && (T > 1 || s->keep);
         float *xn = s->xn + (size_t)id * s->max_batch * d;
         float *wbuf = thread_wbuf(s, id);
         uint8_t *xq = thread_xq(s, id);
