@@ -13,9 +13,11 @@
 #              of exactly PP tokens, then TG tokens generated from an empty cache, as
 #              llama-bench's tg test runs
 # With DEPTH set, the long-context pair instead (issue 41's "8k prompt, generation at depth 8k"):
-#   llama.cpp  llama-bench -p DEPTH -n 0 -pg DEPTH,TG -fa FA: the prompt's tokens/s, and TG ÷ (the
-#              pg test's time − the prompt's), the generation after DEPTH tokens; the better of
-#              -fa 0 and 1 for each figure (both in the raw jsonl)
+#   llama.cpp  llama-batched-bench (beside LLAMA_BENCH) -npp DEPTH -ntg TG -npl 1, once with and
+#              once without -fa as FA lists them: its S_PP and S_TG, the prompt's tokens/s and the
+#              generation's after it; the better of the -fa settings for each figure (both in the raw
+#              outputs). llama-bench's -pg gives only the whole, and its time less the prompt's alone
+#              was noise: two 8,000-token prompts differ by more than 128 tokens take.
 #   ours       ./run -c DEPTH+TG+1 -f (a DEPTH-token prompt) -n TG+1: its prompt and generation
 # and the KV cache type KV on both sides (llama.cpp's -ctk/-ctv; q8_0 values need its -fa 1).
 # It prints the round's ratios (ours ÷ llama.cpp), each program's generation as a fraction of
@@ -40,6 +42,8 @@ FA=${FA:-$([ "$KV" = f16 ] && echo 0,1 || echo 1)}
 CTX=() # ours at depth: a context for the prompt and what follows it (the default is 4096)
 if [ "$DEPTH" -gt 0 ]; then PP=$DEPTH CTX=(-c $((DEPTH + TG + 1))); fi
 [ -x "$LLAMA_BENCH" ] || die "$LLAMA_BENCH: not an executable"
+BATCHED_BENCH=$(dirname "$LLAMA_BENCH")/llama-batched-bench
+[ "$DEPTH" = 0 ] || [ -x "$BATCHED_BENCH" ] || die "$BATCHED_BENCH: not an executable (DEPTH needs llama.cpp's llama-batched-bench)"
 [ -f "$GGUF" ] || die "$GGUF: no such file"
 name=$(basename "$GGUF" .gguf)
 OUT=${OUT:-bench/tmp/llama_cpp/$name-$(date -u +%Y%m%d-%H%M%S)}
@@ -91,22 +95,29 @@ bandwidth() { # GB/s, the better of 4 KiB and 2 MiB pages
         awk '$1 == "membw_best_GBps" && $2 > b { b = $2 } END { print b }'
 }
 llama() { # sample -> "pp tg"
+    if [ "$DEPTH" -gt 0 ]; then
+        local fa
+        for fa in ${FA//,/ }; do
+            "$BATCHED_BENCH" -m "$GGUF" -t "$THREADS" -c $((PP + TG + 16)) -npp "$PP" -ntg "$TG" -npl 1 \
+                $([ "$fa" = 1 ] && echo -fa) -ctk "$KV" -ctv "$KV" > "$OUT/llama_$1_fa$fa.txt" 2> "$OUT/llama_$1_fa$fa.err" ||
+                die "llama-batched-bench failed: $(tail -1 "$OUT/llama_$1_fa$fa.err")"
+        done
+        # the table's row: | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |
+        awk -F'|' -v pp="$PP" '$2 + 0 == pp && NF > 10 { if ($7 > p) p = $7; if ($9 > g) g = $9; n++ }
+            END { if (n) print p + 0, g + 0; else exit 1 }' "$OUT"/llama_"$1"_fa*.txt ||
+            die "$OUT/llama_$1_fa*.txt: no row for a $PP-token prompt"
+        return
+    fi
     local tests=(-p "$PP" -n "$TG")
-    [ "$DEPTH" -gt 0 ] && tests=(-p "$PP" -n 0 -pg "$PP,$TG" -fa "$FA")
     "$LLAMA_BENCH" -m "$GGUF" -t "$THREADS" "${tests[@]}" -ctk "$KV" -ctv "$KV" -r 1 -o jsonl > "$OUT/llama_$1.jsonl" \
         2> "$OUT/llama_$1.err" || die "llama-bench failed: $(tail -1 "$OUT/llama_$1.err")"
     "$PYTHON" -c '
 import json, sys
 pp, tg = int(sys.argv[2]), int(sys.argv[3])
 rows = list(map(json.loads, filter(str.strip, open(sys.argv[1]))))
-if int(sys.argv[4]) == 0:
-    f = {(r["n_prompt"], r["n_gen"]): r["avg_ts"] for r in rows}
-    print(f[(pp, 0)], f[(0, tg)])
-else:  # per -fa: the prompt alone, and the generation as the time the pg test takes past the prompt
-    ns = {(r["n_prompt"], r["n_gen"], r["flash_attn"]): r["avg_ns"] for r in rows}
-    fas = {fa for _, _, fa in ns}
-    print(max(pp / ns[(pp, 0, fa)] * 1e9 for fa in fas), max(tg / (ns[(pp, tg, fa)] - ns[(pp, 0, fa)]) * 1e9 for fa in fas))
-' "$OUT/llama_$1.jsonl" "$PP" "$TG" "$DEPTH" || die "$OUT/llama_$1.jsonl: no pp $PP and tg $TG"
+f = {(r["n_prompt"], r["n_gen"]): r["avg_ts"] for r in rows}
+print(f[(pp, 0)], f[(0, tg)])
+' "$OUT/llama_$1.jsonl" "$PP" "$TG" || die "$OUT/llama_$1.jsonl: no pp $PP and tg $TG"
 }
 ours() { # sample -> "pp tg"; of the TG + 1 tokens generated, the first comes from the prompt's logits
     # and the other TG from forward passes: tg is TG ÷ the time of all of them

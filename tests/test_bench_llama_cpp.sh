@@ -96,6 +96,31 @@ n=$(sed -n 's/.*prompt: \([0-9]*\) tokens.*/\1/p' "$tmp/out_word/calibrate.txt" 
 [ $rc = 0 ] && [ "$n" = 19 ] && ok "a word of several tokens makes a prompt of PP tokens" ||
     bad "a word of several tokens: exit $rc, prompt $n tokens: $(tail -1 "$tmp/err_word.txt")"
 
+# DEPTH: llama-batched-bench from beside llama-bench, once per -fa setting, the better of each
+# figure (S_PP from -fa 0's 150 against 120, S_TG from -fa 1's 35 against 30); ours from one
+# run, its prompt and the generation after it.
+cat > "$tmp/llama-batched-bench" << EOF
+#!/usr/bin/env bash
+echo "\$*" >> $tmp/batched_calls.txt
+case "\$*" in *" -fa "*) s="120.00 |    1.000 |    35.00" ;; *) s="150.00 |    1.000 |    30.00" ;; esac
+echo "|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |"
+echo "|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|"
+echo "|    24 |      8 |    1 |     32 |    0.200 |  \$s |    1.200 |    26.67 |"
+EOF
+chmod +x "$tmp/llama-batched-bench"
+DEPTH=24 TG=8 SAMPLES=1 BIN=$tmp/rand256.bin OUT=$tmp/out_depth bench/llama_cpp.sh "$fake" $gguf 1 \
+    > "$tmp/stdout_depth.txt" 2> "$tmp/err_depth.txt"
+rc=$?
+read -r _ _ lpp ltg opp _ < <(grep '^1 ' "$tmp/stdout_depth.txt" | tr -d '|')
+want=$(sed -n 's/.*prompt: 24 tokens in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p' "$tmp/out_depth/ours_1.1_prompt.txt" 2> /dev/null)
+calls=$(grep -c -- "-c 48 -npp 24 -ntg 8 -npl 1" "$tmp/batched_calls.txt" 2> /dev/null)
+if [ $rc = 0 ] && [ "$lpp $ltg" = "150.0 35.00" ] && [ -n "$want" ] && [ "$opp" = "$(printf %.1f "$want")" ] &&
+    [ "$calls" = 2 ] && [ "$(grep -c -- " -fa " "$tmp/batched_calls.txt")" = 1 ]; then
+    ok "DEPTH: llama-batched-bench with and without -fa, the better of each figure"
+else
+    bad "DEPTH: exit $rc, llama $lpp $ltg, ours $opp (want $want), $calls calls: $(tail -1 "$tmp/err_depth.txt")"
+fi
+
 # A llama-bench that fails, or is not there: one line, exit 1.
 printf '#!/usr/bin/env bash\necho "error: failed to load model" >&2\nexit 1\n' > "$tmp/broken"
 chmod +x "$tmp/broken"
