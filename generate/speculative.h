@@ -25,7 +25,10 @@ typedef void (*SpecForward)(const Model *m, RunState *s, const int *tokens, int 
 typedef struct {
     int lookup;    // --lookup N: the n-gram matched against the context, or 0
     int draft_max; // --draft-max K: tokens proposed a round at most
-    Model draft;   // --draft's model (draft.map NULL without one), its tokenizer checked equal
+    // --draft-p-min P: the draft model proposes no token where its most likely one has a
+    // probability below P (llama.cpp's --draft-p-min)
+    float draft_p_min;
+    Model draft; // --draft's model (draft.map NULL without one), its tokenizer checked equal
     RunState draft_state;
     int draft_pos;  // positions of the context in the draft's cache
     float *rows;    // (draft_max + 1, vocab_size) the target's logits of a verification
@@ -124,13 +127,28 @@ static void rows_stay(void *ctx, int row, const float *logits) { // forward wrot
     (void)ctx, (void)row, (void)logits;
 }
 
-// The draft model's k tokens after tokens [n] into tokens [n..n+k), drawn from its distributions
-// under the target's sampler (kept in sp->q when sampling); its cache catches up first.
-static void model_draft(Speculator *sp, Sampler *smp, int *tokens, int n, int k) {
+// The probability softmax gives the largest of logits [v]: the draft's confidence in its next token.
+static float top_probability(const float *logits, int v) {
+    float top = logits[0], sum = 0.0f;
+    for (int i = 1; i < v; i++) top = logits[i] > top ? logits[i] : top;
+    for (int i = 0; i < v; i++) sum += expf(logits[i] - top);
+    return 1.0f / sum;
+}
+
+// The draft model's tokens after tokens [n], at most k, into tokens [n..): drawn from its
+// distributions under the target's sampler (kept in sp->q when sampling); its cache catches up
+// first. Returns how many: it stops at the first position where its most likely token's
+// probability (softmax of its raw logits) is below --draft-p-min, so that an unsure round costs
+// no verification rows. The distribution stays exact: whether a position is drafted depends only
+// on the tokens before it, never on the token drawn there or on the target, so a drafted token is
+// still drawn from q, and a position left undrafted is the target's own draw from p. (A rule on
+// the drawn token's own probability would skew it: the draws it lets through are not q's.)
+static int model_draft(Speculator *sp, Sampler *smp, int *tokens, int n, int k) {
     size_t v = (size_t)smp->vocab_size;
     sp->forward(&sp->draft, &sp->draft_state, tokens + sp->draft_pos, n - sp->draft_pos, sp->draft_pos, sp->dlogits,
                 NULL, NULL);
-    for (int i = 0; i < k; i++) {
+    int i = 0;
+    for (; i < k && top_probability(sp->dlogits, (int)v) >= sp->draft_p_min; i++) {
         if (smp->temperature == 0.0f) tokens[n + i] = sample_coin(smp, sp->dlogits, tokens, n + i, 0.0f);
         else {
             float *q = sp->q + i * v;
@@ -139,7 +157,8 @@ static void model_draft(Speculator *sp, Sampler *smp, int *tokens, int n, int k)
         }
         if (i + 1 < k) sp->forward(&sp->draft, &sp->draft_state, tokens + n + i, 1, n + i, sp->dlogits, NULL, NULL);
     }
-    sp->draft_pos = n + k - 1;
+    sp->draft_pos = i < k ? n + i : n + k - 1; // the last draft of a full round is not in its cache
+    return i;
 }
 
 // Whether the target keeps draft token x at this position, its logits row: -1 when it does,
@@ -180,7 +199,7 @@ static int speculate(Speculator *sp, const Model *m, RunState *s, Sampler *smp, 
     if (k > s->max_batch - 1) k = s->max_batch - 1;
     if (k > 0 && sp->propose) k = sp->propose(sp->propose_ctx, tokens, n, k);
     else if (k > 0 && sp->lookup) k = lookup_draft(sp, tokens, n, k);
-    else if (k > 0) model_draft(sp, smp, tokens, n, k);
+    else if (k > 0) k = model_draft(sp, smp, tokens, n, k);
     // a verification is generation, whose products --compute bf16 leaves in float32
     int bf16 = s->compute_bf16;
     s->compute_bf16 = 0;
