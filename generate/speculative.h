@@ -1,8 +1,9 @@
 // generate/speculative.h: speculative decoding for ./run (--lookup N, --draft MODEL). Up to
 // draft_max tokens are proposed cheaply, by the context itself (prompt lookup, llama.cpp's
-// llama-lookup) or by a small draft model; the target scores them all in one batched forward,
-// which reads its weights once, and keeps the longest prefix the acceptance rule of Leviathan
-// et al. 2023 and Chen et al. 2023 accepts, plus one token of its own. The text is distributed
+// llama-lookup) or by a small draft model (with both, by the context where it has a match); the
+// target scores them all in one batched forward, which reads its weights once, and keeps the
+// longest prefix the acceptance rule of Leviathan et al. 2023 and Chen et al. 2023 accepts, plus
+// one token of its own. The text is distributed
 // exactly as a plain run's: at -t 0 it is the same text (up to the rounding of a batched
 // product against a one-row one), and with sampling each token is drawn from the target's
 // filtered distribution p, with the draws from the run's seeded generator.
@@ -197,23 +198,29 @@ static int speculate(Speculator *sp, const Model *m, RunState *s, Sampler *smp, 
     if (k > room - 1) k = room - 1;
     if (k > c->seq_len - n) k = c->seq_len - n;
     if (k > s->max_batch - 1) k = s->max_batch - 1;
+    // with both --lookup and --draft, the context's match drafts where there is one and the model
+    // elsewhere: the choice depends only on the tokens before, so either keeps the rule exact
+    int from_model = 0;
     if (k > 0 && sp->propose) k = sp->propose(sp->propose_ctx, tokens, n, k);
-    else if (k > 0 && sp->lookup) k = lookup_draft(sp, tokens, n, k);
-    else if (k > 0) k = model_draft(sp, smp, tokens, n, k);
+    else if (k > 0) {
+        int found = sp->lookup ? lookup_draft(sp, tokens, n, k) : 0;
+        from_model = !found && sp->draft.map;
+        k = from_model ? model_draft(sp, smp, tokens, n, k) : found;
+    }
     // a verification is generation, whose products --compute bf16 leaves in float32
     int bf16 = s->compute_bf16;
     s->compute_bf16 = 0;
     sp->forward(m, s, tokens + n - 1, k + 1, n - 1, sp->rows, rows_stay, NULL);
     s->compute_bf16 = bf16;
     int kept = 0, next = -1;
-    while (kept < k && (next = judge_draft(sp, smp, sp->rows + kept * v, sp->draft.map ? sp->q + kept * v : NULL,
-                                           tokens, n + kept, tokens[n + kept])) < 0)
+    while (kept < k && (next = judge_draft(sp, smp, sp->rows + kept * v, from_model ? sp->q + kept * v : NULL, tokens,
+                                           n + kept, tokens[n + kept])) < 0)
         kept++;
     if (next < 0) next = sample(smp, sp->rows + k * v, tokens, n + k);
     tokens[n + kept] = next;
     sp->drafted += k;
     sp->accepted += kept;
-    if (sp->draft.map && k > 0 && sp->draft_pos > n + kept) sp->draft_pos = n + kept;
+    if (from_model && sp->draft_pos > n + kept) sp->draft_pos = n + kept;
     return kept + 1;
 }
 

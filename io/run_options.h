@@ -103,7 +103,8 @@ static void usage(FILE *f) {
         "               the earlier match of the last N tokens are drafted and checked in one batched pass;\n"
         "               the same text at -t 0, the same distribution with sampling; pays where the reply\n"
         "               repeats the prompt\n"
-        "  --draft FILE speculative decoding with a small draft model of the same tokenizer and context\n"
+        "  --draft FILE speculative decoding with a small draft model of the same tokenizer and context;\n"
+        "               with --lookup, the draft model drafts where the text has no earlier match\n"
         "  --draft-max K  tokens drafted a round at most (default %d, at most %d)\n"
         "  --draft-p-min P  --draft stops drafting where its most likely token's probability is below P,\n"
         "               in [0, 1] (default %.2f)\n"
@@ -347,7 +348,6 @@ static Options parse_options(int argc, char **argv) {
         die("--compute bf16,f32: only -m ppl runs both, to compare them; -m %s takes f32 or bf16", o.mode);
     if ((ppl || logits || attention) && o.sampling_flag)
         die("%s shapes generation; -m %s does not generate and would ignore it", o.sampling_flag, o.mode);
-    if (o.lookup && o.draft_path) die("--lookup and --draft: the drafts come from one of them, not both");
     if (draft_max_given && !o.lookup && !o.draft_path) die("--draft-max bounds the drafts of --lookup or --draft");
     if (draft_p_min_given && !o.draft_path) die("--draft-p-min is the --draft model's confidence; give --draft MODEL");
     if ((o.lookup || o.draft_path) && strcmp(o.mode, "generate") && strcmp(o.mode, "chat"))

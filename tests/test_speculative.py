@@ -10,8 +10,8 @@ one-row ones).
 Sampling: over many seeds, the first tokens a speculative run draws are distributed as a plain run's:
 a chi-square test of homogeneity of the two samples at significance 0.001 per comparison, with a
 draft that agrees (the target itself), one that is badly wrong (a random model of another seed), the
-wrong one stopped by --draft-p-min where it is unsure, and lookup drafts, under top-k, top-p and a
-repetition penalty. --draft-p-min: greedy text unchanged, fewer drafts the higher it is.
+wrong one stopped by --draft-p-min where it is unsure, lookup drafts, and both (lookup where the text
+has a match, the wrong model elsewhere), under top-k, top-p and a repetition penalty. --draft-p-min: greedy text unchanged, fewer drafts the higher it is.
 
 bench/speculative_projection.c: its stand-in drafter keeps every draft at --accept 1, about half at
 0.5, and the text is the plain run's.
@@ -130,6 +130,26 @@ def greedy_draft_p_min():
     plain, _ = run(stories(), STORY, "-t", "0", "-n", "100")
     fast, _ = run(stories(), STORY, "-t", "0", "-n", "100", "--draft", random_draft(512), "--draft-p-min", "1")
     assert fast == plain
+
+
+@case
+def greedy_lookup_and_draft():
+    # both: the context's match drafts where it has one, the model elsewhere, its cache catching up
+    # over the positions lookup drafted
+    for prompt in ["Once upon a time", STORY]:
+        # the Q8_0 draft, right nearly always, keeps more than lookup alone, right a fifth of the time
+        _, a = same_greedy(stories(), prompt, ["--lookup", "2", "--draft", stories_q80()], n=300)
+        _, lookup_a = same_greedy(stories(), prompt, ["--lookup", "2"], n=300)
+        assert a > lookup_a, "--lookup 2 --draft: accepted %d, no more than lookup alone's %d" % (a, lookup_a)
+        # at --draft-p-min 0 every round drafts 4, from the text or from the model, where lookup alone
+        # drafts in far fewer (a round generates a token and the drafts it keeps, the first token
+        # coming from the prompt's pass); the count is off by a few at the end: the last rounds cut
+        # to the tokens left, or end-of-text with kept drafts after it
+        spec = ["--lookup", "1", "--draft", random_draft(512), "--draft-max", "4", *ANY_DRAFT]
+        d, a = same_greedy(stories(), prompt, spec, n=300)
+        generated = int(re.search(r"generated: (\d+) tokens", run(stories(), prompt, "-t", "0", "-n", "300", *spec)[1])[1])
+        rounds = generated - 1 - a
+        assert abs(d - 4 * rounds) <= 10, "%s: drafted %d in %d rounds" % (" ".join(spec), d, rounds)
 
 
 @case
@@ -261,6 +281,13 @@ def sampling_draft_p_min():
 
 
 @case
+def sampling_lookup_and_draft():
+    # ab`` has an earlier match of ` that lookup drafts from; once the target draws something else
+    # the drafts come from the wrong model, judged against its q, not a point mass
+    same_distribution(vocab99(1), "ab``", ["-t", "1", "-p", "1"], ["--lookup", "1", "--draft", vocab99(2), *ANY_DRAFT])
+
+
+@case
 def sampling_lookup():
     # lookup drafts ` after ab``, which the target draws about half the time: a point mass there
     same_distribution(vocab99(1), "ab``", ["-t", "1", "-p", "1"], ["--lookup", "1"])
@@ -312,6 +339,7 @@ def same_chat(model, spec, *args, self_draft=False):
 @case
 def chat_greedy_same_replies():
     for spec in (["--lookup", "2"], ["--lookup", "1", "--draft-max", "16"], ["--draft", stories_q80()],
+                 ["--lookup", "2", "--draft", stories_q80()],
                  ["--draft", random_draft(512), "--draft-max", "4", *ANY_DRAFT]):
         same_chat(stories(), spec, "-n", "60", "-c", "200")
     same_chat(stories(), ["--draft", stories()], "-n", "60", "-c", "200", self_draft=True)
