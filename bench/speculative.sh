@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/speculative.sh: issue 45's real pair. Trains a target (6 layers x 384, Llama, a BPE
 # vocabulary of 1024) and a draft (2 x 128, --tokenizer-from the target) on Debian's licence
-# texts (/usr/share/common-licenses), then times ./run at -t 0, plain, --draft and --lookup 3,
-# in interleaved rounds, on a continuation prompt and on a summarise-this-paragraph prompt, and
+# texts (/usr/share/common-licenses), then times ./run at -t 0, plain, --draft (at several
+# --draft-p-min), --lookup 3 and both together, in interleaved rounds, on a continuation prompt and on a summarise-this-paragraph prompt, and
 # prints each round and the medians. With PROJECT=MODEL (an attn.c file of the TinyLlama-1.1B
 # shape in Q4_0, say) it also runs bench/speculative_projection.c on it at the pair's measured
 # acceptance. Not part of make test or make bench: make bench-speculative runs it.
