@@ -3,10 +3,10 @@
 // llama-lookup) or by a small draft model (with both, by the context where it has a match); the
 // target scores them all in one batched forward, which reads its weights once, and keeps the
 // longest prefix the acceptance rule of Leviathan et al. 2023 and Chen et al. 2023 accepts, plus
-// one token of its own. The text is distributed
-// exactly as a plain run's: at -t 0 it is the same text (up to the rounding of a batched
-// product against a one-row one), and with sampling each token is drawn from the target's
-// filtered distribution p, with the draws from the run's seeded generator.
+// one token of its own. The text is distributed exactly as a plain run's: at -t 0 it is the same
+// text (up to the rounding of a batched product against a one-row one), and with sampling each
+// token is drawn from the target's filtered distribution p, with the draws from the run's seeded
+// generator.
 // Included by run.c after io/cli.h (die) and model.h.
 #ifndef ATTN_GENERATE_SPECULATIVE_H
 #define ATTN_GENERATE_SPECULATIVE_H
