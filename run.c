@@ -554,6 +554,7 @@ int main(int argc, char **argv) {
     Speculator spec, *sp = o.lookup || o.draft_path ? &spec : NULL;
     if (sp) speculator_init(sp, &m, o.lookup, o.draft_max, forward_or_die);
     if (o.draft_path) speculator_open_draft(sp, o.draft_path, &m, &tok, model_context, prompt_batch(c), o.kv_cache);
+    if (sp) sp->draft_p_min = o.draft_p_min;
     if (o.compute & COMPUTE_BF16 && !BF16_FAST) fprintf(stderr, "%s: note: --compute bf16 %s\n", prog, BF16_NO_SPEED);
     Sampler sampler;
     uint64_t seed = o.seed ? o.seed : clock_seed();

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/speculative.sh: issue 45's real pair. Trains a target (6 layers x 384, Llama, a BPE
 # vocabulary of 1024) and a draft (2 x 128, --tokenizer-from the target) on Debian's licence
-# texts (/usr/share/common-licenses), then times ./run at -t 0, plain, --draft and --lookup 3,
-# in interleaved rounds, on a continuation prompt and on a summarise-this-paragraph prompt, and
+# texts (/usr/share/common-licenses), then times ./run at -t 0, plain, --draft (at several
+# --draft-p-min), --lookup 3 and both together, in interleaved rounds, on a continuation prompt and on a summarise-this-paragraph prompt, and
 # prints each round and the medians. With PROJECT=MODEL (an attn.c file of the TinyLlama-1.1B
 # shape in Q4_0, say) it also runs bench/speculative_projection.c on it at the pair's measured
 # acceptance. Not part of make test or make bench: make bench-speculative runs it.
@@ -49,8 +49,11 @@ echo "speculative: $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /pr
 echo "speculative: loadavg before: $(cat /proc/loadavg)"
 OUT=$DIR/rounds.txt
 : > $OUT
-MODES=("plain" "--draft $DRAFT --draft-max 4" "--draft $DRAFT --draft-max 8" "--draft $DRAFT --draft-max 16"
-    "--lookup 3 --draft-max 4" "--lookup 3 --draft-max 8" "--lookup 3 --draft-max 16")
+# --draft-p-min 0 drafts every round, as before the flag; 0.75 is its default, 0.5 this pair's best
+MODES=("plain" "--draft $DRAFT --draft-max 4 --draft-p-min 0" "--draft $DRAFT --draft-max 8 --draft-p-min 0"
+    "--draft $DRAFT --draft-max 4" "--draft $DRAFT --draft-max 8" "--draft $DRAFT --draft-max 2 --draft-p-min 0.5"
+    "--draft $DRAFT --draft-max 4 --draft-p-min 0.5" "--lookup 3 --draft-max 4" "--lookup 3 --draft-max 16"
+    "--lookup 3 --draft $DRAFT --draft-max 4" "--lookup 3 --draft $DRAFT --draft-max 4 --draft-p-min 0.5")
 for prompt in continue summarise; do
     # the summarise prompt is 175 tokens of the context's 256: its reply stops before the window moves
     [ $prompt = continue ] && text=$CONTINUE N=192 || text=$SUMMARISE N=64
@@ -64,7 +67,7 @@ for prompt in continue summarise; do
                 die "$prompt, ${MODES[$i]}: the text differs from the plain run's"
             tps=$(sed -n 's/.*generated: [0-9]* tokens* in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1/p' $DIR/err.txt)
             acc=$(sed -n 's/.*accepted [0-9]* (\([0-9.]*\)%).*/\1/p' $DIR/err.txt)
-            echo "$prompt|${MODES[$i]#--draft $DRAFT }|$r|$tps|${acc:--}" | tee -a $OUT
+            echo "$prompt|${MODES[$i]//"$DRAFT "/}|$r|$tps|${acc:--}" | tee -a $OUT
         done
     done
 done
@@ -74,7 +77,7 @@ echo "prompt | flags | median tok/s | x plain | median accepted %"
 for prompt in continue summarise; do
     plain=$(awk -F'|' -v p=$prompt '$1 == p && $2 == "plain" { print $4 }' $OUT | median)
     for i in "${!MODES[@]}"; do
-        mode=${MODES[$i]#--draft $DRAFT }
+        mode=${MODES[$i]//"$DRAFT "/}
         tps=$(awk -F'|' -v p=$prompt -v m="$mode" '$1 == p && $2 == m { print $4 }' $OUT | median)
         acc=$(awk -F'|' -v p=$prompt -v m="$mode" '$1 == p && $2 == m && $5 != "-" { print $5 }' $OUT | median)
         echo "$prompt | $mode | $tps | $(awk -v a=$tps -v b=$plain 'BEGIN { printf "%.2f", a / b }') | ${acc:--}"
@@ -82,8 +85,8 @@ for prompt in continue summarise; do
 done
 
 if [ -n "${PROJECT:-}" ]; then
-    for k in 4 8 16; do # at the draft's median acceptance on the continuation prompt at that --draft-max
-        rate=$(awk -F'|' -v m="--draft-max $k" '$1 == "continue" && $2 == m { print $5 }' $OUT | median)
+    for k in 4 8; do # at the draft's median acceptance on the continuation prompt, drafting every round
+        rate=$(awk -F'|' -v m="--draft --draft-max $k --draft-p-min 0" '$1 == "continue" && $2 == m { print $5 }' $OUT | median)
         echo "projection: $PROJECT, --draft-max $k, acceptance $rate%:"
         bench/bin/speculative_projection "$PROJECT" --accept $(awk -v r=$rate 'BEGIN { print r / 100 }') \
             --draft-max $k -j $J -p 64 -n 128 -r $ROUNDS || die "speculative_projection failed"

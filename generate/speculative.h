@@ -1,11 +1,12 @@
 // generate/speculative.h: speculative decoding for ./run (--lookup N, --draft MODEL). Up to
 // draft_max tokens are proposed cheaply, by the context itself (prompt lookup, llama.cpp's
-// llama-lookup) or by a small draft model; the target scores them all in one batched forward,
-// which reads its weights once, and keeps the longest prefix the acceptance rule of Leviathan
-// et al. 2023 and Chen et al. 2023 accepts, plus one token of its own. The text is distributed
-// exactly as a plain run's: at -t 0 it is the same text (up to the rounding of a batched
-// product against a one-row one), and with sampling each token is drawn from the target's
-// filtered distribution p, with the draws from the run's seeded generator.
+// llama-lookup) or by a small draft model (with both, by the context where it has a match); the
+// target scores them all in one batched forward, which reads its weights once, and keeps the
+// longest prefix the acceptance rule of Leviathan et al. 2023 and Chen et al. 2023 accepts, plus
+// one token of its own. The text is distributed exactly as a plain run's: at -t 0 it is the same
+// text (up to the rounding of a batched product against a one-row one), and with sampling each
+// token is drawn from the target's filtered distribution p, with the draws from the run's seeded
+// generator.
 // Included by run.c after io/cli.h (die) and model.h.
 #ifndef ATTN_GENERATE_SPECULATIVE_H
 #define ATTN_GENERATE_SPECULATIVE_H
@@ -25,7 +26,10 @@ typedef void (*SpecForward)(const Model *m, RunState *s, const int *tokens, int 
 typedef struct {
     int lookup;    // --lookup N: the n-gram matched against the context, or 0
     int draft_max; // --draft-max K: tokens proposed a round at most
-    Model draft;   // --draft's model (draft.map NULL without one), its tokenizer checked equal
+    // --draft-p-min P: the draft model proposes no token where its most likely one has a
+    // probability below P (llama.cpp's --draft-p-min)
+    float draft_p_min;
+    Model draft; // --draft's model (draft.map NULL without one), its tokenizer checked equal
     RunState draft_state;
     int draft_pos;  // positions of the context in the draft's cache
     float *rows;    // (draft_max + 1, vocab_size) the target's logits of a verification
@@ -124,13 +128,28 @@ static void rows_stay(void *ctx, int row, const float *logits) { // forward wrot
     (void)ctx, (void)row, (void)logits;
 }
 
-// The draft model's k tokens after tokens [n] into tokens [n..n+k), drawn from its distributions
-// under the target's sampler (kept in sp->q when sampling); its cache catches up first.
-static void model_draft(Speculator *sp, Sampler *smp, int *tokens, int n, int k) {
+// The probability softmax gives the largest of logits [v]: the draft's confidence in its next token.
+static float top_probability(const float *logits, int v) {
+    float top = logits[0], sum = 0.0f;
+    for (int i = 1; i < v; i++) top = logits[i] > top ? logits[i] : top;
+    for (int i = 0; i < v; i++) sum += expf(logits[i] - top);
+    return 1.0f / sum;
+}
+
+// The draft model's tokens after tokens [n], at most k, into tokens [n..): drawn from its
+// distributions under the target's sampler (kept in sp->q when sampling); its cache catches up
+// first. Returns how many: it stops at the first position where its most likely token's
+// probability (softmax of its raw logits) is below --draft-p-min, so that an unsure round costs
+// no verification rows. The distribution stays exact: whether a position is drafted depends only
+// on the tokens before it, never on the token drawn there or on the target, so a drafted token is
+// still drawn from q, and a position left undrafted is the target's own draw from p. (A rule on
+// the drawn token's own probability would skew it: the draws it lets through are not q's.)
+static int model_draft(Speculator *sp, Sampler *smp, int *tokens, int n, int k) {
     size_t v = (size_t)smp->vocab_size;
     sp->forward(&sp->draft, &sp->draft_state, tokens + sp->draft_pos, n - sp->draft_pos, sp->draft_pos, sp->dlogits,
                 NULL, NULL);
-    for (int i = 0; i < k; i++) {
+    int i = 0;
+    for (; i < k && top_probability(sp->dlogits, (int)v) >= sp->draft_p_min; i++) {
         if (smp->temperature == 0.0f) tokens[n + i] = sample_coin(smp, sp->dlogits, tokens, n + i, 0.0f);
         else {
             float *q = sp->q + i * v;
@@ -139,7 +158,8 @@ static void model_draft(Speculator *sp, Sampler *smp, int *tokens, int n, int k)
         }
         if (i + 1 < k) sp->forward(&sp->draft, &sp->draft_state, tokens + n + i, 1, n + i, sp->dlogits, NULL, NULL);
     }
-    sp->draft_pos = n + k - 1;
+    sp->draft_pos = i < k ? n + i : n + k - 1; // the last draft of a full round is not in its cache
+    return i;
 }
 
 // Whether the target keeps draft token x at this position, its logits row: -1 when it does,
@@ -178,23 +198,29 @@ static int speculate(Speculator *sp, const Model *m, RunState *s, Sampler *smp, 
     if (k > room - 1) k = room - 1;
     if (k > c->seq_len - n) k = c->seq_len - n;
     if (k > s->max_batch - 1) k = s->max_batch - 1;
+    // with both --lookup and --draft, the context's match drafts where there is one and the model
+    // elsewhere: the choice depends only on the tokens before, so either keeps the rule exact
+    int from_model = 0;
     if (k > 0 && sp->propose) k = sp->propose(sp->propose_ctx, tokens, n, k);
-    else if (k > 0 && sp->lookup) k = lookup_draft(sp, tokens, n, k);
-    else if (k > 0) model_draft(sp, smp, tokens, n, k);
+    else if (k > 0) {
+        int found = sp->lookup ? lookup_draft(sp, tokens, n, k) : 0;
+        from_model = !found && sp->draft.map;
+        k = from_model ? model_draft(sp, smp, tokens, n, k) : found;
+    }
     // a verification is generation, whose products --compute bf16 leaves in float32
     int bf16 = s->compute_bf16;
     s->compute_bf16 = 0;
     sp->forward(m, s, tokens + n - 1, k + 1, n - 1, sp->rows, rows_stay, NULL);
     s->compute_bf16 = bf16;
     int kept = 0, next = -1;
-    while (kept < k && (next = judge_draft(sp, smp, sp->rows + kept * v, sp->draft.map ? sp->q + kept * v : NULL,
-                                           tokens, n + kept, tokens[n + kept])) < 0)
+    while (kept < k && (next = judge_draft(sp, smp, sp->rows + kept * v, from_model ? sp->q + kept * v : NULL, tokens,
+                                           n + kept, tokens[n + kept])) < 0)
         kept++;
     if (next < 0) next = sample(smp, sp->rows + k * v, tokens, n + k);
     tokens[n + kept] = next;
     sp->drafted += k;
     sp->accepted += kept;
-    if (sp->draft.map && k > 0 && sp->draft_pos > n + kept) sp->draft_pos = n + kept;
+    if (from_model && sp->draft_pos > n + kept) sp->draft_pos = n + kept;
     return kept + 1;
 }
 

@@ -15,6 +15,9 @@
 // its older releases), since a rejection early in a long draft wastes the rows after it; at
 // most one batch less the token verified with them (run.c's PROMPT_BATCH is 256).
 #define DEFAULT_DRAFT_MAX 8
+// --draft-p-min's default, llama.cpp's (common.h's speculative p_min): a draft model proposes
+// nothing where its most likely token is below this probability.
+#define DEFAULT_DRAFT_P_MIN 0.75f
 #define MAX_DRAFT 255
 
 // --compute: the arithmetic of the many-token products (a prompt, perplexity's windows).
@@ -37,6 +40,7 @@ typedef struct {
     int lookup;             // --lookup N: drafts from the context's earlier match of its last N tokens, or 0
     int draft_max;          // --draft-max K: tokens drafted a round at most
     const char *draft_path; // --draft MODEL: drafts from this smaller model with the same tokenizer
+    float draft_p_min;      // --draft-p-min P: the draft model drafts no token it gives less than P
     int sampling_given;     // SAMPLING_* bits of the flags given (-t -p -k --min-p -r): they beat the model's
     // -m attention's --layers A-B and --heads A-B, inclusive; {-1, -1} when not given: all of them
     int layers[2], heads[2];
@@ -99,8 +103,11 @@ static void usage(FILE *f) {
         "               the earlier match of the last N tokens are drafted and checked in one batched pass;\n"
         "               the same text at -t 0, the same distribution with sampling; pays where the reply\n"
         "               repeats the prompt\n"
-        "  --draft FILE speculative decoding with a small draft model of the same tokenizer and context\n"
+        "  --draft FILE speculative decoding with a small draft model of the same tokenizer and context;\n"
+        "               with --lookup, the draft model drafts where the text has no earlier match\n"
         "  --draft-max K  tokens drafted a round at most (default %d, at most %d)\n"
+        "  --draft-p-min P  --draft stops drafting where its most likely token's probability is below P,\n"
+        "               in [0, 1] (default %.2f)\n"
         "  --chunks N   -m ppl as llama-perplexity scores: chunks of the context (-c) each from a fresh\n"
         "               cache, its first token BOS when the tokenizer adds one, the second half of each\n"
         "               scored; N chunks at most, or all (default: every token once, windows overlapping by one)\n"
@@ -116,7 +123,7 @@ static void usage(FILE *f) {
         "/bye ends the conversation, /help lists the commands (docs/CHAT.md). When standard input is not a\n"
         "terminal each line is a turn (empty and blank lines skipped) and each reply is written followed by\n"
         "an empty line.\n",
-        chat_families(families, sizeof families), DEFAULT_DRAFT_MAX, MAX_DRAFT);
+        chat_families(families, sizeof families), DEFAULT_DRAFT_MAX, MAX_DRAFT, DEFAULT_DRAFT_P_MIN);
 }
 
 // The value after a flag, or a one-line error when the flag came last.
@@ -254,9 +261,10 @@ static Options parse_options(int argc, char **argv) {
                  .compute = COMPUTE_F32,
                  .kv_cache = WEIGHTS_F32,
                  .draft_max = DEFAULT_DRAFT_MAX,
+                 .draft_p_min = DEFAULT_DRAFT_P_MIN,
                  .layers = {-1, -1},
                  .heads = {-1, -1}}; // steps -1: the default, see generate
-    int prompt_given = 0, draft_max_given = 0;
+    int prompt_given = 0, draft_max_given = 0, draft_p_min_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -308,6 +316,7 @@ static Options parse_options(int argc, char **argv) {
         else if (!strcmp(a, "--lookup")) o.lookup = parse_int(a, v, 1, 1 << 10);
         else if (!strcmp(a, "--draft-max")) o.draft_max = parse_int(a, v, 1, MAX_DRAFT), draft_max_given = 1;
         else if (!strcmp(a, "--draft")) o.draft_path = value(a, v);
+        else if (!strcmp(a, "--draft-p-min")) o.draft_p_min = parse_num(a, v, 0, 1), draft_p_min_given = 1;
         else die("unknown option %s (see --help)", a);
         const char *sampling[] = {"-n", "-t", "-p", "-k", "--min-p", "-r", "--repeat-window", "-s"};
         for (size_t k = 0; k < sizeof sampling / sizeof *sampling && !o.sampling_flag; k++)
@@ -339,8 +348,8 @@ static Options parse_options(int argc, char **argv) {
         die("--compute bf16,f32: only -m ppl runs both, to compare them; -m %s takes f32 or bf16", o.mode);
     if ((ppl || logits || attention) && o.sampling_flag)
         die("%s shapes generation; -m %s does not generate and would ignore it", o.sampling_flag, o.mode);
-    if (o.lookup && o.draft_path) die("--lookup and --draft: the drafts come from one of them, not both");
     if (draft_max_given && !o.lookup && !o.draft_path) die("--draft-max bounds the drafts of --lookup or --draft");
+    if (draft_p_min_given && !o.draft_path) die("--draft-p-min is the --draft model's confidence; give --draft MODEL");
     if ((o.lookup || o.draft_path) && strcmp(o.mode, "generate") && strcmp(o.mode, "chat"))
         die("%s: only -m generate and -m chat speculate; -m %s does not", o.lookup ? "--lookup" : "--draft", o.mode);
     return o;

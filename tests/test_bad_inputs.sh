@@ -981,6 +981,10 @@ row run "--lookup 0" "--lookup 0: expected a whole number in [1, 1024]" ./run $m
 row run "--draft-max 0" "--draft-max 0: expected a whole number in [1, 255]" ./run $model -i hi --lookup 2 --draft-max 0
 row run "--draft-max without --lookup or --draft" "--draft-max bounds the drafts of --lookup or --draft" \
   ./run $model -i hi --draft-max 4
+row run "--draft-p-min 1.5" "--draft-p-min 1.5: expected a number in [0, 1]" ./run $model -i hi --draft $model --draft-p-min 1.5
+row run "--draft-p-min -0.1" "--draft-p-min -0.1: expected a number in [0, 1]" ./run $model -i hi --draft $model --draft-p-min -0.1
+row run "--draft-p-min without --draft" "--draft-p-min is the --draft model's confidence; give --draft MODEL" \
+  ./run $model -i hi --lookup 2 --draft-p-min 0.5
 row run "--lookup in -m ppl" "--lookup: only -m generate and -m chat speculate" ./run $model -m ppl -f $tmp/chat_block.txt --lookup 2
 row run "--draft: a file that is no model" "--draft $tmp/random.bin: &&not an attn.c model file" \
   ./run $model -i hi --draft $tmp/random.bin

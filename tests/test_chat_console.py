@@ -677,7 +677,8 @@ def speculating_on_a_terminal():
     counts and rate; the model as its own draft keeps every draft, turn after turn, and the
     replies are a plain session's."""
     replies = {}
-    for spec in ([], ["--lookup", "1"], ["--draft", MODEL]):
+    # the random model is unsure of every token: --draft-p-min 0 has it draft nonetheless
+    for spec in ([], ["--lookup", "1"], ["--draft", MODEL, "--draft-p-min", "0"]):
         s = session("-t", "0", "-n", "24", "--no-history", *spec)
         try:
             shown = [s.turn(b"Hello there!"), s.turn(b"And then?")]

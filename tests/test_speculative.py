@@ -9,8 +9,9 @@ one-row ones).
 
 Sampling: over many seeds, the first tokens a speculative run draws are distributed as a plain run's:
 a chi-square test of homogeneity of the two samples at significance 0.001 per comparison, with a
-draft that agrees (the target itself), one that is badly wrong (a random model of another seed), and
-lookup drafts, under top-k, top-p and a repetition penalty.
+draft that agrees (the target itself), one that is badly wrong (a random model of another seed), the
+wrong one stopped by --draft-p-min where it is unsure, lookup drafts, and both (lookup where the text
+has a match, the wrong model elsewhere), under top-k, top-p and a repetition penalty. --draft-p-min: greedy text unchanged, fewer drafts the higher it is.
 
 bench/speculative_projection.c: its stand-in drafter keeps every draft at --accept 1, about half at
 0.5, and the text is the plain run's.
@@ -37,6 +38,7 @@ FIRST = 3  # tokens drawn a run
 # seeds a distribution is drawn over; under make test-asan (ATTN_ASAN_SUITE) fewer, as each run
 # there is several times slower and its point is the C code's memory, not the test's power
 SEEDS = int(os.environ.get("SPEC_SEEDS", "200" if os.environ.get("ATTN_ASAN_SUITE") else "1000"))
+ANY_DRAFT = ["--draft-p-min", "0"]  # the draft model drafts however unsure it is
 STORY = ("Once upon a time, there was a little girl named Lily. She loved to play outside. "
          "One day, Lily saw a big red ball in the park. Once upon a time, there was a little")
 
@@ -69,7 +71,9 @@ def stories_q80():
 
 
 def random_draft(seq_len):
-    """A one-layer random model of tok512's tokenizer: a draft that is mostly wrong."""
+    """A one-layer random model of tok512's tokenizer: a draft that is mostly wrong. Its distributions
+    are nearly flat, so that --draft-p-min's default would let it draft nothing: the specs that use
+    it give --draft-p-min 0 (ANY_DRAFT) to have its wrong drafts judged."""
     return make("draft%d.bin" % seq_len, "--preset", "llama_gqa", "--set", "seq_len=%d" % seq_len, "--set", "n_layers=1",
                 "--set", "dim=32", "--set", "hidden_dim=64", "--seed", "7", "--tokenizer", tok512())
 
@@ -109,14 +113,50 @@ def greedy_stories_drafts():
     assert a == d, "the target drafting for itself: %d of %d kept" % (a, d)
     for prompt in ["Once upon a time", STORY, "Tom had a dog"]:
         same_greedy(stories(), prompt, ["--draft", stories_q80()], least_accepted=1)
-        same_greedy(stories(), prompt, ["--draft", random_draft(512), "--draft-max", "4"])
+        same_greedy(stories(), prompt, ["--draft", random_draft(512), "--draft-max", "4", *ANY_DRAFT])
+
+
+@case
+def greedy_draft_p_min():
+    # --draft-p-min P: no draft where the draft's most likely token is below P. The Q8_0 draft is
+    # sure of most tokens, unsure of some: a higher P drafts fewer, each more often kept
+    counts = {}
+    for p_min in ("0", "0.75", "0.99"):
+        counts[p_min] = same_greedy(stories(), STORY, ["--draft", stories_q80(), "--draft-p-min", p_min], n=300)
+    (d0, a0), (d75, a75), (d99, a99) = counts.values()
+    assert d0 > d75 > d99 > 0, "drafted at --draft-p-min 0, 0.75, 0.99: %d, %d, %d" % (d0, d75, d99)
+    assert a0 / d0 < a75 / d75 <= a99 / d99, counts
+    # --draft-p-min 1: only a draft whose softmax rounds to 1 drafts, and the text is the same
+    plain, _ = run(stories(), STORY, "-t", "0", "-n", "100")
+    fast, _ = run(stories(), STORY, "-t", "0", "-n", "100", "--draft", random_draft(512), "--draft-p-min", "1")
+    assert fast == plain
+
+
+@case
+def greedy_lookup_and_draft():
+    # both: the context's match drafts where it has one, the model elsewhere, its cache catching up
+    # over the positions lookup drafted
+    for prompt in ["Once upon a time", STORY]:
+        # the Q8_0 draft, right nearly always, keeps more than lookup alone, right a fifth of the time
+        _, a = same_greedy(stories(), prompt, ["--lookup", "2", "--draft", stories_q80()], n=300)
+        _, lookup_a = same_greedy(stories(), prompt, ["--lookup", "2"], n=300)
+        assert a > lookup_a, "--lookup 2 --draft: accepted %d, no more than lookup alone's %d" % (a, lookup_a)
+        # at --draft-p-min 0 every round drafts 4, from the text or from the model, where lookup alone
+        # drafts in far fewer (a round generates a token and the drafts it keeps, the first token
+        # coming from the prompt's pass); the count is off by a few at the end: the last rounds cut
+        # to the tokens left, or end-of-text with kept drafts after it
+        spec = ["--lookup", "1", "--draft", random_draft(512), "--draft-max", "4", *ANY_DRAFT]
+        d, a = same_greedy(stories(), prompt, spec, n=300)
+        generated = int(re.search(r"generated: (\d+) tokens", run(stories(), prompt, "-t", "0", "-n", "300", *spec)[1])[1])
+        rounds = generated - 1 - a
+        assert abs(d - 4 * rounds) <= 10, "%s: drafted %d in %d rounds" % (" ".join(spec), d, rounds)
 
 
 @case
 def greedy_past_the_context():
     xs = make("llama2xs.bin", os.path.join(SHARED, "llama2xs_model.bin"), "--tokenizer", tok512())
     same_greedy(xs, STORY, ["--lookup", "2"], n=400)
-    same_greedy(xs, "Once upon a time", ["--draft", random_draft(256), "--draft-max", "3"], n=400)
+    same_greedy(xs, "Once upon a time", ["--draft", random_draft(256), "--draft-max", "3", *ANY_DRAFT], n=400)
 
 
 @case
@@ -124,7 +164,7 @@ def greedy_sliding_window_ring():
     # context 512 > the ring of 5 - 1 + 256 positions: drafts rejected past the ring's rows
     sw = make("sliding.bin", "--preset", "sliding_window", "--set", "seq_len=512", "--set", "vocab_size=512",
               "--tokenizer", tok512())
-    for spec in (["--lookup", "1", "--draft-max", "64"], ["--draft", random_draft(512)]):
+    for spec in (["--lookup", "1", "--draft-max", "64"], ["--draft", random_draft(512), *ANY_DRAFT]):
         same_greedy(sw, STORY, spec, n=480)
 
 
@@ -163,7 +203,7 @@ def greedy_draft_trained_on_the_targets_tokenizer():
                        capture_output=True, timeout=300)
     assert r.returncode == 0, "train --tokenizer-from: %s" % r.stderr.decode()[-300:]
     for prompt in ["Once upon a time", STORY]:
-        same_greedy(stories(), prompt, ["--draft", draft, "--draft-max", "4"])
+        same_greedy(stories(), prompt, ["--draft", draft, "--draft-max", "4", *ANY_DRAFT])
 
 
 def first_tokens(model, prompt, args):
@@ -226,8 +266,25 @@ def vocab99(seed):
 def sampling_wrong_draft():
     # two random models of one synthetic tokenizer: their distributions overlap, and differ by a
     # total variation of about 0.65 at the first token, so that the draw after a rejection matters
-    same_distribution(vocab99(1), "ab", ["-t", "1", "-p", "1"], ["--draft", vocab99(2)])
-    same_distribution(vocab99(1), "ab", ["-t", "0.8", "-k", "5", "-r", "1.2"], ["--draft", vocab99(2)])
+    same_distribution(vocab99(1), "ab", ["-t", "1", "-p", "1"], ["--draft", vocab99(2), *ANY_DRAFT])
+    same_distribution(vocab99(1), "ab", ["-t", "0.8", "-k", "5", "-r", "1.2"], ["--draft", vocab99(2), *ANY_DRAFT])
+
+
+@case
+def sampling_draft_p_min():
+    # vocab99(2)'s most likely first token has 0.62 of its probability, its next ones 0.16 to 0.94
+    # after the first draw: at --draft-p-min 0.5 whether the second and third tokens are drafted
+    # depends on the draws before them. A rule on the drawn token's own probability would skew them
+    same_distribution(vocab99(1), "ab", ["-t", "1", "-p", "1"], ["--draft", vocab99(2), "--draft-p-min", "0.5"])
+    same_distribution(vocab99(1), "ab", ["-t", "0.8", "-k", "5", "-r", "1.2"],
+                      ["--draft", vocab99(2), "--draft-p-min", "0.5"])
+
+
+@case
+def sampling_lookup_and_draft():
+    # ab`` has an earlier match of ` that lookup drafts from; once the target draws something else
+    # the drafts come from the wrong model, judged against its q, not a point mass
+    same_distribution(vocab99(1), "ab``", ["-t", "1", "-p", "1"], ["--lookup", "1", "--draft", vocab99(2), *ANY_DRAFT])
 
 
 @case
@@ -282,7 +339,8 @@ def same_chat(model, spec, *args, self_draft=False):
 @case
 def chat_greedy_same_replies():
     for spec in (["--lookup", "2"], ["--lookup", "1", "--draft-max", "16"], ["--draft", stories_q80()],
-                 ["--draft", random_draft(512), "--draft-max", "4"]):
+                 ["--lookup", "2", "--draft", stories_q80()],
+                 ["--draft", random_draft(512), "--draft-max", "4", *ANY_DRAFT]):
         same_chat(stories(), spec, "-n", "60", "-c", "200")
     same_chat(stories(), ["--draft", stories()], "-n", "60", "-c", "200", self_draft=True)
     # -n 0: each reply runs until the context is full, a round's drafts cut short by its end
@@ -300,7 +358,7 @@ def chat_greedy_sliding_window_ring():
     # written past them
     sw = make("sliding1024.bin", "--preset", "sliding_window", "--set", "seq_len=1024", "--set", "vocab_size=512",
               "--tokenizer", tok512())
-    for spec in (["--lookup", "1", "--draft-max", "64"], ["--draft", random_draft(1024)]):
+    for spec in (["--lookup", "1", "--draft-max", "64"], ["--draft", random_draft(1024), *ANY_DRAFT]):
         same_chat(sw, spec, "-n", "250", "-c", "1024")
 
 
@@ -318,7 +376,7 @@ def chat_second_replies(model, sampling):
 
 @case
 def chat_sampling_same_distribution():
-    for sampling, spec in ((["1.3", "-k", "8"], ["--draft", random_draft(512)]),
+    for sampling, spec in ((["1.3", "-k", "8"], ["--draft", random_draft(512), *ANY_DRAFT]),
                            (["1.5", "-k", "6", "-r", "1.3"], ["--lookup", "1"])):
         plain = chat_second_replies(stories(), sampling)
         fast = chat_second_replies(stories(), sampling + spec)
