@@ -528,8 +528,9 @@ static inline void attention_token(float *out, float *scores, size_t ld_scores, 
     int group = n_heads / n_kv_heads, hd = head_dim;
     size_t kvd = (size_t)n_kv_heads * hd, ld_part = nt * TOKEN_PART(hd), j0, j1, h0, h1;
     share((size_t)n, id, nt, &j0, &j1);
+    size_t at = kv_span(kv_type, j0 * kvd);
     float *part = parts + id * TOKEN_PART(hd), *sc = scores + j0;
-    const char *kr = (const char *)k + kv_span(kv_type, j0 * kvd), *vr = (const char *)v + kv_span(kv_type, j0 * kvd);
+    const char *kr = (const char *)k + at, *vr = (const char *)v + at;
 #define TOKEN_KEYS(type)                                                                                               \
     token_keys(part, ld_part, sc, ld_scores, q, n_kv_heads, group, kr, vr, type, kvd, hd, (int)(j1 - j0), scale)
     if (kv_type == WEIGHTS_F16) TOKEN_KEYS(WEIGHTS_F16);

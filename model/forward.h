@@ -450,7 +450,7 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
         // with whole groups of query heads per thread, a pass's queries need only its own keys
         // and values; otherwise, and in a one-token step (every thread takes a range of every
         // head's keys), every thread's must be there before attention
-        int own_kv = c->n_kv_heads % nt == 0 && (T > 1 || s->keep);
+        int token_step = T == 1 && !s->keep, own_kv = c->n_kv_heads % nt == 0 && !token_step;
         float *xn = s->xn + (size_t)id * s->max_batch * d;
         float *wbuf = thread_wbuf(s, id);
         uint8_t *xq = thread_xq(s, id);
@@ -495,7 +495,7 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
             // a generation step: the cache read once, by every thread (attention_token); many rows in
             // tiles; a few rows, and a pass that keeps probabilities (every layer, so that a
             // selection's layers see what they see in the whole), in score blocks
-            if (T == 1 && !s->keep)
+            if (token_step)
                 attention_token(s->attn_out, s->att, (size_t)c->seq_len, s->token_parts, s->q, kl, vl, s->kv_type,
                                 pos0 - first + 1, c->n_heads, c->n_kv_heads, hd, scale, id, nt, &s->barrier);
             else if (!s->keep && attention_tiles_fit(T, hd))
