@@ -49,9 +49,10 @@ def model():
 def interrupted(cmd, wait):
     """cmd given SIGINT after wait seconds, or (wait None) once it has begun writing into TMP/out: one
     line, exit 130, no temporary file left in TMP/out. On a busy machine the few tenths of a second
-    a write takes can pass unseen, and a signal can come as the tool ends (then Python's exit dies
-    of it, silently): a run that finished its work first is tried again, up to 5 times, a wait
-    halved each time (not below 0.06 s, by when the tool has set up its handler)."""
+    a write takes can pass unseen, and a signal can come as the tool ends, after its closing line
+    (then it says "interrupted" too, or Python's exit dies of it, silently): a run that finished
+    its work first is tried again, up to 5 times, a wait halved each time (not below 0.06 s, by
+    when the tool has set up its handler)."""
     want = "%s: interrupted\n" % os.path.basename(cmd[0])
     for attempt in range(5):
         p = subprocess.Popen([PY] + cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -64,7 +65,8 @@ def interrupted(cmd, wait):
         p.wait()
         if (p.returncode, err) == (130, want):
             break
-        assert p.returncode == 0 or p.returncode == -signal.SIGINT and (" -> " in err or "wrote" in err), \
+        finished = " -> " in err or "wrote" in err  # its closing line: the signal came after the work
+        assert p.returncode == 0 or p.returncode in (-signal.SIGINT, 130) and finished, \
             "%s: exit %d, stderr %r" % (cmd[0], p.returncode, err[-300:])
         outputs_whole()  # it finished: its output goes, for the next try
     else:
