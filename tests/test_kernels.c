@@ -864,8 +864,8 @@ static void test_quantize_input(void **state) {
 // Every block type: dequantize_rows against the naive dequantiser on random blocks, and the
 // products, one row (dot_quantized, whose whole chunks take the register unpacking where
 // the machine has it) and many (panels), against the naive weights summed in double
-// precision. The products round x to 16 bits a group of 32 at a time (the one-token rows of
-// Q4_0, Q4_K, Q6_K and Q8_0 the whole row at once: ordered_product), so each output may be off
+// precision. The products round x to 16 bits a group of 32 at a time (the one-token rows in a
+// type's own order the whole row at once: ordered_product), so each output may be off
 // by at most Σ |w_i| · (half a step of x_i's group) plus float32 rounding, and is checked
 // against that bound. The sizes take one block per row and many, whole and short chunks (rows
 // of 288), tiles of 1 to 16 tokens, two panels in turn over QPANEL_K, and one-token rows in
