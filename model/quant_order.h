@@ -1,6 +1,7 @@
-// model/quant_order.h: the one-token products of Q4_0, Q4_1, Q4_K, Q6_K, Q8_0 and IQ4_NL
-// (AVX-512 VNNI and VBMI) in each type's own order, with the input rounded to 16 bits once per row and laid out
-// to match (order_input); the rest of the block-type products are model/quant_dot.h's.
+// model/quant_order.h: the one-token products of the 32-value block types (Q4_0, Q4_1, Q5_0,
+// Q5_1, Q8_0, IQ4_NL), Q4_K and Q6_K (AVX-512 VNNI and VBMI) in each type's own order, with
+// the input rounded to 16 bits once per row and laid out to match (order_input); the rest of
+// the block-type products are model/quant_dot.h's.
 #ifndef ATTN_MODEL_QUANT_ORDER_H
 #define ATTN_MODEL_QUANT_ORDER_H
 
@@ -27,15 +28,14 @@ static inline int ordered_product(int type, int T, int n_in) {
 #if defined(QUANT_ORDERED)
 // ----------------------------------------------------------------------------
 // The one-token products of Q4_0, Q4_K, Q6_K and Q8_0, the types nearly every file is made
-// of, and of Q4_1 and IQ4_NL, in their own order: the input is laid out to match the weights
-// as two byte permutes gather them from the blocks, so that each 32-bit lane's products keep
-// to one group of one scale (16 values of a Q4_0 or IQ4_NL block, 8 of a Q4_K sub-block, a Q6_K
-// group or a Q8_0 or Q4_1 block), and
-// the scales apply per lane without summing groups first. The input is rounded to 16 bits with
-// one scale for the whole row (amax / 32767), not one per 32 values, so that the scale
-// multiplies a row's sum once rather than every block's (a sixth of Q4_0's instructions); a
-// value small beside the row's largest keeps fewer bits (docs/KERNELS.md). Whole chunks only
-// (rows of a multiple of 256 values).
+// of, and of Q4_1, Q5_0, Q5_1 and IQ4_NL, in their own order: the input is laid out to match
+// the weights as byte permutes gather them from the blocks, so that each 32-bit lane's products
+// keep to one group of one scale (16 values of a Q4_0 or IQ4_NL block, 8 of a Q4_K sub-block,
+// a Q6_K group or a Q8_0, Q4_1, Q5_0 or Q5_1 block), and the scales apply per lane without
+// summing groups first. The input is rounded to 16 bits with one scale for the whole row
+// (amax / 32767), not one per 32 values, so that the scale multiplies a row's sum once rather
+// than every block's (a sixth of Q4_0's instructions); a value small beside the row's largest
+// keeps fewer bits (docs/KERNELS.md). Whole chunks only (rows of a multiple of 256 values).
 
 // x [n] rounded to q [n], 16-bit integers of one scale, which is returned.
 static inline float quantize_row16(int16_t *q, const float *x, int n) {
@@ -68,7 +68,9 @@ static inline int ordered_run(int type, int k, int r) {
     case BLOCK_IQ4_NL: return 32 * r + (int[]){0, 16, 8, 24}[k];
     case BLOCK_Q4_K: return 64 * (r / 2) + 32 * (k / 2) + 16 * (k % 2) + 8 * (r % 2);
     case BLOCK_Q8_0:
-    case BLOCK_Q4_1: return 128 * (k / 2) + 32 * (r / 2) + 16 * (k % 2) + 8 * (r % 2);
+    case BLOCK_Q4_1:
+    case BLOCK_Q5_0:
+    case BLOCK_Q5_1: return 128 * (k / 2) + 32 * (r / 2) + 16 * (k % 2) + 8 * (r % 2);
     default: return 128 * (k / 2) + 16 * r + 8 * (k % 2); // Q6_K
     }
 }
@@ -113,10 +115,13 @@ static inline void order_input(uint8_t *dst, const float *x, int16_t *q, int n, 
             }
             break;
         case BLOCK_Q8_0:
-        case BLOCK_Q4_1: // half h, lane 4b + c: runs 32h + 8b + c and 4 on
+        case BLOCK_Q4_1:
+        case BLOCK_Q5_0:
+        case BLOCK_Q5_1: // half h, lane 4b + c: runs 32h + 8b + c and 4 on
             for (int l = 0; l < 32; l++) {
                 const int *f = (type == BLOCK_Q8_0 ? high_fours : fours) + 32 * (l / 16) + 8 * (l % 16 / 4) + l % 4;
-                if (type == BLOCK_Q8_0) start[l] = -32768 * (f[0] + f[4]);
+                if (type == BLOCK_Q8_0 || type == BLOCK_Q5_0)
+                    start[l] = (type == BLOCK_Q8_0 ? -32768 : -16) * (f[0] + f[4]);
                 else tail[l] = (float)(f[0] + f[4]);
             }
             break;
@@ -315,27 +320,49 @@ static inline __attribute__((always_inline)) void dot_q8_0(const uint8_t *const 
     for (int r = 0; r < ORDERED_ROWS; r++) out[r] = _mm512_mul_ps(acc[r], _mm512_set1_ps(dx));
 }
 
-// Q4_1: 8 blocks (160 bytes) a chunk, in two halves of 4, in Q8_0's order. A permute gathers
-// a half's 64 bytes of nibbles into A, so lane 4b + c holds bytes 4c .. 4c + 3 of block b:
-// u[2h] = A's low nibbles, u[2h + 1] its high ones, 8 values of one block a lane. (Q4_0's
-// order, 8 blocks a register, would need a permute of 148 bytes.) A word permute of the same
-// two loads gathers each lane's block's d and m; m·Σ q comes from the tail, each lane's Σ q
-// as a float (16 for each half).
-static inline __attribute__((always_inline)) void dot_q4_1(const uint8_t *const *row, const uint8_t *in, int n,
-                                                           __m512 *out) {
-    // byte p of a half in the two loads: its first 64 bytes and the 64 that end it (16 on)
-#define AT(p) ((p) < 64 ? (p) : (p) + 48)
-#define P(b, j) AT(20 * b + 4 + j), AT(20 * b + 5 + j), AT(20 * b + 6 + j), AT(20 * b + 7 + j)
-#define R(b) P(b, 0), P(b, 4), P(b, 8), P(b, 12)
-    static const uint8_t pick[64] = {R(0), R(1), R(2), R(3)}; // byte 16b + j of A: byte j of block b's nibbles
-#undef R
-#undef P
-    // block b's d (word 10b) in lanes 4b .. 4b + 3, then its m (word 10b + 1)
-    static const uint16_t scale_words[32] = {0, 0, 0, 0, 10, 10, 10, 10, 20, 20, 20, 20, 30, 30, 30, 30,
-                                             1, 1, 1, 1, 11, 11, 11, 11, 21, 21, 21, 21, 31, 31, 31, 31};
-#undef AT
-    const __m512i nibble = _mm512_set1_epi8(15), picks = _mm512_loadu_si512(pick);
-    const __m512i words = _mm512_loadu_si512(scale_words);
+// Q4_1, Q5_0 and Q5_1: 8 blocks (160, 176 or 192 bytes) a chunk, in two halves of 4, in Q8_0's
+// order. A permute gathers a half's 64 bytes of nibbles into A, so lane 4b + c holds bytes
+// 4c .. 4c + 3 of block b: u[2h] = A's low nibbles, u[2h + 1] its high ones, 8 values of one
+// block a lane. (Q4_0's order, 8 blocks a register, would need a permute of 148 bytes or more.)
+// A word permute of the same two loads gathers each lane's block's d and m; m·Σ q comes from
+// the tail, each lane's Σ q as a float (16 for each half). Q5's fifth bits: a word permute puts
+// each block's 32 bits in the 64-bit lanes of its 16 bytes, and VPMULTISHIFTQB moves bit j (or
+// 16 + j) of them to bit 4 of byte j, which is then or'ed into the nibble as 16; Q5_0's bias of
+// 16 comes off as the lane's start, -16 Σ q (the tail as int32).
+// Byte p of a half of 4 blocks of B bytes in its two loads: its first 64 bytes, then the 64
+// that end it; its nibbles (16 bytes from B - 16 of block b), the word of its d or m (at), and
+// the words of its fifth bits twice in a 64-bit lane.
+#define HALF_AT(B, p) ((p) < 64 ? (p) : (p) + 128 - 4 * (B))
+#define HALF_PICK4(B, p) HALF_AT(B, p), HALF_AT(B, (p) + 1), HALF_AT(B, (p) + 2), HALF_AT(B, (p) + 3)
+#define HALF_PICK(B, b)                                                                                                \
+    HALF_PICK4(B, (B) * ((b) + 1) - 16), HALF_PICK4(B, (B) * ((b) + 1) - 12), HALF_PICK4(B, (B) * ((b) + 1) - 8),      \
+        HALF_PICK4(B, (B) * ((b) + 1) - 4)
+#define HALF_WORD4(B, p) HALF_AT(B, p) / 2, HALF_AT(B, p) / 2, HALF_AT(B, p) / 2, HALF_AT(B, p) / 2
+#define HALF_WORDS(B, at)                                                                                              \
+    HALF_WORD4(B, at), HALF_WORD4(B, (B) + (at)), HALF_WORD4(B, 2 * (B) + (at)), HALF_WORD4(B, 3 * (B) + (at))
+#define HALF_BITS2(B, p) HALF_AT(B, p) / 2, HALF_AT(B, (p) + 2) / 2, HALF_AT(B, p) / 2, HALF_AT(B, (p) + 2) / 2
+#define HALF_BITS(B, b, at) HALF_BITS2(B, (B) * (b) + (at)), HALF_BITS2(B, (B) * (b) + (at))
+static inline __attribute__((always_inline)) void dot_q4_1(int type, const uint8_t *const *row, const uint8_t *in,
+                                                           int n, __m512 *out) {
+    // byte 16b + j of A: byte j of block b's nibbles (for Q4_1, Q5_0, Q5_1)
+    static const uint8_t pick[3][64] = {{HALF_PICK(20, 0), HALF_PICK(20, 1), HALF_PICK(20, 2), HALF_PICK(20, 3)},
+                                        {HALF_PICK(22, 0), HALF_PICK(22, 1), HALF_PICK(22, 2), HALF_PICK(22, 3)},
+                                        {HALF_PICK(24, 0), HALF_PICK(24, 1), HALF_PICK(24, 2), HALF_PICK(24, 3)}};
+    // block b's d in lanes 4b .. 4b + 3, then its m (Q5_0: d again, unused)
+    static const uint16_t scale_words[3][32] = {{HALF_WORDS(20, 0), HALF_WORDS(20, 2)},
+                                                {HALF_WORDS(22, 0), HALF_WORDS(22, 0)},
+                                                {HALF_WORDS(24, 0), HALF_WORDS(24, 2)}};
+    // block b's fifth bits in 64-bit lanes 2b and 2b + 1 (Q5_0, Q5_1)
+    static const uint16_t bit_words[2][32] = {
+        {HALF_BITS(22, 0, 2), HALF_BITS(22, 1, 2), HALF_BITS(22, 2, 2), HALF_BITS(22, 3, 2)},
+        {HALF_BITS(24, 0, 4), HALF_BITS(24, 1, 4), HALF_BITS(24, 2, 4), HALF_BITS(24, 3, 4)}};
+    const int bytes = matrix_types[type].block_bytes, t = (bytes - 20) / 2, fifth = type != BLOCK_Q4_1;
+    const __m512i nibble = _mm512_set1_epi8(15), sixteen = _mm512_set1_epi8(16), picks = _mm512_loadu_si512(pick[t]);
+    const __m512i words = _mm512_loadu_si512(scale_words[t]), bits = _mm512_loadu_si512(bit_words[fifth ? t - 1 : 0]);
+    // the shifts that bring a block's bit j, for byte j of its nibbles (low), or 16 + j (high), to bit 4
+    const __m512i to_bit4[2] = {
+        _mm512_set4_epi64(0x0b0a090807060504ll, 0x030201003f3e3d3cll, 0x0b0a090807060504ll, 0x030201003f3e3d3cll),
+        _mm512_set4_epi64(0x1b1a191817161514ll, 0x131211100f0e0d0cll, 0x1b1a191817161514ll, 0x131211100f0e0d0cll)};
     const float dx = *(const float *)in;
     __m512 acc[ORDERED_ROWS], mins[ORDERED_ROWS];
     for (int r = 0; r < ORDERED_ROWS; r++) acc[r] = mins[r] = _mm512_setzero_ps();
@@ -343,26 +370,42 @@ static inline __attribute__((always_inline)) void dot_q4_1(const uint8_t *const 
     for (int i = 0, c = 0; i < n; i += UNPACKED_VALUES, in += ORDERED_CHUNK) {
         __m512i x[8];
         load_ordered(x, in);
-        for (int h = 0; h < 2; h++, c += 4 * 20) {
-            __m512 sums_q = _mm512_loadu_ps((const float *)(in + 512 + 64 * h));
+#pragma GCC unroll 2 // (rolled, with Q5's bits, GCC kept u[] and x[] in memory)
+        for (int h = 0; h < 2; h++, c += 4 * bytes) {
+            __m512i tail = _mm512_loadu_si512(in + 512 + 64 * h);
 #pragma GCC unroll 8
             for (int r = 0; r < ORDERED_ROWS; r++) {
                 const uint8_t *w = row[r] + c;
-                __m512i first = _mm512_loadu_si512(w), second = _mm512_loadu_si512(w + 16);
+                __m512i first = _mm512_loadu_si512(w), second = _mm512_loadu_si512(w + 4 * bytes - 64);
                 __m512i A = _mm512_permutex2var_epi8(first, picks, second);
                 __m512i u[4];
                 u[2 * h] = _mm512_and_si512(A, nibble), u[2 * h + 1] = high_nibbles(A);
+                if (fifth) {
+                    __m512i q = _mm512_permutex2var_epi16(first, bits, second);
+                    for (int k = 0; k < 2; k++) // u | (bit moved to 4 & 16)
+                        u[2 * h + k] = _mm512_ternarylogic_epi32(
+                            u[2 * h + k], _mm512_multishift_epi64_epi8(to_bit4[k], q), sixteen, 0xf8);
+                }
                 __m512i dm = _mm512_permutex2var_epi16(first, words, second);
                 __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
-                __m512 m = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1));
-                __m512i sums = ordered_sums(_mm512_setzero_si512(), u, u, x, 2 * h, 2 * h + 2);
+                __m512i sums =
+                    ordered_sums(type == BLOCK_Q5_0 ? tail : _mm512_setzero_si512(), u, u, x, 2 * h, 2 * h + 2);
                 acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), d, acc[r]);
-                mins[r] = _mm512_fmadd_ps(m, sums_q, mins[r]);
+                if (type != BLOCK_Q5_0)
+                    mins[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1)),
+                                              _mm512_castsi512_ps(tail), mins[r]);
             }
         }
     }
     for (int r = 0; r < ORDERED_ROWS; r++) out[r] = _mm512_mul_ps(_mm512_add_ps(acc[r], mins[r]), _mm512_set1_ps(dx));
 }
+#undef HALF_BITS
+#undef HALF_BITS2
+#undef HALF_WORDS
+#undef HALF_WORD4
+#undef HALF_PICK
+#undef HALF_PICK4
+#undef HALF_AT
 
 // Q6_K: a block a chunk, in two halves of 128 values: 64 bytes of low nibbles (values p and
 // 64 + p of the half in their low and high nibbles) and 32 of high bits, two to a value, joined
@@ -437,7 +480,7 @@ static inline __attribute__((always_inline)) void ordered_rows(int type, float *
                 w[p] = blocks + (r < hi ? r : lo) * rb;
             }
             if (type == BLOCK_Q4_0 || type == BLOCK_IQ4_NL) dot_q4_0(type, w, in, n_in, sums);
-            else if (type == BLOCK_Q4_1) dot_q4_1(w, in, n_in, sums);
+            else if (type == BLOCK_Q4_1 || type == BLOCK_Q5_0 || type == BLOCK_Q5_1) dot_q4_1(type, w, in, n_in, sums);
             else if (type == BLOCK_Q4_K) dot_q4_k(w, in, n_in, sums);
             else if (type == BLOCK_Q8_0) dot_q8_0(w, in, n_in, sums);
             else dot_q6_k(w, in, n_in, sums);

@@ -1180,10 +1180,11 @@ static void forward_tokens(const Config *c, const Weights *w, RunState *s, const
 // weights (dequantize_weights): logits within 1e-3 of the largest (the inputs rounded to 16 bits).
 static void test_forward_block_types(void **state) {
     (void)state;
-    static const uint8_t table[16] = {12,                       // tok_embedding Q4_K
-                                      12, 12, 14, 2,  8, 8, 12, // q, k Q4_K, v Q6_K, wo Q4_0, w1, w3 Q8_0, w2 Q4_K
-                                      6,  2,  2,  14, 2, 2, 13, // q Q5_0, k, v Q4_0, wo Q6_K, w1, w3 Q4_0, w2 Q5_K
-                                      14};                      // classifier Q6_K
+    static const uint8_t table[16] = {
+        12,                       // tok_embedding Q4_K
+        12, 12, 14, 2,  8, 8, 12, // q, k Q4_K, v Q6_K, wo Q4_0, w1, w3 Q8_0, w2 Q4_K
+        6,  20, 3,  14, 7, 7, 13, // q Q5_0, k IQ4_NL, v Q4_1, wo Q6_K, w1, w3 Q5_1, w2 Q5_K
+        14};                      // classifier Q6_K
     Config c = knobs(0);
     c.dim = 256, c.hidden_dim = 512, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 64, c.rope_dims = 64;
     c.vocab_size = 80, c.tied_classifier = 0, c.weight_type = WEIGHTS_PER_MATRIX, c.type_table = table;
