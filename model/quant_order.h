@@ -115,14 +115,17 @@ static inline void order_input(uint8_t *dst, const float *x, int16_t *q, int n, 
             }
             break;
         case BLOCK_Q8_0:
-        case BLOCK_Q4_1:
-        case BLOCK_Q5_0:
-        case BLOCK_Q5_1: // half h, lane 4b + c: runs 32h + 8b + c and 4 on
+        case BLOCK_Q5_0: // half h, lane 4b + c: runs 32h + 8b + c and 4 on
             for (int l = 0; l < 32; l++) {
                 const int *f = (type == BLOCK_Q8_0 ? high_fours : fours) + 32 * (l / 16) + 8 * (l % 16 / 4) + l % 4;
-                if (type == BLOCK_Q8_0 || type == BLOCK_Q5_0)
-                    start[l] = (type == BLOCK_Q8_0 ? -32768 : -16) * (f[0] + f[4]);
-                else tail[l] = (float)(f[0] + f[4]);
+                start[l] = (type == BLOCK_Q8_0 ? -32768 : -16) * (f[0] + f[4]);
+            }
+            break;
+        case BLOCK_Q4_1:
+        case BLOCK_Q5_1: // block b: runs 8b .. 8b + 7
+            for (int b = 0; b < 8; b++) {
+                const int *f = fours + 8 * b;
+                tail[b] = (float)(f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7]);
             }
             break;
         default: // Q6_K, group g: runs 4g .. 4g + 3
@@ -324,14 +327,15 @@ static inline __attribute__((always_inline)) void dot_q8_0(const uint8_t *const 
 // order. A permute gathers a half's 64 bytes of nibbles into A, so lane 4b + c holds bytes
 // 4c .. 4c + 3 of block b: u[2h] = A's low nibbles, u[2h + 1] its high ones, 8 values of one
 // block a lane. (Q4_0's order, 8 blocks a register, would need a permute of 148 bytes or more.)
-// A word permute of the same two loads gathers each lane's block's d and m; m·Σ q comes from
-// the tail, each lane's Σ q as a float (16 for each half). Q5's fifth bits: a word permute puts
-// each block's 32 bits in the 64-bit lanes of its 16 bytes, and VPMULTISHIFTQB moves bit j (or
-// 16 + j) of them to bit 4 of byte j, which is then or'ed into the nibble as 16; Q5_0's bias of
-// 16 comes off as the lane's start, -16 Σ q (the tail as int32).
+// A word permute of the same two loads gathers each lane's block's d, and the half's 4 m;
+// m·Σ q is a 128-bit multiply-add a half, the tail holding each block's Σ q as a float (lanes
+// of m and Σ q took 0.029 ns a weight against 0.027 for Q4_1). Q5's fifth bits: a word permute
+// puts each block's 32 bits in the 64-bit lanes of its 16 bytes, and VPMULTISHIFTQB moves bit
+// j (or 16 + j) of them to bit 4 of byte j, which is then or'ed into the nibble as 16; Q5_0's
+// bias of 16 comes off as the lane's start, -16 Σ q (the tail as int32).
 // Byte p of a half of 4 blocks of B bytes in its two loads: its first 64 bytes, then the 64
-// that end it; its nibbles (16 bytes from B - 16 of block b), the word of its d or m (at), and
-// the words of its fifth bits twice in a 64-bit lane.
+// that end it; its nibbles (16 bytes from B - 16 of block b), the word of its d (at 0), its
+// fifth bits' two words twice in a 64-bit lane, and the 4 blocks' m.
 #define HALF_AT(B, p) ((p) < 64 ? (p) : (p) + 128 - 4 * (B))
 #define HALF_PICK4(B, p) HALF_AT(B, p), HALF_AT(B, (p) + 1), HALF_AT(B, (p) + 2), HALF_AT(B, (p) + 3)
 #define HALF_PICK(B, b)                                                                                                \
@@ -341,6 +345,8 @@ static inline __attribute__((always_inline)) void dot_q8_0(const uint8_t *const 
 #define HALF_WORDS(B, at)                                                                                              \
     HALF_WORD4(B, at), HALF_WORD4(B, (B) + (at)), HALF_WORD4(B, 2 * (B) + (at)), HALF_WORD4(B, 3 * (B) + (at))
 #define HALF_BITS2(B, p) HALF_AT(B, p) / 2, HALF_AT(B, (p) + 2) / 2, HALF_AT(B, p) / 2, HALF_AT(B, (p) + 2) / 2
+#define HALF_MINS(B)                                                                                                   \
+    HALF_AT(B, 2) / 2, HALF_AT(B, (B) + 2) / 2, HALF_AT(B, 2 * (B) + 2) / 2, HALF_AT(B, 3 * (B) + 2) / 2
 #define HALF_BITS(B, b, at) HALF_BITS2(B, (B) * (b) + (at)), HALF_BITS2(B, (B) * (b) + (at))
 static inline __attribute__((always_inline)) void dot_q4_1(int type, const uint8_t *const *row, const uint8_t *in,
                                                            int n, __m512 *out) {
@@ -348,10 +354,9 @@ static inline __attribute__((always_inline)) void dot_q4_1(int type, const uint8
     static const uint8_t pick[3][64] = {{HALF_PICK(20, 0), HALF_PICK(20, 1), HALF_PICK(20, 2), HALF_PICK(20, 3)},
                                         {HALF_PICK(22, 0), HALF_PICK(22, 1), HALF_PICK(22, 2), HALF_PICK(22, 3)},
                                         {HALF_PICK(24, 0), HALF_PICK(24, 1), HALF_PICK(24, 2), HALF_PICK(24, 3)}};
-    // block b's d in lanes 4b .. 4b + 3, then its m (Q5_0: d again, unused)
-    static const uint16_t scale_words[3][32] = {{HALF_WORDS(20, 0), HALF_WORDS(20, 2)},
-                                                {HALF_WORDS(22, 0), HALF_WORDS(22, 0)},
-                                                {HALF_WORDS(24, 0), HALF_WORDS(24, 2)}};
+    // block b's d in lanes 4b .. 4b + 3, then the 4 blocks' m (unused for Q5_0)
+    static const uint16_t scale_words[3][32] = {
+        {HALF_WORDS(20, 0), HALF_MINS(20)}, {HALF_WORDS(22, 0), HALF_MINS(22)}, {HALF_WORDS(24, 0), HALF_MINS(24)}};
     // block b's fifth bits in 64-bit lanes 2b and 2b + 1 (Q5_0, Q5_1)
     static const uint16_t bit_words[2][32] = {
         {HALF_BITS(22, 0, 2), HALF_BITS(22, 1, 2), HALF_BITS(22, 2, 2), HALF_BITS(22, 3, 2)},
@@ -364,15 +369,17 @@ static inline __attribute__((always_inline)) void dot_q4_1(int type, const uint8
         _mm512_set4_epi64(0x0b0a090807060504ll, 0x030201003f3e3d3cll, 0x0b0a090807060504ll, 0x030201003f3e3d3cll),
         _mm512_set4_epi64(0x1b1a191817161514ll, 0x131211100f0e0d0cll, 0x1b1a191817161514ll, 0x131211100f0e0d0cll)};
     const float dx = *(const float *)in;
-    __m512 acc[ORDERED_ROWS], mins[ORDERED_ROWS];
-    for (int r = 0; r < ORDERED_ROWS; r++) acc[r] = mins[r] = _mm512_setzero_ps();
+    __m512 acc[ORDERED_ROWS];
+    __m128 mins[ORDERED_ROWS];
+    for (int r = 0; r < ORDERED_ROWS; r++) acc[r] = _mm512_setzero_ps(), mins[r] = _mm_setzero_ps();
     in += ORDERED_HEADER;
     for (int i = 0, c = 0; i < n; i += UNPACKED_VALUES, in += ORDERED_CHUNK) {
         __m512i x[8];
         load_ordered(x, in);
 #pragma GCC unroll 2 // (rolled, with Q5's bits, GCC kept u[] and x[] in memory)
         for (int h = 0; h < 2; h++, c += 4 * bytes) {
-            __m512i tail = _mm512_loadu_si512(in + 512 + 64 * h);
+            __m512i start = _mm512_loadu_si512(in + 512 + 64 * h);
+            __m128 sums_q = _mm_loadu_ps((const float *)(in + 512) + 4 * h);
 #pragma GCC unroll 8
             for (int r = 0; r < ORDERED_ROWS; r++) {
                 const uint8_t *w = row[r] + c;
@@ -389,16 +396,17 @@ static inline __attribute__((always_inline)) void dot_q4_1(int type, const uint8
                 __m512i dm = _mm512_permutex2var_epi16(first, words, second);
                 __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
                 __m512i sums =
-                    ordered_sums(type == BLOCK_Q5_0 ? tail : _mm512_setzero_si512(), u, u, x, 2 * h, 2 * h + 2);
+                    ordered_sums(type == BLOCK_Q5_0 ? start : _mm512_setzero_si512(), u, u, x, 2 * h, 2 * h + 2);
                 acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), d, acc[r]);
                 if (type != BLOCK_Q5_0)
-                    mins[r] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1)),
-                                              _mm512_castsi512_ps(tail), mins[r]);
+                    mins[r] = _mm_fmadd_ps(_mm_cvtph_ps(_mm512_extracti32x4_epi32(dm, 2)), sums_q, mins[r]);
             }
         }
     }
-    for (int r = 0; r < ORDERED_ROWS; r++) out[r] = _mm512_mul_ps(_mm512_add_ps(acc[r], mins[r]), _mm512_set1_ps(dx));
+    for (int r = 0; r < ORDERED_ROWS; r++)
+        out[r] = _mm512_mul_ps(_mm512_add_ps(acc[r], _mm512_zextps128_ps512(mins[r])), _mm512_set1_ps(dx));
 }
+#undef HALF_MINS
 #undef HALF_BITS
 #undef HALF_BITS2
 #undef HALF_WORDS
