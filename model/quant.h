@@ -527,16 +527,16 @@ typedef struct {
 
 static const BlockKernels block_kernels[MATRIX_TYPES] = {
     [BLOCK_Q4_0] = {values_q4_0, NULL, scales_q4_0, VALUES32(values32_q4_0) 0, 0, 1},
-    [BLOCK_Q4_1] = {values_q4_1, NULL, scales_q4_1, VALUES32(values32_q4_1) 1, 0, 0},
-    [BLOCK_Q5_0] = {values_q5_0, NULL, scales_q5_0, VALUES32(values32_q5_0) 0, 0, 0},
-    [BLOCK_Q5_1] = {values_q5_1, NULL, scales_q5_1, VALUES32(values32_q5_1) 1, 0, 0},
+    [BLOCK_Q4_1] = {values_q4_1, NULL, scales_q4_1, VALUES32(values32_q4_1) 1, 0, 1},
+    [BLOCK_Q5_0] = {values_q5_0, NULL, scales_q5_0, VALUES32(values32_q5_0) 0, 0, 1},
+    [BLOCK_Q5_1] = {values_q5_1, NULL, scales_q5_1, VALUES32(values32_q5_1) 1, 0, 1},
     [BLOCK_Q8_0] = {values_q8_0, NULL, scales_q8_0, VALUES32(values32_q8_0) 0, 0, 1},
     [BLOCK_Q2_K] = {NULL, unpack_q2_k, q2_k_scales, VALUES32(values32_q2_k) 1, 1, 0},
     [BLOCK_Q3_K] = {NULL, unpack_q3_k, scales_q3_k, VALUES32(values32_q3_k) 0, 1, 0},
     [BLOCK_Q4_K] = {NULL, unpack_q4_k, k_scales, VALUES32(values32_q4_k) 1, 0, 1},
     [BLOCK_Q5_K] = {NULL, unpack_q5_k, k_scales, VALUES32(values32_q5_k) 1, 0, 0},
     [BLOCK_Q6_K] = {NULL, unpack_q6_k, scales_q6_k, VALUES32(values32_q6_k) 0, 1, 1},
-    [BLOCK_IQ4_NL] = {values_iq4_nl, NULL, scales_iq4_nl, VALUES32(values32_iq4_nl) 0, 0, 0},
+    [BLOCK_IQ4_NL] = {values_iq4_nl, NULL, scales_iq4_nl, VALUES32(values32_iq4_nl) 0, 0, 1},
     [BLOCK_IQ4_XS] = {NULL, unpack_iq4_xs, iq4_xs_scales, VALUES32(values32_iq4_xs) 0, 0, 0},
 };
 #undef VALUES32

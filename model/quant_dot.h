@@ -1,8 +1,8 @@
 // model/quant_dot.h: products of a matrix in a llama.cpp block type (model/quant.h) with
 // float32 inputs rounded to 16-bit integers, in integer multiply-adds: the inputs' rounding
-// and a one-token row (dot_quantized; Q4_0, Q4_K, Q6_K and Q8_0 in their own order in
-// model/quant_order.h); a prompt's panels are model/quant_panels.h's, from the same rounding
-// and the one unpacking per type. The
+// and a one-token row (dot_quantized; the types marked ordered in block_kernels in their own
+// order in model/quant_order.h); a prompt's panels are model/quant_panels.h's, from the same
+// rounding and the one unpacking per type. The
 // input rows are quantised once for the products that share them (quantize_input): a scale
 // per 32 values (amax / 32767, rounded to nearest even), so each group of 16 weights meets
 // integers of one scale, and its sum of products is exact in int32:

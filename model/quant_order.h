@@ -1,6 +1,7 @@
-// model/quant_order.h: the one-token products of Q4_0, Q4_K, Q6_K and Q8_0 (AVX-512 VNNI and
-// VBMI) in each type's own order, with the input rounded to 16 bits once per row and laid out
-// to match (order_input); the rest of the block-type products are model/quant_dot.h's.
+// model/quant_order.h: the one-token products of the 32-value block types (Q4_0, Q4_1, Q5_0,
+// Q5_1, Q8_0, IQ4_NL), Q4_K and Q6_K (AVX-512 VNNI and VBMI) in each type's own order, with
+// the input rounded to 16 bits once per row and laid out to match (order_input); the rest of
+// the block-type products are model/quant_dot.h's.
 #ifndef ATTN_MODEL_QUANT_ORDER_H
 #define ATTN_MODEL_QUANT_ORDER_H
 
@@ -27,14 +28,14 @@ static inline int ordered_product(int type, int T, int n_in) {
 #if defined(QUANT_ORDERED)
 // ----------------------------------------------------------------------------
 // The one-token products of Q4_0, Q4_K, Q6_K and Q8_0, the types nearly every file is made
-// of, in their own order: the input is laid out to match the weights as two byte permutes
-// gather them from the blocks, so that each 32-bit lane's products keep to one group of one
-// scale (16 values of a Q4_0 block, 8 of a Q4_K sub-block, a Q6_K group or a Q8_0 block), and
-// the scales apply per lane without summing groups first. The input is rounded to 16 bits with
-// one scale for the whole row (amax / 32767), not one per 32 values, so that the scale
-// multiplies a row's sum once rather than every block's (a sixth of Q4_0's instructions); a
-// value small beside the row's largest keeps fewer bits (docs/KERNELS.md). Whole chunks only
-// (rows of a multiple of 256 values).
+// of, and of Q4_1, Q5_0, Q5_1 and IQ4_NL, in their own order: the input is laid out to match
+// the weights as byte permutes gather them from the blocks, so that each 32-bit lane's products
+// keep to one group of one scale (16 values of a Q4_0 or IQ4_NL block, 8 of a Q4_K sub-block,
+// a Q6_K group or a Q8_0, Q4_1, Q5_0 or Q5_1 block), and the scales apply per lane without
+// summing groups first. The input is rounded to 16 bits with one scale for the whole row
+// (amax / 32767), not one per 32 values, so that the scale multiplies a row's sum once rather
+// than every block's (a sixth of Q4_0's instructions); a value small beside the row's largest
+// keeps fewer bits (docs/KERNELS.md). Whole chunks only (rows of a multiple of 256 values).
 
 // x [n] rounded to q [n], 16-bit integers of one scale, which is returned.
 static inline float quantize_row16(int16_t *q, const float *x, int n) {
@@ -63,9 +64,13 @@ static inline float quantize_row16(int16_t *q, const float *x, int n) {
 #define ORDERED_ROWS 3
 static inline int ordered_run(int type, int k, int r) {
     switch (type) {
-    case BLOCK_Q4_0: return 32 * r + (int[]){0, 16, 8, 24}[k];
+    case BLOCK_Q4_0:
+    case BLOCK_IQ4_NL: return 32 * r + (int[]){0, 16, 8, 24}[k];
     case BLOCK_Q4_K: return 64 * (r / 2) + 32 * (k / 2) + 16 * (k % 2) + 8 * (r % 2);
-    case BLOCK_Q8_0: return 128 * (k / 2) + 32 * (r / 2) + 16 * (k % 2) + 8 * (r % 2);
+    case BLOCK_Q8_0:
+    case BLOCK_Q4_1:
+    case BLOCK_Q5_0:
+    case BLOCK_Q5_1: return 128 * (k / 2) + 32 * (r / 2) + 16 * (k % 2) + 8 * (r % 2);
     default: return 128 * (k / 2) + 16 * r + 8 * (k % 2); // Q6_K
     }
 }
@@ -96,10 +101,11 @@ static inline void order_input(uint8_t *dst, const float *x, int16_t *q, int n, 
         int32_t *start = (int32_t *)(dst + 512);
         float *tail = (float *)(dst + 512);
         switch (type) {
-        case BLOCK_Q4_0: // lane 2b + c: runs 8b + c, 8b + c + 2, + 4 and + 6
+        case BLOCK_Q4_0:
+        case BLOCK_IQ4_NL: // lane 2b + c: runs 8b + c, 8b + c + 2, + 4 and + 6
             for (int l = 0; l < 16; l++) {
-                const int *f = fours + 8 * (l / 2) + l % 2;
-                start[l] = -8 * (f[0] + f[2] + f[4] + f[6]);
+                const int *f = (type == BLOCK_Q4_0 ? fours : high_fours) + 8 * (l / 2) + l % 2;
+                start[l] = (type == BLOCK_Q4_0 ? -8 : -32768) * (f[0] + f[2] + f[4] + f[6]);
             }
             break;
         case BLOCK_Q4_K: // sub-block sb: runs 8 sb .. 8 sb + 7
@@ -108,10 +114,18 @@ static inline void order_input(uint8_t *dst, const float *x, int16_t *q, int n, 
                 tail[sb] = 1.0f, tail[8 + sb] = (float)(f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7]);
             }
             break;
-        case BLOCK_Q8_0: // half h, lane 4b + c: runs 32h + 8b + c and 4 on
+        case BLOCK_Q8_0:
+        case BLOCK_Q5_0: // half h, lane 4b + c: runs 32h + 8b + c and 4 on
             for (int l = 0; l < 32; l++) {
-                const int *f = high_fours + 32 * (l / 16) + 8 * (l % 16 / 4) + l % 4;
-                start[l] = -32768 * (f[0] + f[4]);
+                const int *f = (type == BLOCK_Q8_0 ? high_fours : fours) + 32 * (l / 16) + 8 * (l % 16 / 4) + l % 4;
+                start[l] = (type == BLOCK_Q8_0 ? -32768 : -16) * (f[0] + f[4]);
+            }
+            break;
+        case BLOCK_Q4_1:
+        case BLOCK_Q5_1: // block b: runs 8b .. 8b + 7
+            for (int b = 0; b < 8; b++) {
+                const int *f = fours + 8 * b;
+                tail[b] = (float)(f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7]);
             }
             break;
         default: // Q6_K, group g: runs 4g .. 4g + 3
@@ -149,12 +163,15 @@ static inline void load_ordered(__m512i x[8], const uint8_t *in) {
     for (int k = 0; k < 8; k++) x[k] = _mm512_loadu_si512(in + 64 * k);
 }
 
-// Each lane's Σ q·u over the nibble registers u[k0 .. k1) and the chunk's input x, added to
-// a: ql (unsigned) times u, and u times qh (signed), shifted up a byte.
-static inline __m512i ordered_sums(__m512i a, const __m512i u[4], const __m512i x[8], int k0, int k1) {
+// Each lane's Σ q·v over the registers of weights [k0 .. k1) and the chunk's input x, added to
+// a: ql (unsigned) times s, the weights as signed bytes, and u, the weights as unsigned bytes,
+// times qh (signed), shifted up a byte. For weights of 0..127 s and u are the same registers;
+// IQ4_NL's signed levels pass u = s + 128, whose bias the lane's start takes out.
+static inline __m512i ordered_sums(__m512i a, const __m512i s[4], const __m512i u[4], const __m512i x[8], int k0,
+                                   int k1) {
     __m512i b = _mm512_setzero_si512();
     for (int k = k0; k < k1; k++) {
-        a = _mm512_dpbusd_epi32(a, x[k], u[k]);
+        a = _mm512_dpbusd_epi32(a, x[k], s[k]);
         b = _mm512_dpbusd_epi32(b, u[k], x[4 + k]);
     }
     return _mm512_add_epi32(a, _mm512_slli_epi32(b, 8));
@@ -163,13 +180,15 @@ static inline __m512i ordered_sums(__m512i a, const __m512i u[4], const __m512i 
 // Each kernel below takes ORDERED_ROWS rows at once, row[r] the first block of row r, and sets
 // out[r] to lanes that sum to that row's product with the input.
 
-// Q4_0: 8 blocks (144 bytes) a chunk. Two permutes gather registers A, the first 8 bytes of
-// each block's 16 of nibbles, and B the last 8, so lane 2b + c of both holds block b; their
-// low and high nibbles are u[0..3] = A low, A high, B low, B high. The nibbles stay unsigned
-// (0..15) and the 8 they are biased by comes off as -8 Σ q, the lane's start (the tail's
-// first 16 int32).
-static inline __attribute__((always_inline)) void dot_q4_0(const uint8_t *const *row, const uint8_t *in, int n,
-                                                           __m512 *out) {
+// Q4_0, and IQ4_NL (Q4_0's bytes, each nibble an index into iq4_nl_levels): 8 blocks (144
+// bytes) a chunk. Two permutes gather registers A, the first 8 bytes of each block's 16 of
+// nibbles, and B the last 8, so lane 2b + c of both holds block b; their low and high nibbles
+// are u[0..3] = A low, A high, B low, B high. Q4_0's nibbles stay unsigned (0..15) and the 8
+// they are biased by comes off as -8 Σ q, the lane's start (the tail's first 16 int32).
+// IQ4_NL's levels (-127..113) are looked up 16 at a time (VPSHUFB): signed against ql, biased
+// to unsigned (level + 128) against qh, the bias taken out by the start, -32768 Σ qh.
+static inline __attribute__((always_inline)) void dot_q4_0(int type, const uint8_t *const *row, const uint8_t *in,
+                                                           int n, __m512 *out) {
     // byte 8b + r of A: byte r of block b's nibbles, at 18b + 2 + r in the chunk; of B, 8 on.
     // Blocks 0-3 come from a load at the chunk's start, 4-7 from one 72 bytes on.
     static const uint8_t pick[64] = {
@@ -183,7 +202,8 @@ static inline __attribute__((always_inline)) void dot_q4_0(const uint8_t *const 
     // block b's float16 scale (word 9b of either load) in lanes 2b and 2b + 1
     static const uint16_t scale_words[32] = {0, 0, 9, 9, 18, 18, 27, 27, 32, 32, 41, 41, 50, 50, 59, 59};
     const __m512i nibble = _mm512_set1_epi8(15), picks = _mm512_loadu_si512(pick);
-    const __m512i words = _mm512_loadu_si512(scale_words);
+    const __m512i words = _mm512_loadu_si512(scale_words), bias = _mm512_set1_epi8((char)0x80);
+    const __m512i levels = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4_nl_levels));
     const float dx = *(const float *)in;
     __m512 acc[ORDERED_ROWS];
     for (int r = 0; r < ORDERED_ROWS; r++) acc[r] = _mm512_setzero_ps();
@@ -198,8 +218,12 @@ static inline __attribute__((always_inline)) void dot_q4_0(const uint8_t *const 
             __m512i A = _mm512_permutex2var_epi8(first, picks, second);
             __m512i B = _mm512_permutex2var_epi8(_mm512_loadu_si512(w + 8), picks, _mm512_loadu_si512(w + 80));
             __m512i u[4] = {_mm512_and_si512(A, nibble), high_nibbles(A), _mm512_and_si512(B, nibble), high_nibbles(B)};
+            __m512i s[4];
+            for (int k = 0; k < 4; k++)
+                if (type == BLOCK_IQ4_NL) s[k] = _mm512_shuffle_epi8(levels, u[k]), u[k] = _mm512_xor_si512(s[k], bias);
+                else s[k] = u[k];
             __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(first, words, second)));
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ordered_sums(start, u, x, 0, 4)), d, acc[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ordered_sums(start, s, u, x, 0, 4)), d, acc[r]);
         }
     }
     for (int r = 0; r < ORDERED_ROWS; r++) out[r] = _mm512_mul_ps(acc[r], _mm512_set1_ps(dx));
@@ -242,8 +266,8 @@ static inline __attribute__((always_inline)) void dot_q4_k(const uint8_t *const 
             __m512i X = _mm512_permutex2var_epi8(first, picks, second);
             __m512i Y = _mm512_permutex2var_epi8(first, picks16, second);
             __m512i u[4] = {_mm512_and_si512(X, nibble), _mm512_and_si512(Y, nibble), high_nibbles(X), high_nibbles(Y)};
-            __m512i low = ordered_sums(_mm512_setzero_si512(), u, x, 0, 2);
-            __m512i high = ordered_sums(_mm512_setzero_si512(), u, x, 2, 4);
+            __m512i low = ordered_sums(_mm512_setzero_si512(), u, u, x, 0, 2);
+            __m512i high = ordered_sums(_mm512_setzero_si512(), u, u, x, 2, 4);
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(low), _mm512_permutexvar_ps(low_lanes, scales), acc[r]);
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(high), _mm512_permutexvar_ps(high_lanes, scales), acc[r]);
         }
@@ -299,6 +323,98 @@ static inline __attribute__((always_inline)) void dot_q8_0(const uint8_t *const 
     for (int r = 0; r < ORDERED_ROWS; r++) out[r] = _mm512_mul_ps(acc[r], _mm512_set1_ps(dx));
 }
 
+// Q4_1, Q5_0 and Q5_1: 8 blocks (160, 176 or 192 bytes) a chunk, in two halves of 4, in Q8_0's
+// order. A permute gathers a half's 64 bytes of nibbles into A, so lane 4b + c holds bytes
+// 4c .. 4c + 3 of block b: u[2h] = A's low nibbles, u[2h + 1] its high ones, 8 values of one
+// block a lane. (Q4_0's order, 8 blocks a register, would need a permute of 148 bytes or more.)
+// A word permute of the same two loads gathers each lane's block's d, and the half's 4 m;
+// m·Σ q is a 128-bit multiply-add a half, the tail holding each block's Σ q as a float (lanes
+// of m and Σ q took 0.029 ns a weight against 0.027 for Q4_1). Q5's fifth bits: a word permute
+// puts each block's 32 bits in the 64-bit lanes of its 16 bytes, and VPMULTISHIFTQB moves bit
+// j (or 16 + j) of them to bit 4 of byte j, which is then or'ed into the nibble as 16; Q5_0's
+// bias of 16 comes off as the lane's start, -16 Σ q (the tail as int32).
+// Byte p of a half of 4 blocks of B bytes in its two loads: its first 64 bytes, then the 64
+// that end it; its nibbles (16 bytes from B - 16 of block b), the word of its d (at 0), its
+// fifth bits' two words twice in a 64-bit lane, and the 4 blocks' m.
+#define HALF_AT(B, p) ((p) < 64 ? (p) : (p) + 128 - 4 * (B))
+#define HALF_PICK4(B, p) HALF_AT(B, p), HALF_AT(B, (p) + 1), HALF_AT(B, (p) + 2), HALF_AT(B, (p) + 3)
+#define HALF_PICK(B, b)                                                                                                \
+    HALF_PICK4(B, (B) * ((b) + 1) - 16), HALF_PICK4(B, (B) * ((b) + 1) - 12), HALF_PICK4(B, (B) * ((b) + 1) - 8),      \
+        HALF_PICK4(B, (B) * ((b) + 1) - 4)
+#define HALF_WORD4(B, p) HALF_AT(B, p) / 2, HALF_AT(B, p) / 2, HALF_AT(B, p) / 2, HALF_AT(B, p) / 2
+#define HALF_WORDS(B, at)                                                                                              \
+    HALF_WORD4(B, at), HALF_WORD4(B, (B) + (at)), HALF_WORD4(B, 2 * (B) + (at)), HALF_WORD4(B, 3 * (B) + (at))
+#define HALF_BITS2(B, p) HALF_AT(B, p) / 2, HALF_AT(B, (p) + 2) / 2, HALF_AT(B, p) / 2, HALF_AT(B, (p) + 2) / 2
+#define HALF_MINS(B)                                                                                                   \
+    HALF_AT(B, 2) / 2, HALF_AT(B, (B) + 2) / 2, HALF_AT(B, 2 * (B) + 2) / 2, HALF_AT(B, 3 * (B) + 2) / 2
+#define HALF_BITS(B, b, at) HALF_BITS2(B, (B) * (b) + (at)), HALF_BITS2(B, (B) * (b) + (at))
+static inline __attribute__((always_inline)) void dot_q4_1(int type, const uint8_t *const *row, const uint8_t *in,
+                                                           int n, __m512 *out) {
+    // byte 16b + j of A: byte j of block b's nibbles (for Q4_1, Q5_0, Q5_1)
+    static const uint8_t pick[3][64] = {{HALF_PICK(20, 0), HALF_PICK(20, 1), HALF_PICK(20, 2), HALF_PICK(20, 3)},
+                                        {HALF_PICK(22, 0), HALF_PICK(22, 1), HALF_PICK(22, 2), HALF_PICK(22, 3)},
+                                        {HALF_PICK(24, 0), HALF_PICK(24, 1), HALF_PICK(24, 2), HALF_PICK(24, 3)}};
+    // block b's d in lanes 4b .. 4b + 3, then the 4 blocks' m (unused for Q5_0)
+    static const uint16_t scale_words[3][32] = {
+        {HALF_WORDS(20, 0), HALF_MINS(20)}, {HALF_WORDS(22, 0), HALF_MINS(22)}, {HALF_WORDS(24, 0), HALF_MINS(24)}};
+    // block b's fifth bits in 64-bit lanes 2b and 2b + 1 (Q5_0, Q5_1)
+    static const uint16_t bit_words[2][32] = {
+        {HALF_BITS(22, 0, 2), HALF_BITS(22, 1, 2), HALF_BITS(22, 2, 2), HALF_BITS(22, 3, 2)},
+        {HALF_BITS(24, 0, 4), HALF_BITS(24, 1, 4), HALF_BITS(24, 2, 4), HALF_BITS(24, 3, 4)}};
+    const int bytes = matrix_types[type].block_bytes, t = (bytes - 20) / 2, fifth = type != BLOCK_Q4_1;
+    const __m512i nibble = _mm512_set1_epi8(15), sixteen = _mm512_set1_epi8(16), picks = _mm512_loadu_si512(pick[t]);
+    const __m512i words = _mm512_loadu_si512(scale_words[t]), bits = _mm512_loadu_si512(bit_words[fifth ? t - 1 : 0]);
+    // the shifts that bring a block's bit j, for byte j of its nibbles (low), or 16 + j (high), to bit 4
+    const __m512i to_bit4[2] = {
+        _mm512_set4_epi64(0x0b0a090807060504ll, 0x030201003f3e3d3cll, 0x0b0a090807060504ll, 0x030201003f3e3d3cll),
+        _mm512_set4_epi64(0x1b1a191817161514ll, 0x131211100f0e0d0cll, 0x1b1a191817161514ll, 0x131211100f0e0d0cll)};
+    const float dx = *(const float *)in;
+    __m512 acc[ORDERED_ROWS];
+    __m128 mins[ORDERED_ROWS];
+    for (int r = 0; r < ORDERED_ROWS; r++) acc[r] = _mm512_setzero_ps(), mins[r] = _mm_setzero_ps();
+    in += ORDERED_HEADER;
+    for (int i = 0, c = 0; i < n; i += UNPACKED_VALUES, in += ORDERED_CHUNK) {
+        __m512i x[8];
+        load_ordered(x, in);
+#pragma GCC unroll 2 // (rolled, with Q5's bits, GCC kept u[] and x[] in memory)
+        for (int h = 0; h < 2; h++, c += 4 * bytes) {
+            __m512i start = _mm512_loadu_si512(in + 512 + 64 * h);
+            __m128 sums_q = _mm_loadu_ps((const float *)(in + 512) + 4 * h);
+#pragma GCC unroll 8
+            for (int r = 0; r < ORDERED_ROWS; r++) {
+                const uint8_t *w = row[r] + c;
+                __m512i first = _mm512_loadu_si512(w), second = _mm512_loadu_si512(w + 4 * bytes - 64);
+                __m512i A = _mm512_permutex2var_epi8(first, picks, second);
+                __m512i u[4];
+                u[2 * h] = _mm512_and_si512(A, nibble), u[2 * h + 1] = high_nibbles(A);
+                if (fifth) {
+                    __m512i q = _mm512_permutex2var_epi16(first, bits, second);
+                    for (int k = 0; k < 2; k++) // u | (bit moved to 4 & 16)
+                        u[2 * h + k] = _mm512_ternarylogic_epi32(
+                            u[2 * h + k], _mm512_multishift_epi64_epi8(to_bit4[k], q), sixteen, 0xf8);
+                }
+                __m512i dm = _mm512_permutex2var_epi16(first, words, second);
+                __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
+                __m512i sums =
+                    ordered_sums(type == BLOCK_Q5_0 ? start : _mm512_setzero_si512(), u, u, x, 2 * h, 2 * h + 2);
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), d, acc[r]);
+                if (type != BLOCK_Q5_0)
+                    mins[r] = _mm_fmadd_ps(_mm_cvtph_ps(_mm512_extracti32x4_epi32(dm, 2)), sums_q, mins[r]);
+            }
+        }
+    }
+    for (int r = 0; r < ORDERED_ROWS; r++)
+        out[r] = _mm512_mul_ps(_mm512_add_ps(acc[r], _mm512_zextps128_ps512(mins[r])), _mm512_set1_ps(dx));
+}
+#undef HALF_MINS
+#undef HALF_BITS
+#undef HALF_BITS2
+#undef HALF_WORDS
+#undef HALF_WORD4
+#undef HALF_PICK
+#undef HALF_PICK4
+#undef HALF_AT
+
 // Q6_K: a block a chunk, in two halves of 128 values: 64 bytes of low nibbles (values p and
 // 64 + p of the half in their low and high nibbles) and 32 of high bits, two to a value, joined
 // into L (the half's values 0..63, scale groups 0..3 of 16 values) and H
@@ -343,7 +459,7 @@ static inline __attribute__((always_inline)) void dot_q6_k(const uint8_t *const 
                 __m512i H = _mm512_ternarylogic_epi32(qh, two_bits, high_nibbles(ql), 0xea);
                 u[2 * h] = _mm512_permutex2var_epi8(L, picks, H);
                 u[2 * h + 1] = _mm512_permutex2var_epi8(L, picks8, H);
-                __m512i sums = ordered_sums(_mm512_setzero_si512(), u, x, 2 * h, 2 * h + 2);
+                __m512i sums = ordered_sums(_mm512_setzero_si512(), u, u, x, 2 * h, 2 * h + 2);
                 acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_permutexvar_ps(lanes[h], scales), acc[r]);
             }
         }
@@ -371,7 +487,8 @@ static inline __attribute__((always_inline)) void ordered_rows(int type, float *
                 size_t r = lo + p * part + i + j;
                 w[p] = blocks + (r < hi ? r : lo) * rb;
             }
-            if (type == BLOCK_Q4_0) dot_q4_0(w, in, n_in, sums);
+            if (type == BLOCK_Q4_0 || type == BLOCK_IQ4_NL) dot_q4_0(type, w, in, n_in, sums);
+            else if (type == BLOCK_Q4_1 || type == BLOCK_Q5_0 || type == BLOCK_Q5_1) dot_q4_1(type, w, in, n_in, sums);
             else if (type == BLOCK_Q4_K) dot_q4_k(w, in, n_in, sums);
             else if (type == BLOCK_Q8_0) dot_q8_0(w, in, n_in, sums);
             else dot_q6_k(w, in, n_in, sums);

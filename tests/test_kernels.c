@@ -864,8 +864,8 @@ static void test_quantize_input(void **state) {
 // Every block type: dequantize_rows against the naive dequantiser on random blocks, and the
 // products, one row (dot_quantized, whose whole chunks take the register unpacking where
 // the machine has it) and many (panels), against the naive weights summed in double
-// precision. The products round x to 16 bits a group of 32 at a time (the one-token rows of
-// Q4_0, Q4_K, Q6_K and Q8_0 the whole row at once: ordered_product), so each output may be off
+// precision. The products round x to 16 bits a group of 32 at a time (the one-token rows in a
+// type's own order the whole row at once: ordered_product), so each output may be off
 // by at most Σ |w_i| · (half a step of x_i's group) plus float32 rounding, and is checked
 // against that bound. The sizes take one block per row and many, whole and short chunks (rows
 // of 288), tiles of 1 to 16 tokens, two panels in turn over QPANEL_K, and one-token rows in
@@ -1180,10 +1180,11 @@ static void forward_tokens(const Config *c, const Weights *w, RunState *s, const
 // weights (dequantize_weights): logits within 1e-3 of the largest (the inputs rounded to 16 bits).
 static void test_forward_block_types(void **state) {
     (void)state;
-    static const uint8_t table[16] = {12,                       // tok_embedding Q4_K
-                                      12, 12, 14, 2,  8, 8, 12, // q, k Q4_K, v Q6_K, wo Q4_0, w1, w3 Q8_0, w2 Q4_K
-                                      6,  2,  2,  14, 2, 2, 13, // q Q5_0, k, v Q4_0, wo Q6_K, w1, w3 Q4_0, w2 Q5_K
-                                      14};                      // classifier Q6_K
+    static const uint8_t table[16] = {
+        12,                       // tok_embedding Q4_K
+        12, 12, 14, 2,  8, 8, 12, // q, k Q4_K, v Q6_K, wo Q4_0, w1, w3 Q8_0, w2 Q4_K
+        6,  20, 3,  14, 7, 7, 13, // q Q5_0, k IQ4_NL, v Q4_1, wo Q6_K, w1, w3 Q5_1, w2 Q5_K
+        14};                      // classifier Q6_K
     Config c = knobs(0);
     c.dim = 256, c.hidden_dim = 512, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 64, c.rope_dims = 64;
     c.vocab_size = 80, c.tied_classifier = 0, c.weight_type = WEIGHTS_PER_MATRIX, c.type_table = table;
