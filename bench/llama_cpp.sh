@@ -60,13 +60,18 @@ BIN=${BIN:-bench/tmp/$name.bin}
 if [ ! -s "$BIN" ] || [ "$BIN" -ot "$GGUF" ]; then
     "$PYTHON" tools/convert.py "$GGUF" "$BIN" --force > "$OUT/convert.txt" 2>&1 || die "convert.py failed: $(tail -1 "$OUT/convert.txt")"
 fi
-# The bytes a generated token reads: the weights, and at depth the KV cache's keys and values up to
-# the mean position of the generation (every layer's K projection gives its key width).
+# The bytes a generated token reads: the weights (of a mixture of experts' stacked experts, the
+# share a token chooses), and at depth the KV cache's keys and values up to the mean position of
+# the generation (every layer's K projection gives its key width).
 READ=$(PYTHONPATH=tools "$PYTHON" -c '
 import sys
 from attn.gguf_file import GGUFFile
-t = GGUFFile(sys.argv[1]).tensors
-weights = sum(x.nbytes for n, x in t.items() if n != "token_embd.weight" or "output.weight" not in t)
+g = GGUFFile(sys.argv[1])
+t, meta = g.tensors, g.metadata
+arch = meta.get("general.architecture", "")
+used = meta.get(arch + ".expert_used_count", 1) / meta.get(arch + ".expert_count", 1)
+weights = sum(x.nbytes * (used if "_exps." in n else 1) for n, x in t.items()
+              if n != "token_embd.weight" or "output.weight" not in t)
 kvd = sum(x.dims[1] for n, x in t.items() if n.endswith("attn_k.weight"))
 depth, tg = int(sys.argv[2]), int(sys.argv[3])
 per_value = {"f16": 2, "q8_0": 34 / 32}.get(sys.argv[4], 4)
