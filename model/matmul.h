@@ -391,23 +391,24 @@ static inline void matmul_panels(const Linear *l, const float *x, int T, int n_i
 #endif
 
 // x [T, n_in] into l->xq as the product with a matrix in a block type takes it: rounded to 16
-// bits for each row (quantize_input), or for one row in the matrix's own order (order_input).
+// bits for each row (quantize_input), or for each row in the matrix's own order (order_input).
 // Each thread has its own xq, and fills it itself (it normalised x itself); a product with the
 // previous one's input and type (same_input) finds it filled.
 static inline void block_input(const Linear *l, const float *x, int T, int n_in) {
     size_t ld = quantized_row_bytes(n_in);
     if (l->same_input) return;
 #if defined(QUANT_ORDERED)
-    if (ordered_product(l->qw.type, T, n_in)) { // xq has room for the 16-bit row and then its order
-        order_input(l->xq + ld, x, (int16_t *)l->xq, n_in, l->qw.type);
+    if (ordered_product(l->qw.type, T, n_in)) { // the 16-bit row in place 0 of xq, token t's order in place t + 1
+        for (int t = 0; t < T; t++)
+            order_input(l->xq + (t + 1) * ld, x + (size_t)t * n_in, (int16_t *)l->xq, n_in, l->qw.type);
         return;
     }
 #endif
     for (int t = 0; t < T; t++) quantize_input(l->xq + t * ld, x + (size_t)t * n_in, n_in);
 }
 
-// The tokens up to which a product with a block type is a one-token product for each token,
-// not panels: a token's share of a panel's repacking costs more below, as measured (CPU time,
+// The tokens up to which a product with a block type not in its own order (ORDERED_TOKENS for
+// those) is a one-token product for each token, not panels: a token's share of a panel's repacking costs more below, as measured (CPU time,
 // Zen 4, a token's ns a weight: at x86-64-v3 panels 0.185 for 2 tokens, 0.056 for 8, 0.035 for
 // 16, against 0.031-0.035 one token at a time; with VNNI 0.112, 0.050, 0.036 for 2, 5 and 8
 // against 0.046, 0.046, 0.045, its one-token rows not in their own order).
@@ -424,8 +425,14 @@ __attribute__((always_inline)) static inline void block_product(int type, const 
                                                                 size_t hi) {
     size_t rb = row_bytes(type, n_in);
 #if defined(QUANT_ORDERED)
-    if (ordered_product(type, T, n_in)) { // x is in l->xq after its 16-bit row, in the type's order
-        ordered_rows(type, l->out, l->b, l->qw.blocks, rb, l->xq + quantized_row_bytes(n_in), n_in, lo, hi);
+    if (ordered_product(type, T, n_in)) { // token t's x is in place t + 1 of l->xq, in the type's order
+        // for several tokens, rows of about 256 KiB at a time (in L2) for each token in turn
+        size_t ld = quantized_row_bytes(n_in), part = 16 * ORDERED_ROWS;
+        size_t step = T == 1 ? hi - lo : ((256 << 10) / rb / part + 1) * part;
+        for (size_t r0 = lo; r0 < hi; r0 += step)
+            for (int t = 0; t < T; t++)
+                ordered_rows(type, l->out + (size_t)t * l->n_out, l->b, l->qw.blocks, rb, l->xq + (t + 1) * ld, n_in,
+                             r0, hi - r0 < step ? hi : r0 + step);
         return;
     }
 #endif

@@ -1,7 +1,7 @@
 // model/quant_order.h: the one-token products of the 32-value block types (Q4_0, Q4_1, Q5_0,
 // Q5_1, Q8_0, IQ4_NL), Q4_K and Q6_K (AVX-512 VNNI and VBMI) in each type's own order, with
-// the input rounded to 16 bits once per row and laid out to match (order_input); the rest of
-// the block-type products are model/quant_dot.h's.
+// the input rounded to 16 bits once per row and laid out to match (order_input), which also
+// serve a few tokens, each in turn; the rest of the block-type products are model/quant_dot.h's.
 #ifndef ATTN_MODEL_QUANT_ORDER_H
 #define ATTN_MODEL_QUANT_ORDER_H
 
@@ -14,11 +14,17 @@
 #define QUANT_ORDERED 1
 #endif
 
-// Whether a product takes the one-token path in its own order, whose
-// input is rounded with one scale per row rather than per 32 values.
+// The tokens up to which a product takes the one-token rows in the type's own order for each
+// token, a part of the rows at a time so that they are read from memory once for all the
+// tokens: below it that costs less than panels (docs/KERNELS.md), and a few tokens' outputs
+// (speculative decoding's verification, a short chat turn) stay bit for bit one token's.
+#define ORDERED_TOKENS 8
+
+// Whether a product takes the one-token rows in its own order, whose input is rounded with one
+// scale per row rather than per 32 values.
 static inline int ordered_product(int type, int T, int n_in) {
 #if defined(QUANT_ORDERED)
-    return T == 1 && block_kernels[type].ordered && n_in % UNPACKED_VALUES == 0;
+    return T <= ORDERED_TOKENS && block_kernels[type].ordered && n_in % UNPACKED_VALUES == 0;
 #else
     (void)type, (void)T, (void)n_in;
     return 0;
