@@ -18,7 +18,7 @@
 // token, a part of the rows at a time so that they are read from memory once for all the
 // tokens: below it that costs less than panels (docs/KERNELS.md), and a few tokens' outputs
 // (speculative decoding's verification, a short chat turn) stay bit for bit one token's.
-#define ORDERED_TOKENS 8
+#define ORDERED_TOKENS 12
 
 // Whether a product takes the one-token rows in its own order, whose input is rounded with one
 // scale per row rather than per 32 values.

@@ -876,7 +876,7 @@ static void test_quantize_input(void **state) {
 static void test_matmul_blocks(void **state) {
     (void)state;
     int sizes[][3] = {{1, 256, 5},   {1, 2304, 13}, {1, 512, 300}, {1, 768, 97},   {3, 512, 33}, {9, 256, 40},
-                      {17, 2304, 9}, {2, 4096, 17}, {5, 288, 7},   {3, 4096, 400}, {8, 512, 20}};
+                      {17, 2304, 9}, {2, 4096, 17}, {5, 288, 7},   {3, 4096, 400}, {12, 512, 20}};
     for (int type = BLOCK_Q4_0; type < MATRIX_TYPES; type++)
         for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
             int T = sizes[k][0], n_in = sizes[k][1], n_out = sizes[k][2], block = matrix_types[type].block;
