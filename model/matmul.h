@@ -398,7 +398,7 @@ static inline void block_input(const Linear *l, const float *x, int T, int n_in)
     size_t ld = quantized_row_bytes(n_in);
     if (l->same_input) return;
 #if defined(QUANT_ORDERED)
-    if (ordered_product(l->qw.type, T, n_in)) { // the 16-bit row in place 0 of xq, token t's order in place t + 1
+    if (ordered_product(l->qw.type, T, n_in)) { // 16-bit scratch in place 0 of xq, token t's order in t + 1
         for (int t = 0; t < T; t++)
             order_input(l->xq + (t + 1) * ld, x + (size_t)t * n_in, (int16_t *)l->xq, n_in, l->qw.type);
         return;
@@ -408,10 +408,11 @@ static inline void block_input(const Linear *l, const float *x, int T, int n_in)
 }
 
 // The tokens up to which a product with a block type not in its own order (ORDERED_TOKENS for
-// those) is a one-token product for each token, not panels: a token's share of a panel's repacking costs more below, as measured (CPU time,
-// Zen 4, a token's ns a weight: at x86-64-v3 panels 0.185 for 2 tokens, 0.056 for 8, 0.035 for
-// 16, against 0.031-0.035 one token at a time; with VNNI 0.112, 0.050, 0.036 for 2, 5 and 8
-// against 0.046, 0.046, 0.045, its one-token rows not in their own order).
+// those) is a one-token product for each token, not panels: a token's share of a panel's
+// repacking costs more below, as measured (CPU time, Zen 4, a token's ns a weight: at
+// x86-64-v3 panels 0.185 for 2 tokens, 0.056 for 8, 0.035 for 16, against 0.031-0.035 one
+// token at a time; with VNNI 0.112, 0.050, 0.036 for 2, 5 and 8 against 0.046, 0.046, 0.045,
+// its one-token rows not in their own order).
 #if defined(QUANT_VNNI)
 #define FEW_BLOCK_TOKENS 6
 #else

@@ -871,8 +871,7 @@ static void test_quantize_input(void **state) {
 // of 288), tiles of 1 to 16 tokens, two panels in turn over QPANEL_K, one-token rows in
 // parts of 16 and in a last part shorter than the others, and a few tokens' rows in their own
 // order over more rows than one pass of the tokens takes, each token's outputs bit for bit its
-// own one-token product's. The outputs are computed in two
-// ranges, as two threads do.
+// own one-token product's. The outputs are computed in two ranges, as two threads do.
 static void test_matmul_blocks(void **state) {
     (void)state;
     int sizes[][3] = {{1, 256, 5},   {1, 2304, 13}, {1, 512, 300}, {1, 768, 97},   {3, 512, 33}, {9, 256, 40},
