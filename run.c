@@ -177,12 +177,12 @@ static void generate(const Model *m, const Tokenizer *tok, const ChatTemplate *c
     if (!history) die("out of memory");
     tokens = history;
     TokSanitizer san = {0};
+    tell_seed(o->temperature); // on a line of its own, before the text that it reproduces
     if (!ct) print_piece(&san, o->prompt, strlen(o->prompt), 0);
 
     double t0 = now_s();
     // speculation keeps the last token out of the cache: each round verifies it with the drafts
     forward_or_die(m, s, tokens, sp ? n_prompt - 1 : n_prompt, 0, logits, NULL, NULL);
-    tell_seed(o->temperature);
     double t1 = now_s();
     int n = n_prompt, limit = n_prompt + n_new, ended = 0, shifts = 0;
     while (sp && !ended && n < limit && n <= c->seq_len) {

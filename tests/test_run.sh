@@ -44,6 +44,11 @@ a=$(./run $model -n 60 -t 2 -k 1 -s 3 2>/dev/null) b=$(./run $model -n 60 -t 0 2
 # Output is the prompt followed by the continuation; -n counts new tokens.
 out=$(./run $model -i "The cat" -n 5 -t 0 2>/dev/null)
 case "$out" in "The cat"?*) ok "prompt echoed first" ;; *) bad "prompt not echoed: $out" ;; esac
+# A seed from the clock is told on a line of its own before the text, where a terminal shows
+# both streams: not glued to the prompt's or the reply's letters.
+out=$(./run $model -i "The cat" -n 5 -t 1 2>&1)
+case "$out" in "seed "*", from the clock (-s "*" samples the same again)"$'\n'"The cat"?*) ok "seed note before the text" ;;
+  *) bad "seed note not on its own line before the text: $(echo "$out" | head -2)" ;; esac
 
 # -f outside -m ppl gives the prompt from a file, as it is: the same as -i with its text.
 printf 'Once upon a time' >$tmp/prompt.txt
