@@ -311,14 +311,15 @@ for i in range(64 * 512):  # every token's embedding, so that any prompt meets a
     struct.pack_into("<f", d, off + 4 * i, float("nan"))
 open(sys.argv[2], "wb").write(d)
 PY
-row run "a model with NaN weights, generating" "$tmp/nan_weights.bin: the logits at position 2 are not finite" ./run $tmp/nan_weights.bin -i "Once upon"
+# -s 1 in the generating rows: a seed from the clock would have its own line before the error
+row run "a model with NaN weights, generating" "$tmp/nan_weights.bin: the logits at position 2 are not finite" ./run $tmp/nan_weights.bin -i "Once upon" -s 1
 row run "a model with NaN weights, -m ppl" "$tmp/nan_weights.bin: the logits at position 0 are not finite" ./run $tmp/nan_weights.bin -m ppl -f $tmp/corpus_seed.txt
 row run "a model with NaN weights, -m logits" "$tmp/nan_weights.bin: the logits at position 0 are not finite" ./run $tmp/nan_weights.bin -m logits -i hi -o $tmp/l.bin
 row run "a model with NaN weights, -m attention" "$tmp/nan_weights.bin: the attention weights of layer 0, head 0 at position 0 are not finite" ./run $tmp/nan_weights.bin -m attention -i hi -o $tmp/l.bin
 
 if [ -w /dev/full ]; then # writes to /dev/full fail with ENOSPC, as on a full disk
   row run "stdout on a full disk (/dev/full)" "run: stdout: cannot write: No space left on device" \
-    sh -c './run "$1" -i "Once upon a time" -n 20 >/dev/full' sh $model
+    sh -c './run "$1" -i "Once upon a time" -n 20 -s 1 >/dev/full' sh $model
 fi
 limited=(bash -c 'ulimit -f 8 && exec "$@"' limited) # files up to 8 KiB
 row run "-m logits -o past ulimit -f" "$tmp/logits.bin: cannot write: File too large" "${limited[@]}" ./run $model -m logits -i "Once upon a time" -o $tmp/logits.bin
