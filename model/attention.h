@@ -74,10 +74,20 @@ static inline __attribute__((always_inline)) void widen_vreg(vreg *v, const void
 #elif defined(__AVX2__) && defined(__FMA__)
     else *v = (vreg)widen8(p, i, type);
 #else
-    else
-        for (int k = 0; k < VREG; k++) (*v)[k] = widen1(p, i + k, type);
+    else {
+        float x[VREG]; // whole, then copied: GCC does not see lane-by-lane stores set every lane
+        for (int k = 0; k < VREG; k++) x[k] = widen1(p, i + k, type);
+        memcpy(v, x, sizeof x);
+    }
 #endif
 }
+
+// The widest tile, in vec16s, and its rows: 4 rows × 4 of them are 16 of AVX-512's 32
+// registers; with 16 registers (AVX2, SSE) 6 rows × 1 leave room for the row of B and a
+// broadcast, and give AVX2's two FMA pipes of latency 4 the 12 sums in flight that 4 rows'
+// 8 left without slack.
+#define TILE_NV (VREG == 16 ? 4 : 1)
+#define TILE_ROWS (VREG == 16 ? 4 : 6)
 
 // C[i, :16 NV] = alpha Σ_{k0 ≤ k < k1} A[i ai + k ak] B[k ldb + col, :16 NV] for R rows i,
 // added to C with accumulate; B's elements of b_type. R, NV and b_type are constants where it
@@ -86,23 +96,30 @@ static inline __attribute__((always_inline)) void product_tile(float *C, size_t 
                                                                size_t ak, const void *B, int b_type, size_t ldb,
                                                                size_t col, int k0, int k1, int R, int NV, float alpha,
                                                                int accumulate) {
-    vreg acc[4][4 * PARTS];
-#pragma GCC unroll 4
+    vreg acc[TILE_ROWS][4 * PARTS];
+#pragma GCC unroll 6
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 16
         for (int v = 0; v < NV * PARTS; v++) acc[r][v] = (vreg){0};
     for (int k = k0; k < k1; k++) {
         vreg b[4 * PARTS];
 #pragma GCC unroll 16
-        for (int v = 0; v < NV * PARTS; v++) widen_vreg(&b[v], B, k * ldb + col + v * VREG, b_type);
-#pragma GCC unroll 4
+        for (int v = 0; v < NV * PARTS; v++) {
+            widen_vreg(&b[v], B, k * ldb + col + v * VREG, b_type);
+#if defined(__AVX512F__)
+            // in a register: GCC folds the load into every row's FMA, a load an FMA, which
+            // the load ports do not keep up with (a 4,000-token prompt 10 % faster, docs/KERNELS.md)
+            __asm__("" : "+v"(b[v]));
+#endif
+        }
+#pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
-            vreg a = (vreg){0} + A[r * ai + k * ak];
+            vreg a = A[r * ai + k * ak] - (vreg){0}; // a broadcast load: x − 0 is x, where 0 + x is not for x = −0
 #pragma GCC unroll 16
             for (int v = 0; v < NV * PARTS; v++) acc[r][v] += a * b[v];
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 6
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 16
         for (int v = 0; v < NV * PARTS; v++) {
@@ -123,17 +140,13 @@ static inline void causal_range(int mask, int P, int K, int i, int R, int *k0, i
     *k1 = mask == CAUSAL_BELOW && P + i + R < K ? P + i + R : K;
 }
 
-// The widest tile, in vec16s: 4 rows × 4 of them are 16 of AVX-512's 32 registers; with 16
-// registers (AVX2, SSE) 4 rows × 1 leave room for the row of B and a broadcast.
-#define TILE_NV (VREG == 16 ? 4 : 1)
-
 static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int a_trans, const void *B, int b_type,
                            size_t ldb, int M, int N, int K, int mask, int P, float alpha, int accumulate) {
     int c = 0;
     for (int nv = TILE_NV; nv >= 1; nv /= 2)
         for (; c + nv * VEC <= N; c += nv * VEC)
             for (int i = 0, R; i < M; i += R) {
-                R = M - i >= 4 ? 4 : 1;
+                R = M - i >= TILE_ROWS ? TILE_ROWS : M - i >= 4 ? 4 : 1;
                 int k0, k1;
                 causal_range(mask, P, K, i, R, &k0, &k1);
                 float *Ct = C + i * ldc + c;
@@ -146,7 +159,9 @@ static void causal_product(float *C, size_t ldc, const float *A, size_t lda, int
     (b_type == WEIGHTS_F16  ? TILE_OF(R, NV, WEIGHTS_F16)                                                              \
      : b_type == BLOCK_Q8_0 ? TILE_OF(R, NV, BLOCK_Q8_0)                                                               \
                             : TILE_OF(R, NV, WEIGHTS_F32))
-                if (R == 4) nv == 4 ? TILE(4, 4) : nv == 2 ? TILE(4, 2) : TILE(4, 1);
+                // (where TILE_ROWS is 4, the first line takes every tile of 4 rows)
+                if (R == TILE_ROWS) nv == 4 ? TILE(TILE_ROWS, 4) : nv == 2 ? TILE(TILE_ROWS, 2) : TILE(TILE_ROWS, 1);
+                else if (R == 4) nv == 4 ? TILE(4, 4) : nv == 2 ? TILE(4, 2) : TILE(4, 1);
                 else nv == 4 ? TILE(1, 4) : nv == 2 ? TILE(1, 2) : TILE(1, 1);
 #undef TILE
 #undef TILE_OF
@@ -325,8 +340,8 @@ static inline void attention_pairs_masked(float *out, float *att, const float *q
 // in a small tile, and every key and value block is widened to float32 once per query block.
 // Fewer rows than TILED_MIN_ROWS, or heads wider than TILE_MAX_DIMS (the tiles live on the
 // thread's stack, sized for that), take attention_pairs_masked's score blocks (docs/KERNELS.md).
-#define TILE_QUERIES 64
-#define TILE_KEYS 128
+#define TILE_QUERIES 128
+#define TILE_KEYS 64
 #define TILE_MAX_DIMS 256
 #define TILED_MIN_ROWS 16
 
@@ -347,7 +362,7 @@ static inline void kv_tile_f32(float *tile, const void *cache, int type, size_t 
         }
         int d = 0;
         for (; d + VREG <= hd; d += VREG) {
-            vreg x = {0}; // for GCC at -march=x86-64, which cannot see the portable widening set every lane
+            vreg x;
             widen_vreg(&x, row, d, type);
             *(vregu *)(dst + d) = x;
         }
@@ -679,13 +694,18 @@ static inline void attention_backward_tiled(float *dq, float *dk, float *dv, con
                                        ld - i0, hd, CAUSAL_NONE, 0, scale, 0);
                         causal_product(ds + c * ld + i0, ld, vj + (size_t)c * kvd, kvd, 0, dot + i0, WEIGHTS_F32, ld, r,
                                        ld - i0, hd, CAUSAL_NONE, 0, 1.0f, 0);
-                        for (int j = c; j < c + r; j++)
+                        for (int j = c; j < c + r; j++) {
+                            // the columns before i0 are masked too: 0, for a tile of rows that
+                            // reaches into the next 16 keys' (and the dQ product's) to read
+                            memset(p + j * ld, 0, (size_t)i0 * sizeof(float));
+                            memset(ds + j * ld, 0, (size_t)i0 * sizeof(float));
 #pragma omp simd
                             for (int i = i0; i < ld; i++) {
                                 float pi = i >= j - off && i < n ? exp_vec(p[j * ld + i] - row_lse[i]) : 0.0f;
                                 p[j * ld + i] = pi;
                                 ds[j * ld + i] = pi * (ds[j * ld + i] - delta[i]) * scale;
                             }
+                        }
                     }
                     causal_product(dv + kvo + (size_t)j0 * kvd, kvd, p, ld, 0, dob + (size_t)t0 * qd, WEIGHTS_F32, qd,
                                    nb, hd, n, CAUSAL_ABOVE, off, 1.0f, 1);
