@@ -518,7 +518,7 @@ _Noreturn static void verify(const char *path) {
 }
 
 int main(int argc, char **argv) {
-    prefer_short_spins(argv);
+    start_with_library_settings(argv);
     Options o = parse_options(argc, argv);
     if (o.verify) verify(o.model_path);
     const char *out_file = o.out_path && strcmp(o.out_path, "-") ? o.out_path : NULL; // -o -: stdout

@@ -460,7 +460,7 @@ static void finish(Run *r, int start_step, int step, double train_time, double t
 }
 
 int main(int argc, char **argv) {
-    prefer_short_spins(argv);
+    start_with_library_settings(argv);
     // t is static so that a die() on a bad input, which exits while it is live, leaves what it
     // holds reachable: held only in a register, LeakSanitizer calls it a leak (so is corpus).
     static Trainer t;

@@ -10,6 +10,7 @@
 #include <omp.h>
 #include <cblas.h>
 #include "io/clock.h"
+#include "model/threads.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -22,8 +23,10 @@ static double median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// "-j N" sets both pools, as ./run does; the rest of argv is left to the caller.
+// "-j N" sets both pools, as ./run does, after the libraries' settings that ./run starts with
+// (model/threads.h; it may start the program again); the rest of argv is left to the caller.
 static int bench_threads(int argc, char **argv) {
+    start_with_library_settings(argv);
     int threads = 0;
     for (int i = 1; i + 1 < argc; i++)
         if (!strcmp(argv[i], "-j")) threads = atoi(argv[i + 1]);

@@ -19,7 +19,6 @@ int main(int argc, char **argv) {
                         "[--compute f32|bf16] [--kv-cache f32|f16|q8_0]\n");
         return 1;
     }
-    prefer_short_spins(argv); // as ./run does
     int threads = bench_threads(argc, argv);
     int P = atoi(bench_arg(argc, argv, "-p", "256")), N = atoi(bench_arg(argc, argv, "-n", "64"));
     int R = atoi(bench_arg(argc, argv, "-r", "5")), pos0 = atoi(bench_arg(argc, argv, "--pos0", "-1"));

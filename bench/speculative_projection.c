@@ -45,8 +45,8 @@ static double acceptance_of(double a, int k) {
 int main(int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-')
         die("usage: speculative_projection MODEL --accept RATE [-j threads] [-p 64] [-n 128] [-r 5] [--draft-max 8]");
-    prefer_short_spins(argv);         // as ./run does
-    setvbuf(stdout, NULL, _IOLBF, 0); // each round as it ends, in a log too
+    start_with_library_settings(argv); // as ./run does
+    setvbuf(stdout, NULL, _IOLBF, 0);  // each round as it ends, in a log too
     choose_threads(atoi(bench_arg(argc, argv, "-j", "0")));
     int P = atoi(bench_arg(argc, argv, "-p", "64")), N = atoi(bench_arg(argc, argv, "-n", "128"));
     int R = atoi(bench_arg(argc, argv, "-r", "5")), K = atoi(bench_arg(argc, argv, "--draft-max", "8"));

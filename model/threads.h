@@ -1,6 +1,7 @@
 // model/threads.h: how the model's loops share the cores. It owns the split of work across
-// OpenMP threads, the barrier that forward()'s threads meet at, and the wait policy the
-// programs start with. It knows no layer and no file.
+// OpenMP threads, the barrier that forward()'s threads meet at, and the settings of the
+// libraries the programs start with (OpenMP's wait, OpenBLAS's kernels). It knows no layer
+// and no file.
 #ifndef ATTN_MODEL_THREADS_H
 #define ATTN_MODEL_THREADS_H
 
@@ -9,7 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <unistd.h>
+#include <cblas.h>
 #ifdef __linux__
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -58,13 +61,43 @@ static inline void share(size_t n, int id, int nt, size_t *lo, size_t *hi) {
 // spins 300,000 times by default, OMP_WAIT_POLICY=ACTIVE for ever), while threads that sleep
 // at once are woken each time a parallel region starts, a few percent of a small model's token
 // (docs/KERNELS.md). So a program with neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT set spins
-// THREAD_SPINS times before it sleeps. libgomp reads both only when it loads, so the program
-// sets the count and starts itself again. A user's own setting is left alone.
+// THREAD_SPINS times before it sleeps. A user's own setting is left alone.
 #define THREAD_SPINS "3000"
-static inline void prefer_short_spins(char **argv) {
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    setenv("GOMP_SPINCOUNT", THREAD_SPINS, 1);
-    execv("/proc/self/exe", argv); // returns only on failure: then run on as we are
+
+// OpenBLAS chooses its kernels by the CPU's model number when it loads, and gives a model
+// newer than its table its oldest x86-64 kernels: Debian 12's 0.3.21 took Prescott's (SSE3)
+// on an Intel Xeon of family 6 model 207, whose sgemm then ran at 57 GFLOP/s on 2 threads
+// against SkylakeX's 210-295 (docs/KERNELS.md). Where it chose one of its cores older than
+// AVX2 on a CPU that has AVX2 and FMA, the core the CPU's instructions call for; else NULL,
+// and always NULL where the user set OPENBLAS_CORETYPE.
+static inline const char *blas_core_wanted(void) {
+#if defined(__x86_64__)
+    static const char *const older[] = {"Unknown", "Katmai",       "Coppermine", "Northwood",  "Prescott",    "Banias",
+                                        "Atom",    "Core2",        "Penryn",     "Dunnington", "Nehalem",     "Athlon",
+                                        "Opteron", "Opteron_SSE3", "Barcelona",  "Nano",       "Sandybridge", "Bobcat"};
+    const char *chosen = openblas_get_corename();
+    int fallback = 0;
+    for (size_t i = 0; chosen && i < sizeof older / sizeof *older; i++) fallback |= !strcasecmp(chosen, older[i]);
+    __builtin_cpu_init();
+    if (getenv("OPENBLAS_CORETYPE") || !fallback || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+        return NULL;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
+               ? "SkylakeX"
+               : "Haswell";
+#else
+    return NULL;
+#endif
+}
+
+// libgomp reads its spin settings and OpenBLAS its core only when they load, so the program
+// sets what it wants and starts itself again.
+static inline void start_with_library_settings(char **argv) {
+    int changed = 0;
+    const char *core = blas_core_wanted();
+    if (core) changed |= !setenv("OPENBLAS_CORETYPE", core, 1);
+    if (!getenv("OMP_WAIT_POLICY") && !getenv("GOMP_SPINCOUNT")) changed |= !setenv("GOMP_SPINCOUNT", THREAD_SPINS, 1);
+    if (changed) execv("/proc/self/exe", argv); // returns only on failure: then run on as we are
 }
 
 // The threads of forward's parallel region meet here between its steps. A waiting thread

@@ -207,6 +207,22 @@ out=$(./run $tmp/mix.bin -n 2 -t 0 2>&1 >/dev/null | tail -n 1)
 out=$(./run models/shakespeare.bin -i "ROMEO:" -n 40 -s 1 2>/dev/null)
 [ ${#out} -gt 40 ] && ok "models/shakespeare.bin generates" || bad "models/shakespeare.bin: '$out'"
 
+# OpenBLAS's kernels: where it fell back to a core older than AVX2 on a CPU it does not know
+# (Debian 12's OpenBLAS took Prescott's on a recent Intel Xeon), ./run starts again with the
+# core the CPU calls for; a user's own OPENBLAS_CORETYPE stands (model/threads.h). OpenBLAS
+# names its core on each load at OPENBLAS_VERBOSE=2; the last is the one that computed.
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  blas_core() { env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2 "$@" ./run $model -n 1 2>&1 >/dev/null | sed -n 's/^Core: //p' | tail -n 1; }
+  core=$(blas_core)
+  case $core in
+  "" | Unknown | Katmai | Coppermine | Northwood | Prescott | Banias | Atom | Core2 | Penryn | Dunnington | Nehalem | \
+    Athlon | Opteron | Opteron_SSE3 | Barcelona | Nano | Sandybridge | Bobcat) bad "OpenBLAS's core on an AVX2 CPU: '$core'" ;;
+  *) ok "OpenBLAS's core on an AVX2 CPU: $core" ;;
+  esac
+  core=$(blas_core OPENBLAS_CORETYPE=Nehalem)
+  [ "$core" = Nehalem ] && ok "a user's OPENBLAS_CORETYPE stands" || bad "OPENBLAS_CORETYPE=Nehalem gave '$core'"
+fi
+
 # Bad inputs: exit status 1 and one line on stderr that names the problem.
 expect_error() { # description, expected text, command...
   local what=$1 want=$2; shift 2

@@ -2,7 +2,8 @@
 # Valgrind memcheck on a short ./run (generation and perplexity) and a short ./train: no
 # errors and no leaks (definitely or indirectly lost). Valgrind cannot execute AVX-512, so
 # both are built here with AVX2 at most (the code paths are the same C); one thread, and
-# OMP_WAIT_POLICY set so that run does not re-exec itself out from under valgrind.
+# OMP_WAIT_POLICY and (on an AVX2 machine) OpenBLAS's core set, so that the programs do not
+# start themselves again out from under valgrind (model/threads.h).
 set -u
 cd "$(dirname "$0")/.."
 if [ -n "${ATTN_ASAN_SUITE:-}" ]; then
@@ -36,6 +37,7 @@ for prog in run train; do
   $CC $flags -o $tmp/$prog $prog.c $src $LDLIBS || { echo "FAIL: build $prog"; echo "0 passed, 1 failed"; exit 1; }
 done
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+if grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
 
 # memcheck name expected_exit command...: no memory errors, no definite or indirect leaks.
 memcheck() {
