@@ -74,6 +74,14 @@ done
 # The kernels' level ./run was built for (make bench ARCH=x86-64-v3 measures the AVX2 path), from its closing line.
 echo "bench: ./run built for $(mkvar ARCH_FLAGS): $(./run models/shakespeare.bin -n 1 2>&1 >/dev/null | sed -n 's/.*thread[s]*, \(.*\) kernels.*/\1/p') kernels"
 echo "bench: BLAS $(ldd $BIN/sgemm | awk '/openblas/ { print $3; exit }'), as ./run: $(ldd ./run | awk '/openblas/ { print $3; exit }')"
+# PyTorch loads the same OpenBLAS: it gets the kernels our programs end with, which they name
+# where OpenBLAS falls back to old ones on a CPU it does not know (model/threads.h), or its
+# figures would be the fallback's. A user's own OPENBLAS_CORETYPE stands.
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+    core=$(OPENBLAS_VERBOSE=2 $BIN/sgemm -j 1 --shape 8x8x8 -r 1 2>&1 | sed -n 's/^Core: //p' | tail -n 1)
+    [ -n "$core" ] && export OPENBLAS_CORETYPE=$core
+fi
+echo "bench: OpenBLAS's kernels ${OPENBLAS_CORETYPE:-as it chooses}, for ours and PyTorch's"
 
 # ---- models: random weights, made once (bench/tmp is not committed) ----
 LLAMA=$TMP/llama110m.bin GPT2=$TMP/gpt2_124m.bin LLAMA_Q8=$TMP/llama110m_q8.bin LLAMA_BF16=$TMP/llama110m_bf16.bin
