@@ -72,6 +72,7 @@ static inline void share(size_t n, int id, int nt, size_t *lo, size_t *hi) {
 // and always NULL where the user set OPENBLAS_CORETYPE.
 static inline const char *blas_core_wanted(void) {
 #if defined(__x86_64__)
+    if (getenv("OPENBLAS_CORETYPE")) return NULL;
     static const char *const older[] = {"Unknown", "Katmai",       "Coppermine", "Northwood",  "Prescott",    "Banias",
                                         "Atom",    "Core2",        "Penryn",     "Dunnington", "Nehalem",     "Athlon",
                                         "Opteron", "Opteron_SSE3", "Barcelona",  "Nano",       "Sandybridge", "Bobcat"};
@@ -79,8 +80,7 @@ static inline const char *blas_core_wanted(void) {
     int fallback = 0;
     for (size_t i = 0; chosen && i < sizeof older / sizeof *older; i++) fallback |= !strcasecmp(chosen, older[i]);
     __builtin_cpu_init();
-    if (getenv("OPENBLAS_CORETYPE") || !fallback || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
-        return NULL;
+    if (!fallback || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return NULL;
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
                ? "SkylakeX"
