@@ -142,7 +142,10 @@ __attribute__((always_inline)) static inline void dot_rows_tokens(float *out, si
 __attribute__((always_inline)) static inline void dot_rows(float *out, const void *w, int type, const float *b,
                                                            const float *x, int n_in, size_t lo, size_t hi) {
     size_t rb = row_bytes(type, (size_t)n_in);
-    for (size_t r = lo; r < hi; r++) out[r] = dot_w((const char *)w + r * rb, type, x, n_in) + (b ? b[r] : 0.0f);
+    for (size_t r = lo; r < hi; r++) {
+        prefetch_ahead((const char *)w + r * rb, rb);
+        out[r] = dot_w((const char *)w + r * rb, type, x, n_in) + (b ? b[r] : 0.0f);
+    }
 }
 
 #if defined(__AVX512F__)

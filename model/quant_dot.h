@@ -456,6 +456,7 @@ __attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, c
         acc = _mm512_fmadd_ps(sums, _mm512_mul_ps(_mm512_load_ps(u.a), _mm512_loadu_ps(x.dx + g)), acc);
         if (type_has_min(type)) acc = _mm512_fmadd_ps(_mm512_load_ps(u.b), _mm512_loadu_ps(x.sx + g), acc);
 #elif defined(QUANT_AVX2)
+        prefetch_ahead(blocks, (size_t)m / block * bytes);
         if (!block_kernels[type].per16 && m == UNPACKED_VALUES) {
             __m256 a32, b32 = _mm256_setzero_ps();
             __m256 sums = _mm256_cvtepi32_ps(sums32(type, blocks, x.q + i, &a32, &b32));
