@@ -66,8 +66,8 @@ static inline float quantize_row16(int16_t *q, const float *x, int n) {
 #define ORDERED_HEADER 64
 #define ORDERED_CHUNK 640
 // Rows a one-token kernel takes at once, sharing the loads of its input: on an Intel Xeon, 8
-// generated the 1.1B shape 20-30 % faster than 3, whose reads from memory were too few at a
-// time to keep the bus busy (docs/KERNELS.md, "Eight rows at once").
+// generated the 1.1B shape 20-30 % faster than 3, and more parts of 3 rows did not
+// (docs/KERNELS.md, "Eight rows at once").
 #define ORDERED_ROWS 8
 static inline int ordered_run(int type, int k, int r) {
     switch (type) {
@@ -480,8 +480,8 @@ static inline __attribute__((always_inline)) void dot_q6_k(const uint8_t *const 
 // each of as many parts of [lo, hi), so that each part is read in order: the hardware's
 // prefetcher then runs ahead of it, where adjacent rows taken at once are read back and forth
 // and streamed 17% slower than one row at a time (docs/KERNELS.md). A part is whole blocks of
-// 16 rows, bar the last. Unlike the other one-token rows they do not prefetch_ahead: with
-// their several streams the hardware keeps up, and the prefetches cost 8-30 %.
+// 16 rows, bar the last. Unlike the other one-token rows they do not prefetch_ahead: read
+// in order, the hardware keeps up with them, and the prefetches cost 8-30 %.
 static inline __attribute__((always_inline)) void ordered_rows(int type, float *out, const float *bias,
                                                                const uint8_t *blocks, size_t rb, const uint8_t *in,
                                                                int n_in, size_t lo, size_t hi) {
