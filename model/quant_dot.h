@@ -42,18 +42,25 @@
 //         in its place (AVX2) dx32 [n256 / 32] and sx32 [n256 / 32]: the scale of each 32 values
 //                      and its two groups' sx added, which the one-token products would
 //                      otherwise gather from dx and sx for every row
+//   ql, qh [n256]      (AVX2) q's bytes apart as well, as VNNI's: Q6_K's one-token rows multiply
+//                      its bytes by q's without widening them (q6_k_sums)
 static inline size_t quantized_values(int n) {
     return ((size_t)n + UNPACKED_VALUES - 1) / UNPACKED_VALUES * UNPACKED_VALUES;
 }
 static inline size_t quantized_row_bytes(int n) {
-    return 2 * quantized_values(n) + quantized_values(n) / UNPACK_GROUP * 12;
+    size_t v = quantized_values(n), bytes = 2 * v + v / UNPACK_GROUP * 12;
+#if defined(QUANT_AVX2)
+    bytes += 2 * v;
+#endif
+    return bytes;
 }
 
 typedef struct {
-#if defined(QUANT_VNNI)
+#if defined(QUANT_VNNI) || defined(QUANT_AVX2)
     const uint8_t *ql;
     const int8_t *qh;
-#else
+#endif
+#if !defined(QUANT_VNNI)
     const int16_t *q;
 #endif
     const float *dx, *sx;
@@ -70,7 +77,9 @@ static inline QuantizedRow quantized_row(const uint8_t *row, int n) {
     return (QuantizedRow){row, (const int8_t *)(row + v), dx, dx + g, (const int32_t *)(dx + 2 * g)};
 #else
 #if defined(QUANT_AVX2)
-    return (QuantizedRow){(const int16_t *)row, dx, dx + g, NULL, dx + 2 * g, dx + 2 * g + g / 2};
+    const uint8_t *ql = row + 2 * v + 12 * g;
+    return (QuantizedRow){ql,         (const int8_t *)(ql + v), (const int16_t *)row, dx, dx + g, NULL,
+                          dx + 2 * g, dx + 2 * g + g / 2};
 #else
     return (QuantizedRow){(const int16_t *)row, dx, dx + g, (const int32_t *)(dx + 2 * g)};
 #endif
@@ -133,16 +142,25 @@ static inline void store_quantized32(uint8_t *row, size_t v, size_t i, const int
     }
 #elif defined(__AVX2__)
     (void)v, (void)high;
+    __m256i q16[2];
     for (int h = 0; h < 2; h++) {
         __m256i a = _mm256_loadu_si256((const __m256i *)(q + 16 * h)),
                 b = _mm256_loadu_si256((const __m256i *)(q + 16 * h + 8));
-        _mm256_storeu_si256((__m256i *)((int16_t *)row + i + 16 * h),
-                            _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xd8));
+        q16[h] = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xd8);
+        _mm256_storeu_si256((__m256i *)((int16_t *)row + i + 16 * h), q16[h]);
         __m256i t = _mm256_add_epi32(a, b);
         __m128i u = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
         u = _mm_add_epi32(u, _mm_unpackhi_epi64(u, u));
         sum[h] = _mm_cvtsi128_si32(_mm_add_epi32(u, _mm_shuffle_epi32(u, 1)));
     }
+#if defined(QUANT_AVX2)
+    uint8_t *ql = row + 2 * v + 12 * (v / UNPACK_GROUP);
+    const __m256i low = _mm256_set1_epi16(255);
+    __m256i l = _mm256_packus_epi16(_mm256_and_si256(q16[0], low), _mm256_and_si256(q16[1], low));
+    __m256i top = _mm256_packs_epi16(_mm256_srai_epi16(q16[0], 8), _mm256_srai_epi16(q16[1], 8));
+    _mm256_storeu_si256((__m256i *)(ql + i), _mm256_permute4x64_epi64(l, 0xd8));
+    _mm256_storeu_si256((__m256i *)(ql + v + i), _mm256_permute4x64_epi64(top, 0xd8));
+#endif
 #else
     (void)v, (void)high;
     for (int j = 0; j < 32; j++) ((int16_t *)row)[i + j] = (int16_t)q[j], sum[j / 16] += q[j];
@@ -373,49 +391,55 @@ __attribute__((always_inline)) static inline __m256i sums32(int type, const uint
     return sum_pair_lanes(pairs);
 }
 
-// Q6_K's 16 groups' Σ s q in pairs (pairs[j]: groups 2 j and 2 j + 1 added pairwise) with its
-// 6-bit values unbiased (0..63), built in 16-bit lanes: the bytes of low nibbles and of high
-// bits are widened once for the four groups that share them, where building signed bytes
-// first widened each group's bytes apart (x86-64-v3 on Zen 4, one token, CPU time: 0.056 -> 0.053 ns a weight; VBROADCASTI128 and VPSHUFB in place of VPMOVZXBW: 0.055).
-static inline void q6_k_pairs(const uint8_t *blk, const int16_t *q, __m256i pairs[8]) {
-    const __m256i low = _mm256_set1_epi16(15), high = _mm256_set1_epi16(0x30);
+// Σ v q over each 4 values of 32 (8 lanes), v unsigned bytes below 64 and q taken as its bytes
+// q = 256 qh + ql: ql (unsigned) times v and v times qh (signed) are exact in VPMADDUBSW's
+// 16-bit pairs (255 · 63 · 2 < 2^15), so the values need no widening to 16-bit lanes.
+static inline __m256i byte_products(__m256i v, const uint8_t *ql, const int8_t *qh) {
+    __m256i l = _mm256_loadu_si256((const __m256i *)ql), h = _mm256_loadu_si256((const __m256i *)qh);
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(l, v), _mm256_set1_epi16(1)),
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(v, h), _mm256_set1_epi16(256)));
+}
+
+// Q6_K's 16 groups' Σ s q (groups 8 h .. 8 h + 7 in out[h]'s lanes) with its 6-bit values
+// unbiased (0..63), built in bytes, 32 to a register, and multiplied by the input's bytes
+// (byte_products): in 16-bit lanes they took about half as many vector µops again (x86-64-v3,
+// one token, one thread in L2, Intel Xeon: medians 0.121-0.141 -> 0.116-0.120 ns a weight).
+static inline void q6_k_sums(const uint8_t *blk, QuantizedRow x, size_t i, __m256i out[2]) {
+    const __m256i low = _mm256_set1_epi8(15), high = _mm256_set1_epi8(0x30);
     for (int h = 0; h < 2; h++) {
-        __m256i p[8];                          // groups 8 h + 2 k + half, in order k, half
-        for (int half = 0; half < 2; half++) { // values 128 h + 32 k + 16 half .. + 15
-            const uint8_t *ql = blk + 64 * h + 16 * half, *qh = blk + 128 + 32 * h + 16 * half;
-            __m256i l0 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)ql));
-            __m256i l1 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(ql + 32)));
-            __m256i hb = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)qh));
-            __m256i v[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, low), _mm256_and_si256(_mm256_slli_epi16(hb, 4), high)),
-                _mm256_or_si256(_mm256_and_si256(l1, low), _mm256_and_si256(_mm256_slli_epi16(hb, 2), high)),
-                _mm256_or_si256(_mm256_srli_epi16(l0, 4), _mm256_and_si256(hb, high)),
-                _mm256_or_si256(_mm256_srli_epi16(l1, 4), _mm256_and_si256(_mm256_srli_epi16(hb, 2), high))};
-            for (int k = 0; k < 4; k++)
-                p[2 * k + half] = _mm256_madd_epi16(v[k], load16(q + 128 * h + 32 * k + 16 * half));
+        __m256i l0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h)),
+                l1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32)),
+                hb = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+        __m256i v[4] = {_mm256_or_si256(_mm256_and_si256(l0, low), _mm256_and_si256(_mm256_slli_epi16(hb, 4), high)),
+                        _mm256_or_si256(_mm256_and_si256(l1, low), _mm256_and_si256(_mm256_slli_epi16(hb, 2), high)),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), low), _mm256_and_si256(hb, high)),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), low),
+                                        _mm256_and_si256(_mm256_srli_epi16(hb, 2), high))};
+        __m256i p[4]; // values 128 h + 32 k ..: groups 8 h + 2 k in lanes 0-3, 8 h + 2 k + 1 in 4-7
+        for (int k = 0; k < 4; k++) {
+            size_t at = i + 128 * (size_t)h + 32 * (size_t)k;
+            p[k] = byte_products(v[k], x.ql + at, x.qh + at);
         }
-        for (int k = 0; k < 4; k++) pairs[4 * h + k] = _mm256_hadd_epi32(p[2 * k], p[2 * k + 1]);
+        // pairwise adds within the 128-bit lanes leave groups 0, 2, 4, 6 in the low half and
+        // 1, 3, 5, 7 in the high one; a permutation puts group g in lane g
+        __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+        out[h] = _mm256_permutevar8x32_epi32(t, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     }
 }
 
 // The 16 groups' Σ s q of a chunk of a type with a scale per 16 values, groups 0..7 in out[0]'s
-// lanes and 8..15 in out[1]'s, and their scales (and offsets) into a and b. Q6_K's values come
-// unbiased, its bias of 32 an offset b = -32 a.
+// lanes and 8..15 in out[1]'s, and their scales (and offsets) into a and b (Q2_K and Q3_K; Q6_K
+// has q6_k_sums).
 __attribute__((always_inline)) static inline void sums16(int type, const uint8_t *blk, const int16_t *q, __m256i out[2],
                                                          float *a, float *b) {
     __m256i pairs[8];
-    if (type == BLOCK_Q6_K) q6_k_pairs(blk, q, pairs);
-    else
-        for (int j = 0; j < 8; j++) { // values 32 j .. 32 j + 31: groups 2 j and 2 j + 1
-            __m256i lo, hi;
-            widened_products(block_kernels[type].values32(blk, j), q + 32 * j, &lo, &hi);
-            pairs[j] = _mm256_hadd_epi32(lo, hi);
-        }
+    for (int j = 0; j < 8; j++) { // values 32 j .. 32 j + 31: groups 2 j and 2 j + 1
+        __m256i lo, hi;
+        widened_products(block_kernels[type].values32(blk, j), q + 32 * j, &lo, &hi);
+        pairs[j] = _mm256_hadd_epi32(lo, hi);
+    }
     out[0] = sum_pair_lanes(pairs), out[1] = sum_pair_lanes(pairs + 4);
     block_kernels[type].scales(blk, a, b);
-    if (type == BLOCK_Q6_K)
-        for (int h = 0; h < 2; h++)
-            _mm256_store_ps(b + 8 * h, _mm256_mul_ps(_mm256_load_ps(a + 8 * h), _mm256_set1_ps(-32.0f)));
 }
 #endif
 
@@ -465,6 +489,21 @@ __attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, c
             continue;
         }
         __m256i group_sums[2];
+        if (type == BLOCK_Q6_K && m == UNPACKED_VALUES) {
+            // the 16 scales d s_g in registers, and the bias of 32 taken out before them:
+            // acc += d s_g (dx_g Σ v q - 32 sx_g)
+            q6_k_sums(blocks, x, (size_t)i, group_sums);
+            __m256 d = _mm256_set1_ps(f16_at(blocks + 208));
+            __m128i scales = _mm_loadu_si128((const __m128i *)(blocks + 192));
+            for (int h = 0; h < 2; h++) {
+                __m128i eight = h ? _mm_unpackhi_epi64(scales, scales) : scales;
+                __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(eight)), d);
+                __m256 t = _mm256_fmadd_ps(_mm256_cvtepi32_ps(group_sums[h]), _mm256_loadu_ps(x.dx + g + 8 * h),
+                                           _mm256_mul_ps(_mm256_loadu_ps(x.sx + g + 8 * h), _mm256_set1_ps(-32.0f)));
+                acc[h] = _mm256_fmadd_ps(a, t, acc[h]);
+            }
+            continue;
+        }
         if (m == UNPACKED_VALUES) {
             sums16(type, blocks, x.q + i, group_sums, u.a, u.b);
         } else {
@@ -475,7 +514,7 @@ __attribute__((always_inline)) static inline DOT_LANES dot_quantized(int type, c
             __m256 sums = _mm256_cvtepi32_ps(group_sums[h]);
             __m256 scale = _mm256_mul_ps(_mm256_load_ps(u.a + 8 * h), _mm256_loadu_ps(x.dx + g + 8 * h));
             acc[h] = _mm256_fmadd_ps(sums, scale, acc[h]);
-            if (type_has_min(type) || (type == BLOCK_Q6_K && m == UNPACKED_VALUES))
+            if (type_has_min(type))
                 acc[h] = _mm256_fmadd_ps(_mm256_load_ps(u.b + 8 * h), _mm256_loadu_ps(x.sx + g + 8 * h), acc[h]);
         }
 #else
