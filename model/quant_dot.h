@@ -403,7 +403,7 @@ static inline __m256i byte_products(__m256i v, const uint8_t *ql, const int8_t *
 // Q6_K's 16 groups' Σ s q (groups 8 h .. 8 h + 7 in out[h]'s lanes) with its 6-bit values
 // unbiased (0..63), built in bytes, 32 to a register, and multiplied by the input's bytes
 // (byte_products): in 16-bit lanes they took about half as many vector µops again (x86-64-v3,
-// one token, one thread in L2, Intel Xeon: medians 0.121-0.141 -> 0.116-0.120 ns a weight).
+// one token, one thread in L2, Intel Xeon: medians 0.121-0.138 -> 0.117-0.120 ns a weight).
 static inline void q6_k_sums(const uint8_t *blk, QuantizedRow x, size_t i, __m256i out[2]) {
     const __m256i low = _mm256_set1_epi8(15), high = _mm256_set1_epi8(0x30);
     for (int h = 0; h < 2; h++) {
