@@ -25,7 +25,8 @@
 
 // The instruction set the block-type products use, widest first: AVX-512 VNNI multiplies
 // bytes (VPDPBUSD), so it takes a 16-bit input as its two bytes; AVX2 multiplies 16-bit pairs
-// (VPMADDWD, or VPDPWSSD where the machine has AVX-VNNI), so it takes the 16-bit values whole.
+// (VPMADDWD, or VPDPWSSD where the machine has AVX-VNNI), so it takes the 16-bit values whole,
+// but for Q6_K's one-token rows, which take their bytes (VPMADDUBSW).
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #define QUANT_VNNI 1
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) // x86-64-v3
@@ -78,8 +79,8 @@ static inline QuantizedRow quantized_row(const uint8_t *row, int n) {
 #else
 #if defined(QUANT_AVX2)
     const uint8_t *ql = row + 2 * v + 12 * g;
-    return (QuantizedRow){ql,         (const int8_t *)(ql + v), (const int16_t *)row, dx, dx + g, NULL,
-                          dx + 2 * g, dx + 2 * g + g / 2};
+    const int8_t *qh = (const int8_t *)(ql + v);
+    return (QuantizedRow){ql, qh, (const int16_t *)row, dx, dx + g, NULL, dx + 2 * g, dx + 2 * g + g / 2};
 #else
     return (QuantizedRow){(const int16_t *)row, dx, dx + g, (const int32_t *)(dx + 2 * g)};
 #endif
@@ -402,8 +403,9 @@ static inline __m256i byte_products(__m256i v, const uint8_t *ql, const int8_t *
 
 // Q6_K's 16 groups' Σ s q (groups 8 h .. 8 h + 7 in out[h]'s lanes) with its 6-bit values
 // unbiased (0..63), built in bytes, 32 to a register, and multiplied by the input's bytes
-// (byte_products): in 16-bit lanes they took about half as many vector µops again (x86-64-v3,
-// one token, one thread in L2, Intel Xeon: medians 0.121-0.138 -> 0.117-0.120 ns a weight).
+// (byte_products), where widened to 16-bit lanes they took half as many vector µops again
+// (x86-64-v3, one token, one thread in L2, Intel Xeon: medians 0.121-0.138 -> 0.117-0.120 ns
+// a weight).
 static inline void q6_k_sums(const uint8_t *blk, QuantizedRow x, size_t i, __m256i out[2]) {
     const __m256i low = _mm256_set1_epi8(15), high = _mm256_set1_epi8(0x30);
     for (int h = 0; h < 2; h++) {
