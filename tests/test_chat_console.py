@@ -102,13 +102,17 @@ class Session:
         """The screen's text rows, and the cursor (row, column)."""
         return [line.rstrip() for line in self.vt.display], (self.vt.cursor.y, self.vt.cursor.x)
 
-    def until(self, pattern, timeout=60, start=None):
+    def until(self, pattern, timeout=60, start=None, limit=600):
         """What the terminal shows from here up to and including the first match of pattern (. matches
-        newlines too)."""
-        start, end = len(self.screen) if start is None else start, time.time() + timeout
+        newlines too). A hang is timeout seconds with nothing new on the terminal, not a total time:
+        a long prompt's progress on a slow machine (the sanitizers' build) is not one. limit bounds
+        the whole wait."""
+        start, first = len(self.screen) if start is None else start, time.time()
+        last = first
         while not re.search(pattern, self.screen[start:], re.S):
-            left = end - time.time()
-            assert left > 0, "no %r within %d s; the terminal shows %r" % (pattern, timeout, self.screen[-600:])
+            left = min(last + timeout, first + limit) - time.time()
+            assert left > 0, "no %r, and nothing new for %d s (or %d s in all); the terminal shows %r" % (
+                pattern, timeout, limit, self.screen[-600:])
             if select.select([self.fd], [], [], left)[0]:
                 try:
                     chunk = os.read(self.fd, 65536)
@@ -116,6 +120,7 @@ class Session:
                     chunk = b""
                 assert chunk, "the terminal closed; it showed %r" % self.screen[-600:]
                 self.shown(chunk)
+                last = time.time()
         return self.screen[start:]
 
     def type(self, keys, then=PROMPT):
