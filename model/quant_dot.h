@@ -56,6 +56,11 @@ static inline size_t quantized_row_bytes(int n) {
     return bytes;
 }
 
+#if defined(QUANT_AVX2)
+// Where the AVX2 row's byte planes (ql, then qh) begin: after q, dx, sx, dx32 and sx32.
+static inline size_t byte_planes_at(size_t v) { return 2 * v + 12 * (v / UNPACK_GROUP); }
+#endif
+
 typedef struct {
 #if defined(QUANT_VNNI) || defined(QUANT_AVX2)
     const uint8_t *ql;
@@ -78,7 +83,7 @@ static inline QuantizedRow quantized_row(const uint8_t *row, int n) {
     return (QuantizedRow){row, (const int8_t *)(row + v), dx, dx + g, (const int32_t *)(dx + 2 * g)};
 #else
 #if defined(QUANT_AVX2)
-    const uint8_t *ql = row + 2 * v + 12 * g;
+    const uint8_t *ql = row + byte_planes_at(v);
     const int8_t *qh = (const int8_t *)(ql + v);
     return (QuantizedRow){ql, qh, (const int16_t *)row, dx, dx + g, NULL, dx + 2 * g, dx + 2 * g + g / 2};
 #else
@@ -155,7 +160,7 @@ static inline void store_quantized32(uint8_t *row, size_t v, size_t i, const int
         sum[h] = _mm_cvtsi128_si32(_mm_add_epi32(u, _mm_shuffle_epi32(u, 1)));
     }
 #if defined(QUANT_AVX2)
-    uint8_t *ql = row + 2 * v + 12 * (v / UNPACK_GROUP);
+    uint8_t *ql = row + byte_planes_at(v);
     const __m256i low = _mm256_set1_epi16(255);
     __m256i l = _mm256_packus_epi16(_mm256_and_si256(q16[0], low), _mm256_and_si256(q16[1], low));
     __m256i top = _mm256_packs_epi16(_mm256_srai_epi16(q16[0], 8), _mm256_srai_epi16(q16[1], 8));

@@ -1,7 +1,8 @@
 // model/quant_panels.h: many input rows (a prompt) times a matrix in a llama.cpp block type,
-// where the machine has vector integer products (AVX-512 VNNI, AVX2): the weights unpacked
-// once into panels laid out for the multiply-adds, and tiles of tokens against them. The
-// inputs come rounded as model/quant_dot.h rounds them for one token.
+// where the machine has vector integer products (AVX-512 VNNI, with AMX tiles where it has
+// them; AVX2): the weights unpacked once into panels laid out for the multiply-adds, and tiles
+// of tokens against them. The inputs come rounded as model/quant_dot.h rounds them for one
+// token.
 #ifndef ATTN_MODEL_QUANT_PANELS_H
 #define ATTN_MODEL_QUANT_PANELS_H
 
@@ -9,6 +10,14 @@
 #include <string.h>
 #include "quant.h"
 #include "quant_dot.h"
+
+// AMX (Intel's tile registers, Sapphire Rapids on) where the compiler may use it: the prompts'
+// tiles of 16 tokens multiply in them, and the rest as without.
+#if defined(QUANT_VNNI) && defined(__AMX_TILE__) && defined(__AMX_INT8__)
+#define QUANT_AMX 1
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #if defined(QUANT_VNNI) || defined(QUANT_AVX2)
 // Many input rows (a prompt) times a matrix in a block type: QPANEL_ROWS rows of weights
@@ -104,6 +113,84 @@ __attribute__((always_inline)) static inline void quantized_tile(float *out, siz
     }
     for (int t = 0; t < nt; t++) _mm512_mask_storeu_ps(out + t * ld_out, mask, acc[t]);
 }
+#if defined(QUANT_AMX)
+// Linux lends a thread the tile registers' 8 KiB of state only once the process has asked for
+// it; where it refuses (an older kernel), the VNNI tiles serve.
+static inline int amx_usable(void) {
+    static int state; // 0: not asked yet, 1: granted, -1: refused; asking twice is harmless
+    int s = __atomic_load_n(&state, __ATOMIC_RELAXED);
+    if (!s) {
+        const long ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18;
+        s = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0 ? 1 : -1;
+        __atomic_store_n(&state, s, __ATOMIC_RELAXED);
+    }
+    return s > 0;
+}
+
+// The tiles: 0 and 1 the 16 tokens' low and high bytes of a group of 32 values (16 rows of 32
+// bytes), 2 the panel's group (8 rows of 64 bytes: 4 values of 16 weight rows, as VPDPBUSD
+// takes them), 3 and 4 their int32 sums (16 tokens × 16 weight rows).
+#define AMX_GROUP 32
+static inline void amx_configure(void) {
+    struct {
+        uint8_t palette, start_row, reserved[14];
+        uint16_t bytes[16];
+        uint8_t rows[16];
+    } cfg = {.palette = 1};
+    cfg.bytes[0] = cfg.bytes[1] = AMX_GROUP, cfg.rows[0] = cfg.rows[1] = 16;
+    cfg.bytes[2] = 64, cfg.rows[2] = AMX_GROUP / 4;
+    cfg.bytes[3] = cfg.bytes[4] = 64, cfg.rows[3] = cfg.rows[4] = 16;
+    __asm__ volatile("ldtilecfg %0" ::"m"(cfg)); // GCC 12's _tile_loadconfig tells it only 8 bytes are read
+}
+
+// quantized_tile for 16 tokens in AMX tiles (amx_configure done), for a type whose scales come
+// per 32 values: per 32 values, the low bytes (unsigned) and the high bytes (signed) times the
+// panel's values (signed), TDPBUSD and TDPBSSD, which need no bias; then the two sums joined
+// and scaled as the VNNI tiles do. The 32 values' two groups have the same a, and an input
+// the same dx (one scale per 32 values), so their sums are scaled once.
+__attribute__((always_inline)) static inline void quantized_tile_amx(float *out, size_t ld_out, const uint8_t *x,
+                                                                     size_t ld_x, int n, const PanelValue *ps,
+                                                                     const float *pa, const float *pb, int min, int k0,
+                                                                     int kn, const float *bias, int rows, int first,
+                                                                     int last) {
+    __mmask16 mask = rows >= 16 ? 0xffff : (__mmask16)((1u << rows) - 1);
+    QuantizedRow x0 = quantized_row(x, n); // token t's row is x0's, t ld_x bytes on
+    __m512 acc[16];
+    for (int t = 0; t < 16; t++) acc[t] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, out + t * ld_out);
+    // two sets of sums, a group's and the next's, so that the tiles' stores need not wait for
+    // the float32 work to have read the last ones
+    int32_t sums[2][2][16 * 16] __attribute__((aligned(64)));
+    __asm__ volatile("" ::: "memory"); // GCC 12's _tile_loadd does not say it reads memory: the panel is written first
+    for (int g = 0; g < kn / AMX_GROUP; g++) {
+        size_t at = (size_t)k0 + (size_t)g * AMX_GROUP, gx = at / UNPACK_GROUP,
+               gp = (size_t)g * AMX_GROUP / UNPACK_GROUP;
+        int32_t *low = sums[g & 1][0], *high = sums[g & 1][1];
+        _tile_zero(3);
+        _tile_zero(4);
+        _tile_loadd(0, x0.ql + at, ld_x);
+        _tile_loadd(1, x0.qh + at, ld_x);
+        _tile_loadd(2, ps + (size_t)g * AMX_GROUP * QPANEL_ROWS, 64);
+        _tile_dpbusd(3, 0, 2);
+        _tile_dpbssd(4, 1, 2);
+        _tile_stored(3, low, 64);
+        _tile_stored(4, high, 64);
+        __m512 a = _mm512_loadu_ps(pa + gp * QPANEL_ROWS), b = min ? _mm512_loadu_ps(pb + gp * QPANEL_ROWS) : a;
+        for (int t = 0; t < 16; t++) {
+            const float *dx = (const float *)((const uint8_t *)x0.dx + t * ld_x),
+                        *sx = (const float *)((const uint8_t *)x0.sx + t * ld_x);
+            __m512i s = _mm512_add_epi32(_mm512_load_si512(low + 16 * t),
+                                         _mm512_slli_epi32(_mm512_load_si512(high + 16 * t), 8));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(a, _mm512_set1_ps(dx[gx])), acc[t]);
+            if (min) acc[t] = _mm512_fmadd_ps(b, _mm512_set1_ps(sx[gx] + sx[gx + 1]), acc[t]);
+        }
+    }
+    if (last && bias) {
+        __m512 bv = _mm512_maskz_loadu_ps(mask, bias);
+        for (int t = 0; t < 16; t++) acc[t] = _mm512_add_ps(acc[t], bv);
+    }
+    for (int t = 0; t < 16; t++) _mm512_mask_storeu_ps(out + t * ld_out, mask, acc[t]);
+}
+#endif
 #else
 // The same for AVX2: 16 outputs as two registers of 8.
 __attribute__((always_inline)) static inline void quantized_tile(float *out, size_t ld_out, const uint8_t *x,
@@ -172,16 +259,27 @@ __attribute__((always_inline)) static inline void matmul_quantized_panels_of(int
     size_t rb = (size_t)n / matrix_types[type].block * matrix_types[type].block_bytes, ld_x = quantized_row_bytes(n);
     PanelValue *ps = (PanelValue *)panel;
     float *pa = (float *)(ps + (size_t)QPANEL_K * QPANEL_ROWS), *pb = pa + QPANEL_K / UNPACK_GROUP * QPANEL_ROWS;
+#if defined(QUANT_AMX)
+    // only the types whose scales come per 32 values: per 16, the tiles' stores, two a group
+    // of 16 tokens × 16 rows, cost more than the VNNI tiles' products (docs/KERNELS.md)
+    int amx = !block_kernels[type].per16 && T >= 16 && amx_usable();
+    if (amx) amx_configure();
+#endif
     for (size_t r0 = lo; r0 < hi; r0 += QPANEL_ROWS) {
         int rows = hi - r0 < QPANEL_ROWS ? (int)(hi - r0) : QPANEL_ROWS;
         const float *b = bias ? bias + r0 : NULL;
         for (int k0 = 0; k0 < n; k0 += QPANEL_K) {
             int left = (int)quantized_values(n) - k0, kn = left < QPANEL_K ? left : QPANEL_K;
             pack_quantized_panel(ps, pa, pb, type, blocks + r0 * rb, rb, rows, k0, kn, n);
-            for (int t = 0; t < T; t += QTILE_T) {
+            int first = k0 == 0, last = k0 + kn >= n, t = 0;
+#if defined(QUANT_AMX)
+            for (; amx && T - t >= 16; t += 16)
+                quantized_tile_amx(out + (size_t)t * n_out + r0, n_out, x + (size_t)t * ld_x, ld_x, n, ps, pa, pb,
+                                   type_has_min(type), k0, kn, b, rows, first, last);
+#endif
+            for (; t < T; t += QTILE_T) {
                 float *o = out + (size_t)t * n_out + r0;
                 const uint8_t *xt = x + (size_t)t * ld_x;
-                int first = k0 == 0, last = k0 + kn >= n;
                 switch (T - t < QTILE_T ? T - t : QTILE_T) { // one copy of the loop per count of tokens
 #define QTILE(nt)                                                                                                      \
     case nt:                                                                                                           \
@@ -200,6 +298,9 @@ __attribute__((always_inline)) static inline void matmul_quantized_panels_of(int
             }
         }
     }
+#if defined(QUANT_AMX)
+    if (amx) _tile_release(); // a thread holding tile state costs more to switch
+#endif
 }
 #endif
 

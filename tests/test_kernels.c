@@ -868,14 +868,15 @@ static void test_quantize_input(void **state) {
 // type's own order the whole row at once: ordered_product), so each output may be off
 // by at most Σ |w_i| · (half a step of x_i's group) plus float32 rounding, and is checked
 // against that bound. The sizes take one block per row and many, whole and short chunks (rows
-// of 288), tiles of 1 to 16 tokens, two panels in turn over QPANEL_K, one-token rows in
+// of 288), tiles of 1 to 16 tokens (and where the machine has AMX, one or two tiles of 16 in
+// it with the rest after), two panels in turn over QPANEL_K, one-token rows in
 // parts of 16 and in a last part shorter than the others, and a few tokens' rows in their own
 // order over more rows than one pass of the tokens takes, each token's outputs bit for bit its
 // own one-token product's. The outputs are computed in two ranges, as two threads do.
 static void test_matmul_blocks(void **state) {
     (void)state;
-    int sizes[][3] = {{1, 256, 5},   {1, 2304, 13}, {1, 512, 300}, {1, 768, 97},   {3, 512, 33}, {9, 256, 40},
-                      {17, 2304, 9}, {2, 4096, 17}, {5, 288, 7},   {3, 4096, 400}, {12, 512, 20}};
+    int sizes[][3] = {{1, 256, 5},   {1, 2304, 13}, {1, 512, 300}, {1, 768, 97},   {3, 512, 33},  {9, 256, 40},
+                      {17, 2304, 9}, {2, 4096, 17}, {5, 288, 7},   {3, 4096, 400}, {12, 512, 20}, {35, 512, 100}};
     for (int type = BLOCK_Q4_0; type < MATRIX_TYPES; type++)
         for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
             int T = sizes[k][0], n_in = sizes[k][1], n_out = sizes[k][2], block = matrix_types[type].block;
