@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "attention.h"
+#include "attention_token.h"
 #include "file.h"
 #include "layers.h"
 #include "bf16_gemm.h"
