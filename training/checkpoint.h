@@ -25,7 +25,7 @@ typedef struct {
 // is: a run stopped inside a step checkpoints the step before it and does it again on resume.
 // Config and tokenizer come from the model file, which are the same at every checkpoint of a
 // run; a fingerprint of both makes sure of it.
-// STATE_MAGIC is model/file.h's, which ./run --verify reads too
+// STATE_MAGIC is model/checksum.h's, which ./run --verify reads too
 // 2: Opts gained dropout; 3: the checksum, the best loss, a pending evaluation; 4: the threads
 // (a version 3 state, which lacks them, still resumes)
 #define STATE_VERSION 4
