@@ -19,7 +19,6 @@
 #include "quant_panels.h"
 #include "threads.h"
 #include "widen.h"
-#include "level.h"
 
 // The scalar end of a row's dot product, from element i on, onto s: fused the same way for
 // every type (left to itself, GCC vectorises float32's products unfused and fuses the others',
