@@ -6,11 +6,11 @@
 #include "attention.h"
 #include "threads.h"
 
-// Bound by reading the cache. Each thread takes a range of the keys for every head; it reads
-// each key and value once for all the query heads of its group, a block of keys at a time, and
-// leaves for each query head a partial softmax: its largest score m, the sum l of exp(score - m) and
-// o = Σ exp(score - m) v. Partials of one head's key ranges merge exactly: each is weighted by
-// exp(m - M), M the largest m.
+// A step is bound by reading the cache. Each thread takes a range of the keys for every head;
+// it reads each key and value once for all the query heads of its group, a block of keys at a
+// time, and leaves for each query head a partial softmax: its largest score m, the sum l of
+// exp(score - m) and o = Σ exp(score - m) v. Partials of one head's key ranges merge exactly:
+// each is weighted by exp(m - M), M the largest m.
 #define TOKEN_BLOCK_BYTES 16384           // a head's keys (or values) of a block: a third of L1
 #define TOKEN_PART(hd) ((size_t)(hd) + 2) // a partial's floats: m, l, o [hd]
 
