@@ -7,6 +7,7 @@
 //   model/level.h            the name of the build's kernel level, which ./run prints
 //   model/bf16_gemm.h        bfloat16 inputs, float32 sums (training, --compute bf16)
 //   model/layers.h           norms, activations, RoPE, embedding, softmax and the loss
+//   model/causal.h           the attention's products under a causal mask, in register tiles
 //   model/attention.h        masked multi-head attention, forward and backward
 //   model/attention_token.h  one generated token's attention, split across threads
 //   model/forward.h          one forward pass over T tokens with its KV cache (./run, samples)

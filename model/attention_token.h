@@ -1,5 +1,5 @@
 // model/attention_token.h: one-token attention, a generation step's one query row against the
-// whole KV cache (attention.h has the many-row passes and the products both use).
+// whole KV cache (attention.h has the many-row passes, causal.h the products both use).
 #ifndef ATTN_MODEL_ATTENTION_TOKEN_H
 #define ATTN_MODEL_ATTENTION_TOKEN_H
 

@@ -10,7 +10,7 @@
 // Every function here runs on one thread, on the rows of its own sequences: a step forks the
 // thread pool once and each thread takes its share of the batch through forward and backward
 // (model_step). Every linear layer's product is OpenBLAS sgemm (model/matmul.h), single-threaded
-// inside the parallel region, so there is one pool; attention's are model/attention.h's causal
+// inside the parallel region, so there is one pool; attention's are model/causal.h's
 // products, which skip the masked half.
 //
 // With bf16 (./train --precision bf16, a training step's; evaluations pass 0) the linear layers'
