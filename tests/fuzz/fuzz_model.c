@@ -156,11 +156,42 @@ int main(int argc, char **argv) {
     typed.dim = 32, typed.hidden_dim = 32, typed.n_heads = 4, typed.head_dim = 8, typed.rope_dims = 8;
     typed.tied_classifier = 0;
     typed.weight_type = WEIGHTS_PER_MATRIX, typed.type_table = types;
-    Config configs[] = {base, gpt, post, deep, q8, q8_gpt, typed};
+    // the 256-value block types (version 6), on the rows of dim 256: wo's and w2's rows of 32
+    // take 32-value types
+    static const uint8_t k_types[] = {10, 11, 12, 13, 8, 14, 23, 2, 14};
+    Config k_typed = typed;
+    k_typed.dim = 256, k_typed.n_heads = 2, k_typed.head_dim = 16, k_typed.rope_dims = 16;
+    k_typed.type_table = k_types;
+    // experts (version 8): 4 of hidden 12, 2 a token with their weights normalised, and a
+    // shared expert behind its gate; then the same with a type per matrix, and without a gate
+    Config moe = base;
+    moe.n_experts = 4, moe.n_experts_used = 2, moe.moe_flags = MOE_NORM_TOPK, moe.shared_dim = 8;
+    static const uint8_t moe_types[] = {8, 2, 3, 6, 7, 20, 8, 2, 0, 30, 1, 20};
+    Config moe_typed = typed;
+    moe_typed.n_experts = 3, moe_typed.n_experts_used = 1, moe_typed.shared_dim = 32;
+    moe_typed.type_table = moe_types;
+    Config moe_plain = moe;
+    moe_plain.ffn_kind = FFN_GELU_TANH, moe_plain.moe_flags = 0, moe_plain.n_experts_used = 4;
+    // Gemma 3's knobs: QK and output norms, (1 + w) norms, GeGLU, local layers of a window of
+    // 3 with every second one global, scaled RoPE; then Llama 3's RoPE, OLMoE's QK norms over
+    // the whole projections, and the file's sampling defaults (version 7)
+    Config gemma = deep;
+    gemma.arch_flags = ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_OUT_NORMS, gemma.ffn_kind = FFN_GEGLU_TANH;
+    gemma.sliding_window = 3, gemma.global_every = 2, gemma.rope_local_theta = 100.0f;
+    gemma.rope_scaling = ROPE_SCALING_LINEAR, gemma.rope_factor = 8.0f, gemma.attn_scale = 0.25f;
+    gemma.embed_scale = 2.8f;
+    Config llama3 = base;
+    llama3.rope_scaling = ROPE_SCALING_LLAMA3, llama3.rope_factor = 32.0f, llama3.rope_low_freq_factor = 1.0f;
+    llama3.rope_high_freq_factor = 4.0f, llama3.rope_original_ctx = 4;
+    llama3.arch_flags = ARCH_QK_NORM | ARCH_QK_NORM_WHOLE;
+    llama3.sampling_flags = SAMPLING_ALL, llama3.temperature = 0.6f, llama3.top_p = 0.9f, llama3.top_k = 5;
+    llama3.min_p = 0.05f, llama3.repeat_penalty = 1.1f;
+    Config configs[] = {base, gpt, post, deep, q8, q8_gpt, typed, k_typed, moe, moe_typed, moe_plain, gemma, llama3};
     for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
         size_t bytes = carve_weights(&configs[i], NULL, NULL);
         float *w = malloc(bytes);
-        for (size_t k = 0; k < bytes / sizeof(float); k++) w[k] = (float)((k * 37 % 101) - 50) / 100.0f;
+        for (size_t k = 0; k < bytes / sizeof(float); k++)
+            w[k] = (float)((int)(k * 37 % 101) - 50) / 100.0f; // int: in size_t, −50 wrapped and overflowed the logits
         char path[4096];
         snprintf(path, sizeof path, "%s/small%zu.bin", argv[1], i);
         // every other seed with a version 5 chat section: family 0 and a template's text
