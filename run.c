@@ -505,7 +505,7 @@ static void check_fits(const Options *o) {
 _Noreturn static void verify(const char *path) {
     Model m;
     char err[512];
-    if (is_state_file(path)) verify_state(path);
+    if (state_file_step(path) != -1) verify_state(path);
     if (model_open(&m, path, err, sizeof err)) die("%s", err);
     int version = m.version;
     model_close(&m);

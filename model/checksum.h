@@ -29,12 +29,18 @@ static inline int crc32_of_range(int fd, off_t at, off_t end, unsigned char *buf
     }
 }
 
-static inline int is_state_file(const char *path) {
-    char head[8];
+// The step a resume state at path says its run reached; -1 when path is not one (or cannot be
+// read), -2 when it is one cut too short to hold its step.
+static inline long state_file_step(const char *path) {
+    char head[STATE_STEP_OFFSET + sizeof(uint64_t)];
     int fd = open(path, O_RDONLY | O_NONBLOCK);
     ssize_t got = fd < 0 ? -1 : pread(fd, head, sizeof head, 0);
     if (fd >= 0) close(fd);
-    return got == (ssize_t)sizeof head && !memcmp(head, STATE_MAGIC, 8);
+    if (got < 8 || memcmp(head, STATE_MAGIC, 8)) return -1;
+    if (got < (ssize_t)sizeof head) return -2;
+    uint64_t step;
+    memcpy(&step, head + STATE_STEP_OFFSET, sizeof step);
+    return (long)step;
 }
 
 // A resume state's checksum: the CRC-32 of all its bytes but the last four, which hold it

@@ -49,15 +49,6 @@ static void lock_outputs(RunFiles *f) {
         die("%s: cannot write the lock file: %s", f->lock, strerror(errno));
 }
 
-// The step an existing MODEL.state says its run reached, or -1 without a readable one.
-static long saved_step(const char *state_path) {
-    StateHeader h;
-    int fd = open(state_path, O_RDONLY | O_NONBLOCK);
-    ssize_t n = fd < 0 ? -1 : read(fd, &h, sizeof h);
-    if (fd >= 0) close(fd);
-    return n == (ssize_t)sizeof h && !memcmp(h.magic, STATE_MAGIC, 8) ? (long)h.step : -1;
-}
-
 // Whether the file at path begins as attn.c writes it: the bytes want (len of them), or for a
 // lock file (want NULL) a process id and a newline, or nothing. 1 also when path is absent.
 static int written_by_us(const char *path, const char *want, size_t len) {
@@ -102,7 +93,7 @@ static void check_existing_files(const RunFiles *f, const Args *a) {
     if (a->init && same_file(a->init, f->model))
         die("%s is also --init: training would write over it; give --force to train it in place, or another -o",
             f->model);
-    long step = saved_step(f->state);
+    long step = state_file_step(f->state);
     if (step >= 0)
         die("%s exists: %ld step%s of training; use --resume to continue, or --force to start over", f->model, step,
             plural(step));
