@@ -14,18 +14,19 @@ static int small_enough(const Config *c) {
            (size_t)c->n_heads * c->seq_len <= (1u << 20);
 }
 
-// Runs tokens (ids < vocab_size) at positions 0.. through the model, with the weights and
-// tokenizer carved out of an exact-size heap copy of the file, and a KV cache of kv_type.
-static void run_forward(const Config *c, const unsigned char *file, const int *tokens, int n, int kv_type) {
+// Runs tokens (ids < vocab_size) at positions 0.. through the model, chunk tokens a pass, with
+// the weights and tokenizer carved out of an exact-size heap copy of the file, and a KV cache
+// of kv_type.
+static void run_forward(const Config *c, const unsigned char *file, const int *tokens, int n, int chunk, int kv_type) {
     const FileHeader *h = (const FileHeader *)file;
     Weights w;
     if (weights_init(&w, c, (float *)(file + h->weights_offset))) return;
     RunState s;
     if (n > c->seq_len) n = c->seq_len;
-    if (n > 0 && !state_init(&s, c, 2, kv_type)) {
-        float *logits = malloc(sizeof(float) * 2 * c->vocab_size);
-        for (int done = 0; logits && done < n; done += 2) {
-            int T = n - done < 2 ? n - done : 2;
+    if (n > 0 && !state_init(&s, c, chunk, kv_type)) {
+        float *logits = malloc(sizeof(float) * chunk * c->vocab_size);
+        for (int done = 0; logits && done < n; done += chunk) {
+            int T = n - done < chunk ? n - done : chunk;
             forward(c, &w, &s, tokens + done, T, done, logits, 0);
         }
         free(logits);
@@ -95,7 +96,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                      sizeof err);
             if (k > 0) n += k;
         }
-        run_forward(&c, copy, tokens, n, size % 2 ? WEIGHTS_F16 : WEIGHTS_F32); // odd sizes: a float16 cache
+        int kv_type = size % 2 ? WEIGHTS_F16 : WEIGHTS_F32; // odd sizes: a float16 cache
+        run_forward(&c, copy, tokens, n, 2, kv_type);
+        // and a prompt's pass in one: the block types' panels (past 12 tokens) and the tiled
+        // attention (16 and more), code that steps of 2 tokens never reach
+        int prompt[20], np = c.seq_len < 20 ? c.seq_len : 20;
+        for (int i = 0; i < np; i++) prompt[i] = (7 * i + 1) % c.vocab_size;
+        if (np >= 16) run_forward(&c, copy, prompt, np, np, kv_type);
     }
     if (tok_ok) tokenizer_free(&tok);
     free(copy);
@@ -154,7 +161,7 @@ int main(int argc, char **argv) {
     static const uint8_t types[] = {2, 3, 6, 7, 8, 20, 1, 30, 0};
     Config typed = base;
     typed.dim = 32, typed.hidden_dim = 32, typed.n_heads = 4, typed.head_dim = 8, typed.rope_dims = 8;
-    typed.tied_classifier = 0;
+    typed.tied_classifier = 0, typed.seq_len = 24; // a context a prompt's pass fits in
     typed.weight_type = WEIGHTS_PER_MATRIX, typed.type_table = types;
     // the 256-value block types (version 6), on the rows of dim 256: wo's and w2's rows of 32
     // take 32-value types
@@ -166,6 +173,7 @@ int main(int argc, char **argv) {
     // shared expert behind its gate; then the same with a type per matrix, and without a gate
     Config moe = base;
     moe.n_experts = 4, moe.n_experts_used = 2, moe.moe_flags = MOE_NORM_TOPK, moe.shared_dim = 8;
+    moe.seq_len = 24;
     static const uint8_t moe_types[] = {8, 2, 3, 6, 7, 20, 8, 2, 0, 30, 1, 20};
     Config moe_typed = typed;
     moe_typed.n_experts = 3, moe_typed.n_experts_used = 1, moe_typed.shared_dim = 32;
@@ -179,7 +187,7 @@ int main(int argc, char **argv) {
     gemma.arch_flags = ARCH_QK_NORM | ARCH_NORM_PLUS_ONE | ARCH_OUT_NORMS, gemma.ffn_kind = FFN_GEGLU_TANH;
     gemma.sliding_window = 3, gemma.global_every = 2, gemma.rope_local_theta = 100.0f;
     gemma.rope_scaling = ROPE_SCALING_LINEAR, gemma.rope_factor = 8.0f, gemma.attn_scale = 0.25f;
-    gemma.embed_scale = 2.8f;
+    gemma.embed_scale = 2.8f, gemma.seq_len = 24;
     Config llama3 = base;
     llama3.rope_scaling = ROPE_SCALING_LLAMA3, llama3.rope_factor = 32.0f, llama3.rope_low_freq_factor = 1.0f;
     llama3.rope_high_freq_factor = 4.0f, llama3.rope_original_ctx = 4;
