@@ -742,12 +742,12 @@ def llamacpp_permute(w, n_heads):
     return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def moe_gguf(path, name, conf, w, wtype="F32", shexp_1d=False):
+def moe_gguf(path, name, conf, w, wtype="F32", shexp_1d=False, gates="F32"):
     """The Hugging Face model (conf, w) as llama.cpp's converter writes it: each layer's experts
     merged into one [experts, rows, cols] tensor per matrix, Mixtral as llama with expert_count
-    (q/k rows permuted), the keys its set_gguf_parameters writes; matrices in wtype, norms,
-    routers and the shared expert's gate float32 (shexp_1d: that gate [d], as llama.cpp's loader
-    declares it, rather than the converter's [1, d])."""
+    (q/k rows permuted), the keys its set_gguf_parameters writes; matrices in wtype, norms
+    float32, routers and the shared expert's gate in gates (shexp_1d: that gate [d], as
+    llama.cpp's loader declares it, rather than the converter's [1, d])."""
     _, arch, _ = MOE_FAMILIES[name]
     d, H, KV = conf["hidden_size"], conf["num_attention_heads"], conf["num_key_value_heads"]
     a = arch + "."
@@ -784,8 +784,9 @@ def moe_gguf(path, name, conf, w, wtype="F32", shexp_1d=False):
         out["blk.%s.%s.%s" % (i, MOE_GGUF_NAMES[stem], kind)] = v
     for (i, merged), by_expert in experts.items():
         out["blk.%s.%s.weight" % (i, merged)] = np.stack([by_expert[e] for e in sorted(by_expert)])
-    kept_f32 = ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight", "token_embd.weight", "output.weight")
-    gguf_write.write_gguf(path, meta, {k: (wtype if v.ndim >= 2 and not k.endswith(kept_f32) else "F32", v)
+    kept_f32, gate = ("token_embd.weight", "output.weight"), ("ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight")
+    gguf_write.write_gguf(path, meta, {k: (gates if v.ndim >= 2 and k.endswith(gate) else
+                                           wtype if v.ndim >= 2 and not k.endswith(kept_f32) else "F32", v)
                                        for k, v in out.items()})
 
 
@@ -825,6 +826,30 @@ def moe_gguf_f32_converts_as_its_hf_directory():
             _, b = c_logits(tmp("moe_hf_%s.bin" % name), prompt)
             assert np.array_equal(a, b), name
         shutil.rmtree(d)
+
+
+@case
+def moe_gguf_quantised_gates_convert_to_float32():
+    """A Qwen2-MoE GGUF whose routers and [1, d] shared-expert gates are quantised (llama-quantize
+    takes any 2-d tensor but the router) converts: both held as float32, equal to the GGUF's
+    dequantised values, and the note names only the matrices' types. Found by a mutation run:
+    the gate's reshape met a quantised tensor's lazy rows."""
+    build("run")
+    d, conf, w = moe_hf_dir("qwen2moe", 97)
+    shutil.rmtree(d)
+    for ty in ("Q8_0", "Q4_0"):
+        src = tmp("moe_gates_%s.gguf" % ty)
+        moe_gguf(src, "qwen2moe", conf, w, gates=ty)
+        (cfg, _, t), note = converted(src, "moe_gates_%s.bin" % ty, "--force")
+        assert cfg["weight_type"] == storage.WEIGHTS_F32 and "float32 weights" in note, note
+        with gguf.GGUFFile(src) as f:
+            for i in range(conf["num_hidden_layers"]):
+                for ours, theirs in (("router", "ffn_gate_inp"), ("shared_gate", "ffn_gate_inp_shexp")):
+                    want = np.asarray(f.dequantize(f.tensors["blk.%d.%s.weight" % (i, theirs)])).reshape(-1)
+                    got = np.asarray(t["layers.%d.%s" % (i, ours)]).reshape(-1)
+                    assert np.array_equal(got, want), (ty, i, ours)
+        _, logits = c_logits(tmp("moe_gates_%s.bin" % ty), "Once upon a time")
+        assert np.isfinite(logits).all(), ty
 
 
 # block types our quantiser writes whose blocks rows of the cut-down shapes divide, and the dims that need

@@ -128,6 +128,12 @@ class Stack:
         return self.joined([p.q8_0(group) if hasattr(p, "q8_0") else None for p in self.parts])
 
 
+def vector(w):
+    """A [1, d] Weight (a Linear to one output) as the [d] float32 vector a model file holds: its
+    values taken whole, since a quantised GGUF tensor's lazy rows have no reshape."""
+    return Weight(Stored(np.asarray(w, dtype=np.float32).reshape(-1), "F32"), w.name)
+
+
 def stack(path, weights):
     """Weights of one stored type (each taken from checkpoint path) as one Weight, their rows one
     after another, named as the first one's checkpoint names it; stored as the parts are (a

@@ -9,7 +9,7 @@ import json
 import math
 
 from attn.errors import Bad
-from attn.tensors import stack
+from attn.tensors import stack, vector
 from attn import modelfile as mf
 
 FAMILIES = {}  # model_type -> the family's instance, in the order registered
@@ -211,5 +211,5 @@ class Experts(Family):
         if x.get("shared"):  # the shared expert's matrices (S: its width) and its gate, a Linear to one output
             out.update(("shared_" + ours, tn.take(prefix + x["shared"] + x[theirs] + ".weight", dims.replace("h", "S")))
                        for ours, theirs, dims in matrices)
-            out["shared_gate"] = tn.take(prefix + x["shared_gate"], "od").view(lambda a: a.reshape(-1))
+            out["shared_gate"] = vector(tn.take(prefix + x["shared_gate"], "od"))
         return out

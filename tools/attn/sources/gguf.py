@@ -405,7 +405,10 @@ def weight_chooser(f):
     why, group size). A file of float matrices only is convert.py's usual choice; one holding
     any quantised matrix is Q8_0 unless --weights says otherwise, by default with the largest
     group that every exactly mapped type's group and every row length divide."""
-    kinds = sorted({t.type_name for t in f.tensors.values() if len(t.shape) >= 2 and t.name != "position_embd.weight"},
+    # a model file holds these in float32 whatever their type here: the learned positions, the
+    # router and the shared expert's gate
+    in_f32 = ("position_embd.weight", "ffn_gate_inp.weight", "ffn_gate_inp_shexp.weight")
+    kinds = sorted({t.type_name for t in f.tensors.values() if len(t.shape) >= 2 and not t.name.endswith(in_f32)},
                    key=lambda k: (k not in FLOATS, k))
     quant = [k for k in kinds if k not in FLOATS]
 
