@@ -1095,12 +1095,18 @@ def llama_biases_are_optional():
 
 
 def convert_damaged(n, seed):
-    """convert.py on n damaged copies (tests/gguf_mutate.py's mutations) of llama.cpp's files:
-    each must end in exit status 1 and one line, never in a message for an exception no reader
-    foresaw ("cannot convert (...)"), or succeed. Returns the failures' messages."""
+    """convert.py on n damaged copies (tests/gguf_mutate.py's mutations) of llama.cpp's files and
+    of two mixtures of experts (a shared expert, quantised experts and gates): each must end in
+    exit status 1 and one line, never in a message for an exception no reader foresaw ("cannot
+    convert (...)"), or succeed. Returns the failures' messages."""
     import gguf_mutate
     rnd, bad = random.Random(seed), []
     seeds = [open(shared(n), "rb").read() for n in ("stories260K-Q4_K_M", "stories260K-F32", "stories260K-Q6_K")]
+    for name, wtype, gates in (("qwen2moe", "F32", "Q8_0"), ("qwen3moe", "Q4_0", "F32")):
+        d, conf, w = moe_hf_dir(name, 99)
+        shutil.rmtree(d)
+        moe_gguf(tmp("damaged_seed.gguf"), name, conf, w, wtype, gates=gates)
+        seeds.append(open(tmp("damaged_seed.gguf"), "rb").read())
     fields = [gguf_mutate.structural_fields(d) for d in seeds]
 
     def hang(*_):
