@@ -816,6 +816,12 @@ def hf_refusals_by_name():
                                          rope_scaling=None),
          "rope_parameters sliding_attention scales the local layers' RoPE"),
         ("qwen3", lambda c: c.update(head_dim="big"), 'head_dim is "big", not a positive whole number'),
+        # sizes past the format's limits, refused before anything is sized by them (found by mutation)
+        ("qwen3", lambda c: c.update(head_dim=1e308), "config.json: head_dim 1e+308 exceeds this build's limit 4096"),
+        ("llama32", lambda c: c.update(intermediate_size=1 << 40),
+         "intermediate_size 1099511627776 exceeds this build's limit 262144"),
+        ("llama32", lambda c: c.update(partial_rotary_factor=1e300),
+         "partial_rotary_factor 1e+300 exceeds this build's limit 1"),
         ("llama32", lambda c: c.update(partial_rotary_factor=0.01),
          "config.json: partial_rotary_factor gives RoPE 0 of a head's 32 dimensions; it needs an even number from 2 "
          "to 32"),

@@ -133,6 +133,9 @@ def complete_config(cfg):
 
 
 MAX_SEQ_LEN = 1 << 20  # the longest context a loader accepts
+# the largest sizes a loader accepts (docs/FORMAT.md)
+LIMITS = dict(dim=65536, hidden_dim=262144, head_dim=4096, n_layers=1024, n_heads=1024, n_kv_heads=1024,
+              vocab_size=1 << 24, seq_len=MAX_SEQ_LEN)
 
 
 def check_config(c):
@@ -141,9 +144,7 @@ def check_config(c):
               "vocab_size", "seq_len"):
         if c[k] < 1:
             raise ValueError("%s = %d must be >= 1" % (k, c[k]))
-    limits = dict(dim=65536, hidden_dim=262144, head_dim=4096, n_layers=1024, n_heads=1024,
-                  n_kv_heads=1024, vocab_size=1 << 24, seq_len=MAX_SEQ_LEN)
-    for k, lim in limits.items():
+    for k, lim in LIMITS.items():
         if c[k] > lim:
             raise ValueError("%s = %d exceeds the limit %d" % (k, c[k], lim))
     for k, lim in ENUM_LIMITS.items():

@@ -46,14 +46,16 @@ def setting(c, fam, key):
     return c[key] if key in c else fam.defaults.get(key, HF_DEFAULTS.get(key))
 
 
-def number(cpath, key, v, integer=False):
-    """v, a config value, as an int or float; Bad naming key if it is missing (MISSING) or not a
-    positive one."""
+def number(cpath, key, v, integer=False, limit=None):
+    """v, a config value, as an int or float; Bad naming key if it is missing (MISSING), not a
+    positive one, or past limit (a size checked before anything is sized by it)."""
     if v is MISSING:
         raise Bad(cpath, "%s is missing" % key)
     ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
     if not ok or (integer and v != int(v)):
         raise Bad(cpath, "%s is %s, not a positive %s" % (key, json.dumps(v), "whole number" if integer else "number"))
+    if limit is not None and v > limit:
+        raise Bad(cpath, "%s %s exceeds this build's limit %s" % (key, json.dumps(v), limit))
     return int(v) if integer else float(v)
 
 
@@ -183,18 +185,18 @@ class Experts(Family):
     def configure(self, cpath, c, cfg, terms, local_theta):
         context = super().configure(cpath, c, cfg, terms, local_theta)
         k, x = terms.key, self.ref_experts
-        E, K, width = (number(cpath, k(x[key]), setting(c, self, x[key]), integer=True)
-                       for key in ("count", "top_k", "width"))
+        E, K, width = (number(cpath, k(x[key]), setting(c, self, x[key]), integer=True, limit=lim)
+                       for key, lim in (("count", mf.MAX_EXPERTS), ("top_k", mf.MAX_EXPERTS),
+                                        ("width", mf.LIMITS["hidden_dim"])))
         if K > E:
             raise Bad(cpath, "%s %d exceeds %s %d" % (k(x["top_k"]), K, k(x["count"]), E))
-        if E > mf.MAX_EXPERTS:
-            raise Bad(cpath, "%s %d exceeds this build's limit %d" % (k(x["count"]), E, mf.MAX_EXPERTS))
         norm = setting(c, self, x["norm"]) if x["norm"] else True
         if not isinstance(norm, bool):
             raise Bad(cpath, "%s is %s, not true or false" % (k(x["norm"]), json.dumps(norm)))
         cfg.update(hidden_dim=width, n_experts=E, n_experts_used=K, moe_flags=mf.MOE_NORM_TOPK if norm else 0)
         if x.get("shared"):
-            cfg["shared_dim"] = number(cpath, k(x["shared_width"]), setting(c, self, x["shared_width"]), integer=True)
+            cfg["shared_dim"] = number(cpath, k(x["shared_width"]), setting(c, self, x["shared_width"]), integer=True,
+                                       limit=mf.LIMITS["hidden_dim"])
         return context
 
     def layer_names(self, bias):

@@ -192,11 +192,13 @@ def read_hf_decoder(d, cpath, c, sd=None, terms=HF_TERMS, biases=None):
                   % (json.dumps(archs), mt, fam.hf_class))
     for key in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size"):
         conf(cpath, c, key)
-    dim, hidden, L, H, V = (number(cpath, k(key), c[key], integer=True) for key in (
-        "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size"))
+    lim = mf.LIMITS
+    dim, hidden, L, H, V = (number(cpath, k(key), c[key], integer=True, limit=lim[ours]) for key, ours in (
+        ("hidden_size", "dim"), ("intermediate_size", "hidden_dim"), ("num_hidden_layers", "n_layers"),
+        ("num_attention_heads", "n_heads"), ("vocab_size", "vocab_size")))
     kv, hd = setting(c, fam, "num_key_value_heads"), setting(c, fam, "head_dim")
-    KV = H if kv is None else number(cpath, k("num_key_value_heads"), kv, integer=True)
-    hd = dim // H if hd is None else number(cpath, k("head_dim"), hd, integer=True)
+    KV = H if kv is None else number(cpath, k("num_key_value_heads"), kv, integer=True, limit=lim["n_kv_heads"])
+    hd = dim // H if hd is None else number(cpath, k("head_dim"), hd, integer=True, limit=lim["head_dim"])
     S = number(cpath, k("max_position_embeddings"), setting(c, fam, "max_position_embeddings"), integer=True)
     eps = number(cpath, k("rms_norm_eps"), setting(c, fam, "rms_norm_eps"))
     if H % KV:
@@ -213,7 +215,7 @@ def read_hf_decoder(d, cpath, c, sd=None, terms=HF_TERMS, biases=None):
     if fam.qk_norm:
         cfg["arch_flags"] = cfg.get("arch_flags", 0) | mf.ARCH_QK_NORM | (mf.ARCH_QK_NORM_WHOLE if fam.qk_norm_whole
                                                                           else 0)
-    rope_dims = int(hd * number(cpath, k("partial_rotary_factor"), c.get("partial_rotary_factor", 1.0)))
+    rope_dims = int(hd * number(cpath, k("partial_rotary_factor"), c.get("partial_rotary_factor", 1.0), limit=1))
     if rope_dims % 2 or not 2 <= rope_dims <= hd:  # RoPE turns pairs
         raise Bad(cpath, "%s gives RoPE %d of a head's %d dimensions; it needs an even number from 2 to %d"
                   % (k("partial_rotary_factor"), rope_dims, hd, hd))
