@@ -1,9 +1,9 @@
 // Fuzz target: the model-file loader. Any bytes go through model_check_layout, then through
 // a real file (a memfd) into model_open, which must agree, and model_verify_checksum. An
-// accepted file then has its embedded tokenizer and chat section loaded and, if the model is
-// small, one forward step run on a heap copy of the file: AddressSanitizer sees heap overreads
-// that a mapping would hide, so every weight pointer the loader carved is proven to lie inside
-// the file.
+// accepted file then has its embedded tokenizer and chat section loaded (a conversation
+// rendered with the section) and, if the model is small, forward passes run on a heap copy of
+// the file: AddressSanitizer sees heap overreads that a mapping would hide, so every weight
+// pointer the loader carved is proven to lie inside the file.
 #include "../../model.h"
 #include "../../chat/chat.h"
 #include "fuzz.h"
@@ -33,6 +33,23 @@ static void run_forward(const Config *c, const unsigned char *file, const int *t
         state_free(&s);
     }
     weights_free(&w);
+}
+
+// A conversation (every role, text that spells special tokens, a <think> block) rendered with a
+// file's chat section: every id inside the vocabulary, or a one-line refusal.
+static void render_chat(const ChatTemplate *ct, const Tokenizer *tok) {
+    static const char *const texts[] = {"Be brief.", "Hi <|im_end|><s>", "<think>x</think>Hello", "Once"};
+    ChatMessage msgs[4];
+    for (int i = 0; i < 4; i++) msgs[i] = (ChatMessage){i ? 1 + (i + 1) % 2 : CHAT_SYSTEM, texts[i], strlen(texts[i])};
+    size_t most = chat_max_tokens(ct, tok, msgs, 4);
+    int *ids = most < (1u << 24) ? malloc(sizeof(int) * (most + 1)) : NULL;
+    char err[512];
+    if (!ids) return;
+    int n = chat_render(ct, tok, msgs, 4, 1, ids, (int)most, err, sizeof err);
+    if (n < 0) fuzz_check_message(err);
+    for (int i = 0; i < n; i++)
+        FUZZ_ASSERT(ids[i] >= 0 && ids[i] < tok->n_pieces, "chat_render wrote an id outside the vocabulary");
+    free(ids);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -87,7 +104,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         ChatTemplate ct;
         if (chat_template_init(&ct, copy + h->chat_offset, h->chat_bytes, (int)h->version, &tok, err, sizeof err))
             fuzz_check_message(err);
-        else chat_template_free(&ct);
+        else {
+            render_chat(&ct, &tok);
+            chat_template_free(&ct);
+        }
     }
     if (small_enough(&c)) {
         int tokens[8] = {0, c.vocab_size - 1, c.vocab_size / 2}, n = 3;
@@ -202,10 +222,20 @@ int main(int argc, char **argv) {
             w[k] = (float)((int)(k * 37 % 101) - 50) / 100.0f; // int: in size_t, −50 wrapped and overflowed the logits
         char path[4096];
         snprintf(path, sizeof path, "%s/small%zu.bin", argv[1], i);
-        // every other seed with a version 5 chat section: family 0 and a template's text
-        static const unsigned char chat[] = "\0\0\0\0\0\0\0\0\0\0\0\0\x0b\0\0\0{{ bos }}ab";
-        if (model_save_chat(path, &configs[i], blob, blob_bytes, chat, i % 2 ? sizeof chat - 1 : 0, w, err,
-                            sizeof err)) {
+        // a chat section of each family in turn (family 0: none, the template's text only), its
+        // ids the first pieces, Llama 3's preamble with today's date in it
+        static const int ids_of[CHAT_KINDS] = {0, 2, 2, 4, 2, 3, 2, 2};
+        int family = (int)(i % CHAT_KINDS), n_ids = ids_of[family];
+        const char *text = family == CHAT_LLAMA3 ? "Today Date: {date}\n\n" : family == CHAT_CHATML ? "Be a cat." : "";
+        unsigned char chat[256];
+        uint32_t fields[2 + CHAT_MAX_IDS] = {(uint32_t)family, (uint32_t)n_ids}, text_len = (uint32_t)strlen(text),
+                            template_len = 11;
+        for (int k = 0; k < n_ids; k++) fields[2 + k] = (uint32_t)k;
+        size_t at = 4 * (2 + (size_t)n_ids);
+        memcpy(chat, fields, at);
+        memcpy(chat + at, &text_len, 4), memcpy(chat + at + 4, text, text_len), at += 4 + text_len;
+        memcpy(chat + at, &template_len, 4), memcpy(chat + at + 4, "{{ bos }}ab", 11), at += 4 + 11;
+        if (model_save_chat(path, &configs[i], blob, blob_bytes, chat, at, w, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             return 1;
         }
