@@ -32,6 +32,7 @@ from attn import storage  # noqa: E402
 from attn import quantize  # noqa: E402
 import reference as ref  # noqa: E402
 from attn.reference import model as ref_model  # noqa: E402
+from attn.errors import Bad  # noqa: E402
 import pycase  # noqa: E402
 
 SHARED = os.path.join(ROOT, "..", "shared")
@@ -451,6 +452,19 @@ def safetensors_dtypes():
     r = safetensors.read_safetensors(tmp("dt.safetensors"))
     assert np.array_equal(r["a"].ravel(), (bf.astype(np.uint32) << 16).view(np.float32))
     assert np.array_equal(r["b"], f16.astype(np.float32)) and r["b"].dtype == np.float32
+    # headers a mutation run broke the reader with, each now refused in one line naming the tensor
+    for change, needle in ((dict(dtype=["F32"]), 'tensor a has dtype ["F32"] (supported'),
+                           (dict(dtype={}), "tensor a has dtype {} (supported"),
+                           (dict(shape=[1e308, 3]), "bad safetensors entry for a"),
+                           (dict(shape=[1 << 62, 1 << 62]), "tensor a: BF16 of shape"),
+                           (dict(data_offsets=[0, float("inf")]), "bad safetensors entry for a")):
+        h = json.dumps(dict(hdr, a=dict(hdr["a"], **change))).encode()
+        open(tmp("dt_bad.safetensors"), "wb").write(struct.pack("<Q", len(h)) + h + bf.tobytes() + f16.tobytes())
+        try:
+            safetensors.read_safetensors(tmp("dt_bad.safetensors"))
+            raise AssertionError("read %s" % change)
+        except Bad as e:
+            assert needle in e.msg, (change, e.msg)
 
 
 # ---- today's Hugging Face families, as published, with small random weights ----
@@ -818,6 +832,8 @@ def hf_refusals_by_name():
         ("qwen3", lambda c: c.update(head_dim="big"), 'head_dim is "big", not a positive whole number'),
         # sizes past the format's limits, refused before anything is sized by them (found by mutation)
         ("qwen3", lambda c: c.update(head_dim=1e308), "config.json: head_dim 1e+308 exceeds this build's limit 4096"),
+        ("qwen3", lambda c: c.update(model_type=["qwen3"]), "config.json: unknown architecture model_type=['qwen3']"),
+        ("qwen3", lambda c: c.update(rope_theta=1e308), "rope_theta = 1e+308 is past float32's range"),
         ("llama32", lambda c: c.update(intermediate_size=1 << 40),
          "intermediate_size 1099511627776 exceeds this build's limit 262144"),
         ("llama32", lambda c: c.update(partial_rotary_factor=1e300),

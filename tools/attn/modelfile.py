@@ -125,6 +125,8 @@ def complete_config(cfg):
     if unknown:
         raise ValueError("unknown config field(s): %s" % ", ".join(sorted(unknown)))
     for k in FLOAT_FIELDS:
+        if math.isfinite(c[k]) and abs(c[k]) > np.finfo(np.float32).max:
+            raise ValueError("%s = %r is past float32's range" % (k, c[k]))
         c[k] = float(np.float32(c[k]))  # what the file will hold
     for k in CONFIG_FIELDS:
         if k not in FLOAT_FIELDS:

@@ -1,5 +1,6 @@
 """Reading and writing .safetensors files (an 8-byte header length, a JSON header, the data)."""
 import json
+import math
 import os
 import struct
 
@@ -39,13 +40,14 @@ def read_safetensors_stored(path):
         if name == "__metadata__":
             continue
         try:
-            dt, shape = info["dtype"], [int(s) for s in info["shape"]]
-            b, e = (int(o) for o in info["data_offsets"])
+            dt, shape, (b, e) = info["dtype"], list(info["shape"]), info["data_offsets"]
         except (KeyError, TypeError, ValueError):
             raise Bad(path, "bad safetensors entry for %s" % name)
-        if dt not in SAFETENSORS_DTYPES:
-            raise Bad(path, "tensor %s has dtype %s (supported: F32, F16, BF16)" % (name, dt))
-        need = np.dtype(SAFETENSORS_DTYPES[dt]).itemsize * int(np.prod(shape))
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in shape + [b, e]):
+            raise Bad(path, "bad safetensors entry for %s: its shape and data_offsets are not whole numbers" % name)
+        if not isinstance(dt, str) or dt not in SAFETENSORS_DTYPES:
+            raise Bad(path, "tensor %s has dtype %s (supported: F32, F16, BF16)" % (name, json.dumps(dt)))
+        need = np.dtype(SAFETENSORS_DTYPES[dt]).itemsize * math.prod(shape)  # Python's integers: no wrap
         if min(shape, default=0) < 0 or not 0 <= b <= e or e - b != need:
             raise Bad(path, "tensor %s: %s of shape %s takes %d bytes, but its data_offsets %d..%d hold %d"
                       % (name, dt, shape, need, b, e, e - b))

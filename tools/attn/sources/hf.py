@@ -67,9 +67,9 @@ def read_hf_dir(d):
         raise Bad(cpath, "quantization_config%s: quantised Hugging Face weights are not supported by this build; "
                   "convert the unquantised checkpoint (or a GGUF)" % (" (quant_method %s)" % json.dumps(method)
                                                                      if method else ""))
-    if mt in FAMILIES:
+    if isinstance(mt, str) and mt in FAMILIES:
         return READERS[FAMILIES[mt].kind](d, cpath, c)
-    if mt in REFUSED:
+    if isinstance(mt, str) and mt in REFUSED:
         raise Bad(cpath, REFUSED[mt])
     raise Bad(cpath, "unknown architecture model_type=%r (supported: %s)" % (mt, ", ".join(FAMILIES)))
 
