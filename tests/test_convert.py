@@ -1694,5 +1694,19 @@ def nanogpt_vocabulary_messages():
     assert not os.path.exists(tmp("o.bin"))
 
 
+@case
+def damaged_directories_end_in_one_line():
+    """Hugging Face directories damaged by tests/hf_mutate.py (config.json, the safetensors
+    headers, the shards' index) convert or are refused in one line. A short run; in a process of
+    its own under an address-space limit, so that a reader trusting a size fails here rather
+    than taking the machine's memory."""
+    def limit():
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, resource.RLIM_INFINITY))
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "hf_mutate.py"), "--dirs", "600", "--seed", "5"],
+                       capture_output=True, text=True, preexec_fn=limit, timeout=600)
+    assert r.returncode == 0 and "0 failures" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+
+
 if __name__ == "__main__":
     sys.exit(case.main(TMP))
