@@ -39,8 +39,9 @@ static void run_forward(const Config *c, const unsigned char *file, const int *t
 // file's chat section: every id inside the vocabulary, or a one-line refusal.
 static void render_chat(const ChatTemplate *ct, const Tokenizer *tok) {
     static const char *const texts[] = {"Be brief.", "Hi <|im_end|><s>", "<think>x</think>Hello", "Once"};
+    static const int roles[] = {CHAT_SYSTEM, CHAT_USER, CHAT_ASSISTANT, CHAT_USER};
     ChatMessage msgs[4];
-    for (int i = 0; i < 4; i++) msgs[i] = (ChatMessage){i ? 1 + (i + 1) % 2 : CHAT_SYSTEM, texts[i], strlen(texts[i])};
+    for (int i = 0; i < 4; i++) msgs[i] = (ChatMessage){roles[i], texts[i], strlen(texts[i])};
     size_t most = chat_max_tokens(ct, tok, msgs, 4);
     int *ids = most < (1u << 24) ? malloc(sizeof(int) * (most + 1)) : NULL;
     char err[512];
@@ -190,7 +191,8 @@ int main(int argc, char **argv) {
     k_typed.dim = 256, k_typed.n_heads = 2, k_typed.head_dim = 16, k_typed.rope_dims = 16;
     k_typed.type_table = k_types;
     // experts (version 8): 4 of hidden 12, 2 a token with their weights normalised, and a
-    // shared expert behind its gate; then the same with a type per matrix, and without a gate
+    // shared expert behind its gate; then with a type per matrix; then a feed-forward without
+    // a gated unit (GELU) that takes every expert
     Config moe = base;
     moe.n_experts = 4, moe.n_experts_used = 2, moe.moe_flags = MOE_NORM_TOPK, moe.shared_dim = 8;
     moe.seq_len = 24;
