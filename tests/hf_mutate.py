@@ -1,10 +1,11 @@
 """convert.py's mutation harness for Hugging Face directories: damaged copies of valid ones,
 each converted in full.
 
-Seeds are small directories made here: a Llama one in float32 (one shard) and in bfloat16
-(two shards, with its index), and one of each mixture-of-experts family (Qwen3-MoE, Qwen2-MoE
-with its shared expert, Mixtral, OLMoE), each with a llama2.c tokenizer.bin. Each damaged copy
-changes one file of a seed: in config.json, the safetensors header or the shards' index, one
+Seeds are small directories made here: a Llama one in float32 (one shard), in bfloat16 (two
+shards, with their index) and with a tokenizer.json and tokenizer_config.json, and one of each
+mixture-of-experts family (Qwen3-MoE, Qwen2-MoE with its shared expert, Mixtral, OLMoE); the
+others carry a llama2.c tokenizer.bin. Each damaged copy changes one file of a seed: in
+config.json, the tokenizer's JSON, the safetensors header or the shards' index, one
 or two values anywhere in the JSON set to a boundary, huge, negative, fractional, non-finite
 or mistyped value (or a key deleted, a number moved by one, a list cut or grown), the header's
 length sometimes wrong too; or bytes flipped; or the file cut short. convert.py then reads the
@@ -30,7 +31,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import convert  # noqa: E402
-from attn import fake_hf, families, random_models  # noqa: E402
+from attn import fake_hf, families, modelfile as mf, random_models  # noqa: E402
 
 # published configs of the mixture-of-experts families, and what their cut-down seed changes
 MOE_SEEDS = [(families.QWEN3_30B_A3B, {}), (families.QWEN1_5_MOE_A2_7B, dict(shared_expert_intermediate_size=48)),
@@ -49,6 +50,7 @@ def make_seeds(root):
         fake_hf.write_hf_llama(d, small, seed=i, shards=shards, dtype=dtype)
         seeds.append(d)
     blob = random_models.default_vocab(512)[0]
+    seeds.append(tokenizer_json_seed(os.path.join(root, "llama_tokjson"), seeds[0], blob))
     for published, changes in MOE_SEEDS:
         conf = families.moe_config(published, **dict(dict(experts=4, hidden_size=64, heads=2, kv_heads=1, width=32,
                                                           vocab_size=512, max_position_embeddings=256), **changes))
@@ -60,6 +62,35 @@ def make_seeds(root):
         random_models.write_llama2c_tokenizer(os.path.join(d, "tokenizer.bin"), blob)
         seeds.append(d)
     return seeds
+
+
+def tokenizer_json_seed(d, llama, blob):
+    """A copy of the Llama seed llama carrying a tokenizer.json (SentencePiece-style BPE with byte
+    fallback, as Llama 2's, made from the vocabulary blob) and its tokenizer_config.json."""
+    shutil.copytree(llama, d)
+    os.remove(os.path.join(d, "tokenizer.bin"))
+    pieces, scores, _ = mf.parse_tokenizer(blob)
+    names = ["<unk>", "<s>", "</s>"] + [p.decode().replace(" ", "\u2581") for p in pieces[3:]]
+    vocab = {n: i for i, n in enumerate(names)}
+    merges = []
+    for i in sorted(range(3, len(names)), key=lambda i: -scores[i]):
+        n = names[i]
+        split = next((k for k in range(1, len(n)) if n[:k] in vocab and n[k:] in vocab), None)
+        if len(n) > 1 and split:
+            merges.append("%s %s" % (n[:split], n[split:]))
+    j = {"added_tokens": [{"id": i, "content": names[i], "special": True} for i in range(3)],
+         "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                                           {"type": "Replace", "pattern": {"String": " "},
+                                                            "content": "\u2581"}]},
+         "pre_tokenizer": None,
+         "post_processor": {"type": "TemplateProcessing", "single": [
+             {"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]},
+         "model": {"type": "BPE", "byte_fallback": True, "vocab": vocab, "merges": merges}}
+    with open(os.path.join(d, "tokenizer.json"), "w") as f:
+        json.dump(j, f)
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:  # BOS and EOS by name, as transformers reads them
+        json.dump({"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": True}, f)
+    return d
 
 
 def mutate_json(obj, rnd):

@@ -406,32 +406,12 @@ def hf_llama_directories():
 
 @case(needs=[hf_llama_directories])
 def hf_llama_tokenizer_json():
-    """A Llama directory carrying tokenizer.json (SentencePiece-style BPE, written here from the
-    synthetic vocabulary) converts with the same encoding as its llama2.c tokenizer.bin."""
-    d = tmp("llama_tokjson")
-    shutil.copytree(tmp("llama_gqa_sharded"), d)
-    pieces, scores, _ = mf.parse_tokenizer(mf.read_model(tmp("llama_gqa_sharded.bin"))[1][0])
-    os.remove(os.path.join(d, "tokenizer.bin"))
-    names = ["<unk>", "<s>", "</s>"] + [p.decode().replace(" ", "\u2581") for p in pieces[3:]]
-    vocab = {n: i for i, n in enumerate(names)}
-    merges = []
-    for i in sorted(range(3, len(names)), key=lambda i: -scores[i]):
-        n = names[i]
-        split = next((k for k in range(1, len(n)) if n[:k] in vocab and n[k:] in vocab), None)
-        if len(n) > 1 and split:
-            merges.append("%s %s" % (n[:split], n[split:]))
-    j = {"added_tokens": [{"id": i, "content": names[i], "special": True} for i in range(3)],
-         "normalizer": {"type": "Sequence", "normalizers": [
-             {"type": "Prepend", "prepend": "\u2581"},
-             {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
-         "pre_tokenizer": None,
-         "post_processor": {"type": "TemplateProcessing", "single": [
-             {"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]},
-         "model": {"type": "BPE", "byte_fallback": True, "vocab": vocab, "merges": merges}}
-    json.dump(j, open(os.path.join(d, "tokenizer.json"), "w"))
-    # BOS and EOS come from the tokenizer's configuration, never from a piece's spelling
-    json.dump({"bos_token": "<s>", "eos_token": "</s>", "add_bos_token": True},
-              open(os.path.join(d, "tokenizer_config.json"), "w"))
+    """A Llama directory carrying tokenizer.json (SentencePiece-style BPE, written from the
+    synthetic vocabulary as tests/hf_mutate.py's seed is) converts with the same encoding as its
+    llama2.c tokenizer.bin."""
+    import hf_mutate
+    d = hf_mutate.tokenizer_json_seed(tmp("llama_tokjson"), tmp("llama_gqa_sharded"),
+                                      mf.read_model(tmp("llama_gqa_sharded.bin"))[1][0])
     _, tok, _ = conv(d, tmp("llama_tokjson.bin"))
     _, tok0, _ = mf.read_model(tmp("llama_gqa_sharded.bin"))
     assert tok[1:] == (mf.TOK_SENTENCEPIECE, mf.TOKF_DUMMY_PREFIX | mf.TOKF_ADD_BOS, 1, 2), tok[1:]
@@ -1696,8 +1676,8 @@ def nanogpt_vocabulary_messages():
 
 @case
 def damaged_directories_end_in_one_line():
-    """Hugging Face directories damaged by tests/hf_mutate.py (config.json, the safetensors
-    headers, the shards' index) convert or are refused in one line. A short run; in a process of
+    """Hugging Face directories damaged by tests/hf_mutate.py (config.json, tokenizer.json, the
+    safetensors headers, the shards' index) convert or are refused in one line. A short run; in a process of
     its own under an address-space limit, so that a reader trusting a size fails here rather
     than taking the machine's memory."""
     def limit():
