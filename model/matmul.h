@@ -115,7 +115,7 @@ __attribute__((always_inline)) static inline void dot_rows_tokens(float *out, si
 
 // Whether float rows ask for their bytes ahead (prefetch_ahead). A float row costs the core
 // little beside its reading, so the hardware's prefetcher alone keeps up where it can: on AMD's
-// Zen 4 the prefetches cost 10-25 % of a float32 token at both levels, where the Emerald
+// Zen 4 the prefetches cost 8-25 % of a float32 token at both levels, where the Emerald
 // Rapids Xeon gained 15-30 % from them (docs/KERNELS.md). The block types' rows, busier per
 // byte, keep them everywhere.
 static inline int prefetch_float_rows(void) {
