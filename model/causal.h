@@ -81,6 +81,33 @@ static inline __attribute__((always_inline)) void widen_vreg(vreg *v, const void
 #endif
 }
 
+// The count vregs from element i of such a row (i a multiple of 16) as float32, into b: on
+// AVX2 a Q8_0 block's scale widened once for each pair of them (16 values of one block), where
+// widen_vreg widened it for each 8; the values are the same.
+static inline __attribute__((always_inline)) void widen_vregs(vreg *b, int count, const void *p, size_t i, int type) {
+#if VREG == 8 && defined(__AVX2__) && defined(__FMA__)
+    if (type == BLOCK_Q8_0 && count % 2 == 0) {
+        for (int v = 0; v < count; v += 2) {
+            size_t at = i + (size_t)v * VREG;
+            const uint8_t *block = (const uint8_t *)p + at / 32 * 34;
+            __m256 d = _mm256_set1_ps(f16_at(block));
+            b[v] = (vreg)_mm256_mul_ps(int8x8_to_float((const int8_t *)block + 2 + at % 32), d);
+            b[v + 1] = (vreg)_mm256_mul_ps(int8x8_to_float((const int8_t *)block + 10 + at % 32), d);
+        }
+        return;
+    }
+#endif
+#pragma GCC unroll 16
+    for (int v = 0; v < count; v++) {
+        widen_vreg(&b[v], p, i + (size_t)v * VREG, type);
+#if defined(__AVX512F__)
+        // in a register: GCC folds the load into every row's FMA, a load an FMA, which the
+        // load ports do not keep up with (a 4,000-token prompt 10 % faster, docs/KERNELS.md)
+        __asm__("" : "+v"(b[v]));
+#endif
+    }
+}
+
 // The widest tile, in vec16s, and its rows: 4 rows × 4 of them are 16 of AVX-512's 32
 // registers; with 16 registers (AVX2, SSE) 6 rows × 1 leave room for the row of B and a
 // broadcast, and give AVX2's two FMA pipes of latency 4 the 12 sums in flight that 4 rows'
@@ -102,15 +129,7 @@ static inline __attribute__((always_inline)) void product_tile(float *C, size_t 
         for (int v = 0; v < NV * PARTS; v++) acc[r][v] = (vreg){0};
     for (int k = k0; k < k1; k++) {
         vreg b[4 * PARTS];
-#pragma GCC unroll 16
-        for (int v = 0; v < NV * PARTS; v++) {
-            widen_vreg(&b[v], B, k * ldb + col + v * VREG, b_type);
-#if defined(__AVX512F__)
-            // in a register: GCC folds the load into every row's FMA, a load an FMA, which
-            // the load ports do not keep up with (a 4,000-token prompt 10 % faster, docs/KERNELS.md)
-            __asm__("" : "+v"(b[v]));
-#endif
-        }
+        widen_vregs(b, NV * PARTS, B, k * ldb + col, b_type);
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
             vreg a = A[r * ai + k * ak] - (vreg){0}; // a broadcast load: x − 0 is x, where 0 + x is not for x = −0

@@ -46,12 +46,16 @@ static inline __m512 widen16(const void *w, size_t i, int type) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 #elif defined(__AVX2__) && defined(__FMA__)
+// 8 int8 values from q as float32: Q8_0's weights before their block's scale.
+static inline __m256 int8x8_to_float(const int8_t *q) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)q)));
+}
+
 static inline __m256 widen8(const void *w, size_t i, int type) {
     if (type == WEIGHTS_F32) return _mm256_loadu_ps((const float *)w + i);
     if (type == BLOCK_Q8_0) {
         const uint8_t *b = (const uint8_t *)w + i / 32 * 34;
-        __m128i q = _mm_loadl_epi64((const __m128i *)(b + 2 + i % 32));
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(f16_at(b)));
+        return _mm256_mul_ps(int8x8_to_float((const int8_t *)b + 2 + i % 32), _mm256_set1_ps(f16_at(b)));
     }
     __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
     if (type == WEIGHTS_BF16) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
