@@ -56,7 +56,8 @@ static inline __attribute__((always_inline)) void widen_vec16(vec16 *v, const vo
     else *v = (vec16)widen16(p, i, type);
 #elif defined(__AVX2__) && defined(__FMA__)
     else {
-        __m256 h[2] = {widen8(p, i, type), widen8(p, i + 8, type)};
+        __m256 h[2];
+        widen8x2(h, p, i, type);
         memcpy(v, h, sizeof h);
     }
 #else
@@ -82,21 +83,16 @@ static inline __attribute__((always_inline)) void widen_vreg(vreg *v, const void
 }
 
 // The count vregs from element i of such a row (i a multiple of 16) as float32, into b: on
-// AVX2 a Q8_0 block's scale widened once for each pair of them (16 values of one block), where
-// widen_vreg widened it for each 8; the values are the same.
+// AVX2 (PARTS = 2, so count is even) a pair at a time through widen8x2, which widens a Q8_0
+// block's scale once for the pair's 16 values.
 static inline __attribute__((always_inline)) void widen_vregs(vreg *b, int count, const void *p, size_t i, int type) {
 #if VREG == 8 && defined(__AVX2__) && defined(__FMA__)
-    if (type == BLOCK_Q8_0 && count % 2 == 0) {
-        for (int v = 0; v < count; v += 2) {
-            size_t at = i + (size_t)v * VREG;
-            const uint8_t *block = (const uint8_t *)p + at / 32 * 34;
-            __m256 d = _mm256_set1_ps(f16_at(block));
-            b[v] = (vreg)_mm256_mul_ps(int8x8_to_float((const int8_t *)block + 2 + at % 32), d);
-            b[v + 1] = (vreg)_mm256_mul_ps(int8x8_to_float((const int8_t *)block + 10 + at % 32), d);
-        }
-        return;
+    for (int v = 0; v < count; v += 2) {
+        __m256 h[2];
+        widen8x2(h, p, i + (size_t)v * VREG, type);
+        b[v] = (vreg)h[0], b[v + 1] = (vreg)h[1];
     }
-#endif
+#else
 #pragma GCC unroll 16
     for (int v = 0; v < count; v++) {
         widen_vreg(&b[v], p, i + (size_t)v * VREG, type);
@@ -106,6 +102,7 @@ static inline __attribute__((always_inline)) void widen_vregs(vreg *b, int count
         __asm__("" : "+v"(b[v]));
 #endif
     }
+#endif
 }
 
 // The widest tile, in vec16s, and its rows: 4 rows × 4 of them are 16 of AVX-512's 32

@@ -53,20 +53,11 @@ __attribute__((always_inline)) static inline float dot_w(const void *restrict w,
     s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 #elif defined(__AVX2__) && defined(__FMA__)
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    // a Q8_0 row (a --kv-cache q8_0 key) a block at a time, its scale widened once for 32
-    // values, where widen8 widened it for each 8; the sums are the loop's below, in its order
-    for (const uint8_t *b = w; type == BLOCK_Q8_0 && i + 32 <= n; i += 32, b += 34) {
-        __m256 d = _mm256_set1_ps(f16_at(b));
-        for (int k = 0; k < 32; k += 16) {
-            acc0 = _mm256_fmadd_ps(_mm256_mul_ps(int8x8_to_float((const int8_t *)b + 2 + k), d),
-                                   _mm256_loadu_ps(x + i + k), acc0);
-            acc1 = _mm256_fmadd_ps(_mm256_mul_ps(int8x8_to_float((const int8_t *)b + 10 + k), d),
-                                   _mm256_loadu_ps(x + i + k + 8), acc1);
-        }
-    }
     for (; i + 16 <= n; i += 16) {
-        acc0 = _mm256_fmadd_ps(widen8(w, i, type), _mm256_loadu_ps(x + i), acc0);
-        acc1 = _mm256_fmadd_ps(widen8(w, i + 8, type), _mm256_loadu_ps(x + i + 8), acc1);
+        __m256 v[2];
+        widen8x2(v, w, i, type);
+        acc0 = _mm256_fmadd_ps(v[0], _mm256_loadu_ps(x + i), acc0);
+        acc1 = _mm256_fmadd_ps(v[1], _mm256_loadu_ps(x + i + 8), acc1);
     }
     s = hsum8(_mm256_add_ps(acc0, acc1));
 #endif
@@ -98,10 +89,11 @@ dot_w_tokens(const void *restrict w, int type, const float *restrict x, size_t l
     __m256 acc[FEW_TOKENS][2];
     for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     for (; i + 16 <= n; i += 16) {
-        __m256 w0 = widen8(w, i, type), w1 = widen8(w, i + 8, type);
+        __m256 v[2];
+        widen8x2(v, w, i, type);
         for (int t = 0; t < nt; t++) {
-            acc[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + t * ld_x + i), acc[t][0]);
-            acc[t][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + t * ld_x + i + 8), acc[t][1]);
+            acc[t][0] = _mm256_fmadd_ps(v[0], _mm256_loadu_ps(x + t * ld_x + i), acc[t][0]);
+            acc[t][1] = _mm256_fmadd_ps(v[1], _mm256_loadu_ps(x + t * ld_x + i + 8), acc[t][1]);
         }
     }
     for (int t = 0; t < nt; t++) sums[t] = hsum8(_mm256_add_ps(acc[t][0], acc[t][1]));
