@@ -424,7 +424,7 @@ __attribute__((always_inline)) static inline void block_product(int type, const 
 #if defined(QUANT_ORDERED)
     if (ordered_product(type, T, n_in)) { // token t's x is in place t + 1 of l->xq, in the type's order
         // for several tokens, rows of about 256 KiB at a time (in L2) for each token in turn
-        size_t ld = quantized_row_bytes(n_in), part = 16 * ORDERED_ROWS;
+        size_t ld = quantized_row_bytes(n_in), part = 16 * ORDERED_ROWS_MOST;
         size_t step = T == 1 ? hi - lo : ((256 << 10) / rb / part + 1) * part;
         for (size_t r0 = lo; r0 < hi; r0 += step)
             for (int t = 0; t < T; t++)

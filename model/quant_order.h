@@ -65,10 +65,13 @@ static inline float quantize_row16(int16_t *q, const float *x, int n) {
 // value of run r of register k.
 #define ORDERED_HEADER 64
 #define ORDERED_CHUNK 640
-// Rows a one-token kernel takes at once, sharing the loads of its input: on an Intel Xeon, 8
-// generated the 1.1B shape 20-30 % faster than 3, and more parts of 3 rows did not
-// (docs/KERNELS.md, "Eight rows at once").
-#define ORDERED_ROWS 8
+// Rows a one-token kernel takes at once, sharing the loads of its input, one from each of as
+// many streams: on an Intel Xeon 8 generated the 1.1B shape 20-30 % faster than 3, and more
+// parts of 3 rows did not; on AMD's Zen 4, 8 streams ran 2-12 % slower than 4 (medians of 9
+// alternating rounds, docs/KERNELS.md, "Eight rows at once" and "Four again on AMD").
+#define ORDERED_ROWS_MOST 8
+#define ORDERED_ROWS_AMD 4
+static inline int ordered_rows_at_once(void) { return __builtin_cpu_is("amd") ? ORDERED_ROWS_AMD : ORDERED_ROWS_MOST; }
 static inline int ordered_run(int type, int k, int r) {
     switch (type) {
     case BLOCK_Q4_0:
@@ -184,8 +187,8 @@ static inline __m512i ordered_sums(__m512i a, const __m512i s[4], const __m512i 
     return _mm512_add_epi32(a, _mm512_slli_epi32(b, 8));
 }
 
-// Each kernel below takes ORDERED_ROWS rows at once, row[r] the first block of row r, and sets
-// out[r] to lanes that sum to that row's product with the input.
+// Each kernel below takes rows rows at once (a constant where it is inlined), row[r] the first
+// block of row r, and sets out[r] to lanes that sum to that row's product with the input.
 
 // Q4_0, and IQ4_NL (Q4_0's bytes, each nibble an index into iq4_nl_levels): 8 blocks (144
 // bytes) a chunk. Two permutes gather registers A, the first 8 bytes of each block's 16 of
@@ -194,8 +197,8 @@ static inline __m512i ordered_sums(__m512i a, const __m512i s[4], const __m512i 
 // they are biased by comes off as -8 Σ q, the lane's start (the tail's first 16 int32).
 // IQ4_NL's levels (-127..113) are looked up 16 at a time (VPSHUFB): signed against ql, biased
 // to unsigned (level + 128) against qh, the bias taken out by the start, -32768 Σ qh.
-static inline __attribute__((always_inline)) void dot_q4_0(int type, const uint8_t *const *row, const uint8_t *in,
-                                                           int n, __m512 *out) {
+static inline __attribute__((always_inline)) void dot_q4_0(int type, int rows, const uint8_t *const *row,
+                                                           const uint8_t *in, int n, __m512 *out) {
     // byte 8b + r of A: byte r of block b's nibbles, at 18b + 2 + r in the chunk; of B, 8 on.
     // Blocks 0-3 come from a load at the chunk's start, 4-7 from one 72 bytes on.
     static const uint8_t pick[64] = {
@@ -212,14 +215,14 @@ static inline __attribute__((always_inline)) void dot_q4_0(int type, const uint8
     const __m512i words = _mm512_loadu_si512(scale_words), bias = _mm512_set1_epi8((char)0x80);
     const __m512i levels = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)iq4_nl_levels));
     const float dx = *(const float *)in;
-    __m512 acc[ORDERED_ROWS];
-    for (int r = 0; r < ORDERED_ROWS; r++) acc[r] = _mm512_setzero_ps();
+    __m512 acc[ORDERED_ROWS_MOST];
+    for (int r = 0; r < rows; r++) acc[r] = _mm512_setzero_ps();
     in += ORDERED_HEADER;
     for (int i = 0, c = 0; i < n; i += UNPACKED_VALUES, c += 8 * 18, in += ORDERED_CHUNK) {
         __m512i x[8], start = _mm512_loadu_si512(in + 512);
         load_ordered(x, in);
 #pragma GCC unroll 8
-        for (int r = 0; r < ORDERED_ROWS; r++) {
+        for (int r = 0; r < rows; r++) {
             const uint8_t *w = row[r] + c;
             __m512i first = _mm512_loadu_si512(w), second = _mm512_loadu_si512(w + 72);
             __m512i A = _mm512_permutex2var_epi8(first, picks, second);
@@ -233,7 +236,7 @@ static inline __attribute__((always_inline)) void dot_q4_0(int type, const uint8
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ordered_sums(start, s, u, x, 0, 4)), d, acc[r]);
         }
     }
-    for (int r = 0; r < ORDERED_ROWS; r++) out[r] = _mm512_mul_ps(acc[r], _mm512_set1_ps(dx));
+    for (int r = 0; r < rows; r++) out[r] = _mm512_mul_ps(acc[r], _mm512_set1_ps(dx));
 }
 
 // Q4_K: a block (256 values) a chunk. Its 128 bytes of nibbles are four groups of 32, group G
@@ -243,8 +246,8 @@ static inline __attribute__((always_inline)) void dot_q4_0(int type, const uint8
 // d·sc, the high ones' 2G + 1's. The minimums' part, -dmin·m·Σ q per sub-block, is a second
 // row of 8 lanes from the same register of scales: the tail starts with 8 ones, then the 8
 // sub-blocks' Σ q as floats.
-static inline __attribute__((always_inline)) void dot_q4_k(const uint8_t *const *row, const uint8_t *in, int n,
-                                                           __m512 *out) {
+static inline __attribute__((always_inline)) void dot_q4_k(int rows, const uint8_t *const *row, const uint8_t *in,
+                                                           int n, __m512 *out) {
     static const uint8_t pick[64] = {// byte 16G + r of X: byte 32G + r of the nibbles; of Y, 16 on
 #define R(G)                                                                                                           \
     32 * G, 32 * G + 1, 32 * G + 2, 32 * G + 3, 32 * G + 4, 32 * G + 5, 32 * G + 6, 32 * G + 7, 32 * G + 8,            \
@@ -257,15 +260,15 @@ static inline __attribute__((always_inline)) void dot_q4_k(const uint8_t *const 
     const __m512i low_lanes = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
     const __m512i high_lanes = _mm512_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3, 5, 5, 5, 5, 7, 7, 7, 7);
     const float dx = *(const float *)in;
-    __m512 acc[ORDERED_ROWS], mins[ORDERED_ROWS];
-    for (int r = 0; r < ORDERED_ROWS; r++) acc[r] = mins[r] = _mm512_setzero_ps();
+    __m512 acc[ORDERED_ROWS_MOST], mins[ORDERED_ROWS_MOST];
+    for (int r = 0; r < rows; r++) acc[r] = mins[r] = _mm512_setzero_ps();
     in += ORDERED_HEADER;
     for (int i = 0, c = 0; i < n; i += UNPACKED_VALUES, c += 144, in += ORDERED_CHUNK) {
         __m512i x[8];
         __m512 sums_q = _mm512_loadu_ps((const float *)(in + 512));
         load_ordered(x, in);
 #pragma GCC unroll 8
-        for (int r = 0; r < ORDERED_ROWS; r++) {
+        for (int r = 0; r < rows; r++) {
             const uint8_t *w = row[r] + c;
             __m512 scales = _mm512_mul_ps(k_scale_vector(w), sums_q);
             mins[r] = _mm512_add_ps(mins[r], scales); // lanes 8..15: -dmin·m·Σ q
@@ -279,7 +282,7 @@ static inline __attribute__((always_inline)) void dot_q4_k(const uint8_t *const 
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(high), _mm512_permutexvar_ps(high_lanes, scales), acc[r]);
         }
     }
-    for (int r = 0; r < ORDERED_ROWS; r++)
+    for (int r = 0; r < rows; r++)
         out[r] = _mm512_mul_ps(_mm512_add_ps(acc[r], _mm512_maskz_mov_ps(0xff00, mins[r])), _mm512_set1_ps(dx));
 }
 
@@ -288,8 +291,8 @@ static inline __attribute__((always_inline)) void dot_q4_k(const uint8_t *const 
 // values are signed: ql (unsigned) times them, and their bytes biased to unsigned (s + 128)
 // times qh (signed), the bias taken back out by the lane's start, -32768 Σ qh (the tail: 16
 // int32 for each half).
-static inline __attribute__((always_inline)) void dot_q8_0(const uint8_t *const *row, const uint8_t *in, int n,
-                                                           __m512 *out) {
+static inline __attribute__((always_inline)) void dot_q8_0(int rows, const uint8_t *const *row, const uint8_t *in,
+                                                           int n, __m512 *out) {
     static const uint8_t pick[64] = {// byte 16b + r of A: byte 34b + 2 + r of the half; of B, 16 on
 #define R(b)                                                                                                           \
     34 * b + 2, 34 * b + 3, 34 * b + 4, 34 * b + 5, 34 * b + 6, 34 * b + 7, 34 * b + 8, 34 * b + 9, 34 * b + 10,       \
@@ -302,8 +305,8 @@ static inline __attribute__((always_inline)) void dot_q8_0(const uint8_t *const 
     const __m512i picks = _mm512_loadu_si512(pick), picks8 = _mm512_add_epi8(picks, _mm512_set1_epi8(8));
     const __m512i words = _mm512_loadu_si512(scale_words), bias = _mm512_set1_epi8((char)0x80);
     const float dx = *(const float *)in;
-    __m512 acc[ORDERED_ROWS];
-    for (int r = 0; r < ORDERED_ROWS; r++) acc[r] = _mm512_setzero_ps();
+    __m512 acc[ORDERED_ROWS_MOST];
+    for (int r = 0; r < rows; r++) acc[r] = _mm512_setzero_ps();
     in += ORDERED_HEADER;
     for (int i = 0, c = 0; i < n; i += UNPACKED_VALUES, in += ORDERED_CHUNK) {
         __m512i x[8];
@@ -311,7 +314,7 @@ static inline __attribute__((always_inline)) void dot_q8_0(const uint8_t *const 
         for (int h = 0; h < 2; h++, c += 4 * 34) {
             __m512i start = _mm512_loadu_si512(in + 512 + 64 * h);
 #pragma GCC unroll 8
-            for (int r = 0; r < ORDERED_ROWS; r++) {
+            for (int r = 0; r < rows; r++) {
                 const uint8_t *w = row[r] + c;
                 __m512i first = _mm512_loadu_si512(w), second = _mm512_loadu_si512(w + 64);
                 __m512i A = _mm512_permutex2var_epi8(first, picks, second);
@@ -327,7 +330,7 @@ static inline __attribute__((always_inline)) void dot_q8_0(const uint8_t *const 
             }
         }
     }
-    for (int r = 0; r < ORDERED_ROWS; r++) out[r] = _mm512_mul_ps(acc[r], _mm512_set1_ps(dx));
+    for (int r = 0; r < rows; r++) out[r] = _mm512_mul_ps(acc[r], _mm512_set1_ps(dx));
 }
 
 // Q4_1, Q5_0 and Q5_1: 8 blocks (160, 176 or 192 bytes) a chunk, in two halves of 4, in Q8_0's
@@ -355,8 +358,8 @@ static inline __attribute__((always_inline)) void dot_q8_0(const uint8_t *const 
 #define HALF_MINS(B)                                                                                                   \
     HALF_AT(B, 2) / 2, HALF_AT(B, (B) + 2) / 2, HALF_AT(B, 2 * (B) + 2) / 2, HALF_AT(B, 3 * (B) + 2) / 2
 #define HALF_BITS(B, b, at) HALF_BITS2(B, (B) * (b) + (at)), HALF_BITS2(B, (B) * (b) + (at))
-static inline __attribute__((always_inline)) void dot_q4_1(int type, const uint8_t *const *row, const uint8_t *in,
-                                                           int n, __m512 *out) {
+static inline __attribute__((always_inline)) void dot_q4_1(int type, int rows, const uint8_t *const *row,
+                                                           const uint8_t *in, int n, __m512 *out) {
     // byte 16b + j of A: byte j of block b's nibbles (for Q4_1, Q5_0, Q5_1)
     static const uint8_t pick[3][64] = {{HALF_PICK(20, 0), HALF_PICK(20, 1), HALF_PICK(20, 2), HALF_PICK(20, 3)},
                                         {HALF_PICK(22, 0), HALF_PICK(22, 1), HALF_PICK(22, 2), HALF_PICK(22, 3)},
@@ -376,9 +379,9 @@ static inline __attribute__((always_inline)) void dot_q4_1(int type, const uint8
         _mm512_set4_epi64(0x0b0a090807060504ll, 0x030201003f3e3d3cll, 0x0b0a090807060504ll, 0x030201003f3e3d3cll),
         _mm512_set4_epi64(0x1b1a191817161514ll, 0x131211100f0e0d0cll, 0x1b1a191817161514ll, 0x131211100f0e0d0cll)};
     const float dx = *(const float *)in;
-    __m512 acc[ORDERED_ROWS];
-    __m128 mins[ORDERED_ROWS];
-    for (int r = 0; r < ORDERED_ROWS; r++) acc[r] = _mm512_setzero_ps(), mins[r] = _mm_setzero_ps();
+    __m512 acc[ORDERED_ROWS_MOST];
+    __m128 mins[ORDERED_ROWS_MOST];
+    for (int r = 0; r < rows; r++) acc[r] = _mm512_setzero_ps(), mins[r] = _mm_setzero_ps();
     in += ORDERED_HEADER;
     for (int i = 0, c = 0; i < n; i += UNPACKED_VALUES, in += ORDERED_CHUNK) {
         __m512i x[8];
@@ -388,7 +391,7 @@ static inline __attribute__((always_inline)) void dot_q4_1(int type, const uint8
             __m512i start = _mm512_loadu_si512(in + 512 + 64 * h);
             __m128 sums_q = _mm_loadu_ps((const float *)(in + 512) + 4 * h);
 #pragma GCC unroll 8
-            for (int r = 0; r < ORDERED_ROWS; r++) {
+            for (int r = 0; r < rows; r++) {
                 const uint8_t *w = row[r] + c;
                 __m512i first = _mm512_loadu_si512(w), second = _mm512_loadu_si512(w + 4 * bytes - 64);
                 __m512i A = _mm512_permutex2var_epi8(first, picks, second);
@@ -410,7 +413,7 @@ static inline __attribute__((always_inline)) void dot_q4_1(int type, const uint8
             }
         }
     }
-    for (int r = 0; r < ORDERED_ROWS; r++)
+    for (int r = 0; r < rows; r++)
         out[r] = _mm512_mul_ps(_mm512_add_ps(acc[r], _mm512_zextps128_ps512(mins[r])), _mm512_set1_ps(dx));
 }
 #undef HALF_MINS
@@ -429,8 +432,8 @@ static inline __attribute__((always_inline)) void dot_q4_1(int type, const uint8
 // last 8, so lane 2g + c of both holds group g. The values stay unsigned (0..63); the 32 they
 // are biased by comes off per group as d·sc·(-32 Σ q), the tail holding -32 Σ q for each of
 // the 16 groups (floats).
-static inline __attribute__((always_inline)) void dot_q6_k(const uint8_t *const *row, const uint8_t *in, int n,
-                                                           __m512 *out) {
+static inline __attribute__((always_inline)) void dot_q6_k(int rows, const uint8_t *const *row, const uint8_t *in,
+                                                           int n, __m512 *out) {
     static const uint8_t pick[64] = {// byte 8g + r of P: byte 16g + r of L and H, one after the other
 #define R(g) 16 * g, 16 * g + 1, 16 * g + 2, 16 * g + 3, 16 * g + 4, 16 * g + 5, 16 * g + 6, 16 * g + 7
                                      R(0), R(1), R(2), R(3), R(4),
@@ -443,15 +446,15 @@ static inline __attribute__((always_inline)) void dot_q6_k(const uint8_t *const 
     const __m512i lanes[2] = {_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7),
                               _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)};
     const float dx = *(const float *)in;
-    __m512 acc[ORDERED_ROWS], offsets[ORDERED_ROWS];
-    for (int r = 0; r < ORDERED_ROWS; r++) acc[r] = offsets[r] = _mm512_setzero_ps();
+    __m512 acc[ORDERED_ROWS_MOST], offsets[ORDERED_ROWS_MOST];
+    for (int r = 0; r < rows; r++) acc[r] = offsets[r] = _mm512_setzero_ps();
     in += ORDERED_HEADER;
     for (int i = 0, c = 0; i < n; i += UNPACKED_VALUES, c += 210, in += ORDERED_CHUNK) {
         __m512i x[8];
         __m512 tail = _mm512_loadu_ps((const float *)(in + 512));
         load_ordered(x, in);
 #pragma GCC unroll 8
-        for (int r = 0; r < ORDERED_ROWS; r++) {
+        for (int r = 0; r < rows; r++) {
             const uint8_t *w = row[r] + c;
             __m512 scales =
                 _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + 192)))),
@@ -471,42 +474,52 @@ static inline __attribute__((always_inline)) void dot_q6_k(const uint8_t *const 
             }
         }
     }
-    for (int r = 0; r < ORDERED_ROWS; r++)
-        out[r] = _mm512_mul_ps(_mm512_add_ps(acc[r], offsets[r]), _mm512_set1_ps(dx));
+    for (int r = 0; r < rows; r++) out[r] = _mm512_mul_ps(_mm512_add_ps(acc[r], offsets[r]), _mm512_set1_ps(dx));
 }
 
 // out[lo, hi) (+ bias) = the rows [lo, hi) of a matrix of type in its own order (rows of rb
-// bytes from blocks) times the input in (order_input). ORDERED_ROWS rows go at once, one from
-// each of as many parts of [lo, hi), so that each part is read in order: the hardware's
-// prefetcher then runs ahead of it, where adjacent rows taken at once are read back and forth
-// and streamed 17% slower than one row at a time (docs/KERNELS.md). A part is whole blocks of
-// 16 rows, bar the last. Unlike the other one-token rows they do not prefetch_ahead: read
-// in order, the hardware keeps up with them, and the prefetches cost 8-30 %.
-static inline __attribute__((always_inline)) void ordered_rows(int type, float *out, const float *bias,
-                                                               const uint8_t *blocks, size_t rb, const uint8_t *in,
-                                                               int n_in, size_t lo, size_t hi) {
-    size_t part = (hi - lo + 16 * ORDERED_ROWS - 1) / (16 * ORDERED_ROWS) * 16;
+// bytes from blocks) times the input in (order_input). rows rows go at once, one from each of
+// as many parts of [lo, hi), so that each part is read in order: the hardware's prefetcher
+// then runs ahead of it, where adjacent rows taken at once are read back and forth and
+// streamed 17% slower than one row at a time (docs/KERNELS.md). A part is whole blocks of 16
+// rows, bar the last. Unlike the other one-token rows they do not prefetch_ahead: read in
+// order, the hardware keeps up with them, and the prefetches cost 8-30 %. Each row's sums are
+// made in the same order whatever rows is, so its outputs are the same bit for bit.
+static inline __attribute__((always_inline)) void ordered_rows_of(int type, int rows, float *out, const float *bias,
+                                                                  const uint8_t *blocks, size_t rb, const uint8_t *in,
+                                                                  int n_in, size_t lo, size_t hi) {
+    size_t part = (hi - lo + 16 * (size_t)rows - 1) / (16 * (size_t)rows) * 16;
     for (size_t i = 0; i < part; i += 16) {
-        __m512 acc[ORDERED_ROWS][16];
+        __m512 acc[ORDERED_ROWS_MOST][16];
         for (int j = 0; j < 16; j++) {
-            const uint8_t *w[ORDERED_ROWS];
-            __m512 sums[ORDERED_ROWS];
-            for (int p = 0; p < ORDERED_ROWS; p++) { // past hi, row lo again: not stored
+            const uint8_t *w[ORDERED_ROWS_MOST];
+            __m512 sums[ORDERED_ROWS_MOST];
+            for (int p = 0; p < rows; p++) { // past hi, row lo again: not stored
                 size_t r = lo + p * part + i + j;
                 w[p] = blocks + (r < hi ? r : lo) * rb;
             }
-            if (type == BLOCK_Q4_0 || type == BLOCK_IQ4_NL) dot_q4_0(type, w, in, n_in, sums);
-            else if (type == BLOCK_Q4_1 || type == BLOCK_Q5_0 || type == BLOCK_Q5_1) dot_q4_1(type, w, in, n_in, sums);
-            else if (type == BLOCK_Q4_K) dot_q4_k(w, in, n_in, sums);
-            else if (type == BLOCK_Q8_0) dot_q8_0(w, in, n_in, sums);
-            else dot_q6_k(w, in, n_in, sums);
-            for (int p = 0; p < ORDERED_ROWS; p++) acc[p][j] = sums[p];
+            if (type == BLOCK_Q4_0 || type == BLOCK_IQ4_NL) dot_q4_0(type, rows, w, in, n_in, sums);
+            else if (type == BLOCK_Q4_1 || type == BLOCK_Q5_0 || type == BLOCK_Q5_1)
+                dot_q4_1(type, rows, w, in, n_in, sums);
+            else if (type == BLOCK_Q4_K) dot_q4_k(rows, w, in, n_in, sums);
+            else if (type == BLOCK_Q8_0) dot_q8_0(rows, w, in, n_in, sums);
+            else dot_q6_k(rows, w, in, n_in, sums);
+            for (int p = 0; p < rows; p++) acc[p][j] = sums[p];
         }
-        for (int p = 0; p < ORDERED_ROWS; p++) {
+        for (int p = 0; p < rows; p++) {
             size_t r0 = lo + p * part + i;
             if (r0 < hi) store_rows16(out, bias, r0, hi - r0 < 16 ? (int)(hi - r0) : 16, acc[p]);
         }
     }
+}
+
+// ordered_rows_of with the machine's rows at once, each count with its own inlined loops.
+static inline __attribute__((always_inline)) void ordered_rows(int type, float *out, const float *bias,
+                                                               const uint8_t *blocks, size_t rb, const uint8_t *in,
+                                                               int n_in, size_t lo, size_t hi) {
+    if (ordered_rows_at_once() == ORDERED_ROWS_AMD)
+        ordered_rows_of(type, ORDERED_ROWS_AMD, out, bias, blocks, rb, in, n_in, lo, hi);
+    else ordered_rows_of(type, ORDERED_ROWS_MOST, out, bias, blocks, rb, in, n_in, lo, hi);
 }
 #endif
 

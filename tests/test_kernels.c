@@ -877,7 +877,7 @@ static void test_quantize_input(void **state) {
 // it with the rest after), two panels in turn over QPANEL_K, one-token rows in
 // parts of 16 and in a last part shorter than the others, and a few tokens' rows in their own
 // order over more rows than one pass of the tokens takes, each token's outputs bit for bit its
-// own one-token product's. The outputs are computed in two ranges, as two threads do.
+// own one-token product's, and the same with either count of rows at once. The outputs are computed in two ranges, as two threads do.
 static void test_matmul_blocks(void **state) {
     (void)state;
     int sizes[][3] = {{1, 256, 5},   {1, 2304, 13}, {1, 512, 300}, {1, 768, 97},   {3, 512, 33},  {9, 256, 40},
@@ -904,6 +904,20 @@ static void test_matmul_blocks(void **state) {
             matmul_part(&l, x, T, n_in, 0, n_out / 3);
             matmul_part(&l, x, T, n_in, n_out / 3, n_out);
             int group = ordered_product(type, T, n_in) ? n_in : 32; // the values rounded with one scale
+#if defined(QUANT_ORDERED)
+            // every count of rows at once makes each row's sums alike: the count this machine
+            // does not take is held to the one it does, bit for bit
+            int counts[] = {ORDERED_ROWS_AMD, ORDERED_ROWS_MOST};
+            for (int c = 0; group == n_in && c < 2; c++)
+                for (int t = 0; t < T; t++) {
+                    float *each = out + (size_t)T * n_out;
+                    ordered_rows_of(type, counts[c], each, b, m.blocks, row_bytes(type, n_in),
+                                    xq + (t + 1) * quantized_row_bytes(n_in), n_in, 0, n_out);
+                    if (memcmp(each, out + (size_t)t * n_out, sizeof(float) * n_out))
+                        fail_msg("%s, T %d, %d x %d: token %d's outputs with %d rows at once differ",
+                                 matrix_types[type].name, T, n_out, n_in, t, counts[c]);
+                }
+#endif
             for (int t = 0; T > 1 && group == n_in && t < T; t++) { // bit for bit each token alone
                 Linear one = l;
                 one.out = out + (size_t)T * n_out;
