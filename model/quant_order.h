@@ -168,9 +168,18 @@ static inline __m512i bits_to_45(__m512i q) {
 
 // The chunk's ordered input in registers: x[k] = ql of register k (unsigned), x[4 + k] = its
 // qh (signed). Loaded once per chunk, they serve every row the kernel takes at once (Q4_0: a
-// row's own work is 4 loads of weights and 8 multiply-adds; the input's 9 loads are shared).
+// row's own work is 4 × 64 bytes of weights loaded and 8 multiply-adds; the input's 9 loads are shared).
 static inline void load_ordered(__m512i x[8], const uint8_t *in) {
     for (int k = 0; k < 8; k++) x[k] = _mm512_loadu_si512(in + 64 * k);
+}
+
+// 64 bytes of a row's blocks, as two loads of 32. The blocks start anywhere in a cache line, so
+// a load of 64 always spans two lines; streamed from memory, on AMD's Zen 5 such loads ran the
+// rows at half the speed of loads of 32 (1.1B Q4_0, native, 2 threads: 28-34 -> 42-63 tok/s),
+// where from L2 the two forms are as fast (docs/KERNELS.md, "Loads of 32 on Zen 5").
+static inline __m512i load_weights64(const uint8_t *p) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)),
+                              _mm256_loadu_si256((const __m256i *)(p + 32)), 1);
 }
 
 // Each lane's Σ q·v over the registers of weights [k0 .. k1) and the chunk's input x, added to
@@ -224,9 +233,9 @@ static inline __attribute__((always_inline)) void dot_q4_0(int type, int rows, c
 #pragma GCC unroll 8
         for (int r = 0; r < rows; r++) {
             const uint8_t *w = row[r] + c;
-            __m512i first = _mm512_loadu_si512(w), second = _mm512_loadu_si512(w + 72);
+            __m512i first = load_weights64(w), second = load_weights64(w + 72);
             __m512i A = _mm512_permutex2var_epi8(first, picks, second);
-            __m512i B = _mm512_permutex2var_epi8(_mm512_loadu_si512(w + 8), picks, _mm512_loadu_si512(w + 80));
+            __m512i B = _mm512_permutex2var_epi8(load_weights64(w + 8), picks, load_weights64(w + 80));
             __m512i u[4] = {_mm512_and_si512(A, nibble), high_nibbles(A), _mm512_and_si512(B, nibble), high_nibbles(B)};
             __m512i s[4];
             for (int k = 0; k < 4; k++)
@@ -272,7 +281,7 @@ static inline __attribute__((always_inline)) void dot_q4_k(int rows, const uint8
             const uint8_t *w = row[r] + c;
             __m512 scales = _mm512_mul_ps(k_scale_vector(w), sums_q);
             mins[r] = _mm512_add_ps(mins[r], scales); // lanes 8..15: -dmin·m·Σ q
-            __m512i first = _mm512_loadu_si512(w + 16), second = _mm512_loadu_si512(w + 80);
+            __m512i first = load_weights64(w + 16), second = load_weights64(w + 80);
             __m512i X = _mm512_permutex2var_epi8(first, picks, second);
             __m512i Y = _mm512_permutex2var_epi8(first, picks16, second);
             __m512i u[4] = {_mm512_and_si512(X, nibble), _mm512_and_si512(Y, nibble), high_nibbles(X), high_nibbles(Y)};
@@ -316,10 +325,10 @@ static inline __attribute__((always_inline)) void dot_q8_0(int rows, const uint8
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
                 const uint8_t *w = row[r] + c;
-                __m512i first = _mm512_loadu_si512(w), second = _mm512_loadu_si512(w + 64);
+                __m512i first = load_weights64(w), second = load_weights64(w + 64);
                 __m512i A = _mm512_permutex2var_epi8(first, picks, second);
                 // B's bytes lie 16 on, from loads 8 on (so the last ends at the half's end)
-                __m512i B = _mm512_permutex2var_epi8(_mm512_loadu_si512(w + 8), picks8, _mm512_loadu_si512(w + 72));
+                __m512i B = _mm512_permutex2var_epi8(load_weights64(w + 8), picks8, load_weights64(w + 72));
                 __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutex2var_epi16(first, words, second)));
                 __m512i a = _mm512_dpbusd_epi32(start, x[2 * h], A);
                 a = _mm512_dpbusd_epi32(a, x[2 * h + 1], B);
@@ -393,7 +402,7 @@ static inline __attribute__((always_inline)) void dot_q4_1(int type, int rows, c
 #pragma GCC unroll 8
             for (int r = 0; r < rows; r++) {
                 const uint8_t *w = row[r] + c;
-                __m512i first = _mm512_loadu_si512(w), second = _mm512_loadu_si512(w + 4 * bytes - 64);
+                __m512i first = load_weights64(w), second = load_weights64(w + 4 * bytes - 64);
                 __m512i A = _mm512_permutex2var_epi8(first, picks, second);
                 __m512i u[4];
                 u[2 * h] = _mm512_and_si512(A, nibble), u[2 * h + 1] = high_nibbles(A);
@@ -462,7 +471,7 @@ static inline __attribute__((always_inline)) void dot_q6_k(int rows, const uint8
             offsets[r] = _mm512_fmadd_ps(scales, tail, offsets[r]);
             __m512i u[4];
             for (int h = 0; h < 2; h++) {
-                __m512i ql = _mm512_loadu_si512(w + 64 * h);
+                __m512i ql = load_weights64(w + 64 * h);
                 __m512i qh = _mm512_srlv_epi64(
                     _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w + 128 + 32 * h))), shift);
                 __m512i L = _mm512_ternarylogic_epi32(ql, nibble, bits_to_45(qh), 0xea); // (a & b) | c
