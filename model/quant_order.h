@@ -168,15 +168,15 @@ static inline __m512i bits_to_45(__m512i q) {
 
 // The chunk's ordered input in registers: x[k] = ql of register k (unsigned), x[4 + k] = its
 // qh (signed). Loaded once per chunk, they serve every row the kernel takes at once (Q4_0: a
-// row's own work is 4 × 64 bytes of weights loaded and 8 multiply-adds; the input's 9 loads are shared).
+// row's own work is 4 × 64 bytes of weights and 8 multiply-adds; the input's 9 loads are shared).
 static inline void load_ordered(__m512i x[8], const uint8_t *in) {
     for (int k = 0; k < 8; k++) x[k] = _mm512_loadu_si512(in + 64 * k);
 }
 
 // 64 bytes of a row's blocks, as two loads of 32. The blocks start anywhere in a cache line, so
 // a load of 64 always spans two lines; streamed from memory, on AMD's Zen 5 such loads ran the
-// rows at half the speed of loads of 32 (1.1B Q4_0, native, 2 threads: 28-34 -> 42-63 tok/s),
-// where from L2 the two forms are as fast (docs/KERNELS.md, "Loads of 32 on Zen 5").
+// rows at two thirds of the speed of loads of 32 (1.1B Q4_0, native, 2 threads: 39-40 -> 48-60
+// tok/s), where from L2 the two forms are as fast (docs/KERNELS.md, "Loads of 32 on Zen 5").
 static inline __m512i load_weights64(const uint8_t *p) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)),
                               _mm256_loadu_si256((const __m256i *)(p + 32)), 1);
