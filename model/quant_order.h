@@ -176,7 +176,8 @@ static inline void load_ordered(__m512i x[8], const uint8_t *in) {
 // 64 bytes of a row's blocks, as two loads of 32. The blocks start anywhere in a cache line, so
 // a load of 64 always spans two lines; streamed from memory, on AMD's Zen 5 such loads ran the
 // rows at two thirds of the speed of loads of 32 (1.1B Q4_0, native, 2 threads: 39-40 -> 48-60
-// tok/s), where from L2 the two forms are as fast (docs/KERNELS.md, "Loads of 32 on Zen 5").
+// tok/s), though from L2 the loads of 32 cost Q8_0 a third more (docs/KERNELS.md, "Loads of 32
+// on Zen 5").
 static inline __m512i load_weights64(const uint8_t *p) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p)),
                               _mm256_loadu_si256((const __m256i *)(p + 32)), 1);
