@@ -7,6 +7,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "attention.h"
 #include "attention_token.h"
 #include "file.h"
@@ -65,6 +66,7 @@ typedef struct {
     float *mem;         // the one allocation the buffers above are carved from
     size_t bytes;       // its size
     size_t cache_bytes; // the KV cache's part of it, keys and values
+    int kv_ready;       // positions [0, kv_ready) have their cache rows in memory (kv_cache_ready)
     Barrier barrier;
     const AttentionKeep *keep; // NULL (state_init's), or where forward copies attention probabilities
 } RunState;
@@ -119,6 +121,34 @@ static inline void store_kv_rows(void *cache, int kv_type, int r, const float *s
         if (kv_type == BLOCK_Q8_0) quantize_q8_0_blocks(to, from, c1 - c0);
         else floats_to_f16(to, from, c1 - c0);
     }
+}
+
+#define KV_READY_AHEAD 64 // positions beyond a pass's last whose cache rows kv_cache_ready brings in too
+
+// Brings every layer's cache rows for positions up to end (and KV_READY_AHEAD beyond) into
+// memory, a call per layer and half, before a pass writes them. Each 4 KiB page would
+// otherwise fault on its first write: a 256-token prompt's first pass wrote some 7,600 of
+// them, a third of its time on a VM, where a fault costs about 10 us (docs/KERNELS.md).
+static inline void kv_cache_ready(const Config *c, RunState *s, int end) {
+#ifdef MADV_POPULATE_WRITE
+    if (end <= s->kv_ready) return;
+    int from = s->kv_ready, to = end + KV_READY_AHEAD < c->seq_len ? end + KV_READY_AHEAD : c->seq_len;
+    size_t kvd = (size_t)c->n_kv_heads * c->head_dim, page = (size_t)sysconf(_SC_PAGESIZE);
+    for (int l = 0; l < c->n_layers; l++) {
+        LayerCache lc = layer_cache(c, s, l);
+        // a ring's rows (twice over) all at once, the first time
+        int r0 = lc.mirrored ? (from ? 2 * lc.rows : 0) : from, r1 = lc.mirrored ? 2 * lc.rows : to;
+        for (int half = 0; half < 2 && r1 > r0; half++) {
+            uintptr_t a = (uintptr_t)(half ? lc.v : lc.k) + kv_span(s->kv_type, (size_t)r0 * kvd);
+            uintptr_t b = (uintptr_t)(half ? lc.v : lc.k) + kv_span(s->kv_type, (size_t)r1 * kvd);
+            a &= ~(uintptr_t)(page - 1);
+            madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+        }
+    }
+    s->kv_ready = to;
+#else
+    (void)c, (void)s, (void)end;
+#endif
 }
 
 // Where a layer's new keys and values [T, kv_dim] are computed: a float32 cache takes them in
@@ -193,17 +223,18 @@ static inline size_t state_carve(RunState *s, const Config *c, int max_batch, in
         {&s->shared_h3, B * c->shared_dim},
         {&s->shared_out, c->shared_dim ? B * c->dim : 0},
         {&s->head_ss, c->arch_flags & ARCH_QK_NORM_WHOLE ? B * (c->n_heads + c->n_kv_heads) : 0},
-        {&s->att, B * c->n_heads * (size_t)c->seq_len},
         {&s->token_parts, c->n_heads * s->threads * TOKEN_PART(c->head_dim)},
+        {&s->kv_new, kv_type != WEIGHTS_F32 ? 2 * B * kvd : 0},
+        {&s->wbuf, s->threads * s->wbuf_floats},
+        {&xq_floats, s->threads * (B + 2) * s->xq_row_bytes / sizeof(float)},
+        // the buffers above are what every pass writes (state_init), those below grow with the context
+        {&s->att, B * c->n_heads * (size_t)c->seq_len},
         {&s->rope_cos, c->seq_len * half},
         {&s->rope_sin, c->seq_len * half},
         {&s->rope_local_cos, c->seq_len * local_half},
         {&s->rope_local_sin, c->seq_len * local_half},
         {&key_cache, cache_floats},
         {&value_cache, cache_floats},
-        {&s->kv_new, kv_type != WEIGHTS_F32 ? 2 * B * kvd : 0},
-        {&s->wbuf, s->threads * s->wbuf_floats},
-        {&xq_floats, s->threads * (B + 2) * s->xq_row_bytes / sizeof(float)},
     };
     size_t n = sizeof t / sizeof t[0], total = 0;
     for (size_t i = 0; i < n; i++) total += state_align(t[i].floats);
@@ -230,6 +261,11 @@ static inline int state_init(RunState *s, const Config *c, int max_batch, int kv
         bytes < SIZE_MAX ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) : MAP_FAILED;
     if (mem == MAP_FAILED) return -1;
     state_carve(s, c, max_batch, kv_type, mem);
+#ifdef MADV_POPULATE_WRITE
+    // The buffers every pass writes brought into memory in one call, not a page fault at a
+    // time inside the first pass (kv_cache_ready says why); an older kernel refuses, harmlessly.
+    madvise(mem, (size_t)((char *)s->att - (char *)mem), MADV_POPULATE_WRITE);
+#endif
     if (c->pos_kind == POS_ROPE) {
         size_t half = c->rope_dims / 2;
         // zeroed for GCC alone: at -march=x86-64 it cannot see that the table reads only the
@@ -435,6 +471,7 @@ static inline void forward(const Config *c, const Weights *w, RunState *s, const
     int gated = ffn_is_gated(c->ffn_kind), n_logits = logits && logits_from < T ? T - logits_from : 0;
     float scale = c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)hd);
     float *x = s->x;
+    kv_cache_ready(c, s, pos0 + T);
     // One parallel region for the whole pass: each product is split across the threads by
     // output features, attention by head, embedding and post-norms by rows. A one-token step
     // is a few milliseconds, and each meeting at s->barrier costs the earlier thread a wait

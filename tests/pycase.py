@@ -1,5 +1,5 @@
 """The case runner of tests/test_*.py: every case of a file, or with -k SUBSTRING the cases whose
-names contain it, each reported as 'ok    NAME' or 'FAIL  NAME: ...', then 'N passed, N failed'.
+names contain it, each reported as 'ok    NAME (its seconds)' or 'FAIL  NAME: ...', then 'N passed, N failed'.
 
   /usr/bin/python3 tests/test_X.py [-k SUBSTRING]
 
@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -61,8 +62,9 @@ class Cases:
             try:
                 if missing:
                     raise AssertionError("needs %s, which failed" % ", ".join(missing))
+                t0 = time.monotonic()
                 self.funcs[name]()
-                print("ok    %s" % name)
+                print("ok    %s (%.1f s)" % (name, time.monotonic() - t0))
             except Exception as e:  # report the case and go on to the next
                 failed.add(name)
                 print("FAIL  %s: %s: %s" % (name, type(e).__name__, e))

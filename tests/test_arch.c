@@ -430,6 +430,62 @@ static void test_state_aligned(void **state) {
     }
 }
 
+// Whether every page that holds a byte of [p, p + bytes) is in memory (all = 1), or none that
+// lies wholly inside it is (all = 0).
+static int pages_resident(const void *p, size_t bytes, int all) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p, b = a + bytes;
+    a = all ? a & ~(uintptr_t)(page - 1) : (a + page - 1) & ~(uintptr_t)(page - 1);
+    b = all ? (b + page - 1) & ~(uintptr_t)(page - 1) : b & ~(uintptr_t)(page - 1);
+    if (b <= a) return 1;
+    unsigned char vec[4096];
+    size_t n = (b - a) / page;
+    assert_true(n <= sizeof vec);
+    assert_int_equal(mincore((void *)a, b - a, vec), 0);
+    for (size_t i = 0; i < n; i++)
+        if ((vec[i] & 1) != all) return 0;
+    return 1;
+}
+
+// kv_cache_ready brings a global layer's rows up to the pass's end and KV_READY_AHEAD beyond into
+// memory, and no further; a local layer's ring whole, the first time; in each cache type.
+static void test_kv_cache_ready(void **state) {
+    (void)state;
+#ifdef MADV_POPULATE_WRITE
+    void *probe = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    int supported = madvise(probe, 4096, MADV_POPULATE_WRITE) == 0; // Linux 5.14 and later
+    munmap(probe, 4096);
+    if (!supported) skip();
+    Config c = knob_config(); // layers 0, 1 and 3 local, 2 global
+    c.n_kv_heads = 2, c.head_dim = c.rope_dims = 32, c.seq_len = 4096;
+    size_t kvd = (size_t)c.n_kv_heads * c.head_dim;
+    for (int i = 0; i < KV_TYPES; i++) {
+        RunState s;
+        int type = kv_types[i];
+        assert_int_equal(state_init(&s, &c, 8, type), 0);
+        assert_true(s.ring > 0);
+        LayerCache global = layer_cache(&c, &s, 2), local = layer_cache(&c, &s, 0);
+        for (int half = 0; half < 2; half++)
+            assert_true(pages_resident(half ? global.v : global.k, kv_span(type, c.seq_len * kvd), 0));
+        int ends[] = {100, 101, 1000};
+        for (int e = 0; e < 3; e++) {
+            kv_cache_ready(&c, &s, ends[e]);
+            size_t ready = kv_span(type, (ends[e] == 101 ? 100 + KV_READY_AHEAD : ends[e] + KV_READY_AHEAD) * kvd);
+            assert_int_equal(s.kv_ready, (ends[e] == 101 ? 100 : ends[e]) + KV_READY_AHEAD);
+            for (int half = 0; half < 2; half++) {
+                const char *g = half ? global.v : global.k, *r = half ? local.v : local.k;
+                assert_true(pages_resident(g, ready, 1));
+                assert_true(pages_resident(g + ready, kv_span(type, c.seq_len * kvd) - ready, 0));
+                assert_true(pages_resident(r, kv_span(type, 2 * (size_t)local.rows * kvd), 1));
+            }
+        }
+        state_free(&s);
+    }
+#else
+    skip();
+#endif
+}
+
 // ----------------------------------------------------------------------------
 // The whole forward pass
 
@@ -615,15 +671,11 @@ static void test_forward_all_knobs(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rope_tables),
-        cmocka_unit_test(test_head_norm),
-        cmocka_unit_test(test_norm_plus_one),
-        cmocka_unit_test(test_out_norms),
-        cmocka_unit_test(test_geglu),
-        cmocka_unit_test(test_ring_attention),
-        cmocka_unit_test(test_cache_carve),
-        cmocka_unit_test(test_state_aligned),
-        cmocka_unit_test(test_forward_all_knobs),
+        cmocka_unit_test(test_rope_tables),    cmocka_unit_test(test_head_norm),
+        cmocka_unit_test(test_norm_plus_one),  cmocka_unit_test(test_out_norms),
+        cmocka_unit_test(test_geglu),          cmocka_unit_test(test_ring_attention),
+        cmocka_unit_test(test_cache_carve),    cmocka_unit_test(test_state_aligned),
+        cmocka_unit_test(test_kv_cache_ready), cmocka_unit_test(test_forward_all_knobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
