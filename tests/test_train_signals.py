@@ -166,10 +166,11 @@ def mpi_env():
 
 
 def mpirun(out, extra):
-    # 40 steps: on an idle machine a step of 8000 micro-batches takes some 40 ms, and a SIGTERM that
-    # mpirun forwards late must still land inside one
+    # 40 steps: on an idle machine a step of 800 micro-batches takes some 90 ms, and a SIGTERM that
+    # mpirun forwards late must still land inside one (8000 a step took the case 156 s, 2026-12-02,
+    # and under ASan most of the suite's longest test)
     return ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", "2", TRAIN_MPI, "-d", corpus(), "-o", out] + \
-        TINY + ["--max-iters", "40", "--eval-interval", "10", "--grad-accum", "8000"] + list(extra)
+        TINY + ["--max-iters", "40", "--eval-interval", "10", "--grad-accum", "800"] + list(extra)
 
 
 @case
