@@ -161,33 +161,18 @@ static int emit(const Tokenizer *tok, const ChatTemplate *ct, TokSanitizer *san,
     return 1;
 }
 
-// Writes the continuation of tokens (n_prompt of them, malloc'd: generate owns them), after the
-// prompt's text when the prompt was text; a conversation's reply ends at the end of the turn.
-// With sp (--lookup, --draft) it speculates while the context has room, then goes on plainly.
-static void generate(const Model *m, const Tokenizer *tok, const ChatTemplate *ct, RunState *s, Sampler *sampler,
-                     const Options *o, Speculator *sp, int *tokens, int n_prompt) {
+// Appends one continuation to tokens [n_prompt] (room for n_new more), printing it; the cache
+// holds the prompt (all but its last token with sp, which verifies that one with its drafts)
+// and, without sp, logits follow it. Returns the tokens appended; *shifts counts the times the
+// full context moved on.
+static int continue_prompt(const Model *m, const Tokenizer *tok, const ChatTemplate *ct, RunState *s, Sampler *sampler,
+                           Speculator *sp, TokSanitizer *san, int *tokens, int n_prompt, int n_new, int *window,
+                           float *logits, int *shifts) {
     const Config *c = &m->config;
-    int *window = malloc(sizeof(int) * c->seq_len);
-    float *logits = malloc(sizeof(float) * c->vocab_size);
-    if (!window || !logits) die("out of memory");
-    // -n 0 stops where the context is full; any other count, 256 by default, runs on past it.
-    // tokens then grows to hold the whole history, which the repetition penalty looks back on.
-    int n_new = o->steps > 0 ? o->steps : o->steps < 0 ? DEFAULT_NEW_TOKENS : c->seq_len - n_prompt;
-    int *history = realloc(tokens, sizeof(int) * ((size_t)n_prompt + n_new));
-    if (!history) die("out of memory");
-    tokens = history;
-    TokSanitizer san = {0};
-    tell_seed(o->temperature); // on a line of its own, before the text that it reproduces
-    if (!ct) print_piece(&san, o->prompt, strlen(o->prompt), 0);
-
-    double t0 = now_s();
-    // speculation keeps the last token out of the cache: each round verifies it with the drafts
-    forward_or_die(m, s, tokens, sp ? n_prompt - 1 : n_prompt, 0, logits, NULL, NULL);
-    double t1 = now_s();
-    int n = n_prompt, limit = n_prompt + n_new, ended = 0, shifts = 0;
+    int n = n_prompt, limit = n_prompt + n_new, ended = 0;
     while (sp && !ended && n < limit && n <= c->seq_len) {
         int from = n, got = speculate(sp, m, s, sampler, tokens, n, limit - n);
-        for (int i = 0; i < got && !ended; i++) ended = !emit(tok, ct, &san, tokens, &n, tokens[from + i]);
+        for (int i = 0; i < got && !ended; i++) ended = !emit(tok, ct, san, tokens, &n, tokens[from + i]);
     }
     // pos: where tokens[n - 1] goes in the cache; ready: logits already follow it (the prompt's)
     int pos = sp ? n - 1 : n_prompt, ready = !sp;
@@ -196,21 +181,64 @@ static void generate(const Model *m, const Tokenizer *tok, const ChatTemplate *c
             forward_or_die(m, s, &tokens[n - 1], 1, pos++, logits, NULL, NULL);
         } else if (!ready) {
             pos = shift_window(m, s, tokens, n, window, logits);
-            shifts++;
+            (*shifts)++;
         }
         ready = 0;
-        ended = !emit(tok, ct, &san, tokens, &n, sample(sampler, logits, tokens, n));
+        ended = !emit(tok, ct, san, tokens, &n, sample(sampler, logits, tokens, n));
     }
-    print_piece(&san, "", 0, 1);
+    return n - n_prompt;
+}
+
+// What comes between two of --samples' texts: a line of nanoGPT's sample.py's dashes.
+#define SAMPLE_SEPARATOR "\n---------------\n"
+
+// Writes --samples continuations of tokens (n_prompt of them, malloc'd: generate owns them),
+// each after the prompt's text when the prompt was text, and from the second on each after
+// SAMPLE_SEPARATOR (nanoGPT's sample.py's num_samples); a conversation's reply ends at the end of
+// the turn. With sp (--lookup, --draft) it speculates while the context has room, then goes on plainly.
+static void generate(const Model *m, const Tokenizer *tok, const ChatTemplate *ct, RunState *s, Sampler *sampler,
+                     const Options *o, Speculator *sp, int *tokens, int n_prompt) {
+    const Config *c = &m->config;
+    int *window = malloc(sizeof(int) * c->seq_len);
+    float *logits = malloc(sizeof(float) * c->vocab_size), *prompt_logits = malloc(sizeof(float) * c->vocab_size);
+    if (!window || !logits || !prompt_logits) die("out of memory");
+    // -n 0 stops where the context is full; any other count, 256 by default, runs on past it.
+    // tokens then grows to hold the whole history, which the repetition penalty looks back on.
+    int n_new = o->steps > 0 ? o->steps : o->steps < 0 ? DEFAULT_NEW_TOKENS : c->seq_len - n_prompt;
+    int *history = realloc(tokens, sizeof(int) * ((size_t)n_prompt + n_new));
+    if (!history) die("out of memory");
+    tokens = history;
+    TokSanitizer san = {0};
+    tell_seed(o->temperature); // on a line of its own, before the text that it reproduces
+    int terminal = isatty(STDOUT_FILENO), shifts = 0, generated = 0;
+    double prompt_s = 0, generate_s = 0;
+    for (int k = 0, cached = 0; k < o->samples; k++) {
+        if (k) print_piece(&san, SAMPLE_SEPARATOR, strlen(SAMPLE_SEPARATOR), 1);
+        if (!ct) print_piece(&san, o->prompt, strlen(o->prompt), 0);
+        double t0 = now_s();
+        // speculation keeps the last token out of the cache: each round verifies it with the drafts
+        if (!cached) forward_or_die(m, s, tokens, sp ? n_prompt - 1 : n_prompt, 0, prompt_logits, NULL, NULL);
+        memcpy(logits, prompt_logits, sizeof(float) * c->vocab_size);
+        // the draft's cache keeps the prompt too, unless its rows went round a ring
+        if (sp && sp->draft_state.ring) sp->draft_pos = 0;
+        if (sp && sp->draft_pos > n_prompt - 1) sp->draft_pos = n_prompt - 1;
+        double t1 = now_s();
+        int shifted = shifts;
+        generated +=
+            continue_prompt(m, tok, ct, s, sampler, sp, &san, tokens, n_prompt, n_new, window, logits, &shifts);
+        print_piece(&san, "", 0, 1);
+        prompt_s += t1 - t0, generate_s += now_s() - t1;
+        // the next sample starts from the prompt's cache rows, unless a later position took them:
+        // a moved window, or a local layer's ring gone round
+        cached = shifts == shifted && !s->ring;
+    }
     // on a terminal the text ends its line, so that the shell's prompt starts a new one
-    int terminal = isatty(STDOUT_FILENO);
     if (terminal && last_printed && last_printed != '\n') print_piece(&san, "\n", 1, 1);
-    double t2 = now_s();
-    int generated = n - n_prompt;
     if (!o->quiet)
         fprintf(stderr, "%sprompt: %d token%s in %.3f s (%.1f tok/s); generated: %d token%s in %.3f s (%.1f tok/s)",
-                terminal ? "" : "\n", n_prompt, plural(n_prompt), t1 - t0, n_prompt / (t1 - t0), generated,
-                plural(generated), t2 - t1, generated > 0 ? generated / (t2 - t1) : 0.0);
+                terminal ? "" : "\n", n_prompt, plural(n_prompt), prompt_s, n_prompt / prompt_s, generated,
+                plural(generated), generate_s, generated > 0 ? generated / generate_s : 0.0);
+    if (o->samples > 1 && !o->quiet) fprintf(stderr, "; %d samples", o->samples);
     if (sp && !o->quiet)
         fprintf(stderr, "; drafted %ld, accepted %ld (%.1f%%)", sp->drafted, sp->accepted,
                 sp->drafted ? 100.0 * sp->accepted / sp->drafted : 0.0);
@@ -219,6 +247,7 @@ static void generate(const Model *m, const Tokenizer *tok, const ChatTemplate *c
     free(tokens);
     free(window);
     free(logits);
+    free(prompt_logits);
 }
 
 static void perplexity(const Model *m, const Tokenizer *tok, RunState *s, const Options *o) {

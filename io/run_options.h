@@ -29,6 +29,7 @@ typedef struct {
     const char *chat_path, *system, *template_name; // --chat, -y, --chat-template
     float temperature, topp, minp, repeat_penalty;
     int topk, steps, threads, repeat_window, context;
+    int samples;            // --samples N: -m generate's continuations of the one prompt
     int special;            // --special: the text's spelling of a special token becomes that token
     int verify;             // --verify: check the file's checksum and exit
     int quiet;              // -q: no banner, timings or summary on stderr
@@ -65,6 +66,8 @@ static void usage(FILE *f) {
         "  -r R         repetition penalty, CTRL-style; 1 = off (default 1)\n"
         "  --repeat-window N  positions the penalty looks back over; 0 = all (default 64)\n"
         "  -s SEED      random seed; 0 = from the clock and process id (default 0)\n"
+        "  --samples N  N continuations of the one prompt, each after a line of dashes from the second\n"
+        "               on, the prompt's cache kept between them (default 1)\n"
         "  -m MODE      generate | ppl | logits | attention | chat (default generate)\n"
         "  -f FILE      -m ppl: the text to score; otherwise the prompt, read from FILE as it is;\n"
         "               - reads standard input\n"
@@ -115,8 +118,9 @@ static void usage(FILE *f) {
         "               later; ./train's MODEL.state too): prints ok or that the file is damaged, and\n"
         "               exits 0 or 1\n"
         "  -h, --help   this text\n"
-        "-n -t -p -k --min-p -r --repeat-window and -s shape generation; -m ppl, logits and attention refuse\n"
-        "them. -m attention refuses a file over 1 GiB: select fewer layers or heads, or shorten the prompt.\n"
+        "-n -t -p -k --min-p -r --repeat-window -s and --samples shape generation; -m ppl, logits and\n"
+        "attention refuse them. -m attention refuses a file over 1 GiB: select fewer layers or heads, or\n"
+        "shorten the prompt.\n"
         "Text goes to stdout (exactly the prompt, then the continuation; with --chat only the reply); timings go\n"
         "to stderr. The seed is printed to stderr when it comes from the clock.\n"
         "-m chat: type a message after the prompt marker; the reply streams; Ctrl-C stops a reply, Ctrl-D or\n"
@@ -256,6 +260,7 @@ static Options parse_options(int argc, char **argv) {
                  .topp = 0.9f,
                  .repeat_penalty = 1.0f,
                  .steps = -1,
+                 .samples = 1,
                  .repeat_window = 64,
                  .thinking = -1,
                  .compute = COMPUTE_F32,
@@ -301,6 +306,7 @@ static Options parse_options(int argc, char **argv) {
             o.repeat_penalty = parse_num(a, v, 0.01, 100), o.sampling_given |= SAMPLING_REPEAT_PENALTY;
         else if (!strcmp(a, "--repeat-window")) o.repeat_window = parse_int(a, v, 0, 1 << 20);
         else if (!strcmp(a, "-s")) o.seed = parse_seed(a, v);
+        else if (!strcmp(a, "--samples")) o.samples = parse_int(a, v, 1, 1 << 20);
         else if (!strcmp(a, "-m")) o.mode = value(a, v);
         else if (!strcmp(a, "-f")) o.text_path = value(a, v);
         else if (!strcmp(a, "-o")) o.out_path = value(a, v);
@@ -318,7 +324,7 @@ static Options parse_options(int argc, char **argv) {
         else if (!strcmp(a, "--draft")) o.draft_path = value(a, v);
         else if (!strcmp(a, "--draft-p-min")) o.draft_p_min = parse_num(a, v, 0, 1), draft_p_min_given = 1;
         else die("unknown option %s (see --help)", a);
-        const char *sampling[] = {"-n", "-t", "-p", "-k", "--min-p", "-r", "--repeat-window", "-s"};
+        const char *sampling[] = {"-n", "-t", "-p", "-k", "--min-p", "-r", "--repeat-window", "-s", "--samples"};
         for (size_t k = 0; k < sizeof sampling / sizeof *sampling && !o.sampling_flag; k++)
             if (!strcmp(a, sampling[k])) o.sampling_flag = sampling[k];
     }
@@ -348,6 +354,7 @@ static Options parse_options(int argc, char **argv) {
         die("--compute bf16,f32: only -m ppl runs both, to compare them; -m %s takes f32 or bf16", o.mode);
     if ((ppl || logits || attention) && o.sampling_flag)
         die("%s shapes generation; -m %s does not generate and would ignore it", o.sampling_flag, o.mode);
+    if (o.samples > 1 && !strcmp(o.mode, "chat")) die("--samples: -m chat draws a reply again with /regen");
     if (draft_max_given && !o.lookup && !o.draft_path) die("--draft-max bounds the drafts of --lookup or --draft");
     if (draft_p_min_given && !o.draft_path) die("--draft-p-min is the --draft model's confidence; give --draft MODEL");
     if ((o.lookup || o.draft_path) && strcmp(o.mode, "generate") && strcmp(o.mode, "chat"))

@@ -977,6 +977,10 @@ row run "--no-think on a model whose chat format is not Qwen3's" "--no-think: on
 row run "--think without -m chat or --chat" "--think: thinking is part of a chat format: -m chat or --chat" \
   ./run $model --think
 row run "--no-history outside -m chat" "--no-history: only -m chat keeps a history" ./run $model -i hi --no-history
+row run "--samples 0" "--samples 0: expected a whole number in [1, 1048576]" ./run $model -i hi --samples 0
+row run "--samples in -m chat" "--samples: -m chat draws a reply again with /regen" ./run $model -m chat --samples 2
+row run "--samples in -m ppl" "--samples shapes generation; -m ppl does not generate" \
+  ./run $model -m ppl -f $tmp/chat_block.txt --samples 2
 # ---- speculative decoding (issue 45): --lookup, --draft and its draft model
 row run "--lookup 0" "--lookup 0: expected a whole number in [1, 1024]" ./run $model -i hi --lookup 0
 row run "--draft-max 0" "--draft-max 0: expected a whole number in [1, 255]" ./run $model -i hi --lookup 2 --draft-max 0
