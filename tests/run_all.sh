@@ -17,10 +17,13 @@ MAKEFLAGS=$(sed -E 's/(^| )-j[0-9]*( |$)/ /; s/ ?--jobserver-(auth|fds)=[^ ]*//'
 NO_C_CODE="tests/test_convert.py tests/test_outputs.py tests/test_plot.py tests/test_gguf.py"
 mkdir -p tests/tmp
 logs=$(mktemp -d tests/tmp/run_all.XXXXXX)
-# The longest first (a few minutes against seconds), so that the rest fill the other core.
+# The longest first (a few minutes against seconds; the plain suite's, then the sanitized one's),
+# so that the rest fill the other core and none of them is left to run alone at the end.
 tests=()
-for t in tests/test_parity.py tests/test_fuzz_smoke.sh tests/test_export_hf.py tests/test_convert.py \
-  tests/test_valgrind.sh tests/bin/test_* tests/test_*.py tests/test_*.sh; do
+for t in tests/test_parity.py tests/test_fuzz_smoke.sh tests/test_bad_inputs.sh tests/test_chat_template.py \
+  tests/test_train_signals.py tests/bin/test_kernels_isa_x86-64 tests/test_export_hf.py tests/test_convert.py \
+  tests/test_attention.py tests/test_output_policy.py tests/test_valgrind.sh tests/bin/test_* tests/test_*.py \
+  tests/test_*.sh; do
   [ -e "$t" ] && [[ " ${tests[*]} " != *" $t "* ]] && tests+=("$t")
 done
 

@@ -38,7 +38,10 @@ PY = sys.executable
 SIGNIFICANCE = 0.001
 FIRST = 3  # tokens drawn a run
 SEEDS = int(os.environ.get("SPEC_SEEDS", "1000"))  # samples a distribution is drawn over
-SEPARATE_RUNS = 200  # processes that --samples is compared with, one sample each
+ASAN = bool(os.environ.get("ATTN_ASAN_SUITE"))
+# processes that --samples is compared with, one sample each; under make test-asan fewer, each
+# several times slower, where the point is the C code's memory, not the comparison's power
+SEPARATE_RUNS = 40 if ASAN else 200
 PLAIN_SEED, FAST_SEED = 0x5DEECE66D4511, 0x2545F4914F6CDD1D  # the two runs' seeds, their draws unrelated
 ANY_DRAFT = ["--draft-p-min", "0"]  # the draft model drafts however unsure it is
 STORY = ("Once upon a time, there was a little girl named Lily. She loved to play outside. "
@@ -434,7 +437,9 @@ def make_var(name):
     return r.stdout.split()
 
 
-@case
+# not under make test-asan: speculate() runs sanitized in every case above, and the rest of the
+# program is a benchmark's, whose sanitized build alone took a minute
+@(case if not ASAN else (lambda f: f))
 def projection_stand_in_draft():
     # bench/speculative_projection.c's stand-in drafter (Speculator.propose) through speculate(): at
     # --accept 1 every draft is kept, at 0.5 about half; the program exits 1 if a text differs from
