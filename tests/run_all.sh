@@ -13,8 +13,11 @@ JOBS=${TEST_JOBS:-2}
 # script does not hand its job slots down to them (they would warn and fall back to one).
 MAKEFLAGS=$(sed -E 's/(^| )-j[0-9]*( |$)/ /; s/ ?--jobserver-(auth|fds)=[^ ]*//' <<<"${MAKEFLAGS:-}")
 # Under make test-asan (ATTN_ASAN_SUITE) what runs sanitized C code is run again; these test
-# the Python tools alone (no ./run, ./train or tests/bin program), so they are skipped there.
-NO_C_CODE="tests/test_convert.py tests/test_outputs.py tests/test_plot.py tests/test_gguf.py"
+# the Python tools, the Makefile or the docs alone (no ./run, ./train or tests/bin program),
+# so they are skipped there.
+NO_C_CODE="tests/test_convert.py tests/test_outputs.py tests/test_plot.py tests/test_gguf.py \
+  tests/test_output_policy.py tests/test_safe_pickle.py tests/test_cli_endings.py tests/test_quantize.py \
+  tests/test_tools_layout.py tests/test_doc_links.py tests/test_make_deps.sh"
 mkdir -p tests/tmp
 logs=$(mktemp -d tests/tmp/run_all.XXXXXX)
 # The longest first (a few minutes against seconds; the plain suite's, then the sanitized one's),
